@@ -1,0 +1,157 @@
+"""The contract every backend implements, and the records it returns.
+
+The CLI talks only to this contract. A backend hides where runs execute (this
+machine, a Kubernetes cluster): it accepts a resolved `RunSpec` plus the secrets
+the run uses, and reports runs as `Run` records whose statuses are mcli's.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
+    from launcher.secrets.kinds import Secret
+    from launcher.spec.models import RunSpec
+
+
+class RunStatus(str, enum.Enum):
+    PENDING = "PENDING"
+    QUEUED = "QUEUED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    TERMINATING = "TERMINATING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STOPPED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class StatusEvent:
+    """A status the run entered, when, and why."""
+
+    status: RunStatus
+    at: datetime
+    attempt: int = 1
+    reason: str | None = None
+
+
+@dataclass
+class RankState:
+    """One node rank (one process on the local backend, one pod on Kubernetes)."""
+
+    rank: int
+    status: RunStatus
+    exit_code: int | None = None
+    reason: str | None = None
+    node: str | None = None
+
+
+@dataclass
+class Attempt:
+    """One execution of the whole group; a retry starts attempt N+1 (mcli: a resumption)."""
+
+    index: int
+    status: RunStatus
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    reason: str | None = None
+    ranks: list[RankState] = field(default_factory=list)
+
+
+@dataclass
+class Run:
+    name: str
+    backend: str
+    status: RunStatus
+    created_at: datetime
+    spec: dict[str, Any]
+    """The spec as submitted (resolved, secret-free), as a plain mapping."""
+    cluster: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    reason: str | None = None
+    exit_code: int | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    events: list[StatusEvent] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int:
+        return int(self.spec.get("compute", {}).get("nodes") or 1)
+
+    @property
+    def current_attempt(self) -> int:
+        return self.attempts[-1].index if self.attempts else 1
+
+
+@dataclass(frozen=True)
+class LogLine:
+    rank: int
+    text: str
+    """One line without its trailing newline, secrets already masked."""
+    attempt: int = 1
+    timestamp: datetime | None = None
+
+
+class Backend(abc.ABC):
+    """Where runs execute. Every method is safe to call from a fresh process."""
+
+    name: str
+
+    @abc.abstractmethod
+    def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
+        """Start a run. `secrets` are the secrets it uses, values included."""
+
+    @abc.abstractmethod
+    def get(self, name: str) -> Run:
+        """The run's current record. Raises NotFoundError."""
+
+    @abc.abstractmethod
+    def list(self) -> list[Run]:
+        """All runs, newest first."""
+
+    @abc.abstractmethod
+    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
+        """Yield the run each time its status changes, starting with the current one;
+        return after yielding a terminal status."""
+
+    @abc.abstractmethod
+    def logs(
+        self,
+        name: str,
+        *,
+        rank: int | None = None,
+        attempt: int | None = None,
+        tail: int | None = None,
+        follow: bool = False,
+        previous: bool = False,
+    ) -> Iterator[LogLine]:
+        """The run's log lines, secrets masked. rank=None means every rank.
+        attempt=None means the latest. With follow, keep yielding until the attempt ends."""
+
+    @abc.abstractmethod
+    def stop(self, name: str) -> Run:
+        """Stop the run's processes and keep its record; the run ends STOPPED."""
+
+    @abc.abstractmethod
+    def delete(self, name: str) -> None:
+        """Stop the run if needed and remove everything it created."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""

@@ -1,0 +1,55 @@
+"""One place that turns exceptions into what a user sees and the exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from launcher.errors import LauncherError
+
+
+def _debug_requested(argv: list[str] | None) -> bool:
+    args = sys.argv[1:] if argv is None else argv
+    return "--debug" in args or os.environ.get("LAUNCHER_DEBUG", "") not in ("", "0", "false")
+
+
+def run_cli(group: click.Group, argv: list[str] | None = None) -> int:
+    debug = _debug_requested(argv)
+    try:
+        group.main(args=argv, prog_name="launcher", standalone_mode=False)
+        return 0
+    except LauncherError as e:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"✗ {e.message}", err=True)
+        if e.hint:
+            click.echo(f"  {e.hint}", err=True)
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as e:
+        e.show()
+        return 2 if isinstance(e, click.UsageError | click.BadParameter) else e.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 1
+    except KeyboardInterrupt:
+        click.echo("Exiting with Keyboard Interrupt", err=True)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`launcher logs | head`); that is not an error.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
+    except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback for users
+        if debug:
+            traceback.print_exc()
+        click.echo(f"✗ internal error: {type(e).__name__}: {e}", err=True)
+        if not debug:
+            click.echo("  run again with --debug to see the traceback", err=True)
+        return 1

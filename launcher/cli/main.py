@@ -1,0 +1,63 @@
+"""The `launcher` command group.
+
+Subcommands are imported only when they are invoked, so `launcher --help` stays
+fast and never pulls in pydantic, kubernetes, torch or databricks-sdk.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+# name -> (module, attribute, one-line help shown by `launcher --help`)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("launcher.cli.run", "run", "Submit a run from a run YAML, optionally following it."),
+    "validate": ("launcher.cli.run", "validate", "Validate a run YAML offline and print the resolved spec."),
+    "get": ("launcher.cli.get", "get", "List runs or secrets."),
+    "describe": ("launcher.cli.describe", "describe", "Show a run's spec, statuses, ranks and reason."),
+    "logs": ("launcher.cli.logs", "logs", "Print or follow a run's logs."),
+    "stop": ("launcher.cli.stop", "stop", "Stop runs, keeping their records."),
+    "delete": ("launcher.cli.stop", "delete", "Delete runs and everything they created."),
+    "secret": ("launcher.cli.secret", "secret", "Create, list and delete secrets."),
+    "cluster": ("launcher.cli.cluster", "cluster", "Add, list and choose cluster profiles."),
+    "data": ("launcher.cli.data", "data", "Prepare training data: tokenizers, synthetic text, MDS conversion."),
+    "metrics": ("launcher.cli.metrics", "metrics", "Show a run's metrics as tables, plots and files."),
+    "train": ("launcher.cli.train", "train", "Run the built-in MPT trainer on a config file."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module_name, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, envvar="LAUNCHER_DEBUG", help="Show tracebacks for errors.")
+@click.version_option(package_name="launcher", prog_name="launcher")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """launcher: run LLM training on Kubernetes or on this machine.
+
+    Start with `launcher run -f runspecs/hello.yaml --follow`.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> None:
+    from launcher.cli.errors import run_cli
+
+    sys.exit(run_cli(cli, argv))

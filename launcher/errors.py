@@ -1,0 +1,70 @@
+"""Errors a user may see. Each carries the exit code the CLI returns for it.
+
+Exit codes follow the launcher's contract: 2 for bad input (a spec, a flag, a
+name), 1 for a run or an operation that failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class LauncherError(Exception):
+    """An error with a message meant for the user; never shown with a traceback."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, exit_code: int | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(LauncherError):
+    """Bad input from the user: a spec, a flag value, a file. Exit code 2."""
+
+    exit_code = 2
+
+
+class NotFoundError(InputError):
+    """A named run, secret or cluster that does not exist."""
+
+
+@dataclass(frozen=True)
+class SpecIssue:
+    """One problem in a spec file, located as precisely as we can."""
+
+    message: str
+    field: str = ""
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+    def render(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
+            where += ": "
+        field = f"{self.field}: " if self.field else ""
+        return f"{where}{field}{self.message}"
+
+
+class SpecError(InputError):
+    """One or more problems in a spec; each is rendered as file:line:col: field: message."""
+
+    def __init__(self, issues: list[SpecIssue]):
+        self.issues = list(issues)
+        super().__init__("\n".join(i.render() for i in self.issues))
+
+
+class RunFailedError(LauncherError):
+    """The run ended FAILED or STOPPED; the CLI exits 1."""
