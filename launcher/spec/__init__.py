@@ -1,0 +1,1 @@
+"""The run spec: models, loading with positions, overrides, mcli compatibility."""

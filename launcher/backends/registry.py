@@ -1,0 +1,114 @@
+"""From a profile to its backend and secret store; from a run name to where it runs.
+
+Every submission from this machine is recorded in a small index
+($LAUNCHER_HOME/index.db: name, profile, backend, time), so `logs NAME` and
+`describe` find a run without asking every cluster, and "the latest run" is one
+query.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from datetime import datetime, timezone
+from pathlib import Path
+
+from launcher.backends.base import Backend, Run
+from launcher.config import Profile, launcher_home, load_config
+from launcher.errors import InputError, NotFoundError
+from launcher.secrets.store import LocalSecretStore, SecretStore
+
+
+def open_backend(profile: Profile) -> Backend:
+    home = launcher_home()
+    if profile.backend == "local":
+        from launcher.backends.local.backend import LocalBackend
+
+        return LocalBackend(home)
+    if profile.backend == "kubernetes":
+        from launcher.backends.kubernetes.backend import KubernetesBackend
+
+        return KubernetesBackend(profile, home)
+    raise InputError(f"unknown backend {profile.backend!r} in profile {profile.name!r}")
+
+
+def open_secret_store(profile: Profile) -> SecretStore:
+    if profile.backend == "kubernetes":
+        from launcher.backends.kubernetes.secrets import KubernetesSecretStore
+
+        return KubernetesSecretStore(profile)
+    return LocalSecretStore(launcher_home())
+
+
+def resolve_profile(cluster: str | None = None, backend: str | None = None) -> Profile:
+    """--cluster names a profile; --backend picks the first profile of that backend
+    (the current one if it matches)."""
+    config = load_config()
+    if cluster:
+        profile = config.profile(cluster)
+        if backend and profile.backend != backend:
+            raise InputError(f"cluster {cluster!r} uses the {profile.backend} backend, not {backend}")
+        return profile
+    current = config.profile()
+    if backend is None or current.backend == backend:
+        return current
+    for p in config.profiles():
+        if p.backend == backend:
+            return p
+    raise InputError(f"no cluster profile uses the {backend} backend", hint="add one with `launcher cluster add`")
+
+
+class RunIndex:
+    def __init__(self, home: Path | None = None):
+        self.path = (home or launcher_home()) / "index.db"
+
+    def _db(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS submissions (name TEXT PRIMARY KEY, profile TEXT NOT NULL,"
+            " backend TEXT NOT NULL, created_at TEXT NOT NULL)"
+        )
+        return db
+
+    def record(self, name: str, profile: Profile) -> None:
+        with closing(self._db()) as db, db:
+            db.execute("INSERT OR REPLACE INTO submissions VALUES (?, ?, ?, ?)",
+                       (name, profile.name, profile.backend, datetime.now(timezone.utc).isoformat()))
+
+    def forget(self, name: str) -> None:
+        with closing(self._db()) as db, db:
+            db.execute("DELETE FROM submissions WHERE name = ?", (name,))
+
+    def profile_of(self, name: str) -> str | None:
+        with closing(self._db()) as db:
+            row = db.execute("SELECT profile FROM submissions WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    def latest(self) -> str | None:
+        with closing(self._db()) as db:
+            row = db.execute("SELECT name FROM submissions ORDER BY created_at DESC LIMIT 1").fetchone()
+        return row[0] if row else None
+
+    def names(self) -> list[str]:
+        with closing(self._db()) as db:
+            return [r[0] for r in db.execute("SELECT name FROM submissions ORDER BY created_at DESC")]
+
+
+def find_run(name: str | None) -> tuple[Backend, Run]:
+    """The backend holding run `name` and its record; None means the latest run."""
+    index = RunIndex()
+    if name is None:
+        name = index.latest()
+        if name is None:
+            raise NotFoundError("there are no runs yet", hint="start one with `launcher run -f SPEC`")
+    config = load_config()
+    recorded = index.profile_of(name)
+    candidates = [p for p in config.profiles() if p.name == recorded] if recorded else config.profiles()
+    for profile in candidates:
+        backend = open_backend(profile)
+        try:
+            return backend, backend.get(name)
+        except NotFoundError:
+            continue
+    raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`")

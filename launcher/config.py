@@ -1,0 +1,94 @@
+"""Where the launcher keeps its state, and the cluster profiles in config.yaml.
+
+    $LAUNCHER_HOME/config.yaml
+        current: local            # the profile `launcher run` uses by default
+        clusters:
+          my-gke:
+            backend: kubernetes
+            context: gke_proj_zone_name
+            namespace: training
+            ...                   # backend-specific settings
+
+The profile `local` (the embedded local backend) always exists.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launcher.errors import InputError, NotFoundError
+
+LOCAL = "local"
+BACKENDS = ("local", "kubernetes")
+
+
+def launcher_home() -> Path:
+    home = Path(os.environ.get("LAUNCHER_HOME") or Path.home() / ".launcher")
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return home
+
+
+@dataclass
+class Profile:
+    name: str
+    backend: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Config:
+    current: str = LOCAL
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def profiles(self) -> list[Profile]:
+        out = [Profile(LOCAL, "local")]
+        for name, settings in self.clusters.items():
+            out.append(Profile(name, settings.get("backend", "kubernetes"), dict(settings)))
+        return out
+
+    def profile(self, name: str | None = None) -> Profile:
+        name = name or self.current
+        for p in self.profiles():
+            if p.name == name:
+                return p
+        known = ", ".join(p.name for p in self.profiles())
+        raise NotFoundError(f"no cluster profile named {name!r} (known: {known})",
+                            hint="add one with `launcher cluster add`")
+
+
+def config_path() -> Path:
+    return launcher_home() / "config.yaml"
+
+
+def load_config() -> Config:
+    path = config_path()
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        return Config()
+    except yaml.YAMLError as e:
+        raise InputError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: must be a mapping")
+    clusters = raw.get("clusters") or {}
+    if not isinstance(clusters, dict):
+        raise InputError(f"{path}: clusters must be a mapping of name to settings")
+    for name, settings in clusters.items():
+        if not isinstance(settings, dict):
+            raise InputError(f"{path}: clusters.{name} must be a mapping")
+        backend = settings.get("backend", "kubernetes")
+        if backend not in BACKENDS:
+            raise InputError(f"{path}: clusters.{name}.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    return Config(current=str(raw.get("current") or LOCAL), clusters=clusters)
+
+
+def save_config(config: Config) -> None:
+    path = config_path()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump({"current": config.current, "clusters": config.clusters}, sort_keys=False))
+    os.replace(tmp, path)

@@ -1,0 +1,39 @@
+"""What a backend gives the entrypoint: the environment variables below.
+
+Every backend starts `python -m launcher.entrypoint` once per node rank with:
+
+    LAUNCHER_SPEC          path of the submitted spec (JSON or YAML, secret-free)
+    LAUNCHER_BACKEND       "local" or "kubernetes"
+    LAUNCHER_CONFIG_DIR    where parameters.yaml is (or is to be written); default /mnt/config
+    LAUNCHER_WORKDIR       the working directory for integrations and the command; default cwd
+    NODE_RANK              this node's rank (Kubernetes: from the job-completion index;
+                           JOB_COMPLETION_INDEX is read when NODE_RANK is absent)
+    LAUNCHER_NODES         number of nodes
+    LAUNCHER_GPUS_PER_NODE GPUs per node (0 on CPU)
+    MASTER_ADDR, MASTER_PORT   rank 0's address (local: 127.0.0.1 and a free port)
+    LAUNCHER_MASK_ENV      comma-separated names of env vars holding secret values
+    LAUNCHER_MASK_FILES    os.pathsep-separated paths of secret files
+    LAUNCHER_VENV          (local) where the run's virtualenv goes
+    LAUNCHER_ARTIFACTS_DIR (optional) where the run's artifacts go, e.g. metrics.jsonl
+
+Secrets are already in the environment (env kinds) or on disk (file kinds) when
+the entrypoint starts; it never receives a value through its arguments.
+"""
+
+SPEC = "LAUNCHER_SPEC"
+BACKEND = "LAUNCHER_BACKEND"
+CONFIG_DIR = "LAUNCHER_CONFIG_DIR"
+WORKDIR = "LAUNCHER_WORKDIR"
+NODES = "LAUNCHER_NODES"
+GPUS_PER_NODE = "LAUNCHER_GPUS_PER_NODE"
+MASK_ENV = "LAUNCHER_MASK_ENV"
+MASK_FILES = "LAUNCHER_MASK_FILES"
+VENV = "LAUNCHER_VENV"
+ARTIFACTS_DIR = "LAUNCHER_ARTIFACTS_DIR"
+DEFAULT_CONFIG_DIR = "/mnt/config"
+
+# Exit codes of the entrypoint's own failures, distinct from common command codes.
+EXIT_SPEC = 64          # the spec could not be read
+EXIT_INTEGRATION = 65   # an integration step (git, pip, apt) failed
+EXIT_RENDEZVOUS = 66    # rank 0 never became reachable
+EXIT_SETUP = 67         # parameters or environment could not be prepared

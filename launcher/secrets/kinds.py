@@ -1,0 +1,143 @@
+"""Secret kinds, and what each becomes inside a run.
+
+A secret holds `data` (the values, never shown) and `options` (non-secret
+settings such as the env var name or the mount path). `project()` says how a
+secret reaches the run's processes, in terms every backend can apply: env vars
+taken from data keys, files written from data keys under a mount directory, and
+plain env vars that point at those files. The local backend resolves them into
+its processes' environment and a private directory; the Kubernetes backend
+turns the same projection into secretKeyRef env vars and a Secret volume.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+class SecretKind(str, enum.Enum):
+    ENV = "env"
+    FILE = "file"
+    DOCKER_REGISTRY = "docker-registry"
+    SSH = "ssh"
+    GIT_SSH = "git-ssh"
+    S3 = "s3"
+    GCP = "gcp"
+    DATABRICKS = "databricks"
+    HF = "hf"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MASK = "****"
+# Values shorter than this are not masked in logs: masking "1" or "ab" would shred every line.
+MIN_MASK_LEN = 4
+
+
+@dataclass
+class Secret:
+    name: str
+    kind: SecretKind
+    data: dict[str, str] = field(repr=False)
+    options: dict[str, str] = field(default_factory=dict)
+    created_at: datetime | None = None
+
+    def __repr__(self) -> str:  # never let a value reach a log through repr()
+        return f"Secret(name={self.name!r}, kind={self.kind.value!r}, keys={sorted(self.data)})"
+
+    def masked_values(self) -> list[str]:
+        """The values that must never appear in logs (host names and such are public)."""
+        public = PUBLIC_KEYS.get(self.kind, set())
+        out = []
+        for key, value in self.data.items():
+            if key in public:
+                continue
+            for candidate in (value, value.strip()):
+                if len(candidate) >= MIN_MASK_LEN:
+                    out.append(candidate)
+            # Multi-line values (keys, credential files) may be printed line by line.
+            for line in value.splitlines():
+                if len(line.strip()) >= 8:
+                    out.append(line.strip())
+        return sorted(set(out), key=len, reverse=True)
+
+
+PUBLIC_KEYS: dict[SecretKind, set[str]] = {SecretKind.DATABRICKS: {"host"}}
+
+
+@dataclass
+class Projection:
+    env: dict[str, str] = field(default_factory=dict)
+    """env var -> data key"""
+    files: dict[str, str] = field(default_factory=dict)
+    """file name under mount_path -> data key"""
+    mount_path: str | None = None
+    plain_env: dict[str, str] = field(default_factory=dict)
+    """env var -> value; `{mount}` stands for the directory the files were placed in"""
+    image_pull: bool = False
+
+
+def env_suffix(name: str) -> str:
+    return re.sub(r"[^A-Z0-9_]", "_", name.upper())
+
+
+def default_mount(secret: Secret) -> str:
+    return f"/secrets/{secret.name}"
+
+
+def project(secret: Secret) -> Projection:
+    k, o, n = secret.kind, secret.options, secret.name
+    mount = o.get("mount_path") or default_mount(secret)
+    if k is SecretKind.ENV:
+        return Projection(env={o["env_key"]: "value"})
+    if k is SecretKind.FILE:
+        return Projection(files={"secret": "value"}, mount_path=mount,
+                          plain_env={f"SECRET_PATH_{env_suffix(n)}": "{mount}/secret"})
+    if k is SecretKind.DOCKER_REGISTRY:
+        return Projection(image_pull=True)
+    if k is SecretKind.SSH:
+        return Projection(files={"id": "private_key"}, mount_path=mount,
+                          plain_env={f"SECRET_PATH_{env_suffix(n)}": "{mount}/id"})
+    if k is SecretKind.GIT_SSH:
+        return Projection(
+            files={"id": "private_key"}, mount_path=mount,
+            plain_env={
+                f"SECRET_PATH_{env_suffix(n)}": "{mount}/id",
+                "GIT_SSH_COMMAND": "ssh -o StrictHostKeyChecking=no -o IdentitiesOnly=yes -i {mount}/id",
+            },
+        )
+    if k is SecretKind.S3:
+        files = {"credentials": "credentials"}
+        env = {"AWS_SHARED_CREDENTIALS_FILE": "{mount}/credentials"}
+        if "config" in secret.data:
+            files["config"] = "config"
+            env["AWS_CONFIG_FILE"] = "{mount}/config"
+        return Projection(files=files, mount_path=mount, plain_env=env)
+    if k is SecretKind.GCP:
+        return Projection(files={"credentials.json": "credentials"}, mount_path=mount,
+                          plain_env={"GOOGLE_APPLICATION_CREDENTIALS": "{mount}/credentials.json"})
+    if k is SecretKind.DATABRICKS:
+        return Projection(env={"DATABRICKS_HOST": "host", "DATABRICKS_TOKEN": "token"})
+    if k is SecretKind.HF:
+        return Projection(env={"HF_TOKEN": "token"})
+    raise AssertionError(k)
+
+
+def check_name(name: str) -> str | None:
+    """Why `name` is not a valid secret name, or None."""
+    if not SECRET_NAME.match(name) or len(name) > 63:
+        return f"secret names are lowercase letters, digits and '-', at most 63 characters, got {name!r}"
+    return None
+
+
+def secret_env_names(secrets: list[Secret]) -> dict[str, str]:
+    """Every env var a run gets from secrets -> the secret providing it, to find clashes."""
+    seen: dict[str, str] = {}
+    for s in secrets:
+        for var in project(s).env:
+            seen.setdefault(var, s.name)
+    return seen

@@ -1,0 +1,286 @@
+"""The run YAML, as pydantic models: a superset of the MosaicML CLI's run YAML.
+
+Every model forbids unknown fields: a typo must fail before any GPU is spent.
+Legacy mcli spellings (run_name, top-level gpu_num/gpu_type/cluster/cpus, the
+list form of env_variables) are rewritten by `launcher.spec.compat` before these
+models see the document.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A Docker image reference: [host[:port]/]path[:tag][@digest], lowercase path.
+IMAGE_REF = re.compile(
+    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+# Kubernetes resource quantity, e.g. 64Gi, 500M, 1.5
+QUANTITY = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:[KMGTPE]i?|[mkMGTPE]|e[0-9]+)?$")
+VOLUME_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+REMOTE_SCHEMES = ("dbfs:/", "s3://", "gs://", "oci://")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=False)
+
+
+class Compute(_Model):
+    cluster: str | None = None
+    gpus: Annotated[int, Field(ge=0)] | None = None
+    """Total GPUs across all nodes, as in mcli."""
+    gpu_type: str | None = None
+    nodes: Annotated[int, Field(ge=1)] | None = None
+    cpus: Annotated[float, Field(gt=0)] | None = None
+    memory: str | None = None
+    instance: str | None = None
+    node_names: list[str] | None = None
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        if v is not None and not QUANTITY.match(str(v)):
+            raise ValueError(f"must be a Kubernetes quantity such as 64Gi or 512Mi, got {v!r}")
+        return v
+
+
+class GitRepoIntegration(_Model):
+    integration_type: Literal["git_repo"]
+    git_repo: str
+    git_branch: str | None = None
+    git_commit: str | None = None
+    path: str | None = None
+    ssh_clone: bool = False
+    pip_install: str | None = None
+    host: str = "github.com"
+    git_clone_recursive: bool = False
+
+    @field_validator("git_repo")
+    @classmethod
+    def _repo(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must name a repository, such as org/repo or a URL")
+        return v.strip()
+
+    @field_validator("git_commit")
+    @classmethod
+    def _commit(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-fA-F]{4,64}", v):
+            raise ValueError(f"must be a commit hash (hex), got {v!r}")
+        return v
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or "\x00" in v):
+            raise ValueError("must be a non-empty path")
+        return v
+
+
+class PipPackagesIntegration(_Model):
+    integration_type: Literal["pip_packages"]
+    packages: list[str]
+    upgrade: bool = False
+    index_url: str | None = None
+
+
+class AptPackagesIntegration(_Model):
+    integration_type: Literal["apt_packages"]
+    packages: list[str]
+
+
+class WandbIntegration(_Model):
+    integration_type: Literal["wandb"]
+    project: str
+    entity: str | None = None
+    group: str | None = None
+    job_type: str | None = None
+    tags: list[str] | None = None
+
+
+Integration = Annotated[
+    GitRepoIntegration | PipPackagesIntegration | AptPackagesIntegration | WandbIntegration,
+    Field(discriminator="integration_type"),
+]
+INTEGRATION_TYPES = ("git_repo", "pip_packages", "apt_packages", "wandb")
+
+
+def check_remote(v: str) -> str:
+    """Validate a data location: dbfs:/Volumes/<catalog>/<schema>/<volume>/..., dbfs:/..., s3://,
+    gs://, oci:// or a local path. Raises ValueError with the reason."""
+    v = v.strip()
+    if not v:
+        raise ValueError("must not be empty")
+    low = v.lower()
+    if low.startswith("file://"):
+        raise ValueError(f"file:// URLs are not supported by streaming; use the bare path {v[7:]!r}")
+    if low.startswith("dbfs:"):
+        if not v.startswith("dbfs:/"):
+            raise ValueError(f"a DBFS path starts with dbfs:/, got {v!r}")
+        rest = v[len("dbfs:/") :].lstrip("/")
+        parts = rest.split("/")
+        if parts[0].lower() == "volumes":
+            if parts[0] != "Volumes":
+                raise ValueError(f"Unity Catalog paths are case-sensitive: did you mean dbfs:/Volumes/{'/'.join(parts[1:])}?")
+            names = [p for p in parts[1:4]]
+            if len(names) < 3 or not all(names):
+                raise ValueError(
+                    f"a Volume path is dbfs:/Volumes/<catalog>/<schema>/<volume>/..., got {v!r}"
+                )
+            for label, part in zip(("catalog", "schema", "volume"), names, strict=True):
+                if not VOLUME_PART.match(part):
+                    raise ValueError(f"invalid {label} name {part!r} in {v!r}")
+        return v
+    m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://", v)
+    if m:
+        scheme = m.group(1).lower() + "://"
+        if scheme not in REMOTE_SCHEMES:
+            raise ValueError(
+                f"unsupported scheme {m.group(1)}://; use dbfs:/Volumes/..., s3://, gs://, oci:// or a local path"
+            )
+        if not v[len(scheme) :].strip("/"):
+            raise ValueError(f"{scheme} needs a bucket, got {v!r}")
+    return v
+
+
+class Data(_Model):
+    remote: str | None = None
+    local: str | None = None
+
+    @field_validator("remote")
+    @classmethod
+    def _remote(cls, v: str | None) -> str | None:
+        return None if v is None else check_remote(v)
+
+
+class Scheduling(_Model):
+    priority: str | None = None
+    max_retries: Annotated[int, Field(ge=0)] = 0
+    retry_on_system_failure: bool = False
+    preemptible: bool | None = None
+    max_duration: Annotated[float, Field(gt=0)] | None = None
+    """Hours, as in mcli."""
+
+
+def _env_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float | str):
+        return str(v)
+    raise ValueError(f"must be a plain value (string or number), got {type(v).__name__}")
+
+
+class RunSpec(_Model):
+    name: str
+    image: str | None = None
+    command: str
+    compute: Compute = Field(default_factory=Compute)
+    integrations: list[Integration] = Field(default_factory=list)
+    env_variables: dict[str, str] = Field(default_factory=dict)
+    secrets: list[str] | None = None
+    """Names of stored secrets this run uses; None means all of them, as in mcli."""
+    data: Data | None = None
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        from launcher.spec.names import sanitize
+
+        if not sanitize(v):
+            raise ValueError(f"must contain at least one letter or digit, got {v!r}")
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.strip()
+        if not IMAGE_REF.match(v):
+            raise ValueError(f"is not a valid Docker image reference: {v!r}")
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: str) -> str:
+        v = v.strip()
+        if not v:
+            raise ValueError("must not be empty")
+        return v
+
+    @field_validator("env_variables", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        out = {}
+        for key, value in v.items():
+            if not isinstance(key, str) or not ENV_NAME.match(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+            out[key] = _env_value(value)
+        return out
+
+    @field_validator("secrets")
+    @classmethod
+    def _secrets(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            seen = set()
+            for s in v:
+                if s in seen:
+                    raise ValueError(f"secret {s!r} is listed twice")
+                seen.add(s)
+        return v
+
+    @field_validator("parameters", "metadata", mode="before")
+    @classmethod
+    def _mapping(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @model_validator(mode="after")
+    def _nodes_vs_names(self) -> RunSpec:
+        c = self.compute
+        if c.node_names and c.nodes and len(c.node_names) != c.nodes:
+            raise ValueError(f"compute.node_names lists {len(c.node_names)} nodes but compute.nodes is {c.nodes}")
+        return self
+
+    # Derived values every backend uses the same way.
+    @property
+    def nodes(self) -> int:
+        return self.compute.nodes or 1
+
+    def env_for_run(self, run_name: str) -> dict[str, str]:
+        """The non-secret environment every rank gets, on every backend."""
+        env = dict(self.env_variables)
+        env["RUN_NAME"] = run_name
+        env["COMPOSER_RUN_NAME"] = run_name
+        if self.data and self.data.remote:
+            env["DATA_REMOTE"] = self.data.remote
+        if self.data and self.data.local:
+            env["DATA_LOCAL"] = self.data.local
+        for integ in self.integrations:
+            if isinstance(integ, WandbIntegration):
+                env["WANDB_PROJECT"] = integ.project
+                if integ.entity:
+                    env["WANDB_ENTITY"] = integ.entity
+                if integ.group:
+                    env["WANDB_RUN_GROUP"] = integ.group
+                if integ.job_type:
+                    env["WANDB_JOB_TYPE"] = integ.job_type
+                if integ.tags:
+                    env["WANDB_TAGS"] = ",".join(integ.tags)
+        return env
+
+    def parameters_for_file(self) -> dict[str, Any]:
+        """What goes into parameters.yaml: mcli drops top-level keys starting with `_`."""
+        return {k: v for k, v in self.parameters.items() if not str(k).startswith("_")}
+
+    def to_submitted(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,179 @@
+"""YAML loading that remembers where every value came from.
+
+The loader composes the YAML node graph (safe tags only), refuses duplicate keys,
+bounds alias expansion, and builds plain Python values together with a map from
+each value's path (a tuple of keys and indexes) to its (line, column).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from launcher.errors import SpecError, SpecIssue
+
+Path_ = tuple[str | int, ...]
+
+# A billion-laughs document expands a few aliases into billions of nodes; real
+# run specs have a few hundred. Past this many constructed nodes we refuse.
+MAX_NODES = 100_000
+MAX_BYTES = 8 * 1024 * 1024
+
+
+@dataclass
+class Located:
+    """A loaded document and the position of every value in it (1-based)."""
+
+    data: Any
+    positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    key_positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    file: str | None = None
+
+    def where(self, path: Path_, *, key: bool = False) -> tuple[int | None, int | None]:
+        """The position of `path`, or of its nearest ancestor that has one."""
+        table = self.key_positions if key else self.positions
+        p = tuple(path)
+        while True:
+            if p in table:
+                return table[p]
+            if key and p in self.positions:
+                return self.positions[p]
+            if not p:
+                return (None, None)
+            p = p[:-1]
+
+
+class _Builder:
+    def __init__(self, file: str | None):
+        self.file = file
+        self.count = 0
+        self.located = Located(data=None, file=file)
+        self._scalars = yaml.SafeLoader("")
+
+    def fail(self, node: yaml.Node | None, message: str) -> SpecError:
+        line = col = None
+        if node is not None:
+            line, col = node.start_mark.line + 1, node.start_mark.column + 1
+        return SpecError([SpecIssue(message, file=self.file, line=line, column=col)])
+
+    def build(self, node: yaml.Node, path: Path_, depth: int = 0) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise self.fail(node, f"document expands to more than {MAX_NODES} values (an alias bomb?); refusing it")
+        if depth > 200:
+            raise self.fail(node, "document is nested too deeply")
+        self.located.positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalars.construct_object(node, deep=True)
+        if node.tag not in _COLLECTION_TAGS:
+            raise self.fail(node, f"unsupported YAML tag {node.tag}")
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(child, path + (i,), depth + 1) for i, child in enumerate(node.value)]
+        if isinstance(node, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for key_node, value_node in self._merged_pairs(node):
+                key = self.build(key_node, path + ("<key>",), depth + 1)
+                if isinstance(key, list | dict):
+                    raise self.fail(key_node, "a mapping key must be a plain value")
+                if key in out:
+                    first = self.located.key_positions.get(path + (key,))
+                    at = f" (first defined on line {first[0]})" if first else ""
+                    raise self.fail(key_node, f"duplicate key {key!r}{at}")
+                self.located.key_positions[path + (key,)] = (
+                    key_node.start_mark.line + 1,
+                    key_node.start_mark.column + 1,
+                )
+                out[key] = self.build(value_node, path + (key,), depth + 1)
+            self.located.positions.pop(path + ("<key>",), None)
+            return out
+        raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
+
+    def _merged_pairs(self, node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node]]:
+        """Mapping pairs with `<<: *anchor` merges applied (explicit keys win)."""
+        pairs: list[tuple[yaml.Node, yaml.Node]] = []
+        merged: list[tuple[yaml.Node, yaml.Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for src in sources:
+                    if not isinstance(src, yaml.MappingNode):
+                        raise self.fail(src, "a merge key (<<) must refer to a mapping")
+                    merged.extend(self._merged_pairs(src))
+            else:
+                pairs.append((key_node, value_node))
+        explicit = {k.value for k, _ in pairs if isinstance(k, yaml.ScalarNode)}
+        seen: set[Any] = set()
+        out = list(pairs)
+        for k, v in merged:
+            if isinstance(k, yaml.ScalarNode) and (k.value in explicit or k.value in seen):
+                continue
+            seen.add(getattr(k, "value", None))
+            out.append((k, v))
+        return out
+
+
+_COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:omap"}
+
+
+def load_located(text: str | bytes, file: str | None = None) -> Located:
+    """Parse one YAML document into plain values with positions. Raises SpecError."""
+
+    def one_line(message: str) -> SpecError:
+        return SpecError([SpecIssue(message, file=file)])
+
+    if isinstance(text, bytes):
+        if len(text) > MAX_BYTES:
+            raise one_line(f"file is larger than {MAX_BYTES // (1024 * 1024)} MiB; a run spec is a few KiB")
+        if b"\x00" in text:
+            raise one_line("file is binary (it contains NUL bytes), not a YAML run spec")
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise one_line(f"file is not UTF-8 text (invalid byte at offset {e.start})") from None
+    if len(text) > MAX_BYTES:
+        raise one_line(f"file is larger than {MAX_BYTES // (1024 * 1024)} MiB; a run spec is a few KiB")
+    if not text.strip() or all(
+        not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()
+    ):
+        raise one_line("file is empty: a run spec needs at least `name`, `image` and `command`")
+
+    builder = _Builder(file)
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = e.problem or e.context or "invalid YAML"
+        raise SpecError(
+            [
+                SpecIssue(
+                    f"YAML syntax error: {problem}",
+                    file=file,
+                    line=mark.line + 1 if mark else None,
+                    column=mark.column + 1 if mark else None,
+                )
+            ]
+        ) from None
+    except yaml.YAMLError as e:
+        raise one_line(f"YAML error: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise one_line("document is nested too deeply") from None
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        raise one_line("file is empty: a run spec needs at least `name`, `image` and `command`")
+    if len(nodes) > 1:
+        raise builder.fail(nodes[1], "file holds several YAML documents (---); a run spec is one document")
+    root = nodes[0]
+    try:
+        data = builder.build(root, ())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise SpecError(
+            [SpecIssue(f"YAML error: {getattr(e, 'problem', None) or e}", file=file,
+                       line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None)]
+        ) from None
+    except RecursionError:
+        raise one_line("document is nested too deeply") from None
+    builder.located.data = data
+    return builder.located
