@@ -12,6 +12,7 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
@@ -155,3 +156,16 @@ class Backend(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+
+class LocalArtifacts(abc.ABC):
+    """Optional: backends whose run logs and artifacts lie on this machine's disk expose
+    their paths, so readers (metrics) can index files instead of re-streaming logs."""
+
+    @abc.abstractmethod
+    def log_path(self, name: str, rank: int, attempt: int) -> Path | None:
+        """The masked log file of one rank of one attempt, or None if there is none yet."""
+
+    @abc.abstractmethod
+    def artifacts_dir(self, name: str) -> Path:
+        """Where the run's artifacts (metrics.jsonl, checkpoints by default) go."""
