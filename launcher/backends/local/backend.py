@@ -1,0 +1,287 @@
+"""The embedded local backend: runs execute on this machine as detached processes.
+
+Each run has a supervisor process (launcher.backends.local.supervisor) and one
+entrypoint process per node rank. State is in SQLite; logs, the spec and the
+parameters are files under LAUNCHER_HOME/runs/<name>/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from launcher.backends.base import Backend, LocalArtifacts, LogLine, Run, RunStatus
+from launcher.backends.local.layout import RunLayout
+from launcher.backends.local.procs import alive, start_time, terminate_groups
+from launcher.backends.local.state import State
+from launcher.entrypoint import contract
+from launcher.errors import InputError, LauncherError, NotFoundError
+from launcher.secrets.kinds import Secret, project
+from launcher.secrets.mask import Masker
+from launcher.secrets.store import LocalSecretStore
+
+STOP_GRACE = float(os.environ.get("LAUNCHER_GRACE_SECONDS", "10"))
+
+
+def visible_gpus() -> int:
+    """GPUs this machine can give a local run (0 without an NVIDIA driver)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        return len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip() and d.strip() != "-1"])
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+class LocalBackend(Backend, LocalArtifacts):
+    name = "local"
+
+    def __init__(self, home: Path):
+        self.home = home
+        self.state = State(home)
+
+    # ------------------------------------------------------------ submit
+
+    def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None) -> Run:
+        name = spec.name
+        layout = RunLayout(self.home, name)
+        if self.state.row(name) is not None or layout.root.exists():
+            raise InputError(f"a run named {name!r} already exists")
+        layout.root.mkdir(parents=True, mode=0o700)
+        submitted = spec.to_submitted()
+        layout.spec_file.write_text(json.dumps(submitted, indent=1))
+        env = dict(os.environ)
+        env["LAUNCHER_HOME"] = str(self.home)
+        env.update(self._secret_env(secrets, layout))
+        nodes = spec.nodes
+        wanted = (spec.compute.gpus or 0) // nodes if spec.compute.gpus else 0
+        env[contract.GPUS_PER_NODE] = str(min(wanted, visible_gpus()))
+        self.state.insert_run(name, submitted, [s.name for s in secrets], workdir or os.getcwd())
+        try:
+            sup = subprocess.Popen(
+                [sys.executable, "-m", "launcher.backends.local.supervisor", name],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=open(layout.supervisor_log, "ab"),  # noqa: SIM115 - handed to the child
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # survives the CLI and its Ctrl-C
+                close_fds=True,
+            )
+        except OSError as e:
+            self.state.set_status(name, RunStatus.FAILED, f"could not start the run's supervisor: {e}")
+            raise LauncherError(f"could not start run {name}: {e}") from None
+        self.state.set_supervisor(name, sup.pid, start_time(sup.pid))
+        return self.get(name)
+
+    def _secret_env(self, secrets: list[Secret], layout: RunLayout) -> dict[str, str]:
+        """Secret values as environment for the supervisor and ranks; file secrets written
+        0400 into the run's private directory. Nothing here reaches argv or the state DB."""
+        env: dict[str, str] = {}
+        mask_env: list[str] = []
+        mask_files: list[str] = []
+        for s in secrets:
+            proj = project(s)
+            for var, key in proj.env.items():
+                env[var] = s.data[key]
+                mask_env.append(var)
+            mount = layout.private / s.name
+            if proj.files:
+                layout.private.mkdir(mode=0o700, exist_ok=True)
+                mount.mkdir(mode=0o700, exist_ok=True)
+                for fname, key in proj.files.items():
+                    path = mount / fname
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+                    with os.fdopen(fd, "w") as f:
+                        f.write(s.data[key])
+                    mask_files.append(str(path))
+            for var, template in proj.plain_env.items():
+                env[var] = template.replace("{mount}", str(mount))
+        env[contract.MASK_ENV] = ",".join(mask_env)
+        env[contract.MASK_FILES] = os.pathsep.join(mask_files)
+        return env
+
+    # ------------------------------------------------------------ read
+
+    def get(self, name: str) -> Run:
+        self._reconcile(name)
+        run = self.state.load(name)
+        if run is None:
+            raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`")
+        return run
+
+    def list(self) -> list[Run]:
+        out = []
+        for name in self.state.names():
+            self._reconcile(name)
+            run = self.state.load(name)
+            if run is not None:
+                out.append(run)
+        return out
+
+    def _reconcile(self, name: str) -> None:
+        """A run whose supervisor died while nobody watched ends FAILED, with the reason,
+        and any rank it left behind is stopped."""
+        row = self.state.row(name)
+        if row is None or RunStatus(row["status"]).is_terminal:
+            return
+        if row["supervisor_pid"] is None:
+            # Submitted a moment ago; the supervisor pid is recorded right after spawning.
+            if _age(row["created_at"]) < 30:
+                return
+        elif alive(row["supervisor_pid"], row["supervisor_started"]):
+            return
+        pids = [r["pid"] for r in self.state.active_ranks(name) if alive(r["pid"], r["pid_started"])]
+        if pids:
+            terminate_groups(pids, STOP_GRACE)
+        if row["stop_requested"]:
+            self.state.set_status(name, RunStatus.STOPPED, "stopped by the user")
+        else:
+            self.state.set_status(name, RunStatus.FAILED,
+                                  "the run's supervisor process died unexpectedly; its ranks were stopped")
+        shutil.rmtree(RunLayout(self.home, name).private, ignore_errors=True)
+
+    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
+        last: tuple | None = None
+        while True:
+            run = self.get(name)
+            key = (run.status, run.current_attempt)
+            if key != last:
+                last = key
+                yield run
+            if run.status.is_terminal:
+                return
+            time.sleep(poll_seconds)
+
+    # ------------------------------------------------------------ logs
+
+    def log_path(self, name: str, rank: int, attempt: int) -> Path | None:
+        path = RunLayout(self.home, name).log_file(attempt, rank)
+        return path if path.exists() else None
+
+    def artifacts_dir(self, name: str) -> Path:
+        return RunLayout(self.home, name).artifacts
+
+    def _masker(self, name: str) -> Masker:
+        row = self.state.row(name)
+        used = set(json.loads(row["secrets"])) if row else set()
+        try:
+            secrets = [s for s in LocalSecretStore(self.home).list() if s.name in used]
+        except LauncherError:
+            secrets = []
+        return Masker(v for s in secrets for v in s.masked_values())
+
+    def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
+             follow: bool = False, previous: bool = False) -> Iterator[LogLine]:
+        run = self.get(name)
+        if attempt is None:
+            attempt = run.current_attempt - (1 if previous and run.current_attempt > 1 else 0)
+        if attempt < 1 or attempt > run.current_attempt:
+            raise InputError(f"run {name} has attempts 1..{run.current_attempt}, not {attempt}")
+        ranks = [rank] if rank is not None else list(range(run.nodes))
+        if any(r < 0 or r >= run.nodes for r in ranks):
+            raise InputError(f"run {name} has ranks 0..{run.nodes - 1}, not {rank}")
+        masker = self._masker(name)
+        layout = RunLayout(self.home, name)
+        yield from _read_logs(self, name, layout, attempt, ranks, tail, follow, masker)
+
+    # ------------------------------------------------------------ stop / delete
+
+    def stop(self, name: str) -> Run:
+        run = self.get(name)
+        if run.status.is_terminal:
+            return run
+        row = self.state.row(name)
+        self.state.request_stop(name)
+        pid = row["supervisor_pid"]
+        if pid and alive(pid, row["supervisor_started"]):
+            os.kill(pid, 15)
+            deadline = time.monotonic() + STOP_GRACE + 10
+            while time.monotonic() < deadline:
+                run = self.get(name)
+                if run.status.is_terminal:
+                    return run
+                time.sleep(0.1)
+        # The supervisor is gone or stuck: stop the ranks ourselves.
+        pids = [r["pid"] for r in self.state.active_ranks(name) if alive(r["pid"], r["pid_started"])]
+        if pid and alive(pid, row["supervisor_started"]):
+            pids.append(pid)
+        terminate_groups(pids, STOP_GRACE)
+        self.state.set_status(name, RunStatus.STOPPED, "stopped by the user")
+        return self.get(name)
+
+    def delete(self, name: str) -> None:
+        run = self.get(name)
+        if not run.status.is_terminal:
+            self.stop(name)
+        self.state.delete_run(name)
+        shutil.rmtree(RunLayout(self.home, name).root, ignore_errors=True)
+
+
+def _age(iso: str) -> float:
+    from datetime import datetime, timezone
+
+    return (datetime.now(timezone.utc) - datetime.fromisoformat(iso)).total_seconds()
+
+
+def _read_logs(backend: LocalBackend, name: str, layout: RunLayout, attempt: int, ranks: list[int],
+               tail: int | None, follow: bool, masker: Masker) -> Iterator[LogLine]:
+    """Lines from each rank's file; with follow, keep reading until the attempt is over
+    and every file is drained."""
+    files: dict[int, object] = {}
+    pending: dict[int, bytes] = {r: b"" for r in ranks}
+    if tail is not None:
+        from collections import deque
+
+        for r in ranks:
+            path = layout.log_file(attempt, r)
+            if path.exists():
+                with open(path, "rb") as f:
+                    last = deque(f, maxlen=tail)
+                    offset = f.tell()
+                for raw in last:
+                    if raw.endswith(b"\n"):
+                        yield LogLine(rank=r, text=masker.mask(raw.decode("utf-8", "replace").rstrip("\n")), attempt=attempt)
+                    else:
+                        pending[r] = raw
+                files[r] = offset
+    offsets: dict[int, int] = {r: int(files.get(r, 0)) for r in ranks}
+    while True:
+        progressed = False
+        for r in ranks:
+            path = layout.log_file(attempt, r)
+            if not path.exists():
+                continue
+            with open(path, "rb") as f:
+                f.seek(offsets[r])
+                chunk = f.read(1 << 20)
+                offsets[r] = f.tell()
+            if not chunk:
+                continue
+            progressed = True
+            data = pending[r] + chunk
+            lines = data.split(b"\n")
+            pending[r] = lines.pop()
+            for raw in lines:
+                yield LogLine(rank=r, text=masker.mask(raw.decode("utf-8", "replace")), attempt=attempt)
+        if progressed:
+            continue
+        if not follow:
+            break
+        run = backend.get(name)
+        if run.status.is_terminal or run.current_attempt != attempt:
+            # One more pass to drain what was written before the end.
+            follow = False
+            continue
+        time.sleep(0.1)
+    for r in ranks:
+        if pending[r]:
+            yield LogLine(rank=r, text=masker.mask(pending[r].decode("utf-8", "replace")), attempt=attempt)

@@ -1,0 +1,41 @@
+"""Where a local run's files live under LAUNCHER_HOME/runs/<name>/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class RunLayout:
+    def __init__(self, home: Path, name: str):
+        self.root = home / "runs" / name
+
+    @property
+    def spec_file(self) -> Path:
+        return self.root / "spec.json"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "config"
+
+    @property
+    def private(self) -> Path:
+        """File secrets, mode 0700; removed when the run ends."""
+        return self.root / "private"
+
+    @property
+    def venv(self) -> Path:
+        return self.root / "venv"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "artifacts"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.root / "supervisor.log"
+
+    def attempt_dir(self, attempt: int) -> Path:
+        return self.root / f"attempt-{attempt}"
+
+    def log_file(self, attempt: int, rank: int) -> Path:
+        return self.attempt_dir(attempt) / f"rank-{rank}.log"

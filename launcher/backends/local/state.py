@@ -1,0 +1,218 @@
+"""The local backend's state: one SQLite database in WAL mode under LAUNCHER_HOME.
+
+Several processes use it at once (the CLI, one supervisor per run), so every
+write is a short transaction and readers never block writers.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing, contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, utcnow
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    name TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    ended_at TEXT,
+    reason TEXT,
+    exit_code INTEGER,
+    spec TEXT NOT NULL,
+    secrets TEXT NOT NULL,          -- names of the secrets the run uses (never values)
+    workdir TEXT NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 1,
+    supervisor_pid INTEGER,
+    supervisor_started TEXT,        -- the pid's start time, so a reused pid is not mistaken for ours
+    stop_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    run TEXT NOT NULL, idx INTEGER NOT NULL, status TEXT NOT NULL,
+    started_at TEXT, ended_at TEXT, reason TEXT,
+    PRIMARY KEY (run, idx)
+);
+CREATE TABLE IF NOT EXISTS ranks (
+    run TEXT NOT NULL, attempt INTEGER NOT NULL, rank INTEGER NOT NULL,
+    status TEXT NOT NULL, pid INTEGER, pid_started TEXT, exit_code INTEGER, reason TEXT,
+    PRIMARY KEY (run, attempt, rank)
+);
+CREATE TABLE IF NOT EXISTS events (
+    run TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, at TEXT NOT NULL, reason TEXT
+);
+CREATE INDEX IF NOT EXISTS events_run ON events (run);
+"""
+
+
+def _ts(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+class State:
+    def __init__(self, home: Path):
+        self.path = home / "state.db"
+        with self._connect() as db:
+            db.executescript(SCHEMA)
+
+    @contextmanager
+    def _connect(self):
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def tx(self):
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    # ------------------------------------------------------------ writes
+
+    def insert_run(self, name: str, spec: dict[str, Any], secrets: list[str], workdir: str) -> None:
+        now = utcnow().isoformat()
+        with self.tx() as db:
+            db.execute(
+                "INSERT INTO runs (name, status, created_at, spec, secrets, workdir) VALUES (?, ?, ?, ?, ?, ?)",
+                (name, RunStatus.PENDING.value, now, json.dumps(spec), json.dumps(secrets), workdir),
+            )
+            db.execute("INSERT INTO attempts (run, idx, status) VALUES (?, 1, ?)", (name, RunStatus.PENDING.value))
+            db.execute("INSERT INTO events VALUES (?, 1, ?, ?, NULL)", (name, RunStatus.PENDING.value, now))
+
+    def set_status(self, name: str, status: RunStatus, reason: str | None = None, *, exit_code: int | None = None,
+                   only_if_active: bool = True) -> bool:
+        """Move the run (and its current attempt) to `status`. Terminal statuses are final:
+        returns False, changing nothing, if the run already ended."""
+        now = utcnow().isoformat()
+        with self.tx() as db:
+            row = db.execute("SELECT status, attempt, started_at FROM runs WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return False
+            if only_if_active and RunStatus(row["status"]).is_terminal:
+                return False
+            attempt = row["attempt"]
+            if row["status"] == status.value:
+                return True
+            fields = {"status": status.value, "reason": reason}
+            if status is RunStatus.RUNNING and not row["started_at"]:
+                fields["started_at"] = now
+            if status.is_terminal:
+                fields["ended_at"] = now
+                fields["exit_code"] = exit_code
+            sets = ", ".join(f"{k} = ?" for k in fields)
+            db.execute(f"UPDATE runs SET {sets} WHERE name = ?", (*fields.values(), name))
+            a_fields = {"status": status.value, "reason": reason}
+            if status is RunStatus.RUNNING:
+                a_fields["started_at"] = now
+            if status.is_terminal:
+                a_fields["ended_at"] = now
+            sets = ", ".join(f"{k} = COALESCE(started_at, ?)" if k == "started_at" else f"{k} = ?" for k in a_fields)
+            db.execute(f"UPDATE attempts SET {sets} WHERE run = ? AND idx = ?", (*a_fields.values(), name, attempt))
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, status.value, now, reason))
+            return True
+
+    def end_attempt(self, name: str, status: RunStatus, reason: str | None) -> None:
+        now = utcnow().isoformat()
+        with self.tx() as db:
+            attempt = db.execute("SELECT attempt FROM runs WHERE name = ?", (name,)).fetchone()["attempt"]
+            db.execute("UPDATE attempts SET status = ?, reason = ?, ended_at = ? WHERE run = ? AND idx = ?",
+                       (status.value, reason, now, name, attempt))
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, status.value, now, reason))
+
+    def new_attempt(self, name: str) -> int:
+        now = utcnow().isoformat()
+        with self.tx() as db:
+            attempt = db.execute("SELECT attempt FROM runs WHERE name = ?", (name,)).fetchone()["attempt"] + 1
+            db.execute("UPDATE runs SET attempt = ?, status = ?, reason = NULL WHERE name = ?",
+                       (attempt, RunStatus.STARTING.value, name))
+            db.execute("INSERT INTO attempts (run, idx, status) VALUES (?, ?, ?)", (name, attempt, RunStatus.STARTING.value))
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                       (name, attempt, RunStatus.STARTING.value, now, f"retry: attempt {attempt}"))
+        return attempt
+
+    def set_supervisor(self, name: str, pid: int, started: str | None) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE runs SET supervisor_pid = ?, supervisor_started = ? WHERE name = ?", (pid, started, name))
+
+    def set_rank(self, name: str, attempt: int, rank: int, status: RunStatus, *, pid: int | None = None,
+                 pid_started: str | None = None, exit_code: int | None = None, reason: str | None = None) -> None:
+        with self.tx() as db:
+            db.execute(
+                "INSERT INTO ranks (run, attempt, rank, status, pid, pid_started, exit_code, reason)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run, attempt, rank) DO UPDATE SET"
+                " status = excluded.status, pid = COALESCE(excluded.pid, pid),"
+                " pid_started = COALESCE(excluded.pid_started, pid_started),"
+                " exit_code = COALESCE(excluded.exit_code, exit_code), reason = COALESCE(excluded.reason, reason)",
+                (name, attempt, rank, status.value, pid, pid_started, exit_code, reason),
+            )
+
+    def request_stop(self, name: str) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE runs SET stop_requested = 1 WHERE name = ?", (name,))
+
+    def delete_run(self, name: str) -> None:
+        with self.tx() as db:
+            for table, col in (("runs", "name"), ("attempts", "run"), ("ranks", "run"), ("events", "run")):
+                db.execute(f"DELETE FROM {table} WHERE {col} = ?", (name,))
+
+    # ------------------------------------------------------------ reads
+
+    def row(self, name: str) -> sqlite3.Row | None:
+        with self._connect() as db:
+            return db.execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
+
+    def names(self) -> list[str]:
+        with self._connect() as db:
+            return [r[0] for r in db.execute("SELECT name FROM runs ORDER BY created_at DESC")]
+
+    def active_ranks(self, name: str) -> list[sqlite3.Row]:
+        with self._connect() as db:
+            return db.execute("SELECT * FROM ranks WHERE run = ? AND pid IS NOT NULL", (name,)).fetchall()
+
+    def load(self, name: str) -> Run | None:
+        with self._connect() as db:
+            r = db.execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
+            if r is None:
+                return None
+            attempts = db.execute("SELECT * FROM attempts WHERE run = ? ORDER BY idx", (name,)).fetchall()
+            ranks = db.execute("SELECT * FROM ranks WHERE run = ? ORDER BY attempt, rank", (name,)).fetchall()
+            events = db.execute("SELECT * FROM events WHERE run = ? ORDER BY rowid", (name,)).fetchall()
+        by_attempt: dict[int, list[RankState]] = {}
+        for k in ranks:
+            by_attempt.setdefault(k["attempt"], []).append(
+                RankState(rank=k["rank"], status=RunStatus(k["status"]), exit_code=k["exit_code"], reason=k["reason"],
+                          node="localhost")
+            )
+        return Run(
+            name=r["name"],
+            backend="local",
+            status=RunStatus(r["status"]),
+            created_at=_ts(r["created_at"]),
+            spec=json.loads(r["spec"]),
+            cluster="local",
+            started_at=_ts(r["started_at"]),
+            ended_at=_ts(r["ended_at"]),
+            reason=r["reason"],
+            exit_code=r["exit_code"],
+            attempts=[
+                Attempt(index=a["idx"], status=RunStatus(a["status"]), started_at=_ts(a["started_at"]),
+                        ended_at=_ts(a["ended_at"]), reason=a["reason"], ranks=by_attempt.get(a["idx"], []))
+                for a in attempts
+            ],
+            events=[StatusEvent(status=RunStatus(e["status"]), at=_ts(e["at"]), attempt=e["attempt"], reason=e["reason"])
+                    for e in events],
+        )

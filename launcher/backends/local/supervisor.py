@@ -1,0 +1,162 @@
+"""One detached process per local run: it starts the ranks, records what happens to
+them, restarts the whole group on failure up to max_retries, and ends the run.
+
+Started by `LocalBackend.submit` in a new session, so it outlives the CLI and a
+Ctrl-C in the user's terminal. Its environment already holds the run's secret
+values (never its arguments); the ranks inherit them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from launcher.backends.base import RunStatus
+from launcher.backends.local.layout import RunLayout
+from launcher.backends.local.procs import free_port, start_time, terminate_groups
+from launcher.backends.local.state import State
+from launcher.entrypoint import contract
+
+GRACE_SECONDS = float(os.environ.get("LAUNCHER_GRACE_SECONDS", "10"))
+
+
+class Supervisor:
+    def __init__(self, home: Path, name: str):
+        self.home = home
+        self.name = name
+        self.state = State(home)
+        self.layout = RunLayout(home, name)
+        row = self.state.row(name)
+        if row is None:
+            raise SystemExit(f"no run {name}")
+        self.spec = json.loads(row["spec"])
+        self.workdir = row["workdir"]
+        self.stop = threading.Event()
+        self.attempt = row["attempt"]
+
+    def _on_signal(self, signum, _frame) -> None:
+        self.stop.set()
+
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        self.state.set_supervisor(self.name, os.getpid(), start_time(os.getpid()))
+        scheduling = self.spec.get("scheduling") or {}
+        max_retries = int(scheduling.get("max_retries") or 0)
+        hours = scheduling.get("max_duration")
+        deadline = time.monotonic() + float(hours) * 3600 if hours else None
+        try:
+            while True:
+                status, reason, code = self._attempt(deadline)
+                if status is RunStatus.FAILED and self.attempt <= max_retries and not self.stop.is_set() \
+                        and not (deadline and time.monotonic() >= deadline):
+                    self.state.end_attempt(self.name, RunStatus.FAILED, reason)
+                    self.attempt = self.state.new_attempt(self.name)
+                    continue
+                self.state.set_status(self.name, status, reason, exit_code=code)
+                return
+        except Exception as e:  # noqa: BLE001 - record why, never leave the run hanging
+            self.state.set_status(self.name, RunStatus.FAILED, f"supervisor error: {type(e).__name__}: {e}")
+            raise
+        finally:
+            # File secrets live only as long as the run.
+            shutil.rmtree(self.layout.private, ignore_errors=True)
+
+    def _rank_env(self, rank: int, nodes: int, port: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({
+            contract.SPEC: str(self.layout.spec_file),
+            contract.BACKEND: "local",
+            contract.CONFIG_DIR: str(self.layout.config_dir),
+            contract.WORKDIR: self.workdir,
+            contract.NODES: str(nodes),
+            contract.VENV: str(self.layout.venv),
+            contract.ARTIFACTS_DIR: str(self.layout.artifacts),
+            "NODE_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "LAUNCHER_ATTEMPT": str(self.attempt),
+        })
+        return env
+
+    def _attempt(self, deadline: float | None) -> tuple[RunStatus, str | None, int | None]:
+        nodes = int((self.spec.get("compute") or {}).get("nodes") or 1)
+        attempt = self.attempt
+        self.state.set_status(self.name, RunStatus.STARTING)
+        adir = self.layout.attempt_dir(attempt)
+        adir.mkdir(parents=True, exist_ok=True)
+        self.layout.artifacts.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        procs: dict[int, subprocess.Popen] = {}
+        for rank in range(nodes):
+            with open(self.layout.log_file(attempt, rank), "ab") as log:
+                p = subprocess.Popen(
+                    [sys.executable, "-m", "launcher.entrypoint"],
+                    cwd=self.workdir,
+                    env=self._rank_env(rank, nodes, port),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            procs[rank] = p
+            self.state.set_rank(self.name, attempt, rank, RunStatus.RUNNING, pid=p.pid, pid_started=start_time(p.pid))
+        self.state.set_status(self.name, RunStatus.RUNNING)
+
+        codes: dict[int, int] = {}
+        first_failure: tuple[int, int] | None = None
+        ending: tuple[RunStatus, str | None] | None = None
+        while len(codes) < len(procs):
+            for rank, p in procs.items():
+                if rank in codes:
+                    continue
+                code = p.poll()
+                if code is None:
+                    continue
+                code = code if code >= 0 else 128 - code
+                codes[rank] = code
+                if code != 0 and first_failure is None and ending is None:
+                    first_failure = (rank, code)
+            if ending is None:
+                if self.stop.is_set():
+                    ending = (RunStatus.STOPPED, "stopped by the user")
+                elif deadline and time.monotonic() >= deadline:
+                    hours = self.spec["scheduling"]["max_duration"]
+                    ending = (RunStatus.FAILED, f"exceeded max_duration of {hours}h")
+                elif first_failure is not None:
+                    rank, code = first_failure
+                    ending = (RunStatus.FAILED, f"rank {rank} exited with code {code}")
+                if ending is not None and len(codes) < len(procs):
+                    if ending[0] is RunStatus.STOPPED or ending[1] and "max_duration" in ending[1]:
+                        self.state.set_status(self.name, RunStatus.TERMINATING, ending[1])
+                    live = [p.pid for r, p in procs.items() if r not in codes]
+                    threading.Thread(target=terminate_groups, args=(live, GRACE_SECONDS), daemon=True).start()
+            time.sleep(0.1)
+
+        for rank, code in codes.items():
+            if ending and ending[0] is RunStatus.STOPPED:
+                st = RunStatus.STOPPED
+            else:
+                st = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
+            self.state.set_rank(self.name, attempt, rank, st, exit_code=code)
+        if ending is None:
+            return RunStatus.COMPLETED, None, 0
+        status, reason = ending
+        code = first_failure[1] if first_failure else None
+        return status, reason, code
+
+
+def main() -> None:
+    home = Path(os.environ["LAUNCHER_HOME"])
+    Supervisor(home, sys.argv[1]).run()
+
+
+if __name__ == "__main__":
+    main()

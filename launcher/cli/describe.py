@@ -1,0 +1,58 @@
+"""`launcher describe run [NAME]`."""
+
+from __future__ import annotations
+
+import click
+
+from launcher.cli.common import dump, duration, find_run, instance, run_record, to_yaml, when
+
+
+@click.group()
+def describe():
+    """Show details of a run."""
+
+
+@describe.command("run")
+@click.argument("name", required=False)
+@click.option("--yaml-only", is_flag=True, help="Print only the spec as submitted.")
+@click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
+def describe_run(name, yaml_only, output):
+    """The spec as submitted, the statuses with times, per-rank exit codes and the reason.
+    Without NAME, the latest run."""
+    _, run = find_run(name)
+    if yaml_only:
+        dump(run.spec, "yaml")
+        return
+    if output != "text":
+        dump(run_record(run), output)
+        return
+    echo = click.echo
+    echo(f"Run:        {run.name}")
+    echo(f"Status:     {run.status.value}" + (f" ({run.reason})" if run.reason else ""))
+    if run.exit_code is not None:
+        echo(f"Exit code:  {run.exit_code}")
+    echo(f"Backend:    {run.backend}" + (f" (cluster {run.cluster})" if run.cluster and run.cluster != run.backend else ""))
+    echo(f"Image:      {run.spec.get('image', '-')}")
+    echo(f"Compute:    {instance(run.spec)}")
+    echo(f"Created:    {when(run.created_at)}")
+    echo(f"Started:    {when(run.started_at)}")
+    echo(f"Ended:      {when(run.ended_at)}")
+    echo(f"Duration:   {duration(run.started_at, run.ended_at)}")
+    echo("")
+    for a in run.attempts:
+        head = f"Attempt {a.index}: {a.status.value}"
+        if a.reason:
+            head += f" ({a.reason})"
+        echo(head)
+        echo(f"  {'RANK':<6}{'NODE':<24}{'STATUS':<12}{'EXIT CODE':<11}REASON")
+        for r in a.ranks:
+            code = "-" if r.exit_code is None else str(r.exit_code)
+            echo(f"  {r.rank:<6}{(r.node or '-'):<24}{r.status.value:<12}{code:<11}{r.reason or ''}")
+    echo("")
+    echo("Events:")
+    for e in run.events:
+        echo(f"  {when(e.at)}  attempt {e.attempt}  {e.status.value:<12}{e.reason or ''}")
+    echo("")
+    echo("Submitted spec:")
+    for line in to_yaml(run.spec).splitlines():
+        echo(f"  {line}")

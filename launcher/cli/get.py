@@ -1,0 +1,82 @@
+"""`launcher get runs|secrets`."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import click
+
+from launcher.cli.common import ago, dump, duration, instance, print_table, run_record, warn
+
+
+def all_runs(cluster: str | None = None):
+    """Runs from every profile (or one), newest first. An unreachable cluster is a warning."""
+    from launcher.backends.registry import open_backend
+    from launcher.config import load_config
+    from launcher.errors import LauncherError
+
+    config = load_config()
+    profiles = [config.profile(cluster)] if cluster else config.profiles()
+    runs = []
+    for profile in profiles:
+        try:
+            runs.extend(open_backend(profile).list())
+        except LauncherError as e:
+            warn(f"cluster {profile.name}: {e.message}")
+    runs.sort(key=lambda r: r.created_at, reverse=True)
+    return runs
+
+
+@click.group()
+def get():
+    """List runs or secrets."""
+
+
+@get.command("runs")
+@click.argument("patterns", nargs=-1)
+@click.option("--status", "statuses", multiple=True, help="Only runs with this status (repeatable).")
+@click.option("--cluster", help="Only runs of this cluster profile.")
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("-o", "--output", type=click.Choice(["table", "name", "json", "yaml"]), default="table", show_default=True)
+def get_runs(patterns, statuses, cluster, limit, output):
+    """List runs, newest first. PATTERNS are names or globs."""
+    from launcher.backends.base import RunStatus
+
+    wanted = set()
+    for s in statuses:
+        try:
+            wanted.add(RunStatus(s.upper()))
+        except ValueError:
+            raise click.BadParameter(f"{s!r} is not a status; use one of {', '.join(x.value for x in RunStatus)}",
+                                     param_hint="--status") from None
+    runs = [r for r in all_runs(cluster) if (not wanted or r.status in wanted)
+            and (not patterns or any(fnmatch.fnmatch(r.name, p) for p in patterns))][:limit]
+    if output == "name":
+        for r in runs:
+            click.echo(r.name)
+        return
+    if output in ("json", "yaml"):
+        dump([run_record(r) for r in runs], output)
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("NAME", "CLUSTER", "INSTANCE", "STATUS", "CREATED", "DURATION", "REASON"):
+        table.add_column(col, overflow="fold")
+    for r in runs:
+        table.add_row(r.name, r.cluster or r.backend, instance(r.spec), r.status.value, ago(r.created_at),
+                      duration(r.started_at, r.ended_at), r.reason or "")
+    if not runs:
+        click.echo("No runs found.")
+        return
+    print_table(table)
+
+
+@get.command("secrets")
+@click.option("--cluster", help="The cluster profile whose secrets to list.")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+def get_secrets(cluster, output):
+    """List secrets: names, kinds and dates, never values."""
+    from launcher.cli.secret import list_secrets
+
+    list_secrets(cluster, output)

@@ -1,0 +1,35 @@
+"""`launcher logs [NAME]`."""
+
+from __future__ import annotations
+
+import click
+
+from launcher.cli.common import find_run, info
+
+
+@click.command()
+@click.argument("name", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming until the attempt ends.")
+@click.option("--tail", type=click.IntRange(min=0), help="Only the last N lines of each rank.")
+@click.option("--rank", "--node", "rank", type=click.IntRange(min=0), help="Only this node rank (default: all).")
+@click.option("--attempt", "--resumption", "attempt", type=click.IntRange(min=1), help="This attempt (default: latest).")
+@click.option("--previous", "--prev", "previous", is_flag=True, help="The attempt before the latest.")
+@click.option("--failed", is_flag=True, help="The first failed rank.")
+def logs(name, follow, tail, rank, attempt, previous, failed):
+    """Print a run's logs; without NAME, the latest run's."""
+    from launcher.backends.base import RunStatus
+    from launcher.cli.follow import echo_line
+
+    backend, run = find_run(name)
+    if run.status in (RunStatus.PENDING, RunStatus.QUEUED) and not follow:
+        info(f"run {run.name} is {run.status.value}: it has not started, so it has no logs yet")
+        return
+    chosen = next((a for a in run.attempts if a.index == (attempt or run.current_attempt)), None)
+    if failed or (rank is None and run.status is RunStatus.FAILED and chosen):
+        bad = [r.rank for r in (chosen.ranks if chosen else []) if r.exit_code not in (None, 0)]
+        if bad and (failed or run.nodes > 1):
+            rank = bad[0]
+            info(f"showing rank {rank}, the first failed rank; pass --rank to pick another")
+    many = rank is None and run.nodes > 1
+    for line in backend.logs(run.name, rank=rank, attempt=attempt, tail=tail, follow=follow, previous=previous):
+        echo_line(line.text, line.rank, many)
