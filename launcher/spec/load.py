@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from launcher.errors import SpecError, SpecIssue
 from launcher.spec.compat import LEGACY_TOP_LEVEL, apply_compat
 from launcher.spec.models import INTEGRATION_TYPES, RunSpec
-from launcher.spec.yamlpos import Located, load_located
+from launcher.spec.yamlpos import Located, load_located, safe_load
 
 
 @dataclass
@@ -144,7 +144,7 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
             issues.append(SpecIssue(f"--set takes path.to.field=VALUE, got {item!r}", file=OVERRIDE))
             continue
         try:
-            value = yaml.safe_load(text) if text.strip() else ""
+            value = safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
             value = text
         put(tuple(keys), value, "--set")

@@ -7,6 +7,7 @@ each value's path (a tuple of keys and indexes) to its (line, column).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ class _Builder:
         self.file = file
         self.count = 0
         self.located = Located(data=None, file=file)
-        self._scalars = yaml.SafeLoader("")
+        self._scalars = SpecLoader("")
 
     def fail(self, node: yaml.Node | None, message: str) -> SpecError:
         line = col = None
@@ -114,6 +115,31 @@ class _Builder:
         return out
 
 
+class SpecLoader(yaml.SafeLoader):
+    """SafeLoader that also reads 1e-4 as a float (YAML 1.2), as users writing
+    learning rates expect; PyYAML's YAML 1.1 rules would keep it a string."""
+
+
+SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def safe_load(text: str):
+    """yaml.safe_load with SpecLoader's number rules."""
+    return yaml.load(text, Loader=SpecLoader)  # noqa: S506 - SpecLoader is a SafeLoader
+
+
 _COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:omap"}
 
 
@@ -141,7 +167,7 @@ def load_located(text: str | bytes, file: str | None = None) -> Located:
 
     builder = _Builder(file)
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        nodes = list(yaml.compose_all(text, Loader=SpecLoader))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         problem = e.problem or e.context or "invalid YAML"
