@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+class CLI:
+    """Runs the real `launcher` command in a subprocess, as a user would."""
+
+    def __init__(self, home: Path, cwd: Path):
+        self.home = home
+        self.cwd = cwd
+        self.env = {**os.environ, "LAUNCHER_HOME": str(home), "LAUNCHER_GRACE_SECONDS": "3"}
+        self.env.pop("LAUNCHER_DEBUG", None)
+
+    def __call__(self, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=self.cwd, env=self.env, input=input,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=self.cwd, env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def spec(self, name: str, body: str) -> Path:
+        path = self.cwd / f"{name}.yaml"
+        path.write_text(textwrap.dedent(body))
+        return path
+
+
+@pytest.fixture
+def cli(launcher_home: Path, tmp_path: Path) -> CLI:
+    work = tmp_path / "work"
+    work.mkdir()
+    return CLI(launcher_home, work)

@@ -1,0 +1,239 @@
+"""The CLI end to end on the local backend, as a user drives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+
+SECRET = "pl4nted-s3cret-Value-7781"
+
+
+def submitted_name(out: str) -> str:
+    m = re.search(r"Run (\S+) submitted", out)
+    assert m, out
+    return m.group(1)
+
+
+def wait_status(cli, name: str, statuses: set[str], timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rec = json.loads(cli("describe", "run", name, "-o", "json").stdout)
+        if rec["status"] in statuses:
+            return rec
+        time.sleep(0.2)
+    raise AssertionError(f"{name} never reached {statuses}: {rec['status']}")
+
+
+def test_follow_masks_secrets_and_exits_with_the_outcome(cli):
+    r = cli("secret", "create", "env", "API_TOKEN", input=SECRET)
+    assert r.returncode == 0, r.stderr
+    spec = cli.spec("fail", """\
+        name: secret-then-fail
+        image: python:3.11
+        command: |
+          echo "the token is $API_TOKEN"
+          echo "line two"
+          exit 3
+        """)
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 1, r.stderr
+    assert "the token is ****" in r.stdout
+    assert SECRET not in r.stdout + r.stderr
+    assert "failed: rank 0 exited with code 3" in r.stderr
+    assert "RUNNING" in r.stderr or "PENDING" in r.stderr  # the status changes were shown
+
+    described = json.loads(cli("describe", "run", "-o", "json").stdout)  # latest run
+    assert described["status"] == "FAILED"
+    assert described["attempts"][0]["ranks"][0]["exit_code"] == 3
+    text = cli("describe", "run").stdout
+    assert re.search(r"^\s+0\s+localhost\s+FAILED\s+3\b", text, re.M), text
+
+    tail = cli("logs", "--tail", "2")
+    assert tail.returncode == 0
+    assert tail.stdout.splitlines() == ["line two", tail.stdout.splitlines()[1]]
+    assert "command exited with code 3" in tail.stdout.splitlines()[1]
+
+
+def test_completed_run_exits_zero_and_shows_parameters(cli):
+    spec = cli.spec("ok", """\
+        name: params
+        command: cat "$PARAMETERS"; echo "run=$RUN_NAME"
+        parameters: {lr: 0.5, _hidden: 1}
+        """)
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, r.stderr
+    assert "lr: 0.5" in r.stdout and "_hidden" not in r.stdout
+    name = re.search(r"run=(\S+)", r.stdout).group(1)
+    assert name.startswith("params-") and len(name) == len("params-") + 6
+
+
+def test_stop_ends_a_long_run_quickly_and_delete_removes_it(cli):
+    spec = cli.spec("sleep", "name: sleeper\ncommand: sleep 600\n")
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 0, r.stderr
+    name = submitted_name(r.stdout)
+    wait_status(cli, name, {"RUNNING"})
+    start = time.monotonic()
+    r = cli("stop", name)
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - start < 10
+    rec = json.loads(cli("describe", "run", name, "-o", "json").stdout)
+    assert rec["status"] == "STOPPED"
+    # The sleep is gone: no process still runs the command.
+    assert not [p for p in os.popen("ps -eo args").read().splitlines() if p.startswith("sleep 600")]
+
+    r = cli("delete", name, "-y")
+    assert r.returncode == 0, r.stderr
+    assert not (cli.home / "runs" / name).exists()
+    r = cli("describe", "run", name)
+    assert r.returncode == 2 and f"no run named '{name}'" in r.stderr
+
+
+def test_two_concurrent_submissions_both_complete(cli):
+    spec = cli.spec("pair", "name: pair\ncommand: sleep 1; echo done-$RUN_NAME\n")
+    procs = [cli.popen("run", "-f", str(spec), "--follow") for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    names = {re.search(r"done-(\S+)", o[0]).group(1) for o in outs}
+    assert len(names) == 2
+
+
+def test_killing_the_cli_while_following_leaves_the_run_to_finish(cli):
+    spec = cli.spec("survive", "name: survivor\ncommand: sleep 2; echo finished\n")
+    p = cli.popen("run", "-f", str(spec), "--follow")
+    deadline = time.monotonic() + 30
+    runs = []
+    while time.monotonic() < deadline and not runs:
+        runs = json.loads(cli("get", "runs", "-o", "json").stdout)
+        time.sleep(0.1)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    rec = wait_status(cli, runs[0]["name"], {"COMPLETED", "FAILED"})
+    assert rec["status"] == "COMPLETED"
+    assert "finished" in cli("logs", runs[0]["name"]).stdout
+
+
+def test_ctrl_c_while_following_says_the_run_keeps_going(cli):
+    spec = cli.spec("ctrlc", "name: ctrlc\ncommand: sleep 3; echo still-here\n")
+    p = cli.popen("run", "-f", str(spec), "--follow")
+    time.sleep(2)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert "keeps running" in err
+    name = json.loads(cli("get", "runs", "-o", "json").stdout)[0]["name"]
+    assert wait_status(cli, name, {"COMPLETED", "FAILED"})["status"] == "COMPLETED"
+
+
+def test_a_run_whose_supervisor_died_is_reconciled_to_failed(cli):
+    import sqlite3
+
+    spec = cli.spec("orphan", "name: orphan\ncommand: sleep 600\n")
+    name = submitted_name(cli("run", "-f", str(spec)).stdout)
+    wait_status(cli, name, {"RUNNING"})
+    db = sqlite3.connect(cli.home / "state.db")
+    pid = db.execute("SELECT supervisor_pid FROM runs WHERE name = ?", (name,)).fetchone()[0]
+    db.close()
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.3)
+    rec = json.loads(cli("describe", "run", name, "-o", "json").stdout)
+    assert rec["status"] == "FAILED"
+    assert "supervisor process died" in rec["reason"]
+    assert not [p for p in os.popen("ps -eo args").read().splitlines() if p.startswith("sleep 600")]
+
+
+def test_retries_restart_the_group_and_attempts_are_visible(cli):
+    spec = cli.spec("retry", """\
+        name: flaky
+        command: |
+          if [ ! -e marker ]; then touch marker; echo first; exit 7; fi
+          echo second
+        scheduling: {max_retries: 1}
+        """)
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "first" in r.stdout and "second" in r.stdout
+    assert "attempt 2" in r.stderr
+    rec = json.loads(cli("describe", "run", "-o", "json").stdout)
+    assert [a["status"] for a in rec["attempts"]] == ["FAILED", "COMPLETED"]
+    assert rec["attempts"][0]["reason"] == "rank 0 exited with code 7"
+    assert cli("logs", "--attempt", "1").stdout.count("first") == 1
+    assert "second" not in cli("logs", "--attempt", "1").stdout
+
+
+def test_two_nodes_get_the_rank_environment(cli):
+    spec = cli.spec("multi", """\
+        name: two-nodes
+        compute: {nodes: 2}
+        command: echo "rank=$NODE_RANK world=$WORLD_SIZE addr=$MASTER_ADDR nnodes=$PET_NNODES"
+        """)
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, r.stderr
+    assert "[rank 0] rank=0 world=2 addr=127.0.0.1 nnodes=2" in r.stdout
+    assert "[rank 1] rank=1 world=2 addr=127.0.0.1 nnodes=2" in r.stdout
+    assert cli("logs", "--rank", "1").stdout.count("rank=1 ") == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "-f", "missing.yaml"], "missing.yaml: no such file"),
+    (["run", "-f", "bad.yaml"], "bad.yaml:2:17: compute.gpus: must be zero or more, got -4"),
+    (["logs", "nope-123456"], "no run named 'nope-123456'"),
+    (["get", "runs", "--status", "DONE"], "'DONE' is not a status"),
+    (["run", "-f", "ok.yaml", "--set", "nonsense"], "--set takes path.to.field=VALUE"),
+    (["run", "-f", "ok.yaml", "--cluster", "nowhere"], "no cluster profile named 'nowhere'"),
+    (["run", "-f", "secretive.yaml"], "secrets: no secret named 'absent'"),
+])
+def test_bad_input_exits_2_without_traceback(cli, args, message):
+    cli.spec("bad", "name: a\ncompute: {gpus: -4}\ncommand: x\n")
+    cli.spec("ok", "name: a\ncommand: x\n")
+    cli.spec("secretive", "name: a\ncommand: x\nsecrets: [absent]\n")
+    r = cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_leak_sweep_finds_the_secret_only_in_the_store(cli, tmp_path):
+    outputs = []
+
+    def run(*args, **kw):
+        r = cli(*args, **kw)
+        outputs.append(r.stdout + r.stderr)
+        return r
+
+    keyfile = tmp_path / "key.pem"
+    keyfile.write_text(f"-----BEGIN KEY-----\n{SECRET}-file\n-----END KEY-----\n")
+    assert run("secret", "create", "env", "DB_PASSWORD", input=SECRET).returncode == 0
+    assert run("secret", "create", "file", "pem", "--from", str(keyfile), "--mount-path", "/etc/pem").returncode == 0
+    spec = cli.spec("leak", """\
+        name: leaky
+        command: |
+          echo "$DB_PASSWORD"
+          cat "$SECRET_PATH_PEM"
+          env | grep DB_PASSWORD
+          echo "$DB_PASSWORD" >&2
+        """)
+    run("run", "-f", str(spec), "--follow", "--dry-run")
+    r = run("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0
+    assert "****" in r.stdout
+    run("get", "runs", "-o", "yaml")
+    run("describe", "run")
+    run("logs")
+    run("secret", "list")
+    run("get", "secrets", "-o", "json")
+    for out in outputs:
+        assert SECRET not in out
+    hits = []
+    for root, _dirs, files in os.walk(cli.home):
+        for f in files:
+            path = os.path.join(root, f)
+            with open(path, "rb") as fh:
+                if SECRET.encode() in fh.read():
+                    hits.append(os.path.relpath(path, cli.home))
+    assert hits == ["secrets.json"]
+    assert oct(os.stat(cli.home / "secrets.json").st_mode & 0o777) == "0o600"
