@@ -62,7 +62,9 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
     from launcher.spec.names import unique_run_name
 
     spec = _load(spec_file, **kw)
-    profile = resolve_profile(cluster=kw.get("cluster") or spec.compute.cluster, backend=backend)
+    # An mcli spec may name a cluster; `--backend local` runs it here regardless.
+    cluster = kw.get("cluster") or (spec.compute.cluster if backend != "local" else None)
+    profile = resolve_profile(cluster=cluster, backend=backend)
     store = open_secret_store(profile)
     secrets = store.for_run(spec.secrets)
     spec = spec.model_copy(update={"name": unique_run_name(spec.name)})
