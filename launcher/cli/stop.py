@@ -49,6 +49,7 @@ def stop(names, yes):
 def delete(names, yes):
     """Delete runs, stopping them first, and everything they created."""
     from launcher.backends.registry import RunIndex
+    from launcher.metrics.cache import forget_run
 
     runs = _match(names)
     listing = ", ".join(r.name for r in runs)
@@ -58,4 +59,5 @@ def delete(names, yes):
     for r in runs:
         _backend_for(r).delete(r.name)
         RunIndex().forget(r.name)
+        forget_run(r.name)
         click.echo(f"{OK} Deleted run {r.name}")

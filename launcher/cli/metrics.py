@@ -1,0 +1,228 @@
+"""`launcher metrics`: a run's loss curves as tables, terminal plots, PNGs, JSON and CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from launcher.backends.base import Backend, Run
+    from launcher.metrics.collect import Collector
+    from launcher.metrics.render import Chosen
+    from launcher.metrics.series import RunMetrics
+
+FOLLOW_SECONDS = 1.0
+
+
+@click.command("metrics")
+@click.argument("runs", nargs=-1)
+@click.option("-m", "--metric", "metric_names", multiple=True, metavar="NAME",
+              help="Metric to show, or a glob like 'loss/*'; repeatable. Default: loss/train/total.")
+@click.option("--list", "list_only", is_flag=True, help="List the metric names with point counts and last values.")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the last N points.")
+@click.option("--every", type=click.IntRange(min=1), metavar="K", help="Only points whose step is a multiple of K.")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "csv"]),
+              help="table (the default, except with --png alone), or json and csv, which hold every point "
+                   "exactly: run, metric, step, value, time, attempt.")
+@click.option("--plot", is_flag=True, help="Draw the curves in the terminal.")
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Write the curves to a PNG file, the runs given overlaid.")
+@click.option("-f", "--follow", is_flag=True, help="Keep the table (and --plot) updating while the run trains.")
+def metrics(
+    runs: tuple[str, ...],
+    metric_names: tuple[str, ...],
+    list_only: bool,
+    last: int | None,
+    every: int | None,
+    output: str | None,
+    plot: bool,
+    png: Path | None,
+    follow: bool,
+) -> None:
+    """Show the metrics of RUN (the latest run by default); several runs are overlaid.
+
+    Points come from the run's metrics.jsonl when it has one, else from its logs, across
+    every attempt: a retried run is one curve, with the step where a retry took over
+    marked.
+    """
+    from launcher.errors import InputError
+
+    # `--png FILE` alone writes the file and prints nothing else.
+    quiet = png is not None and output is None and not plot and not follow
+    output = output or "table"
+    if plot and output != "table":
+        raise InputError("--plot draws in the terminal and goes with the table output; use --png FILE with -o json/csv")
+    if follow and output != "table":
+        raise InputError("--follow updates the table and plot; -o json/csv print every point once, without it")
+    if list_only and (plot or png or follow):
+        raise InputError("--list only lists metric names; leave out --plot, --png and --follow")
+
+    from launcher.cli.common import find_run
+    from launcher.metrics.collect import Collector
+
+    targets = [find_run(name) for name in dict.fromkeys(runs)] if runs else [find_run(None)]
+    collectors = [Collector(backend, run, follow=follow) for backend, run in targets]
+    try:
+        if follow:
+            _follow(collectors, targets, list(metric_names), last=last, every=every, plot=plot, png=png)
+        else:
+            _once([c.refresh() for c in collectors], list(metric_names), list_only=list_only,
+                  last=last, every=every, output=None if quiet else output, plot=plot, png=png)
+    finally:
+        for c in collectors:
+            c.close()
+        for backend in {id(b): b for b, _ in targets}.values():
+            backend.close()
+
+
+def _require_metrics(results: list[RunMetrics]) -> None:
+    from launcher.errors import InputError
+
+    for rm in results:
+        if not rm.series:
+            ended = rm.status in ("COMPLETED", "FAILED", "STOPPED")
+            raise InputError(
+                f"run {rm.run} {'ended' if ended else 'has'} ({rm.status}) without any metrics"
+                if ended else f"run {rm.run} has no metrics yet ({rm.status})",
+                hint=None if ended else f"the trainer logs them as it trains; `launcher metrics {rm.run} --follow` waits for them",
+            )
+
+
+def _names(results: list[RunMetrics], wanted: list[str]) -> list[str]:
+    from launcher.metrics.series import resolve_metrics
+
+    available = sorted({n for rm in results for n in rm.series})
+    where = f"run {results[0].run}" if len(results) == 1 else "runs " + ", ".join(rm.run for rm in results)
+    return resolve_metrics(wanted, available, where)
+
+
+def _once(results: list[RunMetrics], wanted: list[str], *, list_only: bool, last: int | None, every: int | None,
+          output: str | None, plot: bool, png: Path | None) -> None:
+    """Print `output` (None: nothing, only write the PNG)."""
+    from launcher.metrics import render
+
+    for rm in results:
+        for note in rm.notes:
+            click.echo(f"! {note}", err=True)
+    _require_metrics(results)
+    if list_only:
+        text = {"json": render.list_json, "csv": render.list_csv}.get(output, render.list_table)(results)
+        click.echo(text, nl=output == "json")
+        return
+    chosen = render.choose(results, _names(results, wanted), every=every, last=last)
+    if png is not None:
+        from launcher.metrics.plot import write_png
+
+        write_png(chosen, png)
+        click.echo(f"✔ Wrote {png}", err=True)
+    if output == "json":
+        click.echo(render.to_json(chosen))
+    elif output == "csv":
+        click.echo(render.to_csv(chosen), nl=False)
+    elif output == "table":
+        if plot:
+            click.echo(_plot(chosen, reserve=0), nl=False)
+        sampled = last is None and every is None
+        tables = []
+        for c in chosen:
+            rows = render.default_rows(c.series) if sampled else None
+            note = "sampled rows (--every K or --last N for others)" if rows is not None and len(rows) < len(c.keep) else None
+            tables.append(render.table(c, rows=rows, note=note))
+        click.echo("\n".join(tables), nl=False)
+
+
+def _plot(chosen: list[Chosen], *, reserve: int) -> str:
+    import shutil
+    import sys
+
+    from launcher.metrics.plot import terminal_plot
+
+    cols, lines = shutil.get_terminal_size((100, 40))
+    panels = len({c.series.name for c in chosen})
+    height = max(min(24, (lines - reserve) // max(panels, 1)), 10)
+    return terminal_plot(chosen, width=max(min(cols, 140), 40), height=height, color=sys.stdout.isatty())
+
+
+def _follow(collectors: list[Collector], targets: list[tuple[Backend, Run]], wanted: list[str], *,
+            last: int | None, every: int | None, plot: bool, png: Path | None) -> None:
+    """Redraw the plot and table in place on a terminal; elsewhere, print each new point
+    once as a plain line. Returns when every run has ended."""
+    import shutil
+    import sys
+    import time
+
+    from launcher.errors import InputError
+    from launcher.metrics import render
+
+    tty = sys.stdout.isatty()
+    printed: dict[tuple[str, str], tuple[int, int]] = {}
+    waiting_said: set[str] = set()
+    while True:
+        runs = [backend.get(run.name) for backend, run in targets]
+        results = [c.refresh(r) for c, r in zip(collectors, runs)]
+        ended = all(r.status.is_terminal for r in runs)
+        have = [rm for rm in results if rm.series]
+        names: list[str] = []
+        unknown = None
+        if have:
+            try:
+                names = _names(have, wanted)
+            except InputError as e:  # the metric may not have been logged yet (an eval metric)
+                if ended:
+                    raise
+                unknown = e.message
+        chosen = render.choose(have, names, every=every, last=last) if names else []
+        waiting = [rm for rm in results if not rm.series]
+        if tty:
+            frame = []
+            plot_text = _plot(chosen, reserve=12) if plot and chosen else ""
+            frame.append(plot_text)
+            room = shutil.get_terminal_size((100, 40)).lines - plot_text.count("\n") - 4 * len(chosen) - 3
+            for c in chosen:
+                rows = c.keep[-max(room // max(len(chosen), 1), 3):]
+                frame.append(render.table(c, rows=rows))
+            frame += [f"waiting for the first metrics of {rm.run} ({rm.status})…" for rm in waiting]
+            frame += [f"waiting: {unknown}"] if unknown else []
+            frame.append("" if ended else f"following {', '.join(r.name for r in runs)} · Ctrl-C to stop")
+            click.echo("\x1b[H\x1b[2J" + "\n".join(f for f in frame if f), nl=True)
+        else:
+            for rm in waiting:
+                if rm.run not in waiting_said:
+                    click.echo(f"waiting for the first metrics of {rm.run} ({rm.status})")
+                    waiting_said.add(rm.run)
+            for c in chosen:
+                _print_new_points(c, printed)
+        if ended:
+            break
+        time.sleep(FOLLOW_SECONDS)
+    _require_metrics(results)
+    if not tty:
+        for c in chosen:
+            click.echo(f"{c.run.run} {c.series.name}: {render.summary_line(c.series)}")
+    if png is not None:
+        from launcher.metrics.plot import write_png
+
+        write_png(chosen, png)
+        click.echo(f"✔ Wrote {png}", err=True)
+
+
+def _print_new_points(c: Chosen, printed: dict[tuple[str, str], tuple[int, int]]) -> None:
+    """Print the points of `c` not printed yet; a retry that takes over is announced, and
+    the steps it redoes are printed again."""
+    from launcher.metrics.render import num
+
+    s = c.series
+    key = (c.run.run, s.name)
+    last_step, last_attempt = printed.get(key, (-1, 0))
+    for i in c.keep:
+        step, attempt = s.steps[i], s.attempts[i]
+        if attempt > last_attempt and last_attempt:
+            click.echo(f"{key[0]}  ↻ attempt {attempt} takes over at step {step}")
+            last_step = step - 1
+        last_attempt = max(attempt, last_attempt)
+        if step > last_step:
+            click.echo(f"{key[0]}  {s.name}  step {step}  {num(s.values[i])}")
+            last_step = step
+    printed[key] = (last_step, last_attempt)

@@ -1,0 +1,126 @@
+"""Curves drawn in the terminal (plotext) and into PNG files (matplotlib, headless).
+
+Both draw one panel per metric, every run given overlaid in it, with x = step, and a
+dashed vertical line where a retry took over a run's curve. plotext and matplotlib are
+imported only here, and only when a plot is asked for: they cost 0.2-0.4 s to import.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from launcher.errors import InputError
+from launcher.metrics.render import Chosen
+
+
+def _by_metric(chosen: list[Chosen]) -> dict[str, list[Chosen]]:
+    groups: dict[str, list[Chosen]] = {}
+    for c in chosen:
+        groups.setdefault(c.series.name, []).append(c)
+    return groups
+
+
+def _restarts(c: Chosen) -> list[tuple[int, int]]:
+    """(attempt, step) where each later attempt takes over this series."""
+    s = c.series
+    return [(s.attempts[i], s.steps[i]) for i in s.attempt_starts()]
+
+
+_MARKERS = ("hd", "dot", "+", "x", "o")
+
+
+def _finite(c: Chosen) -> list[int]:
+    # A diverged loss (NaN, inf) would wreck the axis scale: plot the finite points only.
+    values = c.series.values
+    return [i for i in c.keep if math.isfinite(values[i])]
+
+
+def _sample(keep: list[int], limit: int) -> list[int]:
+    # A terminal has a few hundred columns: drawing 100k points only costs time.
+    if len(keep) <= limit:
+        return keep
+    stride = len(keep) / limit
+    picked = [keep[int(k * stride)] for k in range(limit)]
+    return picked if picked[-1] == keep[-1] else [*picked, keep[-1]]
+
+
+def terminal_plot(chosen: list[Chosen], *, width: int = 100, height: int = 24, color: bool = False) -> str:
+    import plotext
+
+    fig = plotext.figure
+    panels = []
+    for name, group in _by_metric(chosen).items():
+        fig.clear()
+        fig.theme("simple")  # foreground colours only: no white box on a dark terminal
+        fig.plot_size(width, height)
+        drawn = [(c, _sample(_finite(c), 4 * width)) for c in group]
+        drawn = [(c, idx) for c, idx in drawn if idx]
+        ys = [c.series.values[i] for c, idx in drawn for i in idx]
+        for k, (c, idx) in enumerate(drawn):
+            # The glyph tells overlaid runs apart, with or without colours.
+            sig = fig.signal([c.series.steps[i] for i in idx], [c.series.values[i] for i in idx],
+                             marker=_MARKERS[k % len(_MARKERS)])
+            sig.lines()
+            if len(group) > 1:
+                sig.label(c.run.run)
+            fig.draw(sig)
+            for attempt, step in _restarts(c):
+                # A two-point signal rather than figure.line(), which paints a background.
+                mark = fig.signal([step, step], [min(ys), max(ys)], marker="┊")
+                mark.lines()
+                mark.label(f"attempt {attempt}")
+                fig.draw(mark)
+        if drawn:
+            # Top right, where a falling loss curve leaves room.
+            right = max(c.series.steps[idx[-1]] for c, idx in drawn)
+            fig.legend(x=right, y=max(ys), ha="right", va="top", relative=True)
+        fig.title(" vs ".join(c.run.run for c in group))
+        fig.label("step", axis="x")
+        fig.label(name, axis="y")
+        panels.append(fig.build().string(colorless=not color).rstrip("\n"))
+    fig.clear()
+    return "\n\n".join(panels) + "\n"
+
+
+def write_png(chosen: list[Chosen], path: Path) -> None:
+    """A matplotlib figure: one panel per metric with labelled axes, the runs overlaid
+    (raw curve faint, smoothed curve solid) and named in the legend and title."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    groups = _by_metric(chosen)
+    runs = list(dict.fromkeys(c.run.run for c in chosen))
+    fig = Figure(figsize=(9, 1 + 3.2 * len(groups)), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)  # attaches itself: no pyplot, no display, no global state
+    axes = fig.subplots(len(groups), 1, squeeze=False)[:, 0]
+    for ax, (name, group) in zip(axes, groups.items()):
+        for c in group:
+            s = c.series
+            keep = _finite(c)
+            steps = [s.steps[i] for i in keep]
+            values = [s.values[i] for i in keep]
+            smooth = len(values) > 50
+            (line,) = ax.plot(steps, values, linewidth=1, alpha=0.3 if smooth else 1.0, label=None if smooth else c.run.run,
+                              marker="o" if len(values) <= 30 else None, markersize=3)  # few points: show where they are
+            if smooth:
+                ax.plot(steps, [s.smoothed[i] for i in keep], color=line.get_color(), linewidth=1.6, label=c.run.run)
+            for attempt, step in _restarts(c):
+                ax.axvline(step, color=line.get_color(), linestyle="--", linewidth=1, alpha=0.7)
+                ax.annotate(
+                    f"attempt {attempt}", (step, 1), xycoords=("data", "axes fraction"),
+                    xytext=(3, -3), textcoords="offset points", va="top", fontsize=8, color=line.get_color(),
+                )
+        ax.set_xlabel("step")
+        ax.set_ylabel(name)
+        if len(groups) > 1:
+            ax.set_title(name)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+    fig.suptitle(", ".join(runs))
+    # PNG text chunks, so a file found later still says what it shows.
+    metadata = {"Title": ", ".join(runs), "Description": "metrics: " + ", ".join(groups)}
+    try:
+        fig.savefig(path, format="png", metadata=metadata)
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}") from None

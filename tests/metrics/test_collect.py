@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from launcher.backends.base import LogLine, RunStatus
+from launcher.metrics.cache import IndexCache
+from launcher.metrics.collect import Collector
+
+from .backends import DirBackend, StreamBackend, make_run
+from .logdata import ATTEMPT_1, ATTEMPT_2, T0, attempt_lines, expected_points, expected_time, loss, step_line
+
+
+def _points(rm, metric="loss/train/total"):
+    s = rm.series[metric]
+    return list(zip(s.steps, s.values, s.attempts))
+
+
+def _two_attempt_run(backend, status=RunStatus.COMPLETED):
+    run = make_run("r", [(RunStatus.FAILED, None), (status, None)], status=status)
+    backend.runs["r"] = run
+    return run
+
+
+def test_logs_of_every_attempt_make_one_curve(tmp_path):
+    backend = DirBackend(tmp_path / "runs")
+    run = _two_attempt_run(backend)
+    backend.log_file("r", 0, 1).write_text("\n".join(attempt_lines(1, ATTEMPT_1)) + "\n")
+    backend.log_file("r", 0, 2).write_text("\n".join(attempt_lines(2, ATTEMPT_2)) + "\n")
+    # Rank 1's own log is not read: global rank 0 lives on node rank 0.
+    backend.log_file("r", 1, 1).write_text(step_line(1, 1, rank=0, extra={"loss/train/total": 55.0}) + "\n")
+
+    rm = Collector(backend, run, cache=IndexCache(tmp_path / "cache")).refresh()
+    assert rm.source == "logs"
+    assert _points(rm) == expected_points()
+    assert [(r.attempt, r.step) for r in rm.restarts] == [(2, ATTEMPT_2.start)]
+    assert rm.series["loss/train/total"].times == [expected_time(s, a) for s, _, a in expected_points()]
+    assert rm.fit is not None and rm.fit["max_batches"] == 10
+
+
+def test_the_cache_survives_between_collectors(tmp_path):
+    backend = DirBackend(tmp_path / "runs")
+    run = _two_attempt_run(backend)
+    log = backend.log_file("r", 0, 1)
+    log.write_text("x" * 5000 + "\n" + "\n".join(step_line(s) for s in range(1, 4)) + "\n")
+    cache = IndexCache(tmp_path / "cache")
+    Collector(backend, run, cache=cache).refresh()
+
+    # Same-size in-place edit of an indexed line: only a fresh parse would notice it.
+    old = repr(loss(2, 1))
+    log.write_text(log.read_text().replace(old, "7.".ljust(len(old), "0"), 1))
+    with open(log, "a") as f:
+        f.write(step_line(4) + "\n")
+    rm = Collector(backend, run, cache=cache).refresh()
+    assert _points(rm) == [(s, loss(s, 1), 1) for s in range(1, 5)]
+
+    # Without the cache, the edit shows: the test above did depend on the cache.
+    fresh = Collector(backend, run, cache=IndexCache(tmp_path / "other-cache")).refresh()
+    assert _points(fresh)[1] == (2, 7.0, 1)
+
+
+def test_metrics_jsonl_wins_and_is_split_into_attempts_by_start_time(tmp_path):
+    backend = DirBackend(tmp_path / "runs")
+    started = [datetime.fromtimestamp(T0 + 100 * a - 1, timezone.utc) for a in (1, 2)]
+    run = make_run("r", [(RunStatus.FAILED, started[0]), (RunStatus.COMPLETED, started[1])])
+    backend.runs["r"] = run
+    jsonl = backend.artifacts_dir("r") / "metrics.jsonl"
+    jsonl.parent.mkdir(parents=True)
+    body = [line.split("@@launcher.metrics ", 1)[1] for a, steps in ((1, ATTEMPT_1), (2, ATTEMPT_2))
+            for line in attempt_lines(a, steps) if line.startswith("@@launcher.metrics {\"")]
+    jsonl.write_text("\n".join(body) + "\n")
+    backend.log_file("r", 0, 1).write_text(step_line(1, 1, extra={"loss/train/total": 42.0}) + "\n")
+
+    rm = Collector(backend, run, cache=IndexCache(tmp_path / "cache")).refresh()
+    assert rm.source == "metrics.jsonl"
+    assert _points(rm) == expected_points()
+    assert [(r.attempt, r.step) for r in rm.restarts] == [(2, ATTEMPT_2.start)]
+
+
+def _stream_backend(status=RunStatus.COMPLETED):
+    backend = StreamBackend()
+    run = _two_attempt_run(backend, status)
+    for attempt, steps in ((1, ATTEMPT_1), (2, ATTEMPT_2)):
+        backend.lines[("r", attempt)] = [LogLine(0, text, attempt) for text in attempt_lines(attempt, steps)]
+    return backend, run
+
+
+def test_streamed_logs_of_ended_attempts_are_read_once(tmp_path):
+    backend, run = _stream_backend()
+    cache = IndexCache(tmp_path / "cache")
+    assert _points(Collector(backend, run, cache=cache).refresh()) == expected_points()
+    assert backend.streamed == [("r", 1), ("r", 2)]
+    assert _points(Collector(backend, run, cache=cache).refresh()) == expected_points()
+    assert backend.streamed == [("r", 1), ("r", 2)]
+
+
+def test_the_running_attempt_is_streamed_again(tmp_path):
+    backend, run = _stream_backend(RunStatus.RUNNING)
+    cache = IndexCache(tmp_path / "cache")
+    collector = Collector(backend, run, cache=cache)
+    collector.refresh()
+    backend.lines[("r", 2)].append(LogLine(0, step_line(11, 2), 2))
+    rm = collector.refresh()
+    assert rm.series["loss/train/total"].steps[-1] == 11
+    assert backend.streamed == [("r", 1), ("r", 2), ("r", 2)]
+
+
+def test_following_a_streamed_attempt_reads_it_in_the_background(tmp_path):
+    import time
+
+    backend, run = _stream_backend(RunStatus.RUNNING)
+    collector = Collector(backend, run, cache=IndexCache(tmp_path / "cache"), follow=True)
+    deadline = time.monotonic() + 5
+    while True:
+        rm = collector.refresh()
+        if rm.series and rm.series["loss/train/total"].steps[-1] == ATTEMPT_2[-1]:
+            break
+        assert time.monotonic() < deadline, "the follower never delivered attempt 2"
+        time.sleep(0.02)
+    assert _points(rm) == expected_points()
+
+
+def test_an_attempt_whose_log_is_gone_leaves_the_others_and_a_note(tmp_path):
+    backend, run = _stream_backend()
+    backend.gone.add(("r", 1))
+    cache = IndexCache(tmp_path / "cache")
+    rm = Collector(backend, run, cache=cache).refresh()
+    assert _points(rm) == [(s, loss(s, 2), 2) for s in ATTEMPT_2]
+    assert rm.notes == ["attempt 1 of r: cannot read its log: the pods of attempt 1 are gone"]
+    # Not cached as empty: once readable again, attempt 1 is back.
+    backend.gone.clear()
+    assert _points(Collector(backend, run, cache=cache).refresh()) == expected_points()
+
+
+def test_a_run_without_attempts_streams_nothing(tmp_path):
+    backend = StreamBackend()
+    backend.runs["p"] = run = make_run("p", [(RunStatus.PENDING, None)])
+    run.attempts.clear()
+    rm = Collector(backend, run, cache=IndexCache(tmp_path / "cache")).refresh()
+    assert not rm.series and backend.streamed == []
