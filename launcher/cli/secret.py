@@ -119,28 +119,24 @@ def create_hf(name, cluster, replace):
     _create(cluster, name, "hf", {"token": _read_value("Hugging Face token")}, {}, replace)
 
 
-@create.command("git-ssh")
-@click.argument("name")
-@click.option("--from", "source", required=True, type=click.Path(dir_okay=False), help="The private key file.")
-@click.option("--mount-path", help="Where the key is mounted (default /secrets/NAME).")
-@cluster_opt
-@replace_opt
-def create_git_ssh(name, source, mount_path, cluster, replace):
-    """An SSH key for cloning, with GIT_SSH_COMMAND set."""
-    opts = {"mount_path": mount_path} if mount_path else {}
-    _create(cluster, name, "git-ssh", {"private_key": _read_file(source, "--from")}, opts, replace)
+def _key_secret_command(kind: str, doc: str):
+    """`secret create ssh|git-ssh NAME --from KEYFILE`: the two differ only in what the run gets."""
+
+    @create.command(kind, help=doc)
+    @click.argument("name")
+    @click.option("--from", "source", required=True, type=click.Path(dir_okay=False), help="The private key file.")
+    @click.option("--mount-path", help="Where the key is mounted (default /secrets/NAME).")
+    @cluster_opt
+    @replace_opt
+    def command(name, source, mount_path, cluster, replace):
+        opts = {"mount_path": mount_path} if mount_path else {}
+        _create(cluster, name, kind, {"private_key": _read_file(source, "--from")}, opts, replace)
+
+    return command
 
 
-@create.command("ssh")
-@click.argument("name")
-@click.option("--from", "source", required=True, type=click.Path(dir_okay=False), help="The private key file.")
-@click.option("--mount-path", help="Where the key is mounted (default /secrets/NAME).")
-@cluster_opt
-@replace_opt
-def create_ssh(name, source, mount_path, cluster, replace):
-    """An SSH key file at mode 0400."""
-    opts = {"mount_path": mount_path} if mount_path else {}
-    _create(cluster, name, "ssh", {"private_key": _read_file(source, "--from")}, opts, replace)
+_key_secret_command("git-ssh", "An SSH key for cloning, with GIT_SSH_COMMAND set.")
+_key_secret_command("ssh", "An SSH key file at mode 0400.")
 
 
 @create.command("s3")
