@@ -1,0 +1,31 @@
+"""Label and annotation names the Kubernetes backend writes and reads."""
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "launcher"
+RUN = "launcher.dev/run"
+ATTEMPT = "launcher.dev/attempt"
+SECRET_KIND = "launcher.dev/secret-kind"
+SECRET_OPTIONS = "launcher.dev/secret-options"
+
+# On the ConfigMap, the run's durable record (see backend.py).
+RECORD_SECRETS = "launcher.dev/secrets"          # JSON [{name, kind, options, keys}]: no values
+RECORD_ATTEMPTS = "launcher.dev/attempts"        # JSON list of finished attempts
+RECORD_FINAL = "launcher.dev/final"              # JSON {status, reason, at}: ended by the launcher
+RECORD_RESTART = "launcher.dev/restart"          # the attempt being started by a retry
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
+
+CONTAINER = "main"
+CONFIG_MOUNT = "/mnt/config"
+SPEC_FILE = "spec.json"
+PARAMETERS_FILE = "parameters.yaml"
+RUN_CONFIG_FILE = "run_config.yaml"
+
+
+def run_selector(name: str) -> str:
+    return f"{RUN}={name}"
+
+
+MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"

@@ -1,0 +1,132 @@
+"""Pod logs: read or follow one pod without losing or repeating a line.
+
+Every request asks for timestamps. When a follow stream ends while the
+container still runs (a dropped connection, the API server's one-hour cut, a
+kubelet log rotation), we reconnect with since_seconds reaching a little before
+the last timestamp seen, and drop what was already yielded: lines older than
+that timestamp, and as many lines *at* that timestamp as were already seen.
+since_seconds counts on the server's clock, so the skew measured from each
+response's Date header is added.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from launcher.backends.kubernetes.kubeapi import KubeApi, status_of
+
+SLACK_SECONDS = 5
+_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ?")
+
+
+def parse_line(line: str) -> tuple[int | None, str]:
+    """`2024-01-01T00:00:00.123456789Z text` -> (nanoseconds since the epoch, text)."""
+    m = _TS.match(line)
+    if not m:
+        return None, line
+    base = datetime.fromisoformat(m.group(1) + (m.group(3) if m.group(3) != "Z" else "+00:00"))
+    frac = (m.group(2) or "").ljust(9, "0")
+    return int(base.timestamp()) * 1_000_000_000 + int(frac or 0), line[m.end():]
+
+
+def ns_to_datetime(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
+
+
+@dataclass
+class Cursor:
+    """Where a reader is: the newest timestamp yielded and how many lines carried it."""
+
+    last_ns: int | None = None
+    at_last: int = 0
+
+    def fresh(self, stamp: int | None, skipped: list[int]) -> bool:
+        """Whether a line is new on this connection; `skipped` counts repeats at last_ns."""
+        if stamp is None or self.last_ns is None:
+            return True
+        if stamp < self.last_ns:
+            return False
+        if stamp == self.last_ns and skipped[0] < self.at_last:
+            skipped[0] += 1
+            return False
+        return True
+
+    def advance(self, stamp: int | None) -> None:
+        if stamp is None:
+            return
+        if stamp == self.last_ns:
+            self.at_last += 1
+        else:
+            self.last_ns, self.at_last = stamp, 1
+
+
+def _server_skew(resp) -> float:
+    try:
+        server = parsedate_to_datetime(resp.headers.get("Date"))
+        return server.timestamp() - time.time()
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, previous: bool = False,
+             is_done: Callable[[], bool] = lambda: True, stop: threading.Event | None = None,
+             ) -> Iterator[tuple[int | None, str]]:
+    """(timestamp ns, text) for each line of one pod's container, in order, each once."""
+    cursor = Cursor()
+    skew = 0.0
+    first = True
+    stop = stop or threading.Event()
+    while not stop.is_set():
+        kwargs: dict = {"timestamps": True, "follow": follow}
+        if previous:
+            kwargs["previous"] = True
+        if first and tail is not None:
+            kwargs["tail_lines"] = tail
+        if cursor.last_ns is not None:
+            age = time.time() + skew - cursor.last_ns / 1e9
+            kwargs["since_seconds"] = max(1, math.ceil(age) + SLACK_SECONDS)
+        try:
+            resp = api.pod_log(pod, **kwargs)
+        except ApiException as e:
+            if status_of(e) == 404:
+                return  # the pod is gone (stopped, deleted)
+            if status_of(e) == 400 and previous:
+                # restartPolicy Never: no earlier container instance; the crashed one is the current.
+                previous = False
+                continue
+            if status_of(e) == 400 and follow and not is_done():
+                time.sleep(0.5)  # the container is still being created
+                continue
+            if status_of(e) == 400:
+                return
+            raise
+        skew = _server_skew(resp)
+        skipped = [0]
+        try:
+            for line in iter_resp_lines(resp):
+                stamp, text = parse_line(line)
+                if not cursor.fresh(stamp, skipped):
+                    continue
+                cursor.advance(stamp)
+                yield stamp, text
+                if stop.is_set():
+                    return
+        except Exception:  # noqa: BLE001 - a dropped stream: reconnect below
+            pass
+        finally:
+            resp.release_conn()
+        if not follow:
+            return
+        first = False
+        if is_done():
+            follow = False  # one last read from the cursor picks up what the cut may have lost

@@ -1,0 +1,198 @@
+"""Kubernetes cluster profiles: where runs go and how a gpu_type selects nodes.
+
+A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
+
+    clusters:
+      my-gke:
+        backend: kubernetes
+        context: gke_proj_zone_name       # kubeconfig context (default: the current one)
+        kubeconfig: ~/.kube/config        # default: $KUBECONFIG, then ~/.kube/config
+        namespace: training
+        service_account: trainer          # optional
+        image: ghcr.io/org/launcher:1.0   # used when a spec names no image
+        gpu_labels: gke                   # gfd (default) | gke | karpenter: which shipped table
+        default_gpu_type: h100_80gb       # used when a spec asks for GPUs without a type
+        gpu_types:                        # added to, or replacing, the shipped entries
+          h100_80gb: {node_selector: {cloud.google.com/gke-accelerator: nvidia-h100-80gb}, gpus_per_node: 8}
+        queue: team-a                     # Kueue LocalQueue (kueue.x-k8s.io/queue-name)
+        priority_classes: {low: low, high: high}   # scheduling.priority -> Kueue priority class
+        non_preemptible_priority_class: protected  # used when scheduling.preemptible is false
+
+`resolve_placement` turns a spec's compute section into nodes x GPUs on one
+gpu_type, or a clear error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from launcher.errors import InputError
+
+if TYPE_CHECKING:
+    from launcher.config import Profile
+    from launcher.spec.models import RunSpec
+
+GPU_RESOURCE = "nvidia.com/gpu"
+CPU_TYPE = "none"
+
+GFD_LABEL = "nvidia.com/gpu.product"
+GKE_LABEL = "cloud.google.com/gke-accelerator"
+KARPENTER_LABEL = "karpenter.k8s.aws/instance-gpu-name"
+KARPENTER_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"  # MiB per GPU
+
+
+class GpuType(BaseModel):
+    """How one gpu_type selects nodes. `node_affinity` maps a label to the values it may
+    take (required affinity, keys ANDed), for label schemes with several spellings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_affinity: dict[str, list[str]] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    gpus_per_node: int = Field(ge=0)
+    resource: str = GPU_RESOURCE
+
+
+def _gpu(label: str, values: list[str], gpus: int, extra: dict[str, list[str]] | None = None) -> GpuType:
+    affinity = {label: values, **(extra or {})}
+    return GpuType(node_affinity=affinity, gpus_per_node=gpus)
+
+
+# mcli's gpu_type names -> (GFD product names, GKE accelerator, Karpenter gpu name [, memory MiB]), GPUs per node.
+# GFD spells one GPU several ways (SXM vs PCIe), hence affinity with a value list.
+_SHIPPED: dict[str, tuple[list[str], str, tuple[str, str | None], int]] = {
+    "a100_40gb": (["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"], "nvidia-tesla-a100", ("a100", "40960"), 8),
+    "a100_80gb": (["NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe"], "nvidia-a100-80gb", ("a100", "81920"), 8),
+    "h100_80gb": (["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe"], "nvidia-h100-80gb", ("h100", None), 8),
+    "h200_141gb": (["NVIDIA-H200"], "nvidia-h200-141gb", ("h200", None), 8),
+    "l4": (["NVIDIA-L4"], "nvidia-l4", ("l4", None), 8),
+    "t4": (["Tesla-T4"], "nvidia-tesla-t4", ("t4", None), 4),
+}
+LABEL_SCHEMES = ("gfd", "gke", "karpenter")
+
+
+def shipped_gpu_types(scheme: str = "gfd") -> dict[str, GpuType]:
+    """The default gpu_types table for one label scheme. Besides mcli's names, each
+    scheme's own label values work as gpu_type names (NVIDIA-H100-80GB-HBM3, nvidia-l4, h100)."""
+    out: dict[str, GpuType] = {CPU_TYPE: GpuType(gpus_per_node=0)}
+    for name, (products, gke, (karp, karp_mem), per_node) in _SHIPPED.items():
+        if scheme == "gfd":
+            t = _gpu(GFD_LABEL, products, per_node)
+            aliases = products
+        elif scheme == "gke":
+            t = GpuType(node_selector={GKE_LABEL: gke}, gpus_per_node=per_node)
+            aliases = [gke]
+        else:
+            t = _gpu(KARPENTER_LABEL, [karp], per_node, {KARPENTER_MEMORY: [karp_mem]} if karp_mem else None)
+            aliases = [] if karp_mem else [karp]  # "a100" alone is ambiguous (40 or 80 GB)
+        out[name] = t
+        for alias in aliases:
+            out.setdefault(alias, t)
+    return out
+
+
+class ClusterProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    backend: Literal["kubernetes"] = "kubernetes"
+    context: str | None = None
+    kubeconfig: str | None = None
+    namespace: str = "default"
+    service_account: str | None = None
+    image: str | None = None
+    gpu_labels: Literal["gfd", "gke", "karpenter"] = "gfd"
+    default_gpu_type: str | None = None
+    gpu_types: dict[str, GpuType] = Field(default_factory=dict)
+    queue: str | None = None
+    priority_classes: dict[str, str] = Field(default_factory=dict)
+    non_preemptible_priority_class: str | None = None
+    master_port: int = Field(default=29500, ge=1, le=65535)
+    shm_size: str | None = None
+    """sizeLimit of the /dev/shm memory volume; None leaves it to the node."""
+
+    @field_validator("namespace")
+    @classmethod
+    def _ns(cls, v: str) -> str:
+        if not v or len(v) > 63:
+            raise ValueError("must be a Kubernetes namespace name")
+        return v
+
+    def all_gpu_types(self) -> dict[str, GpuType]:
+        table = shipped_gpu_types(self.gpu_labels)
+        table.update(self.gpu_types)
+        return table
+
+    @property
+    def where(self) -> str:
+        return f"namespace {self.namespace} of cluster {self.name}"
+
+
+def load_profile(profile: Profile) -> ClusterProfile:
+    """Parse a config.yaml profile; a bad field is a one-line InputError naming it."""
+    settings = {k: v for k, v in profile.settings.items()}
+    settings["name"] = profile.name
+    try:
+        return ClusterProfile.model_validate(settings)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"config.yaml: clusters.{profile.name}.{where}: {err['msg']}") from None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a run's ranks go: `nodes` pods of `gpus_per_node` GPUs of `gpu_type`."""
+
+    nodes: int
+    gpus_per_node: int
+    gpu_type_name: str
+    gpu_type: GpuType
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def resolve_placement(spec: RunSpec, profile: ClusterProfile) -> Placement:
+    c = spec.compute
+    table = profile.all_gpu_types()
+    name = c.gpu_type
+    if name is None:
+        name = CPU_TYPE if not c.gpus else profile.default_gpu_type
+        if name is None:
+            raise InputError(
+                f"compute.gpu_type: {c.gpus} GPUs asked without a gpu_type, and cluster {profile.name} "
+                f"has no default_gpu_type (known: {', '.join(sorted(table))})"
+            )
+    if name not in table:
+        raise InputError(f"compute.gpu_type: unknown gpu_type {name!r} on cluster {profile.name} "
+                         f"(known: {', '.join(sorted(table))})")
+    gpu_type = table[name]
+    per_node = gpu_type.gpus_per_node
+    if per_node == 0:
+        if c.gpus:
+            raise InputError(f"compute.gpus: gpu_type {name!r} has no GPUs, but {c.gpus} were asked")
+        return Placement(spec.nodes, 0, name, gpu_type)
+    gpus = c.gpus if c.gpus is not None else per_node * spec.nodes
+    if gpus == 0:
+        raise InputError(f"compute.gpus: 0 GPUs of gpu_type {name!r}; use gpu_type none for a CPU run")
+    if c.nodes is not None:
+        if gpus % c.nodes or gpus // c.nodes > per_node:
+            raise InputError(
+                f"compute: {gpus} GPUs do not fit {c.nodes} nodes of {per_node} {name} GPUs "
+                f"(use {c.nodes * per_node} GPUs, or leave nodes out)"
+            )
+        return Placement(c.nodes, gpus // c.nodes, name, gpu_type)
+    if gpus <= per_node:
+        return Placement(1, gpus, name, gpu_type)
+    if gpus % per_node:
+        raise InputError(
+            f"compute.gpus: {gpus} GPUs do not fit {name} nodes of {per_node} GPUs: "
+            f"use at most {per_node}, or a multiple of {per_node}"
+        )
+    return Placement(gpus // per_node, per_node, name, gpu_type)

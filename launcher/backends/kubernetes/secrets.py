@@ -1,0 +1,128 @@
+"""Secrets kept as Kubernetes Secrets in the profile's namespace.
+
+Each launcher secret is one Secret named like it, labelled
+launcher.dev/secret-kind=<kind>, with its non-secret options in an annotation.
+A docker-registry secret is of type kubernetes.io/dockerconfigjson, so pods can
+name it in imagePullSecrets. Runs reference these Secrets by name; the values
+stay in the cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import TYPE_CHECKING
+
+from kubernetes.client.exceptions import ApiException
+
+from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.kubeapi import KubeApi, status_of
+from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile
+from launcher.errors import InputError, NotFoundError
+from launcher.secrets.kinds import Secret, SecretKind
+from launcher.secrets.store import SecretStore
+
+if TYPE_CHECKING:
+    from launcher.config import Profile
+
+DOCKER_CONFIG = ".dockerconfigjson"
+DOCKER_HUB = "https://index.docker.io/v1/"
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def docker_config(data: dict[str, str]) -> str | None:
+    """The .dockerconfigjson of a docker-registry secret (username, password, server, email)."""
+    if not data.get("username") or not data.get("password"):
+        return None
+    entry = {"username": data["username"], "password": data["password"],
+             "auth": _b64(f"{data['username']}:{data['password']}")}
+    if data.get("email"):
+        entry["email"] = data["email"]
+    return json.dumps({"auths": {data.get("server") or DOCKER_HUB: entry}})
+
+
+def to_manifest(secret: Secret, namespace: str) -> dict:
+    data = dict(secret.data)
+    kind_type = "Opaque"
+    if secret.kind is SecretKind.DOCKER_REGISTRY:
+        cfg = docker_config(data)
+        if cfg:
+            data[DOCKER_CONFIG] = cfg
+            kind_type = "kubernetes.io/dockerconfigjson"
+    for key in data:
+        if not key or not all(c.isalnum() or c in "-._" for c in key):
+            raise InputError(f"secret {secret.name}: key {key!r} cannot be a Kubernetes Secret key")
+    meta: dict = {
+        "name": secret.name,
+        "namespace": namespace,
+        "labels": {keys.MANAGED_BY: keys.MANAGER, keys.SECRET_KIND: secret.kind.value},
+        "annotations": {keys.SECRET_OPTIONS: json.dumps(secret.options, sort_keys=True)},
+    }
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": kind_type,
+            "data": {k: _b64(v) for k, v in data.items()}}
+
+
+def from_manifest(obj: dict) -> Secret | None:
+    from launcher.secrets.kinds import SecretKind as Kind
+    from launcher.backends.kubernetes.status import ts
+
+    meta = obj.get("metadata") or {}
+    try:
+        kind = Kind((meta.get("labels") or {}).get(keys.SECRET_KIND, ""))
+    except ValueError:
+        return None
+    try:
+        options = json.loads((meta.get("annotations") or {}).get(keys.SECRET_OPTIONS) or "{}")
+    except ValueError:
+        options = {}
+    data = {k: base64.b64decode(v).decode("utf-8", errors="replace")
+            for k, v in (obj.get("data") or {}).items() if k != DOCKER_CONFIG}
+    return Secret(name=meta["name"], kind=kind, data=data, options=options,
+                  created_at=ts(meta.get("creationTimestamp")))
+
+
+class KubernetesSecretStore(SecretStore):
+    def __init__(self, profile: Profile | ClusterProfile, *, api: KubeApi | None = None):
+        self.profile = profile if isinstance(profile, ClusterProfile) else load_profile(profile)
+        self.where = self.profile.where
+        self._api = api
+
+    @property
+    def api(self) -> KubeApi:
+        if self._api is None:
+            self._api = KubeApi(self.profile)
+        return self._api
+
+    def list(self) -> list[Secret]:
+        items, _ = self.api.list("Secret", labels=keys.SECRET_KIND)
+        out = [s for s in (from_manifest(o) for o in items) if s is not None]
+        return sorted(out, key=lambda s: s.name)
+
+    def create(self, secret: Secret, *, replace: bool = False) -> None:
+        body = to_manifest(secret, self.profile.namespace)
+        try:
+            self.api.create("Secret", body)
+            return
+        except ApiException as e:
+            if status_of(e) != 409:
+                raise
+        existing = self.api.get("Secret", secret.name)
+        if existing is None:
+            return self.create(secret, replace=replace)
+        if keys.SECRET_KIND not in ((existing.get("metadata") or {}).get("labels") or {}):
+            raise InputError(f"a Secret named {secret.name!r} already exists in {self.where} "
+                             "and was not created by the launcher; pick another name")
+        if not replace:
+            raise InputError(f"a secret named {secret.name!r} already exists in {self.where}",
+                             hint="delete it first, or pass --replace")
+        body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+        self.api.replace("Secret", secret.name, body)
+
+    def delete(self, name: str) -> None:
+        existing = self.api.get("Secret", name)
+        if existing is None or keys.SECRET_KIND not in ((existing.get("metadata") or {}).get("labels") or {}):
+            raise NotFoundError(f"no secret named {name!r} in {self.where}")
+        self.api.delete("Secret", name, uid=existing["metadata"]["uid"])

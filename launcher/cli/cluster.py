@@ -1,0 +1,101 @@
+"""`launcher cluster add|list|use`: the cluster profiles in $LAUNCHER_HOME/config.yaml.
+
+A profile names a kubeconfig context and namespace (and GPU node labels, a Kueue
+queue...); `launcher run --cluster NAME` or the current profile sends runs there.
+The profile `local` (this machine) always exists.
+"""
+
+from __future__ import annotations
+
+import click
+
+from launcher.cli.common import OK, dump, print_table
+
+
+@click.group()
+def cluster() -> None:
+    """Add, list and choose cluster profiles."""
+
+
+@cluster.command("add")
+@click.argument("name")
+@click.option("--context", help="kubeconfig context (default: the kubeconfig's current context).")
+@click.option("--namespace", default="default", show_default=True, help="Namespace runs and secrets go to.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).")
+@click.option("--service-account", help="Service account the run's pods use.")
+@click.option("--image", help="Image for specs that name none.")
+@click.option("--gpu-labels", type=click.Choice(["gfd", "gke", "karpenter"]), default="gfd", show_default=True,
+              help="Node labels the shipped gpu_types select on: NVIDIA GPU Feature Discovery, GKE or Karpenter.")
+@click.option("--default-gpu-type", help="gpu_type for specs that ask for GPUs without one.")
+@click.option("--queue", help="Kueue LocalQueue for this cluster's runs.")
+@click.option("--use", "make_current", is_flag=True, help="Make it the current profile.")
+@click.option("--replace", is_flag=True, help="Replace a profile of the same name.")
+def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels, default_gpu_type, queue,
+        make_current, replace):
+    """Add a Kubernetes cluster profile NAME. Edit config.yaml for gpu_types and priority classes."""
+    import os
+
+    from launcher.backends.kubernetes.profiles import load_profile
+    from launcher.config import LOCAL, Profile, config_path, load_config, save_config
+    from launcher.errors import InputError
+
+    config = load_config()
+    if name == LOCAL:
+        raise InputError("the profile 'local' is built in; pick another name")
+    if name in config.clusters and not replace:
+        raise InputError(f"a cluster profile named {name!r} already exists", hint="pass --replace to overwrite it")
+    settings = {"backend": "kubernetes", "context": context, "namespace": namespace,
+                "kubeconfig": os.path.abspath(os.path.expanduser(kubeconfig)) if kubeconfig else None,
+                "service_account": service_account, "image": image, "gpu_labels": gpu_labels,
+                "default_gpu_type": default_gpu_type, "queue": queue}
+    settings = {k: v for k, v in settings.items() if v is not None}
+    profile = load_profile(Profile(name, "kubernetes", settings))  # validates every field
+    if default_gpu_type and default_gpu_type not in profile.all_gpu_types():
+        raise InputError(f"--default-gpu-type: unknown gpu_type {default_gpu_type!r} "
+                         f"(known: {', '.join(sorted(profile.all_gpu_types()))})")
+    config.clusters[name] = settings
+    if make_current:
+        config.current = name
+    save_config(config)
+    click.echo(f"{OK} Added cluster {name} (namespace {namespace}) to {config_path()}"
+               + (" and made it current" if make_current else ""))
+
+
+@cluster.command("list")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+def list_(output):
+    """List cluster profiles; * marks the current one."""
+    from launcher.config import load_config
+
+    config = load_config()
+    rows = []
+    for p in config.profiles():
+        s = p.settings
+        rows.append({"name": p.name, "backend": p.backend, "current": p.name == config.current,
+                     "context": s.get("context"), "namespace": s.get("namespace", "default") if p.backend == "kubernetes" else None,
+                     "queue": s.get("queue")})
+    if output != "table":
+        dump(rows, output)
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("", "NAME", "BACKEND", "CONTEXT", "NAMESPACE", "QUEUE"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row("*" if r["current"] else "", r["name"], r["backend"], r["context"] or "-",
+                      r["namespace"] or "-", r["queue"] or "-")
+    print_table(table)
+
+
+@cluster.command("use")
+@click.argument("name")
+def use(name):
+    """Make NAME the profile `launcher run` uses by default."""
+    from launcher.config import load_config, save_config
+
+    config = load_config()
+    config.profile(name)  # NotFoundError (exit 2) listing the known ones
+    config.current = name
+    save_config(config)
+    click.echo(f"{OK} Current cluster: {name}")

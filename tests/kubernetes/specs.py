@@ -1,0 +1,54 @@
+"""Specs, profiles and secrets shared by the Kubernetes tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from launcher.backends.kubernetes.profiles import ClusterProfile
+from launcher.secrets.kinds import Secret, SecretKind
+from launcher.spec.models import RunSpec
+
+WORKER = Path(__file__).with_name("worker.py")
+
+PROFILE = ClusterProfile(name="gpu-cluster", namespace="training", service_account="trainer",
+                         image="ghcr.io/example/launcher:1.0")
+KUEUE_PROFILE = ClusterProfile(name="kueue-cluster", namespace="training", queue="team-a",
+                               priority_classes={"low": "batch-low", "high": "batch-high"},
+                               non_preemptible_priority_class="no-preempt", gpu_labels="gke")
+
+SECRET_VALUES = {"hf": "hf_Sup3rS3cretTokenValue", "aws": "[default]\naws_access_key_id=AKIASECRETKEY123\n",
+                 "token": "tok-Very-Secret-987", "docker": "dockerpass-Secret-55"}
+
+
+def secrets() -> list[Secret]:
+    return [
+        Secret("hf-token", SecretKind.HF, {"token": SECRET_VALUES["hf"]}),
+        Secret("aws", SecretKind.S3, {"credentials": SECRET_VALUES["aws"]}),
+        Secret("api-token", SecretKind.ENV, {"value": SECRET_VALUES["token"]}, {"env_key": "API_TOKEN"}),
+        Secret("ssh-key", SecretKind.FILE, {"value": "-----BEGIN KEY-----\nabcdefgh12345678\n-----END KEY-----"},
+               {"mount_path": "/etc/ssh-key"}),
+        Secret("registry", SecretKind.DOCKER_REGISTRY,
+               {"username": "bot", "password": SECRET_VALUES["docker"], "server": "ghcr.io"}),
+    ]
+
+
+def spec(name: str = "train-abc123", **fields) -> RunSpec:
+    base = {"name": name, "image": "ghcr.io/example/trainer:2.0", "command": "composer train.py",
+            "parameters": {"model": {"d_model": 768}, "_private": 1}}
+    base.update(fields)
+    return RunSpec.model_validate(base)
+
+
+# name -> (spec, profile, secrets): the range the schema and golden tests cover.
+CASES = {
+    "cpu": lambda: (spec("cpu-abc123", compute={"gpu_type": "none", "cpus": 2, "memory": "4Gi"}), PROFILE, []),
+    "1x8": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), PROFILE, []),
+    "4x8": lambda: (spec("four-node-abc123", compute={"gpus": 32, "gpu_type": "a100_80gb"},
+                         env_variables={"NCCL_DEBUG": "INFO"}, scheduling={"max_duration": 2}), PROFILE, []),
+    "secrets": lambda: (spec("with-secrets-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), PROFILE, secrets()),
+    "kueue": lambda: (spec("queued-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb"},
+                           scheduling={"priority": "low", "max_retries": 2, "retry_on_system_failure": True}),
+                      KUEUE_PROFILE, []),
+    "kueue-non-preemptible": lambda: (spec("protected-abc123", compute={"gpus": 8, "gpu_type": "l4"},
+                                           scheduling={"priority": "high", "preemptible": False}), KUEUE_PROFILE, []),
+}

@@ -1,0 +1,132 @@
+"""The CLI on top of the Kubernetes backend: cluster profiles, dry-run YAML, and
+`launcher run --backend kubernetes --follow` against the fake API server."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from launcher.cli.errors import run_cli
+from launcher.cli.main import cli
+from launcher.config import load_config
+from tests.kubernetes.test_backend import SECRET, worker
+
+GOLDEN = Path(__file__).with_name("golden")
+
+
+def launcher(*args: str) -> int:
+    try:
+        return run_cli(cli, list(args))
+    except SystemExit as e:  # `run --follow` exits with the run's outcome
+        return int(e.code or 0)
+
+
+def test_cluster_add_list_use(launcher_home, capsys):
+    assert launcher("cluster", "add", "gke", "--context", "gke_p_z_c", "--namespace", "ml",
+                    "--gpu-labels", "gke", "--queue", "team-a") == 0
+    cfg = load_config()
+    assert cfg.clusters["gke"] == {"backend": "kubernetes", "context": "gke_p_z_c", "namespace": "ml",
+                                   "gpu_labels": "gke", "queue": "team-a"}
+    assert cfg.current == "local"
+    assert launcher("cluster", "use", "gke") == 0
+    assert load_config().current == "gke"
+    capsys.readouterr()
+    assert launcher("cluster", "list") == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\*\s+gke\s+kubernetes\s+gke_p_z_c\s+ml\s+team-a", out)
+    assert re.search(r"local\s+local", out)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["cluster", "add", "gke"], None),  # first add succeeds; the repeat below fails
+    (["cluster", "add", "gke"], "already exists"),
+    (["cluster", "add", "local"], "built in"),
+    (["cluster", "add", "x", "--default-gpu-type", "v100"], "unknown gpu_type 'v100'"),
+    (["cluster", "use", "nope"], "no cluster profile named 'nope' (known: local, gke)"),
+])
+def test_cluster_errors_exit_2(launcher_home, capsys, args, message):
+    if message is None:
+        return
+    launcher("cluster", "add", "gke")
+    capsys.readouterr()
+    assert launcher(*args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_help_does_not_import_kubernetes():
+    code = ("import sys; from launcher.cli.main import main; sys.argv=['launcher','cluster','--help'];\n"
+            "try: main()\nexcept SystemExit: pass\n"
+            "assert 'kubernetes' not in sys.modules, 'kubernetes imported'; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("ok")
+
+
+def _spec_file(tmp_path: Path, **fields) -> Path:
+    spec = {"name": "hello", "image": "ghcr.io/example/trainer:2.0", "command": "composer train.py",
+            "parameters": {"lr": 0.001}, **fields}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.parametrize("case", ["dry-run-2x8", "dry-run-cpu-secret"])
+def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
+    """`launcher run --dry-run -o yaml` prints the manifests; the random name suffix is
+    normalised. Regenerate with UPDATE_GOLDEN=1 after an intended change."""
+    assert launcher("secret", "create", "env", "API_TOKEN=" + SECRET, "--cluster", "fake") == 0
+    fields = ({"compute": {"gpus": 16, "gpu_type": "h100_80gb"}} if case == "dry-run-2x8"
+              else {"compute": {"gpu_type": "none"}, "secrets": ["api-token"]})
+    capsys.readouterr()
+    assert launcher("run", "-f", str(_spec_file(tmp_path, **fields)), "--cluster", "fake", "--dry-run", "-o", "yaml") == 0
+    out = capsys.readouterr().out
+    assert SECRET not in out
+    text = re.sub(r"hello-[a-z0-9]{6}", "hello-XXXXXX", out)
+    text = text.replace(str(fake_kube.url), "http://fake")
+    path = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    if not path.exists():
+        pytest.fail(f"golden file {path} is missing: run with UPDATE_GOLDEN=1 and review it")
+    assert text == path.read_text()
+    doc = yaml.safe_load(out)
+    assert [m["kind"] for m in doc["items"]] == ["ConfigMap", "Service", "Job"]
+    assert fake_kube.count(method="POST", kind="Job") == 0  # nothing submitted
+
+
+def test_run_follow_end_to_end(fake_kube, tmp_path, capsys):
+    assert launcher("secret", "create", "env", "API_TOKEN=" + SECRET, "--cluster", "fake") == 0
+    spec = _spec_file(tmp_path, command=worker("--lines", "4", "--interval", "0.05", "--print-env", "API_TOKEN"),
+                      compute={"nodes": 2}, secrets=["api-token"])
+    capsys.readouterr()
+    code = launcher("run", "-f", str(spec), "--backend", "kubernetes", "--follow")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "[rank 0] rank 0 line 3" in out and "[rank 1] rank 1 line 3" in out
+    assert "[rank 1] the secret is ****" in out and SECRET not in out + err
+    assert re.search(r"✔ Run hello-[a-z0-9]{6} completed", err)
+    name = re.search(r"Run (hello-[a-z0-9]{6}) completed", err).group(1)
+
+    capsys.readouterr()
+    assert launcher("describe", "run", name) == 0
+    out = capsys.readouterr().out
+    assert "Status:     COMPLETED" in out and "Attempt 1: COMPLETED" in out
+    assert launcher("logs", name, "--rank", "1") == 0
+    assert "rank 1 line 3" in capsys.readouterr().out
+
+
+def test_run_follow_failing_rank_exits_1_after_retry(fake_kube, tmp_path, capsys):
+    spec = _spec_file(tmp_path, command=worker("--lines", "4", "--fail-rank", "1", "--fail-code", "3"),
+                      compute={"nodes": 2}, scheduling={"max_retries": 1})
+    code = launcher("run", "-f", str(spec), "--cluster", "fake", "--follow")
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "Attempt 1 ended: rank 1 exited with code 3. Restarting the whole group: attempt 2." in err
+    assert out.count("[rank 1] rank 1 fails with code 3") == 2
+    assert re.search(r"✗ Run hello-[a-z0-9]{6} failed: rank 1 exited with code 3", err)
