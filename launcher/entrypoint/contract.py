@@ -9,15 +9,33 @@ Every backend starts `python -m launcher.entrypoint` once per node rank with:
     NODE_RANK              this node's rank (Kubernetes: from the job-completion index;
                            JOB_COMPLETION_INDEX is read when NODE_RANK is absent)
     LAUNCHER_NODES         number of nodes
-    LAUNCHER_GPUS_PER_NODE GPUs per node (0 on CPU)
+    LAUNCHER_GPUS_PER_NODE GPUs per node (0 or unset: CPU, one process per node)
     MASTER_ADDR, MASTER_PORT   rank 0's address (local: 127.0.0.1 and a free port)
     LAUNCHER_MASK_ENV      comma-separated names of env vars holding secret values
     LAUNCHER_MASK_FILES    os.pathsep-separated paths of secret files
     LAUNCHER_VENV          (local) where the run's virtualenv goes
     LAUNCHER_ARTIFACTS_DIR (optional) where the run's artifacts go, e.g. metrics.jsonl
 
+Optional knobs, read from the same environment:
+
+    LAUNCHER_RENDEZVOUS_TIMEOUT  seconds a node rank > 0 waits for rank 0's
+                           MASTER_ADDR:MASTER_PORT to resolve and answer (default 600)
+    LAUNCHER_GRACE_SECONDS seconds between passing on SIGTERM/SIGINT to the command's
+                           process group and SIGKILL (default 30). The command runs in
+                           its own process group, which a signal to the entrypoint's
+                           group does not reach: a backend stops a rank by signalling
+                           the entrypoint, and waits longer than this before SIGKILL
+                           (Kubernetes: terminationGracePeriodSeconds).
+
 Secrets are already in the environment (env kinds) or on disk (file kinds) when
-the entrypoint starts; it never receives a value through its arguments.
+the entrypoint starts; it never receives a value through its arguments. For
+https clones the git_repo integration reads a token from GITHUB_TOKEN or GH_TOKEN
+(hosts with "github" in the name), GITLAB_TOKEN (hosts with "gitlab"), else
+GIT_TOKEN; GIT_USERNAME overrides the user name sent with it.
+
+On the local backend (LAUNCHER_BACKEND=local) the ranks of a run share one
+machine: the integrations run once per run, by whichever rank takes the lock in
+LAUNCHER_CONFIG_DIR first; the other ranks wait for it and reuse the result.
 """
 
 SPEC = "LAUNCHER_SPEC"
@@ -30,6 +48,10 @@ MASK_ENV = "LAUNCHER_MASK_ENV"
 MASK_FILES = "LAUNCHER_MASK_FILES"
 VENV = "LAUNCHER_VENV"
 ARTIFACTS_DIR = "LAUNCHER_ARTIFACTS_DIR"
+RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"
+GRACE_SECONDS = "LAUNCHER_GRACE_SECONDS"
+DEFAULT_GRACE_SECONDS = 30.0
+LOCAL = "local"
 DEFAULT_CONFIG_DIR = "/mnt/config"
 
 # Exit codes of the entrypoint's own failures, distinct from common command codes.

@@ -1,25 +1,37 @@
 """The program every rank of every run starts: `python -m launcher.entrypoint`.
 
-It reads the submitted spec, prepares the working directory (integrations),
-writes the parameters file, sets the environment (run, data, ranks), and runs
-the user's command with bash, masking secret values in its output and
-forwarding stop signals to the command's whole process group.
+In order, with a log line for each step:
+1. read the submitted spec ($LAUNCHER_SPEC);
+2. run the integrations (git clones, pip and apt installs), in YAML order;
+3. write parameters.yaml and export PARAMETERS;
+4. set the environment: the run's variables, the rank variables for composer and
+   torchrun, PYTHONUNBUFFERED (the integrations already see the run's variables:
+   a PIP_INDEX_URL in env_variables applies to pip_packages, as in mcli);
+5. on node ranks > 0, wait until rank 0's MASTER_ADDR:MASTER_PORT answers;
+6. run the command with bash in the working directory, masking secret values in
+   its output and passing stop signals on to its whole process group.
+
+It exits with the command's exit code (128+N when a signal N ended it), or with
+one of contract.EXIT_* when a step before the command failed, and prints a final
+line with the exit code and the duration.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import yaml
 
-from launcher.entrypoint import contract
-from launcher.entrypoint.log import log
+from launcher.entrypoint import contract, supervise
+from launcher.entrypoint.log import log, set_masker
 from launcher.entrypoint.ranks import rank_env
-from launcher.entrypoint.supervise import masker_from_env, run_command
+from launcher.entrypoint.venv import use_current_environment
 
 
 def read_spec(path: str):
@@ -33,18 +45,39 @@ def read_spec(path: str):
 def write_parameters(spec, config_dir: Path) -> Path:
     """Write parameters.yaml unless the backend already placed it (a read-only ConfigMap)."""
     target = config_dir / "parameters.yaml"
-    content = yaml.safe_dump(spec.parameters_for_file(), sort_keys=False)
-    if target.exists() and target.read_text() == content:
-        return target
+    params = spec.parameters_for_file()
+    try:
+        if yaml.safe_load(target.read_text()) == params:
+            return target
+    except (OSError, yaml.YAMLError):
+        pass
     config_dir.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(".parameters.yaml.tmp")
-    tmp.write_text(content)
+    # A unique temporary name: the ranks of a local run write the same file at once.
+    fd, tmp = tempfile.mkstemp(dir=config_dir, prefix=".parameters.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(params, f, sort_keys=False)
     os.replace(tmp, target)
     return target
 
 
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
+    supervise.install_signal_handlers()
+    timing: dict[str, float] = {}
+    try:
+        code = _main(timing)
+    except supervise.Stopped as e:
+        log(f"stopped by {signal.Signals(e.signum).name} before the command started")
+        code = e.exit_code
+    total = time.monotonic() - started
+    if "command" in timing:
+        log(f"exit code {code}: the command ran {timing['command']:.1f}s, {total:.1f}s in all")
+    else:
+        log(f"exit code {code} after {total:.1f}s")
+    return code
+
+
+def _main(timing: dict[str, float]) -> int:
     spec_path = os.environ.get(contract.SPEC)
     if not spec_path:
         log(f"error: {contract.SPEC} is not set; the backend must say where the submitted spec is")
@@ -56,53 +89,61 @@ def main(argv: list[str] | None = None) -> int:
         return contract.EXIT_SPEC
 
     env = dict(os.environ)
+    set_masker(supervise.masker_from_env(env))
     workdir = Path(env.get(contract.WORKDIR) or os.getcwd())
-    masker = masker_from_env(env)
+    log(f"run {spec.name}: spec {spec_path}, working directory {workdir}")
+    if env.get(contract.BACKEND) == contract.LOCAL:
+        image = f"; image {spec.image} is not used" if spec.image else ""
+        log(f"note: the local backend runs with the current Python environment ({sys.executable}){image}")
+        use_current_environment(env)
 
-    if env.get(contract.BACKEND) == "local" and spec.image:
-        log(f"note: the local backend ignores image {spec.image}; it runs with this machine's Python environment")
-
+    env.update(spec.env_for_run(spec.name))
+    env["PYTHONUNBUFFERED"] = "1"
     try:
-        from launcher.entrypoint.integrations import run_integrations
-    except ImportError:
-        run_integrations = None
+        env.update(rank_env(spec, env))
+    except ValueError as e:
+        log(f"error: bad rank environment from the backend: {e}")
+        return contract.EXIT_SETUP
+
     if spec.integrations:
-        if run_integrations is None:
-            log("error: this launcher build cannot run integrations")
-            return contract.EXIT_INTEGRATION
-        code = run_integrations(spec, workdir, env, masker)
+        from launcher.entrypoint.integrations import run_integrations
+
+        code = run_integrations(spec, workdir, env)
         if code:
             return code
 
     try:
-        config_dir = Path(env.get(contract.CONFIG_DIR) or contract.DEFAULT_CONFIG_DIR)
-        params = write_parameters(spec, config_dir)
+        params = write_parameters(spec, Path(env.get(contract.CONFIG_DIR) or contract.DEFAULT_CONFIG_DIR))
     except OSError as e:
         log(f"error: cannot write the parameters file: {e}")
         return contract.EXIT_SETUP
-    log(f"parameters written to {params}")
-
-    env.update(spec.env_for_run(spec.name))
     env["PARAMETERS"] = str(params)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(rank_env(spec, env))
-    log(
-        f"run {spec.name}: node rank {env['NODE_RANK']} of {env['PET_NNODES']}, "
-        f"{env['LOCAL_WORLD_SIZE']} process(es) per node, master {env['MASTER_ADDR']}:{env['MASTER_PORT']}"
-    )
+    log(f"parameters: {params} (PARAMETERS)")
 
-    try:
+    secrets = [n for n in env.get(contract.MASK_ENV, "").split(",") if n and n in env]
+    names = sorted(spec.env_variables)
+    log("environment: RUN_NAME" + (", DATA_REMOTE" if "DATA_REMOTE" in env else "")
+        + (", DATA_LOCAL" if "DATA_LOCAL" in env else "")
+        + (f"; env_variables {', '.join(names)}" if names else "")
+        + (f"; secrets {', '.join(sorted(secrets))} (masked in this log)" if secrets else ""))
+    log(f"node rank {env['NODE_RANK']} of {env['PET_NNODES']}, {env['LOCAL_WORLD_SIZE']} process(es) per node, "
+        f"WORLD_SIZE {env['WORLD_SIZE']}, master {env['MASTER_ADDR']}:{env['MASTER_PORT']}")
+
+    if int(env["NODE_RANK"]) > 0:
         from launcher.entrypoint.rendezvous import wait_for_rank0
-    except ImportError:
-        wait_for_rank0 = None
-    if wait_for_rank0 is not None and int(env["NODE_RANK"]) > 0:
+
         code = wait_for_rank0(env)
         if code:
             return code
 
-    log(f"running the command in {workdir}")
-    code = run_command(spec.command, cwd=workdir, env=env, masker=masker)
-    log(f"command exited with code {code} after {time.monotonic() - started:.1f}s")
+    log(f"running the command with bash in {workdir}")
+    began = time.monotonic()
+    try:
+        code = supervise.run(["bash", "-c", spec.command], cwd=workdir, env=env)
+    except OSError as e:
+        log(f"error: cannot start bash in {workdir}: {e.strerror or e}")
+        return contract.EXIT_SETUP
+    timing["command"] = time.monotonic() - began
     return code
 
 

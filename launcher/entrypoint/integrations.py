@@ -1,0 +1,142 @@
+"""The spec's integrations, run in YAML order before the command.
+
+A failed step stops the run: the log names the integration and the program,
+shows the program's last output lines, and the entrypoint exits with
+contract.EXIT_INTEGRATION.
+
+On the local backend the ranks of a run share the machine, its working directory
+and its virtualenv, so the integrations run once per run: the first rank to take
+the lock in the config directory runs them and leaves a marker; the others wait,
+then reuse the result. A failed attempt leaves no marker, so each rank's log
+tells the failure in full, and a retry of the run tries again.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from launcher.entrypoint import contract
+from launcher.entrypoint import log as out
+from launcher.entrypoint.git import clone, url_password
+from launcher.entrypoint.locks import file_lock
+from launcher.entrypoint.packages import apt_install, pip_install, pip_install_args, pip_packages_args
+from launcher.entrypoint.steps import StepFailed
+from launcher.entrypoint.venv import activate, ensure_venv
+from launcher.secrets.mask import Masker
+from launcher.spec.models import (
+    AptPackagesIntegration,
+    GitRepoIntegration,
+    PipPackagesIntegration,
+    WandbIntegration,
+)
+
+DONE_MARKER = ".integrations-done"
+LOCK_NAME = ".integrations.lock"
+
+
+def needs_pip(spec) -> bool:
+    return any(isinstance(i, PipPackagesIntegration) or (isinstance(i, GitRepoIntegration) and i.pip_install)
+               for i in spec.integrations)
+
+
+def describe(integ) -> str:
+    if isinstance(integ, GitRepoIntegration):
+        return f"git_repo {integ.git_repo}"
+    if isinstance(integ, PipPackagesIntegration | AptPackagesIntegration):
+        return f"{integ.integration_type} ({', '.join(integ.packages)})"
+    return integ.integration_type
+
+
+class _Runner:
+    def __init__(self, workdir: Path, env: dict[str, str], python: Path | str):
+        self.workdir = workdir
+        self.env = env
+        self.python = python
+        self.local = env.get(contract.BACKEND) == contract.LOCAL
+
+    def run(self, integ) -> None:
+        if isinstance(integ, GitRepoIntegration):
+            target, genv = clone(integ, self.workdir, self.env)
+            if integ.pip_install:
+                out.log(f"git_repo: pip install {integ.pip_install} in {target}")
+                pip_install(self.python, pip_install_args(integ.pip_install), cwd=target, env=genv)
+        elif isinstance(integ, PipPackagesIntegration):
+            if integ.packages:
+                pip_install(self.python, pip_packages_args(integ), cwd=self.workdir, env=self.env)
+        elif isinstance(integ, AptPackagesIntegration):
+            apt_install(integ, cwd=self.workdir, env=self.env, local=self.local)
+        elif isinstance(integ, WandbIntegration):
+            # Its settings become WANDB_* variables (RunSpec.env_for_run); the key is a secret.
+            if not self.env.get("WANDB_API_KEY"):
+                out.log("note: wandb: WANDB_API_KEY is not set; add a secret holding it to log to W&B")
+        else:  # a new integration type in the spec models that this entrypoint does not know
+            raise StepFailed(f"this launcher cannot run integrations of type {integ.integration_type!r}")
+
+    def run_all(self, integrations) -> None:
+        n = len(integrations)
+        for i, integ in enumerate(integrations, 1):
+            label = f"integration {i}/{n}: {describe(integ)}"
+            out.log(label)
+            try:
+                self.run(integ)
+            except StepFailed as e:
+                e.step = label
+                raise
+
+
+def _report(e: StepFailed) -> None:
+    out.log(f"error: {e.step}: {e.message}")
+    if e.tail:
+        out.log("the last lines of its output:\n" + "\n".join(f"  | {line}" for line in e.tail))
+    out.log(f"the run stops here: an integration failed (exit code {contract.EXIT_INTEGRATION})")
+
+
+def run_integrations(spec, workdir: Path, env: dict[str, str]) -> int:
+    """Run the spec's integrations; return 0 or contract.EXIT_INTEGRATION. When they
+    use the run's virtualenv, `env` is changed so that the command runs in it.
+    Raises supervise.Stopped on a stop signal."""
+    if not spec.integrations:
+        return 0
+    passwords = [url_password(i.git_repo) for i in spec.integrations if isinstance(i, GitRepoIntegration)]
+    out.add_masker(Masker([p for p in passwords if p]))
+    venv = Path(env[contract.VENV]) if env.get(contract.VENV) and needs_pip(spec) else None
+    try:
+        if env.get(contract.BACKEND) == contract.LOCAL:
+            _once_per_run(spec, workdir, env, venv)
+        else:
+            _run(spec, workdir, env, venv)
+    except StepFailed as e:
+        e.step = e.step or "integrations"
+        _report(e)
+        return contract.EXIT_INTEGRATION
+    except OSError as e:  # the working directory, the virtualenv or the lock cannot be written
+        _report(StepFailed(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "), step="integrations"))
+        return contract.EXIT_INTEGRATION
+    if venv is not None:
+        activate(env, venv)
+        out.log(f"the command runs in the virtualenv {venv}")
+    return 0
+
+
+def _run(spec, workdir: Path, env: dict[str, str], venv: Path | None) -> None:
+    python: Path | str = sys.executable
+    if venv is not None:
+        try:
+            python = ensure_venv(venv, env)
+        except StepFailed as e:
+            e.step = "the run's virtualenv"
+            raise
+    _Runner(workdir, env, python).run_all(spec.integrations)
+
+
+def _once_per_run(spec, workdir: Path, env: dict[str, str], venv: Path | None) -> None:
+    shared = Path(env.get(contract.CONFIG_DIR) or contract.DEFAULT_CONFIG_DIR)
+    done = shared / DONE_MARKER
+    waiting = lambda: out.log("another rank of this run is running the integrations: waiting for it")  # noqa: E731
+    with file_lock(shared / LOCK_NAME, on_wait=waiting):
+        if done.exists():
+            out.log(f"integrations: already done for this run ({done.read_text().strip()}): reusing them")
+            return
+        _run(spec, workdir, env, venv)
+        done.write_text(f"by node rank {env.get('NODE_RANK', '0')}\n")

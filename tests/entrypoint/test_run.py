@@ -1,0 +1,200 @@
+"""Parameters, environment, ranks, waiting for rank 0, signals and exit codes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+from launcher.entrypoint import contract
+from tests.entrypoint.conftest import free_port, read_until
+
+PRINT_ENV = "for v in {names}; do echo \"$v=${{!v-<unset>}}\"; done"
+
+
+def printed(out: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith("["))
+
+
+def test_parameters_file_and_environment(entry):
+    spec = {
+        "command": 'cat "$PARAMETERS"; echo "PARAMETERS=$PARAMETERS"; '
+                   + PRINT_ENV.format(names="RUN_NAME COMPOSER_RUN_NAME DATA_REMOTE DATA_LOCAL MY_FLAG "
+                                            "PYTHONUNBUFFERED WANDB_PROJECT"),
+        "parameters": {"lr": 0.001, "model": {"layers": [1, 2]}, "_private": "dropped"},
+        "env_variables": {"MY_FLAG": "on"},
+        "data": {"remote": "dbfs:/Volumes/main/default/shards", "local": "/tmp/shards"},
+        "integrations": [{"integration_type": "wandb", "project": "proj"}],
+    }
+    r = entry.run(spec)
+    assert r.code == 0, r.out
+    env = printed(r.out)
+    params_file = entry.config_dir / "parameters.yaml"
+    assert env["PARAMETERS"] == str(params_file)
+    assert yaml.safe_load(params_file.read_text()) == {"lr": 0.001, "model": {"layers": [1, 2]}}
+    assert env["RUN_NAME"] == env["COMPOSER_RUN_NAME"] == "test-run"
+    assert env["DATA_REMOTE"] == "dbfs:/Volumes/main/default/shards" and env["DATA_LOCAL"] == "/tmp/shards"
+    assert env["MY_FLAG"] == "on" and env["PYTHONUNBUFFERED"] == "1" and env["WANDB_PROJECT"] == "proj"
+    assert "WANDB_API_KEY is not set" in r.out
+    assert "note: the local backend runs with the current Python environment" in r.out
+
+
+RANK_VARS = ("NODE_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT "
+             "PET_NNODES PET_NPROC_PER_NODE PET_NODE_RANK PET_MASTER_ADDR PET_MASTER_PORT")
+
+
+def test_rank_environment_for_gpu_nodes(entry):
+    r = entry.run({"command": PRINT_ENV.format(names=RANK_VARS)}, rank=0, nodes=2, port=23456,
+                  extra={"LAUNCHER_GPUS_PER_NODE": "8", "MASTER_ADDR": "run-0.run-svc"})
+    assert r.code == 0, r.out
+    assert {k: v for k, v in printed(r.out).items() if k in RANK_VARS.split()} == {
+        "NODE_RANK": "0", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8",
+        "MASTER_ADDR": "run-0.run-svc", "MASTER_PORT": "23456",
+        "PET_NNODES": "2", "PET_NPROC_PER_NODE": "8", "PET_NODE_RANK": "0",
+        "PET_MASTER_ADDR": "run-0.run-svc", "PET_MASTER_PORT": "23456",
+    }
+
+
+def test_cpu_nodes_run_one_process_each(entry):
+    r = entry.run({"command": PRINT_ENV.format(names=RANK_VARS), "compute": {"gpus": 16, "nodes": 2}},
+                  nodes=2, extra={"LAUNCHER_GPUS_PER_NODE": "0"})
+    assert r.code == 0, r.out
+    env = printed(r.out)
+    assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"], env["PET_NPROC_PER_NODE"]) == ("2", "1", "1")
+
+
+def test_bad_rank_from_the_backend_is_a_setup_error(entry):
+    r = entry.run({"command": "true"}, rank=2, nodes=2)
+    assert r.code == contract.EXIT_SETUP
+    assert "node rank 2 is not within the run's 2 node(s)" in r.out
+
+
+def test_two_nodes_rank1_waits_for_rank0_port(entry):
+    port = free_port()
+    # Rank 0 starts listening only after a while, as a training program would; it
+    # then expects a hello from rank 1's command.
+    rank0_cmd = (
+        PRINT_ENV.format(names="NODE_RANK WORLD_SIZE MASTER_ADDR PET_NODE_RANK") + "; "
+        "python -c \"import socket, time; time.sleep(2.5); t = time.time(); s = socket.create_server(('127.0.0.1', "
+        f"{port})); print('listening', t, flush=True); s.settimeout(30)\n"
+        "while True:\n    c, _ = s.accept(); data = c.recv(100)\n"
+        "    if data: print('rank 0 got', data.decode()); break\""
+    )
+    rank1_cmd = (
+        PRINT_ENV.format(names="NODE_RANK WORLD_SIZE MASTER_ADDR PET_NODE_RANK") + "; "
+        f"python -c \"import socket, time; print('started', time.time()); "
+        f"socket.create_connection(('127.0.0.1', {port})).sendall(b'hello from rank 1')\""
+    )
+    r0 = entry.start({"command": rank0_cmd}, rank=0, nodes=2, port=port)
+    r1 = entry.start({"command": rank1_cmd}, rank=None, nodes=2, port=port,
+                     extra={"JOB_COMPLETION_INDEX": "1"})  # as on Kubernetes: the index, no NODE_RANK
+    out0, out1 = r0.communicate(timeout=40)[0], r1.communicate(timeout=40)[0]
+    assert (r0.returncode, r1.returncode) == (0, 0), (out0, out1)
+    env0, env1 = printed(out0), printed(out1)
+    assert (env0["NODE_RANK"], env0["PET_NODE_RANK"], env1["NODE_RANK"], env1["PET_NODE_RANK"]) == ("0", "0", "1", "1")
+    assert env0["WORLD_SIZE"] == env1["WORLD_SIZE"] == "2"
+    assert env0["MASTER_ADDR"] == env1["MASTER_ADDR"] == "127.0.0.1"
+    assert "rank 0 got hello from rank 1" in out0
+    assert f"[launcher] waiting for node rank 0 at 127.0.0.1:{port}" in out1
+    assert f"[launcher] node rank 0 answered at 127.0.0.1:{port} after" in out1
+    assert "waiting for node rank 0" not in out0
+    listening = float(next(line.split()[1] for line in out0.splitlines() if line.startswith("listening")))
+    started = float(next(line.split()[1] for line in out1.splitlines() if line.startswith("started")))
+    assert started >= listening  # rank 1's command started only once rank 0 listened
+
+
+def test_rank0_never_answering_times_out_clearly(entry):
+    port = free_port()
+    began = time.monotonic()
+    r = entry.run({"command": "touch command-ran"}, rank=1, nodes=2, port=port,
+                  extra={"LAUNCHER_RENDEZVOUS_TIMEOUT": "1.5"})
+    assert r.code == contract.EXIT_RENDEZVOUS, r.out
+    assert time.monotonic() - began < 15
+    assert f"error: node rank 0 did not answer at 127.0.0.1:{port} within 1.5s" in r.out
+    assert "Connection refused" in r.out
+    assert not (entry.workdir / "command-ran").exists()
+
+
+def test_unresolvable_master_addr_is_reported(entry):
+    r = entry.run({"command": "true"}, rank=1, nodes=2, extra={
+        "LAUNCHER_RENDEZVOUS_TIMEOUT": "1", "MASTER_ADDR": "rank0.does-not-exist.invalid"})
+    assert r.code == contract.EXIT_RENDEZVOUS, r.out
+    assert "rank0.does-not-exist.invalid does not resolve yet" in r.out
+
+
+def test_exit_codes_are_propagated(entry):
+    assert entry.run({"command": "exit 3"}).code == 3
+    r = entry.run({"command": "echo before; kill -KILL $$"})
+    assert r.code == 128 + signal.SIGKILL
+    assert f"[launcher] exit code {128 + signal.SIGKILL}: the command ran" in r.out
+
+
+def test_sigterm_reaches_the_commands_trap(entry):
+    cmd = "trap 'echo got TERM; exit 7' TERM; echo ready; while true; do sleep 0.1; done"
+    proc = entry.start({"command": cmd})
+    read_until(proc, "ready")
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=20)[0]
+    assert proc.returncode == 7, rest
+    assert "got TERM" in rest
+    assert "received SIGTERM: passed it on to the running process group" in rest
+
+
+def test_sigterm_reaches_the_whole_process_group(entry, tmp_path):
+    # A child of the command (as torchrun's workers are) gets the signal too.
+    marker = tmp_path / "child-got-term"
+    cmd = (f"python -c \"import signal, sys, time, pathlib; "
+           f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path('{marker}').touch(), sys.exit(0))); "
+           f"print('ready', flush=True); time.sleep(60)\"; echo child done")
+    proc = entry.start({"command": cmd})
+    read_until(proc, "ready")
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=20)
+    assert marker.exists()
+
+
+def test_sigkill_after_the_grace_period(entry):
+    proc = entry.start({"command": "trap '' TERM; echo ready; sleep 60"}, extra={"LAUNCHER_GRACE_SECONDS": "1"})
+    read_until(proc, "ready")
+    began = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=20)[0]
+    assert proc.returncode == 128 + signal.SIGKILL, rest
+    assert time.monotonic() - began < 10
+    assert "did not exit within 1s: sending SIGKILL" in rest
+
+
+def test_sigterm_while_waiting_for_rank0_stops_at_once(entry):
+    proc = entry.start({"command": "touch command-ran"}, rank=1, nodes=2, port=free_port())
+    read_until(proc, "waiting for node rank 0")
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=10)[0]
+    assert proc.returncode == 128 + signal.SIGTERM, rest
+    assert "stopped by SIGTERM before the command started" in rest
+    assert not (entry.workdir / "command-ran").exists()
+
+
+def test_background_jobs_do_not_keep_the_run_alive(entry):
+    began = time.monotonic()
+    r = entry.run({"command": "sleep 60 & echo started a background job"}, timeout=30)
+    assert r.code == 0
+    assert time.monotonic() - began < 20
+
+
+def test_secret_values_are_masked_in_the_output(entry):
+    r = entry.run({"command": 'echo "token is $MY_TOKEN"'},
+                  extra={"MY_TOKEN": "s3cr3t-value-123", "LAUNCHER_MASK_ENV": "MY_TOKEN"})
+    assert r.code == 0
+    assert "token is ****" in r.out and "s3cr3t-value-123" not in r.out
+    assert "secrets MY_TOKEN (masked in this log)" in r.out
+
+
+def test_unreadable_spec_is_its_own_exit_code(entry):
+    env = entry.env({"command": "true"})
+    (entry.run_dir / "spec-0.json").write_text('{"name": "x", "command": "true", "bogus": 1}')
+    done = subprocess.run([sys.executable, "-m", "launcher.entrypoint"], env=env, capture_output=True, text=True)
+    assert done.returncode == contract.EXIT_SPEC
+    assert "cannot read the submitted spec" in done.stdout and "bogus" in done.stdout
