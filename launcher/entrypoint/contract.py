@@ -15,6 +15,7 @@ Every backend starts `python -m launcher.entrypoint` once per node rank with:
     LAUNCHER_MASK_FILES    os.pathsep-separated paths of secret files
     LAUNCHER_VENV          (local) where the run's virtualenv goes
     LAUNCHER_ARTIFACTS_DIR (optional) where the run's artifacts go, e.g. metrics.jsonl
+    LAUNCHER_ATTEMPT       which attempt of the run this is (1, 2, ... after retries)
 
 Optional knobs, read from the same environment:
 
@@ -48,6 +49,7 @@ MASK_ENV = "LAUNCHER_MASK_ENV"
 MASK_FILES = "LAUNCHER_MASK_FILES"
 VENV = "LAUNCHER_VENV"
 ARTIFACTS_DIR = "LAUNCHER_ARTIFACTS_DIR"
+ATTEMPT = "LAUNCHER_ATTEMPT"
 RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"
 GRACE_SECONDS = "LAUNCHER_GRACE_SECONDS"
 DEFAULT_GRACE_SECONDS = 30.0

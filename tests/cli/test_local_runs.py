@@ -243,3 +243,30 @@ def test_leak_sweep_finds_the_secret_only_in_the_store(cli, tmp_path):
                     hits.append(os.path.relpath(path, cli.home))
     assert hits == ["secrets.json"]
     assert oct(os.stat(cli.home / "secrets.json").st_mode & 0o777) == "0o600"
+
+
+def test_runs_that_clone_code_each_get_a_fresh_working_directory(cli, tmp_path):
+    import subprocess
+
+    repo = tmp_path / "tinyrepo"
+    repo.mkdir()
+    (repo / "hello.txt").write_text("from the repo\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    spec = cli.spec("clone", f"""\
+        name: cloner
+        integrations:
+          - integration_type: git_repo
+            git_repo: {repo}
+        command: cat tinyrepo/hello.txt; pwd
+        """)
+    outs = [cli("run", "-f", str(spec), "--follow") for _ in range(2)]
+    assert [r.returncode for r in outs] == [0, 0], [r.stdout + r.stderr for r in outs]
+    dirs = set()
+    for r in outs:
+        assert "from the repo" in r.stdout
+        dirs.add(r.stdout.strip().splitlines()[-2])
+    assert len(dirs) == 2 and all(str(cli.home) in d for d in dirs)
+    assert not (cli.cwd / "tinyrepo").exists()

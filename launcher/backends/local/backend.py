@@ -20,13 +20,13 @@ from launcher.backends.base import Backend, LocalArtifacts, LogLine, Run, RunSta
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
+from launcher.backends.local.supervisor import KILL_AFTER
 from launcher.entrypoint import contract
 from launcher.errors import InputError, LauncherError, NotFoundError
 from launcher.secrets.kinds import Secret, project
 from launcher.secrets.mask import Masker
 from launcher.secrets.store import LocalSecretStore
 
-STOP_GRACE = float(os.environ.get("LAUNCHER_GRACE_SECONDS", "10"))
 
 
 def visible_gpus() -> int:
@@ -65,7 +65,7 @@ class LocalBackend(Backend, LocalArtifacts):
         nodes = spec.nodes
         wanted = (spec.compute.gpus or 0) // nodes if spec.compute.gpus else 0
         env[contract.GPUS_PER_NODE] = str(min(wanted, visible_gpus()))
-        self.state.insert_run(name, submitted, [s.name for s in secrets], workdir or os.getcwd())
+        self.state.insert_run(name, submitted, [s.name for s in secrets], workdir or self._workdir(spec, layout))
         try:
             sup = subprocess.Popen(
                 [sys.executable, "-m", "launcher.backends.local.supervisor", name],
@@ -81,6 +81,19 @@ class LocalBackend(Backend, LocalArtifacts):
             raise LauncherError(f"could not start run {name}: {e}") from None
         self.state.set_supervisor(name, sup.pid, start_time(sup.pid))
         return self.get(name)
+
+    @staticmethod
+    def _workdir(spec, layout: RunLayout) -> str:
+        """Where the command runs. A spec that clones code gets a fresh directory of its own,
+        as a container would, so two runs never clone into the same place; otherwise the
+        directory `launcher run` was started from, so relative paths in the spec work."""
+        from launcher.spec.models import GitRepoIntegration
+
+        if any(isinstance(i, GitRepoIntegration) for i in spec.integrations):
+            work = layout.root / "work"
+            work.mkdir(exist_ok=True)
+            return str(work)
+        return os.getcwd()
 
     def _secret_env(self, secrets: list[Secret], layout: RunLayout) -> dict[str, str]:
         """Secret values as environment for the supervisor and ranks; file secrets written
@@ -141,7 +154,7 @@ class LocalBackend(Backend, LocalArtifacts):
             return
         pids = [r["pid"] for r in self.state.active_ranks(name) if alive(r["pid"], r["pid_started"])]
         if pids:
-            terminate_groups(pids, STOP_GRACE)
+            terminate_groups(pids, KILL_AFTER)
         if row["stop_requested"]:
             self.state.set_status(name, RunStatus.STOPPED, "stopped by the user")
         else:
@@ -204,7 +217,7 @@ class LocalBackend(Backend, LocalArtifacts):
         pid = row["supervisor_pid"]
         if pid and alive(pid, row["supervisor_started"]):
             os.kill(pid, 15)
-            deadline = time.monotonic() + STOP_GRACE + 10
+            deadline = time.monotonic() + KILL_AFTER + 5
             while time.monotonic() < deadline:
                 run = self.get(name)
                 if run.status.is_terminal:
@@ -214,7 +227,7 @@ class LocalBackend(Backend, LocalArtifacts):
         pids = [r["pid"] for r in self.state.active_ranks(name) if alive(r["pid"], r["pid_started"])]
         if pid and alive(pid, row["supervisor_started"]):
             pids.append(pid)
-        terminate_groups(pids, STOP_GRACE)
+        terminate_groups(pids, KILL_AFTER)
         self.state.set_status(name, RunStatus.STOPPED, "stopped by the user")
         return self.get(name)
 

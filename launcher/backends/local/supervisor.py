@@ -24,7 +24,11 @@ from launcher.backends.local.procs import free_port, start_time, terminate_group
 from launcher.backends.local.state import State
 from launcher.entrypoint import contract
 
-GRACE_SECONDS = float(os.environ.get("LAUNCHER_GRACE_SECONDS", "10"))
+# The entrypoint passes a stop to its command's process group and escalates to SIGKILL
+# after GRACE_SECONDS; the supervisor waits a little longer before it SIGKILLs the
+# entrypoint, so the command is never left running without its entrypoint.
+GRACE_SECONDS = float(os.environ.get(contract.GRACE_SECONDS, "10"))
+KILL_AFTER = GRACE_SECONDS + 5
 
 
 class Supervisor:
@@ -82,7 +86,8 @@ class Supervisor:
             "NODE_RANK": str(rank),
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(port),
-            "LAUNCHER_ATTEMPT": str(self.attempt),
+            contract.ATTEMPT: str(self.attempt),
+            contract.GRACE_SECONDS: str(GRACE_SECONDS),
         })
         return env
 
@@ -137,7 +142,7 @@ class Supervisor:
                     if ending[0] is RunStatus.STOPPED or ending[1] and "max_duration" in ending[1]:
                         self.state.set_status(self.name, RunStatus.TERMINATING, ending[1])
                     live = [p.pid for r, p in procs.items() if r not in codes]
-                    threading.Thread(target=terminate_groups, args=(live, GRACE_SECONDS), daemon=True).start()
+                    threading.Thread(target=terminate_groups, args=(live, KILL_AFTER), daemon=True).start()
             time.sleep(0.1)
 
         for rank, code in codes.items():
