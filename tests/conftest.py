@@ -9,6 +9,8 @@ import pytest
 
 pytest_plugins: list[str] = [
     # "tests.fakes.<module>" lines are added as fakes land.
+    "tests.fakes.databricks_files",
+    "tests.fakes.kube_api",
 ]
 
 

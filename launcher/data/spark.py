@@ -1,0 +1,154 @@
+"""--engine spark: streaming's own dataframe_to_mds, with our tokenize-and-concatenate step
+as its UDF, for data that outgrows one machine.
+
+Each Spark task keeps one remainder buffer across the pandas batches of its partition, so
+only the last < seq_len tokens of each partition are dropped. Streaming merges the
+partitions' indexes itself and, for a remote --out, uploads index.json at the end; the
+sidecar follows it (the trainer refuses a split without its sidecar).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from launcher.data.concat import TokenConcatenator
+from launcher.data.format import MDS_COLUMNS, TOKENS_COLUMN
+from launcher.data.inputs import kind_of
+from launcher.data.writer import quiet_streaming_logs
+from launcher.errors import InputError, LauncherError
+
+SPARK_EXTRA = "--engine spark needs pyspark: pip install 'launcher[spark]'"
+SPARK_READERS = {"jsonl": "json", "parquet": "parquet", "csv": "csv", "text": "text"}
+
+
+class TokenizeConcatUDF:
+    """dataframe_to_mds's udf_iterable: pandas DataFrame -> {"tokens": bytes} samples.
+
+    One instance is deserialized per Spark task, so its buffer spans the task's batches."""
+
+    def __init__(self, tokenizer, seq_len: int, text_column: str, eos_text: str, bos_text: str):
+        self.tokenizer = tokenizer
+        self.seq_len = seq_len
+        self.text_column = text_column
+        self.eos_text = eos_text
+        self.bos_text = bos_text
+        self._concat: TokenConcatenator | None = None
+
+    def __call__(self, pdf) -> Iterator[dict]:
+        if self._concat is None:
+            self._concat = TokenConcatenator(
+                self.tokenizer, self.seq_len, eos_text=self.eos_text, bos_text=self.bos_text
+            )
+        texts = pdf[self.text_column]
+        if texts.isna().any():
+            raise ValueError(f"a record has no {self.text_column!r} value")
+        for row in self._concat.feed(texts.astype(str).tolist()):
+            yield {TOKENS_COLUMN: row.tobytes()}
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_concat": None}
+
+
+@dataclass
+class SparkResult:
+    documents: int
+    samples: int
+    shards: int
+    shard_bytes: int
+
+
+def import_pyspark():
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise InputError(SPARK_EXTRA) from None
+    return SparkSession
+
+
+def read_dataframe(spark, inputs: list[str], text_column: str):
+    kinds = {kind_of(p.rstrip("/")) for p in inputs}
+    if None in kinds or len(kinds) != 1:
+        raise InputError(
+            "--engine spark reads one format per run: JSON Lines, Parquet, CSV or text files "
+            "(Hugging Face dataset directories need --engine local)"
+        )
+    kind = kinds.pop()
+    reader = spark.read
+    if kind == "csv":
+        reader = reader.option("header", "true").option("multiLine", "true")
+    if kind == "text":
+        df = reader.option("wholetext", "true").text(inputs).withColumnRenamed("value", text_column)
+    else:
+        df = getattr(reader, SPARK_READERS[kind])(inputs)
+    if text_column not in df.columns:
+        raise InputError(f"no column {text_column!r} in the inputs (columns: {', '.join(df.columns)}); use --text-column")
+    return df.select(text_column)
+
+
+def _spark_cause(e: Exception) -> str:
+    """The last `SomethingError: message` line of a Spark error, which names the cause."""
+    lines = [ln.strip() for ln in str(e).splitlines() if re.match(r"^\s*[\w.]+(Error|Exception): ", ln)]
+    return lines[-1] if lines else (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def run_spark(
+    inputs: list[str],
+    mds_out,
+    *,
+    tokenizer,
+    seq_len: int,
+    text_column: str,
+    eos_text: str,
+    bos_text: str,
+    compression: str | None,
+    shard_size: int,
+    workers: int,
+) -> SparkResult:
+    """Convert with Spark into `mds_out` (a local dir, or (local, remote)); returns counts
+    read back from the merged index, which streaming leaves in the local directory."""
+    SparkSession = import_pyspark()
+    from streaming.base.converters import dataframe_to_mds
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        # A new local session: run the Python workers with this interpreter, which has
+        # launcher and the tokenizer libraries (Spark would pick `python3` from PATH).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        spark = SparkSession.builder.appName("launcher data convert").getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+    df = read_dataframe(spark, inputs, text_column)
+    if workers > 1:
+        df = df.repartition(workers)
+    try:
+        documents = df.count()
+    except Exception as e:  # noqa: BLE001
+        raise InputError(f"Spark cannot read the inputs: {_spark_cause(e)}") from None
+    if documents == 0:
+        raise InputError(f"no documents in {', '.join(inputs)}")
+    udf = TokenizeConcatUDF(tokenizer, seq_len, text_column, eos_text, bos_text)
+    mds_kwargs = {
+        "out": mds_out,
+        "columns": MDS_COLUMNS,
+        "compression": compression,
+        "size_limit": shard_size,
+        "keep_local": True,
+    }
+    try:
+        with quiet_streaming_logs():
+            dataframe_to_mds(df, merge_index=True, mds_kwargs=mds_kwargs, udf_iterable=udf)
+    except Exception as e:  # noqa: BLE001 - Py4J and Python worker errors: show their cause
+        raise LauncherError(f"the Spark conversion failed: {_spark_cause(e)}") from None
+    local = mds_out if isinstance(mds_out, str) else mds_out[0]
+    with open(os.path.join(local, "index.json")) as f:
+        shards = json.load(f)["shards"]
+    return SparkResult(
+        documents=documents,
+        samples=sum(s["samples"] for s in shards),
+        shards=len(shards),
+        shard_bytes=sum((s.get("zip_data") or s["raw_data"])["bytes"] for s in shards),
+    )
