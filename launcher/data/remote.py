@@ -31,17 +31,37 @@ UPLOAD_THREADS = 4
 
 
 def databricks_credentials() -> tuple[str, str]:
-    """(host, token) for the Databricks workspace. Read from the environment for now; the
-    launcher's secret store plugs in here."""
+    """(host, token) for the Databricks workspace: DATABRICKS_HOST and DATABRICKS_TOKEN from
+    the environment, else the launcher's local secret store (a `databricks` secret)."""
     host = os.environ.get("DATABRICKS_HOST", "").strip()
     token = os.environ.get("DATABRICKS_TOKEN", "").strip()
+    if not (host and token):
+        stored = _stored_databricks_secret()
+        if stored is not None:
+            host = host or stored.data.get("host", "").strip()
+            token = token or stored.data.get("token", "").strip()
     missing = [n for n, v in (("DATABRICKS_HOST", host), ("DATABRICKS_TOKEN", token)) if not v]
     if missing:
         raise InputError(
-            f"writing to a Unity Catalog Volume needs {' and '.join(missing)} in the environment",
-            hint="export DATABRICKS_HOST=https://<workspace>.cloud.databricks.com and DATABRICKS_TOKEN=<personal access token>",
+            f"writing to a Unity Catalog Volume needs {' and '.join(missing)} in the environment"
+            " or a databricks secret in the launcher's secret store",
+            hint="export DATABRICKS_HOST=https://<workspace>.cloud.databricks.com and DATABRICKS_TOKEN=<token>, "
+            "or run `launcher secret create databricks --host https://<workspace>...`",
         )
     return host, token
+
+
+def _stored_databricks_secret():
+    """The local store's databricks secret: the one named `databricks`, else the only one."""
+    from launcher.config import launcher_home
+    from launcher.secrets.kinds import SecretKind
+    from launcher.secrets.store import LocalSecretStore
+
+    found = [s for s in LocalSecretStore(launcher_home()).list() if s.kind is SecretKind.DATABRICKS]
+    named = [s for s in found if s.name == "databricks"]
+    if named:
+        return named[0]
+    return found[0] if len(found) == 1 else None
 
 
 def workspace_client():
@@ -67,7 +87,7 @@ def databricks_error(e: Exception, what: str, *, preflight: bool = False) -> Lau
     any work (preflight) every refusal is the user's to fix: exit 2."""
     from databricks.sdk.errors import NotFound, PermissionDenied, Unauthenticated
 
-    host = os.environ.get("DATABRICKS_HOST", "the workspace")
+    host = os.environ.get("DATABRICKS_HOST") or "the workspace"
     if isinstance(e, Unauthenticated):
         return InputError(f"{what}: {host} rejected the token (401); check DATABRICKS_TOKEN")
     if isinstance(e, PermissionDenied):

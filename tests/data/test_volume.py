@@ -81,7 +81,7 @@ def test_missing_credentials_and_missing_volume(tmp_path: Path, tokenizer_dir: P
     monkeypatch.delenv("DATABRICKS_HOST", raising=False)
     monkeypatch.delenv("DATABRICKS_TOKEN", raising=False)
     code, _, err = cli_run(capsys, "data", "convert", src, "--out", f"{VOL}/x", "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ)
-    assert code == 2 and "needs DATABRICKS_HOST and DATABRICKS_TOKEN" in err
+    assert code == 2 and "needs DATABRICKS_HOST and DATABRICKS_TOKEN in the environment or a databricks secret" in err
 
     for k, v in databricks_files.env().items():
         monkeypatch.setenv(k, v)
@@ -124,3 +124,22 @@ def test_existing_dataset_needs_overwrite(tmp_path: Path, tokenizer_dir: Path, v
     assert cli_run(capsys, "data", "convert", b, *args, "--overwrite")[0] == 0
     side = json.loads(fake.read(f"{VOL}/ds/train/launcher_dataset.json"))
     assert side["documents"] == 600
+
+
+def test_credentials_come_from_the_secret_store(tmp_path: Path, tokenizer_dir: Path, databricks_files, launcher_home,
+                                               monkeypatch, capsys) -> None:
+    from launcher.secrets.kinds import Secret, SecretKind
+    from launcher.secrets.store import LocalSecretStore
+
+    monkeypatch.delenv("DATABRICKS_HOST", raising=False)
+    monkeypatch.delenv("DATABRICKS_TOKEN", raising=False)
+    env = databricks_files.env()
+    LocalSecretStore(launcher_home).create(Secret(
+        name="databricks", kind=SecretKind.DATABRICKS,
+        data={"host": env["DATABRICKS_HOST"], "token": env["DATABRICKS_TOKEN"]}))
+    src = write_jsonl(tmp_path / "in.jsonl", documents(200))
+    code, stdout, err = cli_run(capsys, "data", "convert", src, "--out", f"{VOL}/from-store", "--tokenizer",
+                                tokenizer_dir, "--concat-tokens", SEQ)
+    assert code == 0, err
+    assert env["DATABRICKS_TOKEN"] not in stdout + err
+    assert f"{VOL[5:]}/from-store/train/index.json" in databricks_files.paths("/Volumes/main/default/data/from-store/train")
