@@ -19,8 +19,9 @@ def _debug_requested(argv: list[str] | None) -> bool:
 def run_cli(group: click.Group, argv: list[str] | None = None) -> int:
     debug = _debug_requested(argv)
     try:
-        group.main(args=argv, prog_name="launcher", standalone_mode=False)
-        return 0
+        # Without standalone mode, click returns (not raises) the code of ctx.exit(n).
+        result = group.main(args=argv, prog_name="launcher", standalone_mode=False)
+        return result if isinstance(result, int) else 0
     except LauncherError as e:
         if debug:
             traceback.print_exc()
