@@ -1,0 +1,92 @@
+"""Streaming MDS token data into Composer.
+
+Each sample of a converted split is one `tokens` bytes column holding exactly
+`seq_len` little-endian ids of the dtype its sidecar records (see
+launcher.data.format). The dataset decodes it; the collate stacks samples into
+`input_ids` and a separate `labels` copy (HF's causal-LM loss shifts labels
+itself, and Composer's metric update shifts them in place, so they must not
+share memory with input_ids). `sample_idx` carries each sample's global index
+so that the data a rank consumed can be audited; HuggingFaceModel drops it
+before the forward pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from streaming import StreamingDataset
+
+from launcher.data.format import TOKENS_COLUMN, numpy_dtype
+from launcher.train.preflight import DatasetInfo
+
+
+class TokenDataset(StreamingDataset):
+    """StreamingDataset over launcher.tokens.v1 MDS: yields {'input_ids': int64[seq_len], 'sample_idx': int}."""
+
+    def __init__(self, *, dtype: str, seq_len: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.token_dtype = numpy_dtype(dtype)
+        self.seq_len = seq_len
+
+    def get_item(self, sample_id: int, retry: int = 7) -> Any:
+        sample = super().get_item(sample_id, retry)
+        ids = np.frombuffer(sample[TOKENS_COLUMN], dtype=self.token_dtype)
+        if ids.shape[0] != self.seq_len:
+            raise ValueError(f"sample {sample_id} holds {ids.shape[0]} tokens, the dataset's sidecar says {self.seq_len}")
+        return {"input_ids": ids.astype(np.int64), "sample_idx": sample_id}
+
+
+def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    input_ids = torch.from_numpy(np.stack([s["input_ids"] for s in samples]))
+    return {
+        "input_ids": input_ids,
+        "labels": input_ids.clone(),
+        "sample_idx": torch.tensor([s["sample_idx"] for s in samples], dtype=torch.int64),
+    }
+
+
+def num_tokens(batch: dict[str, torch.Tensor]) -> int:
+    return int(batch["input_ids"].numel())
+
+
+def build_dataloader(info: DatasetInfo, loader: Any, device_batch_size: int) -> Any:
+    """A Composer DataSpec over one split. `loader` is a LoaderConfig."""
+    from composer.core import DataSpec
+    from torch.utils.data import DataLoader
+
+    ds = loader.dataset
+    dataset = TokenDataset(
+        dtype=info.dtype,
+        seq_len=info.seq_len,
+        remote=info.remote,
+        local=info.local,
+        split=info.split,
+        shuffle=ds.shuffle,
+        shuffle_seed=ds.shuffle_seed,
+        shuffle_algo=ds.shuffle_algo,
+        shuffle_block_size=ds.shuffle_block_size,
+        predownload=ds.predownload,
+        num_canonical_nodes=ds.num_canonical_nodes,
+        download_retry=ds.download_retry,
+        download_timeout=ds.download_timeout,
+        cache_limit=ds.cache_limit,
+        batch_size=device_batch_size,
+    )
+    extra: dict[str, Any] = {}
+    if loader.num_workers > 0:
+        extra["persistent_workers"] = loader.persistent_workers
+        if loader.prefetch_factor is not None:
+            extra["prefetch_factor"] = loader.prefetch_factor
+    dataloader = DataLoader(
+        dataset,
+        batch_size=device_batch_size,
+        collate_fn=collate,
+        num_workers=loader.num_workers,
+        pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last,
+        timeout=loader.timeout,
+        **extra,
+    )
+    return DataSpec(dataloader, get_num_tokens_in_batch=num_tokens)
