@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
 from launcher.backends.base import Backend, Run, RunStatus
 from launcher.cli.common import FAIL, OK, info
+
+PLAIN_EVERY = 10.0
 
 WAITING = {
     RunStatus.PENDING: "Waiting in run queue…",
@@ -30,36 +33,60 @@ def echo_line(text: str, rank: int, many_ranks: bool) -> None:
 
 
 class LiveProgress:
-    """On a terminal, a one-line training status kept beneath the streaming logs."""
+    """Training progress while following: the trainer's metric records become a one-line
+    status kept beneath the logs on a terminal, and compact plain lines otherwise. The
+    records themselves stay in the run's logs (`launcher logs`, `launcher metrics`)."""
 
     def __init__(self) -> None:
-        self.tracker = None
+        from launcher.metrics.progress import ProgressLine
+
+        self.tracker = ProgressLine()
+        self.live = sys.stderr.isatty() and sys.stdout.isatty()
         self.shown = False
-        if sys.stderr.isatty() and sys.stdout.isatty():
-            try:
-                from launcher.metrics.progress import ProgressLine
-            except ImportError:
-                return
-            self.tracker = ProgressLine()
+        self.printed_at: float | None = None  # when a plain progress line was last printed
+        self.pending: str | None = None
 
     def print(self, text: str, rank: int, many_ranks: bool) -> None:
-        if self.tracker is None:
-            echo_line(text, rank, many_ranks)
+        from launcher.metrics.records import METRIC_PREFIX
+
+        if METRIC_PREFIX in text:
+            self.tracker.feed(text)
+            status = self.tracker.render()
+            if status and self.live:
+                self._clear()
+                sys.stderr.write(status[: _width()])
+                sys.stderr.flush()
+                self.shown = True
+            elif status:
+                self._plain(status)
             return
+        self._clear()
+        echo_line(text, rank, many_ranks)
+        if self.shown:
+            sys.stderr.write(self.tracker.render()[: _width()])
+            sys.stderr.flush()
+
+    def _clear(self) -> None:
         if self.shown:
             sys.stderr.write("\r\033[K")
-        echo_line(text, rank, many_ranks)
-        self.tracker.feed(text)
-        status = self.tracker.render()
-        if status:
-            sys.stderr.write(status[: _width()])
             sys.stderr.flush()
-            self.shown = True
+
+    def _plain(self, status: str, *, force: bool = False) -> None:
+        """Plain progress lines, at most one every PLAIN_EVERY seconds, so a long run's
+        piped output stays readable."""
+        now = time.monotonic()
+        if force or self.printed_at is None or now - self.printed_at >= PLAIN_EVERY:
+            click.echo(f"[progress] {status}")
+            self.printed_at, self.pending = now, None
+        else:
+            self.pending = status
 
     def close(self) -> None:
         if self.shown:
             sys.stderr.write("\n")
             self.shown = False
+        if self.pending:
+            self._plain(self.pending, force=True)
 
 
 def _width() -> int:

@@ -270,3 +270,24 @@ def test_runs_that_clone_code_each_get_a_fresh_working_directory(cli, tmp_path):
         dirs.add(r.stdout.strip().splitlines()[-2])
     assert len(dirs) == 2 and all(str(cli.home) in d for d in dirs)
     assert not (cli.cwd / "tinyrepo").exists()
+
+
+def test_follow_turns_metric_records_into_progress_lines(cli):
+    spec = cli.spec("progress", """\
+        name: progress
+        command: |
+          echo '@@launcher.metrics {"step":0,"time":1.0,"rank":0,"event":"fit_start","max_duration":"3ba","max_batches":3}'
+          for s in 1 2 3; do
+            echo "@@launcher.metrics {\\"step\\":$s,\\"time\\":$s.5,\\"rank\\":0,\\"metrics\\":{\\"loss/train/total\\":$((4 - s)).5}}"
+          done
+          echo plain output
+        """)
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, r.stderr
+    assert "@@launcher.metrics" not in r.stdout
+    assert "plain output" in r.stdout
+    progress = [line for line in r.stdout.splitlines() if line.startswith("[progress] ")]
+    assert progress[0].startswith("[progress] step 1/3 · loss 3.5")
+    assert progress[-1].startswith("[progress] step 3/3 · loss 1.5")
+    # The records stay in the run's log for `launcher metrics`.
+    assert cli("logs").stdout.count("@@launcher.metrics") == 4
