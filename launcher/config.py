@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from launcher.errors import InputError, NotFoundError
 
 LOCAL = "local"
@@ -68,9 +66,13 @@ def config_path() -> Path:
 def load_config() -> Config:
     path = config_path()
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        text = path.read_text()
     except FileNotFoundError:
         return Config()
+    import yaml  # here, not at the top: most commands on a machine without profiles never parse YAML
+
+    try:
+        raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         raise InputError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(raw, dict):
@@ -90,5 +92,7 @@ def load_config() -> Config:
 def save_config(config: Config) -> None:
     path = config_path()
     tmp = path.with_suffix(".tmp")
+    import yaml
+
     tmp.write_text(yaml.safe_dump({"current": config.current, "clusters": config.clusters}, sort_keys=False))
     os.replace(tmp, path)

@@ -118,7 +118,11 @@ def _once(results: list[RunMetrics], wanted: list[str], *, list_only: bool, last
         write_png(chosen, png)
         click.echo(f"✔ Wrote {png}", err=True)
     if output == "json":
-        click.echo(render.to_json(chosen))
+        # color=True: JSON escapes control characters, so there is no ANSI code for click
+        # to strip, and its regex pass over megabytes of points is skipped.
+        for chunk in render.json_chunks(chosen):
+            click.echo(chunk, nl=False, color=True)
+        click.echo()
     elif output == "csv":
         click.echo(render.to_csv(chosen), nl=False)
     elif output == "table":

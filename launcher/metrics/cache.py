@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Bumped whenever what is pickled changes shape (2: columns keep their points' JSON text)."""
 
 
 def default_cache_dir() -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 from launcher.backends.base import Backend, LocalArtifacts, Run
 from launcher.errors import LauncherError
 from launcher.metrics.cache import IndexCache
-from launcher.metrics.index import FileIndex, Segment, SegmentBuilder, index_file, index_lines
+from launcher.metrics.index import FileIndex, Segment, SegmentBuilder, formatted_points, index_file, index_lines
 from launcher.metrics.records import METRICS_FILE, scan_records
 from launcher.metrics.series import RunMetrics, merge
 
@@ -93,6 +93,10 @@ class Collector:
         self._unsaved: set[str] = set()
         self._saved_at = time.monotonic()
         self._ended: dict[int, list[Segment]] = {}
+        self._formatted: dict[str, int] = {}
+        """Per cache key, how many points had their JSON text kept when the entry was
+        last loaded or saved: `-o json` formats it after refresh(), and close() saves
+        it, so that a repeated call finds it."""
         self._live: _LiveLog | None = None
         self.notes: list[str] = []
         """Why some records may be missing (an attempt whose log could not be read)."""
@@ -110,8 +114,13 @@ class Collector:
         return RunMetrics(self.run.name, str(self.run.status), source, series, restarts, fit, notes=list(self.notes))
 
     def save(self) -> None:
-        for key in sorted(self._unsaved):
-            self.cache.save(self.run.name, key, self._files[key])
+        entries: list[tuple[str, object, list[Segment]]] = [(k, i, i.segments) for k, i in self._files.items()]
+        entries += [(self._stream_key(a), segs, segs) for a, segs in self._ended.items()]
+        for key, value, segments in sorted(entries, key=lambda e: e[0]):
+            formatted = formatted_points(segments)
+            if key in self._unsaved or formatted != self._formatted.get(key, formatted):
+                self.cache.save(self.run.name, key, value)
+            self._formatted[key] = formatted
         self._unsaved.clear()
         self._saved_at = time.monotonic()
 
@@ -140,6 +149,7 @@ class Collector:
         except FileNotFoundError:  # deleted between listing and reading
             return []
         self._files[key] = read.index
+        self._formatted.setdefault(key, formatted_points(read.index.segments))
         if read.changed:
             self._unsaved.add(key)
         return read.segments
@@ -165,7 +175,7 @@ class Collector:
     def _ended_attempt(self, attempt: int) -> list[Segment]:
         if attempt in self._ended:
             return self._ended[attempt]
-        key = f"stream:{self.backend.name}:{self.run.created_at.isoformat()}:{attempt}"
+        key = self._stream_key(attempt)
         segments = self.cache.load(self.run.name, key)
         if segments is None:
             live = self._live
@@ -176,8 +186,12 @@ class Collector:
             if segments is None:
                 return []
             self.cache.save(self.run.name, key, segments)
+        self._formatted[key] = formatted_points(segments)
         self._ended[attempt] = segments
         return segments
+
+    def _stream_key(self, attempt: int) -> str:
+        return f"stream:{self.backend.name}:{self.run.created_at.isoformat()}:{attempt}"
 
     def _stream(self, attempt: int) -> list[Segment] | None:
         """The attempt's records, or None (and a note) if its log cannot be read, e.g. its

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launcher.metrics.jsontext import point_texts
 from launcher.metrics.records import FIT_START, scan_records
 
 _HEAD_BYTES = 4096
@@ -30,6 +31,23 @@ class Columns:
     steps: array = field(default_factory=lambda: array("q"))
     times: array = field(default_factory=lambda: array("d"))
     values: array = field(default_factory=lambda: array("d"))
+    json_text: str = field(default="", compare=False, repr=False)
+    """The JSON text (jsontext.point_texts) of the first `json_count` points, one a line:
+    formatted on first use and kept, so the cache carries it to the next call. One string
+    rather than a list, since a str pickles and unpickles as one copy."""
+    json_count: int = field(default=0, compare=False, repr=False)
+
+    def json_points(self) -> list[str]:
+        """The JSON text of every point; only points added since the last call are
+        formatted (the arrays only ever grow)."""
+        n, done = len(self.steps), self.json_count
+        if done > n:  # cannot happen while arrays only grow; never serve stale text
+            self.json_text, self.json_count, done = "", 0, 0
+        if done < n:
+            new = "\n".join(point_texts(self.steps[done:], self.values[done:], self.times[done:]))
+            self.json_text = self.json_text + "\n" + new if done else new
+            self.json_count = n
+        return self.json_text.split("\n") if n else []
 
 
 @dataclass
@@ -109,6 +127,18 @@ class SegmentBuilder:
         names = sorted(set().union(*rows))
         # The trainer logs the same metrics every step: then every row has every name.
         uniform = all(len(m) == len(names) for m in rows)
+        # Metrics logged at the same steps share one steps and one times array (so the
+        # cache holds them once, not once per metric: a third of its size at a dozen
+        # metrics). Shared arrays are therefore replaced, never grown in place; a grown
+        # pair stays shared since the same old array plus the same new one is reused.
+        grown: dict[tuple[int, int], array] = {}
+
+        def grow(old: array, new: array) -> array:
+            key = (id(old), id(new))
+            if key not in grown:
+                grown[key] = old + new if old else new
+            return grown[key]
+
         for name in names:
             if uniform:
                 s, t, values = step_col, time_col, [m[name] for m in rows]
@@ -127,9 +157,8 @@ class SegmentBuilder:
             cols = seg.metrics.get(name)
             if cols is None:
                 cols = seg.metrics[name] = Columns()
-            cols.steps.extend(s)
-            cols.times.extend(t)
-            cols.values.extend(v)
+            cols.steps, cols.times = grow(cols.steps, s), grow(cols.times, t)
+            cols.values.extend(v)  # never shared
         steps.clear(), times.clear(), rows.clear()
 
     def result(self) -> list[Segment]:
@@ -205,6 +234,12 @@ def index_file(path: Path, previous: FileIndex | None = None, *, prefixed: bool 
         tail.add_all(scan_records(carry, prefixed=prefixed))
         segments = tail.result()
     return FileRead(index, not resumed or offset != start, segments)
+
+
+def formatted_points(segments: Iterable[Segment]) -> int:
+    """How many points of `segments` have their JSON text kept: when it grew, the index
+    is worth saving again."""
+    return sum(c.json_count for seg in segments for c in seg.metrics.values())
 
 
 def index_lines(lines: Iterable[tuple[int, str]]) -> list[Segment]:

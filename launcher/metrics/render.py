@@ -46,28 +46,46 @@ def choose(runs: list[RunMetrics], names: list[str], *, every: int | None, last:
 # --- exact outputs ---------------------------------------------------------------------------
 
 
-_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+def _stretches(xs: list[int]) -> list[tuple[int, int]]:
+    """The [lo, hi) ranges of equal neighbouring values."""
+    if not xs:
+        return []
+    if xs.count(xs[0]) == len(xs):  # one attempt, the usual case: checked in C
+        return [(0, len(xs))]
+    cuts = [i for i in range(1, len(xs)) if xs[i] != xs[i - 1]]
+    return list(zip([0, *cuts], [*cuts, len(xs)]))
 
 
-def _json_floats(values: list[float]) -> list[str]:
-    # repr() is what json.dumps writes for a finite float; map() keeps it in C.
-    return [_NON_FINITE.get(r, r) for r in map(repr, values)]
+_CHUNK_POINTS = 4096
 
 
-def to_json(chosen: list[Chosen]) -> str:
-    # Formatted here, one point a line, the same text json.dumps would write for each
-    # object: several times faster than json.dumps on 100k dicts.
-    lines: list[str] = []
+def json_chunks(chosen: list[Chosen]) -> Iterator[str]:
+    """The text of to_json in pieces of a few thousand points: printed piece by piece,
+    100k points are never copied as one string of megabytes (each such copy costs more
+    in fresh memory than joining the points does).
+
+    One point a line, the same text json.dumps writes for each object: each point's
+    text (jsontext, kept in the cached index) joined with the text between two points,
+    several times faster than json.dumps or one % per point."""
+    yield "["
+    between = "\n"
     for c in chosen:
         s = c.series
         whole = len(c.keep) == len(s)
-        pick = (lambda xs: xs) if whole else (lambda xs: [xs[i] for i in c.keep])
-        values = _json_floats(pick(s.values))
-        times = [r if r != "NaN" else "null" for r in _json_floats(pick(s.times))]
+        texts = s.json_points(None if whole else c.keep)
+        attempts = s.attempts if whole else [s.attempts[i] for i in c.keep]
         head = '{"run": ' + json.dumps(c.run.run) + ', "metric": ' + json.dumps(s.name) + ", "
-        template = head.replace("%", "%%") + '"step": %d, "value": %s, "time": %s, "attempt": %d}'
-        lines += [template % row for row in zip(pick(s.steps), values, times, pick(s.attempts))]
-    return "[\n" + ",\n".join(lines) + "\n]" if lines else "[]"
+        for lo, hi in _stretches(attempts):
+            tail = ', "attempt": %d}' % attempts[lo]
+            sep = tail + ",\n" + head
+            for a in range(lo, hi, _CHUNK_POINTS):
+                yield between + head + sep.join(texts[a : min(a + _CHUNK_POINTS, hi)]) + tail
+                between = ",\n"
+    yield "]" if between == "\n" else "\n]"
+
+
+def to_json(chosen: list[Chosen]) -> str:
+    return "".join(json_chunks(chosen))
 
 
 def to_csv(chosen: list[Chosen]) -> str:

@@ -7,12 +7,15 @@ import difflib
 import fnmatch
 import functools
 import math
+import operator
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from launcher.errors import InputError
-from launcher.metrics.index import Segment
+from launcher.metrics.index import Columns, Segment
+from launcher.metrics.jsontext import point_texts
 from launcher.metrics.records import DEFAULT_METRIC, FIT_START
 
 
@@ -25,6 +28,9 @@ class Series:
     values: list[float] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     attempts: list[int] = field(default_factory=list)
+    pieces: list[tuple[Columns, int, int]] = field(default_factory=list, repr=False, compare=False)
+    """Where the points came from, in order: slices [lo, hi) of segments' columns. Lets
+    json_points reuse the text the columns keep (and the cache carries) for them."""
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -37,14 +43,43 @@ class Series:
         """Indices where a later attempt's points begin (attempts only grow along a curve)."""
         return [bisect.bisect_left(self.attempts, a) for a in sorted(set(self.attempts))[1:]]
 
+    def json_points(self, keep: list[int] | None = None) -> list[str]:
+        """The JSON text (jsontext.point_texts) of every point, or of the points at
+        `keep`. The whole curve's text comes from its columns, which format it once and
+        keep it; a subset whose text is not kept yet is formatted here and not kept (a
+        --last 10 need not pay for 100k points)."""
+        covered = sum(hi - lo for _, lo, hi in self.pieces) == len(self)
+        if keep is None or len(keep) == len(self):
+            return self._kept_texts() if covered else point_texts(self.steps, self.values, self.times)
+        if covered and all(cols.json_count >= hi for cols, _, hi in self.pieces):
+            texts = self._kept_texts()
+            return [texts[i] for i in keep]
+        return point_texts(*([xs[i] for i in keep] for xs in (self.steps, self.values, self.times)))
+
+    def _kept_texts(self) -> list[str]:
+        out: list[str] = []
+        for cols, lo, hi in self.pieces:
+            texts = cols.json_points()
+            out += texts if lo == 0 and hi == len(texts) else texts[lo:hi]
+        return out
+
     def _truncate(self, n: int) -> None:
         del self.steps[n:], self.values[n:], self.times[n:], self.attempts[n:]
+        pieces, self.pieces, total = self.pieces, [], 0
+        for cols, lo, hi in pieces:
+            if total >= n:
+                break
+            hi = min(hi, lo + n - total)
+            self.pieces.append((cols, lo, hi))
+            total += hi - lo
 
-    def _extend(self, steps: list[int], values: list[float], times: list[float], attempt: int) -> None:
-        self.steps += steps
-        self.values += values
-        self.times += times
-        self.attempts += [attempt] * len(steps)
+    def _extend(self, cols: Columns, lo: int, hi: int, steps: list[int], values: list[float], times: list[float],
+                attempt: int) -> None:
+        self.steps += steps[lo:hi]
+        self.values += values[lo:hi]
+        self.times += times[lo:hi]
+        self.attempts += [attempt] * (hi - lo)
+        self.pieces.append((cols, lo, hi))
 
 
 @dataclass(frozen=True)
@@ -73,7 +108,7 @@ class MergedSeries(Mapping[str, Series]):
             for attempt, seg in self._labelled:
                 cols = seg.metrics.get(name)
                 if cols is not None:
-                    _append(out, cols.steps.tolist(), cols.values.tolist(), cols.times.tolist(), attempt)
+                    _append(out, cols, attempt)
             self._merged[name] = out
         return self._merged[name]
 
@@ -127,14 +162,15 @@ def merge(labelled: list[tuple[int, Segment]]) -> tuple[MergedSeries, list[Resta
     return MergedSeries(labelled), restarts, fit
 
 
-def _append(out: Series, steps: list[int], values: list[float], times: list[float], attempt: int) -> None:
+def _append(out: Series, cols: Columns, attempt: int) -> None:
     # Split into strictly increasing runs (usually one: the whole list) and add each in
     # bulk; a run starting at or before the last step kept replaces the points from there.
-    breaks = [i for i in range(1, len(steps)) if steps[i] <= steps[i - 1]]
+    steps, values, times = cols.steps.tolist(), cols.values.tolist(), cols.times.tolist()
+    breaks = list(compress(range(1, len(steps)), map(operator.ge, steps, steps[1:])))  # steps[i-1] >= steps[i], in C
     for a, b in zip([0, *breaks], [*breaks, len(steps)]):
         if out.steps and steps[a] <= out.steps[-1]:
             out._truncate(bisect.bisect_left(out.steps, steps[a]))
-        out._extend(steps[a:b], values[a:b], times[a:b], attempt)
+        out._extend(cols, a, b, steps, values, times, attempt)
 
 
 def default_metric(names: list[str]) -> str:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 from launcher.backends.base import LogLine, RunStatus
@@ -137,3 +138,77 @@ def test_a_run_without_attempts_streams_nothing(tmp_path):
     run.attempts.clear()
     rm = Collector(backend, run, cache=IndexCache(tmp_path / "cache")).refresh()
     assert not rm.series and backend.streamed == []
+
+
+def _json_text(rm, *, last=None):
+    from launcher.metrics.render import choose, to_json
+
+    return to_json(choose([rm], ["loss/train/total"], every=None, last=last))
+
+
+def _dumps(run, points):
+    """What json.dumps writes for each (step, value, attempt[, time]) point, one a line:
+    the text -o json must match."""
+    want = [{"run": run, "metric": "loss/train/total", "step": p[0], "value": p[1],
+             "time": p[3] if len(p) > 3 else expected_time(p[0], p[2]), "attempt": p[2]} for p in points]
+    return "[\n" + ",\n".join(json.dumps(w) for w in want) + "\n]"
+
+
+def test_json_text_kept_in_the_cache_stays_exact_as_the_log_grows(tmp_path):
+    backend = DirBackend(tmp_path / "runs")
+    run = _two_attempt_run(backend, RunStatus.RUNNING)
+    backend.log_file("r", 0, 1).write_text("\n".join(attempt_lines(1, ATTEMPT_1)) + "\n")
+    log2 = backend.log_file("r", 0, 2)
+    log2.write_text("\n".join(attempt_lines(2, ATTEMPT_2)[:-6]) + "\n")  # attempt 2 is still writing
+    cache = IndexCache(tmp_path / "cache")
+
+    def call(**kw):
+        collector = Collector(backend, run, cache=cache)
+        try:
+            return _json_text(collector.refresh(), **kw)
+        finally:
+            collector.close()  # as the CLI does: keeps the text formatted for this call
+
+    partial = [p for p in expected_points() if p[2] == 1 or p[0] <= ATTEMPT_2[-3]]
+    assert call() == _dumps("r", partial)
+    assert call() == _dumps("r", partial)  # from the kept text
+    assert call(last=2) == _dumps("r", partial[-2:])
+
+    # The attempt goes on: the kept text covers the old points, the new ones are added.
+    with open(log2, "a") as f:
+        f.write("\n".join(attempt_lines(2, ATTEMPT_2)[-6:]) + "\n")
+    assert call() == _dumps("r", expected_points())
+    assert call() == _dumps("r", expected_points())
+    assert call(last=3) == _dumps("r", expected_points()[-3:])
+
+    # A replaced log (other values, fewer steps) is read again, and so is its text.
+    log2.write_text("\n".join(attempt_lines(3, range(5, 8))) + "\n")
+    want = [p for p in expected_points() if p[2] == 1] + [(s, loss(s, 3), 2, expected_time(s, 3)) for s in range(5, 8)]
+    assert call() == _dumps("r", want)
+    assert call() == _dumps("r", want)
+
+
+def test_a_cache_entry_of_an_older_format_is_rebuilt(tmp_path):
+    import pickle
+
+    from launcher.metrics.cache import FORMAT_VERSION
+
+    backend = DirBackend(tmp_path / "runs")
+    run = _two_attempt_run(backend)
+    backend.log_file("r", 0, 1).write_text("\n".join(attempt_lines(1, ATTEMPT_1)) + "\n")
+    backend.log_file("r", 0, 2).write_text("\n".join(attempt_lines(2, ATTEMPT_2)) + "\n")
+    cache = IndexCache(tmp_path / "cache")
+    Collector(backend, run, cache=cache).refresh()
+
+    # Each entry as an older launcher would have left it: an index that still matches
+    # its file (so, if trusted, nothing would be read again) but holds no points.
+    entries = sorted((tmp_path / "cache" / "r").glob("*.pkl"))
+    assert len(entries) == 2
+    for entry in entries:
+        _, key, index = pickle.loads(entry.read_bytes())
+        index.segments = []
+        entry.write_bytes(pickle.dumps((FORMAT_VERSION - 1, key, index)))
+
+    rm = Collector(backend, run, cache=cache).refresh()
+    assert _points(rm) == expected_points()
+    assert {pickle.loads(e.read_bytes())[0] for e in entries} == {FORMAT_VERSION}

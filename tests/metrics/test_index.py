@@ -99,3 +99,20 @@ def test_values_that_are_not_numbers_are_dropped_point_by_point(tmp_path):
     seg = index_file(log).segments[0]
     assert list(seg.metrics["a"].steps) == [1, 3] and list(seg.metrics["a"].values) == [1.5, 1.0]
     assert list(seg.metrics["b"].steps) == [2] and list(seg.metrics["b"].values) == [2.0]
+
+
+def test_metrics_logged_together_grow_together_across_cached_reads(tmp_path):
+    import pickle
+
+    log = tmp_path / "rank-0.log"
+    _write(log, [step_line(s) for s in range(1, 4)])
+    index = index_file(log).index
+    for more in (range(4, 6), range(6, 9)):
+        _write(log, [step_line(s) for s in more], mode="a")
+        # Through a pickle round trip, as the cache keeps it between calls.
+        index = index_file(log, pickle.loads(pickle.dumps(index))).index
+    cols = index.segments[0].metrics
+    assert [list(c.steps) for c in cols.values()] == [list(range(1, 9))] * 2
+    assert list(cols["loss/train/total"].values) == [loss(s, 1) for s in range(1, 9)]
+    assert list(cols["throughput/tokens_per_sec"].values) == [1000.0 * s for s in range(1, 9)]
+    assert [len(c.times) for c in cols.values()] == [8, 8]
