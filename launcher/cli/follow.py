@@ -119,7 +119,7 @@ def _follow(backend: Backend, name: str, live: LiveProgress) -> int:
     assert run is not None
     if run.started_at is not None:
         info(f"Run {name} started")
-    attempt = run.current_attempt
+    attempt = 1  # a just-submitted run: show every attempt, even one that ended before we looked
     many = run.nodes > 1
     while True:
         # A backend's follow stream returns once the attempt is over.
