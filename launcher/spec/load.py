@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from launcher.errors import SpecError, SpecIssue
 from launcher.spec.compat import LEGACY_TOP_LEVEL, apply_compat
 from launcher.spec.models import INTEGRATION_TYPES, RunSpec
-from launcher.spec.yamlpos import Located, load_located, safe_load
+from launcher.spec.yamlpos import Located, load_located, read_file, safe_load
 
 
 @dataclass
@@ -53,17 +53,7 @@ OVERRIDE = "command line"
 
 
 def load_spec(path: str | Path, overrides: Overrides | None = None) -> LoadedSpec:
-    p = Path(path)
-    file = str(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise SpecError([SpecIssue("no such file", file=file)]) from None
-    except IsADirectoryError:
-        raise SpecError([SpecIssue("is a directory, not a run spec file", file=file)]) from None
-    except OSError as e:
-        raise SpecError([SpecIssue(f"cannot read: {e.strerror}", file=file)]) from None
-    return load_spec_text(raw, file, overrides)
+    return load_spec_text(read_file(path, "a run spec file"), str(path), overrides)
 
 
 def load_spec_text(text: str | bytes, file: str | None = None, overrides: Overrides | None = None) -> LoadedSpec:

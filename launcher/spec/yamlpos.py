@@ -143,6 +143,21 @@ def safe_load(text: str):
 _COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:omap"}
 
 
+def read_file(path, what: str) -> bytes:
+    """A spec or config file's bytes; a missing or unreadable file is a SpecError naming it."""
+    from pathlib import Path
+
+    file = str(path)
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SpecError([SpecIssue("no such file", file=file)]) from None
+    except IsADirectoryError:
+        raise SpecError([SpecIssue(f"is a directory, not {what}", file=file)]) from None
+    except OSError as e:
+        raise SpecError([SpecIssue(f"cannot read: {e.strerror}", file=file)]) from None
+
+
 def load_located(text: str | bytes, file: str | None = None) -> Located:
     """Parse one YAML document into plain values with positions. Raises SpecError."""
 

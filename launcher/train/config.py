@@ -324,18 +324,11 @@ def load_config(
     env: Mapping[str, str] | None = None,
 ) -> TrainConfig:
     """Read, interpolate and validate a training config; fill empty remotes from DATA_REMOTE."""
-    from launcher.spec.yamlpos import load_located
+    from launcher.spec.yamlpos import load_located, read_file
 
     env = os.environ if env is None else env
     file = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise SpecError([SpecIssue("no such file", file=file)]) from None
-    except IsADirectoryError:
-        raise SpecError([SpecIssue("is a directory, not a training config", file=file)]) from None
-    except OSError as e:
-        raise SpecError([SpecIssue(f"cannot read: {e.strerror}", file=file)]) from None
+    raw = read_file(path, "a training config")
     text = raw.decode("utf-8", errors="replace")
     if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
         raise SpecError([SpecIssue("is empty: a training config needs model, tokenizer, train_loader, optimizer, ...", file=file)])

@@ -504,7 +504,7 @@ class FakeKube:
 
     def _sync_job(self, job: dict) -> None:
         meta, spec, status = job["metadata"], job["spec"], job.setdefault("status", {})
-        ns, name = meta["namespace"], meta["name"]
+        ns = meta["namespace"]
         if meta.get("deletionTimestamp"):
             return
         conds = {c["type"]: c for c in status.get("conditions", []) if c["status"] == "True"}
