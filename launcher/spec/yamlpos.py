@@ -67,7 +67,10 @@ class _Builder:
             raise self.fail(node, "document is nested too deeply")
         self.located.positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if isinstance(node, yaml.ScalarNode):
-            return self._scalars.construct_object(node, deep=True)
+            try:
+                return self._scalars.construct_object(node, deep=True)
+            except (ValueError, OverflowError) as e:  # e.g. a timestamp with month 13
+                raise self.fail(node, f"cannot read the value {node.value[:40]!r}: {e}") from None
         if node.tag not in _COLLECTION_TAGS:
             raise self.fail(node, f"unsupported YAML tag {node.tag}")
         if isinstance(node, yaml.SequenceNode):
@@ -125,7 +128,7 @@ SpecLoader.add_implicit_resolver(
     re.compile(
         r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
         |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
         |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
         |[-+]?\.(?:inf|Inf|INF)
         |\.(?:nan|NaN|NAN))$""",

@@ -236,3 +236,10 @@ def test_missing_file_and_directory(tmp_path: Path):
         load_spec(tmp_path / "nope.yaml")
     with pytest.raises(SpecError, match="is a directory"):
         load_spec(tmp_path)
+
+
+def test_values_yaml_cannot_construct_are_spec_errors():
+    assert errors_of("name: a\ncommand: x\nmetadata: {d: 2020-13-45}\n")[0].startswith(
+        "spec.yaml:3:15: cannot read the value '2020-13-45'")
+    assert load("name: ._a\ncommand: x\nmetadata: {v: ._}\n").spec.metadata == {"v": "._"}  # not a float
+    assert load("name: a\ncommand: x\nparameters: {lr: 1e-4, w: .5}\n").spec.parameters == {"lr": 1e-4, "w": 0.5}
