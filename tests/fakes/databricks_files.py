@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.fakes.http import LoopbackServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
@@ -119,8 +121,7 @@ class FakeDatabricksFiles:
         class Handler(_Handler):
             state = fake
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = LoopbackServer(Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-databricks", daemon=True)
         self._thread.start()
         return self

@@ -11,7 +11,9 @@ import base64
 import os
 import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.fakes.http import LoopbackServer
 from pathlib import Path
 
 
@@ -20,7 +22,7 @@ class GitHTTPServer:
         self.root = Path(root)
         self.token = token
         self.requests: list[tuple[str, str, str | None, bool]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = LoopbackServer(self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

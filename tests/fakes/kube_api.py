@@ -53,7 +53,9 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.fakes.http import LoopbackServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -219,8 +221,7 @@ class FakeKube:
         self._threads: list[threading.Thread] = []
         self._pending_orphans: list[tuple[float, str, str, str, str]] = []
         handler = type("Handler", (_Handler,), {"kube": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
+        self.server = LoopbackServer(handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     # -- lifecycle --
