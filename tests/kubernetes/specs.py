@@ -52,3 +52,20 @@ CASES = {
     "kueue-non-preemptible": lambda: (spec("protected-abc123", compute={"gpus": 8, "gpu_type": "l4"},
                                            scheduling={"priority": "high", "preemptible": False}), KUEUE_PROFILE, []),
 }
+
+
+GOLDEN = Path(__file__).with_name("golden")
+
+
+def assert_golden(case: str, text: str) -> None:
+    """Compare with golden/<case>.yaml; UPDATE_GOLDEN=1 rewrites it (review the diff)."""
+    import os
+
+    import pytest
+
+    path = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    if not path.exists():
+        pytest.fail(f"golden file {path} is missing: run with UPDATE_GOLDEN=1 and review it")
+    assert text == path.read_text()

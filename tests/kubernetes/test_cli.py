@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,9 +14,9 @@ import yaml
 from launcher.cli.errors import run_cli
 from launcher.cli.main import cli
 from launcher.config import load_config
+from tests.kubernetes.specs import assert_golden
 from tests.kubernetes.test_backend import SECRET, worker
 
-GOLDEN = Path(__file__).with_name("golden")
 
 
 def launcher(*args: str) -> int:
@@ -89,12 +88,7 @@ def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
     assert SECRET not in out
     text = re.sub(r"hello-[a-z0-9]{6}", "hello-XXXXXX", out)
     text = text.replace(str(fake_kube.url), "http://fake")
-    path = GOLDEN / f"{case}.yaml"
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    if not path.exists():
-        pytest.fail(f"golden file {path} is missing: run with UPDATE_GOLDEN=1 and review it")
-    assert text == path.read_text()
+    assert_golden(case, text)
     doc = yaml.safe_load(out)
     assert [m["kind"] for m in doc["items"]] == ["ConfigMap", "Service", "Job"]
     assert fake_kube.count(method="POST", kind="Job") == 0  # nothing submitted

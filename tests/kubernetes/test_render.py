@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -12,9 +10,8 @@ import yaml
 
 from launcher.backends.kubernetes.render import render_run
 from launcher.errors import InputError
-from tests.kubernetes.specs import CASES, PROFILE, SECRET_VALUES, spec
+from tests.kubernetes.specs import CASES, PROFILE, SECRET_VALUES, assert_golden, spec
 
-GOLDEN = Path(__file__).with_name("golden")
 VERSIONS = ["1.30", "1.33"]
 
 
@@ -157,9 +154,4 @@ def test_golden_yaml(case):
     """What `launcher run --dry-run -o yaml` prints: the manifests as a YAML stream.
     Regenerate with UPDATE_GOLDEN=1 after an intended change, and review the diff."""
     text = yaml.safe_dump_all(render_run(*CASES[case]()), sort_keys=False)
-    path = GOLDEN / f"{case}.yaml"
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    if not path.exists():
-        pytest.fail(f"golden file {path} is missing: run with UPDATE_GOLDEN=1 and review it")
-    assert text == path.read_text()
+    assert_golden(case, text)
