@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from launcher.backends.base import RunStatus
 from launcher.secrets.kinds import Secret, SecretKind
 from tests.kubernetes.conftest import make_backend
@@ -22,9 +24,11 @@ def wait_for(backend, name: str, status: RunStatus, timeout: float = 30):
         time.sleep(0.1)
 
 
-def test_dropped_log_stream_loses_and_repeats_no_line(fake_kube_factory):
-    # Millisecond timestamps: many lines share one, so the resume must count lines per timestamp.
-    kube = fake_kube_factory(log_resolution_ns=1_000_000)
+@pytest.mark.parametrize("resolution_ns", [1_000_000, 1_000_000_000], ids=["ms", "s"])
+def test_dropped_log_stream_loses_and_repeats_no_line(fake_kube_factory, resolution_ns):
+    # Coarse timestamps: many lines share one (with whole seconds, nearly all of them), so
+    # a resume must count lines per timestamp, and new lines at that timestamp are not repeats.
+    kube = fake_kube_factory(log_resolution_ns=resolution_ns)
     kube.faults.drop_logs_after = 7
     kube.faults.drop_logs_count = 3
     backend = make_backend()

@@ -50,17 +50,6 @@ class Cursor:
     last_ns: int | None = None
     at_last: int = 0
 
-    def fresh(self, stamp: int | None, skipped: list[int]) -> bool:
-        """Whether a line is new on this connection; `skipped` counts repeats at last_ns."""
-        if stamp is None or self.last_ns is None:
-            return True
-        if stamp < self.last_ns:
-            return False
-        if stamp == self.last_ns and skipped[0] < self.at_last:
-            skipped[0] += 1
-            return False
-        return True
-
     def advance(self, stamp: int | None) -> None:
         if stamp is None:
             return
@@ -68,6 +57,35 @@ class Cursor:
             self.at_last += 1
         else:
             self.last_ns, self.at_last = stamp, 1
+
+    def replay(self) -> Replay:
+        """A filter for the next connection, fixed at where the cursor is now."""
+        return Replay(self.last_ns, self.at_last)
+
+
+@dataclass
+class Replay:
+    """One connection's filter: it skips what earlier connections already yielded.
+
+    The resume point is fixed when the connection opens. Comparing against the live
+    cursor instead would treat new lines that share a timestamp as repeats once the
+    cursor has moved on (lost lines after a reconnect)."""
+
+    resume_ns: int | None
+    repeats_left: int
+    caught_up: bool = False
+
+    def fresh(self, stamp: int | None) -> bool:
+        if self.caught_up or stamp is None or self.resume_ns is None:
+            return True
+        if stamp < self.resume_ns:
+            return False
+        if stamp == self.resume_ns and self.repeats_left > 0:
+            self.repeats_left -= 1
+            return False
+        # The stream is in order: everything after the first new line is new too.
+        self.caught_up = True
+        return True
 
 
 def _server_skew(resp) -> float:
@@ -111,11 +129,11 @@ def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, p
                 return
             raise
         skew = _server_skew(resp)
-        skipped = [0]
+        replay = cursor.replay()
         try:
             for line in iter_resp_lines(resp):
                 stamp, text = parse_line(line)
-                if not cursor.fresh(stamp, skipped):
+                if not replay.fresh(stamp):
                     continue
                 cursor.advance(stamp)
                 yield stamp, text
