@@ -179,6 +179,8 @@ class Faults:
     drop_logs_after: int | None = None
     """Cut the next follow log stream abruptly after this many lines (then reset to None)."""
     drop_logs_count: int = 1
+    drop_finished_reads: bool = False
+    """Also cut one-shot (not follow) reads, as a proxy or a kubelet restart can."""
     api_errors: int = 0
     """Answer this many requests (but never watches or logs) with 503."""
     bad_images: set[str] = field(default_factory=set)
@@ -1047,7 +1049,8 @@ class _Handler(BaseHTTPRequestHandler):
             since = int(q["sinceSeconds"]) if q.get("sinceSeconds") else None
             tail = int(q["tailLines"]) if q.get("tailLines") else None
             drop_after = None
-            if follow and k.faults.drop_logs_after is not None and k.faults.drop_logs_count > 0:
+            if (follow or k.faults.drop_finished_reads) and k.faults.drop_logs_after is not None \
+                    and k.faults.drop_logs_count > 0:
                 drop_after = k.faults.drop_logs_after
                 k.faults.drop_logs_count -= 1
             lines = list(c.lines)

@@ -199,3 +199,15 @@ def test_suspended_job_is_queued_not_failed(fake_kube_factory):
     kube.patch("Job", "default", spec.name, {"spec": {"suspend": False}})  # admitted
     assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
     backend.close()
+
+
+def test_a_cut_one_shot_read_resumes_without_loss(fake_kube, backend):
+    spec = run_spec("cut-abc123", worker("--lines", "40", "--interval", "0"), compute={"nodes": 1})
+    backend.submit(spec, [])
+    wait_for(backend, spec.name, RunStatus.COMPLETED)
+    fake_kube.faults.drop_finished_reads = True
+    fake_kube.faults.drop_logs_after = 9
+    fake_kube.faults.drop_logs_count = 3
+    lines = [ln.text for ln in backend.logs(spec.name) if ln.text.startswith("rank 0 line")]
+    assert fake_kube.faults.drop_logs_count == 0, "the fault never fired"
+    assert lines == [f"rank 0 line {i}" for i in range(40)]

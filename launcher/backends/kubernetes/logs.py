@@ -96,6 +96,9 @@ def _server_skew(resp) -> float:
         return 0.0
 
 
+MAX_REREADS = 5
+
+
 def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, previous: bool = False,
              is_done: Callable[[], bool] = lambda: True, stop: threading.Event | None = None,
              ) -> Iterator[tuple[int | None, str]]:
@@ -103,6 +106,7 @@ def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, p
     cursor = Cursor()
     skew = 0.0
     first = True
+    rereads = MAX_REREADS
     stop = stop or threading.Event()
     while not stop.is_set():
         kwargs: dict = {"timestamps": True, "follow": follow}
@@ -130,6 +134,7 @@ def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, p
             raise
         skew = _server_skew(resp)
         replay = cursor.replay()
+        dropped = False
         try:
             for line in iter_resp_lines(resp):
                 stamp, text = parse_line(line)
@@ -140,11 +145,15 @@ def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, p
                 if stop.is_set():
                     return
         except Exception:  # noqa: BLE001 - a dropped stream: reconnect below
-            pass
+            dropped = True
         finally:
             resp.release_conn()
-        if not follow:
-            return
         first = False
+        if not follow:
+            # A one-shot read that was cut short resumes from the cursor, a bounded number of times.
+            if dropped and rereads > 0:
+                rereads -= 1
+                continue
+            return
         if is_done():
             follow = False  # one last read from the cursor picks up what the cut may have lost
