@@ -36,11 +36,16 @@ def get():
 @click.argument("patterns", nargs=-1)
 @click.option("--status", "statuses", multiple=True, help="Only runs with this status (repeatable).")
 @click.option("--cluster", help="Only runs of this cluster profile.")
+@click.option("--before", type=click.DateTime(), help="Only runs created before this local time (e.g. 2026-11-29T18:00).")
+@click.option("--after", type=click.DateTime(), help="Only runs created after this local time.")
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("-o", "--output", type=click.Choice(["table", "name", "json", "yaml"]), default="table", show_default=True)
-def get_runs(patterns, statuses, cluster, limit, output):
+def get_runs(patterns, statuses, cluster, before, after, limit, output):
     """List runs, newest first. PATTERNS are names or globs."""
     from launcher.backends.base import RunStatus
+
+    # Naive times on the command line are the user's local time.
+    before, after = (t.astimezone() if t else None for t in (before, after))
 
     wanted = set()
     for s in statuses:
@@ -50,7 +55,8 @@ def get_runs(patterns, statuses, cluster, limit, output):
             raise click.BadParameter(f"{s!r} is not a status; use one of {', '.join(x.value for x in RunStatus)}",
                                      param_hint="--status") from None
     runs = [r for r in all_runs(cluster) if (not wanted or r.status in wanted)
-            and (not patterns or any(fnmatch.fnmatch(r.name, p) for p in patterns))][:limit]
+            and (not patterns or any(fnmatch.fnmatch(r.name, p) for p in patterns))
+            and (before is None or r.created_at < before) and (after is None or r.created_at > after)][:limit]
     if output == "name":
         for r in runs:
             click.echo(r.name)

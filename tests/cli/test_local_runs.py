@@ -291,3 +291,28 @@ def test_follow_turns_metric_records_into_progress_lines(cli):
     assert progress[-1].startswith("[progress] step 3/3 · loss 1.5")
     # The records stay in the run's log for `launcher metrics`.
     assert cli("logs").stdout.count("@@launcher.metrics") == 4
+
+
+def test_get_runs_filters_by_status_name_and_time(cli):
+    from datetime import datetime, timedelta
+
+    ok = cli.spec("ok", "name: good\ncommand: 'true'\n")
+    bad = cli.spec("bad", "name: bad\ncommand: exit 1\n")
+    assert cli("run", "-f", str(ok), "--follow").returncode == 0
+    time.sleep(1.1)  # whole seconds on the command line: keep a clear second on each side
+    between = datetime.now()
+    time.sleep(1.1)
+    assert cli("run", "-f", str(bad), "--follow").returncode == 1
+
+    def names(*args):
+        r = cli("get", "runs", "-o", "name", *args)
+        assert r.returncode == 0, r.stderr
+        return [n.rsplit("-", 1)[0] for n in r.stdout.split()]
+
+    assert names() == ["bad", "good"]
+    assert names("--status", "failed") == ["bad"]
+    assert names("good-*") == ["good"]
+    stamp = between.strftime("%Y-%m-%dT%H:%M:%S")
+    assert names("--after", stamp) == ["bad"]
+    assert names("--before", stamp) == ["good"]
+    assert names("--before", (between - timedelta(days=1)).strftime("%Y-%m-%d")) == []
