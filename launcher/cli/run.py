@@ -64,8 +64,19 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
     spec = _load(spec_file, **kw)
     # An mcli spec may name a cluster; `--backend local` runs it here regardless.
     cluster = kw.get("cluster") or (spec.compute.cluster if backend != "local" else None)
-    profile = resolve_profile(cluster=cluster, backend=backend)
-    store = open_secret_store(profile)
+    if dry_run and backend == "kubernetes" and not cluster and not _has_kubernetes_profile():
+        # Show what a run becomes before any cluster is configured: the shipped defaults
+        # (namespace default, GPU Feature Discovery labels) and the local secrets' names.
+        from launcher.config import Profile, launcher_home
+        from launcher.secrets.store import LocalSecretStore
+
+        info("no Kubernetes cluster profile yet: rendering with the shipped defaults "
+             "(add one with `launcher cluster add`)")
+        profile = Profile("default", "kubernetes", {})
+        store = LocalSecretStore(launcher_home())
+    else:
+        profile = resolve_profile(cluster=cluster, backend=backend)
+        store = open_secret_store(profile)
     secrets = store.for_run(spec.secrets)
     spec = spec.model_copy(update={"name": unique_run_name(spec.name)})
 
@@ -83,6 +94,12 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
     from launcher.cli.follow import follow_run
 
     sys.exit(follow_run(target, submitted.name))
+
+
+def _has_kubernetes_profile() -> bool:
+    from launcher.config import load_config
+
+    return any(p.backend == "kubernetes" for p in load_config().profiles())
 
 
 def _dry_run(spec, profile, secrets) -> object:

@@ -316,3 +316,23 @@ def test_get_runs_filters_by_status_name_and_time(cli):
     assert names("--after", stamp) == ["bad"]
     assert names("--before", stamp) == ["good"]
     assert names("--before", (between - timedelta(days=1)).strftime("%Y-%m-%d")) == []
+
+
+def test_kubernetes_dry_run_works_before_any_cluster_is_configured(cli):
+    import yaml
+
+    assert cli("secret", "create", "env", "WANDB_API_KEY", input=SECRET).returncode == 0
+    spec = cli.spec("gpu", "name: big\nimage: ghcr.io/x/trainer:1\ncompute: {gpus: 16, gpu_type: h100_80gb}\n"
+                           "command: composer train.py\n")
+    r = cli("run", "-f", str(spec), "--backend", "kubernetes", "--dry-run", "-o", "yaml")
+    assert r.returncode == 0, r.stderr
+    assert "no Kubernetes cluster profile yet" in r.stderr
+    assert SECRET not in r.stdout
+    items = yaml.safe_load(r.stdout)["items"]
+    assert [m["kind"] for m in items] == ["ConfigMap", "Service", "Job"]
+    job = items[2]["spec"]
+    assert job["completions"] == 2 and job["completionMode"] == "Indexed"
+    env = {e["name"]: e for e in job["template"]["spec"]["containers"][0]["env"]}
+    assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "wandb-api-key"
+    runs = cli.home / "runs"
+    assert not runs.exists() or not any(runs.iterdir())  # nothing was started
