@@ -274,8 +274,8 @@ def _issues_from(e: ValidationError, located: Located, sources: dict[tuple, str]
     seen = set()
     for err in e.errors(include_url=False):
         path = _clean_loc(tuple(err["loc"]), located.data)
-        if err["type"] in ("union_tag_invalid", "union_tag_not_found") :
-            path = path + ("integration_type",) if err["type"] == "union_tag_invalid" else path
+        if err["type"] == "union_tag_invalid":
+            path = path + ("integration_type",)  # point at the bad tag, not the whole item
         dotted = ".".join(str(p) for p in path)
         message = _message(err, path, located.data)
         if (dotted, message) in seen:

@@ -249,7 +249,7 @@ def _read_logs(backend: LocalBackend, name: str, layout: RunLayout, attempt: int
                tail: int | None, follow: bool, masker: Masker) -> Iterator[LogLine]:
     """Lines from each rank's file; with follow, keep reading until the attempt is over
     and every file is drained."""
-    files: dict[int, object] = {}
+    offsets: dict[int, int] = {r: 0 for r in ranks}
     pending: dict[int, bytes] = {r: b"" for r in ranks}
     if tail is not None:
         from collections import deque
@@ -259,14 +259,12 @@ def _read_logs(backend: LocalBackend, name: str, layout: RunLayout, attempt: int
             if path.exists():
                 with open(path, "rb") as f:
                     last = deque(f, maxlen=tail)
-                    offset = f.tell()
+                    offsets[r] = f.tell()
                 for raw in last:
                     if raw.endswith(b"\n"):
                         yield LogLine(rank=r, text=masker.mask(raw.decode("utf-8", "replace").rstrip("\n")), attempt=attempt)
                     else:
                         pending[r] = raw
-                files[r] = offset
-    offsets: dict[int, int] = {r: int(files.get(r, 0)) for r in ranks}
     while True:
         progressed = False
         for r in ranks:

@@ -130,6 +130,9 @@ class Supervisor:
                 if code != 0 and first_failure is None and ending is None:
                     first_failure = (rank, code)
             if ending is None:
+                # A stop or the deadline ends the ranks on the launcher's word (TERMINATING
+                # meanwhile); a failed rank ends the others because the group cannot go on.
+                by_launcher = True
                 if self.stop.is_set():
                     ending = (RunStatus.STOPPED, "stopped by the user")
                 elif deadline and time.monotonic() >= deadline:
@@ -138,8 +141,9 @@ class Supervisor:
                 elif first_failure is not None:
                     rank, code = first_failure
                     ending = (RunStatus.FAILED, f"rank {rank} exited with code {code}")
+                    by_launcher = False
                 if ending is not None and len(codes) < len(procs):
-                    if ending[0] is RunStatus.STOPPED or ending[1] and "max_duration" in ending[1]:
+                    if by_launcher:
                         self.state.set_status(self.name, RunStatus.TERMINATING, ending[1])
                     live = [p.pid for r, p in procs.items() if r not in codes]
                     threading.Thread(target=terminate_groups, args=(live, KILL_AFTER), daemon=True).start()
