@@ -11,20 +11,26 @@ from launcher.cli.common import ago, dump, duration, instance, print_table, run_
 
 def all_runs(cluster: str | None = None):
     """Runs from every profile (or one), newest first. An unreachable cluster is a warning."""
+    return [run for _, run in runs_with_backends(cluster)]
+
+
+def runs_with_backends(cluster: str | None = None):
+    """(backend, run) for every run of every profile (or one), newest first."""
     from launcher.backends.registry import open_backend
     from launcher.config import load_config
     from launcher.errors import LauncherError
 
     config = load_config()
     profiles = [config.profile(cluster)] if cluster else config.profiles()
-    runs = []
+    pairs = []
     for profile in profiles:
         try:
-            runs.extend(open_backend(profile).list())
+            backend = open_backend(profile)
+            pairs.extend((backend, run) for run in backend.list())
         except LauncherError as e:
             warn(f"cluster {profile.name}: {e.message}")
-    runs.sort(key=lambda r: r.created_at, reverse=True)
-    return runs
+    pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
+    return pairs
 
 
 @click.group()
