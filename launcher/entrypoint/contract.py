@@ -16,6 +16,11 @@ Every backend starts `python -m launcher.entrypoint` once per node rank with:
     LAUNCHER_VENV          (local) where the run's virtualenv goes
     LAUNCHER_ARTIFACTS_DIR (optional) where the run's artifacts go, e.g. metrics.jsonl
     LAUNCHER_ATTEMPT       which attempt of the run this is (1, 2, ... after retries)
+    LAUNCHER_RESTART_ATTEMPT  (JobSet) the JobSet's restart count from the pod's
+                           jobset.sigs.k8s.io/restart-attempt label; LAUNCHER_ATTEMPT is it + 1
+    LAUNCHER_RUNTIME       (inject mode) where the injected runtime lies (/launcher); the
+                           command then runs in the image's own environment, not ours
+    LAUNCHER_IMAGE         (inject mode) the user's image, named in setup errors
 
 Optional knobs, read from the same environment:
 
@@ -50,6 +55,9 @@ MASK_FILES = "LAUNCHER_MASK_FILES"
 VENV = "LAUNCHER_VENV"
 ARTIFACTS_DIR = "LAUNCHER_ARTIFACTS_DIR"
 ATTEMPT = "LAUNCHER_ATTEMPT"
+RESTART_ATTEMPT = "LAUNCHER_RESTART_ATTEMPT"
+RUNTIME = "LAUNCHER_RUNTIME"
+IMAGE = "LAUNCHER_IMAGE"
 RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"
 GRACE_SECONDS = "LAUNCHER_GRACE_SECONDS"
 DEFAULT_GRACE_SECONDS = 30.0

@@ -3,48 +3,186 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
 
-from launcher.backends.kubernetes.render import render_run
+import launcher
+from launcher.backends.kubernetes.render import NO_JOBSET_WARNING, plan_run, render_run
 from launcher.errors import InputError
-from tests.kubernetes.specs import CASES, PROFILE, SECRET_VALUES, assert_golden, spec
+from tests.kubernetes.specs import (
+    CASES,
+    GKE_SPOT_PROFILE,
+    JOB_PROFILE,
+    KUEUE_PROFILE,
+    PROFILE,
+    SECRET_VALUES,
+    assert_golden,
+    spec,
+)
 
-VERSIONS = ["1.30", "1.33"]
+NEWEST = kubernetes_validate.utils.latest_version()  # the newest schema it ships
+
+VERSIONS = ["1.30", NEWEST]
+CRD = json.loads((Path(__file__).with_name("schemas") / "jobset-v1alpha2.json").read_text())
 
 
 def by_kind(manifests: list[dict]) -> dict[str, dict]:
     return {m["kind"]: m for m in manifests}
 
 
+def job_of(manifests: list[dict]) -> dict:
+    """The Job itself, or the Job template of the JobSet's one replicated job."""
+    kinds = by_kind(manifests)
+    if "Job" in kinds:
+        return kinds["Job"]
+    return kinds["JobSet"]["spec"]["replicatedJobs"][0]["template"]
+
+
 def pod_spec(manifests: list[dict]) -> dict:
-    return by_kind(manifests)["Job"]["spec"]["template"]["spec"]
+    return job_of(manifests)["spec"]["template"]["spec"]
 
 
 def env_of(manifests: list[dict]) -> dict[str, dict]:
     return {e["name"]: e for e in pod_spec(manifests)["containers"][0]["env"]}
 
 
+def _strict(schema):
+    """The CRD's schema with unknown fields refused, as the API server prunes-and-rejects them
+    under kubectl's strict field validation."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out \
+                and not out.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+def validate_jobset(jobset: dict) -> None:
+    """Against the JobSet project's published CRD schema; metadata is checked by the server, not the CRD."""
+    schema = _strict(CRD["openAPIV3Schema"])
+    schema["properties"]["metadata"] = {"type": "object"}
+    jsonschema.Draft7Validator(schema).validate(jobset)
+
+
+def validate(manifest: dict, version: str) -> None:
+    if manifest["kind"] != "JobSet":
+        kubernetes_validate.validate(manifest, version, strict=True)
+        return
+    validate_jobset(manifest)
+    # Its Job template is a batch/v1 Job spec: the core schema checks the pod template too.
+    template = manifest["spec"]["replicatedJobs"][0]["template"]
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x", **template.get("metadata", {})},
+           "spec": template["spec"]}
+    kubernetes_validate.validate(job, version, strict=True)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_manifests_validate_strictly(case, version):
-    manifests = render_run(*CASES[case]())
-    assert [m["kind"] for m in manifests] == ["ConfigMap", "Service", "Job"]
-    for m in manifests:
-        kubernetes_validate.validate(m, version, strict=True)
+    for m in render_run(*CASES[case]()):
+        validate(m, version)
+
+
+def test_the_forms_and_their_objects():
+    assert [m["kind"] for m in render_run(*CASES["4x8"]())] == ["ConfigMap", "JobSet"]
+    assert [m["kind"] for m in render_run(*CASES["4x8-job"]())] == ["ConfigMap", "Service", "Job"]
 
 
 def test_strict_validation_would_catch_a_typo():
-    job = by_kind(render_run(*CASES["cpu"]()))["Job"]
+    job = by_kind(render_run(*CASES["cpu-image-job"]()))["Job"]
     job["spec"]["template"]["spec"]["subdomian"] = "x"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(job, "1.30", strict=True)
+    jobset = by_kind(render_run(*CASES["kueue"]()))["JobSet"]
+    jobset["spec"]["failurePolicy"]["maxRestart"] = 2
+    with pytest.raises(jsonschema.ValidationError, match="maxRestart"):
+        validate_jobset(jobset)
+    jobset = by_kind(render_run(*CASES["kueue"]()))["JobSet"]
+    jobset["spec"]["failurePolicy"]["rules"][0]["action"] = "RestartJobSetIgnoringMaxRestarts"
+    with pytest.raises(jsonschema.ValidationError):
+        validate_jobset(jobset)
+
+
+def test_jobset_shape_for_4x8():
+    ms = render_run(*CASES["4x8"]())
+    js = by_kind(ms)["JobSet"]
+    assert js["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and js["metadata"]["name"] == "four-node-abc123"
+    s = js["spec"]
+    assert s["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    assert s["successPolicy"] == {"operator": "All"}
+    assert s["failurePolicy"] == {"maxRestarts": 0}
+    [rj] = s["replicatedJobs"]
+    assert (rj["name"], rj["replicas"]) == ("node", 1)
+    job = rj["template"]["spec"]
+    assert (job["completionMode"], job["completions"], job["parallelism"], job["backoffLimit"]) == ("Indexed", 4, 4, 0)
+    assert job["activeDeadlineSeconds"] == 7200
+    pod = job["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and "subdomain" not in pod  # JobSet's network sets it
+    env = env_of(ms)
+    # Rank 0 by DNS: <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain = the JobSet's name>
+    assert env["MASTER_ADDR"]["value"] == "four-node-abc123-node-0-0.four-node-abc123"
+    assert env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    assert env["LAUNCHER_RESTART_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"
+    assert "LAUNCHER_ATTEMPT" not in env  # the entrypoint adds 1 to the restart count
+    rules = job["podFailurePolicy"]["rules"]
+    assert rules[0] == {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+
+
+def test_jobset_retries_map_onto_its_failure_policy():
+    js = by_kind(render_run(*CASES["kueue"]()))["JobSet"]
+    policy = js["spec"]["failurePolicy"]
+    assert policy["maxRestarts"] == 2
+    # A disruption (the DisruptionTarget podFailurePolicy rule fails the Job, reason PodFailurePolicy)
+    # restarts for free; a user's exit code fails the Job by the other rule, whose message differs.
+    assert policy["rules"] == [{"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
+                                "onJobFailureReasons": ["PodFailurePolicy"],
+                                "onJobFailureMessagePatterns": ["condition DisruptionTarget"]}]
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch-low"
+    assert "suspend" not in js["spec"]  # Kueue's webhook suspends it itself
+
+
+def test_inject_mode_copies_the_runtime_into_the_users_image():
+    ms = render_run(*CASES["1x8"]())
+    pod = pod_spec(ms)
+    [init] = pod["initContainers"]
+    assert init["image"] == f"ghcr.io/launcher-dev/launcher-runtime:{launcher.__version__}"
+    assert init["imagePullPolicy"] == "IfNotPresent"
+    assert init["command"] == ["launcher-runtime-install", "/launcher"]
+    assert init["volumeMounts"] == [{"name": "launcher-runtime", "mountPath": "/launcher"}]
+    assert {"name": "launcher-runtime", "emptyDir": {}} in pod["volumes"]
+    main = pod["containers"][0]
+    assert main["image"] == "ghcr.io/example/trainer:2.0"  # the user's image, unchanged
+    assert main["command"] == ["/launcher/python/bin/python3", "-I", "-m", "launcher.entrypoint"]
+    assert {"name": "launcher-runtime", "mountPath": "/launcher", "readOnly": True} in main["volumeMounts"]
+    env = env_of(ms)
+    assert env["LAUNCHER_RUNTIME"]["value"] == "/launcher"
+    assert env["LAUNCHER_IMAGE"]["value"] == "ghcr.io/example/trainer:2.0"
+    for leak in ("PYTHONHOME", "PYTHONPATH", "LD_LIBRARY_PATH", "PATH"):
+        assert leak not in env
+    custom = PROFILE.model_copy(update={"runtime_image": "registry.local/rt:dev", "runtime_image_pull_policy": "Always"})
+    [init] = pod_spec(render_run(spec(), custom, []))["initContainers"]
+    assert (init["image"], init["imagePullPolicy"]) == ("registry.local/rt:dev", "Always")
+
+
+def test_image_mode_runs_the_launcher_of_the_image():
+    pod = pod_spec(render_run(*CASES["1x8-image"]()))
+    assert "initContainers" not in pod
+    assert pod["containers"][0]["command"] == ["python", "-m", "launcher.entrypoint"]
+    assert all(v["name"] != "launcher-runtime" for v in pod["volumes"])
 
 
 def test_indexed_job_shape_for_4x8():
-    ms = render_run(*CASES["4x8"]())
+    ms = render_run(*CASES["4x8-job"]())
     job = by_kind(ms)["Job"]
     s = job["spec"]
     assert (s["completionMode"], s["completions"], s["parallelism"], s["backoffLimit"]) == ("Indexed", 4, 4, 0)
@@ -62,9 +200,8 @@ def test_indexed_job_shape_for_4x8():
     assert anti["labelSelector"]["matchLabels"] == {"launcher.dev/run": "four-node-abc123"}
     assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
     env = env_of(ms)
-    assert env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == \
-        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
     assert env["MASTER_ADDR"]["value"] == "four-node-abc123-0.four-node-abc123"
+    assert env["LAUNCHER_ATTEMPT"]["value"] == "1"
     assert env["LAUNCHER_NODES"]["value"] == "4" and env["LAUNCHER_GPUS_PER_NODE"]["value"] == "8"
     assert env["LAUNCHER_SPEC"]["value"] == "/mnt/config/spec.json"
     assert env["NCCL_DEBUG"]["value"] == "INFO"
@@ -75,6 +212,58 @@ def test_indexed_job_shape_for_4x8():
     for m in ms:
         assert m["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "launcher"
         assert m["metadata"]["labels"]["launcher.dev/run"] == "four-node-abc123"
+
+
+def test_every_placement_field_reaches_the_pods():
+    ms = render_run(*CASES["placement-gke-spot"]())
+    pod = pod_spec(ms)
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+                                   "node.kubernetes.io/instance-type": "a3-highgpu-8g",
+                                   "cloud.google.com/gke-spot": "true"}
+    assert {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true",
+            "effect": "NoSchedule"} in pod["tolerations"]
+    [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gke-a-1", "gke-a-2"]} in term["matchExpressions"]
+    assert pod["priorityClassName"] == "highest"  # priority_class_kind PriorityClass: the pods' own
+    js = by_kind(ms)["JobSet"]
+    assert "kueue.x-k8s.io/priority-class" not in js["metadata"]["labels"]
+    notes = {"metadata.launcher.dev/team": "nlp", "metadata.launcher.dev/cost-center": "42"}
+    assert js["metadata"]["annotations"] == notes
+    assert job_of(ms)["spec"]["template"]["metadata"]["annotations"] == notes
+
+
+def test_not_preemptible_keeps_pods_off_spot_nodes():
+    pod = pod_spec(render_run(*CASES["off-spot-karpenter"]()))
+    [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]} in term["matchExpressions"]
+    assert "karpenter.sh/capacity-type" not in pod.get("nodeSelector", {})
+    gke = pod_spec(render_run(spec(scheduling={"preemptible": False}), GKE_SPOT_PROFILE, []))
+    [term] = gke["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]}]
+    assert not any(t["key"] == "cloud.google.com/gke-spot" for t in gke.get("tolerations", []))
+
+
+def test_priorities_the_profile_does_not_list_are_errors():
+    for priority in ("lowest", "low", "medium", "high", "highest"):  # mcli's, known to the shipped defaults
+        js = by_kind(render_run(spec(scheduling={"priority": priority}), PROFILE, []))["JobSet"]
+        assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == priority
+    with pytest.raises(InputError, match=r"unknown priority 'urgent' on cluster gpu-cluster "
+                                         r"\(known: lowest, low, medium, high, highest"):
+        render_run(spec(scheduling={"priority": "urgent"}), PROFILE, [])
+    with pytest.raises(InputError, match=r"known: low, high"):
+        render_run(spec(scheduling={"priority": "medium"}), KUEUE_PROFILE, [])
+
+
+def test_fields_the_cluster_cannot_honour_are_named_warnings():
+    warned = plan_run(spec(scheduling={"preemptible": True, "priority": "low"}), PROFILE, []).warnings
+    assert any(w.startswith("scheduling.preemptible: cluster gpu-cluster has no spot scheme") for w in warned)
+    assert any(w.startswith("scheduling.priority: low becomes the Kueue label") for w in warned)
+    assert plan_run(spec(scheduling={"max_retries": 1}), PROFILE, []).warnings == []
+    no_jobset = plan_run(spec(scheduling={"max_retries": 1}), JOB_PROFILE, []).warnings
+    assert no_jobset == [NO_JOBSET_WARNING] and "only while a launcher process observes" in NO_JOBSET_WARNING
+    assert "jobset/releases/download" in NO_JOBSET_WARNING
+    with pytest.raises(InputError, match=r"metadata.bad key: not usable as a Kubernetes annotation name"):
+        render_run(spec(metadata={"bad key": 1}), PROFILE, [])
 
 
 def test_cpu_run_hides_gpus_and_skips_anti_affinity():
@@ -121,22 +310,23 @@ def test_secrets_are_references_never_values():
 
 
 def test_kueue_labels_and_priority():
-    job = by_kind(render_run(*CASES["kueue"]()))["Job"]
+    protected = by_kind(render_run(*CASES["kueue-non-preemptible"]()))["JobSet"]
+    assert protected["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "no-preempt"
+    assert pod_spec(render_run(*CASES["kueue"]()))["nodeSelector"] == {
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    job = by_kind(render_run(*CASES["kueue"]()[:2], [], jobset=False))["Job"]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch-low"
-    assert "suspend" not in job["spec"]  # Kueue's webhook suspends it itself
-    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
-    protected = by_kind(render_run(*CASES["kueue-non-preemptible"]()))["Job"]
-    assert protected["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "no-preempt"
-    plain = by_kind(render_run(*CASES["1x8"]()))["Job"]
+    plain = by_kind(render_run(*CASES["1x8"]()))["JobSet"]
     assert not any(k.startswith("kueue.x-k8s.io/") for k in plain["metadata"]["labels"])
 
 
 def test_object_count_is_constant_in_nodes():
-    for gpus in (8, 64, 512 * 8):
-        ms = render_run(spec(compute={"gpus": gpus, "gpu_type": "h100_80gb"}), PROFILE, [])
-        assert len(ms) == 3
-        assert by_kind(ms)["Job"]["spec"]["completions"] == gpus // 8
+    for profile, count in ((PROFILE, 2), (JOB_PROFILE, 3)):
+        for gpus in (8, 64, 512 * 8):
+            ms = render_run(spec(compute={"gpus": gpus, "gpu_type": "h100_80gb"}), profile, [])
+            assert len(ms) == count
+            assert job_of(ms)["spec"]["completions"] == gpus // 8
 
 
 def test_render_errors():
@@ -144,7 +334,9 @@ def test_render_errors():
         render_run(spec(image=None), PROFILE.model_copy(update={"image": None}), [])
     long = "x" * 59 + "a"
     with pytest.raises(InputError, match="too long for 512 nodes"):
-        render_run(spec(long, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
+        render_run(spec(long, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), JOB_PROFILE, [])
+    with pytest.raises(InputError, match="too long for 512 nodes: pod hostname 'x{53}-node-0-511'"):
+        render_run(spec("x" * 53, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
     with pytest.raises(InputError, match="ConfigMap holds at most"):
         render_run(spec(parameters={"blob": "x" * 600_000}), PROFILE, [])
 

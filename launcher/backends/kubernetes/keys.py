@@ -12,6 +12,13 @@ RECORD_SECRETS = "launcher.dev/secrets"          # JSON [{name, kind, options, k
 RECORD_ATTEMPTS = "launcher.dev/attempts"        # JSON list of finished attempts
 RECORD_FINAL = "launcher.dev/final"              # JSON {status, reason, at}: ended by the launcher
 RECORD_RESTART = "launcher.dev/restart"          # the attempt being started by a retry
+RECORD_FORM = "launcher.dev/form"                # JobSet or Job: what runs the attempts
+
+METADATA_PREFIX = "metadata.launcher.dev"      # the spec's metadata keys, as annotations
+
+# Set by the JobSet controller on child Jobs and pods: the JobSet's restart count (0, 1, ...).
+JOBSET_RESTART = "jobset.sigs.k8s.io/restart-attempt"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"

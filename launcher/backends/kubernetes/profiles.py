@@ -15,8 +15,15 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         gpu_types:                        # added to, or replacing, the shipped entries
           h100_80gb: {node_selector: {cloud.google.com/gke-accelerator: nvidia-h100-80gb}, gpus_per_node: 8}
         queue: team-a                     # Kueue LocalQueue (kueue.x-k8s.io/queue-name)
-        priority_classes: {low: low, high: high}   # scheduling.priority -> Kueue priority class
+        priority_classes: {low: low, high: high}   # scheduling.priority -> class name (default: mcli's five)
+        priority_class_kind: WorkloadPriorityClass  # or PriorityClass (the pods' priorityClassName)
         non_preemptible_priority_class: protected  # used when scheduling.preemptible is false
+        jobset: true                      # the cluster serves JobSet (detected by `cluster add`)
+        entrypoint_mode: inject           # inject (any image) | image (the image has the launcher)
+        runtime_image: ghcr.io/launcher-dev/launcher-runtime:0.1.0
+        runtime_image_pull_policy: IfNotPresent
+        instance_label: node.kubernetes.io/instance-type   # compute.instance selects on it
+        spot: gke                         # gke | karpenter | generic | {label, value, taint}
 
 `resolve_placement` turns a spec's compute section into nodes x GPUs on one
 gpu_type, or a clear error.
@@ -29,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from launcher import __version__
 from launcher.errors import InputError
 
 if TYPE_CHECKING:
@@ -95,6 +103,35 @@ def shipped_gpu_types(scheme: str = "gfd") -> dict[str, GpuType]:
     return out
 
 
+# The runtime image that inject mode copies into every pod (images/runtime/Dockerfile),
+# pinned to this package's version so the entrypoint matches the launcher that rendered it.
+RUNTIME_IMAGE = f"ghcr.io/launcher-dev/launcher-runtime:{__version__}"
+# mcli's documented priorities; the shipped profile maps each to a class of the same name.
+MCLI_PRIORITIES = ("lowest", "low", "medium", "high", "highest")
+INSTANCE_LABEL = "node.kubernetes.io/instance-type"
+
+
+class SpotScheme(BaseModel):
+    """How a cluster marks spot (preemptible) nodes: a node label with a value, and
+    optionally a taint on that key that spot pods must tolerate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    value: str
+    taint: bool = False
+
+
+SPOT_SCHEMES = {
+    # GKE labels spot nodes cloud.google.com/gke-spot=true; spot node pools are often tainted so.
+    "gke": SpotScheme(label="cloud.google.com/gke-spot", value="true", taint=True),
+    # Karpenter: karpenter.sh/capacity-type is spot or on-demand; no taint by default.
+    "karpenter": SpotScheme(label="karpenter.sh/capacity-type", value="spot"),
+    # Clusters without a provider scheme: the common lifecycle label, tainted likewise.
+    "generic": SpotScheme(label="node.kubernetes.io/lifecycle", value="spot", taint=True),
+}
+
+
 class ClusterProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -109,8 +146,17 @@ class ClusterProfile(BaseModel):
     default_gpu_type: str | None = None
     gpu_types: dict[str, GpuType] = Field(default_factory=dict)
     queue: str | None = None
-    priority_classes: dict[str, str] = Field(default_factory=dict)
+    priority_classes: dict[str, str] = Field(default_factory=lambda: {p: p for p in MCLI_PRIORITIES})
+    priority_class_kind: Literal["WorkloadPriorityClass", "PriorityClass"] = "WorkloadPriorityClass"
     non_preemptible_priority_class: str | None = None
+    jobset: bool = True
+    """Whether the cluster serves jobset.x-k8s.io/v1alpha2; `cluster add` detects it and
+    submit checks again. The shipped default renders the JobSet form."""
+    entrypoint_mode: Literal["inject", "image"] = "inject"
+    runtime_image: str = RUNTIME_IMAGE
+    runtime_image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    instance_label: str = INSTANCE_LABEL
+    spot: Literal["gke", "karpenter", "generic"] | SpotScheme | None = None
     master_port: int = Field(default=29500, ge=1, le=65535)
     shm_size: str | None = None
     """sizeLimit of the /dev/shm memory volume; None leaves it to the node."""
@@ -126,6 +172,9 @@ class ClusterProfile(BaseModel):
         table = shipped_gpu_types(self.gpu_labels)
         table.update(self.gpu_types)
         return table
+
+    def spot_scheme(self) -> SpotScheme | None:
+        return SPOT_SCHEMES[self.spot] if isinstance(self.spot, str) else self.spot
 
     @property
     def where(self) -> str:

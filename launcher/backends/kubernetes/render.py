@@ -1,23 +1,36 @@
 """What a run becomes on Kubernetes: a pure function from spec + profile to manifests.
 
+Where the cluster serves JobSet (jobset.x-k8s.io/v1alpha2), two objects:
+
     ConfigMap <run>   spec.json, parameters.yaml and run_config.yaml, mounted at /mnt/config;
                       also the run's durable record (annotations, see backend.py)
-    Service   <run>   headless, publishNotReadyAddresses, selecting the run's pods
-    Job       <run>   Indexed, completions = parallelism = nodes, backoffLimit 0
+    JobSet    <run>   one replicated job "node" of one Indexed Job, completions = parallelism
+                      = nodes, backoffLimit 0; the JobSet controller restarts the whole group
+                      (failurePolicy), and its headless Service <run> (network) gives rank 0
+                      the name <run>-node-0-0.<run>
 
-Three objects, whatever the number of nodes. Secrets are referenced by name only
-(secretKeyRef, a Secret volume, imagePullSecrets): no value reaches a manifest.
-The backend adds owner references (Service and ConfigMap -> Job) once the Job has a uid.
+Without JobSet, three: the ConfigMap, a headless Service <run> (publishNotReadyAddresses)
+and the Indexed Job <run>, whose retries a launcher process performs when it looks.
+Either way the count does not depend on the number of nodes. Secrets are referenced by
+name only (secretKeyRef, a Secret volume, imagePullSecrets): no value reaches a manifest.
+
+The entrypoint: in `inject` mode (the default) an init container from the runtime image
+copies a self-contained Python with the launcher into the emptyDir /launcher, and the
+user's image runs /launcher/python/bin/python3 -I -m launcher.entrypoint, which runs the
+command with the image's own bash, python and pip. In `image` mode the image already
+has the launcher: `python -m launcher.entrypoint`.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from launcher.backends.base import Plan
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.profiles import ClusterProfile, Placement, load_profile, resolve_placement
 from launcher.entrypoint import contract
@@ -29,12 +42,35 @@ if TYPE_CHECKING:
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
 
-ENTRYPOINT = ["python", "-m", "launcher.entrypoint"]
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+REPLICATED_JOB = "node"
+IMAGE_ENTRYPOINT = ["python", "-m", "launcher.entrypoint"]
+RUNTIME_VOLUME = "launcher-runtime"
+RUNTIME_MOUNT = "/launcher"
+# -I: our interpreter ignores PYTHON* variables and the user's site; nothing of it leaks to the command.
+INJECTED_ENTRYPOINT = [f"{RUNTIME_MOUNT}/python/bin/python3", "-I", "-m", "launcher.entrypoint"]
+# On the runtime image's PATH (images/runtime/Dockerfile): copies the runtime into the volume.
+RUNTIME_INSTALL = ["launcher-runtime-install", RUNTIME_MOUNT]
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# What the Job controller writes when the DisruptionTarget podFailurePolicy rule fails a Job:
+# "Pod <ns>/<pod> has condition DisruptionTarget matching FailJob rule at index 0".
+DISRUPTION_MESSAGE = "condition DisruptionTarget"
 TERMINATION_GRACE_SECONDS = 45
 CONFIGMAP_LIMIT = 1_000_000  # the API server refuses ConfigMaps over 1 MiB
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # Exit codes that mean "the user's program failed": everything but success.
 USER_EXIT_RULE = {"containerName": keys.CONTAINER, "operator": "NotIn", "values": [0]}
+
+
+@dataclass
+class Rendered:
+    """The manifests of a run, and the named warnings about fields the cluster cannot
+    fully honour; `jobset` says which form."""
+
+    manifests: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+    jobset: bool = True
 
 
 def parameters_text(spec: RunSpec) -> str:
@@ -57,22 +93,25 @@ def run_labels(name: str) -> dict[str, str]:
     return {keys.MANAGED_BY: keys.MANAGER, keys.RUN: name}
 
 
-def master_addr(name: str) -> str:
-    # The Indexed Job names rank 0's hostname <job>-0; the Service <run> is its subdomain.
-    return f"{name}-0.{name}"
+def master_addr(name: str, *, jobset: bool) -> str:
+    """Rank 0's DNS name under the run's headless Service <run>. An Indexed Job names its
+    pods' hostnames <job>-<index>; JobSet <jobset>-<replicatedJob>-<jobIndex>-<podIndex>."""
+    return f"{name}-{REPLICATED_JOB}-0-0.{name}" if jobset else f"{name}-0.{name}"
 
 
 def _as_cluster_profile(profile: Profile | ClusterProfile) -> ClusterProfile:
     return profile if isinstance(profile, ClusterProfile) else load_profile(profile)
 
 
-def render_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Secret], *,
-               attempt: int = 1) -> list[dict[str, Any]]:
-    """The manifests of a run: [ConfigMap, Service, Job]. Pure: no I/O, no secret value read."""
+def plan_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Secret], *,
+             jobset: bool | None = None) -> Rendered:
+    """The manifests of a run and the warnings about it. Pure: no I/O, no secret value read.
+    `jobset` None takes the profile's setting (what `cluster add` detected)."""
     cp = _as_cluster_profile(profile)
+    use_jobset = cp.jobset if jobset is None else jobset
     placement = resolve_placement(spec, cp)
     name = spec.name
-    last_host = f"{name}-{placement.nodes - 1}"
+    last_host = f"{name}-{REPLICATED_JOB}-0-{placement.nodes - 1}" if use_jobset else f"{name}-{placement.nodes - 1}"
     if len(last_host) > 63:
         raise InputError(f"name: the run name {name!r} is too long for {placement.nodes} nodes: "
                          f"pod hostname {last_host!r} exceeds 63 characters")
@@ -80,8 +119,32 @@ def render_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[S
     compute = spec.compute.model_copy(update={"nodes": placement.nodes, "gpus": placement.gpus,
                                                "gpu_type": placement.gpu_type_name})
     spec = spec.model_copy(update={"compute": compute})
-    return [render_configmap(spec, cp, secrets), render_service(spec, cp),
-            render_job(spec, cp, secrets, placement, attempt=attempt)]
+    configmap = render_configmap(spec, cp, secrets)
+    configmap["metadata"]["annotations"][keys.RECORD_FORM] = "JobSet" if use_jobset else "Job"
+    if use_jobset:
+        manifests = [configmap, render_jobset(spec, cp, secrets, placement)]
+    else:
+        manifests = [configmap, render_service(spec, cp), render_job(spec, cp, secrets, placement)]
+    return Rendered(manifests, plan_warnings(spec, cp, jobset=use_jobset), use_jobset)
+
+
+def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None) -> Plan:
+    """`run --dry-run`: the manifests as a List, from the profile alone. Secrets live in the
+    cluster, so with `secrets` None they are not read and the note says which the run would use."""
+    notes = []
+    if secrets is None:
+        which = ", ".join(spec.secrets) if spec.secrets is not None else "every secret the launcher stored there"
+        notes.append(f"secrets: a dry-run does not contact cluster {profile.name}, so the manifests leave out "
+                     f"the secrets the run would use ({which or 'none'}, in {profile.where})")
+        secrets = []
+    rendered = plan_run(spec, profile, secrets)
+    return Plan({"apiVersion": "v1", "kind": "List", "items": rendered.manifests}, rendered.warnings, notes)
+
+
+def render_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Secret], *,
+               jobset: bool | None = None) -> list[dict[str, Any]]:
+    """The manifests of a run: [ConfigMap, JobSet], or [ConfigMap, Service, Job] without JobSet."""
+    return plan_run(spec, profile, secrets, jobset=jobset).manifests
 
 
 def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret]) -> dict[str, Any]:
@@ -183,52 +246,148 @@ def _resources(spec: RunSpec, placement: Placement) -> dict[str, Any]:
     return out
 
 
-def _affinity(name: str, placement: Placement) -> dict[str, Any]:
+def _node_affinity_terms(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> list[dict[str, Any]]:
+    """Required node affinity expressions, ANDed: the gpu_type's labels, compute.node_names,
+    and keeping off spot nodes when scheduling.preemptible is false."""
+    exprs = [{"key": k, "operator": "In", "values": list(v)} for k, v in sorted(placement.gpu_type.node_affinity.items())]
+    if spec.compute.node_names:
+        exprs.append({"key": HOSTNAME_LABEL, "operator": "In", "values": list(spec.compute.node_names)})
+    scheme = profile.spot_scheme()
+    if spec.scheduling.preemptible is False and scheme:
+        # NotIn also matches nodes without the label: every node that is not spot.
+        exprs.append({"key": scheme.label, "operator": "NotIn", "values": [scheme.value]})
+    return exprs
+
+
+def _affinity(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if placement.gpu_type.node_affinity:
-        exprs = [{"key": k, "operator": "In", "values": list(v)} for k, v in sorted(placement.gpu_type.node_affinity.items())]
+    exprs = _node_affinity_terms(spec, profile, placement)
+    if exprs:
         out["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": exprs}]}}
     if placement.nodes > 1:
         # One rank per node: two ranks on one node would fight over its GPUs.
         out["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {keys.RUN: name}},
-            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {keys.RUN: spec.name}},
+            "topologyKey": HOSTNAME_LABEL,
         }]}
     return out
 
 
-def _tolerations(placement: Placement) -> list[dict[str, Any]]:
+def _node_selector(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> dict[str, str]:
+    out = dict(placement.gpu_type.node_selector)
+    if spec.compute.instance:
+        out[profile.instance_label] = _label_value(spec.compute.instance, "compute.instance")
+    scheme = profile.spot_scheme()
+    if spec.scheduling.preemptible and scheme:
+        out[scheme.label] = scheme.value
+    return out
+
+
+def _tolerations(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> list[dict[str, Any]]:
     out = list(placement.gpu_type.tolerations)
     if placement.gpus_per_node:
         for effect in ("NoSchedule", "NoExecute"):
             out.append({"key": placement.gpu_type.resource, "operator": "Exists", "effect": effect})
+    scheme = profile.spot_scheme()
+    if spec.scheduling.preemptible and scheme and scheme.taint:
+        out.append({"key": scheme.label, "operator": "Equal", "value": scheme.value, "effect": "NoSchedule"})
     return out
+
+
+def priority_class(spec: RunSpec, profile: ClusterProfile) -> str | None:
+    """The class scheduling.priority names on this cluster; an unknown priority is an error."""
+    s = spec.scheduling
+    if s.preemptible is False and profile.non_preemptible_priority_class:
+        return profile.non_preemptible_priority_class
+    if not s.priority:
+        return None
+    if s.priority not in profile.priority_classes:
+        known = ", ".join(profile.priority_classes) or "none"
+        raise InputError(f"scheduling.priority: unknown priority {s.priority!r} on cluster {profile.name} "
+                         f"(known: {known}; map more under clusters.{profile.name}.priority_classes)")
+    return profile.priority_classes[s.priority]
 
 
 def kueue_labels(spec: RunSpec, profile: ClusterProfile) -> dict[str, str]:
     out: dict[str, str] = {}
     if profile.queue:
         out[keys.KUEUE_QUEUE] = _label_value(profile.queue, f"clusters.{profile.name}.queue")
-    s = spec.scheduling
-    priority = None
-    if s.preemptible is False and profile.non_preemptible_priority_class:
-        priority = profile.non_preemptible_priority_class
-    elif s.priority:
-        priority = profile.priority_classes.get(s.priority, s.priority)
-    if priority:
+    priority = priority_class(spec, profile)
+    if priority and profile.priority_class_kind == "WorkloadPriorityClass":
         out[keys.KUEUE_PRIORITY] = _label_value(priority, "scheduling.priority")
     return out
 
 
-def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *,
-               attempt: int = 1) -> dict[str, Any]:
+def metadata_annotations(spec: RunSpec) -> dict[str, str]:
+    """The spec's metadata keys as annotations under our prefix; values as text (JSON if not a string)."""
+    out: dict[str, str] = {}
+    for key, value in spec.metadata.items():
+        name = str(key)
+        if len(name) > 63 or not ANNOTATION_NAME.match(name):
+            raise InputError(f"metadata.{name}: not usable as a Kubernetes annotation name "
+                             "(at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)")
+        out[f"{keys.METADATA_PREFIX}/{name}"] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return out
+
+
+def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> list[str]:
+    """Fields this cluster cannot fully honour, named: shown at dry-run and submit, never dropped in silence."""
+    out: list[str] = []
+    s = spec.scheduling
+    if s.preemptible is not None and profile.spot_scheme() is None and not (
+            s.preemptible is False and profile.non_preemptible_priority_class):
+        out.append(f"scheduling.preemptible: cluster {profile.name} has no spot scheme "
+                   f"(set clusters.{profile.name}.spot to gke, karpenter or generic): the pods may land on any node")
+    if s.priority and profile.priority_class_kind == "WorkloadPriorityClass" and not profile.queue:
+        out.append(f"scheduling.priority: {s.priority} becomes the Kueue label {keys.KUEUE_PRIORITY}, which only "
+                   f"Kueue reads, and cluster {profile.name} names no queue (set clusters.{profile.name}.queue, "
+                   "or priority_class_kind: PriorityClass)")
+    if not jobset and (s.max_retries or s.retry_on_system_failure):
+        out.append(NO_JOBSET_WARNING)
+    return out
+
+
+NO_JOBSET_WARNING = (
+    "scheduling.max_retries: this cluster has no JobSet (jobset.x-k8s.io/v1alpha2), so a failed attempt is "
+    "restarted only while a launcher process observes the run (get, logs, watch, describe). Install JobSet "
+    "for restarts inside the cluster: kubectl apply --server-side -f "
+    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml")
+
+
+def _entrypoint(profile: ClusterProfile, image: str) -> tuple[list[str], list[dict], list[dict], list[dict], list[dict]]:
+    """command, initContainers, extra volumes, extra mounts, extra env of the main container."""
+    if profile.entrypoint_mode == "image":
+        return list(IMAGE_ENTRYPOINT), [], [], [], []
+    mount = {"name": RUNTIME_VOLUME, "mountPath": RUNTIME_MOUNT}
+    init = {
+        "name": RUNTIME_VOLUME,
+        "image": profile.runtime_image,
+        "imagePullPolicy": profile.runtime_image_pull_policy,
+        "command": list(RUNTIME_INSTALL),
+        "volumeMounts": [mount],
+    }
+    env = [{"name": contract.RUNTIME, "value": RUNTIME_MOUNT}, {"name": contract.IMAGE, "value": image}]
+    return (list(INJECTED_ENTRYPOINT), [init], [{"name": RUNTIME_VOLUME, "emptyDir": {}}],
+            [{**mount, "readOnly": True}], env)
+
+
+def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *,
+                 jobset: bool, attempt: int = 1) -> dict[str, Any]:
+    """The pod template both forms share. The Job form numbers attempts itself (a label and
+    LAUNCHER_ATTEMPT); under JobSet the restart-attempt label says it, read by the downward API."""
     name = spec.name
     image = spec.image or profile.image
     if not image:
         raise InputError(f"image: a Kubernetes run needs an image; set image in the spec, "
                          f"or image in the profile of cluster {profile.name}")
     s_env, s_volumes, s_mounts, pulls, mask_env, mask_files = _secret_parts(secrets)
+    command, init, r_volumes, r_mounts, r_env = _entrypoint(profile, image)
+    if jobset:
+        attempt_env = {"name": contract.RESTART_ATTEMPT, "valueFrom": {"fieldRef": {
+            "fieldPath": f"metadata.labels['{keys.JOBSET_RESTART}']"}}}
+    else:
+        attempt_env = {"name": contract.ATTEMPT, "value": str(attempt)}
     env: list[dict[str, Any]] = [
         {"name": contract.SPEC, "value": f"{keys.CONFIG_MOUNT}/{keys.SPEC_FILE}"},
         {"name": contract.BACKEND, "value": "kubernetes"},
@@ -237,9 +396,10 @@ def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], pl
             "fieldPath": f"metadata.annotations['{keys.COMPLETION_INDEX}']"}}},
         {"name": contract.NODES, "value": str(placement.nodes)},
         {"name": contract.GPUS_PER_NODE, "value": str(placement.gpus_per_node)},
-        {"name": "MASTER_ADDR", "value": master_addr(name)},
+        {"name": "MASTER_ADDR", "value": master_addr(name, jobset=jobset)},
         {"name": "MASTER_PORT", "value": str(profile.master_port)},
-        {"name": "LAUNCHER_ATTEMPT", "value": str(attempt)},
+        attempt_env,
+        *r_env,
     ]
     taken = {e["name"] for e in env} | {e["name"] for e in s_env}
     env += [{"name": k, "value": v} for k, v in spec.env_for_run(name).items() if k not in taken]
@@ -255,11 +415,12 @@ def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], pl
     container: dict[str, Any] = {
         "name": keys.CONTAINER,
         "image": image,
-        "command": list(ENTRYPOINT),
+        "command": command,
         "env": env,
         "volumeMounts": [
             {"name": "config", "mountPath": keys.CONFIG_MOUNT, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
+            *r_mounts,
             *s_mounts,
         ],
     }
@@ -268,61 +429,122 @@ def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], pl
         container["resources"] = resources
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "subdomain": name,
         # Longer than the entrypoint's LAUNCHER_GRACE_SECONDS (30): it can pass SIGTERM on and reap.
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "enableServiceLinks": False,
-        "containers": [container],
-        "volumes": [
-            {"name": "config", "configMap": {"name": name}},
-            {"name": "dshm", "emptyDir": shm},
-            *s_volumes,
-        ],
     }
+    if not jobset:
+        pod_spec["subdomain"] = name  # JobSet sets subdomain and hostnames itself (network)
+    if init:
+        pod_spec["initContainers"] = init
+    pod_spec["containers"] = [container]
+    pod_spec["volumes"] = [
+        {"name": "config", "configMap": {"name": name}},
+        {"name": "dshm", "emptyDir": shm},
+        *r_volumes,
+        *s_volumes,
+    ]
     if profile.service_account:
         pod_spec["serviceAccountName"] = profile.service_account
-    if placement.gpu_type.node_selector:
-        pod_spec["nodeSelector"] = dict(placement.gpu_type.node_selector)
-    affinity = _affinity(name, placement)
+    selector = _node_selector(spec, profile, placement)
+    if selector:
+        pod_spec["nodeSelector"] = selector
+    affinity = _affinity(spec, profile, placement)
     if affinity:
         pod_spec["affinity"] = affinity
-    tolerations = _tolerations(placement)
+    tolerations = _tolerations(spec, profile, placement)
     if tolerations:
         pod_spec["tolerations"] = tolerations
     if pulls:
         pod_spec["imagePullSecrets"] = pulls
+    priority = priority_class(spec, profile)
+    if priority and profile.priority_class_kind == "PriorityClass":
+        pod_spec["priorityClassName"] = priority
+    labels = run_labels(name) if jobset else {**run_labels(name), keys.ATTEMPT: str(attempt)}
+    meta: dict[str, Any] = {"labels": labels}
+    notes = metadata_annotations(spec)
+    if notes:
+        meta["annotations"] = notes
+    return {"metadata": meta, "spec": pod_spec}
 
+
+def _job_spec(spec: RunSpec, template: dict[str, Any], placement: Placement) -> dict[str, Any]:
     job_spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": placement.nodes,
         "parallelism": placement.nodes,
-        # A static rendezvous cannot take a replacement rank: the launcher restarts the group.
+        # A static rendezvous cannot take a replacement rank: the whole group restarts.
         "backoffLimit": 0,
         "podFailurePolicy": {"rules": [
-            # Preemption or a node drain: a system failure (the launcher may retry it for free).
+            # Preemption or a node drain: a system failure (free with retry_on_system_failure).
             {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            # The user's program failed: its exit code lands in the Job's failure message.
             {"action": "FailJob", "onExitCodes": dict(USER_EXIT_RULE)},
         ]},
-        "template": {
-            "metadata": {"labels": {**run_labels(name), keys.ATTEMPT: str(attempt)}},
-            "spec": pod_spec,
-        },
+        "template": template,
     }
     if spec.scheduling.max_duration:
         job_spec["activeDeadlineSeconds"] = max(1, int(spec.scheduling.max_duration * 3600))
+    return job_spec
+
+
+def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *,
+               attempt: int = 1) -> dict[str, Any]:
+    template = pod_template(spec, profile, secrets, placement, jobset=False, attempt=attempt)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": name,
+            "name": spec.name,
             "namespace": profile.namespace,
-            "labels": {**run_labels(name), **kueue_labels(spec, profile)},
-            "annotations": {keys.ATTEMPT: str(attempt)},
+            "labels": {**run_labels(spec.name), **kueue_labels(spec, profile)},
+            "annotations": {**metadata_annotations(spec), keys.ATTEMPT: str(attempt)},
         },
-        "spec": job_spec,
+        "spec": _job_spec(spec, template, placement),
     }
 
 
-def owner_reference(job: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
-            "uid": job["metadata"]["uid"], "controller": False}
+def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement) -> dict[str, Any]:
+    """One replicated job of one Indexed Job: the JobSet controller restarts the whole group
+    on a failure, with no launcher watching. max_retries is maxRestarts; with
+    retry_on_system_failure a disruption restarts without counting."""
+    template = pod_template(spec, profile, secrets, placement, jobset=True)
+    s = spec.scheduling
+    failure: dict[str, Any] = {"maxRestarts": s.max_retries}
+    if s.retry_on_system_failure:
+        failure["rules"] = [{
+            "name": "disruption",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+            # Both podFailurePolicy rules fail the Job with reason PodFailurePolicy; only the
+            # DisruptionTarget rule's message names the condition, so user exit codes still count.
+            "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE],
+        }]
+    meta: dict[str, Any] = {"name": spec.name, "namespace": profile.namespace,
+                            "labels": {**run_labels(spec.name), **kueue_labels(spec, profile)}}
+    if spec.metadata:
+        meta["annotations"] = metadata_annotations(spec)
+    return {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": meta,
+        "spec": {
+            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+            "successPolicy": {"operator": "All"},
+            "failurePolicy": failure,
+            "replicatedJobs": [{
+                "name": REPLICATED_JOB,
+                "replicas": 1,
+                "template": {
+                    "metadata": {"labels": run_labels(spec.name)},
+                    "spec": _job_spec(spec, template, placement),
+                },
+            }],
+        },
+    }
+
+
+def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
+    """A reference to the run's Job or JobSet, so deleting it deletes the run's other objects."""
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": False}
