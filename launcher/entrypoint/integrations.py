@@ -13,10 +13,9 @@ tells the failure in full, and a retry of the run tries again.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from launcher.entrypoint import contract
+from launcher.entrypoint import contract, runtime
 from launcher.entrypoint import log as out
 from launcher.entrypoint.git import clone, url_password
 from launcher.entrypoint.locks import file_lock
@@ -120,7 +119,8 @@ def run_integrations(spec, workdir: Path, env: dict[str, str]) -> int:
 
 
 def _run(spec, workdir: Path, env: dict[str, str], venv: Path | None) -> None:
-    python: Path | str = sys.executable
+    # pip runs under the image's python when the runtime is injected, ours otherwise.
+    python: Path | str = runtime.pip_python(env) if needs_pip(spec) else ""
     if venv is not None:
         try:
             python = ensure_venv(venv, env)

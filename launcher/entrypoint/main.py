@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from launcher.entrypoint import contract, supervise
+from launcher.entrypoint import contract, runtime, supervise
 from launcher.entrypoint.log import log, set_masker
 from launcher.entrypoint.ranks import rank_env
 from launcher.entrypoint.venv import use_current_environment
@@ -92,6 +92,10 @@ def _main(timing: dict[str, float]) -> int:
     set_masker(supervise.masker_from_env(env))
     workdir = Path(env.get(contract.WORKDIR) or os.getcwd())
     log(f"run {spec.name}: spec {spec_path}, working directory {workdir}")
+    if runtime.injected(env):
+        code = runtime.prepare(env)
+        if code:
+            return code
     if env.get(contract.BACKEND) == contract.LOCAL:
         image = f"; image {spec.image} is not used" if spec.image else ""
         log(f"note: the local backend runs with the current Python environment ({sys.executable}){image}")

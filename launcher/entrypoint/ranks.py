@@ -46,7 +46,12 @@ def rank_env(spec, env: dict[str, str]) -> dict[str, str]:
     master_port = _int(env, "MASTER_PORT", 29500)
     if not 0 < master_port < 65536:
         raise ValueError(f"MASTER_PORT must be a TCP port, got {master_port}")
+    out: dict[str, str] = {}
+    restarts = _int(env, contract.RESTART_ATTEMPT)
+    if restarts is not None:  # JobSet counts restarts from 0; our attempts count from 1
+        out[contract.ATTEMPT] = str(restarts + 1)
     return {
+        **out,
         "NODE_RANK": str(node_rank),
         "WORLD_SIZE": str(nodes * local_world),
         "LOCAL_WORLD_SIZE": str(local_world),

@@ -1,0 +1,181 @@
+"""Inject mode without a container runtime: the runtime assembled as images/runtime/Dockerfile
+assembles it (`python -m launcher.entrypoint.bundle build`), with a virtualenv of this
+interpreter in place of python-build-standalone; copied into a "pod volume" by the init
+container's own command; then the entrypoint run under `env -i` with a PATH that holds only
+a directory standing in for the user's image: bash, git and the image's own python3 (a shim
+over an environment that has no launcher)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from launcher.entrypoint import contract
+from tests.entrypoint.conftest import commit_file, git
+
+IMAGE = "mosaicml/pytorch:2.1.2_cu121-python3.10-ubuntu20.04"
+SECRET = "hf_Inj3ctedS3cretValue"
+
+
+@dataclass
+class Runtime:
+    out: Path       # what the image holds: bin/launcher-runtime-install and runtime/
+    volume: Path    # the pod's /launcher after the init container ran
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+    base = tmp_path_factory.mktemp("runtime")
+    home = base / "python-home"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
+    out = base / "image"
+    done = subprocess.run([sys.executable, "-m", "launcher.entrypoint.bundle", "build", "--python", str(home),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "runtime assembled" in done.stdout
+    volume = base / "pod" / "launcher"
+    # The init container's command, in an environment as bare as the runtime image's.
+    done = subprocess.run(["/usr/bin/env", "-i", f"PATH={out / 'bin'}", "launcher-runtime-install", str(volume)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return Runtime(out, volume)
+
+
+def _wheel(path: Path) -> None:
+    """A one-module wheel, so pip_install installs it with no index and no build backend."""
+    files = {"tinypkg.py": b"HELLO = 'from the cloned repo'\n",
+             "tinypkg-0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n",
+             "tinypkg-0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append("tinypkg-0.1.dist-info/RECORD,,")
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("tinypkg-0.1.dist-info/RECORD", "\n".join(record) + "\n")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("llm-foundry")
+    work = base / "work"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    _wheel(work / "tinypkg-0.1-py3-none-any.whl")
+    git("add", "tinypkg-0.1-py3-none-any.whl", cwd=work)
+    commit_file(work, "train.py", "import sys, tinypkg\nprint('train.py says', tinypkg.HELLO, sys.argv[1:])\n", "train")
+    bare = base / "llm-foundry.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    return bare
+
+
+def make_image(root: Path, *, with_bash: bool = True) -> Path:
+    """A directory standing in for the user's image: its bin/ is the whole PATH."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(parents=True)
+    venv = root / "venv"
+    # The image's Python: pip and setuptools of the base interpreter, and no launcher.
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    shim = bin_dir / "python3"
+    shim.write_text(f'#!/bin/sh\nexport IMAGE_PYTHON_SHIM=1\nexec {venv}/bin/python3 "$@"\n')
+    shim.chmod(0o755)
+    (bin_dir / "git").symlink_to("/usr/bin/git")
+    if with_bash:
+        (bin_dir / "bash").symlink_to("/bin/bash")
+    return bin_dir
+
+
+def entrypoint(rt: Runtime, image_bin: Path, spec: dict, tmp: Path, **extra: str) -> subprocess.CompletedProcess:
+    config = tmp / "config"
+    config.mkdir()
+    (config / "spec.json").write_text(json.dumps(spec))
+    work = tmp / "work"
+    work.mkdir()
+    env = {
+        "PATH": str(image_bin), "HOME": str(work), "LANG": "C.UTF-8",
+        contract.SPEC: str(config / "spec.json"), contract.BACKEND: "kubernetes",
+        contract.CONFIG_DIR: str(config), contract.WORKDIR: str(work),
+        "NODE_RANK": "0", contract.NODES: "2", contract.GPUS_PER_NODE: "0",
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+        contract.RESTART_ATTEMPT: "1", contract.RUNTIME: str(rt.volume), contract.IMAGE: IMAGE,
+        "HF_TOKEN": SECRET, contract.MASK_ENV: "HF_TOKEN",
+        "GIT_CONFIG_NOSYSTEM": "1", "LD_LIBRARY_PATH": "/opt/image/lib",
+        **extra,
+    }
+    argv = ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()),
+            str(rt.volume / "python" / "bin" / "python3"), "-I", "-m", "launcher.entrypoint"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+REPORT = (
+    "import json, os, sys; import tinypkg;\n"
+    "try:\n  import launcher; has = True\nexcept ImportError:\n  has = False\n"
+    "print('REPORT ' + json.dumps({'prefix': sys.prefix, 'shim': os.environ.get('IMAGE_PYTHON_SHIM'),"
+    " 'has_launcher': has, 'tinypkg': tinypkg.HELLO, 'params': open(os.environ['PARAMETERS']).read(),"
+    " 'env': {k: os.environ.get(k) for k in ('PATH', 'PYTHONHOME', 'PYTHONPATH', 'LD_LIBRARY_PATH', 'NODE_RANK',"
+    " 'WORLD_SIZE', 'LAUNCHER_ATTEMPT', 'RUN_NAME')}}))"
+)
+
+
+def test_the_injected_entrypoint_runs_an_mcli_spec_in_the_images_environment(runtime, repo, tmp_path):
+    image_bin = make_image(tmp_path / "image")
+    spec = {
+        "name": "llm-foundry-abc123", "image": IMAGE,
+        "integrations": [{"integration_type": "git_repo", "git_repo": f"file://{repo}", "path": "llm-foundry",
+                          "pip_install": "--no-index tinypkg-0.1-py3-none-any.whl"}],
+        "parameters": {"max_seq_len": 128, "_hidden": 1},
+        "command": f"cd llm-foundry && python3 train.py --seed 7 && echo token=$HF_TOKEN && python3 -c \"{REPORT}\"",
+    }
+    r = entrypoint(runtime, image_bin, spec, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "integration 1/1: git_repo" in out
+    assert "train.py says from the cloned repo ['--seed', '7']" in out
+    assert SECRET not in out and "token=" in out  # masked
+    report = json.loads(next(line for line in out.splitlines() if line.startswith("REPORT "))[7:])
+    # The command's python3 is the image's own: its prefix, its shim, no launcher importable.
+    assert report["prefix"] == str(tmp_path / "image" / "venv")
+    assert report["shim"] == "1" and report["has_launcher"] is False
+    assert report["tinypkg"] == "from the cloned repo"  # pip_install ran the image's pip
+    assert yaml.safe_load(report["params"]) == {"max_seq_len": 128}
+    env = report["env"]
+    assert env["PATH"] == str(image_bin)  # nothing of ours on it
+    assert env["PYTHONHOME"] is None and env["PYTHONPATH"] is None
+    assert env["LD_LIBRARY_PATH"] == "/opt/image/lib"
+    assert (env["NODE_RANK"], env["WORLD_SIZE"], env["RUN_NAME"]) == ("0", "2", "llm-foundry-abc123")
+    assert env["LAUNCHER_ATTEMPT"] == "2"  # JobSet restart 1 is our attempt 2
+    assert f"in image {IMAGE}" in out
+
+
+def test_an_image_without_bash_fails_at_once_naming_it(runtime, tmp_path):
+    image_bin = make_image(tmp_path / "image", with_bash=False)
+    r = entrypoint(runtime, image_bin, {"name": "x", "image": "alpine:3.20", "command": "echo never"}, tmp_path,
+                   **{contract.IMAGE: "alpine:3.20"})
+    assert r.returncode == contract.EXIT_SETUP
+    assert f"error: image alpine:3.20 has no bash on its PATH ({image_bin})" in r.stdout
+    assert "never" not in r.stdout.replace("echo never", "")
+
+
+def test_the_runtime_holds_only_what_the_entrypoint_needs(runtime):
+    python = runtime.volume / "python" / "bin" / "python3"
+    probe = "import sys, json, launcher.entrypoint.main, launcher.spec.models; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(["/usr/bin/env", "-i", str(python), "-I", "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    top = {m.split(".")[0] for m in json.loads(done.stdout)}
+    assert {"pydantic", "yaml", "launcher"} <= top
+    assert not top & {"torch", "kubernetes", "click", "rich", "numpy", "composer"}
+    for heavy in ("torch", "kubernetes", "composer"):
+        gone = subprocess.run(["/usr/bin/env", "-i", str(python), "-I", "-c", f"import {heavy}"], capture_output=True)
+        assert gone.returncode != 0, f"{heavy} is importable in the runtime"
+    assert (runtime.volume / "VERSION").read_text().strip() == __import__("launcher").__version__
