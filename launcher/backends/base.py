@@ -91,6 +91,8 @@ class Run:
     exit_code: int | None = None
     attempts: list[Attempt] = field(default_factory=list)
     events: list[StatusEvent] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Named warnings from submit about fields the backend cannot fully honour."""
 
     @property
     def nodes(self) -> int:
@@ -110,10 +112,25 @@ class LogLine:
     timestamp: datetime | None = None
 
 
+@dataclass
+class Plan:
+    """What a submit would do, as `run --dry-run` prints it: a document (manifests on
+    Kubernetes), notes, and named warnings about fields the backend cannot fully honour."""
+
+    document: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 class Backend(abc.ABC):
     """Where runs execute. Every method is safe to call from a fresh process."""
 
     name: str
+
+    def plan(self, spec: RunSpec, secrets: list[Secret] | None = None) -> Plan:
+        """What `submit(spec, secrets)` would create, computed offline: it never contacts a
+        cluster. `secrets` None means the secrets this backend can name without asking one."""
+        raise NotImplementedError(f"the {self.name} backend cannot show a dry-run")
 
     @abc.abstractmethod
     def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:

@@ -13,7 +13,7 @@ from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 
-from launcher.backends.base import Backend, Run
+from launcher.backends.base import Backend, Plan, Run
 from launcher.config import Profile, launcher_home, load_config
 from launcher.errors import InputError, NotFoundError
 from launcher.secrets.store import LocalSecretStore, SecretStore
@@ -56,6 +56,30 @@ def resolve_profile(cluster: str | None = None, backend: str | None = None) -> P
         if p.backend == backend:
             return p
     raise InputError(f"no cluster profile uses the {backend} backend", hint="add one with `launcher cluster add`")
+
+
+SHIPPED_DEFAULTS = "default"
+
+
+def plan_run(spec, cluster: str | None = None, backend: str | None = None) -> Plan:
+    """What submitting `spec` would create, from the profile alone: no cluster is contacted.
+    `--backend kubernetes` before any cluster profile exists renders with the shipped defaults."""
+    notes: list[str] = []
+    if backend == "kubernetes" and not cluster and not any(p.backend == "kubernetes" for p in load_config().profiles()):
+        notes.append("no Kubernetes cluster profile yet: rendering with the shipped defaults "
+                     "(JobSet, inject mode; add a profile with `launcher cluster add`)")
+        profile = Profile(SHIPPED_DEFAULTS, "kubernetes", {})
+    else:
+        profile = resolve_profile(cluster=cluster, backend=backend)
+    plan = open_backend(profile).plan(spec)
+    plan.notes[:0] = notes
+    return plan
+
+
+def open_for_submit(cluster: str | None = None, backend: str | None = None) -> tuple[Profile, Backend, SecretStore]:
+    """The profile a run goes to, its backend, and the secret store its secrets come from."""
+    profile = resolve_profile(cluster=cluster, backend=backend)
+    return profile, open_backend(profile), open_secret_store(profile)
 
 
 class RunIndex:

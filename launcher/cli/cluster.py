@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from launcher.cli.common import OK, dump, print_table
+from launcher.cli.common import OK, dump, info, print_table, warn
 
 
 @click.group()
@@ -28,10 +28,15 @@ def cluster() -> None:
               help="Node labels the shipped gpu_types select on: NVIDIA GPU Feature Discovery, GKE or Karpenter.")
 @click.option("--default-gpu-type", help="gpu_type for specs that ask for GPUs without one.")
 @click.option("--queue", help="Kueue LocalQueue for this cluster's runs.")
+@click.option("--entrypoint-mode", type=click.Choice(["inject", "image"]),
+              help="inject (default): copy the launcher's runtime into any image; image: the image has the launcher.")
+@click.option("--runtime-image", help="The runtime image inject mode copies from (default: the pinned release).")
+@click.option("--jobset/--no-jobset", default=None,
+              help="Whether the cluster serves JobSet (default: ask the cluster).")
 @click.option("--use", "make_current", is_flag=True, help="Make it the current profile.")
 @click.option("--replace", is_flag=True, help="Replace a profile of the same name.")
 def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels, default_gpu_type, queue,
-        make_current, replace):
+        entrypoint_mode, runtime_image, jobset, make_current, replace):
     """Add a Kubernetes cluster profile NAME. Edit config.yaml for gpu_types and priority classes."""
     import os
 
@@ -47,18 +52,44 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
     settings = {"backend": "kubernetes", "context": context, "namespace": namespace,
                 "kubeconfig": os.path.abspath(os.path.expanduser(kubeconfig)) if kubeconfig else None,
                 "service_account": service_account, "image": image, "gpu_labels": gpu_labels,
-                "default_gpu_type": default_gpu_type, "queue": queue}
+                "default_gpu_type": default_gpu_type, "queue": queue, "entrypoint_mode": entrypoint_mode,
+                "runtime_image": runtime_image}
     settings = {k: v for k, v in settings.items() if v is not None}
     profile = load_profile(Profile(name, "kubernetes", settings))  # validates every field
     if default_gpu_type and default_gpu_type not in profile.all_gpu_types():
         raise InputError(f"--default-gpu-type: unknown gpu_type {default_gpu_type!r} "
                          f"(known: {', '.join(sorted(profile.all_gpu_types()))})")
+    if jobset is None:
+        jobset = _detect_jobset(profile)
+    if jobset is not None:
+        settings["jobset"] = jobset
     config.clusters[name] = settings
     if make_current:
         config.current = name
     save_config(config)
     click.echo(f"{OK} Added cluster {name} (namespace {namespace}) to {config_path()}"
                + (" and made it current" if make_current else ""))
+    if jobset is not None:
+        info("JobSet: served; failed attempts restart in the cluster" if jobset else
+             "JobSet: not served; retries happen only while a launcher process observes a run "
+             "(see docs/kubernetes.md to install JobSet)")
+
+
+def _detect_jobset(profile) -> bool | None:
+    """Ask the cluster whether it serves JobSet; None (and a warning) when it cannot be asked."""
+    from launcher.backends.kubernetes.discovery import serves_jobset
+    from launcher.backends.kubernetes.kubeapi import KubeApi
+
+    try:
+        api = KubeApi(profile)
+        try:
+            return serves_jobset(api.client)
+        finally:
+            api.close()
+    except Exception as e:  # noqa: BLE001 - whatever the failure, the profile is still added
+        warn(f"cluster {profile.name}: could not ask whether it serves JobSet ({type(e).__name__}); "
+             "submit checks again")
+        return None
 
 
 @cluster.command("list")

@@ -58,35 +58,28 @@ def validate(spec_file, **kw):
 @click.option("--backend", type=click.Choice(["local", "kubernetes"]), help="Pick the backend (default: the current profile's).")
 def run(spec_file, follow, dry_run, output, backend, **kw):
     """Submit a run. Exits 0 when a followed run completes, 1 when it fails or stops, 2 on bad input."""
-    from launcher.backends.registry import RunIndex, open_backend, open_secret_store, resolve_profile
+    from launcher.backends.registry import RunIndex, open_for_submit, plan_run
     from launcher.spec.names import unique_run_name
 
     spec = _load(spec_file, **kw)
     # An mcli spec may name a cluster; `--backend local` runs it here regardless.
     cluster = kw.get("cluster") or (spec.compute.cluster if backend != "local" else None)
-    if dry_run and backend == "kubernetes" and not cluster and not _has_kubernetes_profile():
-        # Show what a run becomes before any cluster is configured: the shipped defaults
-        # (namespace default, GPU Feature Discovery labels) and the local secrets' names.
-        from launcher.config import Profile, launcher_home
-        from launcher.secrets.store import LocalSecretStore
-
-        info("no Kubernetes cluster profile yet: rendering with the shipped defaults "
-             "(add one with `launcher cluster add`)")
-        profile = Profile("default", "kubernetes", {})
-        store = LocalSecretStore(launcher_home())
-    else:
-        profile = resolve_profile(cluster=cluster, backend=backend)
-        store = open_secret_store(profile)
-    secrets = store.for_run(spec.secrets)
     spec = spec.model_copy(update={"name": unique_run_name(spec.name)})
-
     if dry_run:
-        dump(_dry_run(spec, profile, secrets), output)
+        # Rendered from the profile alone: no cluster is contacted, even one that is down.
+        plan = plan_run(spec, cluster=cluster, backend=backend)
+        for note in plan.notes:
+            info(note)
+        for warning in plan.warnings:
+            warn(warning)
+        dump(plan.document, output)
         return
 
-    target = open_backend(profile)
-    submitted = target.submit(spec, secrets)
+    profile, target, store = open_for_submit(cluster=cluster, backend=backend)
+    submitted = target.submit(spec, store.for_run(spec.secrets))
     RunIndex().record(submitted.name, profile)
+    for warning in submitted.warnings:
+        warn(warning)
     if not follow:
         click.echo(f"{OK} Run {submitted.name} submitted.")
         info(f"See its status with `launcher get runs` and its logs with `launcher logs {submitted.name} -f`.")
@@ -94,28 +87,3 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
     from launcher.cli.follow import follow_run
 
     sys.exit(follow_run(target, submitted.name))
-
-
-def _has_kubernetes_profile() -> bool:
-    from launcher.config import load_config
-
-    return any(p.backend == "kubernetes" for p in load_config().profiles())
-
-
-def _dry_run(spec, profile, secrets) -> object:
-    """What would be submitted, with secrets shown by reference only."""
-    if profile.backend == "kubernetes":
-        from launcher.backends.kubernetes.render import render_run
-
-        return {"apiVersion": "v1", "kind": "List", "items": render_run(spec, profile, secrets)}
-    from launcher.secrets.kinds import project
-
-    env = spec.env_for_run(spec.name)
-    for s in secrets:
-        proj = project(s)
-        for var in proj.env:
-            env[var] = f"<from secret {s.name}>"
-        for var in proj.plain_env:
-            env[var] = f"<path into secret {s.name}>"
-    return {"backend": "local", "run": spec.to_submitted(), "environment": env,
-            "secrets": [{"name": s.name, "kind": s.kind.value} for s in secrets]}

@@ -83,15 +83,49 @@ def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
     fields = ({"compute": {"gpus": 16, "gpu_type": "h100_80gb"}} if case == "dry-run-2x8"
               else {"compute": {"gpu_type": "none"}, "secrets": ["api-token"]})
     capsys.readouterr()
+    before = len(fake_kube.requests)
     assert launcher("run", "-f", str(_spec_file(tmp_path, **fields)), "--cluster", "fake", "--dry-run", "-o", "yaml") == 0
-    out = capsys.readouterr().out
-    assert SECRET not in out
+    out, err = capsys.readouterr()
+    assert len(fake_kube.requests) == before  # rendered from the profile alone
+    assert SECRET not in out + err
     text = re.sub(r"hello-[a-z0-9]{6}", "hello-XXXXXX", out)
-    text = text.replace(str(fake_kube.url), "http://fake")
     assert_golden(case, text)
     doc = yaml.safe_load(out)
-    assert [m["kind"] for m in doc["items"]] == ["ConfigMap", "Service", "Job"]
-    assert fake_kube.count(method="POST", kind="Job") == 0  # nothing submitted
+    assert [m["kind"] for m in doc["items"]] == ["ConfigMap", "JobSet"]  # the shipped defaults: JobSet, inject
+    if case == "dry-run-cpu-secret":
+        assert "secrets: a dry-run does not contact cluster fake" in err and "(api-token, in namespace default" in err
+
+
+def test_dry_run_never_contacts_the_cluster(launcher_home, tmp_path, capsys):
+    """A profile whose server is down, and one whose kubeconfig is missing: the dry-run renders
+    at once from the profile (the JobSet form and inject mode of the shipped defaults)."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nobody listens on: connecting would be refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "down",
+        "clusters": [{"name": "down", "cluster": {"server": f"https://10.255.255.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "down", "context": {"cluster": "down", "user": "u"}}]}))
+    (launcher_home / "config.yaml").write_text(yaml.safe_dump({"current": "local", "clusters": {
+        "down": {"backend": "kubernetes", "kubeconfig": str(kubeconfig)},
+        "gone": {"backend": "kubernetes", "kubeconfig": str(tmp_path / "missing")}}}))
+    spec = _spec_file(tmp_path, compute={"gpus": 16, "gpu_type": "h100_80gb"})
+    for cluster in ("down", "gone"):
+        capsys.readouterr()
+        began = time.monotonic()
+        assert launcher("run", "-f", str(spec), "--cluster", cluster, "--dry-run", "-o", "json") == 0
+        elapsed = time.monotonic() - began
+        assert elapsed < 1.0, f"dry-run on {cluster} took {elapsed:.2f}s"
+        doc = yaml.safe_load(capsys.readouterr().out)
+        jobset = doc["items"][1]
+        assert jobset["kind"] == "JobSet"
+        pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        assert pod["initContainers"][0]["name"] == "launcher-runtime"
 
 
 def test_run_follow_end_to_end(fake_kube, tmp_path, capsys):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import launcher
-from launcher.backends.kubernetes.render import NO_JOBSET_WARNING, plan_run, render_run
+from launcher.backends.kubernetes.render import plan_run, render_run
 from launcher.errors import InputError
 from tests.kubernetes.specs import (
     CASES,
@@ -259,9 +259,10 @@ def test_fields_the_cluster_cannot_honour_are_named_warnings():
     assert any(w.startswith("scheduling.preemptible: cluster gpu-cluster has no spot scheme") for w in warned)
     assert any(w.startswith("scheduling.priority: low becomes the Kueue label") for w in warned)
     assert plan_run(spec(scheduling={"max_retries": 1}), PROFILE, []).warnings == []
-    no_jobset = plan_run(spec(scheduling={"max_retries": 1}), JOB_PROFILE, []).warnings
-    assert no_jobset == [NO_JOBSET_WARNING] and "only while a launcher process observes" in NO_JOBSET_WARNING
-    assert "jobset/releases/download" in NO_JOBSET_WARNING
+    [no_jobset] = plan_run(spec(scheduling={"max_retries": 1}), JOB_PROFILE, []).warnings
+    assert no_jobset.startswith("cluster gpu-cluster has no JobSet (jobset.x-k8s.io/v1alpha2)")
+    assert "only while a launcher process observes the run" in no_jobset
+    assert "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/" in no_jobset
     with pytest.raises(InputError, match=r"metadata.bad key: not usable as a Kubernetes annotation name"):
         render_run(spec(metadata={"bad key": 1}), PROFILE, [])
 

@@ -1,4 +1,6 @@
-"""The Kubernetes backend: a run is a ConfigMap, a headless Service and an Indexed Job.
+"""The Kubernetes backend: a run is a ConfigMap and a JobSet (where the cluster serves
+JobSet: see render.py and jobset_status.py), or a ConfigMap, a headless Service and
+an Indexed Job, described below.
 
 Objects and attempts
 --------------------
@@ -32,13 +34,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Backend, LogLine, Run
+from launcher.backends.base import Backend, LogLine, Plan, Run
 from launcher.backends.kubernetes.follow import run_logs
 from launcher.backends.kubernetes.kubeapi import KubeApi
 from launcher.backends.kubernetes.lifecycle import delete_run, stop_run
 from launcher.backends.kubernetes.observe import observe, observe_all
 from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile
 from launcher.backends.kubernetes.reconcile import settle
+from launcher.backends.kubernetes.render import dry_run
 from launcher.backends.kubernetes.submit import submit_run
 from launcher.backends.kubernetes.watch import watch_run
 
@@ -66,6 +69,9 @@ class KubernetesBackend(Backend):
         if self._api is not None:
             self._api.close()
             self._api = None
+
+    def plan(self, spec: RunSpec, secrets: list[Secret] | None = None) -> Plan:
+        return dry_run(spec, self.profile, secrets)  # from the profile alone: no API call
 
     def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
         return submit_run(self.api, spec, secrets)

@@ -13,6 +13,7 @@ from launcher.backends.base import LogLine
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.informer import Informer
 from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.jobset_status import child_job_name
 from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
 from launcher.backends.kubernetes.observe import observe
 from launcher.backends.kubernetes.reconcile import settle
@@ -50,15 +51,24 @@ def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int |
         return LogLine(rank=r, text=masker.mask(text), attempt=index,
                        timestamp=ns_to_datetime(stamp) if stamp is not None else None)
 
+    sel = attempt_selector(name, index, jobset=obs.is_jobset)
     if not follow:
-        yield from _read_all(api, name, index, rank, tail, previous, to_line)
+        yield from _read_all(api, sel, rank, tail, previous, to_line)
         return
-    yield from _follow(api, name, index, rank, tail, previous, to_line)
+    job_name = child_job_name(name) if obs.is_jobset else name
+    yield from _follow(api, name, job_name, sel, index, rank, tail, previous, to_line)
 
 
-def _read_all(api: KubeApi, name: str, index: int, rank: int | None, tail: int | None, previous: bool,
+def attempt_selector(name: str, index: int, *, jobset: bool) -> str:
+    """The pods of attempt `index`: under JobSet its restart count (index - 1) labels them."""
+    if jobset:
+        return f"{keys.run_selector(name)},{keys.JOBSET_RESTART}={index - 1}"
+    return f"{keys.run_selector(name)},{keys.ATTEMPT}={index}"
+
+
+def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previous: bool,
               to_line: ToLine) -> Iterator[LogLine]:
-    pods, _ = api.list("Pod", labels=f"{keys.run_selector(name)},{keys.ATTEMPT}={index}")
+    pods, _ = api.list("Pod", labels=sel)
     lines: list[tuple[int, int, int, str]] = []
     for pod in sorted(pods, key=pod_rank):
         r = pod_rank(pod)
@@ -72,13 +82,12 @@ def _read_all(api: KubeApi, name: str, index: int, rank: int | None, tail: int |
         yield to_line(r, stamp or None, text)
 
 
-def _follow(api: KubeApi, name: str, index: int, rank: int | None, tail: int | None, previous: bool,
-            to_line: ToLine) -> Iterator[LogLine]:
+def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: int | None, tail: int | None,
+            previous: bool, to_line: ToLine) -> Iterator[LogLine]:
     """Attach each rank's pod as it starts; end when the attempt has ended and every reader is done."""
     out: queue.Queue = queue.Queue()
     stop = threading.Event()
     changed = threading.Event()
-    sel = f"{keys.run_selector(name)},{keys.ATTEMPT}={index}"
     pods_inf = Informer(api, "Pod", sel, changed.set).start()
     job_inf = Informer(api, "Job", keys.run_selector(name), changed.set).start()
     readers: dict[str, threading.Thread] = {}
@@ -124,7 +133,7 @@ def _follow(api: KubeApi, name: str, index: int, rank: int | None, tail: int | N
                     done_pods.add(item[1])
                     continue
                 yield item
-            if len(done_pods) == len(readers) and _attempt_over(name, index, job_inf, pods_inf, rank):
+            if len(done_pods) == len(readers) and _attempt_over(name, job_name, index, job_inf, pods_inf, rank):
                 return
             changed.wait(0.3)
             changed.clear()
@@ -134,8 +143,9 @@ def _follow(api: KubeApi, name: str, index: int, rank: int | None, tail: int | N
         job_inf.stop()
 
 
-def _attempt_over(name: str, index: int, job_inf: Informer, pods_inf: Informer, rank: int | None) -> bool:
-    job = job_inf.get(name)
+def _attempt_over(name: str, job_name: str, index: int, job_inf: Informer, pods_inf: Informer,
+                  rank: int | None) -> bool:
+    job = job_inf.get(job_name)
     if job is None or attempt_of(job) != index:
         return True  # stopped, deleted or superseded by a retry
     conds = {c["type"]: c.get("status") for c in (job.get("status") or {}).get("conditions") or []}
@@ -147,7 +157,8 @@ def _attempt_over(name: str, index: int, job_inf: Informer, pods_inf: Informer, 
     if len(pods) >= expected and all(container_finished(p) for p in pods):
         return True
     # A container that can never start ends the attempt too (the run is FAILED fast).
-    run, _ = derive(Observed(name, job=job, pods=pods_inf.snapshot()))
+    run, _ = derive(Observed(name, job=job, pods=pods_inf.snapshot()) if job_name == name else
+                    Observed(name, jobset={"status": {"restarts": index - 1}}, jobs=[job], pods=pods_inf.snapshot()))
     return run.status.is_terminal
 
 

@@ -38,6 +38,10 @@ _KINDS: dict[str, tuple[str, str]] = {
     "Event": ("core", "event"),
     "Job": ("batch", "job"),
 }
+# Custom resources: kind -> (group, version, plural), served by CustomObjectsApi.
+_CUSTOM: dict[str, tuple[str, str, str]] = {
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+}
 
 
 def status_of(e: ApiException) -> int:
@@ -58,14 +62,29 @@ class KubeApi:
         self.client = _api_client(profile)
         self.core = kubernetes.client.CoreV1Api(self.client)
         self.batch = kubernetes.client.BatchV1Api(self.client)
+        self.custom = kubernetes.client.CustomObjectsApi(self.client)
 
     def close(self) -> None:
         self.client.close()
 
     # --- plumbing -------------------------------------------------------------------------
     def _method(self, verb: str, kind: str) -> Callable[..., Any]:
+        if kind in _CUSTOM:
+            return self._custom_method(verb, *_CUSTOM[kind])
         api, suffix = _KINDS[kind]
         return getattr(getattr(self, api), f"{verb}_namespaced_{suffix}")
+
+    def _custom_method(self, verb: str, group: str, version: str, plural: str) -> Callable[..., Any]:
+        """The built-in kinds' call shapes (name, namespace, ...) over CustomObjectsApi's."""
+        fn = getattr(self.custom, f"{verb}_namespaced_custom_object")
+        if verb in ("list", "create", "delete_collection"):
+            def call(namespace, *args, **kwargs):
+                return fn(group, version, namespace, plural, *args, **kwargs)
+        else:
+            def call(name, namespace, *args, **kwargs):
+                return fn(group, version, namespace, plural, name, *args, **kwargs)
+        call.__doc__ = fn.__doc__  # the watch reads the return type from it
+        return call
 
     def _call(self, fn: Callable[..., Any], *args: Any, retry_connect: bool = True, **kwargs: Any) -> Any:
         kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)

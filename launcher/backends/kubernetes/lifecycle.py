@@ -1,8 +1,8 @@
 """Stop and delete.
 
-stop writes STOPPED into the record, detaches the ConfigMap from the Job and deletes
-the Job in the background (its pods and the Service go with it). delete removes the
-Job, the ConfigMap, the Service and every attempt's pods.
+stop writes STOPPED into the record, detaches the ConfigMap from the JobSet or Job and
+deletes that (its pods and the Service go with it). delete removes the JobSet or Job,
+the ConfigMap, the Service and every attempt's pods.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.kubeapi import KubeApi, status_of
+from launcher.backends.kubernetes.jobset_status import restarts_of
 from launcher.backends.kubernetes.observe import observe
 from launcher.backends.kubernetes.reconcile import finish, settle
 from launcher.backends.kubernetes.status import attempt_of, derive, summary_of
@@ -24,7 +25,8 @@ def stop_run(api: KubeApi, name: str) -> Run:
     if run.status.is_terminal:
         return run
     summary = None
-    if run.attempts and obs.job is not None and run.attempts[-1].index == attempt_of(obs.job):
+    live_index = restarts_of(obs.jobset) + 1 if obs.jobset is not None else attempt_of(obs.job) if obs.job else None
+    if run.attempts and run.attempts[-1].index == live_index:
         live = run.attempts[-1]
         live.status, live.reason, live.ended_at = RunStatus.STOPPED, "stopped by the user", utcnow()
         for r in live.ranks:
@@ -43,7 +45,8 @@ def stop_run(api: KubeApi, name: str) -> Run:
 
 
 def delete_run(api: KubeApi, name: str) -> None:
-    found = api.delete("Job", name, propagation="Background")
+    found = api.delete("JobSet", name, propagation="Foreground")
+    found = api.delete("Job", name, propagation="Background") or found
     found = api.delete("ConfigMap", name) or found
     found = api.delete("Service", name) or found
     pods, _ = api.list("Pod", labels=keys.run_selector(name))

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.jobset_status import child_job_name, restarts_of
 from launcher.backends.kubernetes.status import Observed, attempt_of
 from launcher.errors import NotFoundError
 
-def warning_events(api: KubeApi, pods: list[dict]) -> list[dict]:
-    """Warning events of these pods: one list call for the namespace, filtered here."""
-    names = {p["metadata"]["name"] for p in pods}
+
+def warning_events(api: KubeApi, pods: list[dict], jobs: tuple[str, ...] = ()) -> list[dict]:
+    """Warning events of these pods and of the Jobs named: one list call for the namespace, filtered here."""
+    names = {("Pod", p["metadata"]["name"]) for p in pods} | {("Job", j) for j in jobs}
     if not names:
         return []
-    items, _ = api.list("Event", fields="type=Warning,involvedObject.kind=Pod")
-    return [e for e in items if (e.get("involvedObject") or {}).get("name") in names]
+    kinds = {k for k, _ in names}
+    fields = "type=Warning" + (f",involvedObject.kind={kinds.pop()}" if len(kinds) == 1 else "")
+    items, _ = api.list("Event", fields=fields)
+    return [e for e in items if ((e.get("involvedObject") or {}).get("kind"),
+                                 (e.get("involvedObject") or {}).get("name")) in names]
 
 
 def waiting_pods(job: dict | None, pods: list[dict]) -> list[dict]:
@@ -27,20 +32,39 @@ def waiting_pods(job: dict | None, pods: list[dict]) -> list[dict]:
             and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
 
 
+def jobset_events(api: KubeApi, obs: Observed) -> list[dict]:
+    """A JobSet run's pending pods' events, and its child Job's failure events, which tell the
+    attempts whose pods the JobSet controller already deleted."""
+    current = restarts_of(obs.jobset) + 1
+    waiting = [p for p in obs.pods if attempt_of(p) == current
+               and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
+    ended = current > 1 or bool(((obs.jobset or {}).get("status") or {}).get("terminalState"))
+    return warning_events(api, waiting, (child_job_name(obs.name),) if ended else ())
+
+
 def observe(api: KubeApi, name: str) -> Observed:
     record = api.get("ConfigMap", name)
-    job = api.get("Job", name)
-    if record is None and job is None:
+    obs = Observed(name, record=record, cluster=api.profile.name)
+    if not obs.is_jobset:
+        obs.job = api.get("Job", name)
+    if obs.is_jobset or (record is None and obs.job is None):
+        obs.jobset = api.get("JobSet", name)
+    if record is None and obs.job is None and obs.jobset is None:
         raise NotFoundError(f"no run named {name!r} in {api.profile.where}",
                             hint="list runs with `launcher get runs`")
-    pods, _ = api.list("Pod", labels=keys.run_selector(name))
-    waiting = waiting_pods(job, pods)
-    events = warning_events(api, waiting) if waiting else []
-    return Observed(name, record=record, job=job, pods=pods, events=events, cluster=api.profile.name)
+    obs.pods, _ = api.list("Pod", labels=keys.run_selector(name))
+    if obs.is_jobset:
+        obs.jobs, _ = api.list("Job", labels=keys.run_selector(name))
+        obs.events = jobset_events(api, obs)
+        return obs
+    waiting = waiting_pods(obs.job, obs.pods)
+    obs.events = warning_events(api, waiting) if waiting else []
+    return obs
 
 
 def observe_all(api: KubeApi) -> list[Observed]:
-    """Every run in the profile's namespace: three list calls (and one for events), whatever the count."""
+    """Every run in the profile's namespace: three list calls (four with JobSet runs, and one
+    for events), whatever the count."""
     cluster = api.profile.name
     sel = keys.MANAGED_SELECTOR
     records, _ = api.list("ConfigMap", labels=sel)
@@ -51,17 +75,31 @@ def observe_all(api: KubeApi) -> list[Observed]:
         name = cm["metadata"].get("labels", {}).get(keys.RUN)
         if name:
             by_run[name] = Observed(name, record=cm, cluster=cluster)
+    if any(o.is_jobset for o in by_run.values()):
+        for js in api.list("JobSet", labels=sel)[0]:
+            name = js["metadata"].get("labels", {}).get(keys.RUN)
+            if name in by_run:
+                by_run[name].jobset = js
     for job in jobs:
         name = job["metadata"].get("labels", {}).get(keys.RUN)
-        if name:
-            by_run.setdefault(name, Observed(name, cluster=cluster)).job = job
+        if not name:
+            continue
+        o = by_run.setdefault(name, Observed(name, cluster=cluster))
+        if o.is_jobset:
+            o.jobs.append(job)
+        else:
+            o.job = job
     for pod in pods:
         name = pod["metadata"].get("labels", {}).get(keys.RUN)
         if name in by_run:
             by_run[name].pods.append(pod)
-    waiting = [p for o in by_run.values() for p in waiting_pods(o.job, o.pods)]
-    if waiting:
-        events = warning_events(api, waiting)
+    waiting = [p for o in by_run.values() if not o.is_jobset for p in waiting_pods(o.job, o.pods)]
+    ended = tuple(child_job_name(o.name) for o in by_run.values() if o.is_jobset and (
+        restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState")))
+    waiting += [p for o in by_run.values() if o.is_jobset for p in o.pods
+                if attempt_of(p) == restarts_of(o.jobset) + 1 and (p.get("status") or {}).get("phase") == "Pending"]
+    if waiting or ended:
+        events = warning_events(api, waiting, ended)
         for o in by_run.values():
             o.events = events
     return list(by_run.values())

@@ -63,7 +63,7 @@ def apply(api: KubeApi, obs: Observed, action: Action) -> None:
 
 def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summary: dict | None,
            exit_code: int | None = None) -> None:
-    """End the run by the launcher's hand: record it, keep the record, delete the Job."""
+    """End the run by the launcher's hand: record it, keep the record, delete the JobSet or Job."""
     if obs.record is not None:
         attempts = record_json(obs.record, keys.RECORD_ATTEMPTS, [])
         if summary and all(a["index"] != summary["index"] for a in attempts):
@@ -74,6 +74,9 @@ def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summary
             "ownerReferences": None,  # the record outlives the Job
             "annotations": {keys.RECORD_ATTEMPTS: json.dumps(attempts), keys.RECORD_FINAL: json.dumps(final)},
         }})
+    if obs.jobset is not None:
+        # Foreground, as the JobSet controller deletes its Jobs: nothing of the run keeps running.
+        api.delete("JobSet", obs.name, propagation="Foreground", uid=obs.jobset["metadata"]["uid"])
     if obs.job is not None:
         api.delete("Job", obs.name, propagation="Background", uid=obs.job["metadata"]["uid"])
 

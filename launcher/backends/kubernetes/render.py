@@ -343,16 +343,19 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> li
         out.append(f"scheduling.priority: {s.priority} becomes the Kueue label {keys.KUEUE_PRIORITY}, which only "
                    f"Kueue reads, and cluster {profile.name} names no queue (set clusters.{profile.name}.queue, "
                    "or priority_class_kind: PriorityClass)")
-    if not jobset and (s.max_retries or s.retry_on_system_failure):
-        out.append(NO_JOBSET_WARNING)
+    if not jobset:
+        out.append(no_jobset_warning(profile.name))
     return out
 
 
-NO_JOBSET_WARNING = (
-    "scheduling.max_retries: this cluster has no JobSet (jobset.x-k8s.io/v1alpha2), so a failed attempt is "
-    "restarted only while a launcher process observes the run (get, logs, watch, describe). Install JobSet "
-    "for restarts inside the cluster: kubectl apply --server-side -f "
-    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml")
+JOBSET_INSTALL = ("kubectl apply --server-side -f "
+                  "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml")
+
+
+def no_jobset_warning(cluster: str) -> str:
+    return (f"cluster {cluster} has no JobSet (jobset.x-k8s.io/v1alpha2): the run is an Indexed Job, and its "
+            "retries (scheduling.max_retries) happen only while a launcher process observes the run (get, "
+            f"describe, logs, watch). For restarts inside the cluster, install JobSet: {JOBSET_INSTALL}")
 
 
 def _entrypoint(profile: ClusterProfile, image: str) -> tuple[list[str], list[dict], list[dict], list[dict], list[dict]]:

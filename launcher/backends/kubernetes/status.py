@@ -49,7 +49,11 @@ def labels(obj: dict | None) -> dict[str, str]:
 
 
 def attempt_of(obj: dict | None) -> int:
-    """The attempt a Job or pod belongs to (the Job's annotation, the pod's label)."""
+    """The attempt a Job or pod belongs to: the Job's annotation, the pod's label, or under
+    JobSet the controller's restart count (0-based) plus one."""
+    restarts = labels(obj).get(keys.JOBSET_RESTART)
+    if restarts is not None:
+        return int(restarts) + 1
     value = annotations(obj).get(keys.ATTEMPT) or labels(obj).get(keys.ATTEMPT) or "1"
     return int(value)
 
@@ -93,6 +97,13 @@ class Observed:
     pods: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     cluster: str | None = None
+    jobset: dict | None = None
+    """The JobSet of a run in the JobSet form (its record says so); then `jobs` are its child Jobs."""
+    jobs: list[dict] = field(default_factory=list)
+
+    @property
+    def is_jobset(self) -> bool:
+        return self.jobset is not None or annotations(self.record).get(keys.RECORD_FORM) == "JobSet"
 
 
 @dataclass
@@ -358,6 +369,10 @@ def spec_of(record: dict | None) -> dict[str, Any]:
 
 def derive(obs: Observed) -> tuple[Run, Action | None]:
     """The run as a user sees it, and what must happen next (or None)."""
+    if obs.is_jobset:
+        from launcher.backends.kubernetes.jobset_status import derive_jobset
+
+        return derive_jobset(obs)
     record, job = obs.record, obs.job
     spec = spec_of(record)
     finished: list[dict[str, Any]] = record_json(record, keys.RECORD_ATTEMPTS, [])

@@ -11,9 +11,10 @@ from launcher.backends.base import Run
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.informer import Informer
 from launcher.backends.kubernetes.kubeapi import KubeApi
-from launcher.backends.kubernetes.observe import observe, waiting_pods, warning_events
+from launcher.backends.kubernetes.jobset_status import restarts_of
+from launcher.backends.kubernetes.observe import jobset_events, observe, waiting_pods, warning_events
 from launcher.backends.kubernetes.reconcile import apply
-from launcher.backends.kubernetes.status import Observed, derive
+from launcher.backends.kubernetes.status import Observed, attempt_of, derive
 from launcher.errors import LauncherError
 
 
@@ -21,7 +22,9 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
     profile = api.profile
     changed = threading.Event()
     sel = keys.run_selector(name)
-    informers = {kind: Informer(api, kind, sel, changed.set).start() for kind in ("ConfigMap", "Job", "Pod")}
+    first = observe(api, name)  # raises NotFoundError; says which form the run has
+    kinds = ("ConfigMap", "JobSet", "Job", "Pod") if first.is_jobset else ("ConfigMap", "Job", "Pod")
+    informers = {kind: Informer(api, kind, sel, changed.set).start() for kind in kinds}
     try:
         for inf in informers.values():
             if not inf.synced.wait(30):
@@ -32,18 +35,25 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
         events_at = 0.0
         while True:
             changed.clear()
-            obs = Observed(name, record=informers["ConfigMap"].get(name), job=informers["Job"].get(name),
-                           pods=informers["Pod"].snapshot(), cluster=profile.name)
-            if obs.record is None and obs.job is None:
+            obs = Observed(name, record=informers["ConfigMap"].get(name), pods=informers["Pod"].snapshot(),
+                           cluster=profile.name)
+            if first.is_jobset:
+                obs.jobset, obs.jobs = informers["JobSet"].get(name), informers["Job"].snapshot()
+            else:
+                obs.job = informers["Job"].get(name)
+            if obs.record is None and obs.job is None and obs.jobset is None:
                 if not seen:
                     obs = observe(api, name)  # raises NotFoundError, or the informers lagged
                 else:
                     return  # deleted while watched
             seen = True
-            waiting = waiting_pods(obs.job, obs.pods)
-            if waiting and time.monotonic() - events_at > 2.0:
-                events, events_at = warning_events(api, waiting), time.monotonic()
-            obs.events = events if waiting else []
+            waiting = waiting_pods(obs.job, obs.pods) if not obs.is_jobset else [
+                p for p in obs.pods if attempt_of(p) == restarts_of(obs.jobset) + 1
+                and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
+            if (waiting or obs.is_jobset) and time.monotonic() - events_at > 2.0:
+                events = jobset_events(api, obs) if obs.is_jobset else warning_events(api, waiting)
+                events_at = time.monotonic()
+            obs.events = events if waiting or obs.is_jobset else []
             run, action = derive(obs)
             if action is not None:
                 apply(api, obs, action)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from launcher.backends.base import Backend, LocalArtifacts, LogLine, Run, RunStatus
+from launcher.backends.base import Backend, LocalArtifacts, LogLine, Plan, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
@@ -49,7 +49,21 @@ class LocalBackend(Backend, LocalArtifacts):
         self.home = home
         self.state = State(home)
 
-    # ------------------------------------------------------------ submit
+    # ------------------------------------------------------------ plan / submit
+
+    def plan(self, spec, secrets: list[Secret] | None = None) -> Plan:
+        """The run as it would start here; secrets by reference only."""
+        if secrets is None:
+            secrets = LocalSecretStore(self.home).for_run(spec.secrets)
+        env = spec.env_for_run(spec.name)
+        for s in secrets:
+            proj = project(s)
+            for var in proj.env:
+                env[var] = f"<from secret {s.name}>"
+            for var in proj.plain_env:
+                env[var] = f"<path into secret {s.name}>"
+        return Plan({"backend": "local", "run": spec.to_submitted(), "environment": env,
+                     "secrets": [{"name": s.name, "kind": s.kind.value} for s in secrets]})
 
     def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None) -> Run:
         name = spec.name
