@@ -65,13 +65,15 @@ def plan_run(spec, cluster: str | None = None, backend: str | None = None) -> Pl
     """What submitting `spec` would create, from the profile alone: no cluster is contacted.
     `--backend kubernetes` before any cluster profile exists renders with the shipped defaults."""
     notes: list[str] = []
+    secrets = None  # the backend names what it can without contacting a cluster
     if backend == "kubernetes" and not cluster and not any(p.backend == "kubernetes" for p in load_config().profiles()):
         notes.append("no Kubernetes cluster profile yet: rendering with the shipped defaults "
-                     "(JobSet, inject mode; add a profile with `launcher cluster add`)")
+                     "(JobSet, inject mode; add a profile with `launcher cluster add`) and the local secrets")
         profile = Profile(SHIPPED_DEFAULTS, "kubernetes", {})
+        secrets = LocalSecretStore(launcher_home()).for_run(spec.secrets)
     else:
         profile = resolve_profile(cluster=cluster, backend=backend)
-    plan = open_backend(profile).plan(spec)
+    plan = open_backend(profile).plan(spec, secrets)
     plan.notes[:0] = notes
     return plan
 

@@ -329,9 +329,10 @@ def test_kubernetes_dry_run_works_before_any_cluster_is_configured(cli):
     assert "no Kubernetes cluster profile yet" in r.stderr
     assert SECRET not in r.stdout
     items = yaml.safe_load(r.stdout)["items"]
-    assert [m["kind"] for m in items] == ["ConfigMap", "Service", "Job"]
-    job = items[2]["spec"]
+    assert [m["kind"] for m in items] == ["ConfigMap", "JobSet"]  # the shipped defaults: JobSet, inject mode
+    job = items[1]["spec"]["replicatedJobs"][0]["template"]["spec"]
     assert job["completions"] == 2 and job["completionMode"] == "Indexed"
+    assert job["template"]["spec"]["initContainers"][0]["name"] == "launcher-runtime"
     env = {e["name"]: e for e in job["template"]["spec"]["containers"][0]["env"]}
     assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "wandb-api-key"
     runs = cli.home / "runs"

@@ -7,13 +7,8 @@ over an environment that has no launcher)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import subprocess
-import sys
-import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,49 +16,15 @@ import yaml
 
 from launcher.entrypoint import contract
 from tests.entrypoint.conftest import commit_file, git
+from tests.entrypoint.images import Runtime, build_runtime, make_image, wheel
 
 IMAGE = "mosaicml/pytorch:2.1.2_cu121-python3.10-ubuntu20.04"
 SECRET = "hf_Inj3ctedS3cretValue"
 
 
-@dataclass
-class Runtime:
-    out: Path       # what the image holds: bin/launcher-runtime-install and runtime/
-    volume: Path    # the pod's /launcher after the init container ran
-
-
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
-    base = tmp_path_factory.mktemp("runtime")
-    home = base / "python-home"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
-    out = base / "image"
-    done = subprocess.run([sys.executable, "-m", "launcher.entrypoint.bundle", "build", "--python", str(home),
-                           "--out", str(out)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "runtime assembled" in done.stdout
-    volume = base / "pod" / "launcher"
-    # The init container's command, in an environment as bare as the runtime image's.
-    done = subprocess.run(["/usr/bin/env", "-i", f"PATH={out / 'bin'}", "launcher-runtime-install", str(volume)],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return Runtime(out, volume)
-
-
-def _wheel(path: Path) -> None:
-    """A one-module wheel, so pip_install installs it with no index and no build backend."""
-    files = {"tinypkg.py": b"HELLO = 'from the cloned repo'\n",
-             "tinypkg-0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n",
-             "tinypkg-0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = []
-    for name, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
-    record.append("tinypkg-0.1.dist-info/RECORD,,")
-    with zipfile.ZipFile(path, "w") as z:
-        for name, data in files.items():
-            z.writestr(name, data)
-        z.writestr("tinypkg-0.1.dist-info/RECORD", "\n".join(record) + "\n")
+    return build_runtime(tmp_path_factory.mktemp("runtime"))
 
 
 @pytest.fixture(scope="module")
@@ -72,28 +33,12 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = base / "work"
     work.mkdir()
     git("init", "-q", "-b", "main", cwd=work)
-    _wheel(work / "tinypkg-0.1-py3-none-any.whl")
+    wheel(work / "tinypkg-0.1-py3-none-any.whl")
     git("add", "tinypkg-0.1-py3-none-any.whl", cwd=work)
     commit_file(work, "train.py", "import sys, tinypkg\nprint('train.py says', tinypkg.HELLO, sys.argv[1:])\n", "train")
     bare = base / "llm-foundry.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
     return bare
-
-
-def make_image(root: Path, *, with_bash: bool = True) -> Path:
-    """A directory standing in for the user's image: its bin/ is the whole PATH."""
-    bin_dir = root / "bin"
-    bin_dir.mkdir(parents=True)
-    venv = root / "venv"
-    # The image's Python: pip and setuptools of the base interpreter, and no launcher.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    shim = bin_dir / "python3"
-    shim.write_text(f'#!/bin/sh\nexport IMAGE_PYTHON_SHIM=1\nexec {venv}/bin/python3 "$@"\n')
-    shim.chmod(0o755)
-    (bin_dir / "git").symlink_to("/usr/bin/git")
-    if with_bash:
-        (bin_dir / "bash").symlink_to("/bin/bash")
-    return bin_dir
 
 
 def entrypoint(rt: Runtime, image_bin: Path, spec: dict, tmp: Path, **extra: str) -> subprocess.CompletedProcess:
