@@ -7,7 +7,7 @@ must be done about them is reconcile's.
 from __future__ import annotations
 
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.kubeapi import KubeApi, RetryPolicy
 from launcher.backends.kubernetes.status import Observed, attempt_of
 from launcher.errors import NotFoundError
 
@@ -39,13 +39,13 @@ def observe(api: KubeApi, name: str) -> Observed:
     return Observed(name, record=record, job=job, pods=pods, events=events, cluster=api.profile.name)
 
 
-def observe_all(api: KubeApi) -> list[Observed]:
+def observe_all(api: KubeApi, policy: RetryPolicy | None = None) -> list[Observed]:
     """Every run in the profile's namespace: three list calls (and one for events), whatever the count."""
     cluster = api.profile.name
     sel = keys.MANAGED_SELECTOR
-    records, _ = api.list("ConfigMap", labels=sel)
-    jobs, _ = api.list("Job", labels=sel)
-    pods, _ = api.list("Pod", labels=sel)
+    records, _ = api.list("ConfigMap", labels=sel, policy=policy)
+    jobs, _ = api.list("Job", labels=sel, policy=policy)
+    pods, _ = api.list("Pod", labels=sel, policy=policy)
     by_run: dict[str, Observed] = {}
     for cm in records:
         name = cm["metadata"].get("labels", {}).get(keys.RUN)

@@ -14,7 +14,6 @@ from launcher.backends.kubernetes.kubeapi import KubeApi
 from launcher.backends.kubernetes.observe import observe, waiting_pods, warning_events
 from launcher.backends.kubernetes.reconcile import apply
 from launcher.backends.kubernetes.status import Observed, derive
-from launcher.errors import LauncherError
 
 
 def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
@@ -24,8 +23,7 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
     informers = {kind: Informer(api, kind, sel, changed.set).start() for kind in ("ConfigMap", "Job", "Pod")}
     try:
         for inf in informers.values():
-            if not inf.synced.wait(30):
-                raise LauncherError(f"cluster {profile.name}: cannot list the run's objects: {inf.error}")
+            inf.wait_synced(f"watch run {name!r}")
         last: tuple | None = None
         seen = False
         events: list[dict] = []
