@@ -117,7 +117,7 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
 
 
 # How long one look across every profile waits for the slowest: a stalled cluster becomes a warning.
-LIST_SECONDS = 12.0
+LIST_SECONDS = 8.0
 
 
 def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[str]]:

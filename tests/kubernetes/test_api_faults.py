@@ -114,3 +114,16 @@ def test_a_bad_kubeconfig_is_bad_input_naming_the_profile(launcher_home, capsys,
     assert launcher("get", "runs") == 0
     err_text = capsys.readouterr().err
     assert err_text.count("! cluster broken: ") == 1 and "Traceback" not in err_text
+
+
+def test_a_server_error_on_describe_is_one_line_and_exit_1(fake_kube, capsys):
+    backend = make_backend()
+    backend.submit(run_spec("described-abc123", worker("--lines", "1")), [])
+    backend.close()
+    fake_kube.faults.api_errors = 10_000
+    capsys.readouterr()
+    assert launcher("describe", "run", "described-abc123") == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "✗ cluster fake: cannot read ConfigMap described-abc123: 503 ServiceUnavailable: the server is currently "
+        f"unable to handle the request (tried {DEFAULT_RETRY.tries} times)"]

@@ -123,7 +123,7 @@ DEFAULT_RETRY = RetryPolicy()
 # One look across every profile (`get runs`): an unreachable cluster must not hold up the
 # answer, so its connection failure is not tried again; a 5xx gets one quick second try.
 QUICK_RETRY = RetryPolicy(tries=2, connection_tries=1, base_seconds=0.1, max_seconds=0.1,
-                          connect_timeout=0.5, read_timeout=10.0)
+                          connect_timeout=0.5, read_timeout=5.0)
 
 
 def _api_message(e: ApiException) -> tuple[str, str]:
