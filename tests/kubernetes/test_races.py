@@ -88,3 +88,24 @@ def test_a_read_never_waits_for_somebody_elses_restart(fake_kube_factory):
                        what="the end of attempt 2")
     assert final.status is RunStatus.COMPLETED and [a.index for a in final.attempts] == [1, 2]
     backend.close()
+
+
+def test_a_job_left_without_its_record_is_removed_once_no_submit_can_be_on_its_way(fake_kube):
+    """A submit that died between the Job and its record (the cluster went away, so it could
+    not clean up) leaves a Job whose pods wait for a ConfigMap forever."""
+    from launcher.backends.kubernetes.render import render_run
+
+    backend = make_backend()
+    young = run_spec("young-abc123", worker("--lines", "1"))
+    old = run_spec("old-abc123", worker("--lines", "1"))
+    for spec in (young, old):
+        _, _, job = render_run(spec, backend.profile, [])
+        fake_kube.create("Job", "default", job)
+    with fake_kube.lock:  # time passes for one of them (an API server keeps creationTimestamp unchangeable)
+        fake_kube.objects[("Job", "default", old.name)]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    assert backend.get(young.name).status is not RunStatus.FAILED  # a submit may still be on its way
+    run = backend.get(old.name)
+    assert run.status is RunStatus.FAILED and run.reason == "its submit never finished (no record); its Job was removed"
+    wait_until(lambda: not fake_kube.list("Job", "default", f"launcher.dev/run={old.name}")[0], what="the Job's removal")
+    assert fake_kube.list("Job", "default", f"launcher.dev/run={young.name}")[0]
+    backend.close()

@@ -27,14 +27,15 @@ Every step is guarded, so two observers never restart twice and a stop always wi
   the Job never ran.
 
 A run that can never start (a missing secret, an image that cannot be pulled) is
-ended FAILED by the launcher: the record keeps why, the Job goes.
+ended FAILED by the launcher: the record keeps why, the Job goes. So is a Job left
+without its record by a submit that failed part way and could not clean up.
 """
 
 from __future__ import annotations
 
 import json
 
-from launcher.backends.base import Run, utcnow
+from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 from launcher.backends.kubernetes.observe import observe
@@ -48,17 +49,35 @@ from launcher.backends.kubernetes.status import (
     labels,
     record_json,
     spec_of,
+    ts,
 )
+
+# The record is created right after the Job; a submit's retries end well within this.
+UNFINISHED_SUBMIT_SECONDS = 120.0
 
 
 def settle(api: KubeApi, obs: Observed, *, act: bool = True) -> Run:
     """The run as observed, after doing what the observation calls for (when `act`)."""
     run, action = derive(obs)
+    if act and unfinished_submit(obs):
+        # Its pods wait for a ConfigMap that will never come: without this it is STARTING forever.
+        api.delete("Job", obs.name, propagation="Background", uid=obs.job["metadata"]["uid"])
+        run.status, run.reason = RunStatus.FAILED, "its submit never finished (no record); its Job was removed"
+        return run
     if action is None or not act:
         return run
     apply(api, obs, action)
     run, _ = derive(observe(api, obs.name))
     return run
+
+
+def unfinished_submit(obs: Observed) -> bool:
+    """A Job without its record, older than any submit still on its way: the submit failed
+    part way and could not clean up (the cluster went away)."""
+    if obs.record is not None or obs.job is None:
+        return False
+    created = ts(obs.job["metadata"].get("creationTimestamp"))
+    return created is not None and (utcnow() - created).total_seconds() > UNFINISHED_SUBMIT_SECONDS
 
 
 def apply(api: KubeApi, obs: Observed, action: Action) -> None:

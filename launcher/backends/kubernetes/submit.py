@@ -49,7 +49,8 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret]) -> Run:
     except KubeError as e:
         left = _clean_up(api, spec.name, token)
         raise KubeError(f"{e.message}; " + (f"could not remove what was created ({', '.join(left)}): "
-                                             f"run `launcher delete {spec.name}`" if left
+                                             f"`launcher delete {spec.name}` does, and so does any look at "
+                                             "the run in a few minutes" if left
                                              else "the run was not started and nothing of it is left"),
                         status=e.status, reason=e.reason, exit_code=e.exit_code, hint=e.hint) from None
     run, _ = derive(Observed(spec.name, record=record, job=created, cluster=profile.name))
@@ -58,7 +59,9 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret]) -> Run:
 
 def _clean_up(api: KubeApi, name: str, token: str) -> list[str]:
     """Delete every object of this submission (never another run's that has the name);
-    return those that could not be deleted."""
+    return those that could not be deleted. The record and the Service are owned by the
+    Job, so the Job's deletion takes them too; they are deleted here as well so that
+    nothing waits on the garbage collector."""
     left = []
     for kind in KINDS_IN_ORDER:
         try:
