@@ -9,13 +9,15 @@ query.
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 
 from launcher.backends.base import Backend, Plan, Run
 from launcher.config import Profile, launcher_home, load_config
-from launcher.errors import InputError, NotFoundError
+from launcher.errors import InputError, LauncherError, NotFoundError
 from launcher.secrets.store import LocalSecretStore, SecretStore
 
 
@@ -138,3 +140,46 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
         except NotFoundError:
             continue
     raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`")
+
+
+# How long one look across every profile waits for the slowest: a stalled cluster becomes a warning.
+LIST_SECONDS = 8.0
+
+
+def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[str]]:
+    """(backend, run) for every run of these profiles, newest first, and one warning per
+    profile that could not be listed. Profiles are asked in parallel, so an unreachable
+    cluster costs its connect timeout once, not a turn in a queue."""
+    results: dict[str, list[tuple[Backend, Run]]] = {}
+    failures: dict[str, BaseException] = {}
+
+    def list_one(profile: Profile) -> None:
+        try:
+            backend = open_backend(profile)
+            results[profile.name] = [(backend, run) for run in backend.list()]
+        except BaseException as e:  # noqa: BLE001 - reported below, in the caller's thread
+            failures[profile.name] = e
+
+    # Daemon threads: one that hangs on a stalled server must not hold up the process's exit.
+    threads = [threading.Thread(target=list_one, args=(p,), name=f"list-{p.name}", daemon=True) for p in profiles]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + LIST_SECONDS
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    pairs: list[tuple[Backend, Run]] = []
+    warnings: list[str] = []
+    for profile in profiles:
+        name = profile.name
+        if name in results:
+            pairs.extend(results[name])
+        elif name in failures:
+            e = failures[name]
+            if not isinstance(e, LauncherError):
+                raise e
+            message = e.message.splitlines()[0] if e.message else type(e).__name__
+            warnings.append(message if message.startswith(f"cluster {name}") else f"cluster {name}: {message}")
+        else:
+            warnings.append(f"cluster {name}: no answer within {LIST_SECONDS:.0f} s")
+    pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
+    return pairs, warnings

@@ -78,12 +78,12 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
 def _detect_jobset(profile) -> bool | None:
     """Ask the cluster whether it serves JobSet; None (and a warning) when it cannot be asked."""
     from launcher.backends.kubernetes.discovery import serves_jobset
-    from launcher.backends.kubernetes.kubeapi import KubeApi
+    from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi
 
     try:
-        api = KubeApi(profile)
+        api = KubeApi(profile, retry=QUICK_RETRY)  # an unreachable cluster must not hold up `cluster add`
         try:
-            return serves_jobset(api.client)
+            return serves_jobset(api)
         finally:
             api.close()
     except Exception as e:  # noqa: BLE001 - whatever the failure, the profile is still added

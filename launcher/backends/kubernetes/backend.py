@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.base import Backend, LogLine, Plan, Run
 from launcher.backends.kubernetes.follow import run_logs
-from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi
 from launcher.backends.kubernetes.lifecycle import delete_run, stop_run
 from launcher.backends.kubernetes.observe import observe, observe_all
 from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile
@@ -80,7 +80,8 @@ class KubernetesBackend(Backend):
         return settle(self.api, observe(self.api, name))
 
     def list(self) -> list[Run]:
-        runs = [settle(self.api, o) for o in observe_all(self.api)]
+        # A listing is one look (often across many profiles): it fails fast rather than wait on a cluster.
+        runs = [settle(self.api, o) for o in observe_all(self.api, QUICK_RETRY)]
         return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
 
     def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-JOBSET_GROUP = "jobset.x-k8s.io"
-JOBSET_VERSION = "v1alpha2"
-DISCOVERY_TIMEOUT = (3, 10)
+if TYPE_CHECKING:
+    from launcher.backends.kubernetes.kubeapi import KubeApi
+
+JOBSET_GROUP_VERSION = "jobset.x-k8s.io/v1alpha2"
 
 
-def serves_jobset(client: Any) -> bool:
-    """Whether the API server lists jobset.x-k8s.io/v1alpha2 (GET /apis). Raises the client's
-    errors (ApiException, urllib3 errors) for the caller's boundary to turn into ours."""
-    import kubernetes
-
-    groups = kubernetes.client.ApisApi(client).get_api_versions(_request_timeout=DISCOVERY_TIMEOUT)
-    for group in groups.groups or []:
-        if group.name == JOBSET_GROUP:
-            return any(v.version == JOBSET_VERSION for v in group.versions or [])
-    return False
+def serves_jobset(api: KubeApi) -> bool:
+    """Whether the API server serves JobSets (GET /apis/jobset.x-k8s.io/v1alpha2 lists them).
+    Raises KubeError when the server cannot be asked."""
+    found = api.discover(JOBSET_GROUP_VERSION)
+    return any(r.get("name") == "jobsets" for r in (found or {}).get("resources") or [])

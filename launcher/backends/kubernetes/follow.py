@@ -7,8 +7,6 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 
-from kubernetes.client.exceptions import ApiException
-
 from launcher.backends.base import LogLine
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.informer import Informer
@@ -32,7 +30,7 @@ def masker_for(api: KubeApi, record: dict | None) -> Masker:
 
     try:
         secrets = [s for s in KubernetesSecretStore(api.profile, api=api).list() if s.name in names]
-    except (LauncherError, ApiException):
+    except LauncherError:
         return Masker([])  # not allowed to read them: the entrypoint masked at the source
     return Masker(v for s in secrets for v in s.masked_values())
 
@@ -83,15 +81,25 @@ def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previo
 
 
 def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: int | None, tail: int | None,
-            previous: bool, to_line: ToLine) -> Iterator[LogLine]:
-    """Attach each rank's pod as it starts; end when the attempt has ended and every reader is done."""
+            previous: bool,
+            to_line: ToLine) -> Iterator[LogLine]:
+    """Attach a reader to each rank's pod as it starts; end when the attempt has ended and
+    every reader is done.
+
+    Readers are attached by their own thread, on every pod change, so a chatty rank
+    never delays the others' attach. `tail` applies to pods already running when we
+    began; a pod that starts later is read from its first line, so none of its lines
+    were printed before the command began and none are dropped."""
     out: queue.Queue = queue.Queue()
     stop = threading.Event()
-    changed = threading.Event()
-    pods_inf = Informer(api, "Pod", sel, changed.set).start()
-    job_inf = Informer(api, "Job", keys.run_selector(name), changed.set).start()
+    pods_changed = threading.Event()
+
+    pods_inf = Informer(api, "Pod", sel, pods_changed.set).start()
+    job_inf = Informer(api, "Job", keys.run_selector(name), lambda: None).start()
     readers: dict[str, threading.Thread] = {}
     done_pods: set[str] = set()
+    attach_lock = threading.Lock()
+    tailed: set[str] = set()
 
     def pod_done(pod_name: str) -> bool:
         pod = pods_inf.get(pod_name)
@@ -99,53 +107,65 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
 
     def reader(pod_name: str, r: int) -> None:
         try:
-            for stamp, text in read_pod(api, pod_name, follow=True, tail=tail, previous=previous,
-                                        is_done=lambda: pod_done(pod_name), stop=stop):
+            for stamp, text in read_pod(api, pod_name, follow=True, tail=tail if pod_name in tailed else None,
+                                        previous=previous, is_done=lambda: pod_done(pod_name), stop=stop):
                 out.put(to_line(r, stamp, text))
         except Exception as e:  # noqa: BLE001 - surfaced to the consumer
             out.put(e)
         finally:
             out.put(("done", pod_name))
-            changed.set()
 
-    try:
-        pods_inf.synced.wait(30)
-        job_inf.synced.wait(30)
-        while True:
+    def attach_new() -> None:
+        with attach_lock:
             for pod in pods_inf.snapshot():
                 pname = pod["metadata"]["name"]
                 r = pod_rank(pod)
-                if pname in readers or (rank is not None and r != rank):
+                if pname in readers or (rank is not None and r != rank) or not container_started(pod):
                     continue
-                if container_started(pod):
-                    t = threading.Thread(target=reader, args=(pname, r), daemon=True)
-                    readers[pname] = t
-                    t.start()
-            # Drain what the readers produced.
-            while True:
-                try:
-                    item = out.get(timeout=0.2)
-                except queue.Empty:
-                    break
-                if isinstance(item, Exception):
-                    raise item
-                if isinstance(item, tuple):
-                    done_pods.add(item[1])
-                    continue
+                t = threading.Thread(target=reader, args=(pname, r), name=f"logs-{pname}", daemon=True)
+                readers[pname] = t
+                t.start()
+
+    def attacher() -> None:
+        while not stop.is_set():
+            pods_changed.wait(1.0)
+            pods_changed.clear()
+            attach_new()
+
+    try:
+        for inf in (pods_inf, job_inf):
+            inf.wait_synced(f"follow the logs of run {name!r}")
+        tailed.update(p["metadata"]["name"] for p in pods_inf.snapshot() if container_started(p))
+        attach_new()
+        threading.Thread(target=attacher, name=f"logs-attach-{name}", daemon=True).start()
+        while True:
+            try:
+                item = out.get(timeout=0.3)
+            except queue.Empty:
+                item = None
+            if isinstance(item, Exception):
+                raise item
+            if isinstance(item, LogLine):
                 yield item
-            if len(done_pods) == len(readers) and _attempt_over(name, job_name, index, job_inf, pods_inf, rank):
+                continue
+            if isinstance(item, tuple):
+                done_pods.add(item[1])
+            # Attach here too: the end check must never run before a finished pod has its reader.
+            attach_new()
+            with attach_lock:
+                all_done = done_pods >= set(readers)
+            if all_done and out.empty() and _attempt_over(name, job_name, index, job_inf, pods_inf, rank):
                 return
-            changed.wait(0.3)
-            changed.clear()
     finally:
         stop.set()
+        pods_changed.set()
         pods_inf.stop()
         job_inf.stop()
 
 
 def _attempt_over(name: str, job_name: str, index: int, job_inf: Informer, pods_inf: Informer,
                   rank: int | None) -> bool:
-    job = job_inf.get(job_name)
+    job = job_inf.get(job_name)  # the Job <run>, or the JobSet's child Job <run>-node-0
     if job is None or attempt_of(job) != index:
         return True  # stopped, deleted or superseded by a retry
     conds = {c["type"]: c.get("status") for c in (job.get("status") or {}).get("conditions") or []}

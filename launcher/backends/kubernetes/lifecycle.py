@@ -7,11 +7,9 @@ the ConfigMap, the Service and every attempt's pods.
 
 from __future__ import annotations
 
-from kubernetes.client.exceptions import ApiException
-
 from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi, status_of
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 from launcher.backends.kubernetes.jobset_status import restarts_of
 from launcher.backends.kubernetes.observe import observe
 from launcher.backends.kubernetes.reconcile import finish, settle
@@ -37,8 +35,8 @@ def stop_run(api: KubeApi, name: str) -> Run:
         try:
             finish(api, obs, "STOPPED", "stopped by the user", summary)
             break
-        except ApiException as e:
-            if status_of(e) != 409:
+        except KubeError as e:
+            if e.status != 409:
                 raise
             obs = observe(api, name)  # the record changed under us (a retry): look again
     return settle(api, observe(api, name), act=False)

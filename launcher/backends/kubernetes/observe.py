@@ -7,7 +7,7 @@ must be done about them is reconcile's.
 from __future__ import annotations
 
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.kubeapi import KubeApi, RetryPolicy
 from launcher.backends.kubernetes.jobset_status import child_job_name, restarts_of
 from launcher.backends.kubernetes.status import Observed, attempt_of
 from launcher.errors import NotFoundError
@@ -62,21 +62,21 @@ def observe(api: KubeApi, name: str) -> Observed:
     return obs
 
 
-def observe_all(api: KubeApi) -> list[Observed]:
+def observe_all(api: KubeApi, policy: RetryPolicy | None = None) -> list[Observed]:
     """Every run in the profile's namespace: three list calls (four with JobSet runs, and one
     for events), whatever the count."""
     cluster = api.profile.name
     sel = keys.MANAGED_SELECTOR
-    records, _ = api.list("ConfigMap", labels=sel)
-    jobs, _ = api.list("Job", labels=sel)
-    pods, _ = api.list("Pod", labels=sel)
+    records, _ = api.list("ConfigMap", labels=sel, policy=policy)
+    jobs, _ = api.list("Job", labels=sel, policy=policy)
+    pods, _ = api.list("Pod", labels=sel, policy=policy)
     by_run: dict[str, Observed] = {}
     for cm in records:
         name = cm["metadata"].get("labels", {}).get(keys.RUN)
         if name:
             by_run[name] = Observed(name, record=cm, cluster=cluster)
     if any(o.is_jobset for o in by_run.values()):
-        for js in api.list("JobSet", labels=sel)[0]:
+        for js in api.list("JobSet", labels=sel, policy=policy)[0]:
             name = js["metadata"].get("labels", {}).get(keys.RUN)
             if name in by_run:
                 by_run[name].jobset = js

@@ -1,78 +1,90 @@
-"""Submit: create a run's JobSet (or Job), then its record (ConfigMap) and, for a Job,
-its Service, owned by the JobSet or Job.
+"""Submit: create a run's JobSet (where the cluster serves JobSet, asked at every submit)
+or Job, then its record (ConfigMap) and, for a Job, its Service, owned by it.
 
 The owner comes first because the others carry an owner reference to its uid, so
-`kubectl delete jobset <run>` (or job) cleans everything up. If the record or the
-Service cannot be created, the owner goes again: a run is either whole or absent.
+`kubectl delete jobset <run>` (or job) cleans everything up. All of them carry a fresh
+submission uid (the `launcher.dev/submission` label): a create retried after its
+answer was lost recognises its own object, and a clean-up deletes only objects of
+this submission. If any create fails, everything this submission created goes
+again: a run is either whole or absent, never a Job without its record.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
-import urllib3
-from kubernetes.client.exceptions import ApiException
-
 from launcher.backends.base import Run
-from launcher.backends.kubernetes.kubeapi import KubeApi, message_of, status_of
+from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
+from launcher.backends.kubernetes.discovery import serves_jobset
 from launcher.backends.kubernetes.render import owner_reference, plan_run
-from launcher.backends.kubernetes.status import Observed, derive
-from launcher.errors import InputError, LauncherError
+from launcher.backends.kubernetes.status import Observed, derive, labels
+from launcher.errors import InputError
 
 if TYPE_CHECKING:
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
 
+KINDS_IN_ORDER = ("JobSet", "Job", "ConfigMap", "Service")
+
 
 def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret]) -> Run:
-    """Create the run in the form the cluster serves now (JobSet, asked again; else an
-    Indexed Job), owner first; named warnings ride on the returned Run."""
+    """Named warnings (no JobSet, fields the cluster cannot honour) ride on the returned Run."""
     profile = api.profile
-    jobset = cluster_serves_jobset(api)
+    jobset = serves_jobset(api)  # a JobSet installed or removed since `cluster add` counts
     rendered = plan_run(spec, profile, secrets, jobset=jobset)
-    configmap, *rest = rendered.manifests
-    owner_manifest = rest[-1]  # the JobSet, or the Job
+    configmap, *others = rendered.manifests
+    owner_manifest = others[-1]  # the JobSet, or the Job
     kind = owner_manifest["kind"]
+    token = uuid.uuid4().hex
+    for obj in rendered.manifests:
+        obj["metadata"].setdefault("labels", {})[keys.SUBMISSION] = token
     try:
         created = api.create(kind, owner_manifest)
-    except ApiException as e:
-        if status_of(e) == 409:
+    except KubeError as e:
+        if e.status == 409:
             raise InputError(f"a run named {spec.name!r} already exists in {profile.where}") from None
-        raise LauncherError(f"cluster {profile.name} refused the {kind}: {message_of(e)}") from None
+        _clean_up(api, spec.name, token)  # a create that failed may still have happened
+        raise
     owner = [owner_reference(created)]
-    for m in (configmap, *rest[:-1]):
-        m["metadata"]["ownerReferences"] = owner
+    for obj in (configmap, *others[:-1]):
+        obj["metadata"]["ownerReferences"] = owner
     try:
         record = api.create("ConfigMap", configmap)
-        for m in rest[:-1]:  # the Service of the Job form
-            api.create(m["kind"], m)
-    except ApiException as e:
-        api.delete(kind, spec.name, propagation="Background")
-        raise LauncherError(f"cluster {profile.name} refused the run's objects: {message_of(e)}") from None
+        for obj in others[:-1]:  # the Service of the Job form
+            api.create(obj["kind"], obj)
+    except KubeError as e:
+        left = _clean_up(api, spec.name, token)
+        raise KubeError(f"{e.message}; " + (f"could not remove what was created ({', '.join(left)}): "
+                                             f"`launcher delete {spec.name}` does, and so does any look at "
+                                             "the run in a few minutes" if left
+                                             else "the run was not started and nothing of it is left"),
+                        status=e.status, reason=e.reason, exit_code=e.exit_code, hint=e.hint) from None
     obs = Observed(spec.name, record=record, cluster=profile.name)
     if jobset:
         obs.jobset = created
     else:
         obs.job = created
     run, _ = derive(obs)
-    run.warnings = rendered.warnings
+    run.warnings = list(rendered.warnings)
     if jobset != profile.jobset:
         run.warnings.insert(0, f"cluster {profile.name} {'now serves' if jobset else 'no longer serves'} JobSet "
-                               f"(the profile says jobset: {str(profile.jobset).lower()}): the run is a "
-                               f"{'JobSet' if jobset else 'Job'}")
+                               f"(its profile says jobset: {str(profile.jobset).lower()}): the run is a {kind}")
     return run
 
 
-def cluster_serves_jobset(api: KubeApi) -> bool:
-    """Ask discovery at every submit: a JobSet installed or removed since `cluster add` counts."""
-    from launcher.backends.kubernetes.discovery import serves_jobset
-
-    try:
-        return serves_jobset(api.client)
-    except ApiException as e:
-        if status_of(e) == 404:
-            return False  # no discovery document for the group: not served
-        raise LauncherError(f"cluster {api.profile.name}: API discovery failed: {message_of(e)}") from None
-    except (urllib3.exceptions.HTTPError, OSError) as e:
-        raise LauncherError(f"cannot reach the API server of cluster {api.profile.name}: "
-                            f"{type(e).__name__}: {e}") from None
+def _clean_up(api: KubeApi, name: str, token: str) -> list[str]:
+    """Delete every object of this submission (never another run's that has the name);
+    return those that could not be deleted. The record and the Service are owned by the
+    Job, so the Job's deletion takes them too; they are deleted here as well so that
+    nothing waits on the garbage collector."""
+    left = []
+    for kind in KINDS_IN_ORDER:
+        try:
+            obj = api.get(kind, name)
+            if obj is not None and labels(obj).get(keys.SUBMISSION) == token:
+                api.delete(kind, name, propagation="Background", uid=obj["metadata"]["uid"])
+        except KubeError:
+            left.append(f"{kind} {name}")
+    return left

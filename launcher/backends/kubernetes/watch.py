@@ -15,7 +15,6 @@ from launcher.backends.kubernetes.jobset_status import restarts_of
 from launcher.backends.kubernetes.observe import jobset_events, observe, waiting_pods, warning_events
 from launcher.backends.kubernetes.reconcile import apply
 from launcher.backends.kubernetes.status import Observed, attempt_of, derive
-from launcher.errors import LauncherError
 
 
 def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
@@ -27,8 +26,7 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
     informers = {kind: Informer(api, kind, sel, changed.set).start() for kind in kinds}
     try:
         for inf in informers.values():
-            if not inf.synced.wait(30):
-                raise LauncherError(f"cluster {profile.name}: cannot list the run's objects: {inf.error}")
+            inf.wait_synced(f"watch run {name!r}")
         last: tuple | None = None
         seen = False
         events: list[dict] = []
