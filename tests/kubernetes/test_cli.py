@@ -75,11 +75,22 @@ def _spec_file(tmp_path: Path, **fields) -> Path:
     return path
 
 
+def _profile_settings(**settings) -> None:
+    """Set fields of the `fake` profile in config.yaml."""
+    from launcher.config import config_path
+
+    path = config_path()
+    config = yaml.safe_load(path.read_text())
+    config["clusters"]["fake"].update(settings)
+    path.write_text(yaml.safe_dump(config))
+
+
 @pytest.mark.parametrize("case", ["dry-run-2x8", "dry-run-cpu-secret"])
 def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
     """`launcher run --dry-run -o yaml` prints the manifests; the random name suffix is
     normalised. Regenerate with UPDATE_GOLDEN=1 after an intended change."""
     assert launcher("secret", "create", "env", "API_TOKEN=" + SECRET, "--cluster", "fake") == 0
+    _profile_settings(entrypoint_mode="inject", jobset=True)  # what the golden files show
     fields = ({"compute": {"gpus": 16, "gpu_type": "h100_80gb"}} if case == "dry-run-2x8"
               else {"compute": {"gpu_type": "none"}, "secrets": ["api-token"]})
     capsys.readouterr()

@@ -150,6 +150,22 @@ def _container(pod: dict) -> dict:
     return statuses[0] if statuses else {}
 
 
+def _init_failure(pod: dict) -> str | None:
+    """Why an init container (inject mode's runtime copy) keeps the main container from
+    ever starting: a waiting reason that never fixes itself, or a non-zero exit."""
+    for c in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        state = c.get("state") or {}
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
+        if waiting.get("reason") in FATAL_WAITING:
+            msg = waiting.get("message") or ""
+            return f"init container {c.get('name')}: {waiting['reason']}" + (f": {msg}" if msg else "")
+        if terminated and terminated.get("exitCode"):
+            msg = (terminated.get("message") or "").strip()
+            return (f"init container {c.get('name')} (image {c.get('image', '?')}) exited with code "
+                    f"{terminated['exitCode']}" + (f": {msg}" if msg else ""))
+    return None
+
+
 def rank_view(pod: dict, events: list[dict]) -> RankView:
     rank = pod_rank(pod)
     status = pod.get("status") or {}
@@ -171,6 +187,10 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
     def view(st: RunStatus, **kw: Any) -> RankView:
         return RankView(rank, st, node=node, started_at=started_at, scheduled_at=scheduled_at,
                         pod=(pod.get("metadata") or {}).get("name", ""), **kw)
+
+    init = None if (running or terminated) else _init_failure(pod)
+    if init:
+        return view(RunStatus.FAILED, failure=FATAL, reason=f"rank {rank}: {init}")
 
     if phase in ("Failed", "Succeeded") or terminated:
         code = (terminated or {}).get("exitCode")
