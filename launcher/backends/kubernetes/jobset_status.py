@@ -76,6 +76,21 @@ def job_failure_events(run: str, events: list[dict]) -> list[dict]:
     return sorted(out, key=_when)
 
 
+def restart_events(run: str, events: list[dict]) -> list[dict]:
+    """The JobSet controller's restart events, oldest first: one per restart (it emits them
+    whether or not the restart counts against maxRestarts)."""
+    out = [e for e in events if (e.get("involvedObject") or {}).get("kind") == "JobSet"
+           and (e.get("involvedObject") or {}).get("name") == run and str(e.get("reason", "")).startswith("Restart")]
+    return sorted(out, key=_when)
+
+
+def attempt_from_restart_event(index: int, event: dict) -> Attempt:
+    free = "IgnoreMaxRestarts" in (event.get("reason") or "")
+    why = event.get("message") or event.get("reason")
+    reason = f"restarted by the JobSet controller{' (not counted: a disruption)' if free else ''}: {why}"
+    return Attempt(index=index, status=RunStatus.FAILED, ended_at=ts(_when(event) or None), reason=reason)
+
+
 def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt:
     message = event.get("message") or event.get("reason") or ""
     when = ts(_when(event) or None)
@@ -121,6 +136,7 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
     attempts: list[Attempt] = []
     events: list[StatusEvent] = []
     failures = job_failure_events(obs.name, obs.events)
+    restarted = restart_events(obs.name, obs.events)
     for index in range(1, current):
         pods = [p for p in obs.pods if attempt_of(p) == index]
         if index in finished:
@@ -131,6 +147,9 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
             a.status = RunStatus.FAILED
         elif index <= len(failures):
             a = attempt_from_event(index, obs.name, nodes, failures[index - 1])
+            ev = [StatusEvent(RunStatus.FAILED, a.ended_at, index, a.reason)] if a.ended_at else []
+        elif index <= len(restarted):
+            a = attempt_from_restart_event(index, restarted[index - 1])
             ev = [StatusEvent(RunStatus.FAILED, a.ended_at, index, a.reason)] if a.ended_at else []
         else:
             a = Attempt(index=index, status=RunStatus.FAILED, reason="restarted by the JobSet controller")
@@ -203,7 +222,7 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
     if final and final.get("at"):
         ended_at = ts(final["at"])
         events.append(StatusEvent(status, ended_at or created, current, reason))
-    elif status.is_terminal and ended_at:
+    elif status.is_terminal and ended_at and not (events and events[-1].status is status):
         events.append(StatusEvent(status, ended_at, current, reason))
     if not events and created:
         events.append(StatusEvent(RunStatus.PENDING, created, 1))

@@ -13,9 +13,10 @@ from launcher.backends.kubernetes.status import Observed, attempt_of
 from launcher.errors import NotFoundError
 
 
-def warning_events(api: KubeApi, pods: list[dict], jobs: tuple[str, ...] = ()) -> list[dict]:
-    """Warning events of these pods and of the Jobs named: one list call for the namespace, filtered here."""
-    names = {("Pod", p["metadata"]["name"]) for p in pods} | {("Job", j) for j in jobs}
+def warning_events(api: KubeApi, pods: list[dict], objects: tuple[tuple[str, str], ...] = ()) -> list[dict]:
+    """Warning events of these pods and of the (kind, name) objects: one list call for the
+    namespace, filtered here."""
+    names = {("Pod", p["metadata"]["name"]) for p in pods} | set(objects)
     if not names:
         return []
     kinds = {k for k, _ in names}
@@ -39,7 +40,12 @@ def jobset_events(api: KubeApi, obs: Observed) -> list[dict]:
     waiting = [p for p in obs.pods if attempt_of(p) == current
                and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
     ended = current > 1 or bool(((obs.jobset or {}).get("status") or {}).get("terminalState"))
-    return warning_events(api, waiting, (child_job_name(obs.name),) if ended else ())
+    return warning_events(api, waiting, jobset_objects(obs.name) if ended else ())
+
+
+def jobset_objects(run: str) -> tuple[tuple[str, str], ...]:
+    """Whose Warning events tell a JobSet run's ended attempts: its child Job's and its own."""
+    return (("Job", child_job_name(run)), ("JobSet", run))
 
 
 def observe(api: KubeApi, name: str) -> Observed:
@@ -94,8 +100,9 @@ def observe_all(api: KubeApi, policy: RetryPolicy | None = None) -> list[Observe
         if name in by_run:
             by_run[name].pods.append(pod)
     waiting = [p for o in by_run.values() if not o.is_jobset for p in waiting_pods(o.job, o.pods)]
-    ended = tuple(child_job_name(o.name) for o in by_run.values() if o.is_jobset and (
-        restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState")))
+    ended = tuple(obj for o in by_run.values() if o.is_jobset and (
+        restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState"))
+        for obj in jobset_objects(o.name))
     waiting += [p for o in by_run.values() if o.is_jobset for p in o.pods
                 if attempt_of(p) == restarts_of(o.jobset) + 1 and (p.get("status") or {}).get("phase") == "Pending"]
     if waiting or ended:
