@@ -99,7 +99,7 @@ def test_a_job_left_without_its_record_is_removed_once_no_submit_can_be_on_its_w
     young = run_spec("young-abc123", worker("--lines", "1"))
     old = run_spec("old-abc123", worker("--lines", "1"))
     for spec in (young, old):
-        _, _, job = render_run(spec, backend.profile, [])
+        _, _, job = render_run(spec, backend.profile, [], jobset=False)  # the Job form
         fake_kube.create("Job", "default", job)
     with fake_kube.lock:  # time passes for one of them (an API server keeps creationTimestamp unchangeable)
         fake_kube.objects[("Job", "default", old.name)]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
