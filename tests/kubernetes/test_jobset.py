@@ -221,3 +221,20 @@ def test_an_llm_foundry_mcli_yaml_runs_through_the_injected_runtime(fake_kube_pr
     assert report["path"] == str(image_bin)
     assert yaml.safe_load(report["params"]) == {"max_seq_len": 128, "global_train_batch_size": 8}
     assert report["attempt"] == "1"
+
+
+def test_cluster_add_detects_jobset_and_submit_warns_without_it(fake_kube_program, tmp_path, capsys):
+    with_jobset = fake_kube_program("--jobset", "--nodes", "1")
+    without = fake_kube_program("--nodes", "1")
+    for name, kube, served in (("js", with_jobset, True), ("plain", without, False)):
+        assert launcher("cluster", "add", name, "--kubeconfig", str(kube.kubeconfig), "--context", "fake") == 0
+        assert yaml.safe_load((Path(os.environ["LAUNCHER_HOME"]) / "config.yaml").read_text())[
+            "clusters"][name]["jobset"] is served
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(_spec(worker("--lines", "1"), max_retries=2) | {"compute": {"gpu_type": "none"}}))
+    capsys.readouterr()
+    assert launcher("run", "-f", str(spec), "--cluster", "plain") == 0
+    err = capsys.readouterr().err
+    assert err.count("has no JobSet") == 1
+    assert "retries (scheduling.max_retries) happen only while a launcher process observes the run" in err
+    assert "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/" in err

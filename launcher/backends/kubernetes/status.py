@@ -211,6 +211,11 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
             return view(RunStatus.FAILED, failure=USER, finished_at=finished,
                         reason=f"rank {rank} failed: {status.get('message') or pod_reason or 'unknown reason'}")
         extra = " (out of memory)" if (terminated or {}).get("reason") == "OOMKilled" else ""
+        # The container's termination message: the entrypoint leaves one when setup fails
+        # (inject mode: an image without bash), as `kubectl describe pod` shows it.
+        told = ((terminated or {}).get("message") or "").strip().splitlines()
+        if told:
+            extra += f": {told[0]}"
         return view(RunStatus.FAILED, exit_code=code, failure=USER, finished_at=finished,
                     reason=f"rank {rank} exited with code {code}{extra}")
     if deleting:
