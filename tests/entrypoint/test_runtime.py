@@ -124,3 +124,19 @@ def test_the_runtime_holds_only_what_the_entrypoint_needs(runtime):
         gone = subprocess.run(["/usr/bin/env", "-i", str(python), "-I", "-c", f"import {heavy}"], capture_output=True)
         assert gone.returncode != 0, f"{heavy} is importable in the runtime"
     assert (runtime.volume / "VERSION").read_text().strip() == __import__("launcher").__version__
+
+
+def test_the_runtime_dockerfile_assembles_with_the_same_command():
+    """images/runtime/Dockerfile: python-build-standalone install_only for both arches, then the
+    one assembly recipe this file's fixture runs, and the init container's command."""
+    from dockerfile_parse import DockerfileParser
+
+    df = DockerfileParser(path=str(Path(__file__).resolve().parents[2] / "images" / "runtime" / "Dockerfile"))
+    runs = " ".join(i["value"] for i in df.structure if i["instruction"] == "RUN")
+    assert "-m launcher.entrypoint.bundle build --python /opt/pbs/python --out /opt/launcher-runtime" in runs
+    assert "install_only.tar.gz" in runs and "python-build-standalone" in runs
+    assert "amd64) arch=x86_64" in runs and "arm64) arch=aarch64" in runs
+    cmd = [i["value"] for i in df.structure if i["instruction"] == "CMD"]
+    assert json.loads(cmd[-1]) == ["launcher-runtime-install", "/launcher"]
+    env = " ".join(i["value"] for i in df.structure if i["instruction"] == "ENV")
+    assert "PATH=/opt/launcher-runtime/bin" in env  # where bundle puts launcher-runtime-install
