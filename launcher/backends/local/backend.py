@@ -29,6 +29,15 @@ from launcher.secrets.store import LocalSecretStore
 
 
 
+def unhonoured(spec) -> list[str]:
+    """The fields a run on this machine cannot honour, as named warnings (never dropped in silence)."""
+    c, s = spec.compute, spec.scheduling
+    fields = {"compute.instance": c.instance, "compute.node_names": c.node_names, "compute.cpus": c.cpus,
+              "compute.memory": c.memory, "scheduling.priority": s.priority, "scheduling.preemptible": s.preemptible}
+    return [f"{field}: ignored by the local backend (this machine runs every rank)"
+            for field, value in fields.items() if value is not None]
+
+
 def visible_gpus() -> int:
     """GPUs this machine can give a local run (0 without an NVIDIA driver)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
@@ -63,7 +72,7 @@ class LocalBackend(Backend, LocalArtifacts):
             for var in proj.plain_env:
                 env[var] = f"<path into secret {s.name}>"
         return Plan({"backend": "local", "run": spec.to_submitted(), "environment": env,
-                     "secrets": [{"name": s.name, "kind": s.kind.value} for s in secrets]})
+                     "secrets": [{"name": s.name, "kind": s.kind.value} for s in secrets]}, unhonoured(spec))
 
     def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None) -> Run:
         name = spec.name
@@ -94,7 +103,9 @@ class LocalBackend(Backend, LocalArtifacts):
             self.state.set_status(name, RunStatus.FAILED, f"could not start the run's supervisor: {e}")
             raise LauncherError(f"could not start run {name}: {e}") from None
         self.state.set_supervisor(name, sup.pid, start_time(sup.pid))
-        return self.get(name)
+        run = self.get(name)
+        run.warnings = unhonoured(spec)
+        return run
 
     @staticmethod
     def _workdir(spec, layout: RunLayout) -> str:
