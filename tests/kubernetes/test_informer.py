@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from launcher.backends.kubernetes.informer import Informer
-from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.informer import BACKOFF_FIRST, Informer
+from launcher.backends.kubernetes.kubeapi import DEFAULT_RETRY, KubeApi
 from launcher.backends.kubernetes.profiles import load_profile
 from launcher.config import load_config
 
@@ -50,5 +50,24 @@ def test_watches_answered_410_gone_relist_at_once(fake_kube, api):
         assert seen_within(inf, "after-gone", 2.0)
         assert fake_kube.count(verb="list", kind="ConfigMap") - lists >= 6  # a fresh list after each
         assert inf.error is None
+    finally:
+        inf.stop()
+
+
+def test_the_backoff_starts_small_again_after_a_success(fake_kube, api):
+    # Watches that fail (after the client's own retries) back the informer off, more each time...
+    fake_kube.faults.inject("watch", "configmaps", status=500, times=3 * DEFAULT_RETRY.tries)
+    inf = Informer(api, "ConfigMap", "app=informed", lambda: None, watch_seconds=1).start()
+    try:
+        inf.wait_synced("watch the test's ConfigMaps")
+        deadline = time.monotonic() + 30
+        while inf.backoff.current <= BACKOFF_FIRST * 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert inf.backoff.current > BACKOFF_FIRST * 4, "the informer never backed off"
+        # ...until a watch works again: the next failure waits the shortest time again.
+        fake_kube.create("ConfigMap", "default", configmap("back"))
+        assert seen_within(inf, "back", 20)
+        assert inf.backoff.current == BACKOFF_FIRST
+        assert inf.error is None or inf.synced.is_set()
     finally:
         inf.stop()

@@ -190,7 +190,8 @@ class KubeApi:
             if code in (401, 403):
                 hint = f"check your kubeconfig context and your rights in namespace {self.namespace}"
             label = f"{code} {reason or e.reason or ''}".strip()
-            raise KubeError(f"{where}: cannot {doing}: {label}" + (f": {message}" if message else ""),
+            said = f": {message}" if message and message not in (reason, e.reason) else ""
+            raise KubeError(f"{where}: cannot {doing}: {label}{said}",
                             status=code, reason=reason, hint=hint,
                             retryable=code in UNDONE_STATUSES | MAYBE_DONE_STATUSES,
                             maybe_done=code in MAYBE_DONE_STATUSES) from None
