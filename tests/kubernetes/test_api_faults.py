@@ -6,6 +6,8 @@ retries of 5xx and connection failures (never of a 4xx), idempotent creates, and
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -157,30 +159,45 @@ def test_each_client_error_class_fails_at_once_as_bad_input(fake_kube, status):
     backend.close()
 
 
-def test_retries_run_out_on_a_create_and_the_submit_leaves_nothing(fake_kube, capsys, tmp_path):
+def kubectl_names(prog, run: str) -> list[str]:
+    """What real kubectl sees of a run in the fake program: kind/name of its objects."""
+    out = subprocess.run(["kubectl", "--kubeconfig", str(prog.kubeconfig), "get", "jobs,configmaps,services",
+                          "-l", f"launcher.dev/run={run}", "-o", "name"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    return sorted(out.split())
+
+
+needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl (apt install kubectl)")
+
+
+@needs_kubectl
+def test_retries_run_out_on_a_create_and_the_submit_leaves_nothing(fake_kube_program, capsys, tmp_path):
+    prog = fake_kube_program()
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({"name": "nothing-left", "image": "x", "command": worker("--lines", "1")}))
-    fake_kube.faults.inject("create", "services", status=500, times=0)
+    prog.faults.inject("create", "services", status=500, times=0)
     capsys.readouterr()
     assert launcher("run", "-f", str(spec), "--cluster", "fake") == 1
     err = capsys.readouterr().err
     name = err.split("cannot create Service ")[1].split(":")[0]
-    assert fake_kube.count(method="POST", kind="Service") == DEFAULT_RETRY.tries
+    assert prog.count(method="POST", kind="Service") == DEFAULT_RETRY.tries
     assert f"(tried {DEFAULT_RETRY.tries} times); the run was not started and nothing of it is left" in err
-    for kind in ("Job", "ConfigMap", "Service"):
-        assert fake_kube.list(kind, "default", f"launcher.dev/run={name}")[0] == []
+    assert kubectl_names(prog, name) == []
 
 
+@needs_kubectl
 @pytest.mark.parametrize("resource", ["jobs", "configmaps", "services"])
-def test_a_create_whose_answer_was_lost_is_not_a_second_run(fake_kube, resource):
+def test_a_create_whose_answer_was_lost_is_not_a_second_run(fake_kube_program, resource):
+    prog = fake_kube_program()
     backend = make_backend()
     spec = run_spec(f"lost-{resource}-abc123", worker("--lines", "1"))
-    fake_kube.faults.inject("create", resource, lose_response=True, times=1)
+    prog.faults.inject("create", resource, lose_response=True, times=1)
     run = backend.submit(spec, [])  # the create happened; its retry finds our own object
     assert run.name == spec.name
     kind = {"jobs": "Job", "configmaps": "ConfigMap", "services": "Service"}[resource]
-    assert fake_kube.count(method="POST", kind=kind) == 2
-    assert len(fake_kube.list(kind, "default", f"launcher.dev/run={spec.name}")[0]) == 1
+    assert prog.count(method="POST", kind=kind) == 2
+    assert kubectl_names(prog, spec.name) == [f"configmap/{spec.name}", f"job.batch/{spec.name}",
+                                              f"service/{spec.name}"]
     assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
     backend.close()
 
