@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 from tests.fakes.http import LoopbackServer
-from tests.fakes.kube import discovery
+from tests.fakes.kube import crd, discovery
 from tests.fakes.kube.common import (ApiError, fields_match, labels_match, now_ns, parse_label_selector,
                                      parse_rfc3339_ns, rfc3339, status_body)
 from tests.fakes.kube.faults import FaultRule
@@ -212,7 +212,11 @@ class Handler(BaseHTTPRequestHandler):
             if route is None:
                 return self.send_json(404, status_body(404, "NotFound", "the server could not find the requested "
                                                                          "resource"))
-            self.resource_request(method, q, body, *route)
+            strict = crd.STRICT.set(q.get("fieldValidation") == "Strict")
+            try:
+                self.resource_request(method, q, body, *route)
+            finally:
+                crd.STRICT.reset(strict)
         except LostResponse:
             self.drop_connection()
         except ApiError as e:

@@ -18,7 +18,7 @@ COLUMNS: dict[str, list[Column]] = {
     "Job": [("Name", "string", 0), ("Status", "string", 0), ("Completions", "string", 0),
             ("Duration", "string", 0), ("Age", "string", 0)],
     "JobSet": [("Name", "string", 0), ("TerminalState", "string", 0), ("Restarts", "string", 0),
-               ("Completed", "string", 0), ("Suspended", "string", 0), ("Age", "date", 0)],
+               ("Completed", "string", 0), ("Suspended", "string", 0), ("Age", "string", 0)],
     "Service": [("Name", "string", 0), ("Type", "string", 0), ("Cluster-IP", "string", 0),
                 ("External-IP", "string", 0), ("Port(s)", "string", 0), ("Age", "string", 0)],
     "ConfigMap": [("Name", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
@@ -62,7 +62,7 @@ def cells(kind: str, o: dict) -> list[Any]:
     if kind == "JobSet":
         completed = next((c["status"] for c in status.get("conditions") or [] if c["type"] == "Completed"), "")
         return [meta["name"], status.get("terminalState", ""), str(status.get("restarts", 0)), completed,
-                str(spec.get("suspend", False)).lower(), meta.get("creationTimestamp")]
+                str(spec.get("suspend", False)).lower(), created]
     if kind == "Service":
         ports = ",".join(f"{p['port']}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
         return [meta["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP", "<none>"), "<none>", ports,
