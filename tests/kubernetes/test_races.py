@@ -147,3 +147,26 @@ def test_a_stop_while_the_next_attempt_is_being_created_wins(fake_kube):
                what="the held Job's removal")
     assert backend.get(spec.name).status is RunStatus.STOPPED
     backend.close()
+
+
+def test_a_connection_cut_while_the_record_is_created_still_gives_one_whole_run(fake_kube):
+    # The server goes away (connections cut, then refused for a moment) while the submit
+    # creates the ConfigMap: the create is retried when the server is back, and the run
+    # is whole (not a Job without its record, STARTING forever).
+    backend = make_backend()
+    spec = run_spec("cut-abc123", worker("--lines", "1"))
+    held = fake_kube.faults.inject("create", "configmaps", delay=0.5, times=1)
+
+    def cut_when_held() -> None:
+        wait_until(lambda: held.fired, what="the ConfigMap create")
+        fake_kube.faults.refuse_connections(0.7)
+
+    cutter = threading.Thread(target=cut_when_held, daemon=True)
+    cutter.start()
+    backend.submit(spec, [])
+    cutter.join(10)
+    for kind in ("Job", "ConfigMap", "Service"):
+        assert len(fake_kube.list(kind, "default", f"launcher.dev/run={spec.name}")[0]) == 1, kind
+    final = wait_until(lambda: (r := backend.get(spec.name)).status.is_terminal and r, what="the run's end")
+    assert final.status is RunStatus.COMPLETED
+    backend.close()
