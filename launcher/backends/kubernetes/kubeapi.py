@@ -130,9 +130,10 @@ def _api_message(e: ApiException) -> tuple[str, str]:
     """(message, reason) from the Status body; never the headers str(e) would print."""
     try:
         body = json.loads(e.body)
-        return str(body.get("message") or e.reason or ""), str(body.get("reason") or "")
+        message, reason = str(body.get("message") or e.reason or ""), str(body.get("reason") or "")
     except (TypeError, ValueError, AttributeError):
-        return str(getattr(e, "reason", "") or "no message"), ""
+        message, reason = str(getattr(e, "reason", "") or "no message"), ""
+    return "; ".join(part.strip() for part in message.splitlines() if part.strip()), reason
 
 
 def _connection_error(e: BaseException) -> tuple[str, str, bool]:
