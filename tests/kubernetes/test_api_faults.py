@@ -229,3 +229,13 @@ def test_unreachable_profiles_cost_one_short_wait_and_one_warning_each(launcher_
     # Both profiles are asked at once, each with a short connect timeout and no second try
     # (the old way, one after the other with retries, took over 5 s). Generous bound.
     assert took < 3, f"get runs took {took:.1f} s"
+
+
+def test_tls_trouble_is_one_line_naming_the_profile(fake_kube, launcher_home):
+    # The fake speaks plain HTTP: a kubeconfig that says https fails the TLS handshake.
+    add_profile(launcher_home, "tls", fake_kube.url.replace("http://", "https://"))
+    with pytest.raises(KubeError) as err:
+        make_backend("tls").get("x")
+    assert str(err.value).startswith("cluster tls: cannot read ConfigMap x: TLS failed: ")
+    assert "\n" not in str(err.value) and err.value.exit_code == 2
+    assert err.value.hint == "check the certificate-authority in the kubeconfig"

@@ -186,6 +186,14 @@ class KubeApi:
             raise
         except ApiException as e:
             code = status_of(e)
+            if code == 0:  # the client's REST layer wraps a TLS failure as a status-0 ApiException
+                lines = str(e.reason or "").splitlines() or ["ConnectionError"]
+                tls = lines[0] == "SSLError"
+                what = f"TLS failed: {lines[-1]}" if tls else "; ".join(lines)
+                raise KubeError(f"{where}: cannot {doing}: {what} ({self.server})", reason="TLS" if tls else lines[0],
+                                exit_code=2 if tls else 1,
+                                hint="check the certificate-authority in the kubeconfig" if tls else None,
+                                ) from None
             message, reason = _api_message(e)
             hint = None
             if code in (401, 403):
