@@ -116,6 +116,7 @@ def test_the_program_takes_faults_over_http_and_stops_its_pods(fake_kube_program
     assert e.value.status == 503
     assert [r.fired for r in prog.faults.list_rules()] == [1] and rule.id == 1
     assert prog.count(verb="list", kind="Pod") == 1
+    assert prog.pods() == [] and prog.get("Namespace", "", "default")["status"]["phase"] == "Active"
     prog.faults.clear()
     api.create_namespaced_pod("default", {"metadata": {"name": "sleeper"}, "spec": {"containers": [
         {"name": "main", "image": "busybox", "command": ["sleep", "300"]}]}})

@@ -108,12 +108,12 @@ def test_create_get_all_namespaces_logs_and_json(cluster):
 
 
 def test_logs_follow_ends_when_the_pod_ends(cluster):
-    job = JOB.replace("sleeper", "counter").replace('["sleep", "120"]', '["sh", "-c", "for i in 1 2 3 4; do echo n $i; sleep 0.4; done"]')
-    kubectl(cluster, "create", "-f", "-", stdin=job)
+    script = '["sh", "-c", "sleep 2; for i in 1 2 3 4; do echo n $i; sleep 0.4; done"]'
+    kubectl(cluster, "create", "-f", "-", stdin=JOB.replace("sleeper", "counter").replace('["sleep", "120"]', script))
 
-    def running_pod():
-        out = kubectl(cluster, "get", "pods", "-l", "batch.kubernetes.io/job-name=counter", "-o", "json").stdout
-        return next((p["metadata"]["name"] for p in json.loads(out)["items"] if p["status"]["phase"] == "Running"), None)
+    def running_pod():  # asked of the fake directly: kubectl is slow to start on a busy machine
+        return next((p["metadata"]["name"] for p in cluster.pods(labels="batch.kubernetes.io/job-name=counter")
+                     if p["status"]["phase"] == "Running"), None)
     pod = wait_for(running_pod)
     started = time.monotonic()
     out = kubectl(cluster, "logs", "-f", pod, timeout=20).stdout

@@ -6,17 +6,22 @@ retries of 5xx and connection failures (never of a 4xx), idempotent creates, and
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from launcher.backends.base import RunStatus
 from launcher.backends.kubernetes.kubeapi import DEFAULT_RETRY, KubeApi, KubeError
 from launcher.backends.kubernetes.profiles import load_profile
 from launcher.config import load_config
+from launcher.errors import InputError
+from tests.fakes.kube.faults import unreachable_server
 from tests.kubernetes.conftest import make_backend
-from tests.kubernetes.test_backend import run_spec, worker
+from tests.kubernetes.test_backend import follow, run_spec, worker
 from tests.kubernetes.test_cli import launcher
 
 
@@ -127,3 +132,110 @@ def test_a_server_error_on_describe_is_one_line_and_exit_1(fake_kube, capsys):
     assert err.strip().splitlines() == [
         "✗ cluster fake: cannot read ConfigMap described-abc123: 503 ServiceUnavailable: the server is currently "
         f"unable to handle the request (tried {DEFAULT_RETRY.tries} times)"]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 429])
+def test_each_server_error_class_is_retried_until_it_passes(fake_kube, status):
+    backend = make_backend()
+    spec = run_spec(f"class{status}-abc123", worker("--lines", "1"))
+    backend.submit(spec, [])
+    fake_kube.faults.inject("get", "configmaps", status=status, times=2)
+    before = fake_kube.count(verb="get", kind="ConfigMap")
+    assert backend.get(spec.name).name == spec.name
+    assert fake_kube.count(verb="get", kind="ConfigMap") - before == 3  # two failures, then the answer
+    backend.close()
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 422])
+def test_each_client_error_class_fails_at_once_as_bad_input(fake_kube, status):
+    backend = make_backend()
+    fake_kube.faults.inject("get", "configmaps", status=status, times=0)
+    before = fake_kube.count(verb="get", kind="ConfigMap")
+    with pytest.raises(KubeError) as err:
+        backend.get("any-run")
+    assert fake_kube.count(verb="get", kind="ConfigMap") - before == 1
+    assert err.value.status == status and err.value.exit_code == 2
+    assert str(err.value).startswith(f"cluster fake: cannot read ConfigMap any-run: {status} ")
+    backend.close()
+
+
+def kubectl_names(prog, run: str) -> list[str]:
+    """What real kubectl sees of a run in the fake program: kind/name of its objects."""
+    out = subprocess.run(["kubectl", "--kubeconfig", str(prog.kubeconfig), "get", "jobs,configmaps,services",
+                          "-l", f"launcher.dev/run={run}", "-o", "name"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    return sorted(out.split())
+
+
+needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl (apt install kubectl)")
+
+
+@needs_kubectl
+def test_retries_run_out_on_a_create_and_the_submit_leaves_nothing(fake_kube_program, capsys, tmp_path):
+    prog = fake_kube_program()
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"name": "nothing-left", "image": "x", "command": worker("--lines", "1")}))
+    prog.faults.inject("create", "services", status=500, times=0)
+    capsys.readouterr()
+    assert launcher("run", "-f", str(spec), "--cluster", "fake") == 1
+    err = capsys.readouterr().err
+    name = err.split("cannot create Service ")[1].split(":")[0]
+    assert prog.count(method="POST", kind="Service") == DEFAULT_RETRY.tries
+    assert f"(tried {DEFAULT_RETRY.tries} times); the run was not started and nothing of it is left" in err
+    assert kubectl_names(prog, name) == []
+
+
+@needs_kubectl
+@pytest.mark.parametrize("resource", ["jobs", "configmaps", "services"])
+def test_a_create_whose_answer_was_lost_is_not_a_second_run(fake_kube_program, resource):
+    prog = fake_kube_program()
+    backend = make_backend()
+    spec = run_spec(f"lost-{resource}-abc123", worker("--lines", "1"))
+    prog.faults.inject("create", resource, lose_response=True, times=1)
+    run = backend.submit(spec, [])  # the create happened; its retry finds our own object
+    assert run.name == spec.name
+    kind = {"jobs": "Job", "configmaps": "ConfigMap", "services": "Service"}[resource]
+    assert prog.count(method="POST", kind=kind) == 2
+    assert kubectl_names(prog, spec.name) == [f"configmap/{spec.name}", f"job.batch/{spec.name}",
+                                              f"service/{spec.name}"]
+    assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
+    backend.close()
+
+
+def test_a_create_that_meets_somebody_elses_object_is_not_taken_for_ours(fake_kube):
+    backend = make_backend()
+    spec = run_spec("taken-abc123", worker("--lines", "1"))
+    backend.submit(spec, [])
+    with pytest.raises(InputError, match="a run named 'taken-abc123' already exists"):
+        backend.submit(spec, [])
+    backend.close()
+
+
+def test_unreachable_profiles_cost_one_short_wait_and_one_warning_each(launcher_home, tmp_path, capsys):
+    local_run(tmp_path)
+    with unreachable_server("refused") as refused, unreachable_server("stalled") as stalled:
+        add_profile(launcher_home, "refused", refused)
+        add_profile(launcher_home, "stalled", stalled)
+        capsys.readouterr()
+        started = time.monotonic()
+        assert launcher("get", "runs", "-o", "name") == 0
+        took = time.monotonic() - started
+    out, err = capsys.readouterr()
+    assert out.startswith("here-")
+    warnings = sorted(ln for ln in err.splitlines() if ln.startswith("!"))
+    assert len(warnings) == 2, err
+    assert warnings[0].startswith("! cluster refused: cannot list ConfigMaps: cannot connect: connection refused")
+    assert warnings[1].startswith("! cluster stalled: cannot list ConfigMaps: connecting timed out")
+    # Both profiles are asked at once, each with a short connect timeout and no second try
+    # (the old way, one after the other with retries, took over 5 s). Generous bound.
+    assert took < 3, f"get runs took {took:.1f} s"
+
+
+def test_tls_trouble_is_one_line_naming_the_profile(fake_kube, launcher_home):
+    # The fake speaks plain HTTP: a kubeconfig that says https fails the TLS handshake.
+    add_profile(launcher_home, "tls", fake_kube.url.replace("http://", "https://"))
+    with pytest.raises(KubeError) as err:
+        make_backend("tls").get("x")
+    assert str(err.value).startswith("cluster tls: cannot read ConfigMap x: TLS failed: ")
+    assert "\n" not in str(err.value) and err.value.exit_code == 2
+    assert err.value.hint == "check the certificate-authority in the kubeconfig"

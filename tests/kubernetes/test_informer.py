@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from launcher.backends.kubernetes.informer import Informer
-from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.informer import BACKOFF_FIRST, Informer
+from launcher.backends.kubernetes.kubeapi import DEFAULT_RETRY, KubeApi
 from launcher.backends.kubernetes.profiles import load_profile
 from launcher.config import load_config
 
@@ -50,5 +50,51 @@ def test_watches_answered_410_gone_relist_at_once(fake_kube, api):
         assert seen_within(inf, "after-gone", 2.0)
         assert fake_kube.count(verb="list", kind="ConfigMap") - lists >= 6  # a fresh list after each
         assert inf.error is None
+    finally:
+        inf.stop()
+
+
+def test_the_backoff_starts_small_again_after_a_success(fake_kube, api):
+    # Watches that fail (after the client's own retries) back the informer off, more each time...
+    fake_kube.faults.inject("watch", "configmaps", status=500, times=3 * DEFAULT_RETRY.tries)
+    inf = Informer(api, "ConfigMap", "app=informed", lambda: None, watch_seconds=1).start()
+    try:
+        inf.wait_synced("watch the test's ConfigMaps")
+        deadline = time.monotonic() + 30
+        while inf.backoff.current <= BACKOFF_FIRST * 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert inf.backoff.current > BACKOFF_FIRST * 4, "the informer never backed off"
+        # ...until a watch works again: the next failure waits the shortest time again.
+        fake_kube.create("ConfigMap", "default", configmap("back"))
+        assert seen_within(inf, "back", 20)
+        assert inf.backoff.current == BACKOFF_FIRST
+        assert inf.error is None or inf.synced.is_set()
+    finally:
+        inf.stop()
+
+
+def test_a_watch_from_a_compacted_version_relists_and_misses_nothing(fake_kube, api):
+    inf = Informer(api, "ConfigMap", "app=informed", lambda: None, watch_seconds=1).start()
+    try:
+        inf.wait_synced("watch the test's ConfigMaps")
+        fake_kube.create("ConfigMap", "default", configmap("seen"))
+        assert seen_within(inf, "seen", 5)
+        relists = inf.relists
+        # The informer's next watch is held at the server while things change and the
+        # history is compacted: it asks from a version that is gone (410), and only a
+        # fresh list brings what happened meanwhile.
+        rule = fake_kube.faults.inject("watch", "configmaps", delay=1.5, times=1)
+        deadline = time.monotonic() + 10
+        while not rule.fired and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert rule.fired, "the informer did not watch again"
+        fake_kube.create("ConfigMap", "default", configmap("after-compaction"))
+        fake_kube.delete("ConfigMap", "default", "seen")
+        fake_kube.compact()
+        deadline = time.monotonic() + 10
+        while (inf.get("seen") is not None or inf.get("after-compaction") is None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert inf.get("after-compaction") is not None and inf.get("seen") is None
+        assert inf.expired == 1 and inf.relists == relists + 1
     finally:
         inf.stop()

@@ -109,3 +109,64 @@ def test_a_job_left_without_its_record_is_removed_once_no_submit_can_be_on_its_w
     wait_until(lambda: not fake_kube.list("Job", "default", f"launcher.dev/run={old.name}")[0], what="the Job's removal")
     assert fake_kube.list("Job", "default", f"launcher.dev/run={young.name}")[0]
     backend.close()
+
+
+def test_a_stop_while_the_next_attempt_is_being_created_wins(fake_kube):
+    # The create of attempt 2's Job is held at the server; the stop comes and returns
+    # meanwhile. The Job then appears, but held (suspended), and the restarter's
+    # compare-and-swap on the record fails on the stop's write: the Job goes unstarted.
+    spec = run_spec("held-abc123", worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
+                    scheduling={"max_retries": 1})
+    backend = make_backend()
+    backend.submit(spec, [])
+    held = fake_kube.faults.inject("create", "jobs", delay=1.5, times=1)
+    restarter = make_backend()
+    failures: list[BaseException] = []
+
+    def restart() -> None:
+        try:
+            wait_until(lambda: restarter.get(spec.name).current_attempt == 2 or held.fired, what="a restart")
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            failures.append(e)
+
+    looker = threading.Thread(target=restart, daemon=True)
+    looker.start()
+    wait_until(lambda: held.fired, what="the create of attempt 2")
+    assert backend.stop(spec.name).status is RunStatus.STOPPED
+    seen_pods = set()
+    deadline = time.monotonic() + 4.0
+    while time.monotonic() < deadline:  # the held create lands, and is undone
+        seen_pods |= {p["metadata"]["name"] for p in
+                      fake_kube.pods(labels=f"launcher.dev/run={spec.name},launcher.dev/attempt=2")}
+        time.sleep(0.05)
+    looker.join(30)
+    restarter.close()
+    assert not failures, failures
+    assert seen_pods == set(), f"pods of attempt 2 ran after the stop: {sorted(seen_pods)}"
+    wait_until(lambda: not fake_kube.list("Job", "default", f"launcher.dev/run={spec.name}")[0],
+               what="the held Job's removal")
+    assert backend.get(spec.name).status is RunStatus.STOPPED
+    backend.close()
+
+
+def test_a_connection_cut_while_the_record_is_created_still_gives_one_whole_run(fake_kube):
+    # The server goes away (connections cut, then refused for a moment) while the submit
+    # creates the ConfigMap: the create is retried when the server is back, and the run
+    # is whole (not a Job without its record, STARTING forever).
+    backend = make_backend()
+    spec = run_spec("cut-abc123", worker("--lines", "1"))
+    held = fake_kube.faults.inject("create", "configmaps", delay=0.5, times=1)
+
+    def cut_when_held() -> None:
+        wait_until(lambda: held.fired, what="the ConfigMap create")
+        fake_kube.faults.refuse_connections(0.7)
+
+    cutter = threading.Thread(target=cut_when_held, daemon=True)
+    cutter.start()
+    backend.submit(spec, [])
+    cutter.join(10)
+    for kind in ("Job", "ConfigMap", "Service"):
+        assert len(fake_kube.list(kind, "default", f"launcher.dev/run={spec.name}")[0]) == 1, kind
+    final = wait_until(lambda: (r := backend.get(spec.name)).status.is_terminal and r, what="the run's end")
+    assert final.status is RunStatus.COMPLETED
+    backend.close()

@@ -53,6 +53,7 @@ class Informer:
         self.relists = 0
         self.expired = 0
         """How many watches ended with 410 Gone."""
+        self.backoff = Backoff()
         self._handle = WatchHandle()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"informer-{kind}", daemon=True)
@@ -108,20 +109,26 @@ class Informer:
         self.on_change()
 
     def _run(self) -> None:
-        backoff = Backoff()
+        backoff = self.backoff
         rv: str | None = None
         while not self._handle.stopped:
             try:
                 if rv is None:
                     rv = self._relist()
                     backoff.reset()
+                opened, events = time.monotonic(), 0
                 for event in self.api.watch(self.kind, labels=self.labels, resource_version=rv,
                                             stopper=self._handle, timeout=self.watch_seconds):
                     rv = ((event.get("object") or {}).get("metadata") or {}).get("resourceVersion") or rv
                     if event.get("type") != "BOOKMARK":
                         self._apply(event)
+                    events += 1
                     backoff.reset()
-                continue  # the server ended the watch: resume from rv
+                # The server ended the watch: resume from rv. One that ends at once, empty,
+                # is no success (a proxy cutting streams): it must not spin.
+                if events or time.monotonic() - opened >= 1.0:
+                    backoff.reset()
+                    continue
             except KubeError as e:
                 if self._handle.stopped:
                     return

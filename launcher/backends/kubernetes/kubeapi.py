@@ -131,9 +131,10 @@ def _api_message(e: ApiException) -> tuple[str, str]:
     """(message, reason) from the Status body; never the headers str(e) would print."""
     try:
         body = json.loads(e.body)
-        return str(body.get("message") or e.reason or ""), str(body.get("reason") or "")
+        message, reason = str(body.get("message") or e.reason or ""), str(body.get("reason") or "")
     except (TypeError, ValueError, AttributeError):
-        return str(getattr(e, "reason", "") or "no message"), ""
+        message, reason = str(getattr(e, "reason", "") or "no message"), ""
+    return "; ".join(part.strip() for part in message.splitlines() if part.strip()), reason
 
 
 def _connection_error(e: BaseException) -> tuple[str, str, bool]:
@@ -186,12 +187,21 @@ class KubeApi:
             raise
         except ApiException as e:
             code = status_of(e)
+            if code == 0:  # the client's REST layer wraps a TLS failure as a status-0 ApiException
+                lines = str(e.reason or "").splitlines() or ["ConnectionError"]
+                tls = lines[0] == "SSLError"
+                what = f"TLS failed: {lines[-1]}" if tls else "; ".join(lines)
+                raise KubeError(f"{where}: cannot {doing}: {what} ({self.server})", reason="TLS" if tls else lines[0],
+                                exit_code=2 if tls else 1,
+                                hint="check the certificate-authority in the kubeconfig" if tls else None,
+                                ) from None
             message, reason = _api_message(e)
             hint = None
             if code in (401, 403):
                 hint = f"check your kubeconfig context and your rights in namespace {self.namespace}"
             label = f"{code} {reason or e.reason or ''}".strip()
-            raise KubeError(f"{where}: cannot {doing}: {label}" + (f": {message}" if message else ""),
+            said = f": {message}" if message and message not in (reason, e.reason) else ""
+            raise KubeError(f"{where}: cannot {doing}: {label}{said}",
                             status=code, reason=reason, hint=hint,
                             retryable=code in UNDONE_STATUSES | MAYBE_DONE_STATUSES,
                             maybe_done=code in MAYBE_DONE_STATUSES) from None

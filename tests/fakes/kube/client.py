@@ -1,16 +1,19 @@
 """Talking to a fake run as a program: `RemoteFaults` has the methods of `Faults`
 (inject, clear, list_rules, set, refuse_connections, stall_connections) over /_fake/,
 and `RemoteKube` the helpers tests call on a FakeKube (faults, count, evict, compact,
-requests). Stdlib HTTP only, so it works while the kubernetes client is the thing under test.
+requests, get, list, pods). Stdlib HTTP only, so it works while the kubernetes client is
+the thing under test. Its reads go through the API and are recorded like any client's.
 """
 
 from __future__ import annotations
 
 import json
+import urllib.parse
 import urllib.request
 from typing import Any
 
 from tests.fakes.kube.faults import FaultRule
+from tests.fakes.kube.resources import Registry
 
 
 def _call(url: str, method: str, path: str, body: Any = None, timeout: float = 10) -> Any:
@@ -75,8 +78,25 @@ class RemoteKube:
     def compact(self) -> None:
         _call(self.url, "POST", "/_fake/compact", {})
 
+    def get(self, kind: str, ns: str, name: str) -> dict:
+        return _call(self.url, "GET", f"{_collection(kind, ns)}/{name}")
+
+    def list(self, kind: str, ns: str | None, labels: str | None = None) -> tuple[list[dict], str]:
+        query = "?labelSelector=" + urllib.parse.quote(labels) if labels else ""
+        body = _call(self.url, "GET", _collection(kind, ns) + query)
+        return body["items"], body["metadata"]["resourceVersion"]
+
+    def pods(self, ns: str = "default", labels: str | None = None) -> list[dict]:
+        return self.list("Pod", ns, labels)[0]
+
     def healthy(self, timeout: float = 1.0) -> bool:
         try:
             return _call(self.url, "GET", "/_fake/healthz", timeout=timeout) == "ok"
         except OSError:
             return False
+
+
+def _collection(kind: str, ns: str | None) -> str:
+    res = Registry(jobset=True).by_kind[kind]
+    base = f"/apis/{res.group}/{res.version}" if res.group else "/api/v1"
+    return f"{base}/namespaces/{ns}/{res.plural}" if res.namespaced and ns else f"{base}/{res.plural}"

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import functools
 import os
 import random
 import shutil
@@ -86,6 +87,7 @@ class PodRuntime:
     finished: bool = False
 
 
+@functools.lru_cache(maxsize=1)
 def isolation_check() -> str | None:
     """Why containers cannot run in private mount namespaces here (None: they can)."""
     if os.geteuid() != 0:
