@@ -173,3 +173,24 @@ def test_job_pod_failure_policy_and_backoff_limit_zero(kube):
     assert wait_for(lambda: failed("backoff"))["reason"] == "BackoffLimitExceeded"
     cond = wait_for(lambda: failed("policy"))
     assert cond["reason"] == "PodFailurePolicy" and "exit code 42 matching FailJob rule at index 0" in cond["message"]
+
+
+def test_suspend_holds_the_child_jobs_and_delete_cascades(kube):
+    held = jobset("held", "echo ran")
+    held["spec"]["suspend"] = True
+    kube.create("JobSet", NS, held)
+    job = wait_for(lambda: next((o for (k, _, n), o in list(kube.objects.items()) if k == "Job" and n == "held-workers-0"),
+                                None))
+    assert job["spec"]["suspend"] is True
+    wait_for(lambda: conditions(kube.get("JobSet", NS, "held")).get("Suspended") == ("True", "SuspendedJobs"))
+    time.sleep(0.5)
+    assert kube.pods(labels="jobset.sigs.k8s.io/jobset-name=held") == []
+    kube.patch("JobSet", NS, "held", {"spec": {"suspend": False}})
+    js = terminal(kube, "held")
+    assert js["status"]["terminalState"] == "Completed"
+    assert conditions(js)["Suspended"] == ("False", "ResumeJobs")
+    kube.delete("JobSet", NS, "held", {"propagationPolicy": "Background"})
+    wait_for(lambda: not kube.list("Job", NS, "jobset.sigs.k8s.io/jobset-name=held")[0]
+             and not kube.pods(labels="jobset.sigs.k8s.io/jobset-name=held"))
+    with pytest.raises(ApiError):
+        kube.get("Service", NS, "held")

@@ -187,6 +187,9 @@ class JobController:
                 return "PodFailurePolicy", message
             if action != "Ignore":
                 counted += 1
+        if (spec.get("template", {}).get("spec") or {}).get("restartPolicy") == "OnFailure":
+            # In-place restarts count towards the backoff limit, as the real controller counts them.
+            counted += sum(cs.get("restartCount", 0) for p in pods for cs in p["status"].get("containerStatuses") or [])
         if counted > spec.get("backoffLimit", 6):
             return "BackoffLimitExceeded", "Job has reached the specified backoff limit"
         return None
