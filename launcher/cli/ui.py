@@ -47,6 +47,7 @@ def ui(port: int, host: str, token: str | None, open_browser: bool) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(2048)  # connections queue from now on, before uvicorn starts serving
     except OSError as e:
         sock.close()
         raise InputError(f"cannot listen on {host}:{port}: {e.strerror}",

@@ -160,6 +160,7 @@ def test_loss_chart_draws_the_training_loss(trained: Trained, page, tmp_path: Pa
     assert page.evaluate(COUNT_PIXELS_JS, [chart.locator("canvas").element_handle(), list(BLUE)]) > 200
     metrics = page.locator("#metric-list").text_content()
     assert "metrics/eval/LanguageCrossEntropy" in metrics  # every metric can be chosen
+    assert page.locator('#metric-list input[value="loss/train/total"]').is_checked()
     page.locator("#log-scale").check()
     chart.locator("canvas").wait_for()
     page.screenshot(path=str(tmp_path / "run-chart.png"), full_page=True)

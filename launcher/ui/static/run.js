@@ -45,7 +45,7 @@
       const box = document.createElement("input");
       box.type = "checkbox";
       box.value = name;
-      box.checked = chosen.includes(name);
+      box.checked = (chosen || []).includes(name);
       box.addEventListener("change", () => {
         chosen = [...list.querySelectorAll("input:checked")].map((b) => b.value);
         refreshCharts();
@@ -60,7 +60,7 @@
     try {
       body = await Charts.fetchMetrics(run, chosen || [], smoothing());
     } catch (e) { note.textContent = String(e.message || e); return; }
-    if (chosen === null) chosen = body.series.map((s) => s.metric);
+    if (chosen === null && body.series.length) chosen = body.series.map((s) => s.metric);
     renderList(body.metrics);
     const wanted = new Set(body.series.map((s) => s.metric));
     for (const [name, c] of charts) if (!wanted.has(name)) { c.el.remove(); charts.delete(name); }
