@@ -133,7 +133,7 @@ def submit(work: Path, env: dict[str, str], name: str, command: str, follow: boo
                        cwd=work, env=env, capture_output=True, text=True, check=True)
     import re
 
-    return re.search(r"Run (\S+) submitted", r.stdout + r.stderr).group(1)
+    return re.search(r"Run (\S+) (?:submitted|started)", r.stdout + r.stderr).group(1)
 
 
 def bench_metrics(work: Path, steps: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,8 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # List the runs now, so that the first page need not wait for it.
+        threading.Thread(target=source.refresh_quietly, daemon=True, name="runs-refresh").start()
         yield
         await asyncio.to_thread(charts.close)  # saves the metric indexes read, for the next start
         await asyncio.to_thread(source.close)

@@ -100,12 +100,16 @@ class RunsSource:
         with self._lock:
             snap = self._snapshot
         if snap is None:
-            return self.refresh()
+            if self._refreshing.locked():  # the first listing is under way: wait for it
+                self._first.wait()
+                with self._lock:
+                    snap = self._snapshot
+            return snap if snap is not None else self.refresh()
         if time.time() - snap.taken_at > self.max_age and not self._refreshing.locked():
-            threading.Thread(target=self._refresh_quietly, daemon=True, name="runs-refresh").start()
+            threading.Thread(target=self.refresh_quietly, daemon=True, name="runs-refresh").start()
         return snap
 
-    def _refresh_quietly(self) -> None:
+    def refresh_quietly(self) -> None:
         if self._refreshing.locked():
             return
         try:
