@@ -29,6 +29,8 @@ const Charts = (function () {
           ctx.setLineDash([5, 4]);
           ctx.lineWidth = 1.5 * devicePixelRatio;
           ctx.font = 11 * devicePixelRatio + "px sans-serif";
+          ctx.textAlign = "left";
+          ctx.textBaseline = "top";
           for (const r of getRestarts()) {
             const x = Math.round(u.valToPos(r.step, "x", true));
             if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
@@ -36,7 +38,7 @@ const Charts = (function () {
             ctx.moveTo(x, u.bbox.top);
             ctx.lineTo(x, u.bbox.top + u.bbox.height);
             ctx.stroke();
-            ctx.fillText("↻ attempt " + r.attempt, x + 4, u.bbox.top + 12 * devicePixelRatio);
+            ctx.fillText("↻ attempt " + r.attempt, x + 4 * devicePixelRatio, u.bbox.top + 4 * devicePixelRatio);
           }
           ctx.restore();
         }],
