@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
 
 @click.command("ui")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
@@ -23,6 +21,7 @@ def ui(port: int, host: str, token: str | None, open_browser: bool) -> None:
 
     Needs the `ui` extra: pip install 'launcher[ui]'.
     """
+    import errno
     import secrets
     import socket
 
@@ -36,7 +35,7 @@ def ui(port: int, host: str, token: str | None, open_browser: bool) -> None:
         raise InputError(f"`launcher ui` needs the ui extra ({e.name} is not installed)",
                          hint="pip install 'launcher[ui]'") from None
 
-    loopback = host in LOOPBACK
+    loopback = host in LOOPBACK_HOSTS  # ::1 is not: it would need [::1] Host names; it takes a token
     generated = False
     if not loopback and not token:
         token = secrets.token_urlsafe(24)
@@ -51,21 +50,23 @@ def ui(port: int, host: str, token: str | None, open_browser: bool) -> None:
     except OSError as e:
         sock.close()
         raise InputError(f"cannot listen on {host}:{port}: {e.strerror}",
-                         hint="pick another port with --port" if e.errno == 98 else None) from None
+                         hint="pick another port with --port" if e.errno == errno.EADDRINUSE else None) from None
     port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}/"
     app = create_app(token=token, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
     if generated:
-        click.echo(f"i {host} is not loopback, so the dashboard needs a token; generated one "
-                   "(pass --token to choose it).", err=True)
-    click.echo(f"✔ Dashboard at {url}" + (f"?token={token}" if token and (generated or not loopback) else ""), err=True)
-    if token and loopback:
-        click.echo(f"i Every request needs the token: {url}?token=…", err=True)
+        click.echo(f"i {host} is not loopback, so every request needs a token; generated one "
+                   "(pass --token or LAUNCHER_UI_TOKEN to choose it).", err=True)
+        click.echo(f"✔ Dashboard at {url}?token={token}", err=True)
+    else:
+        click.echo(f"✔ Dashboard at {url}", err=True)
+        if token:
+            click.echo("i Every request needs the token you gave: open the address with ?token=… once.", err=True)
     click.echo("i Read-only. Ctrl-C to stop.", err=True)
     if open_browser:
         import webbrowser
 
-        webbrowser.open(url + (f"?token={token}" if token else ""))
+        webbrowser.open(url + (f"?token={token}" if token else ""))  # the user's own browser
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
     uvicorn.Server(config).run(sockets=[sock])

@@ -38,7 +38,7 @@ TOKEN_COOKIE = "launcher_ui_token"
 TOKEN_HEADER = "x-launcher-token"
 DEFAULT_PER_PAGE = 50
 MAX_PER_PAGE = 500
-LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1"]
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost"]
 
 
 class TokenGate:

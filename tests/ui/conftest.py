@@ -1,20 +1,23 @@
 """Fixtures for the dashboard's tests: real local runs, submitted with the real CLI into a
-private LAUNCHER_HOME shared by a module's tests."""
+private LAUNCHER_HOME shared by a module's tests; reading the SSE log stream."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.cli.conftest import CLI
 
 pytest.importorskip("starlette", reason="the dashboard needs the ui extra: pip install -e '.[ui]'")
+
+if TYPE_CHECKING:
+    from starlette.testclient import TestClient
 
 
 class Runs(CLI):
@@ -81,3 +84,35 @@ def metric_script(path: Path) -> Path:
         "raise SystemExit(0 if retry else 7)\n"
     )
     return path
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[dict]:
+    """Parse a text/event-stream into events: {event, id, data}."""
+    event: dict = {}
+    for line in lines:
+        if line == "":
+            if "data" in event:
+                yield event
+            event = {}
+        elif line.startswith(":"):
+            continue
+        else:
+            key, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            event[key] = event[key] + "\n" + value if key == "data" and key in event else value
+
+
+def read_log(client: TestClient, url: str, *, until: int | None = None, headers: dict | None = None) -> tuple[list[str], list[dict]]:
+    """The log lines and events of a stream; with `until`, disconnect once that many lines came."""
+    texts: list[str] = []
+    events: list[dict] = []
+    with client.stream("GET", url, headers=headers or {}, timeout=60) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for ev in sse_events(r.iter_lines()):
+            events.append(ev)
+            if ev.get("event") == "lines":
+                texts += [line["text"] for line in json.loads(ev["data"])["lines"]]
+            if ev.get("event") == "end" or (until is not None and len(texts) >= until):
+                break
+    return texts, events

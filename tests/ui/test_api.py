@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from launcher.ui.app import LOOPBACK_HOSTS, create_app
 from launcher.ui.runs import RunsSource
-from tests.ui.conftest import Runs, gate_command, metric_script
+from tests.ui.conftest import Runs, gate_command, metric_script, read_log
 
 
 class Named:
@@ -48,38 +48,6 @@ def named(module_runs: Runs, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def client(named: Named) -> Iterator[TestClient]:
     with TestClient(create_app(RunsSource())) as c:
         yield c
-
-
-def sse_events(lines: Iterator[str]) -> Iterator[dict]:
-    """Parse a text/event-stream into events: {event, id, data}."""
-    event: dict = {}
-    for line in lines:
-        if line == "":
-            if "data" in event:
-                yield event
-            event = {}
-        elif line.startswith(":"):
-            continue
-        else:
-            key, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            event[key] = event[key] + "\n" + value if key == "data" and key in event else value
-
-
-def read_log(client: TestClient, url: str, *, until: int | None = None, headers: dict | None = None) -> tuple[list[str], list[dict]]:
-    """The log lines and events of a stream; with `until`, disconnect once that many lines came."""
-    texts: list[str] = []
-    events: list[dict] = []
-    with client.stream("GET", url, headers=headers or {}, timeout=60) as r:
-        assert r.status_code == 200, r.read()
-        assert r.headers["content-type"].startswith("text/event-stream")
-        for ev in sse_events(r.iter_lines()):
-            events.append(ev)
-            if ev.get("event") == "lines":
-                texts += [line["text"] for line in json.loads(ev["data"])["lines"]]
-            if ev.get("event") == "end" or (until is not None and len(texts) >= until):
-                break
-    return texts, events
 
 
 def test_runs_are_listed_newest_first_filtered_and_paged(client: TestClient, named: Named) -> None:
