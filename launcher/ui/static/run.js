@@ -89,12 +89,14 @@
   const rankSel = document.getElementById("log-rank");
   const attemptSel = document.getElementById("log-attempt");
   const follow = document.getElementById("log-follow");
-  const MAX_BATCHES = 400;  // each batch is one text node: old ones go first
+  const MAX_LINES = 20000;  // each batch is one text node; the oldest go first past this
+  let shownLines = 0;
   let source = null;
 
   function openLog(attempt) {
     if (source) source.close();
     logEl.textContent = "";
+    shownLines = 0;
     const q = new URLSearchParams();
     if (rankSel.value !== "") q.set("rank", rankSel.value);
     if (attempt) q.set("attempt", attempt);
@@ -106,8 +108,14 @@
     source.addEventListener("lines", (ev) => {
       const lines = JSON.parse(ev.data).lines;
       const text = lines.map((l) => (showRank ? "[" + l.rank + "] " : "") + l.text + "\n").join("");
-      logEl.append(document.createTextNode(text));
-      while (logEl.childNodes.length > MAX_BATCHES) logEl.firstChild.remove();
+      const node = document.createTextNode(text);
+      node.lines = lines.length;
+      logEl.append(node);
+      shownLines += lines.length;
+      while (shownLines > MAX_LINES && logEl.childNodes.length > 1) {
+        shownLines -= logEl.firstChild.lines || 0;
+        logEl.firstChild.remove();
+      }
       if (follow.checked) logEl.scrollTop = logEl.scrollHeight;
     });
     source.addEventListener("failure", (ev) => { logState.textContent = JSON.parse(ev.data).message; });
@@ -129,6 +137,7 @@
     const kept = [...logEl.childNodes];
     openLog(attempt);
     logEl.append(...kept);
+    shownLines = kept.reduce((n, k) => n + (k.lines || 0), 0);
   }
   rankSel.addEventListener("change", () => openLog(attemptSel.value));
   attemptSel.addEventListener("change", () => openLog(attemptSel.value));
