@@ -26,6 +26,8 @@ class Snapshot:
     """One line per cluster that could not be listed."""
     taken_at: float = 0.0
     """time.time() when the listing finished."""
+    cost: float = 0.0
+    """How long the listing took, in seconds."""
 
     @property
     def runs(self) -> list[Run]:
@@ -76,6 +78,7 @@ class RunsSource:
         from launcher.errors import LauncherError
 
         with self._refreshing:
+            started = time.monotonic()
             pairs: list[tuple[Backend, Run]] = []
             errors: list[str] = []
             try:
@@ -90,7 +93,7 @@ class RunsSource:
                 except Exception as e:  # noqa: BLE001 - one broken cluster must not blank the page
                     errors.append(f"{backend.name}: {type(e).__name__}: {e}")
             pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
-            snap = Snapshot(pairs, errors, time.time())
+            snap = Snapshot(pairs, errors, time.time(), time.monotonic() - started)
             with self._lock:
                 self._snapshot = snap
             self._first.set()
@@ -105,7 +108,9 @@ class RunsSource:
                 with self._lock:
                     snap = self._snapshot
             return snap if snap is not None else self.refresh()
-        if time.time() - snap.taken_at > self.max_age and not self._refreshing.locked():
+        # A slow listing (thousands of runs) is repeated less often, so an open tab does not
+        # keep a core busy listing: at most a quarter of the time goes to it.
+        if time.time() - snap.taken_at > max(self.max_age, 3 * snap.cost) and not self._refreshing.locked():
             threading.Thread(target=self.refresh_quietly, daemon=True, name="runs-refresh").start()
         return snap
 
