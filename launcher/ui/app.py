@@ -138,7 +138,8 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         snap, chosen, where = listing(request)
         template = "_rows.html" if request.query_params.get("partial") == "rows" else "runs.html"
         return page(request, template, {"snap": snap, "page": chosen, "where": where,
-                                        "query": dict(request.query_params), "statuses": list(RunStatus)})
+                                        "query": {k: v for k, v in request.query_params.items() if k != "partial"},
+                                        "statuses": list(RunStatus)})
 
     def run_page(request: Request) -> Response:
         name = request.path_params["name"]

@@ -167,6 +167,9 @@ def test_pages_show_runs_statuses_and_a_run_in_full(client: TestClient, named: N
     assert 'class="status status-FAILED"' in page.text and "rank 0 exited with code 3" in page.text
     partial = client.get("/?status=FAILED&partial=rows")
     assert "<html" not in partial.text and named.failed in partial.text and named.trained not in partial.text
+    paged = client.get("/?per_page=1&page=2&partial=rows").text  # what the page swaps in every 2 s
+    links = re.findall(r'href="/\?([^"]+)"', paged)
+    assert links == ["per_page=1&amp;page=1", "per_page=1&amp;page=3"], links
 
     run = client.get(f"/runs/{named.failed}")
     assert run.status_code == 200
