@@ -71,15 +71,21 @@ class _Reader:
 
     _END = object()
 
-    def __init__(self, lines: Iterator[LogLine], loop: asyncio.AbstractEventLoop):
+    def __init__(self, lines: Iterator[LogLine], skip: dict[int, int], loop: asyncio.AbstractEventLoop):
         self.queue: queue.Queue = queue.Queue(maxsize=_QUEUE_LINES)
         self.wake = asyncio.Event()
         self.stopped = threading.Event()
+        self._woken = threading.Event()
         self._loop = loop
         self._lines = lines
+        self._skip = dict(skip)
         threading.Thread(target=self._run, daemon=True, name="log-stream").start()
 
     def _signal(self) -> None:
+        # One wake-up per batch, not per line: a backlog of 100k lines is one hand-over.
+        if self._woken.is_set():
+            return
+        self._woken.set()
         try:
             self._loop.call_soon_threadsafe(self.wake.set)
         except RuntimeError:  # the loop is gone: the client left
@@ -95,10 +101,14 @@ class _Reader:
                 continue
 
     def _run(self) -> None:
+        skip = self._skip
         try:
             for line in self._lines:
                 if self.stopped.is_set():
                     break
+                if skip.get(line.rank, 0) > 0:  # delivered before the reconnect
+                    skip[line.rank] -= 1
+                    continue
                 self._put(line)
         except Exception as e:  # noqa: BLE001 - shown to the client as an error event
             self._put(e)
@@ -109,6 +119,7 @@ class _Reader:
             self._put(self._END)
 
     def drain(self, limit: int) -> list[object]:
+        self._woken.clear()
         items = []
         while len(items) < limit:
             try:
@@ -125,10 +136,9 @@ async def log_events(backend: Backend, run: Run, cursor: Cursor, rank: int | Non
     over (or, without follow, when the lines written so far are sent)."""
     from launcher.errors import LauncherError
 
-    skip = dict(cursor.counts)
     sent = dict(cursor.counts)
     lines = backend.logs(run.name, rank=rank, attempt=cursor.attempt, follow=follow)
-    reader = _Reader(lines, asyncio.get_running_loop())
+    reader = _Reader(lines, cursor.counts, asyncio.get_running_loop())
     try:
         while True:
             await reader.wake.wait()
@@ -143,9 +153,6 @@ async def log_events(backend: Backend, run: Run, cursor: Cursor, rank: int | Non
                     error = item
                     continue
                 assert isinstance(item, LogLine)
-                if skip.get(item.rank, 0) > 0:
-                    skip[item.rank] -= 1
-                    continue
                 sent[item.rank] = sent.get(item.rank, 0) + 1
                 batch.append(line_json(item))
             if not reader.queue.empty():
