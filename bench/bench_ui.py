@@ -161,6 +161,8 @@ def bench_metrics(work: Path, steps: int) -> None:
         every = [timed_get(url, f"{path}?metric=*")[1] for _ in range(5)]
         print(f"metrics endpoint, warm, every metric ({len(json.loads(timed_get(url, path + '?metric=*')[3])['series'])} curves): "
               f"{spread(every)}")
+        logs = [timed_get(url, f"/api/runs/{name}/logs?tail=5000&follow=0")[1] for _ in range(3)]
+        print(f"its log's last 5,000 lines (of {steps * 11 // 10:,}) as events: {spread(logs)}")
     with dashboard(home) as url:  # a restarted dashboard: the index is on disk
         restart = timed_get(url, path)[1]
         print(f"metrics endpoint, after a restart (cached index):   {ms(restart)}")

@@ -40,11 +40,9 @@ def parse_smoothing(text: str | None) -> float | str:
     return weight
 
 
-def downsample(series: Series, points: int, smoothing: float | str) -> dict[str, Any]:
-    """A curve as the chart draws it: at most `points` points chosen by LTTB (first and
-    last exact), with the smoothed curve (computed over every point, then sampled at the
-    same steps)."""
-    keep = lttb(np.asarray(series.steps), np.asarray(series.values), points)
+def downsample(series: Series, keep: np.ndarray, smoothing: float | str) -> dict[str, Any]:
+    """A curve as the chart draws it: the points at `keep` (LTTB's choice), with the
+    smoothed curve (computed over every point, then sampled at the same steps)."""
     weight = smoothing_weight(len(series)) if smoothing == "auto" else smoothing
     steps, values = series.steps, series.values
     out: dict[str, Any] = {
@@ -65,7 +63,8 @@ class ChartData:
 
     def __init__(self) -> None:
         self._collectors: OrderedDict[str, tuple[Collector, threading.Lock]] = OrderedDict()
-        self._curves: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+        self._curves: OrderedDict[tuple, Any] = OrderedDict()
+        """Downsampled curves by (shape, smoothing), and LTTB's indices by shape."""
         self._lock = threading.Lock()
 
     def _collector(self, backend: Backend, run: Run) -> tuple[Collector, threading.Lock]:
@@ -93,14 +92,19 @@ class ChartData:
         series = []
         for name in chosen:
             s = rm.series[name]
-            key = (run.name, run.created_at, name, len(s), s.steps[-1], s.values[-1], s.attempts[-1], points,
-                   smoothing)
+            # The same curve as last time (a finished run, a poll between two steps): reuse
+            # what was sent; another smoothing of it: reuse the points LTTB chose.
+            shape = (run.name, run.created_at, name, len(s), s.steps[-1], s.values[-1], s.attempts[-1], points)
             with self._lock:
-                curve = self._curves.get(key)
+                curve = self._curves.get((*shape, smoothing))
+                keep = self._curves.get(shape)
             if curve is None:
-                curve = downsample(s, points, smoothing)
+                if keep is None:
+                    keep = lttb(np.asarray(s.steps), np.asarray(s.values), points)
+                curve = downsample(s, keep, smoothing)
                 with self._lock:
-                    self._curves[key] = curve
+                    self._curves[(*shape, smoothing)] = curve
+                    self._curves[shape] = keep
                     while len(self._curves) > _KEEP_CURVES:
                         self._curves.popitem(last=False)
             series.append(curve)
