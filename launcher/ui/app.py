@@ -9,81 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from launcher.backends.base import RunStatus
 from launcher.errors import InputError, LauncherError, NotFoundError
 from launcher.ui import views
+from launcher.ui.auth import TokenGate
 from launcher.ui.charts import DEFAULT_POINTS, MAX_POINTS, ChartData, parse_smoothing
 from launcher.ui.runs import RunFilter, RunsSource, select, summary
 
 HERE = Path(__file__).parent
-TOKEN_COOKIE = "launcher_ui_token"
-TOKEN_HEADER = "x-launcher-token"
 DEFAULT_PER_PAGE = 50
 MAX_PER_PAGE = 500
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost"]
-
-
-class TokenGate:
-    """Every request must carry the token: an `Authorization: Bearer` or X-Launcher-Token
-    header, the cookie, or `?token=` once (which sets the cookie; a page is then
-    redirected to its address without the token, so it stays out of history and
-    Referer headers)."""
-
-    def __init__(self, app: ASGIApp, token: str):
-        self.app = app
-        self.token = token
-
-    def _ok(self, given: str | None) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request = Request(scope)
-        auth = request.headers.get("authorization", "")
-        bearer = auth[7:] if auth.lower().startswith("bearer ") else None
-        if self._ok(bearer) or self._ok(request.headers.get(TOKEN_HEADER)) or self._ok(request.cookies.get(TOKEN_COOKIE)):
-            await self.app(scope, receive, send)
-            return
-        if self._ok(request.query_params.get("token")):
-            cookie = {"key": TOKEN_COOKIE, "value": self.token, "httponly": True, "samesite": "strict", "path": "/"}
-            if not request.url.path.startswith("/api/"):
-                rest = [(k, v) for k, v in parse_qsl(request.url.query, keep_blank_values=True) if k != "token"]
-                response: Response = RedirectResponse(request.url.path + (f"?{urlencode(rest)}" if rest else ""), 303)
-                response.set_cookie(**cookie)
-                await response(scope, receive, send)
-                return
-
-            async def send_with_cookie(message: dict) -> None:
-                if message["type"] == "http.response.start":
-                    extra = Response()
-                    extra.set_cookie(**cookie)
-                    message["headers"] = [*message.get("headers", []), *extra.raw_headers[-1:]]
-                await send(message)
-
-            await self.app(scope, receive, send_with_cookie)
-            return
-        await PlainTextResponse("401: this dashboard needs its token: open the address `launcher ui` printed, "
-                                "or send the X-Launcher-Token header", 401)(scope, receive, send)
 
 
 def _int(request: Request, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
