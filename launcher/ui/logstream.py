@@ -165,7 +165,7 @@ async def log_events(backend: Backend, run: Run, cursor: Cursor, rank: int | Non
                 yield {"event": "failure", "data": json.dumps({"message": message})}
             if done:
                 try:
-                    latest = backend.get(run.name)
+                    latest = await asyncio.to_thread(backend.get, run.name)  # may be an API call
                     status, attempts = latest.status.value, latest.current_attempt
                 except LauncherError:
                     status, attempts = run.status.value, run.current_attempt
