@@ -55,3 +55,12 @@ def fake_kube_factory(fake_kube_factory, launcher_home):
         _image_mode(launcher_home)
         return kube
     return make
+
+
+@pytest.fixture
+def fake_kube_program(fake_kube_program, launcher_home):
+    def start(*args, **options):
+        kube = fake_kube_program(*args, **options)
+        _image_mode(launcher_home)
+        return kube
+    return start

@@ -204,7 +204,7 @@ def test_an_llm_foundry_mcli_yaml_runs_through_the_injected_runtime(fake_kube_pr
     server = GitHTTPServer(served).start()
     try:
         fake_kube_program("--jobset", "--nodes", "1", "--image", f"{RUNTIME_IMAGE_GLOB}={runtime.out}",
-                          "--image", f"mosaicml/pytorch:*={image_root}")
+                          "--image", f"mosaicml/pytorch:*={image_root}", profile={"entrypoint_mode": "inject"})
         spec = tmp_path / "mpt-125m.yaml"
         spec.write_text(LLM_FOUNDRY_YAML.format(repo=f"{server.url}/mosaicml/llm-foundry.git"))
         capsys.readouterr()
