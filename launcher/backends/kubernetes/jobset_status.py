@@ -11,7 +11,9 @@ An attempt whose pods are gone is told from, in order:
    on a default API server): "Container main for pod <ns>/<pod> failed with exit
    code 3 matching FailJob rule at index 1", or "Pod <ns>/<pod> has condition
    DisruptionTarget ..." for a preemption; the k-th such event is attempt k;
-3. otherwise: "restarted by the JobSet controller", no exit code.
+3. the JobSet controller's restart event on the JobSet ("applying RestartJobSet
+   failure policy action", or ...AndIgnoreMaxRestarts for one that did not count);
+4. otherwise: "restarted by the JobSet controller", no exit code.
 
 The JobSet's own terminal state (`status.terminalState`, the Completed/Failed
 conditions) ends the run; the only action left to the launcher is failing a run
@@ -22,14 +24,11 @@ would leave Pending forever.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.status import (
     FATAL,
-    SYSTEM,
-    USER,
     Action,
     Observed,
     attempt_from_summary,
@@ -95,7 +94,7 @@ def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt
     message = event.get("message") or event.get("reason") or ""
     when = ts(_when(event) or None)
     ranks: list[RankState] = []
-    exit_code = DISRUPTION_MESSAGE.search(message)
+    disrupted = DISRUPTION_MESSAGE.search(message)
     m = EXIT_MESSAGE.search(message)
     if m:
         rank = _rank_of_pod(run, m.group("pod"))
@@ -103,8 +102,8 @@ def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt
         reason = f"rank {rank} exited with code {code}"
         if rank is not None:
             ranks.append(RankState(rank, RunStatus.FAILED, code, reason))
-    elif exit_code:
-        rank = _rank_of_pod(run, exit_code.group("pod"))
+    elif disrupted:
+        rank = _rank_of_pod(run, disrupted.group("pod"))
         reason = f"rank {rank} was stopped by the cluster: DisruptionTarget"
         if rank is not None:
             ranks.append(RankState(rank, RunStatus.FAILED, None, reason))
@@ -116,10 +115,6 @@ def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt
     ranks += [RankState(i, RunStatus.STOPPED, reason="stopped with the group") for i in range(nodes) if i not in have]
     ranks.sort(key=lambda r: r.rank)
     return Attempt(index=index, status=RunStatus.FAILED, ended_at=when, reason=reason, ranks=ranks)
-
-
-def _failure_kind(attempt: Attempt) -> str:
-    return SYSTEM if attempt.reason and "stopped by the cluster" in attempt.reason else USER
 
 
 def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
@@ -232,7 +227,3 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
               reason=reason, exit_code=exit_code, attempts=attempts, events=events)
     return run, action
 
-
-def summary_for_record(attempt: Attempt) -> dict[str, Any]:
-    """What an observer writes into the record for an attempt it saw end (its pods go with the restart)."""
-    return summary_of(attempt, _failure_kind(attempt), [])
