@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -137,6 +138,12 @@ def test_dry_run_never_contacts_the_cluster(launcher_home, tmp_path, capsys):
         assert jobset["kind"] == "JobSet"
         pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         assert pod["initContainers"][0]["name"] == "launcher-runtime"
+    # Nor does it load the kubernetes client: a fresh process renders without it.
+    code = ("import sys; from launcher.cli.errors import run_cli; from launcher.cli.main import cli;\n"
+            f"code = run_cli(cli, ['run', '-f', {str(spec)!r}, '--cluster', 'down', '--dry-run']);\n"
+            "assert code == 0, code; assert 'kubernetes' not in sys.modules, 'kubernetes imported'; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
+    assert done.stdout.strip().endswith("ok"), done.stderr
 
 
 def test_run_follow_end_to_end(fake_kube, tmp_path, capsys):

@@ -35,17 +35,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from launcher.backends.base import Backend, LogLine, Plan, Run
-from launcher.backends.kubernetes.follow import run_logs
-from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi
-from launcher.backends.kubernetes.lifecycle import delete_run, stop_run
-from launcher.backends.kubernetes.observe import observe, observe_all
 from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile
-from launcher.backends.kubernetes.reconcile import settle
 from launcher.backends.kubernetes.render import dry_run
-from launcher.backends.kubernetes.submit import submit_run
-from launcher.backends.kubernetes.watch import watch_run
 
+# The parts that talk to the API server import the kubernetes client (about a second):
+# they are imported when first used, so that a dry-run, which never contacts a cluster,
+# does not pay for it.
 if TYPE_CHECKING:
+    from launcher.backends.kubernetes.kubeapi import KubeApi
     from launcher.config import Profile
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
@@ -62,6 +59,8 @@ class KubernetesBackend(Backend):
     @property
     def api(self) -> KubeApi:
         if self._api is None:
+            from launcher.backends.kubernetes.kubeapi import KubeApi
+
             self._api = KubeApi(self.profile)
         return self._api
 
@@ -74,25 +73,42 @@ class KubernetesBackend(Backend):
         return dry_run(spec, self.profile, secrets)  # from the profile alone: no API call
 
     def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
+        from launcher.backends.kubernetes.submit import submit_run
+
         return submit_run(self.api, spec, secrets)
 
     def get(self, name: str) -> Run:
+        from launcher.backends.kubernetes.observe import observe
+        from launcher.backends.kubernetes.reconcile import settle
+
         return settle(self.api, observe(self.api, name))
 
     def list(self) -> list[Run]:
+        from launcher.backends.kubernetes.kubeapi import QUICK_RETRY
+        from launcher.backends.kubernetes.observe import observe_all
+        from launcher.backends.kubernetes.reconcile import settle
+
         # A listing is one look (often across many profiles): it fails fast rather than wait on a cluster.
         runs = [settle(self.api, o) for o in observe_all(self.api, QUICK_RETRY)]
         return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
 
     def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
+        from launcher.backends.kubernetes.watch import watch_run
+
         return watch_run(self.api, name, poll_seconds=poll_seconds)
 
     def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
              follow: bool = False, previous: bool = False) -> Iterator[LogLine]:
+        from launcher.backends.kubernetes.follow import run_logs
+
         return run_logs(self.api, name, rank=rank, attempt=attempt, tail=tail, follow=follow, previous=previous)
 
     def stop(self, name: str) -> Run:
+        from launcher.backends.kubernetes.lifecycle import stop_run
+
         return stop_run(self.api, name)
 
     def delete(self, name: str) -> None:
+        from launcher.backends.kubernetes.lifecycle import delete_run
+
         delete_run(self.api, name)
