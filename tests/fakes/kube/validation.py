@@ -239,10 +239,3 @@ def validate_data(kind: str):
                 data[key] = base64.b64encode(value.encode()).decode()
     return check
 
-
-def validate_generic(kind: str):
-    def check(obj: dict, old: dict | None = None) -> None:
-        causes: Causes = []
-        check_metadata(obj, causes)
-        _raise(kind, obj, causes)
-    return check
