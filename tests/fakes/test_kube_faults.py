@@ -63,6 +63,15 @@ def test_a_lost_response_still_commits_the_create(kube):
     assert e.value.status == 409
 
 
+def test_a_504_after_commit_stores_the_object(kube):
+    api = core_api(kube.kubeconfig)
+    kube.faults.inject("create", "configmaps", status=504, after_commit=True)
+    with pytest.raises(ApiException) as e:
+        api.create_namespaced_config_map("default", config_map("late"))
+    assert e.value.status == 504
+    assert kube.get("ConfigMap", "default", "late")["data"] == {"k": "v"}
+
+
 def test_watch_answered_410_gone_as_an_error_event(kube):
     api = core_api(kube.kubeconfig)
     kube.faults.inject("watch", "pods", status=410)

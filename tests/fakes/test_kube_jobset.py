@@ -164,6 +164,11 @@ def test_job_pod_failure_policy_and_backoff_limit_zero(kube):
     with pytest.raises(ApiError) as e:
         kube.create("Job", NS, job("zero", 1, [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [0]}}]))
     assert e.value.code == 422 and "must not be 0 for the In operator" in e.value.message
+    unset = job("unset", 0)
+    del unset["spec"]["template"]["spec"]["restartPolicy"]
+    with pytest.raises(ApiError) as e:
+        kube.create("Job", NS, unset)
+    assert "spec.template.spec.restartPolicy: Required value" in e.value.message
     kube.create("Job", NS, job("backoff", 1))
     kube.create("Job", NS, job("policy", 42, [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]))
 
@@ -173,3 +178,24 @@ def test_job_pod_failure_policy_and_backoff_limit_zero(kube):
     assert wait_for(lambda: failed("backoff"))["reason"] == "BackoffLimitExceeded"
     cond = wait_for(lambda: failed("policy"))
     assert cond["reason"] == "PodFailurePolicy" and "exit code 42 matching FailJob rule at index 0" in cond["message"]
+
+
+def test_suspend_holds_the_child_jobs_and_delete_cascades(kube):
+    held = jobset("held", "echo ran")
+    held["spec"]["suspend"] = True
+    kube.create("JobSet", NS, held)
+    job = wait_for(lambda: next((o for (k, _, n), o in list(kube.objects.items()) if k == "Job" and n == "held-workers-0"),
+                                None))
+    assert job["spec"]["suspend"] is True
+    wait_for(lambda: conditions(kube.get("JobSet", NS, "held")).get("Suspended") == ("True", "SuspendedJobs"))
+    time.sleep(0.5)
+    assert kube.pods(labels="jobset.sigs.k8s.io/jobset-name=held") == []
+    kube.patch("JobSet", NS, "held", {"spec": {"suspend": False}})
+    js = terminal(kube, "held")
+    assert js["status"]["terminalState"] == "Completed"
+    assert conditions(js)["Suspended"] == ("False", "ResumeJobs")
+    kube.delete("JobSet", NS, "held", {"propagationPolicy": "Background"})
+    wait_for(lambda: not kube.list("Job", NS, "jobset.sigs.k8s.io/jobset-name=held")[0]
+             and not kube.pods(labels="jobset.sigs.k8s.io/jobset-name=held"))
+    with pytest.raises(ApiError):
+        kube.get("Service", NS, "held")

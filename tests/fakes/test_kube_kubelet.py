@@ -109,3 +109,21 @@ def test_a_failing_init_container_fails_the_pod_before_the_main_one_runs():
         assert kube.kubelet.container(pod, "main").proc is None
     finally:
         kube.close()
+
+
+def test_on_failure_restarts_the_container_in_place_and_keeps_the_previous_log():
+    kube = FakeKube().start()
+    try:
+        kube.create("Pod", NS, {"metadata": {"name": "flaky"}, "spec": {"restartPolicy": "OnFailure", "containers": [
+            {"name": "main", "image": "busybox",
+             "command": ["sh", "-c", "if [ -f seen ]; then echo second; else touch seen; echo first; exit 1; fi"]}]}})
+        pod = wait_phase(kube, "flaky")
+        cs = pod["status"]["containerStatuses"][0]
+        assert pod["status"]["phase"] == "Succeeded" and cs["restartCount"] == 1
+        assert cs["lastState"]["terminated"]["exitCode"] == 1
+        import urllib.request
+        base = f"{kube.url}/api/v1/namespaces/{NS}/pods/flaky/log"
+        assert urllib.request.urlopen(base).read() == b"second\n"
+        assert urllib.request.urlopen(base + "?previous=true").read() == b"first\n"
+    finally:
+        kube.close()

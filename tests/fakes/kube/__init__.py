@@ -32,8 +32,10 @@ and always stops it):
 
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N --gpus-per-node G]
         [--node-label K=V] [--jobset] [--image REF_GLOB=DIR] [--no-isolation]
+        [--exit-with-parent]
 
-It writes PATH only once it listens; SIGTERM/SIGINT kill every pod process and exit 0.
+It writes PATH only once it listens; SIGTERM/SIGINT kill every pod process and exit 0
+(so does the death of its parent, with --exit-with-parent, which the fixture passes).
 `KubeProgram`/`RemoteKube` (client.py) give the same helpers over HTTP: faults, count,
 requests, evict, compact.
 
@@ -41,7 +43,7 @@ Fault injection (stable API; `kube.faults` in-process, `RemoteKube(url).faults` 
 program; both have exactly these methods):
 
     rule = faults.inject(verb, resource, *, status=None, times=1, lose_response=False,
-                         delay=0.0, name=None, message=None) -> FaultRule
+                         delay=0.0, name=None, message=None, after_commit=False) -> FaultRule
         verb: get list watch create update patch delete deletecollection log (None: any)
         resource: the URL plural: pods jobs jobsets configmaps services secrets events (None: any)
         status=503/504/500/403/...: answer the next `times` matching requests with that code
@@ -50,6 +52,8 @@ program; both have exactly these methods):
             real server sends "too old resource version".
         lose_response=True: carry the request out (a create commits), then close the
             connection without answering (the client sees the connection drop).
+        after_commit=True (with status): carry the request out, then answer with status
+            (a 504 from a gateway that gave up on a write that happened).
         delay=S: hold each matching request S seconds first (a slow server; combine).
         rule.fired counts the requests it affected (re-read with faults.list_rules()).
     faults.clear()                       drop all rules, end connection faults
@@ -70,7 +74,8 @@ Over HTTP the same lives under /_fake/ (admin.py lists the routes); no real clie
 those paths, and they are neither recorded nor faulted.
 
 The kubelet (kubelet.py has the details): initContainers run in order before the
-containers; emptyDir, configMap and secret volumes appear at their mountPath. As root
+containers; restartPolicy OnFailure/Always restart a container in place (its previous
+log stays readable); emptyDir, configMap and secret volumes appear at their mountPath. As root
 (where `unshare --mount` works) each container runs in a private mount namespace with
 its volumes bind-mounted, so /launcher or /mnt/config exist inside the pod only;
 otherwise `kube.kubelet.isolation_skip_reason` says why, and mount paths in env values

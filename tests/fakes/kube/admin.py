@@ -31,7 +31,7 @@ def handle_admin(handler, method: str, parts: list[str], body: Any) -> None:
                                            "knobs": k.faults.knobs()})
         if route == ("POST", "faults"):
             fields = {key: body[key] for key in ("verb", "resource", "status", "times", "lose_response", "delay",
-                                                 "name", "message") if key in body}
+                                                 "name", "message", "after_commit") if key in body}
             return handler.send_json(201, k.faults.inject(**fields).to_json())
         if route == ("PATCH", "faults"):
             k.faults.set(**body)

@@ -30,10 +30,11 @@ class RemoteFaults:
 
     def inject(self, verb: str | None = None, resource: str | None = None, *, status: int | None = None,
                times: int = 1, lose_response: bool = False, delay: float = 0.0, name: str | None = None,
-               message: str | None = None) -> FaultRule:
-        FaultRule(verb=verb, resource=resource, status=status, lose_response=lose_response, delay=delay)  # validate
-        body = {"verb": verb, "resource": resource, "status": status, "times": times,
-                "lose_response": lose_response, "delay": delay, "name": name, "message": message}
+               message: str | None = None, after_commit: bool = False) -> FaultRule:
+        FaultRule(verb=verb, resource=resource, status=status, lose_response=lose_response, delay=delay,
+                  after_commit=after_commit)  # validate here, for a clear error
+        body = {"verb": verb, "resource": resource, "status": status, "times": times, "lose_response": lose_response,
+                "delay": delay, "name": name, "message": message, "after_commit": after_commit}
         return FaultRule(**_call(self.url, "POST", "/_fake/faults", body))
 
     def clear(self) -> None:

@@ -25,6 +25,9 @@ class FaultRule:
     in a 200 stream, as a real server sends it)."""
     lose_response: bool = False
     """Carry the request out (a create commits), then close the connection with no reply."""
+    after_commit: bool = False
+    """With status: carry the request out first, then answer with that status (a 504 from a
+    gateway that gave up on a write that happened)."""
     delay: float = 0.0
     """Hold the request this many seconds before anything else (a slow server)."""
     times: int = 1
@@ -42,6 +45,8 @@ class FaultRule:
             raise ValueError(f"fault verb must be one of {VERBS}, not {self.verb!r}")
         if self.status is None and not self.lose_response and not self.delay:
             raise ValueError("a fault needs status, lose_response or delay")
+        if self.after_commit and self.status is None:
+            raise ValueError("after_commit needs a status")
 
     def matches(self, verb: str, resource: str, name: str | None) -> bool:
         return ((self.verb is None or self.verb == verb) and (self.resource is None or self.resource == resource)
@@ -78,10 +83,10 @@ class Faults:
     # --- the helper API (stable: other tests build on it) ---------------------------------
     def inject(self, verb: str | None = None, resource: str | None = None, *, status: int | None = None,
                times: int = 1, lose_response: bool = False, delay: float = 0.0, name: str | None = None,
-               message: str | None = None) -> FaultRule:
+               message: str | None = None, after_commit: bool = False) -> FaultRule:
         """Add a rule; the first matching rule that still has `times` left fires."""
         rule = FaultRule(verb=verb, resource=resource, status=status, times=times, lose_response=lose_response,
-                         delay=delay, name=name, message=message)
+                         delay=delay, name=name, message=message, after_commit=after_commit)
         with self._lock:
             rule.id = self._next_id
             self._next_id += 1

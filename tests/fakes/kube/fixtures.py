@@ -30,7 +30,9 @@ class KubeProgram(RemoteKube):
         self.kubeconfig = workdir / "kubeconfig"
         self.log = workdir / "fake-kube.log"
         self._log = open(self.log, "wb")
-        self.proc = subprocess.Popen([sys.executable, str(PROGRAM), "--kubeconfig", str(self.kubeconfig), *args],
+        # --exit-with-parent: a test process that dies leaves no fake (nor its pods) behind.
+        self.proc = subprocess.Popen([sys.executable, str(PROGRAM), "--kubeconfig", str(self.kubeconfig),
+                                      "--exit-with-parent", *args],
                                      cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             url = self._wait_ready()

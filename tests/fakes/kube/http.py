@@ -266,7 +266,7 @@ class Handler(BaseHTTPRequestHandler):
         if rule is not None:
             if rule.delay:
                 time.sleep(rule.delay)
-            if rule.status is not None:
+            if rule.status is not None and not rule.after_commit:
                 return self.fault_answer(rule, verb)
             if rule.lose_response and verb in ("watch", "log"):
                 raise LostResponse()
@@ -336,6 +336,8 @@ class Handler(BaseHTTPRequestHandler):
     def answer(self, rule: FaultRule | None, code: int, body: Any) -> None:
         if rule is not None and rule.lose_response:
             raise LostResponse()
+        if rule is not None and rule.after_commit:
+            return self.send_json(rule.status, status_body(rule.status, None, rule.message))
         self.send_json(code, body)
 
     def fault_answer(self, rule: FaultRule, verb: str) -> None:
@@ -454,10 +456,11 @@ class Handler(BaseHTTPRequestHandler):
                 container = pod["spec"]["containers"][0]["name"]
             if container not in names:
                 raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
-            if q.get("previous") in ("true", "1"):
+            c = k.kubelet.container(pod, container)
+            previous = q.get("previous") in ("true", "1")
+            if previous and (c is None or c.previous is None):
                 raise ApiError(400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" '
                                                   "not found")
-            c = k.kubelet.container(pod, container)
             if c is None or c.proc is None:
                 group = "initContainerStatuses" if container not in [x["name"] for x in pod["spec"]["containers"]] \
                     else "containerStatuses"
@@ -481,7 +484,9 @@ class Handler(BaseHTTPRequestHandler):
             tail = int(q["tailLines"]) if q.get("tailLines") else None
             limit_bytes = int(q["limitBytes"]) if q.get("limitBytes") else None
             drop_after = k.faults.take_log_drop(follow)
-            lines = list(c.lines)
+            if previous:
+                follow = False
+            lines = list(c.previous if previous else c.lines)
             pos = len(lines)
         if floor is not None:
             lines = [ln for ln in lines if ln[0] >= floor]

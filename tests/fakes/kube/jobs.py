@@ -52,7 +52,6 @@ def default_job(job: dict, old: dict | None) -> None:
     spec.setdefault("completions", spec.get("parallelism", 1))
     spec.setdefault("parallelism", 1)
     spec.setdefault("completionMode", "NonIndexed")
-    tmpl.setdefault("spec", {}).setdefault("restartPolicy", "Never")
     validate_job(job)
     job["status"] = {}
 
@@ -187,6 +186,9 @@ class JobController:
                 return "PodFailurePolicy", message
             if action != "Ignore":
                 counted += 1
+        if (spec.get("template", {}).get("spec") or {}).get("restartPolicy") == "OnFailure":
+            # In-place restarts count towards the backoff limit, as the real controller counts them.
+            counted += sum(cs.get("restartCount", 0) for p in pods for cs in p["status"].get("containerStatuses") or [])
         if counted > spec.get("backoffLimit", 6):
             return "BackoffLimitExceeded", "Job has reached the specified backoff limit"
         return None

@@ -7,7 +7,9 @@ For every pod bound to a node it
   * resolves env (value, secretKeyRef, configMapKeyRef, fieldRef); a missing Secret or key
     is CreateContainerConfigError; images in `faults.bad_images` are ErrImagePull;
   * runs the initContainers in order, each to completion, then the containers; a failed
-    init container fails the pod (restartPolicy Never/OnFailure are not restarted);
+    init container fails the pod (init containers are not restarted); a container is
+    restarted in place as restartPolicy OnFailure or Always asks (restartCount,
+    lastState, a short CrashLoopBackOff; the last instance's log stays for ?previous);
   * timestamps each output line (stdout and stderr together) for pods/log;
   * writes the pod and container statuses a kubelet writes (Pending/Running/Succeeded/
     Failed, waiting/running/terminated with exit codes, PodScheduled, Initialized, Ready);
@@ -76,6 +78,9 @@ class Container:
     started_ns: int | None = None
     exit_code: int | None = None
     term_sent: float | None = None
+    restarts: int = 0
+    previous: list[tuple[int, str]] | None = None
+    """The lines of the instance before the last restart (pods/log?previous=true)."""
 
 
 @dataclass
@@ -340,24 +345,44 @@ class Kubelet:
             mains = plans[n_init:]
             if rt.stopping:
                 return
-            started = []
-            for i, (ct, env) in enumerate(mains):
-                c = rt.containers[ct["name"]]
-                if self._spawn(pod, rt, ct, env, volumes, c, group="containerStatuses", index=i):
-                    started.append((i, c))
-            pumps = [threading.Thread(target=self._pump, args=(c,), daemon=True) for _, c in started]
-            for t in pumps:
+            policy = pod["spec"].get("restartPolicy", "Always")
+            runs = [threading.Thread(target=self._run_container, args=(pod, rt, ct, env, volumes, i, policy),
+                                     daemon=True) for i, (ct, env) in enumerate(mains)]
+            for t in runs:
                 t.start()
-            for t in pumps:
+            for t in runs:
                 t.join()
-            for i, c in started:
-                self._set_terminated(ns, name, "containerStatuses", i, c)
-            ok = len(started) == len(mains) and all(c.exit_code == 0 for _, c in started)
+            ok = all(rt.containers[ct["name"]].exit_code == 0 for ct, _ in mains)
             self._finish(pod, rt, "Succeeded" if ok else "Failed")
         finally:
             rt.finished = True
             with self.store.lock:
                 self.store.changed.notify_all()
+
+    def _run_container(self, pod: dict, rt: PodRuntime, ct: dict, env: dict, volumes: dict, index: int,
+                       policy: str) -> None:
+        """Run one container, restarting it in place (restartCount, lastState, a short
+        CrashLoopBackOff) as restartPolicy OnFailure or Always asks."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        c = rt.containers[ct["name"]]
+        while True:
+            if not self._spawn(pod, rt, ct, env, volumes, c, group="containerStatuses", index=index):
+                return
+            self._pump(c)
+            again = policy == "Always" or (policy == "OnFailure" and c.exit_code != 0)
+            if rt.stopping or not again:
+                self._set_terminated(ns, name, "containerStatuses", index, c)
+                return
+            self._set_terminated(ns, name, "containerStatuses", index, c, restarting=True)
+            backoff = time.monotonic() + min(0.5 * 2 ** c.restarts, 5.0)
+            while time.monotonic() < backoff and not rt.stopping:
+                time.sleep(0.05)
+            if rt.stopping:
+                return
+            with self.store.lock:
+                c.previous, c.lines = c.lines, []
+                c.proc, c.done, c.exit_code, c.term_sent = None, False, None, None
+                c.restarts += 1
 
     def _spawn(self, pod: dict, rt: PodRuntime, ct: dict, env: dict[str, str], volumes: dict, c: Container, *,
                group: str, index: int) -> bool:
@@ -404,7 +429,10 @@ class Kubelet:
         if self.isolated and mounts:
             binds: list[str] = []
             for src, path, ro in mounts:
-                self._mountpoint(Path(path), is_file=src.is_file())
+                try:
+                    self._mountpoint(Path(path), is_file=src.is_file())
+                except OSError as e:
+                    return self._spawn_failed(ns, name, group, index, c, ct, f"cannot make mount point {path}: {e}")
                 binds += [str(src), path, "ro" if ro else "rw"]
             argv = [UNSHARE, "--mount", "--propagation", "private", "/bin/sh", "-c", MOUNT_SCRIPT, "sh",
                     *binds, "--", *argv]
@@ -434,7 +462,7 @@ class Kubelet:
             while len(statuses) <= index:
                 statuses.append({"name": ct["name"], "image": ct["image"], "restartCount": 0})
             statuses[index].update(name=ct["name"], image=ct["image"], imageID=f"fake://{ct['image']}",
-                                   ready=group == "containerStatuses", started=True, restartCount=0,
+                                   ready=group == "containerStatuses", started=True, restartCount=c.restarts,
                                    containerID=f"fake://{c.proc.pid}", state={"running": {"startedAt": started}})
         self._update(ns, name, running)
         return True
@@ -466,14 +494,21 @@ class Kubelet:
             c.done = True
             self.store.changed.notify_all()
 
-    def _set_terminated(self, ns: str, name: str, group: str, index: int, c: Container) -> None:
+    def _set_terminated(self, ns: str, name: str, group: str, index: int, c: Container, *,
+                        restarting: bool = False) -> None:
         started, finished = rfc3339(c.started_ns), rfc3339()
 
         def mark(p):
             cs = p["status"][group][index]
-            cs.update(ready=False, started=False, state={"terminated": {
-                "exitCode": c.exit_code, "reason": "Completed" if c.exit_code == 0 else "Error",
-                "startedAt": started, "finishedAt": finished, "containerID": cs.get("containerID", "")}})
+            term = {"terminated": {"exitCode": c.exit_code, "reason": "Completed" if c.exit_code == 0 else "Error",
+                                   "startedAt": started, "finishedAt": finished,
+                                   "containerID": cs.get("containerID", "")}}
+            if restarting:
+                cs.update(ready=False, started=False, lastState=term, restartCount=c.restarts + 1,
+                          state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed "
+                                             f"container {c.name} in pod {name}"}})
+            else:
+                cs.update(ready=False, started=False, state=term)
         self._update(ns, name, mark)
 
     def _finish(self, pod: dict, rt: PodRuntime, phase: str) -> None:

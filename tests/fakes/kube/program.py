@@ -2,7 +2,7 @@
 
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N] [--gpus-per-node G]
         [--node-label KEY=VALUE ...] [--jobset] [--image REF_GLOB=DIR ...] [--no-isolation]
-        [--history-limit N] [--grace-seconds S]
+        [--history-limit N] [--grace-seconds S] [--exit-with-parent]
 
 It serves the API server and runs its control plane and kubelet until SIGTERM or SIGINT,
 then kills every pod process and exits 0. The kubeconfig is written (atomically) only
@@ -13,6 +13,7 @@ line on stdout is `fake-kube listening on URL`.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -33,6 +34,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-isolation", action="store_true", help="never run containers in private mount namespaces")
     p.add_argument("--history-limit", type=int, default=10_000, help="watch events kept before 410 Gone")
     p.add_argument("--grace-seconds", type=float, default=3.0, help="longest SIGTERM-to-SIGKILL wait for a pod")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="stop (and kill every pod) when the process that started it dies")
     args = p.parse_args(argv)
     for text in args.image + args.node_label:
         if "=" not in text:
@@ -63,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fake-kube listening on {kube.url}", flush=True)
         if kube.kubelet.isolation_skip_reason:
             print(f"fake-kube: containers are not isolated: {kube.kubelet.isolation_skip_reason}", flush=True)
+        parent = os.getppid()
         while not stop.wait(0.5):
-            pass
+            if args.exit_with_parent and os.getppid() != parent:
+                print("fake-kube: the parent process is gone; stopping", flush=True)
+                break
     finally:
         kube.close()
     return 0
