@@ -18,7 +18,7 @@ def runs_with_backends(cluster: str | None = None):
     """(backend, run) for every run of every profile (or one), newest first."""
     from launcher.backends.registry import open_backend
     from launcher.config import load_config
-    from launcher.errors import LauncherError
+    from launcher.errors import LauncherError, StateFileError
 
     config = load_config()
     profiles = [config.profile(cluster)] if cluster else config.profiles()
@@ -27,6 +27,8 @@ def runs_with_backends(cluster: str | None = None):
         try:
             backend = open_backend(profile)
             pairs.extend((backend, run) for run in backend.list())
+        except StateFileError:
+            raise  # our own file is broken: not a cluster being away
         except LauncherError as e:
             warn(f"cluster {profile.name}: {e.message}")
     pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
