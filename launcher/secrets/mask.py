@@ -31,8 +31,10 @@ def too_short_to_mask(value: str) -> bool:
     return len(value.strip()) < MIN_MASK_LEN
 
 
-def _spans(data, values) -> list[tuple[int, int]]:
-    """Every occurrence of every value (overlaps included), merged, in order."""
+def _spans(data, values, derived=()) -> list[tuple[int, int]]:
+    """Every occurrence of every value (overlaps included), merged, in order. A value in
+    `derived` (value, contained, offset) is not searched for: it is checked where the
+    value it contains was found, which saves a pass over the data per such value."""
     found = []
     for v in values:
         i = data.find(v)
@@ -41,6 +43,14 @@ def _spans(data, values) -> list[tuple[int, int]]:
             i = data.find(v, i + 1)
     if not found:
         return found
+    if derived:
+        starts = {}
+        for s, e in found:
+            starts.setdefault(data[s:e], []).append(s)
+        for v, inner, k in derived:
+            for s in starts.get(inner, ()):
+                if s >= k and data.startswith(v, s - k):
+                    found.append((s - k, s - k + len(v)))
     found.sort()
     merged = [found[0]]
     for s, e in found[1:]:
@@ -50,6 +60,17 @@ def _spans(data, values) -> list[tuple[int, int]]:
         else:
             merged.append((s, e))
     return merged
+
+
+def _split(values: list) -> tuple[list, list]:
+    """(values to search for, (value, a searched value inside it, its offset) for the rest)."""
+    base = [v for v in values if not any(w != v and w in v for w in values)]
+    derived = []
+    for v in values:
+        if v not in base:
+            inner = next(w for w in base if w in v)
+            derived.append((v, inner, v.find(inner)))
+    return base, derived
 
 
 def _replace(data, spans, mask):
@@ -68,6 +89,8 @@ class Masker:
         vals = sorted({v for v in values if v and len(v) >= MIN_MASK_LEN}, key=len, reverse=True)
         self.values = vals
         self._bytes = [v.encode("utf-8") for v in vals]
+        self._search, self._derived = _split(vals)
+        self._search_bytes, self._derived_bytes = _split(self._bytes)
 
     def __bool__(self) -> bool:
         return bool(self.values)
@@ -78,13 +101,13 @@ class Masker:
     def mask(self, text: str) -> str:
         if not self.values:
             return text
-        spans = _spans(text, self.values)
+        spans = _spans(text, self._search, self._derived)
         return _replace(text, spans, MASK) if spans else text
 
     def mask_bytes(self, data: bytes) -> bytes:
         if not self._bytes:
             return data
-        spans = _spans(data, self._bytes)
+        spans = _spans(data, self._search_bytes, self._derived_bytes)
         return _replace(data, spans, MASK.encode()) if spans else data
 
     def _partial_start(self, data: bytes, lo: int) -> int:
@@ -102,6 +125,9 @@ class Masker:
         return best
 
 
+MAX_HOLD = 1 << 20
+
+
 class MaskingStream:
     """Masks a byte stream fed in arbitrary chunks. `feed` returns what is safe to
     write now; `flush` returns the rest at the end of the stream."""
@@ -115,14 +141,18 @@ class MaskingStream:
         if not m._bytes:
             return chunk
         data = self._pending + chunk if self._pending else chunk
-        spans = _spans(data, m._bytes)
+        spans = _spans(data, m._search_bytes, m._derived_bytes)
         cut = m._partial_start(data, 0)
         while True:
-            # Never cut through a value: write up to its end, hold back after it.
-            crossing = max((e for s, e in spans if s < cut < e), default=None)
+            # Never cut through a value: hold back all of it (it may go on overlapping the
+            # held-back start of another), unless that holds back too much.
+            crossing = next(((s, e) for s, e in spans if s < cut < e), None)
             if crossing is None:
                 break
-            cut = m._partial_start(data, crossing)
+            if len(data) - crossing[0] <= MAX_HOLD:
+                cut = crossing[0]
+            else:
+                cut = m._partial_start(data, crossing[1])
         self._pending = data[cut:]
         head = data[:cut]
         spans = [(s, e) for s, e in spans if e <= cut]

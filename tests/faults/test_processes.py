@@ -205,3 +205,35 @@ def test_item11_a_signal_after_the_command_exited_changes_nothing(entry_env, tmp
     assert "received SIGTERM after the command had exited; its exit code stands" in out
     assert "before the command started" not in out and "Traceback" not in out
     assert '"exit_code": 5' in (tmp_path / "exit.json").read_text()
+
+
+def test_item3_as_pid_1_of_a_container_it_reaps_orphans_and_passes_signals_on(entry_env, tmp_path):
+    """In a container the entrypoint is PID 1: orphans of the command come to it, and a
+    stop from the runtime reaches the command through it."""
+    import shutil
+
+    unshare = shutil.which("unshare")
+    probe = subprocess.run([unshare or "unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True)
+    if os.geteuid() != 0 or not unshare or probe.returncode:
+        pytest.skip("needs root and unshare --pid to start a process as PID 1")
+    command = ("for i in 1 2 3; do (sleep 0.2 &); done; sleep 1.5\n"
+               "echo \"zombies: $(ps -eo stat= | grep -c '^Z')\"\n"
+               "echo \"entrypoint pid: $PPID\"\n"
+               "trap 'echo got TERM; exit 7' TERM; echo ready; while true; do sleep 0.1; done")
+    proc = subprocess.Popen([unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-m", "launcher.entrypoint"],
+                            env=entry_env(command), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        seen = []
+        while not any("ready" in line for line in seen):
+            line = proc.stdout.readline()
+            assert line, "".join(seen)
+            seen.append(line)
+        assert "zombies: 0\n" in seen and "entrypoint pid: 1\n" in seen, "".join(seen)
+        (inner,) = [int(p) for p in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+        os.kill(inner, signal.SIGTERM)  # what the container runtime does to PID 1
+        rest = proc.communicate(timeout=30)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "got TERM" in rest and "exit code 7" in rest, rest
