@@ -103,9 +103,10 @@ def log_failure_reason() -> str | None:
         return None
     error, lost = failed
     try:
-        where = os.path.dirname(os.readlink("/proc/self/fd/1"))
+        target = os.readlink("/proc/self/fd/1")
     except OSError:
-        where = "stdout"
+        target = ""
+    where = os.path.dirname(target) if target.startswith("/") else "stdout"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"disk full writing logs under {where} ({lost} bytes of output lost)"
     return f"cannot write logs under {where}: {error.strerror or error} ({lost} bytes of output lost)"
