@@ -4,7 +4,7 @@ On Kubernetes the DNS record of rank 0's pod (a headless Service) can appear ten
 of seconds after this pod starts, and a program that looks it up too early fails
 at once. So: retry DNS resolution of MASTER_ADDR, with backoff, until it resolves
 or LAUNCHER_RENDEZVOUS_TIMEOUT (default 600 s) runs out. The local backend's
-MASTER_ADDR is 127.0.0.1: there is nothing to wait for.
+MASTER_ADDR is 127.0.0.1: there is nothing to wait for, and main does not call this.
 
 The port is not waited for: torch's TCPStore and torchrun's c10d rendezvous retry
 their own connections, and a plain command (`echo hi`, which never opens the port)
@@ -51,8 +51,6 @@ def resolve(addr: str) -> str | None:
 def wait_for_rank0(env: dict[str, str]) -> int:
     """0 once rank 0's address resolves, contract.EXIT_RENDEZVOUS after the timeout."""
     addr = env["MASTER_ADDR"]
-    if env.get(contract.BACKEND) == contract.LOCAL:
-        return 0
     try:
         timeout = timeout_from(env)
     except ValueError as e:

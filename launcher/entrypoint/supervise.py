@@ -38,6 +38,7 @@ READ_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031
 
 
+
 class Stopped(BaseException):
     """A stop signal arrived before the command started. A BaseException, so that no
     `except Exception` on the way (reading a spec, cloning) mistakes it for a failure."""
