@@ -162,7 +162,10 @@ def test_item10_a_plain_command_on_two_nodes_finishes_at_once(cli, token, kill_l
     assert "[rank 0] hello from 0" in r.stdout and "[rank 1] hello from 1" in r.stdout
     rec = describe(cli)
     assert [r["status"] for r in rec["attempts"][0]["ranks"]] == ["COMPLETED", "COMPLETED"]
-    assert "waiting for node rank 0" not in cli("logs").stdout
+    logs = cli("logs").stdout
+    assert "waiting for node rank 0" not in logs
+    assert "[rank 0] hello from 0\n" in logs and "[rank 1] hello from 1\n" in logs
+    assert all(line.startswith(("[rank 0] ", "[rank 1] ")) for line in logs.splitlines()), logs
 
 
 @pytest.fixture
