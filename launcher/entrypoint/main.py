@@ -120,15 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     timing: dict[str, float] = {}
     try:
         code = _main(timing)
+        supervise.finish()
     except supervise.Stopped as e:
+        supervise.finish()
         log(f"stopped by {signal.Signals(e.signum).name} before the command started")
         code = e.exit_code
     except Exception as e:  # noqa: BLE001 - a bug must not end a rank with a traceback
+        supervise.finish()
         log(f"error: the entrypoint failed: {type(e).__name__}: {e}")
         code = contract.EXIT_SETUP
     late = supervise.late_signal()
     if late is not None:
-        log(f"received {signal.Signals(late).name} after the command had exited; its exit code stands")
+        after = "after the command had exited; its exit code stands" if "command" in timing else \
+            "while ending; the exit code stands"
+        log(f"received {signal.Signals(late).name} {after}")
     reason = log_failure_reason()
     if reason:
         log(f"error: {reason}")

@@ -102,6 +102,12 @@ def late_signal() -> int | None:
     return _state.late_signal
 
 
+def finish() -> None:
+    """The entrypoint is ending (the command ran, or will not): from now on a signal
+    changes nothing, and nothing raises while the last lines are written."""
+    _state.phase = DONE
+
+
 def _killpg(pgid: int, signum: int) -> None:
     try:
         os.killpg(pgid, signum)
