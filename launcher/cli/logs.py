@@ -31,6 +31,13 @@ def logs(name, follow, tail, rank, attempt, previous, failed):
             rank = bad[0]
             info(f"showing rank {rank}, the first failed rank; pass --rank to pick another")
     many = rank is None and run.nodes > 1
+    if not follow and tail is None and hasattr(backend, "log_chunks"):
+        # A whole log at once: copied in large chunks, not line by line.
+        out = click.get_binary_stream("stdout")
+        for chunk in backend.log_chunks(run.name, rank=rank, attempt=attempt, previous=previous, prefix_ranks=many):
+            out.write(chunk)
+        out.flush()
+        return
     for line in backend.logs(run.name, rank=rank, attempt=attempt, tail=tail, follow=follow, previous=previous):
         echo_line(line.text, line.rank, many)
     if follow:

@@ -85,8 +85,15 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
         return
 
     target = open_backend(profile)
-    submitted = target.submit(spec, secrets)
-    RunIndex().record(submitted.name, profile)
+    # Recorded first, started second: a run that starts is always findable, and an
+    # index that cannot be written stops us before anything runs.
+    index = RunIndex()
+    index.record(spec.name, profile)
+    try:
+        submitted = target.submit(spec, secrets)
+    except BaseException:
+        _forget(index, spec.name)
+        raise
     if not follow:
         click.echo(f"{OK} Run {submitted.name} submitted.")
         info(f"See its status with `launcher get runs` and its logs with `launcher logs {submitted.name} -f`.")
@@ -94,6 +101,15 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
     from launcher.cli.follow import follow_run
 
     sys.exit(follow_run(target, submitted.name))
+
+
+def _forget(index, name: str) -> None:
+    from launcher.errors import LauncherError
+
+    try:
+        index.forget(name)
+    except LauncherError:
+        pass  # the submit's own error is the one to show
 
 
 def _has_kubernetes_profile() -> bool:

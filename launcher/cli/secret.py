@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from launcher.cli.common import OK, confirm, dump, print_table
+from launcher.cli.common import OK, confirm, dump, print_table, warn
 
 
 def _store(cluster: str | None):
@@ -33,23 +33,41 @@ def _read_value(what: str) -> str:
     return value
 
 
+# A Kubernetes Secret holds at most 1 MiB; so does a local one.
+MAX_SECRET_FILE = 1 << 20
+
+
 def _read_file(path: str, option: str) -> str:
+    from launcher.inputs import InputFileError, read_input_file
+
     try:
-        return Path(path).read_text()
-    except OSError as e:
-        raise click.BadParameter(f"cannot read {path}: {e.strerror}", param_hint=option) from None
+        data = read_input_file(path, what="a secret file", max_bytes=MAX_SECRET_FILE)
+    except InputFileError as e:
+        raise click.BadParameter(f"{path}: {e}", param_hint=option) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{path}: is not UTF-8 text", param_hint=option) from None
 
 
 def _create(cluster: str | None, name: str, kind: str, data: dict[str, str], options: dict[str, str], replace: bool):
     from launcher.errors import InputError
-    from launcher.secrets.kinds import Secret, SecretKind, check_name
+    from launcher.secrets.kinds import MIN_MASK_LEN, Secret, SecretKind, check_mount_path, check_name
 
     problem = check_name(name)
     if problem:
         raise InputError(problem)
+    if "mount_path" in options:
+        problem = check_mount_path(options["mount_path"])
+        if problem:
+            raise InputError(f"--mount-path: {problem}")
     store = _store(cluster)
-    store.create(Secret(name=name, kind=SecretKind(kind), data=data, options=options), replace=replace)
+    secret = Secret(name=name, kind=SecretKind(kind), data=data, options=options)
+    store.create(secret, replace=replace)
     click.echo(f"{OK} Created {kind} secret {name} in {store.where}")
+    for key in secret.too_short_keys():
+        what = "its value" if key == "value" else f"its {key}"
+        warn(f"{what} is shorter than {MIN_MASK_LEN} characters: too short to be masked in logs")
 
 
 def _default_name(key: str) -> str:

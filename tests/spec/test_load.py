@@ -123,7 +123,13 @@ def test_overrides_apply_before_validation():
 
 def test_a_bad_override_names_the_flag():
     errs = errors_of("name: a\ncommand: x\n", Overrides(gpus=-2))
-    assert errs == ["command line: compute.gpus: must be zero or more, got -2 (from --gpus)"]
+    assert errs == ["--gpus -2: compute.gpus: must be zero or more, got -2"]
+    # A field the flag creates is blamed on the flag, not on the spec file.
+    errs = errors_of("name: a\ncommand: x\n", Overrides(set=["bogus.field=1"]))
+    assert len(errs) == 1 and errs[0].startswith("--set bogus.field=1: bogus: unknown field"), errs
+    errs = errors_of("name: a\ncommand: x\n", Overrides(set=["scheduling.max_retris=1"]))
+    assert errs[0].startswith("--set scheduling.max_retris=1: scheduling.max_retris: unknown field "
+                              "(did you mean 'max_retries'?)"), errs
     assert errors_of("name: a\ncommand: x\n", Overrides(env=["NOEQUALS"])) == [
         "command line: --env takes KEY=VALUE, got 'NOEQUALS'"
     ]
