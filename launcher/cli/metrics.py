@@ -62,7 +62,7 @@ def metrics(
     from launcher.cli.common import find_run
     from launcher.metrics.collect import Collector
 
-    targets = [find_run(name) for name in dict.fromkeys(runs)] if runs else [find_run(None)]
+    targets = [find_run(name) for name in dict.fromkeys(runs)] if runs else [_latest_with_metrics()]
     collectors = [Collector(backend, run, follow=follow) for backend, run in targets]
     try:
         if follow:
@@ -75,6 +75,37 @@ def metrics(
             c.close()
         for backend in {id(b): b for b, _ in targets}.values():
             backend.close()
+
+
+LATEST_SCAN = 20
+
+
+def _latest_with_metrics() -> tuple[Backend, Run]:
+    """The latest run, unless it ended without metrics (a hello-world run): then the
+    latest of the recent runs that has some."""
+    from launcher.backends.registry import RunIndex
+    from launcher.cli.common import find_run, info
+    from launcher.errors import LauncherError
+    from launcher.metrics.collect import Collector
+
+    latest = find_run(None)
+    if not latest[1].status.is_terminal:
+        return latest  # still going: its metrics may be on their way
+    for name in RunIndex().names()[:LATEST_SCAN]:
+        try:
+            backend, run = latest if name == latest[1].name else find_run(name)
+            collector = Collector(backend, run)
+            try:
+                has = bool(collector.refresh().series)
+            finally:
+                collector.close()
+        except LauncherError:
+            continue
+        if has:
+            if run.name != latest[1].name:
+                info(f"showing {run.name}, the latest run with metrics ({latest[1].name} has none)")
+            return backend, run
+    return latest
 
 
 def _require_metrics(results: list[RunMetrics]) -> None:
@@ -130,11 +161,22 @@ def _once(results: list[RunMetrics], wanted: list[str], *, list_only: bool, last
             click.echo(_plot(chosen, reserve=0), nl=False)
         sampled = last is None and every is None
         tables = []
-        for c in chosen:
-            rows = render.default_rows(c.series) if sampled else None
-            note = "sampled rows (--every K or --last N for others)" if rows is not None and len(rows) < len(c.keep) else None
-            tables.append(render.table(c, rows=rows, note=note))
+        for group in _by_metric(chosen):
+            rows = [render.default_rows(c.series) if sampled else c.keep for c in group]
+            cut = any(len(r) < len(c.keep) for r, c in zip(rows, group))
+            note = "sampled rows (--every K or --last N for others)" if cut else None
+            if len(group) == 1:
+                tables.append(render.table(group[0], rows=rows[0], note=note))
+            else:  # runs compared: one table, a column per run
+                tables.append(render.compare_table(group, rows=rows, note=note))
         click.echo("\n".join(tables), nl=False)
+
+
+def _by_metric(chosen: list[Chosen]) -> list[list[Chosen]]:
+    groups: dict[str, list[Chosen]] = {}
+    for c in chosen:
+        groups.setdefault(c.series.name, []).append(c)
+    return list(groups.values())
 
 
 def _plot(chosen: list[Chosen], *, reserve: int) -> str:

@@ -170,7 +170,11 @@ def resolve_placement(spec: RunSpec, profile: ClusterProfile) -> Placement:
                 f"has no default_gpu_type (known: {', '.join(sorted(table))})"
             )
     if name not in table:
-        raise InputError(f"compute.gpu_type: unknown gpu_type {name!r} on cluster {profile.name} "
+        import difflib
+
+        guess = difflib.get_close_matches(str(name), [n for n in table if n.islower()], n=1, cutoff=0.5)
+        hint = f" (did you mean {guess[0]!r}?)" if guess else ""
+        raise InputError(f"compute.gpu_type: unknown gpu_type {name!r} on cluster {profile.name}{hint} "
                          f"(known: {', '.join(sorted(table))})")
     gpu_type = table[name]
     per_node = gpu_type.gpus_per_node
