@@ -104,7 +104,7 @@ def terminal_plot(chosen: list[Chosen], *, width: int = 100, height: int = 24, c
         if drawn:
             steps = [c.series.steps[i] for c, idx in drawn for i in idx]
             ticks = integer_ticks(min(steps), max(steps))
-            fig.xticks(ticks, [str(t) for t in ticks])
+            fig.ruler("x").ticks(ticks, [str(t) for t in ticks])
             # Top right, where a falling loss curve leaves room.
             right = max(c.series.steps[idx[-1]] for c, idx in drawn)
             fig.legend(x=right, y=max(ys), ha="right", va="top", relative=True)
