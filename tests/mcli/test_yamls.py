@@ -107,7 +107,8 @@ def test_mcli_yaml_runs_locally_with_mnt_config_and_the_secret_mount_path(key, m
     assert runs_locally
     # The command also reads the file secret where mcli puts it (reversed: the log masks the value).
     text = render(template, f"{server.url}/org/repo.git").replace(
-        READ_PARAMETERS, f"{READ_PARAMETERS} && rev {SECRET_MOUNT}/secret && echo \"path=$SECRET_PATH_CREDS\"")
+        READ_PARAMETERS, f"{READ_PARAMETERS} && rev {SECRET_MOUNT}/secret && echo \"path=$SECRET_PATH_CREDS\" "
+                         "&& echo \"run_config commands=$(grep -c '^command:' /mnt/config/run_config.yaml)\"")
     spec = cli.spec(key, text)
     (tmp_path / "creds").write_text(SECRET_VALUE)
     r = cli("secret", "create", "file", "creds", "--from", str(tmp_path / "creds"), "--mount-path", SECRET_MOUNT)
@@ -118,6 +119,7 @@ def test_mcli_yaml_runs_locally_with_mnt_config_and_the_secret_mount_path(key, m
     assert r.returncode == 0, r.stdout + r.stderr
     name = re.search(rf"Run ({base}-[a-z0-9]{{6}}) started", r.stderr).group(1)
     assert SECRET_VALUE[::-1] in r.stdout
+    assert "run_config commands=1" in r.stdout  # run_config.yaml holds the submitted spec, as in mcli
     if mode == "auto":
         assert f"parameters /mnt/config/parameters.yaml max_seq_len {max_seq_len}" in r.stdout
         assert f"path={SECRET_MOUNT}/secret" in r.stdout

@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 from launcher.backends.base import Backend, LocalArtifacts, LogLine, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts
@@ -63,6 +65,8 @@ class LocalBackend(Backend, LocalArtifacts):
         env = dict(os.environ)
         env["LAUNCHER_HOME"] = str(self.home)
         layout.config_dir.mkdir()
+        # As in mcli (and on Kubernetes): the full submitted config beside parameters.yaml.
+        (layout.config_dir / "run_config.yaml").write_text(yaml.safe_dump(submitted, sort_keys=False))
         mounts = plan_mounts(layout.config_dir, {project(s).mount_path: layout.private / s.name
                                                  for s in secrets if project(s).files})
         mounts.save(layout.root / PLAN_FILE)
