@@ -16,8 +16,15 @@ if TYPE_CHECKING:
 FOLLOW_SECONDS = 1.0
 
 
+def _complete(ctx, param, incomplete):
+    """Run names for shell completion (common is imported only when completing)."""
+    from launcher.cli.common import complete_run_names
+
+    return complete_run_names(ctx, param, incomplete)
+
+
 @click.command("metrics")
-@click.argument("runs", nargs=-1)
+@click.argument("runs", nargs=-1, shell_complete=_complete)
 @click.option("-m", "--metric", "metric_names", multiple=True, metavar="NAME",
               help="Metric to show, or a glob like 'loss/*'; repeatable. Default: loss/train/total.")
 @click.option("--list", "list_only", is_flag=True, help="List the metric names with point counts and last values.")

@@ -55,7 +55,7 @@ def validate(spec_file, backend, **kw):
     from launcher.spec.names import sanitize, unique_run_name
 
     spec = _load(spec_file, **kw)
-    profile, _ = _target(spec, kw.get("cluster"), backend, dry_run=True, quiet=False)
+    profile, _ = _target(spec, kw.get("cluster"), backend, dry_run=True)
     check_offline(spec, profile)
     if sanitize(spec.name) != spec.name:
         info(f"name {spec.name!r} becomes {sanitize(spec.name)!r} (lowercase letters, digits and '-')")
@@ -79,7 +79,7 @@ def check_offline(spec, profile) -> None:
         raise InputError(f"compute: {c.gpus} GPUs do not split evenly over {c.nodes} nodes")
 
 
-def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool, quiet: bool = False):
+def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool):
     """The profile a run goes to and its secret store. A spec's compute.cluster that names
     no profile here (an mcli cluster such as r1z1) is a note, never an error."""
     from launcher.backends.registry import open_secret_store, resolve_profile
@@ -90,15 +90,14 @@ def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool, qu
     if cluster is None and backend != "local" and spec.compute.cluster:
         if spec.compute.cluster in {p.name for p in config.profiles()}:
             cluster = spec.compute.cluster
-        elif not quiet:
+        else:
             info(f"compute.cluster {spec.compute.cluster!r} names no cluster profile here: "
                  f"using {'the ' + backend + ' backend' if backend else 'the current profile, ' + config.current}")
     if dry_run and backend == "kubernetes" and not cluster and not any(p.backend == "kubernetes" for p in config.profiles()):
         # Show what a run becomes before any cluster is configured: the shipped defaults
         # (namespace default, GPU Feature Discovery labels) and the local secrets' names.
-        if not quiet:
-            info("no Kubernetes cluster profile yet: rendering with the shipped defaults "
-                 "(add one with `launcher cluster add`)")
+        info("no Kubernetes cluster profile yet: rendering with the shipped defaults "
+             "(add one with `launcher cluster add`)")
         return Profile("default", "kubernetes", {}), LocalSecretStore(launcher_home())
     profile = resolve_profile(cluster=cluster, backend=backend)
     return profile, open_secret_store(profile)
