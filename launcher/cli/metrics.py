@@ -48,7 +48,9 @@ def metrics(
     png: Path | None,
     follow: bool,
 ) -> None:
-    """Show the metrics of RUN (the latest run by default); several runs are overlaid.
+    """Show the metrics of RUNS: run names, spec names (the latest run of each) or globs.
+    By default, the latest run that has metrics. Several runs share one table, a column
+    per run, and are overlaid in plots.
 
     Points come from the run's metrics.jsonl when it has one, else from its logs, across
     every attempt: a retried run is one curve, with the step where a retry took over
