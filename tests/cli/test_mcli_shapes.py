@@ -89,11 +89,16 @@ def test_secret_aliases_listing_and_collisions(cli, tmp_path):
     (tmp_path / "f").write_text("x")
     assert cli("secret", "create", "file", "cfg", "--from", str(tmp_path / "f"), "--mount-path", "/etc/cfg").returncode == 0
     assert cli("create", "secret", "hf", input="hf_token_value").returncode == 0
+    (tmp_path / "key").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+                                  "-----END OPENSSH PRIVATE KEY-----\n")
+    r = cli("create", "secret", "git-ssh", "deploy", "--from", str(tmp_path / "key"))
+    assert r.returncode == 0, r.stderr
     listed = {s["name"]: s for s in json.loads(cli("get", "secrets", "-o", "json").stdout)}
     assert listed["api-key"]["exposed_as"] == ["API_KEY"]
     assert listed["databricks"]["exposed_as"] == ["DATABRICKS_HOST", "DATABRICKS_TOKEN"]
     assert listed["hf"]["exposed_as"] == ["HF_TOKEN"]
     assert listed["cfg"]["exposed_as"] == ["SECRET_PATH_CFG", "/etc/cfg/"]
+    assert listed["deploy"]["exposed_as"] == ["SECRET_PATH_DEPLOY", "GIT_SSH_COMMAND", "/secrets/deploy/"]
     table = cli("secret", "list").stdout
     assert re.search(r"^databricks\s+databricks\s+DATABRICKS_HOST, DATABRICKS_TOKEN\s", table, re.M), table
     assert re.search(r"^hf\s+hf\s+HF_TOKEN\s", table, re.M), table
@@ -106,12 +111,12 @@ def test_secret_aliases_listing_and_collisions(cli, tmp_path):
     assert r.returncode == 2
     assert "secrets 'databricks' and 'prod' both set the env var DATABRICKS_HOST" in r.stderr
     assert "dapi-token" not in r.stdout + r.stderr
-    spec = cli.spec("s2", "name: s\nimage: python:3.11\ncommand: env\nsecrets: [prod, hf]\n")
+    spec = cli.spec("s2", "name: s\nimage: python:3.11\ncommand: env\nsecrets: [prod, hf, deploy]\n")
     assert cli("run", "-f", str(spec), "--dry-run").returncode == 0
 
     r = cli("delete", "secret", "prod", "databricks", "-y")
     assert r.returncode == 0 and "Deleted secret prod" in r.stdout
-    assert {s["name"] for s in json.loads(cli("get", "secrets", "-o", "json").stdout)} == {"api-key", "cfg", "hf"}
+    assert {s["name"] for s in json.loads(cli("get", "secrets", "-o", "json").stdout)} == {"api-key", "cfg", "hf", "deploy"}
 
 
 def test_validate_checks_what_run_checks(cli):
