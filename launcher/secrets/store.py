@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from launcher.errors import InputError, NotFoundError
-from launcher.secrets.kinds import Secret, SecretKind, collision
+from launcher.secrets.kinds import Secret, SecretKind
 
 
 class SecretStore(abc.ABC):
@@ -48,6 +48,8 @@ class SecretStore(abc.ABC):
 
 
 def _without_collisions(secrets: list[Secret]) -> list[Secret]:
+    from launcher.secrets.kinds import collision
+
     problem = collision(secrets)
     if problem:
         raise InputError(problem)
