@@ -147,3 +147,16 @@ def test_rewriting_replaces_whole_path_components_only():
     assert out["parameters"] == {"paths": ["/home/u/run/config/a.yaml", {"deep": "/home/u/run/private/c"}], "n": 3}
     assert out["env_variables"] == {"CFG": "/home/u/run/config/parameters.yaml"}
     assert out["name"] == "/mnt/config"  # only the command, parameters and env_variables
+
+
+def test_a_mount_point_that_cannot_exist_falls_back_to_rewriting(tmp_path, monkeypatch):
+    from launcher.backends.local.mounts import REWRITE, plan_mounts
+
+    monkeypatch.delenv("LAUNCHER_LOCAL_MOUNTS", raising=False)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    plan = plan_mounts(tmp_path / "config", {f"{blocker}/creds": tmp_path / "private" / "creds"})
+    assert plan.mode == REWRITE and str(blocker) in plan.reason
+    assert plan.seen_as(str(tmp_path / "private" / "creds")) == str(tmp_path / "private" / "creds")
+    monkeypatch.setenv("LAUNCHER_LOCAL_MOUNTS", "sometimes")
+    assert "is not auto or rewrite" in plan_mounts(tmp_path / "config", {}).reason

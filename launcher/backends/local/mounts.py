@@ -102,11 +102,21 @@ def namespace_problem(targets: list[str]) -> str | None:
         return f"{MODE_ENV}={mode!r} is not auto or rewrite"
     if not sys.platform.startswith("linux"):
         return f"mount namespaces are Linux-only, this is {sys.platform}"
-    if os.geteuid() != 0:
-        for t in targets:
-            if not os.path.isdir(t):
-                return f"{t} does not exist and only root may create it"
+    for t in targets:
+        if os.path.isdir(t):
+            continue
+        if os.geteuid() != 0:
+            return f"{t} does not exist and only root may create it"
+        parent = _existing_ancestor(t)
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+            return f"{t} does not exist and cannot be created in {parent}"
     return _probe()
+
+
+def _existing_ancestor(path: str) -> str:
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
 
 
 def _libc():
