@@ -66,6 +66,7 @@ def apply_compat(located: Located, warnings: list[str]) -> list[SpecIssue]:
     if isinstance(scheduling, dict):
         ignored += [("scheduling", k) for k in ("resumable", "watchdogEnabled", "watchdog_enabled") if k in scheduling]
     if ignored:
+        ignored.sort(key=lambda p: located.where(p, key=True)[0] or 0)  # in file order
         names = ", ".join(".".join(p) for p in ignored)
         warnings.append(f"{_where(located, ignored[0])}{names}: only the MosaicML platform acts on "
                         f"{'this field' if len(ignored) == 1 else 'these fields'}; accepted and ignored here")
