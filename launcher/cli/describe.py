@@ -7,7 +7,7 @@ import click
 from launcher.cli.common import NounGroup, complete_run_names, dump, duration, find_run, instance, run_record, to_yaml, when
 
 
-@click.group(cls=NounGroup, default="run", invoke_without_command=True)
+@click.group(cls=NounGroup, default="run", invoke_without_command=True, subcommand_metavar="[run] [NAME]")
 @click.pass_context
 def describe(ctx):
     """Show details of a run. `describe NAME` is short for `describe run NAME`."""

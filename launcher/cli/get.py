@@ -35,7 +35,7 @@ def runs_with_backends(cluster: str | None = None):
     return pairs
 
 
-@click.group(cls=NounGroup, default="runs")
+@click.group(cls=NounGroup, default="runs", subcommand_metavar="runs|secrets [ARGS]...")
 def get():
     """List runs or secrets."""
 

@@ -27,7 +27,7 @@ def _match(patterns: tuple[str, ...]):
     return [(b, r) for b, r in pairs if r.name in wanted]
 
 
-@click.group(cls=NounGroup, default="run")
+@click.group(cls=NounGroup, default="run", subcommand_metavar="[run] NAME...")
 def stop():
     """Stop runs; their records and logs stay. `stop NAME...` is short for `stop run NAME...`."""
 
@@ -55,7 +55,7 @@ def stop_run(names, yes):
         click.echo(f"{OK} Run {r.name} {ended.status.value.lower()}")
 
 
-@click.group(cls=NounGroup, default="run")
+@click.group(cls=NounGroup, default="run", subcommand_metavar="[run|secret] NAME...")
 def delete():
     """Delete runs or secrets. `delete NAME...` is short for `delete run NAME...`."""
 
