@@ -235,9 +235,10 @@ def _follow(collectors: list[Collector], targets: list[tuple[Backend, Run]], wan
             plot_text = _plot(chosen, reserve=12) if plot and chosen else ""
             frame.append(plot_text)
             room = shutil.get_terminal_size((100, 40)).lines - plot_text.count("\n") - 4 * len(chosen) - 3
-            for c in chosen:
-                rows = c.keep[-max(room // max(len(chosen), 1), 3):]
-                frame.append(render.table(c, rows=rows))
+            for group in _by_metric(chosen):
+                rows = [c.keep[-max(room // max(len(chosen), 1), 3):] for c in group]
+                frame.append(render.table(group[0], rows=rows[0]) if len(group) == 1
+                             else render.compare_table(group, rows=rows))
             frame += [f"waiting for the first metrics of {rm.run} ({rm.status})…" for rm in waiting]
             frame += [f"waiting: {unknown}"] if unknown else []
             frame.append("" if ended else f"following {', '.join(r.name for r in runs)} · Ctrl-C to stop")
