@@ -160,3 +160,20 @@ def test_a_mount_point_that_cannot_exist_falls_back_to_rewriting(tmp_path, monke
     assert plan.seen_as(str(tmp_path / "private" / "creds")) == str(tmp_path / "private" / "creds")
     monkeypatch.setenv("LAUNCHER_LOCAL_MOUNTS", "sometimes")
     assert "is not auto or rewrite" in plan_mounts(tmp_path / "config", {}).reason
+
+
+def test_environment_only_integrations_run_as_steps_that_set_variables(tmp_path):
+    from tests.entrypoint.conftest import Entrypoint
+
+    entry = Entrypoint(tmp_path)
+    try:
+        result = entry.run({
+            "command": 'echo "mlflow=$MLFLOW_EXPERIMENT_NAME@$MLFLOW_TRACKING_URI comet=$COMET_PROJECT_NAME/$COMET_WORKSPACE"',
+            "integrations": [{"integration_type": "mlflow", "experiment_name": "/Users/me/exp"},
+                             {"integration_type": "comet_ml", "project_name": "p", "workspace": "w"}],
+        })
+    finally:
+        entry.kill_all()
+    assert result.code == 0, result.out
+    assert "[launcher] integration 1/2: mlflow" in result.out and "[launcher] integration 2/2: comet_ml" in result.out
+    assert "mlflow=/Users/me/exp@databricks comet=p/w" in result.out
