@@ -109,6 +109,13 @@ class NounGroup(click.Group):
             cmd = super().get_command(ctx, name + "s")
         return cmd
 
+    def shell_complete(self, ctx, incomplete):
+        # `stop <TAB>` offers the nouns and, for the short form, what the default noun takes.
+        items = super().shell_complete(ctx, incomplete)
+        default = super().get_command(ctx, self.default)
+        arguments = [p for p in default.params if isinstance(p, click.Argument)] if default else []
+        return items + (arguments[0].shell_complete(ctx, incomplete) if arguments else [])
+
     def parse_args(self, ctx, args):
         first = args[0] if args else None
         if first is not None and first not in ("-h", "--help") and self.get_command(ctx, first) is None:

@@ -69,10 +69,11 @@ def test_aliases_and_name_forms(cli):
     assert r.returncode == 0 and "Nothing to stop" in r.stdout
 
     # Shell completion of run names, from the index.
-    env = {**cli.env, "_LAUNCHER_COMPLETE": "bash_complete", "COMP_WORDS": "launcher logs alias", "COMP_CWORD": "2"}
-    done = subprocess.run([sys.executable, "-m", "launcher"], env=env, capture_output=True, text=True, cwd=cli.cwd)
-    completed = {line.split(",", 1)[1] for line in done.stdout.splitlines()}
-    assert {first, second, "alias-demo"} <= completed, done.stdout + done.stderr
+    for words in ("launcher logs alias", "launcher stop alias"):
+        env = {**cli.env, "_LAUNCHER_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": "2"}
+        done = subprocess.run([sys.executable, "-m", "launcher"], env=env, capture_output=True, text=True, cwd=cli.cwd)
+        completed = {line.split(",", 1)[1] for line in done.stdout.splitlines()}
+        assert {first, second, "alias-demo"} <= completed, (words, done.stdout + done.stderr)
 
     r = cli("delete", "run", "alias-demo", "-y")  # the latest of the spec
     assert r.returncode == 0 and f"Deleted run {second}" in r.stdout
