@@ -234,9 +234,9 @@ def rank_launch(run_root: Path, argv: list[str], env: dict[str, str]) -> RankLau
 
 
 def main(args: list[str]) -> None:
-    plan_path, sep, *argv = args
-    if sep != "--" or not argv:
+    if len(args) < 3 or args[1] != "--":
         raise SystemExit("usage: python -m launcher.backends.local.mounts PLAN -- ARGV...")
+    plan_path, argv = args[0], args[2:]
     plan = MountPlan.load(Path(plan_path))
     if plan is None:
         raise SystemExit(f"[launcher] error: cannot read the mount plan {plan_path}")
