@@ -200,8 +200,10 @@ def create_docker(name, server, username, email, cluster, replace):
 
 
 def list_secrets(cluster: str | None, output: str) -> None:
+    from launcher.secrets.kinds import exposed
+
     store = _store(cluster)
-    rows = [{"name": s.name, "kind": s.kind.value,
+    rows = [{"name": s.name, "kind": s.kind.value, "exposed_as": exposed(s),
              "created_at": s.created_at.isoformat() if s.created_at else None,
              **({"env_key": s.options["env_key"]} if "env_key" in s.options else {}),
              **({"mount_path": s.options["mount_path"]} if "mount_path" in s.options else {})}
@@ -218,8 +220,7 @@ def list_secrets(cluster: str | None, output: str) -> None:
     for col in ("NAME", "KIND", "EXPOSED AS", "CREATED"):
         table.add_column(col)
     for r in rows:
-        exposed = r.get("env_key") or r.get("mount_path") or ""
-        table.add_row(r["name"], r["kind"], exposed, (r["created_at"] or "-")[:19].replace("T", " "))
+        table.add_row(r["name"], r["kind"], ", ".join(r["exposed_as"]), (r["created_at"] or "-")[:19].replace("T", " "))
     print_table(table)
 
 
@@ -237,6 +238,10 @@ def list_cmd(cluster, output):
 @cluster_opt
 def delete_cmd(names, yes, cluster):
     """Delete secrets."""
+    delete_secrets(names, yes, cluster)
+
+
+def delete_secrets(names, yes: bool, cluster: str | None) -> None:
     store = _store(cluster)
     for n in names:
         store.get(n)  # fail before asking if one does not exist

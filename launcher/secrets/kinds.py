@@ -157,3 +157,31 @@ def secret_env_names(secrets: list[Secret]) -> dict[str, str]:
         for var in project(s).env:
             seen.setdefault(var, s.name)
     return seen
+
+
+def exposed(secret: Secret) -> list[str]:
+    """What a run sees of `secret`: env var names and the mount path, for listings."""
+    proj = project(secret)
+    out = list(proj.env) + list(proj.plain_env)
+    if proj.mount_path:
+        out.append(f"{proj.mount_path}/")
+    if proj.image_pull:
+        out.append("imagePullSecrets")
+    return out
+
+
+def collision(secrets: list[Secret]) -> str | None:
+    """Why these secrets cannot go into one run together: two of them set the same
+    env var or mount at the same path (mcli silently lets one win). None if they can."""
+    seen: dict[str, str] = {}
+    for s in secrets:
+        proj = project(s)
+        places = [f"env var {v}" for v in [*proj.env, *proj.plain_env]]
+        if proj.mount_path:
+            places.append(f"mount path {proj.mount_path}")
+        for place in places:
+            other = seen.setdefault(place, s.name)
+            if other != s.name:
+                return (f"secrets {other!r} and {s.name!r} both set the {place}; "
+                        f"choose one with `secrets:` in the run YAML")
+    return None

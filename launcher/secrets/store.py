@@ -37,14 +37,23 @@ class SecretStore(abc.ABC):
         """The secrets a run uses: the named ones, or all of them (mcli's default)."""
         secrets = self.list()
         if names is None:
-            return secrets
+            return _without_collisions(secrets)
         by_name = {s.name: s for s in secrets}
         missing = [n for n in names if n not in by_name]
         if missing:
             known = ", ".join(sorted(by_name)) or "none"
             raise InputError(f"secrets: no secret named {', '.join(map(repr, missing))} in {self.where} (known: {known})",
                              hint="create it with `launcher secret create ...`")
-        return [by_name[n] for n in names]
+        return _without_collisions([by_name[n] for n in names])
+
+
+def _without_collisions(secrets: list[Secret]) -> list[Secret]:
+    from launcher.secrets.kinds import collision
+
+    problem = collision(secrets)
+    if problem:
+        raise InputError(problem)
+    return secrets
 
 
 class LocalSecretStore(SecretStore):

@@ -79,7 +79,7 @@ def test_stop_ends_a_long_run_quickly_and_delete_removes_it(cli):
     name = submitted_name(r.stdout)
     wait_status(cli, name, {"RUNNING"})
     start = time.monotonic()
-    r = cli("stop", name)
+    r = cli("stop", name, "-y")
     assert r.returncode == 0, r.stderr
     assert time.monotonic() - start < 10
     rec = json.loads(cli("describe", "run", name, "-o", "json").stdout)

@@ -182,7 +182,7 @@ BAD = [
     ("name: a\ncommand: x\ndata: {remote: 'http://x/y'}\n", "data.remote: unsupported scheme http://"),
     ("name: a\ncommand: x\ndata: {remote: 'file:///data'}\n", "data.remote: file:// URLs are not supported by streaming; use the bare path '/data'"),
     ("name: a\ncommand: x\nintegrations:\n  - integration_type: gti_repo\n",
-     "spec.yaml:4:23: integrations.0.integration_type: must be one of git_repo, pip_packages, apt_packages, wandb, got 'gti_repo' (did you mean 'git_repo'?)"),
+     "spec.yaml:4:23: integrations.0.integration_type: must be one of git_repo, pip_packages, apt_packages, wandb, mlflow, comet_ml, got 'gti_repo' (did you mean 'git_repo'?)"),
     ("name: a\ncommand: x\nintegrations:\n  - integration_type: git_repo\n    git_repo: o/r\n    git_brnch: dev\n",
      "spec.yaml:6:5: integrations.0.git_brnch: unknown field (did you mean 'git_branch'?)"),
     ("name: a\ncommand: x\nintegrations:\n  - {git_repo: o/r}\n", "integrations.0: needs integration_type"),

@@ -16,8 +16,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 from launcher.backends.base import Backend, LocalArtifacts, LogLine, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
+from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.backends.local.supervisor import KILL_AFTER, read_exit_file
@@ -88,7 +91,13 @@ class LocalBackend(Backend, LocalArtifacts):
         env[contract.OWNER] = layout.owner
         if self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is True:
             env[contract.ALLOW_HOST_PACKAGES] = "1"
-        env.update(self._secret_env(secrets, layout))
+        layout.config_dir.mkdir()
+        # As in mcli (and on Kubernetes): the full submitted config beside parameters.yaml.
+        (layout.config_dir / "run_config.yaml").write_text(yaml.safe_dump(submitted, sort_keys=False))
+        mounts = plan_mounts(layout.config_dir, {project(s).mount_path: layout.private / s.name
+                                                 for s in secrets if project(s).files})
+        mounts.save(layout.root / PLAN_FILE)
+        env.update(self._secret_env(secrets, layout, mounts))
         nodes = spec.nodes
         wanted = (spec.compute.gpus or 0) // nodes if spec.compute.gpus else 0
         env[contract.GPUS_PER_NODE] = str(min(wanted, visible_gpus()))
@@ -122,9 +131,10 @@ class LocalBackend(Backend, LocalArtifacts):
             return str(work)
         return os.getcwd()
 
-    def _secret_env(self, secrets: list[Secret], layout: RunLayout) -> dict[str, str]:
+    def _secret_env(self, secrets: list[Secret], layout: RunLayout, mounts: MountPlan) -> dict[str, str]:
         """Secret values as environment for the supervisor and ranks; file secrets written
-        0400 into the run's private directory. Nothing here reaches argv or the state DB."""
+        0400 into the run's private directory (which the ranks see at the secret's mount
+        path when they get a private mount namespace). Nothing here reaches argv or the state DB."""
         env: dict[str, str] = {}
         mask_env: list[str] = []
         mask_files: list[str] = []
@@ -145,7 +155,7 @@ class LocalBackend(Backend, LocalArtifacts):
                         f.write(s.data[key])
                     mask_files.append(str(path))
             for var, template in proj.plain_env.items():
-                env[var] = template.replace("{mount}", str(mount))
+                env[var] = template.replace("{mount}", mounts.seen_as(str(mount)))
         env[contract.MASK_ENV] = ",".join(mask_env)
         env[contract.MASK_FILES] = os.pathsep.join(mask_files)
         return env

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from launcher.backends.base import RunStatus
 from launcher.backends.local.layout import RunLayout
+from launcher.backends.local.mounts import rank_launch
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.entrypoint import contract, reaper
@@ -120,11 +121,16 @@ class Supervisor:
         for rank in range(nodes):
             try:
                 self.layout.exit_file(attempt, rank).unlink(missing_ok=True)
+                launch = rank_launch(self.layout.root, [sys.executable, "-m", "launcher.entrypoint"],
+                                     self._rank_env(rank, nodes, port))
                 with open(self.layout.log_file(attempt, rank), "ab") as log:
+                    if launch.note:
+                        log.write(f"[launcher] {launch.note}\n".encode())
+                        log.flush()
                     p = subprocess.Popen(
-                        [sys.executable, "-m", "launcher.entrypoint"],
+                        launch.argv,
                         cwd=self.workdir,
-                        env=self._rank_env(rank, nodes, port),
+                        env=launch.env,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
