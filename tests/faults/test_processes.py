@@ -99,7 +99,7 @@ def test_item3_stop_leaves_nothing(cli, token, kill_leftovers):
     assert cli("run", "-f", str(cli.spec("stop", spec_text(token, body, nodes=2)))).returncode == 0
     wait_until(lambda: len(processes(token)) >= 8, 30, "both ranks to be ready")
     began = time.monotonic()
-    r = cli("stop", describe(cli)["name"])
+    r = cli("stop", "-y", describe(cli)["name"])
     assert r.returncode == 0, r.stderr
     assert time.monotonic() - began < 30
     assert describe(cli)["status"] == "STOPPED"
