@@ -106,7 +106,7 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
         try:
             _set_path(data, list(path), value)
         except ValueError as e:
-            issues.append(SpecIssue(str(e), field=".".join(path), file=OVERRIDE))
+            issues.append(SpecIssue(str(e), field=".".join(path), file=flag))
             return
         sources[path] = flag
 
@@ -114,11 +114,11 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
                        ("max_retries", ("scheduling", "max_retries"))):
         value = getattr(o, attr)
         if value is not None:
-            put(path, value, "--" + attr.replace("_", "-"))
+            put(path, value, f"--{attr.replace('_', '-')} {value}")
     for attr in ("gpus", "gpu_type", "nodes", "cluster"):
         value = getattr(o, attr)
         if value is not None:
-            put(("compute", attr), value, "--" + attr.replace("_", "-"))
+            put(("compute", attr), value, f"--{attr.replace('_', '-')} {value}")
     for item in o.env:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -126,7 +126,7 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
             continue
         if not isinstance(data.get("env_variables"), dict):
             data["env_variables"] = {}
-        put(("env_variables", key), value, "--env")
+        put(("env_variables", key), value, f"--env {key}=…")  # the value stays off the screen
     for item in o.set:
         dotted, sep, text = item.partition("=")
         keys = [k for k in dotted.split(".")]
@@ -137,7 +137,7 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
             value = safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
             value = text
-        put(tuple(keys), value, "--set")
+        put(tuple(keys), value, f"--set {item}")
     return issues
 
 
@@ -196,9 +196,11 @@ def _clean_loc(loc: tuple, data: Any) -> tuple:
     """Drop the discriminator tags pydantic inserts into union locations."""
     out: list = []
     node = data
-    for part in loc:
-        in_union_item = len(out) >= 2 and out[-2] == "integrations" and isinstance(out[-1], int)
-        if in_union_item and isinstance(node, dict) and node.get("integration_type") == part:
+    for i, part in enumerate(loc):
+        # The tag comes right after the item's index; a field of the same name (git_repo's
+        # git_repo) may follow it.
+        tag_position = len(out) >= 2 and out[-2] == "integrations" and isinstance(out[-1], int) and loc[i - 1] == out[-1]
+        if tag_position and isinstance(node, dict) and node.get("integration_type") == part:
             continue
         out.append(part)
         if isinstance(node, dict):
@@ -281,9 +283,10 @@ def _issues_from(e: ValidationError, located: Located, sources: dict[tuple, str]
         if (dotted, message) in seen:
             continue
         seen.add((dotted, message))
-        source = next((flag for p, flag in sources.items() if path[: len(p)] == p), None)
+        # The flag that set this field, or that created it (--set bogus.field=1 makes `bogus`).
+        source = next((flag for p, flag in sources.items() if path[: len(p)] == p or p[: len(path)] == path), None)
         if source:
-            issues.append(SpecIssue(f"{message} (from {source})", field=dotted, file=OVERRIDE))
+            issues.append(SpecIssue(message, field=dotted, file=source))
             continue
         line, col = located.where(path, key=err["type"] in ("extra_forbidden",))
         if err["type"] == "missing":

@@ -164,6 +164,11 @@ def test_job_pod_failure_policy_and_backoff_limit_zero(kube):
     with pytest.raises(ApiError) as e:
         kube.create("Job", NS, job("zero", 1, [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [0]}}]))
     assert e.value.code == 422 and "must not be 0 for the In operator" in e.value.message
+    unset = job("unset", 0)
+    del unset["spec"]["template"]["spec"]["restartPolicy"]
+    with pytest.raises(ApiError) as e:
+        kube.create("Job", NS, unset)
+    assert "spec.template.spec.restartPolicy: Required value" in e.value.message
     kube.create("Job", NS, job("backoff", 1))
     kube.create("Job", NS, job("policy", 42, [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]))
 

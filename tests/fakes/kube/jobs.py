@@ -52,7 +52,6 @@ def default_job(job: dict, old: dict | None) -> None:
     spec.setdefault("completions", spec.get("parallelism", 1))
     spec.setdefault("parallelism", 1)
     spec.setdefault("completionMode", "NonIndexed")
-    tmpl.setdefault("spec", {}).setdefault("restartPolicy", "Never")
     validate_job(job)
     job["status"] = {}
 

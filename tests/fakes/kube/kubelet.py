@@ -429,7 +429,10 @@ class Kubelet:
         if self.isolated and mounts:
             binds: list[str] = []
             for src, path, ro in mounts:
-                self._mountpoint(Path(path), is_file=src.is_file())
+                try:
+                    self._mountpoint(Path(path), is_file=src.is_file())
+                except OSError as e:
+                    return self._spawn_failed(ns, name, group, index, c, ct, f"cannot make mount point {path}: {e}")
                 binds += [str(src), path, "ro" if ro else "rw"]
             argv = [UNSHARE, "--mount", "--propagation", "private", "/bin/sh", "-c", MOUNT_SCRIPT, "sh",
                     *binds, "--", *argv]

@@ -110,7 +110,10 @@ def check_pod_spec(spec: dict | None, field: str, causes: Causes, *, restart_pol
                                    f"{m['mountPath']!r}: must be unique"))
                 paths.add(m.get("mountPath", ""))
     policy = spec.get("restartPolicy", "Always")
-    if policy not in restart_policies:
+    if "restartPolicy" not in spec and "Always" not in restart_policies:
+        causes.append((f"{field}.restartPolicy", "Required value: valid values: " +
+                       ", ".join(f'"{p}"' for p in restart_policies)))
+    elif policy not in restart_policies:
         causes.append((f"{field}.restartPolicy", f"Unsupported value: {policy!r}: supported values: " +
                        ", ".join(f'"{p}"' for p in restart_policies)))
     for key in ("hostname", "subdomain"):
@@ -236,10 +239,3 @@ def validate_data(kind: str):
                 data[key] = base64.b64encode(value.encode()).decode()
     return check
 
-
-def validate_generic(kind: str):
-    def check(obj: dict, old: dict | None = None) -> None:
-        causes: Causes = []
-        check_metadata(obj, causes)
-        _raise(kind, obj, causes)
-    return check
