@@ -100,6 +100,8 @@ def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool):
              "(add one with `launcher cluster add`)")
         return Profile("default", "kubernetes", {}), LocalSecretStore(launcher_home())
     profile = resolve_profile(cluster=cluster, backend=backend)
+    if dry_run and profile.backend == "kubernetes":
+        return profile, None  # a cluster's secrets live in it: a dry-run does not ask (Backend.plan names them)
     return profile, open_secret_store(profile)
 
 
@@ -121,7 +123,6 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
     """
     from launcher.backends.registry import RunIndex, open_backend
     from launcher.cli.common import run_record
-    from launcher.secrets.store import LocalSecretStore
     from launcher.spec.names import unique_run_name
 
     spec = _load(spec_file, **kw)
@@ -132,8 +133,7 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
     if dry_run:
         # From the profile alone: a cluster's secrets are not read (the backend names them),
         # so no cluster is contacted, even one that is down.
-        plan = open_backend(profile).plan(
-            spec, store.for_run(spec.secrets) if isinstance(store, LocalSecretStore) else None)
+        plan = open_backend(profile).plan(spec, store.for_run(spec.secrets) if store is not None else None)
         for note in plan.notes:
             info(note)
         for warning in plan.warnings:
