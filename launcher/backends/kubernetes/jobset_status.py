@@ -142,6 +142,8 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
             a.status = RunStatus.FAILED
         elif index <= len(failures):
             a = attempt_from_event(index, obs.name, nodes, failures[index - 1])
+            if index <= len(restarted) and "IgnoreMaxRestarts" in (restarted[index - 1].get("reason") or ""):
+                a.reason = f"{a.reason}; not counted against max_retries (a disruption)"
             ev = [StatusEvent(RunStatus.FAILED, a.ended_at, index, a.reason)] if a.ended_at else []
         elif index <= len(restarted):
             a = attempt_from_restart_event(index, restarted[index - 1])

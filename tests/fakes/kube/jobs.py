@@ -18,7 +18,7 @@ import copy
 import time
 
 from tests.fakes.kube.common import parse_rfc3339_ns, rand_suffix, rfc3339
-from tests.fakes.kube.store import Store
+from tests.fakes.kube.store import Store, record_event
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
@@ -129,6 +129,9 @@ class JobController:
             if not [p for p in self.pods_of(job) if p["status"].get("phase") in ACTIVE]:
                 t = conds["FailureTarget"]
                 set_condition(job, "Failed", "True", t["reason"], t["message"])
+                # As the real Job controller does when a Job finishes: a Warning event with the
+                # Failed condition's reason and message (it outlives the Job's pods).
+                record_event(self.store, job, "Warning", t["reason"], t["message"], component="job-controller")
                 status["completionTime"] = rfc3339()
                 changed = True
         else:
