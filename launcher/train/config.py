@@ -167,7 +167,8 @@ class DatasetConfig(_Model):
     shuffle_block_size: PosInt | None = None
     predownload: PosInt | None = None
     num_canonical_nodes: PosInt | None = None
-    download_retry: Annotated[int, Field(ge=0)] = 2
+    download_retry: Annotated[int, Field(ge=1)] = 2
+    """Attempts per file (streaming counts the first one)."""
     download_timeout: Annotated[float, Field(gt=0)] = 60.0
     cache_limit: str | int | None = None
     max_seq_len: PosInt | None = None
