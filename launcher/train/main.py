@@ -140,7 +140,7 @@ def build_trainer(cfg: Any, datasets: dict[str, Any]) -> Any:
 
     reproducibility.seed_all(cfg.seed)
     tokenizer = load_tokenizer(cfg)
-    model = build_model(cfg.model, tokenizer)
+    model = build_model(cfg.model, tokenizer, count_flops=on_gpu)
 
     train_data = build_dataloader(datasets["train"], cfg.train_loader, device_batch)
     evaluators = []
