@@ -1,6 +1,7 @@
-"""The Hugging Face fine-tuning recipe (python -m launcher.train.hf): a tiny BERT-style
-classifier learns the synthetic sentiment set with 2 processes (gloo) and reports to an
-MLflow file store; a run killed after a checkpoint reached the Volume resumes from it."""
+"""The Hugging Face fine-tuning recipe (python -m launcher.train.hf): the local fine-tuning
+spec, where a tiny BERT-style classifier learns the synthetic sentiment set with 2 processes
+(gloo) and reports to an MLflow file store; a run killed after a checkpoint reached the
+Volume resumes from it."""
 
 from __future__ import annotations
 
@@ -57,19 +58,25 @@ def merged_eval(recs: list[dict]) -> list[dict]:
     return [r["metrics"] for r in recs if "metrics/eval/accuracy" in r.get("metrics", {})]
 
 
-def test_two_processes_learn_the_sentiment_set_and_report_to_mlflow(tmp_path: Path, sentiment) -> None:
+def test_the_local_finetune_spec_learns_with_two_processes_and_reports_to_mlflow(tmp_path: Path, sentiment) -> None:
+    """runspecs/hf-finetune-local.yaml through `launcher run` on the local backend (torchrun, 2 gloo
+    processes), as scripts/finetune-job.sh runs it, with an MLflow file store added by --set."""
+    work = tmp_path / "work"
+    (work / "out" / "sentiment").mkdir(parents=True)
+    for name in ("tokenizer", "prepared"):
+        (work / "out" / "sentiment" / name).symlink_to(sentiment[name])
+    home = tmp_path / "home"
     mlruns = tmp_path / "mlruns"
-    cfg = hf_config(tmp_path / "params.yaml", sentiment, str(tmp_path / "out"))
-    data = yaml.safe_load(cfg.read_text())
-    data["loggers"] = {"mlflow": {"tracking_uri": mlruns.as_uri(), "experiment_name": "finetune"}}
-    cfg.write_text(yaml.safe_dump(data))
-    artifacts = tmp_path / "artifacts"
-    env = train_env(LAUNCHER_ARTIFACTS_DIR=str(artifacts), RUN_NAME="hf-two", OMP_NUM_THREADS="1")
-    proc = run_trainer(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                        "-m", "launcher.train.hf", str(cfg)], env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    env = train_env(LAUNCHER_HOME=str(home), PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    proc = subprocess.run(
+        [sys.executable, "-m", "launcher", "run", "-f", str(REPO / "runspecs" / "hf-finetune-local.yaml"), "--follow",
+         "--set", f"parameters.loggers.mlflow.tracking_uri={mlruns.as_uri()}",
+         "--set", "parameters.loggers.mlflow.experiment_name=finetune"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    (run_dir,) = [p for p in (home / "runs").iterdir() if p.name.startswith("hf-finetune-local-")]
 
-    recs = records(proc.stdout)
+    recs = [json.loads(line) for line in (run_dir / "artifacts" / "metrics.jsonl").read_text().splitlines()]
     start = recs[0]
     assert start["event"] == "fit_start" and start["world_size"] == 2 and start["global_batch_size"] == 32
     evals = merged_eval(recs)
@@ -78,9 +85,13 @@ def test_two_processes_learn_the_sentiment_set_and_report_to_mlflow(tmp_path: Pa
     assert all("metrics/eval/loss" in e for e in evals)
     assert any("loss/train/total" in r.get("metrics", {}) for r in recs)
     assert any(r.get("metrics", {}).get("throughput/samples_per_sec", 0) > 0 for r in recs)
-    assert [json.loads(line) for line in (artifacts / "metrics.jsonl").read_text().splitlines()] == recs
 
-    best = json.loads((tmp_path / "out" / "best" / "config.json").read_text())
+    shown = subprocess.run([sys.executable, "-m", "launcher", "metrics", run_dir.name, "-m", "metrics/eval/accuracy",
+                            "-o", "json"], cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert str(round(evals[-1]["metrics/eval/accuracy"], 4))[:4] in shown.stdout
+
+    best = json.loads((work / "out" / "sentiment" / "checkpoints" / run_dir.name / "best" / "config.json").read_text())
     assert best["id2label"] == {"0": "negative", "1": "positive"} and best["label2id"] == {"negative": 0, "positive": 1}
 
     from mlflow.tracking import MlflowClient
