@@ -68,11 +68,11 @@ def test_the_local_finetune_spec_learns_with_two_processes_and_reports_to_mlflow
     home = tmp_path / "home"
     mlruns = tmp_path / "mlruns"
     env = train_env(LAUNCHER_HOME=str(home), PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")
-    proc = subprocess.run(
-        [sys.executable, "-m", "launcher", "run", "-f", str(REPO / "runspecs" / "hf-finetune-local.yaml"), "--follow",
+    proc = run_trainer(
+        ["-m", "launcher", "run", "-f", str(REPO / "runspecs" / "hf-finetune-local.yaml"), "--follow",
          "--set", f"parameters.loggers.mlflow.tracking_uri={mlruns.as_uri()}",
          "--set", "parameters.loggers.mlflow.experiment_name=finetune"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False)
+        env, timeout=600, cwd=work)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     (run_dir,) = [p for p in (home / "runs").iterdir() if p.name.startswith("hf-finetune-local-")]
 
