@@ -9,14 +9,20 @@ query.
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from contextlib import closing
 from datetime import datetime, timezone
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from launcher.backends.base import Backend, Run
 from launcher.config import Profile, launcher_home, load_config
-from launcher.errors import InputError, NotFoundError
+from launcher.errors import InputError, LauncherError, NotFoundError
 from launcher.secrets.store import LocalSecretStore, SecretStore
+
+T = TypeVar("T")
 
 
 def open_backend(profile: Profile) -> Backend:
@@ -96,7 +102,8 @@ class RunIndex:
 
 
 def find_run(name: str | None) -> tuple[Backend, Run]:
-    """The backend holding run `name` and its record; None means the latest run."""
+    """The backend holding run `name` and its record; None means the latest run. A run
+    this machine did not submit is looked for in every profile at once."""
     index = RunIndex()
     if name is None:
         name = index.latest()
@@ -105,10 +112,80 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
     config = load_config()
     recorded = index.profile_of(name)
     candidates = [p for p in config.profiles() if p.name == recorded] if recorded else config.profiles()
-    for profile in candidates:
+    if len(candidates) == 1:
+        backend = open_backend(candidates[0])
+        return backend, backend.get(name)
+
+    def get_one(profile: Profile) -> tuple[Backend, Run] | None:
         backend = open_backend(profile)
         try:
             return backend, backend.get(name)
         except NotFoundError:
-            continue
+            return None
+
+    answers, failed = ask_each(candidates, get_one)
+    for profile in candidates:
+        if answers.get(profile.name) is not None:
+            return answers[profile.name]
+    if failed:
+        # Not found where we could look; where we could not, that is the answer.
+        first = next(iter(failed.values()))
+        raise LauncherError(first.message, exit_code=first.exit_code, hint=first.hint)
     raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`")
+
+
+# How long one look across every profile waits for the slowest: a stalled cluster becomes a warning.
+LIST_SECONDS = 8.0
+
+
+def ask_each(profiles: list[Profile], ask: Callable[[Profile], T]) -> tuple[dict[str, T], dict[str, LauncherError]]:
+    """ask(profile) for every profile at once: the answers, and for each profile that
+    failed or did not answer within LIST_SECONDS, a LauncherError whose message is one
+    line that names it. An unreachable cluster costs its connect timeout once, not a
+    turn in a queue."""
+    answers: dict[str, T] = {}
+    failures: dict[str, BaseException] = {}
+
+    def ask_one(profile: Profile) -> None:
+        try:
+            answers[profile.name] = ask(profile)
+        except BaseException as e:  # noqa: BLE001 - reported below, in the caller's thread
+            failures[profile.name] = e
+
+    # Daemon threads: one that hangs on a stalled server must not hold up the process's exit.
+    threads = [threading.Thread(target=ask_one, args=(p,), name=f"ask-{p.name}", daemon=True) for p in profiles]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + LIST_SECONDS
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    failed: dict[str, LauncherError] = {}
+    for profile in profiles:
+        name = profile.name
+        if name in answers:
+            continue
+        e = failures.get(name)
+        if e is None:
+            failed[name] = LauncherError(f"cluster {name}: no answer within {LIST_SECONDS:.0f} s")
+            continue
+        if not isinstance(e, LauncherError):
+            raise e
+        message = e.message.splitlines()[0] if e.message else type(e).__name__
+        if not message.startswith(f"cluster {name}"):
+            message = f"cluster {name}: {message}"
+        failed[name] = LauncherError(message, exit_code=e.exit_code, hint=e.hint)
+    return answers, failed
+
+
+def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[str]]:
+    """(backend, run) for every run of these profiles, newest first, and one warning per
+    profile that could not be listed."""
+
+    def list_one(profile: Profile) -> list[tuple[Backend, Run]]:
+        backend = open_backend(profile)
+        return [(backend, run) for run in backend.list()]
+
+    answers, failed = ask_each(profiles, list_one)
+    pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
+    pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
+    return pairs, [e.message for e in failed.values()]

@@ -50,7 +50,9 @@ def run_cli(group: click.Group, argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback for users
         if debug:
             traceback.print_exc()
-        click.echo(f"✗ internal error: {type(e).__name__}: {e}", err=True)
+        # One line: some exceptions (a client's HTTP error) carry headers and bodies in str().
+        first = (str(e).strip().splitlines() or [""])[0]
+        click.echo(f"✗ internal error: {type(e).__name__}: {first}", err=True)
         if not debug:
             click.echo("  run again with --debug to see the traceback", err=True)
         return 1

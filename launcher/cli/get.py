@@ -16,20 +16,13 @@ def all_runs(cluster: str | None = None):
 
 def runs_with_backends(cluster: str | None = None):
     """(backend, run) for every run of every profile (or one), newest first."""
-    from launcher.backends.registry import open_backend
+    from launcher.backends.registry import list_runs
     from launcher.config import load_config
-    from launcher.errors import LauncherError
 
     config = load_config()
-    profiles = [config.profile(cluster)] if cluster else config.profiles()
-    pairs = []
-    for profile in profiles:
-        try:
-            backend = open_backend(profile)
-            pairs.extend((backend, run) for run in backend.list())
-        except LauncherError as e:
-            warn(f"cluster {profile.name}: {e.message}")
-    pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
+    pairs, warnings = list_runs([config.profile(cluster)] if cluster else config.profiles())
+    for message in warnings:
+        warn(message)
     return pairs
 
 

@@ -33,3 +33,25 @@ def logs(name, follow, tail, rank, attempt, previous, failed):
     many = rank is None and run.nodes > 1
     for line in backend.logs(run.name, rank=rank, attempt=attempt, tail=tail, follow=follow, previous=previous):
         echo_line(line.text, line.rank, many)
+    if follow:
+        info(_why_follow_ended(backend, run.name, attempt or run.current_attempt))
+
+
+def _why_follow_ended(backend, name: str, followed: int) -> str:
+    """One line on why a followed stream ended: the attempt ended, a retry superseded it,
+    or the run went away."""
+    from launcher.errors import NotFoundError
+
+    try:
+        run = backend.get(name)
+    except NotFoundError:
+        return f"run {name} was deleted"
+    chosen = next((a for a in run.attempts if a.index == followed), None)
+    if run.current_attempt > followed:
+        why = f" ({chosen.status.value}: {chosen.reason})" if chosen and chosen.reason else ""
+        return (f"attempt {followed} of run {name} ended{why}; the run goes on as attempt {run.current_attempt}: "
+                f"`launcher logs {name} -f` follows it")
+    if run.status.is_terminal:
+        return f"run {name} {run.status.value}" + (f": {run.reason}" if run.reason else "")
+    status = chosen.status.value if chosen else run.status.value
+    return f"attempt {followed} of run {name} ended ({status}); the run is {run.status.value}"

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "data": ("launcher.cli.data", "data", "Prepare training data: tokenizers, synthetic text, MDS conversion."),
     "metrics": ("launcher.cli.metrics", "metrics", "Show a run's metrics as tables, plots and files."),
     "train": ("launcher.cli.train", "train", "Run the built-in MPT trainer on a config file."),
+    "ui": ("launcher.cli.ui", "ui", "Serve a read-only web dashboard: runs, live logs, loss curves."),
 }
 
 

@@ -4,6 +4,7 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "launcher"
 RUN = "launcher.dev/run"
 ATTEMPT = "launcher.dev/attempt"
+SUBMISSION = "launcher.dev/submission"           # one submission's uid: a retried create finds its own object
 SECRET_KIND = "launcher.dev/secret-kind"
 SECRET_OPTIONS = "launcher.dev/secret-options"
 

@@ -1,95 +1,284 @@
-"""A thin, dict-based layer over the official kubernetes client.
+"""A thin, dict-based layer over the official kubernetes client, and its one exception boundary.
 
 Objects travel as plain dicts (the API's JSON), never as client models: the
 status rules and the fake API server in tests speak the same shapes, and large
-lists are not turned into thousands of model objects. The `kubernetes` package
-is imported here, and this module is imported only when a Kubernetes profile
-is used.
+lists are not turned into thousands of model objects. Requests go through the
+client's ApiClient (kubeconfig, auth, TLS) by path, so no generated API class
+(and none of the hundreds of models they load: a second of start-up) is
+imported. The `kubernetes` package is imported here, and this module is
+imported only when a Kubernetes profile is used.
+
+Errors
+------
+Every failure of the client (an API status, a refused or dropped connection, a
+timeout, TLS, a kubeconfig that is missing or wrong) leaves this module as a
+`KubeError` (a LauncherError), mapped in one place (`_mapped`), in the manner of
+httpx's map_exceptions. Its message names the cluster profile and what was being
+done, in one line and never with response headers; its exit code is 2 when the
+input is at fault (a kubeconfig, credentials, a manifest the server rejects) and
+1 when the server or the network is. Callers branch on `status` (404, 409, 410).
+
+Retries
+-------
+5xx and connection failures are retried a bounded number of times with jittered
+exponential backoff (`RetryPolicy`); a 4xx never is, except 429, which is the
+server asking for exactly that. A failure that may have committed a create (a
+dropped answer, a read timeout, 500/502/504) is retried only when the object
+carries a creation token (the `launcher.dev/submission` label): an AlreadyExists
+answer to the retry is ours when the stored object carries the same token, and
+the create succeeded. Patches guarded by a resourceVersion and deletes are safe
+to repeat: a repeat that finds its work done answers 409 or 404.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
+from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.profiles import ClusterProfile
-from launcher.errors import InputError, LauncherError
+from launcher.errors import LauncherError
 
-REQUEST_TIMEOUT = (5, 60)
 WATCH_SECONDS = 60
-RETRY_STATUSES = {429, 500, 502, 503, 504}
-RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+LOG_READ_TIMEOUT = 3900  # the API server cuts a followed log after an hour
 MERGE_PATCH = "application/merge-patch+json"
 
-_KINDS: dict[str, tuple[str, str]] = {
-    # kind -> (api attribute, method suffix)
-    "Pod": ("core", "pod"),
-    "Service": ("core", "service"),
-    "ConfigMap": ("core", "config_map"),
-    "Secret": ("core", "secret"),
-    "Event": ("core", "event"),
-    "Job": ("batch", "job"),
+# Statuses the server answers without having done the request: safe to repeat, even a create.
+UNDONE_STATUSES = {429, 503}
+# Statuses after which a write may or may not have happened.
+MAYBE_DONE_STATUSES = {500, 502, 504}
+# Statuses that mean the input is at fault: exit 2.
+INPUT_STATUSES = {400, 401, 403, 404, 405, 409, 413, 415, 422}
+
+KINDS: dict[str, tuple[str, str]] = {
+    # kind -> (API path prefix, plural)
+    "Pod": ("/api/v1", "pods"),
+    "Service": ("/api/v1", "services"),
+    "ConfigMap": ("/api/v1", "configmaps"),
+    "Secret": ("/api/v1", "secrets"),
+    "Event": ("/api/v1", "events"),
+    "Job": ("/apis/batch/v1", "jobs"),
 }
 
 
-def status_of(e: ApiException) -> int:
+class KubeError(LauncherError):
+    """A Kubernetes API call that failed, in words. `status` is the HTTP status (None for a
+    connection, timeout, TLS or kubeconfig failure); `reason` is the API's reason
+    (AlreadyExists, Conflict, Expired, ...) or the kind of connection failure."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "",
+                 retryable: bool = False, maybe_done: bool = False, exit_code: int | None = None,
+                 hint: str | None = None):
+        if exit_code is None:
+            exit_code = 2 if status in INPUT_STATUSES else 1
+        super().__init__(message, exit_code=exit_code, hint=hint)
+        self.status = status
+        self.reason = reason
+        self.retryable = retryable
+        self.maybe_done = maybe_done
+
+
+def status_of(e: BaseException) -> int:
     return int(getattr(e, "status", 0) or 0)
 
 
-def message_of(e: ApiException) -> str:
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long one try may take, and how often and how patiently a retryable failure is
+    tried again."""
+
+    tries: int = 5
+    connection_tries: int = 5
+    """Tries when the connection itself fails (refused, timed out): a cluster that is down."""
+    base_seconds: float = 0.2
+    max_seconds: float = 2.0
+    connect_timeout: float = 2.0
+    read_timeout: float = 60.0
+
+    def delay(self, retry: int) -> float:
+        return jittered(min(self.max_seconds, self.base_seconds * 2 ** retry))
+
+
+def jittered(step: float) -> float:
+    """Equal jitter: half the step, plus up to as much again at random, so that clients
+    that failed together do not retry together."""
+    return step / 2 + random.uniform(0, step / 2)
+
+
+DEFAULT_RETRY = RetryPolicy()
+# One look across every profile (`get runs`): an unreachable cluster must not hold up the
+# answer, so its connection failure is not tried again; a 5xx gets one quick second try.
+QUICK_RETRY = RetryPolicy(tries=2, connection_tries=1, base_seconds=0.1, max_seconds=0.1,
+                          connect_timeout=0.5, read_timeout=5.0)
+
+
+def _api_message(e: ApiException) -> tuple[str, str]:
+    """(message, reason) from the Status body; never the headers str(e) would print."""
     try:
-        return json.loads(e.body).get("message") or str(e.reason)
+        body = json.loads(e.body)
+        message, reason = str(body.get("message") or e.reason or ""), str(body.get("reason") or "")
     except (TypeError, ValueError, AttributeError):
-        return str(getattr(e, "reason", "") or e)
+        message, reason = str(getattr(e, "reason", "") or "no message"), ""
+    return "; ".join(part.strip() for part in message.splitlines() if part.strip()), reason
+
+
+def _connection_error(e: BaseException) -> tuple[str, str, bool]:
+    """(what happened, reason, was the request maybe sent) for a urllib3/socket failure."""
+    if isinstance(e, urllib3.exceptions.MaxRetryError) and e.reason is not None:
+        e = e.reason
+    if isinstance(e, urllib3.exceptions.SSLError):
+        return f"TLS failed: {_first_line(e)}", "TLS", False
+    if isinstance(e, urllib3.exceptions.NewConnectionError):  # a subclass of ConnectTimeoutError
+        cause = e.__cause__ or e.__context__
+        if isinstance(cause, TimeoutError | socket.timeout):
+            return "connecting timed out", "ConnectTimeout", False
+        text = (os.strerror(cause.errno) if isinstance(cause, OSError) and cause.errno
+                else _first_line(e).split(": ")[-1])
+        return f"cannot connect: {text.lower()}", "ConnectFailed", False
+    if isinstance(e, urllib3.exceptions.ConnectTimeoutError):
+        return "connecting timed out", "ConnectTimeout", False
+    if isinstance(e, urllib3.exceptions.ReadTimeoutError | socket.timeout | TimeoutError):
+        return "the server did not answer in time", "ReadTimeout", True
+    if isinstance(e, urllib3.exceptions.ProtocolError):
+        return "the connection broke before the answer came", "ConnectionBroken", True
+    return f"{type(e).__name__}: {_first_line(e)}", "ConnectionError", True
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
 
 
 class KubeApi:
-    def __init__(self, profile: ClusterProfile):
+    def __init__(self, profile: ClusterProfile, *, retry: RetryPolicy = DEFAULT_RETRY):
         self.profile = profile
         self.namespace = profile.namespace
+        self.retry = retry
         self.client = _api_client(profile)
-        self.core = kubernetes.client.CoreV1Api(self.client)
-        self.batch = kubernetes.client.BatchV1Api(self.client)
+        self.server = self.client.configuration.host
 
     def close(self) -> None:
         self.client.close()
 
-    # --- plumbing -------------------------------------------------------------------------
-    def _method(self, verb: str, kind: str) -> Callable[..., Any]:
-        api, suffix = _KINDS[kind]
-        return getattr(getattr(self, api), f"{verb}_namespaced_{suffix}")
+    # --- the exception boundary -----------------------------------------------------------
+    @contextmanager
+    def _mapped(self, doing: str) -> Iterator[None]:
+        """Turn whatever the client raises into a KubeError that says, in one line, which
+        cluster, what we were doing, and what went wrong."""
+        where = f"cluster {self.profile.name}"
+        try:
+            yield
+        except KubeError:
+            raise
+        except ApiException as e:
+            code = status_of(e)
+            if code == 0:  # the client's REST layer wraps a TLS failure as a status-0 ApiException
+                lines = str(e.reason or "").splitlines() or ["ConnectionError"]
+                tls = lines[0] == "SSLError"
+                what = f"TLS failed: {lines[-1]}" if tls else "; ".join(lines)
+                raise KubeError(f"{where}: cannot {doing}: {what} ({self.server})", reason="TLS" if tls else lines[0],
+                                exit_code=2 if tls else 1,
+                                hint="check the certificate-authority in the kubeconfig" if tls else None,
+                                ) from None
+            message, reason = _api_message(e)
+            hint = None
+            if code in (401, 403):
+                hint = f"check your kubeconfig context and your rights in namespace {self.namespace}"
+            label = f"{code} {reason or e.reason or ''}".strip()
+            said = f": {message}" if message and message not in (reason, e.reason) else ""
+            raise KubeError(f"{where}: cannot {doing}: {label}{said}",
+                            status=code, reason=reason, hint=hint,
+                            retryable=code in UNDONE_STATUSES | MAYBE_DONE_STATUSES,
+                            maybe_done=code in MAYBE_DONE_STATUSES) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            what, reason, maybe_done = _connection_error(e)
+            raise KubeError(f"{where}: cannot {doing}: {what} ({self.server})", reason=reason,
+                            retryable=True, maybe_done=maybe_done,
+                            exit_code=2 if reason == "TLS" else 1,
+                            hint="check the certificate-authority in the kubeconfig" if reason == "TLS" else None,
+                            ) from None
 
-    def _call(self, fn: Callable[..., Any], *args: Any, retry_connect: bool = True, **kwargs: Any) -> Any:
-        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
-        for delay in (*RETRY_DELAYS, None):
+    def _call(self, doing: str, method: str, path: str, *, query: dict[str, Any] | None = None,
+              body: Any = None, content_type: str = "application/json", token: str | None = None,
+              policy: RetryPolicy | None = None, read_timeout: float | None = None) -> Any:
+        """One request inside the boundary, retried as the policy allows; the urllib3
+        response, unread. A write that may have happened is repeated only with a creation
+        token (see the module docstring)."""
+        policy = policy or self.retry
+        timeout = (policy.connect_timeout, read_timeout or policy.read_timeout)
+        retry = 0
+        while True:
             try:
-                return fn(*args, **kwargs)
-            except ApiException as e:
-                if status_of(e) not in RETRY_STATUSES or delay is None:
-                    raise self._translate(e) from None
-            except (urllib3.exceptions.HTTPError, OSError) as e:
-                if not retry_connect or delay is None:
-                    raise LauncherError(f"cannot reach the API server of cluster {self.profile.name}: "
-                                        f"{type(e).__name__}: {e}") from None
-            time.sleep(delay)
-        raise AssertionError("unreachable")
+                with self._mapped(doing):
+                    return self._send(method, path, query, body, content_type, timeout)
+            except KubeError as e:
+                if e.status == 409 and retry > 0 and method == "POST" and token is not None:
+                    existing = self._own_object(path, body, token)
+                    if existing is not None:
+                        return existing  # our earlier try had created it; its answer was lost
+                if not e.retryable or (method == "POST" and e.maybe_done and token is None):
+                    raise
+                tries = policy.tries if e.status else policy.connection_tries
+                if retry + 1 >= tries:
+                    if tries > 1:
+                        e.message += f" (tried {tries} times)"
+                    raise
+            time.sleep(policy.delay(retry))
+            retry += 1
 
-    def _translate(self, e: ApiException) -> Exception:
-        code = status_of(e)
-        if code in (401, 403):
-            return LauncherError(f"cluster {self.profile.name}: not allowed: {message_of(e)}",
-                                 hint=f"check your kubeconfig context and your rights in namespace {self.namespace}")
-        return e  # callers handle 404/409/410 themselves
+    def _send(self, method: str, path: str, query: dict[str, Any] | None, body: Any, content_type: str,
+              timeout: tuple[float, float]) -> Any:
+        """Through the official client's ApiClient (kubeconfig, auth, TLS) by path: the
+        generated per-group API classes would load hundreds of models we never use."""
+        headers = {"Accept": "application/json, */*"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+        method, url, headers, body, post = self.client.param_serialize(
+            method, path, query_params=params or None, header_params=headers, body=body,
+            auth_settings=["BearerToken"])
+        resp = self.client.call_api(method, url, headers, body, post, _request_timeout=timeout)
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+        return resp.response
 
-    def _json(self, resp: Any) -> Any:
+    def _own_object(self, path: str, body: dict, token: str) -> Any:
+        """After AlreadyExists on a retried create: the stored object, if it carries our token."""
+        name = (body.get("metadata") or {}).get("name", "")
+        try:
+            resp = self._send("GET", f"{path}/{quote(name, safe='')}", None, None, "", (
+                self.retry.connect_timeout, self.retry.read_timeout))
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            return None
+        data = resp.data
+        resp.release_conn()
+        existing = json.loads(data)
+        return _Stored(existing) if (existing["metadata"].get("labels") or {}).get(keys.SUBMISSION) == token else None
+
+    def _path(self, kind: str, name: str | None = None, sub: str | None = None) -> str:
+        prefix, plural = KINDS[kind]
+        path = f"{prefix}/namespaces/{quote(self.namespace, safe='')}/{plural}"
+        if name is not None:
+            path += f"/{quote(name, safe='')}"
+        return f"{path}/{sub}" if sub else path
+
+    @staticmethod
+    def _json(resp: Any) -> Any:
         try:
             return json.loads(resp.data)
         finally:
@@ -98,109 +287,173 @@ class KubeApi:
     # --- verbs ----------------------------------------------------------------------------
     def get(self, kind: str, name: str) -> dict | None:
         try:
-            return self._json(self._call(self._method("read", kind), name, self.namespace, _preload_content=False))
-        except ApiException as e:
-            if status_of(e) == 404:
+            return self._json(self._call(f"read {kind} {name}", "GET", self._path(kind, name)))
+        except KubeError as e:
+            if e.status == 404:
                 return None
             raise
 
-    def list(self, kind: str, *, labels: str | None = None, fields: str | None = None) -> tuple[list[dict], str]:
+    def list(self, kind: str, *, labels: str | None = None, fields: str | None = None,
+             policy: RetryPolicy | None = None) -> tuple[list[dict], str]:
         """Items and the list's resourceVersion (where a watch resumes)."""
-        kwargs: dict[str, Any] = {"_preload_content": False}
-        if labels:
-            kwargs["label_selector"] = labels
-        if fields:
-            kwargs["field_selector"] = fields
-        body = self._json(self._call(self._method("list", kind), self.namespace, **kwargs))
+        body = self._json(self._call(f"list {kind}s", "GET", self._path(kind), policy=policy,
+                                     query={"labelSelector": labels, "fieldSelector": fields}))
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
 
     def create(self, kind: str, body: dict) -> dict:
-        # A lost connection may hide a create that happened: never repeat it blindly.
-        return self._json(self._call(self._method("create", kind), self.namespace, body,
-                                     retry_connect=False, _preload_content=False))
+        """Create; idempotent when the body carries a creation token (keys.SUBMISSION)."""
+        meta = body.get("metadata") or {}
+        token = (meta.get("labels") or {}).get(keys.SUBMISSION)
+        return self._json(self._call(f"create {kind} {meta.get('name', '')}", "POST", self._path(kind),
+                                     body=body, token=token))
 
     def patch(self, kind: str, name: str, patch: dict) -> dict:
-        return self._json(self._call(self._method("patch", kind), name, self.namespace, patch,
-                                     _content_type=MERGE_PATCH, _preload_content=False))
+        # A merge patch is idempotent, and one guarded by a resourceVersion fails with 409 if repeated.
+        return self._json(self._call(f"update {kind} {name}", "PATCH", self._path(kind, name), body=patch,
+                                     content_type=MERGE_PATCH))
 
     def replace(self, kind: str, name: str, body: dict) -> dict:
-        return self._json(self._call(self._method("replace", kind), name, self.namespace, body,
-                                     _preload_content=False))
+        return self._json(self._call(f"replace {kind} {name}", "PUT", self._path(kind, name), body=body))
 
     def delete(self, kind: str, name: str, *, propagation: str = "Background", uid: str | None = None) -> bool:
-        """Delete one object; False if it was already gone."""
+        """Delete one object; False if it was already gone (a retried delete that had worked included)."""
         body: dict[str, Any] = {"propagationPolicy": propagation}
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            self._json(self._call(self._method("delete", kind), name, self.namespace, body=body,
-                                  _preload_content=False))
+            self._json(self._call(f"delete {kind} {name}", "DELETE", self._path(kind, name), body=body))
             return True
-        except ApiException as e:
-            if status_of(e) == 404:
+        except KubeError as e:
+            if e.status == 404:
                 return False
             raise
 
     def delete_collection(self, kind: str, labels: str) -> None:
-        self._json(self._call(self._method("delete_collection", kind), self.namespace, label_selector=labels,
-                              body={"propagationPolicy": "Background"}, _preload_content=False))
+        self._json(self._call(f"delete {kind}s", "DELETE", self._path(kind), query={"labelSelector": labels},
+                              body={"propagationPolicy": "Background"}))
 
     def watch(self, kind: str, *, labels: str, resource_version: str, stopper: WatchHandle,
               timeout: int = WATCH_SECONDS) -> Iterator[dict]:
-        """Raw watch events ({type, object}) from resource_version; raises ApiException(410)
-        when that version is too old (the caller lists again)."""
-        w = kubernetes.watch.Watch()
-        stopper.attach(w)
+        """Watch events ({type, object}) after resource_version, bookmarks included. An ERROR
+        event raises KubeError with its status: 410 (Expired/Gone) means the version is too
+        old and the caller lists again. Ends when the server closes the watch."""
+        doing = f"watch {kind}s"
+        resp = self._call(doing, "GET", self._path(kind), read_timeout=timeout + 15, query={
+            "labelSelector": labels, "resourceVersion": resource_version, "watch": True,
+            "timeoutSeconds": timeout, "allowWatchBookmarks": True})
+        stopper.attach(resp)
         try:
-            yield from w.stream(self._method("list", kind), self.namespace, label_selector=labels,
-                                resource_version=resource_version, timeout_seconds=timeout,
-                                allow_watch_bookmarks=True, deserialize=False,
-                                _request_timeout=(REQUEST_TIMEOUT[0], timeout + 15))
+            with self._mapped(doing):
+                for line in iter_resp_lines(resp):
+                    if stopper.stopped:
+                        return
+                    if not line.strip():
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        raise KubeError(f"cluster {self.profile.name}: {doing}: a garbled event",
+                                        reason="ConnectionBroken", retryable=True) from None
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        code = int(status.get("code") or 500)
+                        raise KubeError(f"cluster {self.profile.name}: {doing}: {code} {status.get('reason', '')}: "
+                                        f"{status.get('message', '')}", status=code,
+                                        reason=str(status.get("reason") or ""), retryable=code >= 500)
+                    yield event
+        except KubeError:
+            if stopper.stopped:
+                return  # we cut the stream ourselves
+            raise
         finally:
             stopper.attach(None)
+            resp.release_conn()
 
-    def pod_log(self, pod: str, **kwargs: Any) -> Any:
-        """A streaming log response (urllib3); follow/timestamps/since_seconds/previous/tail_lines."""
-        return self._call(self.core.read_namespaced_pod_log, pod, self.namespace, container="main",
-                          _preload_content=False, _request_timeout=(REQUEST_TIMEOUT[0], 3900), **kwargs)
+    def pod_log(self, pod: str, **params: Any) -> Any:
+        """A streaming log response (urllib3), unread; params are the API's query
+        parameters (follow, timestamps, sinceSeconds, previous, tailLines)."""
+        return self._call(f"read the log of pod {pod}", "GET", self._path("Pod", pod, "log"),
+                          query={"container": keys.CONTAINER, **params}, read_timeout=LOG_READ_TIMEOUT)
+
+
+def _query_value(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+class _Stored:
+    """An object read back in place of a create's lost answer, shaped like a response."""
+
+    def __init__(self, obj: dict):
+        self.data = json.dumps(obj).encode()
+
+    def release_conn(self) -> None:
+        return None
 
 
 class WatchHandle:
-    """Lets another thread end a blocking watch at once."""
+    """Lets another thread end a blocking watch at once, by shutting its connection."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._watch: Any = None
+        self._resp: Any = None
         self.stopped = False
 
-    def attach(self, w: Any) -> None:
+    def attach(self, resp: Any) -> None:
         with self._lock:
-            self._watch = w
-            if w is not None and self.stopped:
-                w.stop()
+            self._resp = resp
+            if resp is not None and self.stopped:
+                _shutdown(resp)
 
     def stop(self) -> None:
         with self._lock:
             self.stopped = True
-            if self._watch is not None:
-                self._watch.stop()
+            if self._resp is not None:
+                _shutdown(self._resp)
+
+
+def _shutdown(resp: Any) -> None:
+    """Unblock a thread reading this response: shut its socket down (close alone does not)."""
+    try:
+        resp.shutdown()
+    except (AttributeError, OSError):
+        pass
 
 
 def _api_client(profile: ClusterProfile) -> Any:
+    """An ApiClient for the profile's kubeconfig and context. Every way a kubeconfig can be
+    missing or wrong is an input error (exit 2) that names the profile and the file."""
     from kubernetes.config.config_exception import ConfigException
 
+    where = f"cluster {profile.name}"
     config_file = os.path.expanduser(profile.kubeconfig) if profile.kubeconfig else os.environ.get("KUBECONFIG")
     if not config_file and not os.path.exists(os.path.expanduser("~/.kube/config")):
         try:
-            kubernetes.config.load_incluster_config()
-            return kubernetes.client.ApiClient()
+            configuration = kubernetes.client.Configuration()
+            kubernetes.config.load_incluster_config(client_configuration=configuration)
+            configuration.retries = False
+            client = kubernetes.client.ApiClient(configuration)
         except ConfigException:
-            raise InputError(f"cluster {profile.name}: no kubeconfig found (set kubeconfig in the profile "
-                             "or KUBECONFIG)") from None
-    try:
-        return kubernetes.config.new_client_from_config(
-            config_file=config_file or os.path.expanduser("~/.kube/config"), context=profile.context)
-    except ConfigException as e:
-        raise InputError(f"cluster {profile.name}: cannot load the kubeconfig: {e}") from None
-    except FileNotFoundError as e:
-        raise InputError(f"cluster {profile.name}: kubeconfig not found: {e.filename}") from None
+            raise KubeError(f"{where}: no kubeconfig found (set kubeconfig in the profile or KUBECONFIG)",
+                            exit_code=2, reason="Kubeconfig") from None
+    else:
+        path = config_file or os.path.expanduser("~/.kube/config")
+        if not os.path.exists(path):
+            raise KubeError(f"{where}: kubeconfig not found: {path}", exit_code=2, reason="Kubeconfig")
+        try:
+            configuration = kubernetes.client.Configuration()
+            kubernetes.config.load_kube_config(config_file=path, context=profile.context,
+                                               client_configuration=configuration, persist_config=False)
+            # Retries are ours (above); urllib3's own would repeat a refused connection at once, three times.
+            configuration.retries = False
+            client = kubernetes.client.ApiClient(configuration)
+        except FileNotFoundError as e:
+            raise KubeError(f"{where}: kubeconfig not found: {e.filename or path}", exit_code=2,
+                            reason="Kubeconfig") from None
+        except (ConfigException, ValueError, TypeError, KeyError, AttributeError, OSError) as e:
+            # ConfigException for a missing context or user; the others for a file that is not a kubeconfig.
+            raise KubeError(f"{where}: cannot load the kubeconfig {path}: {_first_line(e)}", exit_code=2,
+                            reason="Kubeconfig") from None
+        except Exception as e:  # noqa: BLE001 - yaml errors and the like: still the file's fault
+            raise KubeError(f"{where}: cannot load the kubeconfig {path}: {type(e).__name__}: {_first_line(e)}",
+                            exit_code=2, reason="Kubeconfig") from None
+    return client

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
-from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from launcher.backends.kubernetes.kubeapi import KubeApi, status_of
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 
 SLACK_SECONDS = 5
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ?")
@@ -113,23 +112,23 @@ def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, p
         if previous:
             kwargs["previous"] = True
         if first and tail is not None:
-            kwargs["tail_lines"] = tail
+            kwargs["tailLines"] = tail
         if cursor.last_ns is not None:
             age = time.time() + skew - cursor.last_ns / 1e9
-            kwargs["since_seconds"] = max(1, math.ceil(age) + SLACK_SECONDS)
+            kwargs["sinceSeconds"] = max(1, math.ceil(age) + SLACK_SECONDS)
         try:
             resp = api.pod_log(pod, **kwargs)
-        except ApiException as e:
-            if status_of(e) == 404:
+        except KubeError as e:
+            if e.status == 404:
                 return  # the pod is gone (stopped, deleted)
-            if status_of(e) == 400 and previous:
+            if e.status == 400 and previous:
                 # restartPolicy Never: no earlier container instance; the crashed one is the current.
                 previous = False
                 continue
-            if status_of(e) == 400 and follow and not is_done():
+            if e.status == 400 and follow and not is_done():
                 time.sleep(0.5)  # the container is still being created
                 continue
-            if status_of(e) == 400:
+            if e.status == 400:
                 return
             raise
         skew = _server_skew(resp)

@@ -13,10 +13,9 @@ import base64
 import json
 from typing import TYPE_CHECKING
 
-from kubernetes.client.exceptions import ApiException
 
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi, status_of
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile
 from launcher.errors import InputError, NotFoundError
 from launcher.secrets.kinds import Secret, SecretKind
@@ -106,8 +105,8 @@ class KubernetesSecretStore(SecretStore):
         try:
             self.api.create("Secret", body)
             return
-        except ApiException as e:
-            if status_of(e) != 409:
+        except KubeError as e:
+            if e.status != 409:
                 raise
         existing = self.api.get("Secret", secret.name)
         if existing is None:

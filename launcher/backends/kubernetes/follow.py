@@ -1,0 +1,184 @@
+"""A run's logs: one-shot reads of every rank, interleaved by time, and `logs -f`, which
+attaches a reader thread to each rank's pod as it starts (logs.read_pod does one pod)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+
+from launcher.backends.base import LogLine
+from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.informer import Informer
+from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
+from launcher.backends.kubernetes.observe import observe
+from launcher.backends.kubernetes.reconcile import settle
+from launcher.backends.kubernetes.status import Observed, attempt_of, derive, pod_rank, record_json
+from launcher.errors import LauncherError, NotFoundError
+from launcher.secrets.mask import Masker
+
+ToLine = Callable[[int, "int | None", str], LogLine]
+
+
+def masker_for(api: KubeApi, record: dict | None) -> Masker:
+    names = {r["name"] for r in record_json(record, keys.RECORD_SECRETS, [])}
+    if not names:
+        return Masker([])
+    from launcher.backends.kubernetes.secrets import KubernetesSecretStore
+
+    try:
+        secrets = [s for s in KubernetesSecretStore(api.profile, api=api).list() if s.name in names]
+    except LauncherError:
+        return Masker([])  # not allowed to read them: the entrypoint masked at the source
+    return Masker(v for s in secrets for v in s.masked_values())
+
+
+def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int | None = None,
+             tail: int | None = None, follow: bool = False, previous: bool = False) -> Iterator[LogLine]:
+    obs = observe(api, name)
+    run = settle(api, obs)
+    index = attempt or run.current_attempt
+    # The next attempt may be starting (a retry): its pods are followed as they appear.
+    if index < 1 or index > run.current_attempt + 1 or (index > run.current_attempt and not follow):
+        raise NotFoundError(f"run {name!r} has no attempt {index} (it has {run.current_attempt})")
+    masker = masker_for(api, obs.record)
+
+    def to_line(r: int, stamp: int | None, text: str) -> LogLine:
+        return LogLine(rank=r, text=masker.mask(text), attempt=index,
+                       timestamp=ns_to_datetime(stamp) if stamp is not None else None)
+
+    if not follow:
+        yield from _read_all(api, name, index, rank, tail, previous, to_line)
+        return
+    yield from _follow(api, name, index, rank, tail, previous, to_line)
+
+
+def _read_all(api: KubeApi, name: str, index: int, rank: int | None, tail: int | None, previous: bool,
+              to_line: ToLine) -> Iterator[LogLine]:
+    pods, _ = api.list("Pod", labels=f"{keys.run_selector(name)},{keys.ATTEMPT}={index}")
+    lines: list[tuple[int, int, int, str]] = []
+    for pod in sorted(pods, key=pod_rank):
+        r = pod_rank(pod)
+        if rank is not None and r != rank:
+            continue
+        for n, (stamp, text) in enumerate(read_pod(api, pod["metadata"]["name"], follow=False,
+                                                  tail=tail, previous=previous)):
+            lines.append((stamp or 0, r, n, text))
+    lines.sort()  # every rank's lines, interleaved by time
+    for stamp, r, _, text in lines:
+        yield to_line(r, stamp or None, text)
+
+
+def _follow(api: KubeApi, name: str, index: int, rank: int | None, tail: int | None, previous: bool,
+            to_line: ToLine) -> Iterator[LogLine]:
+    """Attach a reader to each rank's pod as it starts; end when the attempt has ended and
+    every reader is done.
+
+    Readers are attached by their own thread, on every pod change, so a chatty rank
+    never delays the others' attach. `tail` applies to pods already running when we
+    began; a pod that starts later is read from its first line, so none of its lines
+    were printed before the command began and none are dropped."""
+    out: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    pods_changed = threading.Event()
+    sel = f"{keys.run_selector(name)},{keys.ATTEMPT}={index}"
+
+    pods_inf = Informer(api, "Pod", sel, pods_changed.set).start()
+    job_inf = Informer(api, "Job", keys.run_selector(name), lambda: None).start()
+    readers: dict[str, threading.Thread] = {}
+    done_pods: set[str] = set()
+    attach_lock = threading.Lock()
+    tailed: set[str] = set()
+
+    def pod_done(pod_name: str) -> bool:
+        pod = pods_inf.get(pod_name)
+        return pod is None or container_finished(pod)
+
+    def reader(pod_name: str, r: int) -> None:
+        try:
+            for stamp, text in read_pod(api, pod_name, follow=True, tail=tail if pod_name in tailed else None,
+                                        previous=previous, is_done=lambda: pod_done(pod_name), stop=stop):
+                out.put(to_line(r, stamp, text))
+        except Exception as e:  # noqa: BLE001 - surfaced to the consumer
+            out.put(e)
+        finally:
+            out.put(("done", pod_name))
+
+    def attach_new() -> None:
+        with attach_lock:
+            for pod in pods_inf.snapshot():
+                pname = pod["metadata"]["name"]
+                r = pod_rank(pod)
+                if pname in readers or (rank is not None and r != rank) or not container_started(pod):
+                    continue
+                t = threading.Thread(target=reader, args=(pname, r), name=f"logs-{pname}", daemon=True)
+                readers[pname] = t
+                t.start()
+
+    def attacher() -> None:
+        while not stop.is_set():
+            pods_changed.wait(1.0)
+            pods_changed.clear()
+            attach_new()
+
+    try:
+        for inf in (pods_inf, job_inf):
+            inf.wait_synced(f"follow the logs of run {name!r}")
+        tailed.update(p["metadata"]["name"] for p in pods_inf.snapshot() if container_started(p))
+        attach_new()
+        threading.Thread(target=attacher, name=f"logs-attach-{name}", daemon=True).start()
+        while True:
+            try:
+                item = out.get(timeout=0.3)
+            except queue.Empty:
+                item = None
+            if isinstance(item, Exception):
+                raise item
+            if isinstance(item, LogLine):
+                yield item
+                continue
+            if isinstance(item, tuple):
+                done_pods.add(item[1])
+            # Attach here too: the end check must never run before a finished pod has its reader.
+            attach_new()
+            with attach_lock:
+                all_done = done_pods >= set(readers)
+            if all_done and out.empty() and _attempt_over(name, index, job_inf, pods_inf, rank):
+                return
+    finally:
+        stop.set()
+        pods_changed.set()
+        pods_inf.stop()
+        job_inf.stop()
+
+
+def _attempt_over(name: str, index: int, job_inf: Informer, pods_inf: Informer, rank: int | None) -> bool:
+    job = job_inf.get(name)
+    if job is None or attempt_of(job) != index:
+        return True  # stopped, deleted or superseded by a retry
+    conds = {c["type"]: c.get("status") for c in (job.get("status") or {}).get("conditions") or []}
+    if conds.get("Complete") == "True" or conds.get("Failed") == "True":
+        return True
+    pods = [p for p in pods_inf.snapshot() if rank is None or pod_rank(p) == rank]
+    nodes = int((job.get("spec") or {}).get("completions") or 1)
+    expected = 1 if rank is not None else nodes
+    if len(pods) >= expected and all(container_finished(p) for p in pods):
+        return True
+    # A container that can never start ends the attempt too (the run is FAILED fast).
+    run, _ = derive(Observed(name, job=job, pods=pods_inf.snapshot()))
+    return run.status.is_terminal
+
+
+def container_started(pod: dict) -> bool:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = c.get("state") or {}
+        if state.get("running") or state.get("terminated"):
+            return True
+    return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+
+
+def container_finished(pod: dict) -> bool:
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return True
+    return any((c.get("state") or {}).get("terminated") for c in (pod.get("status") or {}).get("containerStatuses") or [])

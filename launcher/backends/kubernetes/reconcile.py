@@ -1,0 +1,209 @@
+"""Reconcile: act on what an observation calls for (status.derive's Action).
+
+A failed attempt is retried by restarting the whole group (a static rendezvous
+cannot take one replacement rank): whoever observes the failure first (`get`,
+`list`, `watch`, `logs`; any launcher process) records the attempt in the
+ConfigMap, deletes the Job with propagationPolicy Orphan (its pods, and so their
+logs, stay: `logs --attempt N` reads them), creates the Job again for attempt N+1,
+and points the owner references at it.
+
+Every step is guarded, so two observers never restart twice and a stop always wins:
+
+  1. restart: a compare-and-swap on the record (its resourceVersion) marks attempt
+     N+1 as starting (`launcher.dev/restart`); one observer wins it.
+  2. resume, step by step, each step safe to repeat by any observer, and none of
+     them waiting (a read command never blocks on somebody else's retry; a watch
+     wakes when the old Job is gone):
+     a. the old Job is deleted (Orphan) and must be gone before the new one exists;
+     b. the Job of attempt N+1 is created suspended (held): no pod can start yet;
+     c. a compare-and-swap on the record, re-read just before, points its owner at
+        the new Job. It fails if anyone wrote the record since (a stop writes it), and
+        a record that is final by then means the held Job is deleted unseen;
+     d. only then is the Job released (unsuspended; with Kueue, Kueue admits it), and
+        the restart mark is cleared.
+  A stop writes the final status with its own compare-and-swap and then deletes
+  whatever Job exists: if it came after (c), the Job it deletes may have started
+  pods, and they go with it before stop returns; if it came before, (c) fails and
+  the Job never ran.
+
+A run that can never start (a missing secret, an image that cannot be pulled) is
+ended FAILED by the launcher: the record keeps why, the Job goes. So is a Job left
+without its record by a submit that failed part way and could not clean up.
+"""
+
+from __future__ import annotations
+
+import json
+
+from launcher.backends.base import Run, RunStatus, utcnow
+from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
+from launcher.backends.kubernetes.observe import observe
+from launcher.backends.kubernetes.render import owner_reference, render_job, secrets_from_refs
+from launcher.backends.kubernetes.status import (
+    Action,
+    Observed,
+    annotations,
+    attempt_of,
+    derive,
+    labels,
+    record_json,
+    spec_of,
+    ts,
+)
+
+# The record is created right after the Job; a submit's retries end well within this.
+UNFINISHED_SUBMIT_SECONDS = 120.0
+
+
+def settle(api: KubeApi, obs: Observed, *, act: bool = True) -> Run:
+    """The run as observed, after doing what the observation calls for (when `act`)."""
+    run, action = derive(obs)
+    if act and unfinished_submit(obs):
+        # Its pods wait for a ConfigMap that will never come: without this it is STARTING forever.
+        api.delete("Job", obs.name, propagation="Background", uid=obs.job["metadata"]["uid"])
+        run.status, run.reason = RunStatus.FAILED, "its submit never finished (no record); its Job was removed"
+        return run
+    if action is None or not act:
+        return run
+    apply(api, obs, action)
+    run, _ = derive(observe(api, obs.name))
+    return run
+
+
+def unfinished_submit(obs: Observed) -> bool:
+    """A Job without its record, older than any submit still on its way: the submit failed
+    part way and could not clean up (the cluster went away)."""
+    if obs.record is not None or obs.job is None:
+        return False
+    created = ts(obs.job["metadata"].get("creationTimestamp"))
+    return created is not None and (utcnow() - created).total_seconds() > UNFINISHED_SUBMIT_SECONDS
+
+
+def apply(api: KubeApi, obs: Observed, action: Action) -> None:
+    try:
+        if action.kind == "fail":
+            finish(api, obs, "FAILED", action.reason, action.summary)
+        elif action.kind == "retry":
+            restart(api, obs, action)
+        elif action.kind == "resume":
+            resume(api, obs.name, action.next_attempt)
+    except KubeError as e:
+        if e.status in (404, 409):
+            return  # another observer got there first; the next look sees its result
+        raise
+
+
+def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summary: dict | None,
+           exit_code: int | None = None) -> None:
+    """End the run by the launcher's hand: record it (compare-and-swap on the record that
+    was observed), keep the record, and delete whatever Job exists now."""
+    if obs.record is not None:
+        attempts = record_json(obs.record, keys.RECORD_ATTEMPTS, [])
+        if summary and all(a["index"] != summary["index"] for a in attempts):
+            attempts.append(summary)
+        final = {"status": status, "reason": reason, "at": utcnow().isoformat(), "exit_code": exit_code}
+        api.patch("ConfigMap", obs.name, {"metadata": {
+            "resourceVersion": obs.record["metadata"]["resourceVersion"],
+            "ownerReferences": None,  # the record outlives the Job
+            "annotations": {keys.RECORD_ATTEMPTS: json.dumps(attempts), keys.RECORD_FINAL: json.dumps(final),
+                            keys.RECORD_RESTART: None},
+        }})
+    # Look again rather than trust the observation: a retry may have created a Job since.
+    job = api.get("Job", obs.name)
+    if job is not None:
+        api.delete("Job", obs.name, propagation="Background", uid=job["metadata"]["uid"])
+
+
+def restart(api: KubeApi, obs: Observed, action: Action) -> None:
+    attempts = record_json(obs.record, keys.RECORD_ATTEMPTS, [])
+    attempts.append(action.summary)
+    # The resourceVersion makes this a compare-and-swap: one observer wins the restart.
+    api.patch("ConfigMap", obs.name, {"metadata": {
+        "resourceVersion": obs.record["metadata"]["resourceVersion"],
+        "annotations": {keys.RECORD_ATTEMPTS: json.dumps(attempts),
+                        keys.RECORD_RESTART: str(action.next_attempt)},
+    }})
+    # Orphan: the failed attempt's pods (and logs) stay; the Service and ConfigMap lose their owner.
+    api.delete("Job", obs.name, propagation="Orphan", uid=obs.job["metadata"]["uid"])
+    resume(api, obs.name, action.next_attempt)
+
+
+def _restarting(record: dict | None, attempt: int) -> bool:
+    """Is the record still asking for this attempt (not ended, not moved on)?"""
+    return (record is not None and annotations(record).get(keys.RECORD_RESTART) == str(attempt)
+            and not annotations(record).get(keys.RECORD_FINAL))
+
+
+def resume(api: KubeApi, name: str, attempt: int) -> None:
+    """Carry a restart one step further (see the module docstring); never waits."""
+    record = api.get("ConfigMap", name)
+    if not _restarting(record, attempt):
+        return
+    job = api.get("Job", name)
+    if job is not None and attempt_of(job) < attempt:
+        if not job["metadata"].get("deletionTimestamp"):
+            api.delete("Job", name, propagation="Orphan", uid=job["metadata"]["uid"])
+        return  # still being deleted; the next look carries on
+    if job is None:
+        job = create_attempt(api, record, attempt)
+        if job is None:
+            return
+    refs = [owner_reference(job)]
+    for _ in range(3):
+        # Re-read: the record may have changed since (a stop; the garbage collector stripping
+        # the old owner). The resourceVersion makes the write fail if it changes again.
+        record = api.get("ConfigMap", name)
+        if not _restarting(record, attempt):
+            if record is None or annotations(record).get(keys.RECORD_FINAL):
+                # Ended (stopped) while the attempt was being created: it must never run.
+                api.delete("Job", name, propagation="Background", uid=job["metadata"]["uid"])
+            return
+        try:
+            api.patch("ConfigMap", name, {"metadata": {
+                "resourceVersion": record["metadata"]["resourceVersion"], "ownerReferences": refs}})
+            break
+        except KubeError as e:
+            if e.status != 409:
+                raise
+    else:
+        return  # the record keeps changing; the next look carries on
+    if (job.get("spec") or {}).get("suspend") and not api.profile.queue:
+        api.patch("Job", name, {"spec": {"suspend": False}})  # with Kueue, Kueue releases it
+    if api.get("Service", name) is not None:
+        api.patch("Service", name, {"metadata": {"ownerReferences": refs}})
+    for _ in range(3):
+        record = api.get("ConfigMap", name)
+        if not _restarting(record, attempt):
+            return
+        try:
+            api.patch("ConfigMap", name, {"metadata": {
+                "resourceVersion": record["metadata"]["resourceVersion"],
+                "annotations": {keys.RECORD_RESTART: None},
+            }})
+            return
+        except KubeError as e:
+            if e.status != 409:
+                raise
+
+
+def create_attempt(api: KubeApi, record: dict, attempt: int) -> dict | None:
+    """Create the Job of `attempt`, held (suspended) until the record confirms it."""
+    from launcher.backends.kubernetes.profiles import resolve_placement
+    from launcher.spec.models import RunSpec
+
+    spec = RunSpec.model_validate(spec_of(record))
+    secrets = secrets_from_refs(record_json(record, keys.RECORD_SECRETS, []))
+    job = render_job(spec, api.profile, secrets, resolve_placement(spec, api.profile), attempt=attempt)
+    job["spec"]["suspend"] = True
+    token = labels(record).get(keys.SUBMISSION)
+    if token:
+        job["metadata"].setdefault("labels", {})[keys.SUBMISSION] = token
+    try:
+        created = api.create("Job", job)
+        return created if attempt_of(created) == attempt else None
+    except KubeError as e:
+        if e.status == 409:
+            existing = api.get("Job", spec.name)
+            return existing if existing and attempt_of(existing) == attempt else None
+        raise

@@ -1,0 +1,73 @@
+"""Submit: create a run's Job, then its record (ConfigMap) and Service, owned by the Job.
+
+The Job comes first because the other two carry an owner reference to its uid, so
+`kubectl delete job <run>` cleans everything up. All three carry a fresh
+submission uid (the `launcher.dev/submission` label): a create retried after its
+answer was lost recognises its own object, and a clean-up deletes only objects of
+this submission. If any create fails, everything this submission created goes
+again: a run is either whole or absent, never a Job without its record.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from launcher.backends.base import Run
+from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
+from launcher.backends.kubernetes.render import owner_reference, render_run
+from launcher.backends.kubernetes.status import Observed, derive, labels
+from launcher.errors import InputError
+
+if TYPE_CHECKING:
+    from launcher.secrets.kinds import Secret
+    from launcher.spec.models import RunSpec
+
+KINDS_IN_ORDER = ("Job", "ConfigMap", "Service")
+
+
+def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret]) -> Run:
+    profile = api.profile
+    configmap, service, job = render_run(spec, profile, secrets)
+    token = uuid.uuid4().hex
+    for obj in (configmap, service, job):
+        obj["metadata"].setdefault("labels", {})[keys.SUBMISSION] = token
+    try:
+        created = api.create("Job", job)
+    except KubeError as e:
+        if e.status == 409:
+            raise InputError(f"a run named {spec.name!r} already exists in {profile.where}") from None
+        _clean_up(api, spec.name, token)  # a create that failed may still have happened
+        raise
+    owner = [owner_reference(created)]
+    configmap["metadata"]["ownerReferences"] = owner
+    service["metadata"]["ownerReferences"] = owner
+    try:
+        record = api.create("ConfigMap", configmap)
+        api.create("Service", service)
+    except KubeError as e:
+        left = _clean_up(api, spec.name, token)
+        raise KubeError(f"{e.message}; " + (f"could not remove what was created ({', '.join(left)}): "
+                                             f"`launcher delete {spec.name}` does, and so does any look at "
+                                             "the run in a few minutes" if left
+                                             else "the run was not started and nothing of it is left"),
+                        status=e.status, reason=e.reason, exit_code=e.exit_code, hint=e.hint) from None
+    run, _ = derive(Observed(spec.name, record=record, job=created, cluster=profile.name))
+    return run
+
+
+def _clean_up(api: KubeApi, name: str, token: str) -> list[str]:
+    """Delete every object of this submission (never another run's that has the name);
+    return those that could not be deleted. The record and the Service are owned by the
+    Job, so the Job's deletion takes them too; they are deleted here as well so that
+    nothing waits on the garbage collector."""
+    left = []
+    for kind in KINDS_IN_ORDER:
+        try:
+            obj = api.get(kind, name)
+            if obj is not None and labels(obj).get(keys.SUBMISSION) == token:
+                api.delete(kind, name, propagation="Background", uid=obj["metadata"]["uid"])
+        except KubeError:
+            left.append(f"{kind} {name}")
+    return left

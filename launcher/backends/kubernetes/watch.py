@@ -1,0 +1,61 @@
+"""Watch: yield a run each time its status changes, from informers on its objects,
+acting (retries, fatal failures) as the observations call for."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+from launcher.backends.base import Run
+from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.informer import Informer
+from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.observe import observe, waiting_pods, warning_events
+from launcher.backends.kubernetes.reconcile import apply
+from launcher.backends.kubernetes.status import Observed, derive
+
+
+def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
+    profile = api.profile
+    changed = threading.Event()
+    sel = keys.run_selector(name)
+    informers = {kind: Informer(api, kind, sel, changed.set).start() for kind in ("ConfigMap", "Job", "Pod")}
+    try:
+        for inf in informers.values():
+            inf.wait_synced(f"watch run {name!r}")
+        last: tuple | None = None
+        seen = False
+        events: list[dict] = []
+        events_at = 0.0
+        while True:
+            changed.clear()
+            obs = Observed(name, record=informers["ConfigMap"].get(name), job=informers["Job"].get(name),
+                           pods=informers["Pod"].snapshot(), cluster=profile.name)
+            if obs.record is None and obs.job is None:
+                if not seen:
+                    obs = observe(api, name)  # raises NotFoundError, or the informers lagged
+                else:
+                    return  # deleted while watched
+            seen = True
+            waiting = waiting_pods(obs.job, obs.pods)
+            if waiting and time.monotonic() - events_at > 2.0:
+                events, events_at = warning_events(api, waiting), time.monotonic()
+            obs.events = events if waiting else []
+            run, action = derive(obs)
+            if action is not None:
+                apply(api, obs, action)
+                changed.wait(poll_seconds)
+                continue
+            key = (run.status, run.current_attempt, run.reason)
+            if key != last:
+                last = key
+                yield run
+            if run.status.is_terminal:
+                return
+            # Wake on a change; look again now and then for events and time-based states.
+            changed.wait(2.0 if waiting else 30.0)
+            time.sleep(poll_seconds)
+    finally:
+        for inf in informers.values():
+            inf.stop()

@@ -1,0 +1,195 @@
+"""The dashboard's web app: pages (Jinja2) and the JSON/SSE API they use, read-only.
+
+Every route is GET: nothing here changes a run. Runs come from `RunsSource` (all
+backends, through the Backend contract), curves from `ChartData`, logs from
+`logstream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from launcher.backends.base import RunStatus
+from launcher.errors import InputError, LauncherError, NotFoundError
+from launcher.ui import views
+from launcher.ui.auth import TokenGate
+from launcher.ui.charts import DEFAULT_POINTS, MAX_POINTS, ChartData, parse_smoothing
+from launcher.ui.runs import RunFilter, RunsSource, select, summary
+
+HERE = Path(__file__).parent
+DEFAULT_PER_PAGE = 50
+MAX_PER_PAGE = 500
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost"]
+
+
+def _int(request: Request, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
+    raw = request.query_params.get(key)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"{key} must be a whole number, not {raw!r}") from None
+    if value < lo or (hi is not None and value > hi):
+        raise InputError(f"{key} must be from {lo}" + (f" to {hi}" if hi is not None else " up") + f", not {value}")
+    return value
+
+
+def _run_filter(request: Request) -> RunFilter:
+    statuses = set()
+    for raw in request.query_params.getlist("status"):
+        for part in raw.split(","):
+            if part.strip():
+                try:
+                    statuses.add(RunStatus(part.strip().upper()))
+                except ValueError:
+                    raise InputError(f"{part!r} is not a status; use one of "
+                                     + ", ".join(s.value for s in RunStatus)) from None
+    return RunFilter(frozenset(statuses), request.query_params.get("cluster") or None,
+                     request.query_params.get("name") or None)
+
+
+def create_app(source: RunsSource | None = None, *, token: str | None = None,
+               allowed_hosts: list[str] | None = None) -> Starlette:
+    """The dashboard app. `token`: required on every request. `allowed_hosts`: the Host
+    headers accepted (a loopback-only dashboard refuses others, so a web page cannot
+    reach it through DNS rebinding)."""
+    source = source or RunsSource()
+    charts = ChartData()
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.globals.update(views.GLOBALS)
+
+    def page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> Response:
+        return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    def listing(request: Request) -> tuple[Any, Any, RunFilter]:
+        where = _run_filter(request)
+        per_page = _int(request, "per_page", DEFAULT_PER_PAGE, 1, MAX_PER_PAGE)
+        snap = source.snapshot()
+        return snap, select(snap.runs, where, _int(request, "page", 1, 1), per_page), where
+
+    # --- pages -----------------------------------------------------------------------------
+
+    def runs_page(request: Request) -> Response:
+        snap, chosen, where = listing(request)
+        template = "_rows.html" if request.query_params.get("partial") == "rows" else "runs.html"
+        return page(request, template, {"snap": snap, "page": chosen, "where": where,
+                                        "query": {k: v for k, v in request.query_params.items() if k != "partial"},
+                                        "statuses": list(RunStatus)})
+
+    def run_page(request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            _, run = source.find(name)
+        except NotFoundError as e:
+            return page(request, "missing.html", {"message": e.message}, 404)
+        template = "_details.html" if request.query_params.get("partial") == "details" else "run.html"
+        return page(request, template, {"run": run})
+
+    def compare_page(request: Request) -> Response:
+        names = [n for raw in request.query_params.getlist("runs") for n in raw.split(",") if n.strip()]
+        return page(request, "compare.html", {"names": names, "metric": request.query_params.get("metric", "")})
+
+    # --- API -------------------------------------------------------------------------------
+
+    def api_runs(request: Request) -> Response:
+        snap, chosen, _ = listing(request)
+        return JSONResponse({
+            "runs": [summary(r) for r in chosen.runs],
+            "total": chosen.total, "page": chosen.page, "per_page": chosen.per_page, "pages": chosen.pages,
+            "clusters": snap.clusters, "errors": snap.errors, "as_of": snap.taken_at,
+        })
+
+    def api_run(request: Request) -> Response:
+        from launcher.cli.common import run_record
+
+        _, run = source.find(request.path_params["name"])
+        return JSONResponse(run_record(run))
+
+    def api_metrics(request: Request) -> Response:
+        backend, run = source.find(request.path_params["name"])
+        try:
+            smoothing = parse_smoothing(request.query_params.get("smoothing"))
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        points = _int(request, "points", DEFAULT_POINTS, 3, MAX_POINTS)
+        wanted = [m for raw in request.query_params.getlist("metric") for m in raw.split(",") if m.strip()]
+        return JSONResponse(charts.payload(backend, run, wanted, points=points, smoothing=smoothing))
+
+    async def api_logs(request: Request) -> Response:
+        from sse_starlette.sse import EventSourceResponse
+
+        from launcher.ui.logstream import Cursor, log_events, tail_cursor
+
+        name = request.path_params["name"]
+        backend, run = await run_in_threadpool(source.find, name)
+        rank = _int(request, "rank", None, 0, run.nodes - 1)
+        follow = request.query_params.get("follow", "1") not in ("0", "false", "no")
+        resume = request.headers.get("last-event-id") or request.query_params.get("cursor")
+        if resume:
+            try:
+                cursor = Cursor.parse(resume)
+            except ValueError as e:
+                raise InputError(str(e)) from None
+        else:
+            attempt = _int(request, "attempt", run.current_attempt, 1, run.current_attempt)
+            tail = _int(request, "tail", None, 0)
+            cursor = (await run_in_threadpool(tail_cursor, backend, name, attempt, rank, tail)
+                      if tail is not None else Cursor(attempt))
+        return EventSourceResponse(log_events(backend, run, cursor, rank, follow), ping=10,
+                                   headers={"Cache-Control": "no-store"})
+
+    # --- errors: JSON for the API, a page otherwise ------------------------------------------
+
+    async def launcher_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, LauncherError)
+        status = 404 if isinstance(exc, NotFoundError) else 400 if isinstance(exc, InputError) else 502
+        body = {"error": exc.message, **({"hint": exc.hint} if exc.hint else {})}
+        if request.url.path.startswith("/api/"):
+            return JSONResponse(body, status)
+        return page(request, "missing.html", {"message": exc.message}, status)
+
+    routes = [
+        Route("/", runs_page),
+        Route("/runs/{name}", run_page),
+        Route("/compare", compare_page),
+        Route("/api/runs", api_runs),
+        Route("/api/runs/{name}", api_run),
+        Route("/api/runs/{name}/metrics", api_metrics),
+        Route("/api/runs/{name}/logs", api_logs),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = []
+    if allowed_hosts:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
+    if token:
+        middleware.append(Middleware(TokenGate, token=token))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # List the runs now, so that the first page need not wait for it.
+        threading.Thread(target=source.refresh_quietly, daemon=True, name="runs-refresh").start()
+        yield
+        await asyncio.to_thread(charts.close)  # saves the metric indexes read, for the next start
+        await asyncio.to_thread(source.close)
+
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={LauncherError: launcher_error},
+                    lifespan=lifespan)
+    app.state.source = source
+    app.state.charts = charts
+    return app

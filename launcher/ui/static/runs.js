@@ -1,0 +1,34 @@
+// The runs page: rows refresh in place every two seconds (statuses change live), the
+// filters apply on change, and ticked runs open in the compare view.
+(function () {
+  const rows = document.getElementById("rows");
+  const form = document.getElementById("filters");
+  const compare = document.getElementById("compare-selected");
+  const picked = new Set();
+
+  form.querySelectorAll("select").forEach((s) => s.addEventListener("change", () => form.submit()));
+
+  function wire() {
+    rows.querySelectorAll("input.pick").forEach((box) => {
+      box.checked = picked.has(box.value);
+      box.addEventListener("change", () => {
+        box.checked ? picked.add(box.value) : picked.delete(box.value);
+        compare.disabled = picked.size < 1;
+      });
+    });
+  }
+  compare.addEventListener("click", () => {
+    location.href = "/compare?runs=" + encodeURIComponent([...picked].join(","));
+  });
+
+  async function refresh() {
+    if (document.hidden) return;
+    const query = rows.dataset.query;
+    try {
+      const r = await fetch("/?" + (query ? query + "&" : "") + "partial=rows", { headers: { Accept: "text/html" } });
+      if (r.ok) { rows.innerHTML = await r.text(); wire(); }
+    } catch (e) { /* the server restarts or the network blips: try again next time */ }
+  }
+  wire();
+  setInterval(refresh, 2000);
+})();

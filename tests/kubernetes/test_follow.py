@@ -1,0 +1,73 @@
+"""`logs -f` on Kubernetes: every rank is attached as its pod starts, whatever the others
+print; --tail never drops lines of a pod that started after the command; and the stream
+says why it ended."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.kubernetes.conftest import make_backend
+from tests.kubernetes.test_backend import run_spec, worker
+from tests.kubernetes.test_cli import launcher
+
+H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+
+
+def gpu_node(i: int) -> dict:
+    return {"name": f"gpu-{i}", "gpus": 8, "labels": {"kubernetes.io/hostname": f"gpu-{i}", **H100}}
+
+
+def test_a_late_rank_is_attached_at_once_while_another_is_chatty(fake_kube_factory):
+    # One node at first: rank 1 waits for a second node while rank 0 prints without pause.
+    kube = fake_kube_factory(nodes=[gpu_node(0)])
+    backend = make_backend()
+    spec = run_spec("late-abc123", worker("--lines", "3000", "--interval", "0.001"),
+                    compute={"gpus": 16, "gpu_type": "h100_80gb"})
+    backend.submit(spec, [])
+
+    def add_node_when_rank_0_runs() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pods = kube.pods(labels=f"launcher.dev/run={spec.name}")
+            if any(p["status"].get("phase") == "Running" for p in pods):
+                time.sleep(0.5)
+                kube.nodes.append(gpu_node(1))
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=add_node_when_rank_0_runs, daemon=True).start()
+    lines = list(backend.logs(spec.name, follow=True, tail=5))
+    rank1 = [ln.text for ln in lines if ln.rank == 1 and ln.text.startswith("rank 1 line")]
+    # Rank 1 started after the command began: none of its lines is lost to --tail or a late attach.
+    assert rank1 == [f"rank 1 line {i}" for i in range(3000)]
+    assert sum(1 for ln in lines if ln.text == "rank 0 done") == 1
+    backend.close()
+
+
+def test_logs_follow_says_why_it_ended(fake_kube, tmp_path, capsys):
+    backend = make_backend()
+    spec = run_spec("why-abc123", worker("--lines", "3", "--interval", "0.01"))
+    backend.submit(spec, [])
+    capsys.readouterr()
+    assert launcher("logs", spec.name, "-f") == 0
+    out, err = capsys.readouterr()
+    assert "rank 0 done" in out
+    assert err.strip().splitlines()[-1] == f"i run {spec.name} COMPLETED"
+    backend.close()
+
+
+def test_logs_follow_says_why_when_the_run_cannot_be_followed(fake_kube, capsys):
+    backend = make_backend()
+    spec = run_spec("nosync-abc123", worker("--lines", "3"))
+    backend.submit(spec, [])
+    fake_kube.faults.inject("list", "jobs", status=503, times=0)  # its informers never sync
+    capsys.readouterr()
+    started = time.monotonic()
+    assert launcher("logs", spec.name, "-f") == 1
+    err = capsys.readouterr().err
+    assert time.monotonic() - started < 20
+    assert err.strip().splitlines()[-1] == (
+        f"✗ cluster fake: cannot list Jobs: 503 ServiceUnavailable (tried 5 times); so cannot follow the logs of "
+        f"run '{spec.name}'")
+    backend.close()

@@ -1,0 +1,86 @@
+"""Driving the dashboard in a real browser: Debian's chromium under Playwright (no browser
+download), and a `launcher ui` server in a subprocess. Shared by tests/ui and bench/."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+CHROMIUM_CANDIDATES = ("chromium", "chromium-browser")
+
+
+def chromium_path() -> str | None:
+    for name in CHROMIUM_CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@contextmanager
+def dashboard(home: Path, *args: str, timeout: float = 30) -> Iterator[str]:
+    """`launcher ui --port 0` on LAUNCHER_HOME=home; yields its address; stops it after."""
+    env = {**os.environ, "LAUNCHER_HOME": str(home)}
+    proc = subprocess.Popen([sys.executable, "-m", "launcher", "ui", "--port", "0", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        said = []
+        url = None
+        while url is None:
+            line = proc.stderr.readline()  # printed once the socket is bound
+            if not line:
+                raise RuntimeError("launcher ui exited: " + "".join(said))
+            said.append(line)
+            m = re.search(r"Dashboard at (\S+)", line)
+            if m:
+                url = m.group(1)
+            if time.monotonic() > deadline:
+                raise RuntimeError("launcher ui did not start: " + "".join(said))
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+@contextmanager
+def browser(executable: str) -> Iterator[object]:
+    """A headless Playwright Browser on the given chromium binary."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, headless=True,
+                              args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"], timeout=60_000)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+# Counts the canvas pixels of a colour close to `rgb` (a chart line), so a test can tell
+# a drawn curve from empty axes.
+COUNT_PIXELS_JS = """([canvas, rgb]) => {
+  const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4)
+    if (d[i + 3] > 200 && Math.abs(d[i] - rgb[0]) < 40 && Math.abs(d[i + 1] - rgb[1]) < 40 && Math.abs(d[i + 2] - rgb[2]) < 40) n++;
+  return n;
+}"""
+
+BLUE, RED = (0x25, 0x63, 0xEB), (0xDC, 0x26, 0x26)
+"""The first two colours of Charts.PALETTE (static/charts.js)."""

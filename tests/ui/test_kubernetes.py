@@ -1,0 +1,38 @@
+"""The dashboard over a Kubernetes profile (the fake API server): the same pages and API,
+through the same Backend contract, with ranks that are pods."""
+
+from __future__ import annotations
+
+from starlette.testclient import TestClient
+
+from launcher.ui.app import create_app
+from launcher.ui.runs import RunsSource
+from tests.kubernetes.conftest import make_backend
+from tests.kubernetes.test_backend import follow, run_spec, worker
+from tests.ui.conftest import read_log
+
+
+def test_a_two_pod_run_is_listed_and_its_log_resumes_per_rank(fake_kube) -> None:
+    backend = make_backend()
+    try:
+        run = backend.submit(run_spec("ui-k8s", worker("--lines", "6", "--interval", "0.02"), compute={"nodes": 2}), [])
+        follow(backend, run.name)
+    finally:
+        backend.close()
+    with TestClient(create_app(RunsSource())) as c:
+        (row,) = [r for r in c.get("/api/runs").json()["runs"] if r["name"] == run.name]
+        assert row["cluster"] == "fake" and row["status"] == "COMPLETED" and row["nodes"] == 2
+        assert c.get(f"/api/runs/{run.name}").json()["attempts"][0]["ranks"][1]["exit_code"] == 0
+
+        url = f"/api/runs/{run.name}/logs?follow=0"
+        both, events = read_log(c, url)
+        assert {f"rank {r} line 5" for r in (0, 1)} <= set(both)
+        per_rank = {r: read_log(c, url + f"&rank={r}")[0] for r in (0, 1)}
+        assert sorted(both) == sorted(per_rank[0] + per_rank[1])
+        assert events[-1]["id"] == f"a1:0={len(per_rank[0])},1={len(per_rank[1])}"
+
+        # Resuming from the middle of each rank gives each rank's rest, once.
+        half = {r: len(lines) // 2 for r, lines in per_rank.items()}
+        rest, _ = read_log(c, url + f"&cursor=a1:0={half[0]},1={half[1]}")
+        assert sorted(rest) == sorted(per_rank[0][half[0]:] + per_rank[1][half[1]:])
+        assert "rank 0 line 5" in rest and "rank 1 line 5" in rest
