@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from launcher.errors import InputError
+from launcher.metrics.export import allow_file_store
 
 TRACKERS = ("mlflow", "tensorboard", "wandb")
 # What the HF recipe understands of each block (Composer takes its loggers' own options).
@@ -32,6 +33,7 @@ HF_OPTIONS = {
 def mlflow_tracking_uri(options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str | None:
     env = os.environ if env is None else env
     if options.get("tracking_uri"):
+        allow_file_store(str(options["tracking_uri"]))
         return str(options["tracking_uri"])
     if env.get("DATABRICKS_HOST", "").strip() and env.get("DATABRICKS_TOKEN", "").strip():
         return "databricks"
