@@ -9,12 +9,21 @@
             namespace: training
             ...                   # backend-specific settings
 
-The profile `local` (the embedded local backend) always exists.
+The profile `local` (the embedded local backend) always exists; a `local` entry
+under clusters holds its settings:
+
+        clusters:
+          local:
+            allow_host_packages: true   # let apt_packages install on this machine
+
+Profile names follow RFC 1123 (lowercase letters, digits and '-'): they become
+Kubernetes label values and parts of resource names.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +32,30 @@ from launcher.errors import InputError, NotFoundError
 
 LOCAL = "local"
 BACKENDS = ("local", "kubernetes")
+PROFILE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def check_profile_name(name: object) -> str | None:
+    """Why `name` cannot name a cluster profile (RFC 1123 label), or None."""
+    if not isinstance(name, str) or not PROFILE_NAME.match(name) or len(name) > 63:
+        return (f"cluster profile names are lowercase letters, digits and '-', starting and ending with a "
+                f"letter or digit, at most 63 characters (RFC 1123), got {name!r}")
+    return None
 
 
 def launcher_home() -> Path:
     home = Path(os.environ.get("LAUNCHER_HOME") or Path.home() / ".launcher")
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except FileExistsError:
+        raise InputError(f"LAUNCHER_HOME {home} is not a directory",
+                         hint="point LAUNCHER_HOME at a directory, or move the file away and run again") from None
+    except OSError as e:
+        raise InputError(f"LAUNCHER_HOME {home}: cannot create it ({e.strerror})",
+                         hint="point LAUNCHER_HOME at a writable directory") from None
+    if not home.is_dir():
+        raise InputError(f"LAUNCHER_HOME {home} is not a directory",
+                         hint="point LAUNCHER_HOME at a directory, or move the file away and run again")
     return home
 
 
@@ -44,9 +72,10 @@ class Config:
     clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def profiles(self) -> list[Profile]:
-        out = [Profile(LOCAL, "local")]
+        out = [Profile(LOCAL, "local", dict(self.clusters.get(LOCAL) or {}))]
         for name, settings in self.clusters.items():
-            out.append(Profile(name, settings.get("backend", "kubernetes"), dict(settings)))
+            if name != LOCAL:
+                out.append(Profile(name, settings.get("backend", "kubernetes"), dict(settings)))
         return out
 
     def profile(self, name: str | None = None) -> Profile:
@@ -81,9 +110,14 @@ def load_config() -> Config:
     if not isinstance(clusters, dict):
         raise InputError(f"{path}: clusters must be a mapping of name to settings")
     for name, settings in clusters.items():
+        problem = check_profile_name(name)
+        if problem:
+            raise InputError(f"{path}: clusters: {problem}", hint="rename it in that file")
         if not isinstance(settings, dict):
             raise InputError(f"{path}: clusters.{name} must be a mapping")
-        backend = settings.get("backend", "kubernetes")
+        backend = settings.get("backend", LOCAL if name == LOCAL else "kubernetes")
+        if name == LOCAL and backend != LOCAL:
+            raise InputError(f"{path}: clusters.local holds the local backend's settings; its backend is local")
         if backend not in BACKENDS:
             raise InputError(f"{path}: clusters.{name}.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     return Config(current=str(raw.get("current") or LOCAL), clusters=clusters)

@@ -35,6 +35,27 @@ class NotFoundError(InputError):
     """A named run, secret or cluster that does not exist."""
 
 
+class StateFileError(InputError):
+    """A file the launcher keeps its state in (a database, the secret store) that cannot
+    be used; the message names it, the hint says how to recover."""
+
+    @classmethod
+    def from_sqlite(cls, path, error: Exception, *, forgets: str) -> StateFileError:
+        """`forgets`: what moving the file away loses, for the hint."""
+        text = str(error)
+        if "full" in text or "disk I/O" in text:
+            return cls(f"{path}: cannot write it ({text}); is the disk full?",
+                       hint=f"free some space under {path.parent} and run again")
+        if "unable to open" in text or "readonly" in text:
+            return cls(f"{path}: cannot open it for writing ({text})",
+                       hint=f"check that {path.parent} is a writable directory")
+        if "locked" in text:
+            return cls(f"{path}: another launcher process holds it locked ({text})",
+                       hint="wait for it to finish and run again")
+        return cls(f"{path} is corrupt ({text})",
+                   hint=f"move it away and run again (mv {path} {path}.corrupt); {forgets}")
+
+
 @dataclass(frozen=True)
 class SpecIssue:
     """One problem in a spec file, located as precisely as we can."""

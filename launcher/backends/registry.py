@@ -11,15 +11,15 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from datetime import datetime, timezone
-from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from launcher.backends.base import Backend, Run
 from launcher.config import Profile, launcher_home, load_config
-from launcher.errors import InputError, LauncherError, NotFoundError
+from launcher.errors import InputError, LauncherError, NotFoundError, StateFileError
 from launcher.secrets.store import LocalSecretStore, SecretStore
 
 T = TypeVar("T")
@@ -30,7 +30,7 @@ def open_backend(profile: Profile) -> Backend:
     if profile.backend == "local":
         from launcher.backends.local.backend import LocalBackend
 
-        return LocalBackend(home)
+        return LocalBackend(home, profile.settings)
     if profile.backend == "kubernetes":
         from launcher.backends.kubernetes.backend import KubernetesBackend
 
@@ -68,36 +68,43 @@ class RunIndex:
     def __init__(self, home: Path | None = None):
         self.path = (home or launcher_home()) / "index.db"
 
-    def _db(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS submissions (name TEXT PRIMARY KEY, profile TEXT NOT NULL,"
-            " backend TEXT NOT NULL, created_at TEXT NOT NULL)"
-        )
-        return db
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """A connection in a transaction; a corrupt or unwritable index is an error that
+        names the file and how to recover."""
+        try:
+            with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS submissions (name TEXT PRIMARY KEY, profile TEXT NOT NULL,"
+                    " backend TEXT NOT NULL, created_at TEXT NOT NULL)"
+                )
+                yield db
+        except sqlite3.DatabaseError as e:
+            raise StateFileError.from_sqlite(
+                self.path, e, forgets="`launcher logs NAME` then asks every cluster profile for a run") from None
 
     def record(self, name: str, profile: Profile) -> None:
-        with closing(self._db()) as db, db:
+        with self._db() as db:
             db.execute("INSERT OR REPLACE INTO submissions VALUES (?, ?, ?, ?)",
                        (name, profile.name, profile.backend, datetime.now(timezone.utc).isoformat()))
 
     def forget(self, name: str) -> None:
-        with closing(self._db()) as db, db:
+        with self._db() as db:
             db.execute("DELETE FROM submissions WHERE name = ?", (name,))
 
     def profile_of(self, name: str) -> str | None:
-        with closing(self._db()) as db:
+        with self._db() as db:
             row = db.execute("SELECT profile FROM submissions WHERE name = ?", (name,)).fetchone()
         return row[0] if row else None
 
     def latest(self) -> str | None:
-        with closing(self._db()) as db:
+        with self._db() as db:
             row = db.execute("SELECT name FROM submissions ORDER BY created_at DESC LIMIT 1").fetchone()
         return row[0] if row else None
 
     def names(self) -> list[str]:
-        with closing(self._db()) as db:
+        with self._db() as db:
             return [r[0] for r in db.execute("SELECT name FROM submissions ORDER BY created_at DESC")]
 
 
@@ -168,8 +175,8 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T]) -> tuple[dict
         if e is None:
             failed[name] = LauncherError(f"cluster {name}: no answer within {LIST_SECONDS:.0f} s")
             continue
-        if not isinstance(e, LauncherError):
-            raise e
+        if not isinstance(e, LauncherError) or isinstance(e, StateFileError):
+            raise e  # a bug, or our own state file is broken: not a cluster being away
         message = e.message.splitlines()[0] if e.message else type(e).__name__
         if not message.startswith(f"cluster {name}"):
             message = f"cluster {name}: {message}"

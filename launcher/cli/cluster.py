@@ -36,9 +36,12 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
     import os
 
     from launcher.backends.kubernetes.profiles import load_profile
-    from launcher.config import LOCAL, Profile, config_path, load_config, save_config
+    from launcher.config import LOCAL, Profile, check_profile_name, config_path, load_config, save_config
     from launcher.errors import InputError
 
+    problem = check_profile_name(name)
+    if problem:
+        raise InputError(problem)
     config = load_config()
     if name == LOCAL:
         raise InputError("the profile 'local' is built in; pick another name")

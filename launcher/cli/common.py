@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from launcher.backends.registry import find_run  # noqa: F401 - re-exported for commands
+# Commands take any form of run name: full, the spec's name, or a glob (launcher.backends.names).
+from launcher.backends.names import resolve_run as find_run  # noqa: F401 - re-exported for commands
 
 OK, FAIL, INFO, WARN = "✔", "✗", "i", "!"
 
@@ -75,6 +76,51 @@ def print_table(table) -> None:
 
     console = Console(soft_wrap=True) if sys.stdout.isatty() else Console(width=400, soft_wrap=True)
     console.print(table)
+
+
+def complete_run_names(ctx, param, incomplete: str) -> list:
+    """Shell completion for run arguments: recent run names and their spec names, from the index."""
+    from click.shell_completion import CompletionItem
+
+    from launcher.backends.names import spec_name_of
+    from launcher.backends.registry import RunIndex
+
+    try:
+        names = RunIndex().names()[:200]
+    except Exception:  # noqa: BLE001 - completion must never print a traceback into the shell
+        return []
+    out = list(dict.fromkeys(names + [spec_name_of(n) for n in names]))
+    return [CompletionItem(n) for n in out if n.startswith(incomplete)]
+
+
+class NounGroup(click.Group):
+    """A verb that takes mcli's noun (`stop run NAME`, `delete secret NAME`) or goes
+    straight to its default noun (`stop NAME`). Singular and plural nouns both work."""
+
+    def __init__(self, *args, default: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.default = default
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is None and name.endswith("s"):
+            cmd = super().get_command(ctx, name[:-1])
+        if cmd is None:
+            cmd = super().get_command(ctx, name + "s")
+        return cmd
+
+    def shell_complete(self, ctx, incomplete):
+        # `stop <TAB>` offers the nouns and, for the short form, what the default noun takes.
+        items = super().shell_complete(ctx, incomplete)
+        default = super().get_command(ctx, self.default)
+        arguments = [p for p in default.params if isinstance(p, click.Argument)] if default else []
+        return items + (arguments[0].shell_complete(ctx, incomplete) if arguments else [])
+
+    def parse_args(self, ctx, args):
+        first = args[0] if args else None
+        if first is not None and first not in ("-h", "--help") and self.get_command(ctx, first) is None:
+            args = [self.default, *args]
+        return super().parse_args(ctx, args)
 
 
 def confirm(question: str, yes: bool) -> bool:

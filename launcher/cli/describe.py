@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import click
 
-from launcher.cli.common import dump, duration, find_run, instance, run_record, to_yaml, when
+from launcher.cli.common import NounGroup, complete_run_names, dump, duration, find_run, instance, run_record, to_yaml, when
 
 
-@click.group()
-def describe():
-    """Show details of a run."""
+@click.group(cls=NounGroup, default="run", invoke_without_command=True, subcommand_metavar="[run] [NAME]")
+@click.pass_context
+def describe(ctx):
+    """Show details of a run. `describe NAME` is short for `describe run NAME`."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(describe_run)
 
 
 @describe.command("run")
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_run_names)
 @click.option("--yaml-only", is_flag=True, help="Print only the spec as submitted.")
 @click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
 def describe_run(name, yaml_only, output):
     """The spec as submitted, the statuses with times, per-rank exit codes and the reason.
-    Without NAME, the latest run."""
+    NAME is a run name, a spec name (its latest run) or a glob; without it, the latest run."""
     _, run = find_run(name)
     if yaml_only:
         dump(run.spec, "yaml")

@@ -28,6 +28,10 @@ def _status_line(run: Run) -> str:
     return text
 
 
+# The entrypoint's last line (launcher.entrypoint.main).
+EXIT_LINE = "[launcher] exit code"
+
+
 def echo_line(text: str, rank: int, many_ranks: bool) -> None:
     click.echo(f"[rank {rank}] {text}" if many_ranks else text)
 
@@ -61,6 +65,8 @@ class LiveProgress:
                 self._plain(status)
             return
         self._clear()
+        if self.pending and text.startswith(EXIT_LINE):
+            self._plain(self.pending, force=True)  # the last progress belongs before the exit line
         echo_line(text, rank, many_ranks)
         if self.shown:
             sys.stderr.write(self.tracker.render()[: _width()])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import fnmatch
-
 import click
 
-from launcher.cli.common import ago, dump, duration, instance, print_table, run_record, warn
+from launcher.cli.common import NounGroup, ago, complete_run_names, dump, duration, instance, print_table, run_record, warn
+
+# click's defaults plus minutes without seconds, the way people write times.
+TIME = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S",
+                               "%Y-%m-%d %H:%M:%S"])
 
 
 def all_runs(cluster: str | None = None):
@@ -26,21 +28,29 @@ def runs_with_backends(cluster: str | None = None):
     return pairs
 
 
-@click.group()
+@click.group(cls=NounGroup, default="runs", subcommand_metavar="runs|secrets [ARGS]...")
 def get():
     """List runs or secrets."""
 
 
 @get.command("runs")
-@click.argument("patterns", nargs=-1)
+@click.argument("patterns", nargs=-1, shell_complete=complete_run_names)
 @click.option("--status", "statuses", multiple=True, help="Only runs with this status (repeatable).")
 @click.option("--cluster", help="Only runs of this cluster profile.")
-@click.option("--before", type=click.DateTime(), help="Only runs created before this local time (e.g. 2026-11-29T18:00).")
-@click.option("--after", type=click.DateTime(), help="Only runs created after this local time.")
+@click.option("--before", type=TIME, help="Only runs created before this local time (e.g. 2026-11-29T18:00).")
+@click.option("--after", type=TIME, help="Only runs created after this local time (e.g. '2026-11-29 09:30').")
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("-o", "--output", type=click.Choice(["table", "name", "json", "yaml"]), default="table", show_default=True)
 def get_runs(patterns, statuses, cluster, before, after, limit, output):
-    """List runs, newest first. PATTERNS are names or globs."""
+    """List runs, newest first. PATTERNS are run names, spec names (every run of that
+    spec) or globs.
+
+    \b
+    Examples:
+      launcher get runs hello --status completed
+      launcher get runs --after 2026-11-29T18:00 -o json
+    """
+    from launcher.backends.names import matches
     from launcher.backends.base import RunStatus
 
     # Naive times on the command line are the user's local time.
@@ -54,7 +64,7 @@ def get_runs(patterns, statuses, cluster, before, after, limit, output):
             raise click.BadParameter(f"{s!r} is not a status; use one of {', '.join(x.value for x in RunStatus)}",
                                      param_hint="--status") from None
     runs = [r for r in all_runs(cluster) if (not wanted or r.status in wanted)
-            and (not patterns or any(fnmatch.fnmatch(r.name, p) for p in patterns))
+            and (not patterns or any(matches(p, r.name) for p in patterns))
             and (before is None or r.created_at < before) and (after is None or r.created_at > after)][:limit]
     if output == "name":
         for r in runs:

@@ -25,6 +25,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "data": ("launcher.cli.data", "data", "Prepare training data: tokenizers, synthetic text, MDS conversion."),
     "metrics": ("launcher.cli.metrics", "metrics", "Show a run's metrics as tables, plots and files."),
     "train": ("launcher.cli.train", "train", "Run the built-in MPT trainer on a config file."),
+    "create": ("launcher.cli.aliases", "create", "mcli's `create secret <kind>`: the same as `secret create`."),
+    "version": ("launcher.cli.aliases", "version", "Print the launcher's version."),
+    "completion": ("launcher.cli.aliases", "completion", "Print a bash, zsh or fish completion script."),
     "ui": ("launcher.cli.ui", "ui", "Serve a read-only web dashboard: runs, live logs, loss curves."),
 }
 

@@ -16,8 +16,15 @@ if TYPE_CHECKING:
 FOLLOW_SECONDS = 1.0
 
 
+def _complete(ctx, param, incomplete):
+    """Run names for shell completion (common is imported only when completing)."""
+    from launcher.cli.common import complete_run_names
+
+    return complete_run_names(ctx, param, incomplete)
+
+
 @click.command("metrics")
-@click.argument("runs", nargs=-1)
+@click.argument("runs", nargs=-1, shell_complete=_complete)
 @click.option("-m", "--metric", "metric_names", multiple=True, metavar="NAME",
               help="Metric to show, or a glob like 'loss/*'; repeatable. Default: loss/train/total.")
 @click.option("--list", "list_only", is_flag=True, help="List the metric names with point counts and last values.")
@@ -46,7 +53,9 @@ def metrics(
     export_to: tuple[str, str] | None,
     experiment: str,
 ) -> None:
-    """Show the metrics of RUN (the latest run by default); several runs are overlaid.
+    """Show the metrics of RUNS: run names, spec names (the latest run of each) or globs.
+    By default, the latest run that has metrics. Several runs share one table, a column
+    per run, and are overlaid in plots.
 
     Points come from the run's metrics.jsonl when it has one, else from its logs, across
     every attempt: a retried run is one curve, with the step where a retry took over
@@ -67,7 +76,7 @@ def metrics(
     from launcher.cli.common import find_run
     from launcher.metrics.collect import Collector
 
-    targets = [find_run(name) for name in dict.fromkeys(runs)] if runs else [find_run(None)]
+    targets = [find_run(name) for name in dict.fromkeys(runs)] if runs else [_latest_with_metrics()]
     collectors = [Collector(backend, run, follow=follow) for backend, run in targets]
     try:
         if export_to is not None:
@@ -90,6 +99,37 @@ def _export(results: list[RunMetrics], target: str, dest: str, experiment: str) 
     for rm in results:
         done = export(rm, target, dest, experiment)
         click.echo(f"✔ Exported {done.points:,} points of {done.metrics} metrics of {done.run} to {done.where}")
+
+
+LATEST_SCAN = 20
+
+
+def _latest_with_metrics() -> tuple[Backend, Run]:
+    """The latest run, unless it ended without metrics (a hello-world run): then the
+    latest of the recent runs that has some."""
+    from launcher.backends.registry import RunIndex
+    from launcher.cli.common import find_run, info
+    from launcher.errors import LauncherError
+    from launcher.metrics.collect import Collector
+
+    latest = find_run(None)
+    if not latest[1].status.is_terminal:
+        return latest  # still going: its metrics may be on their way
+    for name in RunIndex().names()[:LATEST_SCAN]:
+        try:
+            backend, run = latest if name == latest[1].name else find_run(name)
+            collector = Collector(backend, run)
+            try:
+                has = bool(collector.refresh().series)
+            finally:
+                collector.close()
+        except LauncherError:
+            continue
+        if has:
+            if run.name != latest[1].name:
+                info(f"showing {run.name}, the latest run with metrics ({latest[1].name} has none)")
+            return backend, run
+    return latest
 
 
 def _require_metrics(results: list[RunMetrics]) -> None:
@@ -145,11 +185,22 @@ def _once(results: list[RunMetrics], wanted: list[str], *, list_only: bool, last
             click.echo(_plot(chosen, reserve=0), nl=False)
         sampled = last is None and every is None
         tables = []
-        for c in chosen:
-            rows = render.default_rows(c.series) if sampled else None
-            note = "sampled rows (--every K or --last N for others)" if rows is not None and len(rows) < len(c.keep) else None
-            tables.append(render.table(c, rows=rows, note=note))
+        for group in _by_metric(chosen):
+            rows = [render.default_rows(c.series) if sampled else c.keep for c in group]
+            cut = any(len(r) < len(c.keep) for r, c in zip(rows, group))
+            note = "sampled rows (--every K or --last N for others)" if cut else None
+            if len(group) == 1:
+                tables.append(render.table(group[0], rows=rows[0], note=note))
+            else:  # runs compared: one table, a column per run
+                tables.append(render.compare_table(group, rows=rows, note=note))
         click.echo("\n".join(tables), nl=False)
+
+
+def _by_metric(chosen: list[Chosen]) -> list[list[Chosen]]:
+    groups: dict[str, list[Chosen]] = {}
+    for c in chosen:
+        groups.setdefault(c.series.name, []).append(c)
+    return list(groups.values())
 
 
 def _plot(chosen: list[Chosen], *, reserve: int) -> str:
@@ -199,9 +250,10 @@ def _follow(collectors: list[Collector], targets: list[tuple[Backend, Run]], wan
             plot_text = _plot(chosen, reserve=12) if plot and chosen else ""
             frame.append(plot_text)
             room = shutil.get_terminal_size((100, 40)).lines - plot_text.count("\n") - 4 * len(chosen) - 3
-            for c in chosen:
-                rows = c.keep[-max(room // max(len(chosen), 1), 3):]
-                frame.append(render.table(c, rows=rows))
+            for group in _by_metric(chosen):
+                rows = [c.keep[-max(room // max(len(chosen), 1), 3):] for c in group]
+                frame.append(render.table(group[0], rows=rows[0]) if len(group) == 1
+                             else render.compare_table(group, rows=rows))
             frame += [f"waiting for the first metrics of {rm.run} ({rm.status})…" for rm in waiting]
             frame += [f"waiting: {unknown}"] if unknown else []
             frame.append("" if ended else f"following {', '.join(r.name for r in runs)} · Ctrl-C to stop")

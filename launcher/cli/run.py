@@ -42,53 +42,111 @@ def _load(spec_file, name, image, gpus, gpu_type, nodes, cluster, priority, max_
 
 @click.command()
 @_spec_options
-def validate(spec_file, **kw):
-    """Check a run YAML offline, and print the spec it resolves to."""
+@click.option("--backend", type=click.Choice(["local", "kubernetes"]), help="Check for this backend (default: the current profile's).")
+def validate(spec_file, backend, **kw):
+    """Check a run YAML offline as `run` would: fields, the name, the gpu_type and how the
+    GPUs fit the nodes. Prints the spec it resolves to, named as the run would be.
+
+    \b
+    Examples:
+      launcher validate -f runspecs/hello.yaml
+      launcher validate -f runspecs/hello.yaml --gpus 16 --gpu-type h100_80gb
+    """
+    from launcher.spec.names import sanitize, unique_run_name
+
     spec = _load(spec_file, **kw)
+    profile, _ = _target(spec, kw.get("cluster"), backend, dry_run=True)
+    check_offline(spec, profile)
+    if sanitize(spec.name) != spec.name:
+        info(f"name {spec.name!r} becomes {sanitize(spec.name)!r} (lowercase letters, digits and '-')")
     click.echo(f"{OK} {spec_file} is a valid run spec")
-    dump(spec.to_submitted(), "yaml")
+    dump(spec.model_copy(update={"name": unique_run_name(spec.name)}).to_submitted(), "yaml")
+
+
+def check_offline(spec, profile) -> None:
+    """What `run` refuses before anything starts, without a cluster: a gpu_type the
+    profile (or the shipped defaults) does not know, and GPUs that do not fit the nodes."""
+    from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile, resolve_placement
+    from launcher.errors import InputError
+
+    if profile.backend == "kubernetes":
+        resolve_placement(spec, load_profile(profile))
+        return
+    c = spec.compute
+    if c.gpu_type is not None:
+        resolve_placement(spec, ClusterProfile(name="the shipped defaults"))
+    elif c.gpus and c.nodes and c.gpus % c.nodes:
+        raise InputError(f"compute: {c.gpus} GPUs do not split evenly over {c.nodes} nodes")
+
+
+def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool):
+    """The profile a run goes to and its secret store. A spec's compute.cluster that names
+    no profile here (an mcli cluster such as r1z1) is a note, never an error."""
+    from launcher.backends.registry import open_secret_store, resolve_profile
+    from launcher.config import Profile, launcher_home, load_config
+    from launcher.secrets.store import LocalSecretStore
+
+    config = load_config()
+    if cluster is None and backend != "local" and spec.compute.cluster:
+        if spec.compute.cluster in {p.name for p in config.profiles()}:
+            cluster = spec.compute.cluster
+        else:
+            info(f"compute.cluster {spec.compute.cluster!r} names no cluster profile here: "
+                 f"using {'the ' + backend + ' backend' if backend else 'the current profile, ' + config.current}")
+    if dry_run and backend == "kubernetes" and not cluster and not any(p.backend == "kubernetes" for p in config.profiles()):
+        # Show what a run becomes before any cluster is configured: the shipped defaults
+        # (namespace default, GPU Feature Discovery labels) and the local secrets' names.
+        info("no Kubernetes cluster profile yet: rendering with the shipped defaults "
+             "(add one with `launcher cluster add`)")
+        return Profile("default", "kubernetes", {}), LocalSecretStore(launcher_home())
+    profile = resolve_profile(cluster=cluster, backend=backend)
+    return profile, open_secret_store(profile)
 
 
 @click.command()
 @_spec_options
 @click.option("--follow", is_flag=True, help="Show status changes, then stream the logs until the run ends.")
 @click.option("--dry-run", is_flag=True, help="Resolve and print what would be submitted; start nothing.")
-@click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
-              help="Format of --dry-run output.")
+@click.option("-o", "--output", type=click.Choice(["yaml", "json"]),
+              help="Print what --dry-run would submit in this format (default yaml), or, without "
+                   "--dry-run, the submitted run's record (as `describe run -o`).")
 @click.option("--backend", type=click.Choice(["local", "kubernetes"]), help="Pick the backend (default: the current profile's).")
 def run(spec_file, follow, dry_run, output, backend, **kw):
-    """Submit a run. Exits 0 when a followed run completes, 1 when it fails or stops, 2 on bad input."""
-    from launcher.backends.registry import RunIndex, open_backend, open_secret_store, resolve_profile
+    """Submit a run. Exits 0 when a followed run completes, 1 when it fails or stops, 2 on bad input.
+
+    \b
+    Examples:
+      launcher run -f runspecs/hello.yaml --follow
+      launcher run -f runspecs/hello.yaml --dry-run --backend kubernetes
+    """
+    from launcher.backends.registry import RunIndex, open_backend
+    from launcher.cli.common import run_record
     from launcher.spec.names import unique_run_name
 
     spec = _load(spec_file, **kw)
-    # An mcli spec may name a cluster; `--backend local` runs it here regardless.
-    cluster = kw.get("cluster") or (spec.compute.cluster if backend != "local" else None)
-    if dry_run and backend == "kubernetes" and not cluster and not _has_kubernetes_profile():
-        # Show what a run becomes before any cluster is configured: the shipped defaults
-        # (namespace default, GPU Feature Discovery labels) and the local secrets' names.
-        from launcher.config import Profile, launcher_home
-        from launcher.secrets.store import LocalSecretStore
-
-        info("no Kubernetes cluster profile yet: rendering with the shipped defaults "
-             "(add one with `launcher cluster add`)")
-        profile = Profile("default", "kubernetes", {})
-        store = LocalSecretStore(launcher_home())
-    else:
-        profile = resolve_profile(cluster=cluster, backend=backend)
-        store = open_secret_store(profile)
+    profile, store = _target(spec, kw.get("cluster"), backend, dry_run=dry_run)
+    check_offline(spec, profile)
     secrets = store.for_run(spec.secrets)
     spec = spec.model_copy(update={"name": unique_run_name(spec.name)})
 
     if dry_run:
-        dump(_dry_run(spec, profile, secrets), output)
+        dump(_dry_run(spec, profile, secrets), output or "yaml")
         return
 
     target = open_backend(profile)
-    submitted = target.submit(spec, secrets)
-    RunIndex().record(submitted.name, profile)
+    # Recorded first, started second: a run that starts is always findable, and an
+    # index that cannot be written stops us before anything runs.
+    index = RunIndex()
+    index.record(spec.name, profile)
+    try:
+        submitted = target.submit(spec, secrets)
+    except BaseException:
+        _forget(index, spec.name)
+        raise
+    if output:
+        dump(run_record(submitted), output)
     if not follow:
-        click.echo(f"{OK} Run {submitted.name} submitted.")
+        click.echo(f"{OK} Run {submitted.name} submitted.", err=bool(output))
         info(f"See its status with `launcher get runs` and its logs with `launcher logs {submitted.name} -f`.")
         return
     from launcher.cli.follow import follow_run
@@ -96,10 +154,13 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
     sys.exit(follow_run(target, submitted.name))
 
 
-def _has_kubernetes_profile() -> bool:
-    from launcher.config import load_config
+def _forget(index, name: str) -> None:
+    from launcher.errors import LauncherError
 
-    return any(p.backend == "kubernetes" for p in load_config().profiles())
+    try:
+        index.forget(name)
+    except LauncherError:
+        pass  # the submit's own error is the one to show
 
 
 def _dry_run(spec, profile, secrets) -> object:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from launcher.cli.common import OK, confirm, dump, print_table
+from launcher.cli.common import OK, confirm, dump, print_table, warn
 
 
 def _store(cluster: str | None):
@@ -33,23 +33,41 @@ def _read_value(what: str) -> str:
     return value
 
 
+# A Kubernetes Secret holds at most 1 MiB; so does a local one.
+MAX_SECRET_FILE = 1 << 20
+
+
 def _read_file(path: str, option: str) -> str:
+    from launcher.inputs import InputFileError, read_input_file
+
     try:
-        return Path(path).read_text()
-    except OSError as e:
-        raise click.BadParameter(f"cannot read {path}: {e.strerror}", param_hint=option) from None
+        data = read_input_file(path, what="a secret file", max_bytes=MAX_SECRET_FILE)
+    except InputFileError as e:
+        raise click.BadParameter(f"{path}: {e}", param_hint=option) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{path}: is not UTF-8 text", param_hint=option) from None
 
 
 def _create(cluster: str | None, name: str, kind: str, data: dict[str, str], options: dict[str, str], replace: bool):
     from launcher.errors import InputError
-    from launcher.secrets.kinds import Secret, SecretKind, check_name
+    from launcher.secrets.kinds import MIN_MASK_LEN, Secret, SecretKind, check_mount_path, check_name
 
     problem = check_name(name)
     if problem:
         raise InputError(problem)
+    if "mount_path" in options:
+        problem = check_mount_path(options["mount_path"])
+        if problem:
+            raise InputError(f"--mount-path: {problem}")
     store = _store(cluster)
-    store.create(Secret(name=name, kind=SecretKind(kind), data=data, options=options), replace=replace)
+    secret = Secret(name=name, kind=SecretKind(kind), data=data, options=options)
+    store.create(secret, replace=replace)
     click.echo(f"{OK} Created {kind} secret {name} in {store.where}")
+    for key in secret.too_short_keys():
+        what = "its value" if key == "value" else f"its {key}"
+        warn(f"{what} is shorter than {MIN_MASK_LEN} characters: too short to be masked in logs")
 
 
 def _default_name(key: str) -> str:
@@ -182,8 +200,10 @@ def create_docker(name, server, username, email, cluster, replace):
 
 
 def list_secrets(cluster: str | None, output: str) -> None:
+    from launcher.secrets.kinds import exposed
+
     store = _store(cluster)
-    rows = [{"name": s.name, "kind": s.kind.value,
+    rows = [{"name": s.name, "kind": s.kind.value, "exposed_as": exposed(s),
              "created_at": s.created_at.isoformat() if s.created_at else None,
              **({"env_key": s.options["env_key"]} if "env_key" in s.options else {}),
              **({"mount_path": s.options["mount_path"]} if "mount_path" in s.options else {})}
@@ -200,8 +220,7 @@ def list_secrets(cluster: str | None, output: str) -> None:
     for col in ("NAME", "KIND", "EXPOSED AS", "CREATED"):
         table.add_column(col)
     for r in rows:
-        exposed = r.get("env_key") or r.get("mount_path") or ""
-        table.add_row(r["name"], r["kind"], exposed, (r["created_at"] or "-")[:19].replace("T", " "))
+        table.add_row(r["name"], r["kind"], ", ".join(r["exposed_as"]), (r["created_at"] or "-")[:19].replace("T", " "))
     print_table(table)
 
 
@@ -219,6 +238,10 @@ def list_cmd(cluster, output):
 @cluster_opt
 def delete_cmd(names, yes, cluster):
     """Delete secrets."""
+    delete_secrets(names, yes, cluster)
+
+
+def delete_secrets(names, yes: bool, cluster: str | None) -> None:
     store = _store(cluster)
     for n in names:
         store.get(n)  # fail before asking if one does not exist

@@ -16,11 +16,18 @@ Every backend starts `python -m launcher.entrypoint` once per node rank with:
     LAUNCHER_VENV          (local) where the run's virtualenv goes
     LAUNCHER_ARTIFACTS_DIR (optional) where the run's artifacts go, e.g. metrics.jsonl
     LAUNCHER_ATTEMPT       which attempt of the run this is (1, 2, ... after retries)
+    LAUNCHER_EXIT_FILE     (optional) where to write this rank's outcome as JSON when it ends:
+                           {"exit_code": N, "reason": "..." or null}. Its space is reserved
+                           when the entrypoint starts, so it is written even on a full disk.
+    LAUNCHER_OWNER         (optional) a token naming the run; every process of the rank
+                           inherits it, so a backend finds them all through /proc
+    LAUNCHER_ALLOW_HOST_PACKAGES  (local) "1" when the profile allows apt_packages to be
+                           installed on this machine; without it the local backend refuses them
 
 Optional knobs, read from the same environment:
 
     LAUNCHER_RENDEZVOUS_TIMEOUT  seconds a node rank > 0 waits for rank 0's
-                           MASTER_ADDR:MASTER_PORT to resolve and answer (default 600)
+                           MASTER_ADDR to resolve in DNS (default 600; not on the local backend)
     LAUNCHER_GRACE_SECONDS seconds between passing on SIGTERM/SIGINT to the command's
                            process group and SIGKILL (default 30). The command runs in
                            its own process group, which a signal to the entrypoint's
@@ -50,6 +57,9 @@ MASK_FILES = "LAUNCHER_MASK_FILES"
 VENV = "LAUNCHER_VENV"
 ARTIFACTS_DIR = "LAUNCHER_ARTIFACTS_DIR"
 ATTEMPT = "LAUNCHER_ATTEMPT"
+EXIT_FILE = "LAUNCHER_EXIT_FILE"
+OWNER = "LAUNCHER_OWNER"
+ALLOW_HOST_PACKAGES = "LAUNCHER_ALLOW_HOST_PACKAGES"
 RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"
 GRACE_SECONDS = "LAUNCHER_GRACE_SECONDS"
 DEFAULT_GRACE_SECONDS = 30.0
@@ -59,5 +69,6 @@ DEFAULT_CONFIG_DIR = "/mnt/config"
 # Exit codes of the entrypoint's own failures, distinct from common command codes.
 EXIT_SPEC = 64          # the spec could not be read
 EXIT_INTEGRATION = 65   # an integration step (git, pip, apt) failed
-EXIT_RENDEZVOUS = 66    # rank 0 never became reachable
+EXIT_RENDEZVOUS = 66    # rank 0's address never resolved
 EXIT_SETUP = 67         # parameters or environment could not be prepared
+EXIT_LOGS = 68          # the command's output could not be written (a full disk)

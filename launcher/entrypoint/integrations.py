@@ -26,7 +26,9 @@ from launcher.entrypoint.venv import activate, ensure_venv
 from launcher.secrets.mask import Masker
 from launcher.spec.models import (
     AptPackagesIntegration,
+    CometMlIntegration,
     GitRepoIntegration,
+    MlflowIntegration,
     PipPackagesIntegration,
     WandbIntegration,
 )
@@ -70,6 +72,8 @@ class _Runner:
             # Its settings become WANDB_* variables (RunSpec.env_for_run); the key is a secret.
             if not self.env.get("WANDB_API_KEY"):
                 out.log("note: wandb: WANDB_API_KEY is not set; add a secret holding it to log to W&B")
+        elif isinstance(integ, MlflowIntegration | CometMlIntegration):
+            pass  # environment only (RunSpec.env_for_run), as in mcli
         else:  # a new integration type in the spec models that this entrypoint does not know
             raise StepFailed(f"this launcher cannot run integrations of type {integ.integration_type!r}")
 

@@ -7,17 +7,19 @@ In order, with a log line for each step:
 4. set the environment: the run's variables, the rank variables for composer and
    torchrun, PYTHONUNBUFFERED (the integrations already see the run's variables:
    a PIP_INDEX_URL in env_variables applies to pip_packages, as in mcli);
-5. on node ranks > 0, wait until rank 0's MASTER_ADDR:MASTER_PORT answers;
+5. on node ranks > 0 (Kubernetes), wait until rank 0's MASTER_ADDR resolves;
 6. run the command with bash in the working directory, masking secret values in
    its output and passing stop signals on to its whole process group.
 
 It exits with the command's exit code (128+N when a signal N ended it), or with
-one of contract.EXIT_* when a step before the command failed, and prints a final
-line with the exit code and the duration.
+one of contract.EXIT_* when a step before the command failed or its output could
+not be written, prints a final line with the exit code and the duration, and
+writes the outcome to $LAUNCHER_EXIT_FILE when the backend asks for it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -29,9 +31,11 @@ from pathlib import Path
 import yaml
 
 from launcher.entrypoint import contract, supervise
+from launcher.entrypoint import log as out
 from launcher.entrypoint.log import log, set_masker
 from launcher.entrypoint.ranks import rank_env
 from launcher.entrypoint.venv import use_current_environment
+from launcher.secrets.mask import MIN_MASK_LEN, too_short_to_mask
 
 
 def read_spec(path: str):
@@ -60,20 +64,86 @@ def write_parameters(spec, config_dir: Path) -> Path:
     return target
 
 
+class ExitFile:
+    """The rank's outcome for the backend. Space for it is taken at the start, and the
+    outcome is written over it in place, so a disk that fills up meanwhile cannot
+    keep it from being written."""
+
+    SIZE = 4096
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self.fd: int | None = None
+        if not path:
+            return
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            os.write(self.fd, b" " * self.SIZE)
+        except OSError:
+            pass  # written the plain way at the end, if the disk allows
+
+    def write(self, code: int, reason: str | None) -> None:
+        if not self.path:
+            return
+        data = json.dumps({"exit_code": code, "reason": reason}).encode()[: self.SIZE]
+        try:
+            if self.fd is None:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            os.pwrite(self.fd, data.ljust(self.SIZE), 0)  # over the reserved space: no new blocks
+            os.ftruncate(self.fd, len(data))
+            os.close(self.fd)
+        except OSError as e:
+            log(f"error: cannot write the exit file {self.path}: {e.strerror or e}")
+
+
+def log_failure_reason() -> str | None:
+    """Why the command's output did not all reach the log, if it did not."""
+    failed = out.write_error()
+    if failed is None:
+        return None
+    error, lost = failed
+    try:
+        target = os.readlink("/proc/self/fd/1")
+    except OSError:
+        target = ""
+    where = os.path.dirname(target) if target.startswith("/") else "stdout"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"disk full writing logs under {where} ({lost} bytes of output lost)"
+    return f"cannot write logs under {where}: {error.strerror or error} ({lost} bytes of output lost)"
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     supervise.install_signal_handlers()
+    sys.stderr = out.MaskedStderr()
+    exit_file = ExitFile(os.environ.get(contract.EXIT_FILE))
     timing: dict[str, float] = {}
     try:
         code = _main(timing)
+        supervise.finish()
     except supervise.Stopped as e:
+        supervise.finish()
         log(f"stopped by {signal.Signals(e.signum).name} before the command started")
         code = e.exit_code
+    except Exception as e:  # noqa: BLE001 - a bug must not end a rank with a traceback
+        supervise.finish()
+        log(f"error: the entrypoint failed: {type(e).__name__}: {e}")
+        code = contract.EXIT_SETUP
+    late = supervise.late_signal()
+    if late is not None:
+        after = "after the command had exited; its exit code stands" if "command" in timing else \
+            "while ending; the exit code stands"
+        log(f"received {signal.Signals(late).name} {after}")
+    reason = log_failure_reason()
+    if reason:
+        log(f"error: {reason}")
+        code = contract.EXIT_LOGS
     total = time.monotonic() - started
     if "command" in timing:
         log(f"exit code {code}: the command ran {timing['command']:.1f}s, {total:.1f}s in all")
     else:
         log(f"exit code {code} after {total:.1f}s")
+    exit_file.write(code, reason)
     return code
 
 
@@ -121,15 +191,20 @@ def _main(timing: dict[str, float]) -> int:
     log(f"parameters: {params} (PARAMETERS)")
 
     secrets = [n for n in env.get(contract.MASK_ENV, "").split(",") if n and n in env]
+    short = sorted(n for n in secrets if too_short_to_mask(env[n]))
     names = sorted(spec.env_variables)
     log("environment: RUN_NAME" + (", DATA_REMOTE" if "DATA_REMOTE" in env else "")
         + (", DATA_LOCAL" if "DATA_LOCAL" in env else "")
         + (f"; env_variables {', '.join(names)}" if names else "")
         + (f"; secrets {', '.join(sorted(secrets))} (masked in this log)" if secrets else ""))
+    if short:
+        log(f"warning: secret(s) {', '.join(short)} are shorter than {MIN_MASK_LEN} characters: "
+            "too short to be masked in logs")
+    _note_missing_gpus(spec, env)
     log(f"node rank {env['NODE_RANK']} of {env['PET_NNODES']}, {env['LOCAL_WORLD_SIZE']} process(es) per node, "
         f"WORLD_SIZE {env['WORLD_SIZE']}, master {env['MASTER_ADDR']}:{env['MASTER_PORT']}")
 
-    if int(env["NODE_RANK"]) > 0:
+    if int(env["NODE_RANK"]) > 0 and env.get(contract.BACKEND) != contract.LOCAL:
         from launcher.entrypoint.rendezvous import wait_for_rank0
 
         code = wait_for_rank0(env)
@@ -139,12 +214,20 @@ def _main(timing: dict[str, float]) -> int:
     log(f"running the command with bash in {workdir}")
     began = time.monotonic()
     try:
-        code = supervise.run(["bash", "-c", spec.command], cwd=workdir, env=env)
+        code = supervise.run(["bash", "-c", spec.command], cwd=workdir, env=env, final=True)
     except OSError as e:
         log(f"error: cannot start bash in {workdir}: {e.strerror or e}")
         return contract.EXIT_SETUP
     timing["command"] = time.monotonic() - began
     return code
+
+
+def _note_missing_gpus(spec, env: dict[str, str]) -> None:
+    wanted = (spec.compute.gpus or 0) // max(1, spec.nodes)
+    given = int(env.get(contract.GPUS_PER_NODE) or 0)
+    if env.get(contract.BACKEND) == contract.LOCAL and wanted > given:
+        log(f"note: the spec asks for {wanted} GPU(s) per node; this machine gives {given}"
+            + (": running on CPU" if not given else ""))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
-"""Node ranks > 0 wait for rank 0 before starting the command.
+"""Node ranks > 0 wait for rank 0's address before starting the command.
 
-composer and torchrun on node rank N connect to MASTER_ADDR:MASTER_PORT, where
-rank 0's process listens. On Kubernetes the DNS record of rank 0's pod (a headless
-Service) can appear tens of seconds after this pod starts, and the port answers
-only once rank 0's program has started; a program that tries too early fails or
-hangs. So: retry DNS resolution and a TCP connect, with backoff, until both
-succeed or LAUNCHER_RENDEZVOUS_TIMEOUT (default 600 s) runs out.
+On Kubernetes the DNS record of rank 0's pod (a headless Service) can appear tens
+of seconds after this pod starts, and a program that looks it up too early fails
+at once. So: retry DNS resolution of MASTER_ADDR, with backoff, until it resolves
+or LAUNCHER_RENDEZVOUS_TIMEOUT (default 600 s) runs out. The local backend's
+MASTER_ADDR is 127.0.0.1: there is nothing to wait for, and main does not call this.
+
+The port is not waited for: torch's TCPStore and torchrun's c10d rendezvous retry
+their own connections, and a plain command (`echo hi`, which never opens the port)
+must run on every node at once, as on mcli.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from launcher.entrypoint import log as out
 
 DEFAULT_TIMEOUT = 600.0
 REPORT_EVERY = 10.0
-MAX_DELAY = 1.0  # a short ceiling: rank 0's port is seen within ~1 s of opening
+MAX_DELAY = 2.0
 
 
 def timeout_from(env: dict[str, str]) -> float:
@@ -34,55 +37,48 @@ def timeout_from(env: dict[str, str]) -> float:
     return value
 
 
-def probe(addr: str, port: int, timeout: float) -> str | None:
-    """None when addr resolves and one of its addresses accepts a TCP connection;
-    otherwise why not."""
+def resolve(addr: str) -> str | None:
+    """None when addr resolves; otherwise why not."""
     try:
-        infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)
+        socket.getaddrinfo(addr, None, type=socket.SOCK_STREAM)
     except socket.gaierror as e:
         return f"{addr} does not resolve yet ({e.strerror})"
-    errors = []
-    for family, kind, proto, _, sockaddr in infos:
-        try:
-            with socket.socket(family, kind, proto) as s:
-                s.settimeout(timeout)
-                s.connect(sockaddr)
-                return None
-        except OSError as e:
-            errors.append(f"{sockaddr[0]}: {e.strerror or type(e).__name__}")
-    return f"port {port} does not answer yet ({'; '.join(errors)})"
+    except UnicodeError:
+        return f"{addr} is not a valid host name"
+    return None
 
 
 def wait_for_rank0(env: dict[str, str]) -> int:
-    """0 once rank 0 answers, contract.EXIT_RENDEZVOUS after the timeout."""
+    """0 once rank 0's address resolves, contract.EXIT_RENDEZVOUS after the timeout."""
     addr = env["MASTER_ADDR"]
-    port = int(env["MASTER_PORT"])
     try:
         timeout = timeout_from(env)
     except ValueError as e:
         out.log(f"error: {e}")
         return contract.EXIT_RENDEZVOUS
-    out.log(f"waiting for node rank 0 at {addr}:{port} (up to {timeout:g}s)")
     start = time.monotonic()
+    why = resolve(addr)
+    if why is None:
+        return 0
+    out.log(f"waiting for node rank 0's address {addr} to resolve (up to {timeout:g}s)")
     deadline = start + timeout
     next_report = start + REPORT_EVERY
     delay = 0.2
     while True:
-        why = probe(addr, port, timeout=min(3.0, max(0.1, deadline - time.monotonic())))
         now = time.monotonic()
-        if why is None:
-            out.log(f"node rank 0 answered at {addr}:{port} after {now - start:.1f}s")
-            return 0
         if now >= deadline:
             out.log(
-                f"error: node rank 0 did not answer at {addr}:{port} within {timeout:g}s: {why}. "
-                "Check node rank 0's log: its command must start the distributed program (composer, "
-                "torchrun) that listens on MASTER_PORT. On Kubernetes, check that the headless Service "
-                f"resolves. {contract.RENDEZVOUS_TIMEOUT} sets how long to wait."
+                f"error: node rank 0's address {addr} did not resolve within {timeout:g}s: {why}. "
+                "On Kubernetes, check that the run's headless Service exists and that node rank 0's pod "
+                f"was scheduled. {contract.RENDEZVOUS_TIMEOUT} sets how long to wait."
             )
             return contract.EXIT_RENDEZVOUS
         if now >= next_report:
-            out.log(f"still waiting for node rank 0 after {now - start:.0f}s: {why}")
+            out.log(f"still waiting for node rank 0's address after {now - start:.0f}s: {why}")
             next_report = now + REPORT_EVERY
         time.sleep(min(delay, max(0.0, deadline - now)))
         delay = min(delay * 2, MAX_DELAY)
+        why = resolve(addr)
+        if why is None:
+            out.log(f"node rank 0's address {addr} resolved after {time.monotonic() - start:.1f}s")
+            return 0

@@ -29,13 +29,8 @@ def run_step(argv: list[str], *, cwd: Path, env: dict[str, str], what: str = "",
     "git clone") unless it exits 0. Raises supervise.Stopped if a stop signal ended it."""
     out.log(f"$ {shlex.join(argv)}")
     tail: deque[str] = deque(maxlen=TAIL_LINES)
-
-    def on_line(text: str) -> None:
-        tail.append(text.rstrip("\r\n"))
-        out.write(text)
-
     try:
-        code = supervise.run(argv, cwd=cwd, env=env, on_line=on_line)
+        code = supervise.run(argv, cwd=cwd, env=env, tail=tail)
     except OSError as e:  # the program is missing, or cwd is
         raise StepFailed(f"cannot start {argv[0]} in {cwd}: {e.strerror or e}") from None
     signum = supervise.stop_signal()

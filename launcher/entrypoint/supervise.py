@@ -1,36 +1,47 @@
 """Run the entrypoint's child processes: integration steps and the user's command.
 
-Each child runs in its own process group with stdin closed and stdout+stderr
-merged, read line by line and written out masked. SIGTERM and SIGINT received by
-the entrypoint go to the whole group of the child running at the time, so a stop
+Each child runs in its own session with stdin closed and stdout+stderr merged
+into one pipe, read in large chunks and written out masked (a value split across
+reads or lines is still caught). SIGTERM and SIGINT received by the entrypoint
+go to the whole process group of the child running at the time, so a stop
 reaches every process the command started (torchrun's workers, a pip build);
-after a grace period (LAUNCHER_GRACE_SECONDS, default 30 s) the group gets SIGKILL.
-A second signal sends SIGKILL at once. When no child is running (between steps,
-while waiting for rank 0) a stop signal raises `Stopped` in the main thread.
+after a grace period (LAUNCHER_GRACE_SECONDS, default 30 s) the group gets
+SIGKILL. A second signal sends SIGKILL at once. Before the command starts (between
+steps, while waiting for rank 0) a stop signal raises `Stopped` in the main
+thread; once the command has exited, a signal changes nothing: its exit code
+stands.
 
-When the child exits, what is left of its group (background jobs it started) is
-killed: a container ends the same way when its main process exits, and a local
-run must not leave orphans behind.
+The entrypoint is a child subreaper (see reaper.py): processes that leave the
+command's group or session still end up below it. When the child exits, every
+process left below the entrypoint is killed and reaped (a container ends the
+same way when its main process exits, and a local run must not leave orphans),
+and while a child runs, orphans handed to the entrypoint are reaped as they exit.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections import deque
 from pathlib import Path
 
-from launcher.entrypoint import contract
+from launcher.entrypoint import contract, reaper
 from launcher.entrypoint import log as out
-from launcher.secrets.mask import Masker
+from launcher.secrets.kinds import PUBLIC_ENV
+from launcher.secrets.mask import Masker, MaskingStream, mask_candidates
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+READ_SIZE = 1 << 20
+F_SETPIPE_SZ = 1031
 
 
-class Stopped(Exception):
-    """A stop signal arrived while no child was running."""
+
+class Stopped(BaseException):
+    """A stop signal arrived before the command started. A BaseException, so that no
+    `except Exception` on the way (reading a spec, cloning) mistakes it for a failure."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -38,10 +49,17 @@ class Stopped(Exception):
         self.exit_code = 128 + signum
 
 
+SETUP, STARTING, RUNNING, DONE = "setup", "starting", "running", "done"
+
+
 class _State:
     child: subprocess.Popen | None = None
-    starting = False
+    phase = SETUP
     signum: int | None = None
+    late_signal: int | None = None  # a signal that came after the command exited
+    chunks = 0  # chunks the reader has read, to tell a slow stdout from a pipe held elsewhere
+    reading = False  # the reader waits for the pipe (not for stdout)
+    exited = threading.Event()
 
 
 _state = _State()
@@ -50,16 +68,14 @@ _state = _State()
 def masker_from_env(env: dict[str, str]) -> Masker:
     values: list[str] = []
     for name in filter(None, env.get(contract.MASK_ENV, "").split(",")):
-        if env.get(name):
-            values.append(env[name])
+        if env.get(name) and name not in PUBLIC_ENV:
+            values.extend(mask_candidates(env[name]))
     for path in filter(None, env.get(contract.MASK_FILES, "").split(os.pathsep)):
         try:
             text = Path(path).read_text(errors="replace")
         except OSError:
             continue
-        values.append(text)
-        values.append(text.strip())
-        values.extend(line.strip() for line in text.splitlines() if len(line.strip()) >= 8)
+        values.extend(mask_candidates(text))
     return Masker(values)
 
 
@@ -77,8 +93,19 @@ def install_signal_handlers() -> None:
 
 
 def stop_signal() -> int | None:
-    """The first stop signal received, if any."""
+    """The first stop signal received before the command exited, if any."""
     return _state.signum
+
+
+def late_signal() -> int | None:
+    """A stop signal that came after the command had exited (it changed nothing)."""
+    return _state.late_signal
+
+
+def finish() -> None:
+    """The entrypoint is ending (the command ran, or will not): from now on a signal
+    changes nothing, and nothing raises while the last lines are written."""
+    _state.phase = DONE
 
 
 def _killpg(pgid: int, signum: int) -> None:
@@ -89,14 +116,19 @@ def _killpg(pgid: int, signum: int) -> None:
 
 
 def _on_signal(signum: int, _frame) -> None:
+    if _state.phase == DONE:
+        _state.late_signal = _state.late_signal or signum
+        return
     first = _state.signum is None
     if first:
         _state.signum = signum
     child = _state.child
+    if _state.phase == STARTING or (_state.phase == RUNNING and child is None):
+        return  # run() forwards it as soon as the child exists
     if child is None:
-        if _state.starting:
-            return  # run() forwards it as soon as the child exists
-        raise Stopped(signum)
+        if first:
+            raise Stopped(signum)
+        return  # already stopping
     if first:
         _forward(child, signum)
     else:
@@ -114,45 +146,107 @@ def _escalate(child: subprocess.Popen, signum: int) -> None:
     grace = grace_seconds()
     out.log(f"received {signal.Signals(signum).name}: passed it on to the running process group; "
             f"SIGKILL in {grace:g}s if it has not exited")
-    try:
-        child.wait(grace)
-    except subprocess.TimeoutExpired:
+    if not _state.exited.wait(grace):
         out.log(f"the process group did not exit within {grace:g}s: sending SIGKILL")
         _killpg(child.pid, signal.SIGKILL)
 
 
-def _pump(stream, on_line: Callable[[str], None]) -> None:
-    for raw in iter(stream.readline, b""):
-        text = raw.decode("utf-8", errors="replace")
-        on_line(text if text.endswith("\n") else text + "\n")  # a last line without newline
+def _pump(fd: int, tail: deque | None) -> None:
+    stream = MaskingStream(out.masker())
+    partial = b""
+    while True:
+        _state.reading = True
+        try:
+            chunk = os.read(fd, READ_SIZE)
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+        finally:
+            _state.reading = False
+        _state.chunks += 1
+        if not chunk:
+            break
+        data = stream.feed(chunk)
+        out.write_chunk(data)
+        if tail is not None and data:
+            lines = (partial + data).split(b"\n")
+            partial = lines.pop()
+            tail.extend(x.decode("utf-8", "replace").rstrip("\r") for x in lines[-tail.maxlen:])
+    rest = stream.flush()
+    if rest:
+        out.write_chunk(rest)
+    if tail is not None and (partial + rest):
+        tail.extend((partial + rest).decode("utf-8", "replace").split("\n")[-tail.maxlen:])
 
 
-def run(argv: list[str], *, cwd: Path | str, env: dict[str, str],
-        on_line: Callable[[str], None] = out.write) -> int:
+def _wait(proc: subprocess.Popen) -> int:
+    """Wait for `proc`, reaping any orphan handed to us meanwhile."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return proc.wait()
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode
+
+
+def run(argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | None = None,
+        final: bool = False) -> int:
     """Run `argv` (never through a shell unless argv says so) and return its exit
-    code, or 128+N when a signal N ended it. Each output line, newline-terminated,
-    goes to `on_line` (default: stdout, masked). Raises Stopped if a stop signal
-    came before."""
+    code, or 128+N when a signal N ended it. Its output goes to stdout, masked; the
+    last lines also to `tail` when given. `final`: this is the command, so signals
+    after it exits change nothing. Raises Stopped if a stop signal came before."""
     if _state.signum is not None:
         raise Stopped(_state.signum)
-    _state.starting = True
+    reaper.become_subreaper()
+    read_fd, write_fd = os.pipe()
     try:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        fcntl.fcntl(read_fd, F_SETPIPE_SZ, READ_SIZE)  # fewer, larger reads
+    except OSError:
+        pass
+    _state.phase = STARTING
+    _state.exited.clear()
+    try:
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+                start_new_session=True,
+            )
+        finally:
+            os.close(write_fd)
         _state.child = proc
-    finally:
-        _state.starting = False
+    except BaseException:
+        os.close(read_fd)
+        _state.phase = SETUP
+        raise
+    _state.phase = RUNNING
     if _state.signum is not None:
         _forward(proc, _state.signum)
-    reader = threading.Thread(target=_pump, args=(proc.stdout, on_line), daemon=True)
+    reader = threading.Thread(target=_pump, args=(read_fd, tail), daemon=True)
     reader.start()
     try:
-        code = proc.wait()
+        code = _wait(proc)
     finally:
+        if final:
+            _state.phase = DONE
+        _state.exited.set()
         _state.child = None
         _killpg(proc.pid, signal.SIGKILL)  # leftover background processes of the group
-        # A process that left the group (setsid) may still hold the pipe: do not wait on it forever.
-        reader.join(timeout=5)
+        me = os.getpid()
+        reaper.kill_all(lambda: reaper.descendants(me), reap=True)
+        # Everything that held the pipe is gone, so the reader ends once it has written
+        # out what is buffered (however slowly stdout takes it). Only a pipe still held
+        # elsewhere with nothing coming through (passed to a process outside our tree)
+        # is given up on.
+        while True:
+            seen = _state.chunks
+            reader.join(timeout=5)
+            if not reader.is_alive() or (_state.chunks == seen and _state.reading):
+                break
+        if not reader.is_alive():
+            os.close(read_fd)
+        if not final:
+            _state.phase = SETUP
     return code if code >= 0 else 128 - code

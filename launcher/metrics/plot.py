@@ -28,6 +28,36 @@ def _restarts(c: Chosen) -> list[tuple[int, int]]:
 
 
 _MARKERS = ("hd", "dot", "+", "x", "o")
+_LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def integer_ticks(lo: int, hi: int, count: int = 6) -> list[int]:
+    """At most `count` evenly spaced whole-number ticks from lo to hi: steps are integers,
+    so a tick at 9.2 names no step."""
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(count - 1, 1)
+    magnitude = 10 ** math.floor(math.log10(raw)) if raw >= 1 else 1
+    stride = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    stride = max(int(stride), 1)
+    first = -(-lo // stride) * stride
+    ticks = list(range(first, hi + 1, stride))
+    return ticks or [lo]
+
+
+def same_curves(group: list[Chosen]) -> dict[int, int]:
+    """Which curves of a panel another one hides: index -> the earlier index it repeats."""
+    seen: list[tuple[int, tuple]] = []
+    out: dict[int, int] = {}
+    for k, c in enumerate(group):
+        keep = _finite(c)
+        key = (tuple(c.series.steps[i] for i in keep), tuple(c.series.values[i] for i in keep))
+        twin = next((j for j, other in seen if other == key), None)
+        if twin is not None:
+            out[k] = twin
+        else:
+            seen.append((k, key))
+    return out
 
 
 def _finite(c: Chosen) -> list[int]:
@@ -72,6 +102,9 @@ def terminal_plot(chosen: list[Chosen], *, width: int = 100, height: int = 24, c
                 mark.label(f"attempt {attempt}")
                 fig.draw(mark)
         if drawn:
+            steps = [c.series.steps[i] for c, idx in drawn for i in idx]
+            ticks = integer_ticks(min(steps), max(steps))
+            fig.ruler("x").ticks(ticks, [str(t) for t in ticks])
             # Top right, where a falling loss curve leaves room.
             right = max(c.series.steps[idx[-1]] for c, idx in drawn)
             fig.legend(x=right, y=max(ys), ha="right", va="top", relative=True)
@@ -84,6 +117,18 @@ def terminal_plot(chosen: list[Chosen], *, width: int = 100, height: int = 24, c
 
 
 def write_png(chosen: list[Chosen], path: Path) -> None:
+    """The curves as a PNG file (see png_figure)."""
+    fig = png_figure(chosen)
+    runs = list(dict.fromkeys(c.run.run for c in chosen))
+    # PNG text chunks, so a file found later still says what it shows.
+    metadata = {"Title": ", ".join(runs), "Description": "metrics: " + ", ".join(_by_metric(chosen))}
+    try:
+        fig.savefig(path, format="png", metadata=metadata)
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def png_figure(chosen: list[Chosen]):
     """A matplotlib figure: one panel per metric with labelled axes, the runs overlaid
     (raw curve faint, smoothed curve solid) and named in the legend and title."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -94,23 +139,32 @@ def write_png(chosen: list[Chosen], path: Path) -> None:
     fig = Figure(figsize=(9, 1 + 3.2 * len(groups)), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)  # attaches itself: no pyplot, no display, no global state
     axes = fig.subplots(len(groups), 1, squeeze=False)[:, 0]
+    from matplotlib.ticker import MaxNLocator
+
     for ax, (name, group) in zip(axes, groups.items()):
-        for c in group:
+        twins = same_curves(group)
+        for k, c in enumerate(group):
             s = c.series
             keep = _finite(c)
             steps = [s.steps[i] for i in keep]
             values = [s.values[i] for i in keep]
             smooth = len(values) > 50
-            (line,) = ax.plot(steps, values, linewidth=1, alpha=0.3 if smooth else 1.0, label=None if smooth else c.run.run,
-                              marker="o" if len(values) <= 30 else None, markersize=3)  # few points: show where they are
+            # A line style per run, so a curve drawn over another still shows; the legend
+            # says when two are the same.
+            style = _LINE_STYLES[k % len(_LINE_STYLES)]
+            label = c.run.run + (f" (same as {group[twins[k]].run.run})" if k in twins else "")
+            (line,) = ax.plot(steps, values, linewidth=1, alpha=0.3 if smooth else 1.0, label=None if smooth else label,
+                              linestyle=style, marker="o" if len(values) <= 30 else None, markersize=3)
             if smooth:
-                ax.plot(steps, [s.smoothed[i] for i in keep], color=line.get_color(), linewidth=1.6, label=c.run.run)
+                ax.plot(steps, [s.smoothed[i] for i in keep], color=line.get_color(), linewidth=1.6, label=label,
+                        linestyle=style)
             for attempt, step in _restarts(c):
                 ax.axvline(step, color=line.get_color(), linestyle="--", linewidth=1, alpha=0.7)
                 ax.annotate(
                     f"attempt {attempt}", (step, 1), xycoords=("data", "axes fraction"),
                     xytext=(3, -3), textcoords="offset points", va="top", fontsize=8, color=line.get_color(),
                 )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("step")
         ax.set_ylabel(name)
         if len(groups) > 1:
@@ -118,9 +172,4 @@ def write_png(chosen: list[Chosen], path: Path) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
     fig.suptitle(", ".join(runs))
-    # PNG text chunks, so a file found later still says what it shows.
-    metadata = {"Title": ", ".join(runs), "Description": "metrics: " + ", ".join(groups)}
-    try:
-        fig.savefig(path, format="png", metadata=metadata)
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
+    return fig

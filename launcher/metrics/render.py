@@ -186,6 +186,25 @@ def summary_line(series: Series) -> str:
     )
 
 
+def compare_table(group: list[Chosen], *, rows: list[list[int]] | None = None, note: str | None = None) -> str:
+    """One metric of several runs side by side: a STEP column, then a column per run
+    (blank where a run has no point at that step), then each run's summary line.
+    `rows` gives each run's rows shown (by default those --every/--last kept)."""
+    name = group[0].series.name
+    values: dict[int, dict[int, float]] = {}
+    for k, c in enumerate(group):
+        for i in (c.keep if rows is None else rows[k]):
+            # A retry redoes steps: the attempt that took over has the last word.
+            values.setdefault(c.series.steps[i], {})[k] = c.series.values[i]
+    header = ("STEP", *(c.run.run for c in group))
+    body = [(str(step), *(num(at[k]) if k in at else "" for k in range(len(group))))
+            for step, at in sorted(values.items())]
+    out = [f"{name} · " + " vs ".join(run_heading(c.run) for c in group) + (f" · {note}" if note else "")]
+    out += columns(header, body, set(range(len(header))))
+    out += [f"{c.run.run}: {summary_line(c.series)}" for c in group]
+    return "\n".join(out) + "\n"
+
+
 def table(c: Chosen, *, rows: list[int] | None = None, note: str | None = None) -> str:
     """One series as STEP/VALUE/SMOOTHED/TIME rows, restarts marked, then a summary line.
     `rows` overrides the rows shown (by default those --every/--last kept)."""

@@ -15,6 +15,9 @@ import enum
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from posixpath import normpath
+
+from launcher.secrets.mask import MASK, MIN_MASK_LEN, mask_candidates, too_short_to_mask  # noqa: F401
 
 
 class SecretKind(str, enum.Enum):
@@ -33,9 +36,6 @@ class SecretKind(str, enum.Enum):
 
 
 SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-MASK = "****"
-# Values shorter than this are not masked in logs: masking "1" or "ab" would shred every line.
-MIN_MASK_LEN = 4
 
 
 @dataclass
@@ -51,22 +51,25 @@ class Secret:
 
     def masked_values(self) -> list[str]:
         """The values that must never appear in logs (host names and such are public)."""
-        public = PUBLIC_KEYS.get(self.kind, set())
         out = []
-        for key, value in self.data.items():
-            if key in public:
-                continue
-            for candidate in (value, value.strip()):
-                if len(candidate) >= MIN_MASK_LEN:
-                    out.append(candidate)
-            # Multi-line values (keys, credential files) may be printed line by line.
-            for line in value.splitlines():
-                if len(line.strip()) >= 8:
-                    out.append(line.strip())
+        for key, value in self.secret_data().items():
+            out.extend(mask_candidates(value))
         return sorted(set(out), key=len, reverse=True)
 
+    def secret_data(self) -> dict[str, str]:
+        """The data keys whose values are secret (not the public ones, such as a host)."""
+        public = PUBLIC_KEYS.get(self.kind, set())
+        return {k: v for k, v in self.data.items() if k not in public}
 
+    def too_short_keys(self) -> list[str]:
+        """Data keys whose values are too short to be masked in logs."""
+        return [k for k, v in self.secret_data().items() if too_short_to_mask(v)]
+
+
+# Data keys that are not secret, and the env vars they become: never masked, so a
+# log can say which workspace a run talks to.
 PUBLIC_KEYS: dict[SecretKind, set[str]] = {SecretKind.DATABRICKS: {"host"}}
+PUBLIC_ENV = frozenset({"DATABRICKS_HOST"})
 
 
 @dataclass
@@ -134,6 +137,19 @@ def check_name(name: str) -> str | None:
     return None
 
 
+def check_mount_path(path: str) -> str | None:
+    """Why `path` cannot be where a secret is mounted, or None. It must be absolute and
+    normalised (no `.`, `..`, `//` or trailing `/`): a relative or climbing path would
+    land somewhere else on every machine."""
+    if not path.startswith("/"):
+        return f"the mount path must be absolute (start with /), got {path!r}"
+    if ".." in path.split("/"):
+        return f"the mount path must not contain '..', got {path!r}"
+    if path == "/" or normpath(path) != path:
+        return f"the mount path must be a normalised directory other than / (e.g. {normpath(path) if path != '/' else '/secrets/NAME'!r}), got {path!r}"
+    return None
+
+
 def secret_env_names(secrets: list[Secret]) -> dict[str, str]:
     """Every env var a run gets from secrets -> the secret providing it, to find clashes."""
     seen: dict[str, str] = {}
@@ -141,3 +157,31 @@ def secret_env_names(secrets: list[Secret]) -> dict[str, str]:
         for var in project(s).env:
             seen.setdefault(var, s.name)
     return seen
+
+
+def exposed(secret: Secret) -> list[str]:
+    """What a run sees of `secret`: env var names and the mount path, for listings."""
+    proj = project(secret)
+    out = list(proj.env) + list(proj.plain_env)
+    if proj.mount_path:
+        out.append(f"{proj.mount_path}/")
+    if proj.image_pull:
+        out.append("imagePullSecrets")
+    return out
+
+
+def collision(secrets: list[Secret]) -> str | None:
+    """Why these secrets cannot go into one run together: two of them set the same
+    env var or mount at the same path (mcli silently lets one win). None if they can."""
+    seen: dict[str, str] = {}
+    for s in secrets:
+        proj = project(s)
+        places = [f"env var {v}" for v in [*proj.env, *proj.plain_env]]
+        if proj.mount_path:
+            places.append(f"mount path {proj.mount_path}")
+        for place in places:
+            other = seen.setdefault(place, s.name)
+            if other != s.name:
+                return (f"secrets {other!r} and {s.name!r} both set the {place}; "
+                        f"choose one with `secrets:` in the run YAML")
+    return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from launcher.errors import SpecIssue
+from launcher.spec.models import PLATFORM_ONLY
 from launcher.spec.yamlpos import Located
 
 # legacy top-level key -> path in the current schema
@@ -59,6 +60,16 @@ def apply_compat(located: Located, warnings: list[str]) -> list[SpecIssue]:
         parent[target[-1]] = data.pop(legacy)
         _move_positions(located, (legacy,), target)
         warnings.append(f"{_where(located, target)}{legacy!r} is deprecated; use {dotted!r}")
+
+    ignored = [(k,) for k in PLATFORM_ONLY if k in data]
+    scheduling = data.get("scheduling")
+    if isinstance(scheduling, dict):
+        ignored += [("scheduling", k) for k in ("resumable", "watchdogEnabled", "watchdog_enabled") if k in scheduling]
+    if ignored:
+        ignored.sort(key=lambda p: located.where(p, key=True)[0] or 0)  # in file order
+        names = ", ".join(".".join(p) for p in ignored)
+        warnings.append(f"{_where(located, ignored[0])}{names}: only the MosaicML platform acts on "
+                        f"{'this field' if len(ignored) == 1 else 'these fields'}; accepted and ignored here")
 
     env = data.get("env_variables")
     if isinstance(env, list):

@@ -104,7 +104,7 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
         try:
             _set_path(data, list(path), value)
         except ValueError as e:
-            issues.append(SpecIssue(str(e), field=".".join(path), file=OVERRIDE))
+            issues.append(SpecIssue(str(e), field=".".join(path), file=flag))
             return
         sources[path] = flag
 
@@ -112,11 +112,11 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
                        ("max_retries", ("scheduling", "max_retries"))):
         value = getattr(o, attr)
         if value is not None:
-            put(path, value, "--" + attr.replace("_", "-"))
+            put(path, value, f"--{attr.replace('_', '-')} {value}")
     for attr in ("gpus", "gpu_type", "nodes", "cluster"):
         value = getattr(o, attr)
         if value is not None:
-            put(("compute", attr), value, "--" + attr.replace("_", "-"))
+            put(("compute", attr), value, f"--{attr.replace('_', '-')} {value}")
     for item in o.env:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -124,7 +124,7 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
             continue
         if not isinstance(data.get("env_variables"), dict):
             data["env_variables"] = {}
-        put(("env_variables", key), value, "--env")
+        put(("env_variables", key), value, f"--env {key}=…")  # the value stays off the screen
     for item in o.set:
         dotted, sep, text = item.partition("=")
         keys = [k for k in dotted.split(".")]
@@ -135,7 +135,7 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
             value = safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
             value = text
-        put(tuple(keys), value, "--set")
+        put(tuple(keys), value, f"--set {item}")
     return issues
 
 
@@ -145,9 +145,10 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
 def _issues_from(e: ValidationError, located: Located, sources: dict[tuple, str]) -> list[SpecIssue]:
     def make(path: tuple, at: tuple, message: str, key: bool) -> SpecIssue:
         dotted = ".".join(str(p) for p in path)
-        source = next((flag for p, flag in sources.items() if path[: len(p)] == p), None)
+        # The flag that set this field, or that created it (--set bogus.field=1 makes `bogus`).
+        source = next((flag for p, flag in sources.items() if path[: len(p)] == p or p[: len(path)] == path), None)
         if source:
-            return SpecIssue(f"{message} (from {source})", field=dotted, file=OVERRIDE)
+            return SpecIssue(message, field=dotted, file=source)
         line, col = located.where(at, key=key)
         return SpecIssue(message, field=dotted, file=located.file, line=line, column=col)
 

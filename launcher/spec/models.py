@@ -24,6 +24,8 @@ IMAGE_REF = re.compile(
 QUANTITY = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:[KMGTPE]i?|[mkMGTPE]|e[0-9]+)?$")
 VOLUME_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 REMOTE_SCHEMES = ("dbfs:/", "s3://", "gs://", "oci://")
+# mcli run fields that only the MosaicML platform acts on.
+PLATFORM_ONLY = ("optimization_level", "platform", "dependent_deployment", "parent_name")
 
 
 class _Model(BaseModel):
@@ -103,11 +105,28 @@ class WandbIntegration(_Model):
     tags: list[str] | None = None
 
 
+class MlflowIntegration(_Model):
+    """mcli's MLflow integration: only environment for MLflow (Composer's MLFlowLogger reads it)."""
+
+    integration_type: Literal["mlflow"]
+    experiment_name: str
+    tracking_uri: str = "databricks"
+    """mcli's default: MLflow managed by Databricks (credentials from a databricks secret)."""
+    model_registry_uri: str | None = None
+
+
+class CometMlIntegration(_Model):
+    integration_type: Literal["comet_ml"]
+    project_name: str | None = None
+    workspace: str | None = None
+
+
 Integration = Annotated[
-    GitRepoIntegration | PipPackagesIntegration | AptPackagesIntegration | WandbIntegration,
+    GitRepoIntegration | PipPackagesIntegration | AptPackagesIntegration | WandbIntegration | MlflowIntegration
+    | CometMlIntegration,
     Field(discriminator="integration_type"),
 ]
-INTEGRATION_TYPES = ("git_repo", "pip_packages", "apt_packages", "wandb")
+INTEGRATION_TYPES = ("git_repo", "pip_packages", "apt_packages", "wandb", "mlflow", "comet_ml")
 
 
 def check_remote(v: str) -> str:
@@ -165,6 +184,19 @@ class Scheduling(_Model):
     preemptible: bool | None = None
     max_duration: Annotated[float, Field(gt=0)] | None = None
     """Hours, as in mcli."""
+    resumable: bool | None = None
+    """mcli accepts it (slated for removal there); it changes nothing here."""
+    watchdog_enabled: bool | None = Field(default=None, alias="watchdogEnabled")
+    """The MosaicML platform's watchdog; accepted and ignored here."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _camel_case(cls, v: Any) -> Any:
+        # mcli still takes the API's spelling retryOnSystemFailure.
+        if isinstance(v, dict) and "retryOnSystemFailure" in v and "retry_on_system_failure" not in v:
+            v = dict(v)
+            v["retry_on_system_failure"] = v.pop("retryOnSystemFailure")
+        return v
 
 
 def _env_value(v: Any) -> str:
@@ -188,6 +220,11 @@ class RunSpec(_Model):
     parameters: dict[str, Any] = Field(default_factory=dict)
     scheduling: Scheduling = Field(default_factory=Scheduling)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Fields that only mean something on the MosaicML platform: accepted, noted, ignored.
+    optimization_level: Any = None
+    platform: str | None = None
+    dependent_deployment: dict[str, Any] | None = None
+    parent_name: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -266,7 +303,18 @@ class RunSpec(_Model):
         if self.data and self.data.local:
             env["DATA_LOCAL"] = self.data.local
         for integ in self.integrations:
-            if isinstance(integ, WandbIntegration):
+            if isinstance(integ, MlflowIntegration):
+                env["MLFLOW_EXPERIMENT_NAME"] = integ.experiment_name
+                env["MLFLOW_TRACKING_URI"] = integ.tracking_uri
+                if integ.model_registry_uri:
+                    env["MLFLOW_REGISTRY_URI"] = integ.model_registry_uri
+            elif isinstance(integ, CometMlIntegration):
+                if integ.project_name:
+                    env["COMET_PROJECT_NAME"] = integ.project_name
+                if integ.workspace:
+                    env["COMET_WORKSPACE"] = integ.workspace
+            elif isinstance(integ, WandbIntegration):
+                env["WANDB_NAME"] = run_name
                 env["WANDB_PROJECT"] = integ.project
                 if integ.entity:
                     env["WANDB_ENTITY"] = integ.entity

@@ -17,8 +17,12 @@ from launcher.errors import SpecError, SpecIssue
 
 Path_ = tuple[str | int, ...]
 
-# A billion-laughs document expands a few aliases into billions of nodes; real
-# run specs have a few hundred. Past this many constructed nodes we refuse.
+# Real run specs and training configs hold a few hundred values. Two bounds, each
+# checked while the document is read, so a huge one is refused early: the values
+# written in the file (counted as the parser composes them), and the values they
+# expand to through aliases (a billion-laughs document expands a few aliases into
+# billions).
+MAX_VALUES = 20_000
 MAX_NODES = 100_000
 MAX_BYTES = 8 * 1024 * 1024
 
@@ -62,7 +66,8 @@ class _Builder:
     def build(self, node: yaml.Node, path: Path_, depth: int = 0) -> Any:
         self.count += 1
         if self.count > MAX_NODES:
-            raise self.fail(node, f"document expands to more than {MAX_NODES} values (an alias bomb?); refusing it")
+            raise self.fail(node, f"document expands through aliases (*name) to more than {MAX_NODES} values "
+                                  "(an alias bomb?); refusing it")
         if depth > 200:
             raise self.fail(node, "document is nested too deeply")
         self.located.positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
@@ -138,6 +143,26 @@ SpecLoader.add_implicit_resolver(
 )
 
 
+class _TooManyValues(Exception):
+    def __init__(self, mark):
+        self.mark = mark
+
+
+class _CountingLoader(SpecLoader):
+    """Counts nodes as they are composed and stops past MAX_VALUES, before the rest of
+    a huge document is parsed."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._values = 0
+
+    def compose_node(self, parent, index):
+        self._values += 1
+        if self._values > MAX_VALUES:
+            raise _TooManyValues(self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+
 def safe_load(text: str):
     """yaml.safe_load with SpecLoader's number rules."""
     return yaml.load(text, Loader=SpecLoader)  # noqa: S506 - SpecLoader is a SafeLoader
@@ -147,18 +172,14 @@ _COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.
 
 
 def read_file(path, what: str) -> bytes:
-    """A spec or config file's bytes; a missing or unreadable file is a SpecError naming it."""
-    from pathlib import Path
+    """A spec or config file's bytes: a regular file of at most MAX_BYTES, else a
+    SpecError naming it and why (missing, a FIFO or device, too large)."""
+    from launcher.inputs import InputFileError, read_input_file
 
-    file = str(path)
     try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        raise SpecError([SpecIssue("no such file", file=file)]) from None
-    except IsADirectoryError:
-        raise SpecError([SpecIssue(f"is a directory, not {what}", file=file)]) from None
-    except OSError as e:
-        raise SpecError([SpecIssue(f"cannot read: {e.strerror}", file=file)]) from None
+        return read_input_file(path, what=what, max_bytes=MAX_BYTES)
+    except InputFileError as e:
+        raise SpecError([SpecIssue(str(e), file=str(path))]) from None
 
 
 def load_located(text: str | bytes, file: str | None = None) -> Located:
@@ -185,7 +206,11 @@ def load_located(text: str | bytes, file: str | None = None) -> Located:
 
     builder = _Builder(file)
     try:
-        nodes = list(yaml.compose_all(text, Loader=SpecLoader))
+        nodes = list(yaml.compose_all(text, Loader=_CountingLoader))
+    except _TooManyValues as e:
+        raise SpecError([SpecIssue(f"document has more than {MAX_VALUES} values; a run spec or config has a few "
+                                   "hundred, so refusing it", file=file, line=e.mark.line + 1,
+                                   column=e.mark.column + 1)]) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         problem = e.problem or e.context or "invalid YAML"

@@ -84,11 +84,8 @@ def test_package_names_are_never_options(entry):
 def test_ranks_of_a_local_run_share_the_integrations_and_virtualenv(entry, pkg_repo):
     port = free_port()
     greet = "import tinypkg; print(tinypkg.GREETING)"
-    # Rank 0 listens on MASTER_PORT, as torch.distributed would, until rank 1 has checked it.
-    listen = (f"import socket; s = socket.create_server(('127.0.0.1', {port})); s.settimeout(60); "
-              f"s.accept(); {greet}")
     extra = {"LAUNCHER_VENV": str(entry.venv)}
-    procs = [entry.start(pip_install_spec(pkg_repo, command=f'cd / && python -c "{listen}"'),
+    procs = [entry.start(pip_install_spec(pkg_repo, command=f'cd / && python -c "{greet}"'),
                          rank=0, nodes=2, port=port, extra=extra),
              entry.start(pip_install_spec(pkg_repo, command=f'cd / && python -c "{greet}"'),
                          rank=1, nodes=2, port=port, extra=extra)]
@@ -113,10 +110,15 @@ def _non_root_prefix() -> tuple[str, ...]:
     pytest.skip("running as root and cannot drop to another uid")
 
 
-def test_apt_packages_refused_on_local_unless_root(entry):
+def test_apt_packages_refused_on_local_unless_the_profile_allows_them(entry):
     spec = {"command": "touch command-ran", "integrations": [{"integration_type": "apt_packages", "packages": ["hello"]}]}
-    r = entry.run(spec, prefix=_non_root_prefix())
+    r = entry.run(spec)  # as root too: a run never changes the host on its own
+    assert r.code == contract.EXIT_INTEGRATION, r.out
+    assert "apt_packages: the local backend does not install system packages on this machine" in r.out
+    assert "sudo apt-get install hello" in r.out
+    assert not (entry.workdir / "command-ran").exists()
+    # Allowed by the profile, it still needs root.
+    r = entry.run(spec, prefix=_non_root_prefix(), extra={"LAUNCHER_ALLOW_HOST_PACKAGES": "1"})
     assert r.code == contract.EXIT_INTEGRATION, r.out
     assert "the local backend installs apt packages only when it runs as root" in r.out
-    assert "sudo apt-get install hello" in r.out
     assert not (entry.workdir / "command-ran").exists()

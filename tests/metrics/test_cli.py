@@ -165,10 +165,21 @@ def test_errors_are_one_line_and_exit_2(runs, invoke):
     assert code == 2
 
 
-def test_the_latest_run_is_the_default(runs, invoke):
-    # 'quiet' was submitted last.
-    code, _, err = invoke()
-    assert code == 2 and runs["quiet"] in err
+def test_the_default_is_the_latest_run_with_metrics(runs, invoke):
+    # 'quiet' was submitted last, and ended without metrics: 'solo' is the latest with some.
+    code, out, err = invoke()
+    assert code == 0, err
+    assert out.splitlines()[0].startswith(f"loss/train/total · run {runs['solo']} (COMPLETED)")
+    assert f"showing {runs['solo']}, the latest run with metrics ({runs['quiet']} has none)" in err
+
+
+def test_two_runs_compared_share_one_table(runs, invoke):
+    code, out, err = invoke(runs["retried"], runs["solo"])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert sum(line.startswith("loss/train/total · ") for line in lines) == 1
+    assert lines[1].split() == ["STEP", runs["retried"], runs["solo"]]
+    assert lines[-2].startswith(f"{runs['retried']}: first ") and lines[-1].startswith(f"{runs['solo']}: first ")
 
 
 def test_a_run_without_metrics_yet_says_so(runs, invoke):

@@ -123,7 +123,13 @@ def test_overrides_apply_before_validation():
 
 def test_a_bad_override_names_the_flag():
     errs = errors_of("name: a\ncommand: x\n", Overrides(gpus=-2))
-    assert errs == ["command line: compute.gpus: must be zero or more, got -2 (from --gpus)"]
+    assert errs == ["--gpus -2: compute.gpus: must be zero or more, got -2"]
+    # A field the flag creates is blamed on the flag, not on the spec file.
+    errs = errors_of("name: a\ncommand: x\n", Overrides(set=["bogus.field=1"]))
+    assert len(errs) == 1 and errs[0].startswith("--set bogus.field=1: bogus: unknown field"), errs
+    errs = errors_of("name: a\ncommand: x\n", Overrides(set=["scheduling.max_retris=1"]))
+    assert errs[0].startswith("--set scheduling.max_retris=1: scheduling.max_retris: unknown field "
+                              "(did you mean 'max_retries'?)"), errs
     assert errors_of("name: a\ncommand: x\n", Overrides(env=["NOEQUALS"])) == [
         "command line: --env takes KEY=VALUE, got 'NOEQUALS'"
     ]
@@ -176,7 +182,7 @@ BAD = [
     ("name: a\ncommand: x\ndata: {remote: 'http://x/y'}\n", "data.remote: unsupported scheme http://"),
     ("name: a\ncommand: x\ndata: {remote: 'file:///data'}\n", "data.remote: file:// URLs are not supported by streaming; use the bare path '/data'"),
     ("name: a\ncommand: x\nintegrations:\n  - integration_type: gti_repo\n",
-     "spec.yaml:4:23: integrations.0.integration_type: must be one of git_repo, pip_packages, apt_packages, wandb, got 'gti_repo' (did you mean 'git_repo'?)"),
+     "spec.yaml:4:23: integrations.0.integration_type: must be one of git_repo, pip_packages, apt_packages, wandb, mlflow, comet_ml, got 'gti_repo' (did you mean 'git_repo'?)"),
     ("name: a\ncommand: x\nintegrations:\n  - integration_type: git_repo\n    git_repo: o/r\n    git_brnch: dev\n",
      "spec.yaml:6:5: integrations.0.git_brnch: unknown field (did you mean 'git_branch'?)"),
     ("name: a\ncommand: x\nintegrations:\n  - {git_repo: o/r}\n", "integrations.0: needs integration_type"),

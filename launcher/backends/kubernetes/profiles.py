@@ -170,8 +170,12 @@ def resolve_placement(spec: RunSpec, profile: ClusterProfile) -> Placement:
                 f"has no default_gpu_type (known: {', '.join(sorted(table))})"
             )
     if name not in table:
+        import difflib
+
+        guess = difflib.get_close_matches(str(name), [n for n in table if n.islower()], n=1, cutoff=0.5)
+        hint = f"; did you mean {guess[0]!r}?" if guess else ""
         raise InputError(f"compute.gpu_type: unknown gpu_type {name!r} on cluster {profile.name} "
-                         f"(known: {', '.join(sorted(table))})")
+                         f"(known: {', '.join(sorted(table))}){hint}")
     gpu_type = table[name]
     per_node = gpu_type.gpus_per_node
     if per_node == 0:

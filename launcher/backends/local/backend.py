@@ -16,17 +16,28 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 from launcher.backends.base import Backend, LocalArtifacts, LogLine, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
+from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
-from launcher.backends.local.supervisor import KILL_AFTER
-from launcher.entrypoint import contract
+from launcher.backends.local.supervisor import KILL_AFTER, read_exit_file
+from launcher.entrypoint import contract, reaper
+from launcher.entrypoint.packages import ALLOW_HOST_PACKAGES_SETTING, host_packages_refusal
 from launcher.errors import InputError, LauncherError, NotFoundError
-from launcher.secrets.kinds import Secret, project
-from launcher.secrets.mask import Masker
+from launcher.secrets.kinds import PUBLIC_ENV, Secret, project
+from launcher.secrets.mask import Masker, MaskingStream
 from launcher.secrets.store import LocalSecretStore
 
+LOG_CHUNK = 1 << 20
+# Node ranks are processes on this machine; past a few per core they only compete.
+NODES_PER_CORE = 4
+
+
+def max_local_nodes() -> int:
+    return NODES_PER_CORE * (os.cpu_count() or 1)
 
 
 def visible_gpus() -> int:
@@ -45,13 +56,29 @@ def visible_gpus() -> int:
 class LocalBackend(Backend, LocalArtifacts):
     name = "local"
 
-    def __init__(self, home: Path):
+    def __init__(self, home: Path, settings: dict | None = None):
         self.home = home
+        self.settings = settings or {}
         self.state = State(home)
+
+    def check(self, spec) -> None:
+        """What this machine refuses to run, before anything is created."""
+        cap = max_local_nodes()
+        if spec.nodes > cap:
+            raise InputError(
+                f"compute.nodes: {spec.nodes} is more than the local backend runs on this machine: at most "
+                f"{cap} ({NODES_PER_CORE} per CPU core, {os.cpu_count() or 1} cores); each node is a process here",
+                hint="use fewer nodes, or a Kubernetes cluster (--cluster)")
+        from launcher.spec.models import AptPackagesIntegration
+
+        apt = [p for i in spec.integrations if isinstance(i, AptPackagesIntegration) for p in i.packages]
+        if apt and self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is not True:
+            raise InputError(host_packages_refusal(apt))
 
     # ------------------------------------------------------------ submit
 
     def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None) -> Run:
+        self.check(spec)
         name = spec.name
         layout = RunLayout(self.home, name)
         if self.state.row(name) is not None or layout.root.exists():
@@ -61,7 +88,16 @@ class LocalBackend(Backend, LocalArtifacts):
         layout.spec_file.write_text(json.dumps(submitted, indent=1))
         env = dict(os.environ)
         env["LAUNCHER_HOME"] = str(self.home)
-        env.update(self._secret_env(secrets, layout))
+        env[contract.OWNER] = layout.owner
+        if self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is True:
+            env[contract.ALLOW_HOST_PACKAGES] = "1"
+        layout.config_dir.mkdir()
+        # As in mcli (and on Kubernetes): the full submitted config beside parameters.yaml.
+        (layout.config_dir / "run_config.yaml").write_text(yaml.safe_dump(submitted, sort_keys=False))
+        mounts = plan_mounts(layout.config_dir, {project(s).mount_path: layout.private / s.name
+                                                 for s in secrets if project(s).files})
+        mounts.save(layout.root / PLAN_FILE)
+        env.update(self._secret_env(secrets, layout, mounts))
         nodes = spec.nodes
         wanted = (spec.compute.gpus or 0) // nodes if spec.compute.gpus else 0
         env[contract.GPUS_PER_NODE] = str(min(wanted, visible_gpus()))
@@ -95,9 +131,10 @@ class LocalBackend(Backend, LocalArtifacts):
             return str(work)
         return os.getcwd()
 
-    def _secret_env(self, secrets: list[Secret], layout: RunLayout) -> dict[str, str]:
+    def _secret_env(self, secrets: list[Secret], layout: RunLayout, mounts: MountPlan) -> dict[str, str]:
         """Secret values as environment for the supervisor and ranks; file secrets written
-        0400 into the run's private directory. Nothing here reaches argv or the state DB."""
+        0400 into the run's private directory (which the ranks see at the secret's mount
+        path when they get a private mount namespace). Nothing here reaches argv or the state DB."""
         env: dict[str, str] = {}
         mask_env: list[str] = []
         mask_files: list[str] = []
@@ -105,7 +142,8 @@ class LocalBackend(Backend, LocalArtifacts):
             proj = project(s)
             for var, key in proj.env.items():
                 env[var] = s.data[key]
-                mask_env.append(var)
+                if var not in PUBLIC_ENV:
+                    mask_env.append(var)
             mount = layout.private / s.name
             if proj.files:
                 layout.private.mkdir(mode=0o700, exist_ok=True)
@@ -117,7 +155,7 @@ class LocalBackend(Backend, LocalArtifacts):
                         f.write(s.data[key])
                     mask_files.append(str(path))
             for var, template in proj.plain_env.items():
-                env[var] = template.replace("{mount}", str(mount))
+                env[var] = template.replace("{mount}", mounts.seen_as(str(mount)))
         env[contract.MASK_ENV] = ",".join(mask_env)
         env[contract.MASK_FILES] = os.pathsep.join(mask_files)
         return env
@@ -141,8 +179,9 @@ class LocalBackend(Backend, LocalArtifacts):
         return out
 
     def _reconcile(self, name: str) -> None:
-        """A run whose supervisor died while nobody watched ends FAILED, with the reason,
-        and any rank it left behind is stopped."""
+        """A run whose supervisor died while nobody watched ends with what its ranks' exit
+        files say (a command that exited 0 is COMPLETED); a rank without one was killed
+        or is stopped now, and every process of the run left behind is killed."""
         row = self.state.row(name)
         if row is None or RunStatus(row["status"]).is_terminal:
             return
@@ -152,15 +191,40 @@ class LocalBackend(Backend, LocalArtifacts):
                 return
         elif alive(row["supervisor_pid"], row["supervisor_started"]):
             return
+        layout = RunLayout(self.home, name)
+        self._kill_leftovers(name, layout)
+        attempt = row["attempt"]
+        stopped = bool(row["stop_requested"])
+        failed: list[str] = []
+        for rank in range(int((json.loads(row["spec"]).get("compute") or {}).get("nodes") or 1)):
+            outcome = read_exit_file(layout.exit_file(attempt, rank))
+            if outcome:
+                code = outcome["exit_code"]
+                if code:
+                    failed.append(outcome.get("reason") or f"rank {rank} exited with code {code}")
+                self.state.set_rank(name, attempt, rank, RunStatus.COMPLETED if code == 0 else RunStatus.FAILED,
+                                    exit_code=code, reason=outcome.get("reason"))
+            else:
+                why = "stopped by the user" if stopped else "its supervisor died before it ended; stopped"
+                self.state.set_rank(name, attempt, rank, RunStatus.STOPPED if stopped else RunStatus.FAILED,
+                                    reason=why)
+                failed.append(f"rank {rank}: {why}")
+        if stopped:
+            self.state.set_status(name, RunStatus.STOPPED, "stopped by the user")
+        elif not failed:
+            self.state.set_status(name, RunStatus.COMPLETED, None, exit_code=0)
+        else:
+            self.state.set_status(name, RunStatus.FAILED,
+                                  f"the run's supervisor process died unexpectedly; {failed[0]}")
+        shutil.rmtree(layout.private, ignore_errors=True)
+
+    def _kill_leftovers(self, name: str, layout: RunLayout) -> None:
+        """Every process of the run, found by the token they all inherit, and the ranks'
+        recorded process groups (in case a process dropped its environment)."""
         pids = [r["pid"] for r in self.state.active_ranks(name) if alive(r["pid"], r["pid_started"])]
         if pids:
             terminate_groups(pids, KILL_AFTER)
-        if row["stop_requested"]:
-            self.state.set_status(name, RunStatus.STOPPED, "stopped by the user")
-        else:
-            self.state.set_status(name, RunStatus.FAILED,
-                                  "the run's supervisor process died unexpectedly; its ranks were stopped")
-        shutil.rmtree(RunLayout(self.home, name).private, ignore_errors=True)
+        reaper.kill_all(lambda: reaper.owned_by(layout.owner, contract.OWNER), reap=False)
 
     def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
         last: tuple | None = None
@@ -194,6 +258,12 @@ class LocalBackend(Backend, LocalArtifacts):
 
     def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
              follow: bool = False, previous: bool = False) -> Iterator[LogLine]:
+        attempt, ranks = self._select(name, rank, attempt, previous)
+        masker = self._masker(name)
+        layout = RunLayout(self.home, name)
+        yield from _read_logs(self, name, layout, attempt, ranks, tail, follow, masker)
+
+    def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, list[int]]:
         run = self.get(name)
         if attempt is None:
             attempt = run.current_attempt - (1 if previous and run.current_attempt > 1 else 0)
@@ -202,9 +272,41 @@ class LocalBackend(Backend, LocalArtifacts):
         ranks = [rank] if rank is not None else list(range(run.nodes))
         if any(r < 0 or r >= run.nodes for r in ranks):
             raise InputError(f"run {name} has ranks 0..{run.nodes - 1}, not {rank}")
+        return attempt, ranks
+
+    def log_chunks(self, name: str, *, rank: int | None = None, attempt: int | None = None,
+                   previous: bool = False, prefix_ranks: bool = False) -> Iterator[bytes]:
+        """The whole log of each selected rank, in turn, as masked bytes in large chunks
+        (what `launcher logs` prints when it neither follows nor tails): no per-line work
+        unless each line gets a "[rank N] " prefix. Every rank's part ends with a newline."""
+        attempt, ranks = self._select(name, rank, attempt, previous)
         masker = self._masker(name)
         layout = RunLayout(self.home, name)
-        yield from _read_logs(self, name, layout, attempt, ranks, tail, follow, masker)
+        for r in ranks:
+            path = layout.log_file(attempt, r)
+            try:
+                f = open(path, "rb")  # noqa: SIM115 - closed below
+            except FileNotFoundError:
+                continue
+            stream = MaskingStream(masker)
+            prefix = f"[rank {r}] ".encode() if prefix_ranks else b""
+            at_start, last = True, b"\n"
+            with f:
+                while True:
+                    chunk = f.read(LOG_CHUNK)
+                    data = stream.feed(chunk) if chunk else stream.flush()
+                    if data:
+                        last = data[-1:]
+                        if prefix:
+                            data = (prefix if at_start else b"") + data.replace(b"\n", b"\n" + prefix)
+                            if last == b"\n":
+                                data = data[: -len(prefix)]
+                            at_start = last == b"\n"
+                        yield data
+                    if not chunk:
+                        break
+            if last != b"\n":
+                yield b"\n"
 
     # ------------------------------------------------------------ stop / delete
 
@@ -228,6 +330,7 @@ class LocalBackend(Backend, LocalArtifacts):
         if pid and alive(pid, row["supervisor_started"]):
             pids.append(pid)
         terminate_groups(pids, KILL_AFTER)
+        self._kill_leftovers(name, RunLayout(self.home, name))
         self.state.set_status(name, RunStatus.STOPPED, "stopped by the user")
         return self.get(name)
 

@@ -39,3 +39,14 @@ class RunLayout:
 
     def log_file(self, attempt: int, rank: int) -> Path:
         return self.attempt_dir(attempt) / f"rank-{rank}.log"
+
+    def exit_file(self, attempt: int, rank: int) -> Path:
+        """The rank's outcome, written by its entrypoint when it ends."""
+        return self.attempt_dir(attempt) / f"rank-{rank}.exit.json"
+
+    @property
+    def owner(self) -> str:
+        """The token every process of the run inherits (contract.OWNER): unique per
+        LAUNCHER_HOME and run name, so the run's processes are found even without
+        their supervisor."""
+        return str(self.root)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, utcnow
+from launcher.errors import StateFileError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -49,6 +50,15 @@ CREATE INDEX IF NOT EXISTS events_run ON events (run);
 """
 
 
+_ACTIVE = tuple(s.value for s in RunStatus if not s.is_terminal)
+
+
+def _end_ranks(db, name: str, attempt: int, status: RunStatus) -> None:
+    """An ended attempt has no rank still running: any rank not yet final takes its status."""
+    db.execute(f"UPDATE ranks SET status = ? WHERE run = ? AND attempt = ? AND status IN ({','.join('?' * len(_ACTIVE))})",
+               (status.value, name, attempt, *_ACTIVE))
+
+
 def _ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
@@ -61,14 +71,19 @@ class State:
 
     @contextmanager
     def _connect(self):
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
         try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA busy_timeout=30000")
-            yield db
-        finally:
-            db.close()
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.row_factory = sqlite3.Row
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA busy_timeout=30000")
+                yield db
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as e:
+            raise StateFileError.from_sqlite(
+                self.path, e, forgets="the local runs it recorded are then forgotten; their logs stay under "
+                f"{self.path.parent / 'runs'}") from None
 
     @contextmanager
     def tx(self):
@@ -122,6 +137,8 @@ class State:
                 a_fields["ended_at"] = now
             sets = ", ".join(f"{k} = COALESCE(started_at, ?)" if k == "started_at" else f"{k} = ?" for k in a_fields)
             db.execute(f"UPDATE attempts SET {sets} WHERE run = ? AND idx = ?", (*a_fields.values(), name, attempt))
+            if status.is_terminal:
+                _end_ranks(db, name, attempt, status)
             db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, status.value, now, reason))
             return True
 
@@ -131,6 +148,7 @@ class State:
             attempt = db.execute("SELECT attempt FROM runs WHERE name = ?", (name,)).fetchone()["attempt"]
             db.execute("UPDATE attempts SET status = ?, reason = ?, ended_at = ? WHERE run = ? AND idx = ?",
                        (status.value, reason, now, name, attempt))
+            _end_ranks(db, name, attempt, status)
             db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, status.value, now, reason))
 
     def new_attempt(self, name: str) -> int:

@@ -4,6 +4,13 @@ them, restarts the whole group on failure up to max_retries, and ends the run.
 Started by `LocalBackend.submit` in a new session, so it outlives the CLI and a
 Ctrl-C in the user's terminal. Its environment already holds the run's secret
 values (never its arguments); the ranks inherit them.
+
+It owns every process of its ranks: it is a child subreaper, so a command whose
+entrypoint died (or that escaped its session) is handed to it, and when an
+attempt ends, whatever is still alive below it is killed before the next attempt
+starts or the run ends. A rank that cannot be started ends the attempt the same
+way. Each entrypoint writes its outcome to an exit file, which says why a rank
+failed when its exit code alone cannot (a full disk).
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ from pathlib import Path
 
 from launcher.backends.base import RunStatus
 from launcher.backends.local.layout import RunLayout
+from launcher.backends.local.mounts import rank_launch
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
 from launcher.backends.local.state import State
-from launcher.entrypoint import contract
+from launcher.entrypoint import contract, reaper
 
 # The entrypoint passes a stop to its command's process group and escalates to SIGKILL
 # after GRACE_SECONDS; the supervisor waits a little longer before it SIGKILLs the
@@ -51,6 +59,7 @@ class Supervisor:
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        reaper.become_subreaper()
         self.state.set_supervisor(self.name, os.getpid(), start_time(os.getpid()))
         scheduling = self.spec.get("scheduling") or {}
         max_retries = int(scheduling.get("max_retries") or 0)
@@ -70,8 +79,15 @@ class Supervisor:
             self.state.set_status(self.name, RunStatus.FAILED, f"supervisor error: {type(e).__name__}: {e}")
             raise
         finally:
+            self._sweep()
             # File secrets live only as long as the run.
             shutil.rmtree(self.layout.private, ignore_errors=True)
+
+    def _sweep(self) -> None:
+        """Kill and reap every process left below the supervisor: all of them belong to
+        ranks whose entrypoint has exited (or died)."""
+        me = os.getpid()
+        reaper.kill_all(lambda: reaper.descendants(me), reap=True)
 
     def _rank_env(self, rank: int, nodes: int, port: int) -> dict[str, str]:
         env = dict(os.environ)
@@ -88,6 +104,8 @@ class Supervisor:
             "MASTER_PORT": str(port),
             contract.ATTEMPT: str(self.attempt),
             contract.GRACE_SECONDS: str(GRACE_SECONDS),
+            contract.EXIT_FILE: str(self.layout.exit_file(self.attempt, rank)),
+            contract.OWNER: self.layout.owner,
         })
         return env
 
@@ -101,16 +119,25 @@ class Supervisor:
         port = free_port()
         procs: dict[int, subprocess.Popen] = {}
         for rank in range(nodes):
-            with open(self.layout.log_file(attempt, rank), "ab") as log:
-                p = subprocess.Popen(
-                    [sys.executable, "-m", "launcher.entrypoint"],
-                    cwd=self.workdir,
-                    env=self._rank_env(rank, nodes, port),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            try:
+                self.layout.exit_file(attempt, rank).unlink(missing_ok=True)
+                launch = rank_launch(self.layout.root, [sys.executable, "-m", "launcher.entrypoint"],
+                                     self._rank_env(rank, nodes, port))
+                with open(self.layout.log_file(attempt, rank), "ab") as log:
+                    if launch.note:
+                        log.write(f"[launcher] {launch.note}\n".encode())
+                        log.flush()
+                    p = subprocess.Popen(
+                        launch.argv,
+                        cwd=self.workdir,
+                        env=launch.env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+            except OSError as e:
+                return self._failed_start(attempt, rank, procs, e)
             procs[rank] = p
             self.state.set_rank(self.name, attempt, rank, RunStatus.RUNNING, pid=p.pid, pid_started=start_time(p.pid))
         self.state.set_status(self.name, RunStatus.RUNNING)
@@ -149,17 +176,46 @@ class Supervisor:
                     threading.Thread(target=terminate_groups, args=(live, KILL_AFTER), daemon=True).start()
             time.sleep(0.1)
 
+        self._sweep()
+        outcomes = {rank: read_exit_file(self.layout.exit_file(attempt, rank)) for rank in codes}
         for rank, code in codes.items():
             if ending and ending[0] is RunStatus.STOPPED:
                 st = RunStatus.STOPPED
             else:
                 st = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
-            self.state.set_rank(self.name, attempt, rank, st, exit_code=code)
+            self.state.set_rank(self.name, attempt, rank, st, exit_code=code, reason=outcomes[rank].get("reason"))
         if ending is None:
             return RunStatus.COMPLETED, None, 0
         status, reason = ending
         code = first_failure[1] if first_failure else None
+        # A rank that could not write its log says why; its exit code alone cannot.
+        why = next((o["reason"] for o in outcomes.values() if o.get("reason")), None)
+        if why and status is RunStatus.FAILED:
+            reason = why
         return status, reason, code
+
+    def _failed_start(self, attempt: int, rank: int, started: dict[int, subprocess.Popen],
+                      error: OSError) -> tuple[RunStatus, str, None]:
+        """Rank `rank` cannot start: the ranks already started cannot go on without it."""
+        why = f"could not start rank {rank}: {error.strerror or error}" + (
+            f": {error.filename}" if getattr(error, "filename", None) else "")
+        terminate_groups([p.pid for p in started.values()], KILL_AFTER)
+        for r, p in started.items():
+            code = p.wait()
+            self.state.set_rank(self.name, attempt, r, RunStatus.FAILED, exit_code=code if code >= 0 else 128 - code,
+                                reason=f"stopped: {why}")
+        self._sweep()
+        self.state.set_rank(self.name, attempt, rank, RunStatus.FAILED, reason=why)
+        return RunStatus.FAILED, why, None
+
+
+def read_exit_file(path: Path) -> dict:
+    """A rank's outcome as its entrypoint wrote it; {} when there is none (it died)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and isinstance(data.get("exit_code"), int) else {}
 
 
 def main() -> None:

@@ -1,0 +1,254 @@
+"""mcli's fixed paths on the local backend: /mnt/config and each file secret's mount path.
+
+mcli (and our Kubernetes backend) mount the run's config at /mnt/config, so a command
+may hard-code `/mnt/config/parameters.yaml`, and a file secret created with
+`--mount-path /secrets/creds` is read at `/secrets/creds/secret`. A local run gets
+the same paths in one of two ways, chosen at submit:
+
+- namespace: each rank starts in a private mount namespace (as root, or through an
+  unprivileged user namespace) where the run's config directory is bind-mounted at
+  /mnt/config and each file secret's directory at its mount path. Nothing is mounted
+  on the host. As root, missing mount points are created (empty directories stay).
+- rewrite: where no private namespace is possible (not Linux, user namespaces
+  disabled, a mount point that cannot be created), those absolute paths are rewritten
+  in the command, the parameters and env_variables to the run's own directories, and
+  the rank log says so in one `[launcher]` line.
+
+LAUNCHER_LOCAL_MOUNTS=rewrite forces the second way (for platforms where the first
+fails late, and for tests); the default is `auto`.
+
+The rank launcher is this module run as a program: `python -m
+launcher.backends.local.mounts PLAN -- ARGV...` enters the namespace, mounts, and
+execs ARGV (the entrypoint) with the same pid, so the supervisor's signals reach it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launcher.entrypoint import contract
+
+MODE_ENV = "LAUNCHER_LOCAL_MOUNTS"
+CONFIG_MOUNT = "/mnt/config"
+PLAN_FILE = "mounts.json"
+RANK_SPEC_FILE = "spec.ranks.json"
+
+NAMESPACE, REWRITE = "namespace", "rewrite"
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+
+
+@dataclass
+class MountPlan:
+    mode: str
+    binds: list[tuple[str, str]] = field(default_factory=list)
+    """(directory on this machine, the absolute path the run sees it at)"""
+    reason: str | None = None
+    """Why the paths are rewritten instead of mounted."""
+
+    def seen_as(self, host_dir: str) -> str:
+        """Where the run's processes find `host_dir`."""
+        if self.mode == NAMESPACE:
+            for source, target in self.binds:
+                if source == host_dir:
+                    return target
+        return host_dir
+
+    def note(self) -> str:
+        pairs = ", ".join(f"{t} -> {s}" for s, t in self.binds)
+        if self.mode == NAMESPACE:
+            return f"private mount namespace: {pairs}"
+        return (f"no private mount namespace here ({self.reason}): rewrote these paths in the command, "
+                f"parameters and env_variables: {pairs}")
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps({"mode": self.mode, "binds": self.binds, "reason": self.reason}))
+
+    @classmethod
+    def load(cls, path: Path) -> MountPlan | None:
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return cls(raw["mode"], [tuple(b) for b in raw["binds"]], raw.get("reason"))
+
+
+def plan_mounts(config_dir: Path, secret_dirs: dict[str, Path]) -> MountPlan:
+    """The plan for a run: its config dir at /mnt/config, and secret_dirs (mount path ->
+    directory holding the secret's files), relative mount paths aside."""
+    binds = [(str(config_dir), CONFIG_MOUNT)]
+    binds += [(str(src), os.path.normpath(target)) for target, src in secret_dirs.items() if os.path.isabs(target)]
+    problem = namespace_problem([t for _, t in binds])
+    return MountPlan(REWRITE, binds, problem) if problem else MountPlan(NAMESPACE, binds)
+
+
+def namespace_problem(targets: list[str]) -> str | None:
+    """Why the ranks cannot get a private mount namespace with these mount points, or None."""
+    mode = os.environ.get(MODE_ENV, "auto")
+    if mode == REWRITE:
+        return f"{MODE_ENV}=rewrite"
+    if mode != "auto":
+        return f"{MODE_ENV}={mode!r} is not auto or rewrite"
+    if not sys.platform.startswith("linux"):
+        return f"mount namespaces are Linux-only, this is {sys.platform}"
+    for t in targets:
+        if os.path.isdir(t):
+            continue
+        if os.geteuid() != 0:
+            return f"{t} does not exist and only root may create it"
+        parent = _existing_ancestor(t)
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+            return f"{t} does not exist and cannot be created in {parent}"
+    return _probe()
+
+
+def _existing_ancestor(path: str) -> str:
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _enter_namespace() -> None:
+    """Unshare the mount namespace (inside a user namespace when not root), keeping this
+    process's uid and gid, and stop mounts propagating back to the host."""
+    libc = _libc()
+    uid, gid = os.geteuid(), os.getegid()
+    if uid == 0:
+        _check(libc.unshare(_CLONE_NEWNS), "unshare")
+    else:
+        _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare")
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
+
+
+def _bind(source: str, target: str) -> None:
+    if not os.path.isdir(target):
+        os.makedirs(target, exist_ok=True)  # root only: namespace_problem refused the rest
+    _check(_libc().mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
+           f"bind-mounting {source} at {target}")
+
+
+def _probe() -> str | None:
+    """Try unsharing in a short-lived child: a container without CAP_SYS_ADMIN, or a
+    kernel with user namespaces off, says no here rather than in every rank."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child only reports and exits
+        os.close(r)
+        try:
+            _enter_namespace()
+            os.write(w, b"ok")
+        except OSError as e:
+            os.write(w, str(e).encode()[:500])
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        answer = f.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return None if answer == "ok" else (answer or "the namespace probe died")
+
+
+# ---------------------------------------------------------------- rewriting
+
+
+def _path_pattern(target: str) -> re.Pattern[str]:
+    # Whole path components only: /mnt/config2 stays as it is.
+    return re.compile(re.escape(target.rstrip("/")) + r"(?=/|$|[^\w.-])")
+
+
+def rewrite_paths(value: Any, binds: list[tuple[str, str]]) -> Any:
+    """`value` with every target path in its strings replaced by its source directory."""
+    if isinstance(value, str):
+        for source, target in sorted(binds, key=lambda b: len(b[1]), reverse=True):
+            value = _path_pattern(target).sub(source.replace("\\", "\\\\"), value)
+        return value
+    if isinstance(value, dict):
+        return {k: rewrite_paths(v, binds) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rewrite_paths(v, binds) for v in value]
+    return value
+
+
+def rewrite_spec(submitted: dict[str, Any], binds: list[tuple[str, str]]) -> dict[str, Any]:
+    out = dict(submitted)
+    for key in ("command", "parameters", "env_variables"):
+        if key in out:
+            out[key] = rewrite_paths(out[key], binds)
+    return out
+
+
+# ---------------------------------------------------------------- the hook
+
+
+@dataclass
+class RankLaunch:
+    argv: list[str]
+    env: dict[str, str]
+    note: str | None
+
+
+def rank_launch(run_root: Path, argv: list[str], env: dict[str, str]) -> RankLaunch:
+    """How the supervisor starts one rank: `argv` wrapped to enter the namespace, or with
+    the spec (LAUNCHER_SPEC) swapped for a path-rewritten copy. A run submitted before
+    mount plans existed starts as before."""
+    plan = MountPlan.load(run_root / PLAN_FILE)
+    if plan is None:
+        return RankLaunch(argv, env, None)
+    env = dict(env)
+    if plan.mode == NAMESPACE:
+        env[contract.CONFIG_DIR] = CONFIG_MOUNT
+        wrapped = [sys.executable, "-m", "launcher.backends.local.mounts", str(run_root / PLAN_FILE), "--", *argv]
+        return RankLaunch(wrapped, env, plan.note())
+    rank_spec = run_root / RANK_SPEC_FILE
+    if not rank_spec.exists():
+        submitted = json.loads(Path(env[contract.SPEC]).read_text())
+        tmp = rank_spec.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rewrite_spec(submitted, plan.binds), indent=1))
+        os.replace(tmp, rank_spec)
+    env[contract.SPEC] = str(rank_spec)
+    return RankLaunch(argv, env, plan.note())
+
+
+def main(args: list[str]) -> None:
+    if len(args) < 3 or args[1] != "--":
+        raise SystemExit("usage: python -m launcher.backends.local.mounts PLAN -- ARGV...")
+    plan_path, argv = args[0], args[2:]
+    plan = MountPlan.load(Path(plan_path))
+    if plan is None:
+        raise SystemExit(f"[launcher] error: cannot read the mount plan {plan_path}")
+    try:
+        _enter_namespace()
+        for source, target in plan.binds:
+            _bind(source, target)
+    except OSError as e:
+        print(f"[launcher] error: cannot set up the run's mounts: {e}", flush=True)
+        raise SystemExit(contract.EXIT_SETUP) from None
+    os.execv(argv[0], argv)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,111 @@
+"""The fault suite's tools: the real CLI in a subprocess, the processes of a run found
+through /proc by a token the test puts in the run's environment, and a small real
+tmpfs (needs root and mount; the tests that need one skip without it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import CLI
+
+
+@pytest.fixture
+def cli(launcher_home: Path, tmp_path: Path) -> CLI:
+    work = tmp_path / "work"
+    work.mkdir()
+    return CLI(launcher_home, work)
+
+
+@pytest.fixture
+def token() -> str:
+    """A value only this test's runs carry: FAULT_TOKEN=<token> in their env_variables."""
+    return uuid.uuid4().hex
+
+
+def processes(token: str) -> dict[int, str]:
+    """pid -> command line of every live process whose environment holds FAULT_TOKEN=token."""
+    needle = f"FAULT_TOKEN={token}".encode()
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if needle not in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                continue
+            stat = Path(f"/proc/{name}/stat").read_text()
+            if stat[stat.rfind(")") + 2] == "Z":
+                continue
+            found[int(name)] = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+    return found
+
+
+def ps_of(token: str) -> str:
+    """What `ps` says about those processes, for failure messages."""
+    pids = list(processes(token))
+    if not pids:
+        return "(none)"
+    return subprocess.run(["ps", "-o", "pid,ppid,pgid,sid,stat,args", "-p", ",".join(map(str, pids))],
+                          capture_output=True, text=True).stdout
+
+
+def wait_until(check, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def describe(cli: CLI, name: str | None = None) -> dict:
+    r = cli("describe", "run", *([name] if name else []), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def wait_status(cli: CLI, statuses: set[str], timeout: float = 60) -> dict:
+    return wait_until(lambda: (rec := describe(cli)) and rec["status"] in statuses and rec, timeout,
+                      f"the run to be {', '.join(sorted(statuses))}", interval=0.3)
+
+
+@pytest.fixture
+def kill_leftovers(token):
+    """Whatever the test leaves running (a failing test may) is killed at the end."""
+    yield
+    for pid in processes(token):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path):
+    """mount(size) -> a fresh tmpfs of `size` at a new directory; unmounted at the end."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    mounted: list[Path] = []
+
+    def mount(where: Path, size: str) -> Path:
+        where.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in reversed(mounted):
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
