@@ -11,6 +11,7 @@ pytest_plugins: list[str] = [
     # "tests.fakes.<module>" lines are added as fakes land.
     "tests.fakes.databricks_files",
     "tests.fakes.kube_api",
+    "tests.fakes.moto_s3",
 ]
 
 

@@ -111,28 +111,71 @@ def tokenizer() -> None:
 
 @tokenizer.command("train")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--vocab-size", type=int, required=True, metavar="N", help="Tokens in the vocabulary, <|endoftext|> included.")
+@click.option("--vocab-size", type=int, required=True, metavar="N", help="Tokens in the vocabulary, special tokens included.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Directory for the Hugging Face tokenizer files.")
 @click.option("--text-column", default="text", show_default=True, help="Column (or JSON key) holding the text.")
-def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, text_column: str) -> None:
-    """Train a byte-level BPE on INPUT... and save it as a Hugging Face tokenizer directory."""
-    from launcher.data.tokenizer import load_tokenizer, train_tokenizer
+@click.option("--kind", type=click.Choice(["bpe", "wordpiece"]), default="bpe", show_default=True,
+              help="bpe: byte-level BPE for GPT-style models; wordpiece: BERT-style, for classifiers.")
+def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, text_column: str, kind: str) -> None:
+    """Train a tokenizer on INPUT... and save it as a Hugging Face tokenizer directory."""
+    from launcher.data.tokenizer import load_tokenizer, train_tokenizer, train_wordpiece
 
-    path = train_tokenizer(list(inputs), vocab_size, out, text_column=text_column)
+    train = train_wordpiece if kind == "wordpiece" else train_tokenizer
+    path = train(list(inputs), vocab_size, out, text_column=text_column)
     size = len(load_tokenizer(str(path)))
-    note = "" if size == vocab_size else f" (the text held no more merges than that; asked for {vocab_size:,})"
-    click.echo(f"✔ Trained a byte-level BPE tokenizer with {size:,} tokens{note}")
+    note = "" if size == vocab_size else f" (the text held no more than that; asked for {vocab_size:,})"
+    what = "WordPiece" if kind == "wordpiece" else "byte-level BPE"
+    click.echo(f"✔ Trained a {what} tokenizer with {size:,} tokens{note}")
     click.echo(f"  saved to {path}; use it with --tokenizer {path}")
 
 
 @data.command()
-@click.option("--kind", type=click.Choice(["number-say"]), default="number-say", show_default=True, help="What to generate.")
+@click.option("--kind", type=click.Choice(["number-say", "sentiment"]), default="number-say", show_default=True,
+              help="number-say: text for language models; sentiment: reviews with string labels, for classifiers.")
 @click.option("--samples", type=click.IntRange(min=1), required=True, metavar="N", help="Documents to write.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The JSON Lines file to write.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 def synthetic(kind: str, samples: int, out: str, seed: int) -> None:
-    """Write the seed tutorial's number-saying dataset as JSON Lines ("text" column)."""
-    from launcher.data.synthetic import write_number_say
+    """Write a synthetic dataset as JSON Lines: the seed tutorial's number-saying text
+    ("text"), or learnable sentiment reviews ("text", "label": positive/negative)."""
+    from launcher.data.synthetic import write_number_say, write_sentiment
 
-    count = write_number_say(out, samples, seed=seed)
+    count = (write_sentiment if kind == "sentiment" else write_number_say)(out, samples, seed=seed)
     click.echo(f"✔ Wrote {count:,} {kind} documents to {out}")
+
+
+@data.command()
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option("--out", required=True, help="Output directory: local, s3://..., or dbfs:/Volumes/<catalog>/<schema>/<volume>/...")
+@click.option("--tokenizer", "tokenizer", required=True, metavar="NAME_OR_PATH", help="A tokenizer directory or a Hugging Face hub name.")
+@click.option("--text-column", default="text", show_default=True, help="Column holding the text.")
+@click.option("--label-column", default="label", show_default=True, help="Column holding the labels (strings become ids).")
+@click.option("--no-labels", is_flag=True, help="Text only (causal LM fine-tuning).")
+@click.option("--test-size", type=float, default=0.2, show_default=True, help="Fraction of the rows for the test split.")
+@click.option("--max-length", type=int, default=128, show_default=True, help="Tokens per example (longer text is cut).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the train/test split.")
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="spark reads the inputs as a Spark DataFrame and converts it with datasets.Dataset.from_spark.")
+@click.option("--overwrite", is_flag=True, help="Replace what is at --out.")
+def prepare(inputs: tuple[str, ...], out: str, tokenizer: str, text_column: str, label_column: str, no_labels: bool,
+            test_size: float, max_length: int, seed: int, engine: str, overwrite: bool) -> None:
+    """Tokenize Parquet, CSV or JSON Lines into a Hugging Face dataset (train and test
+    splits, save_to_disk) for the fine-tuning recipe (python -m launcher.train.hf).
+
+    String labels are mapped to ids in sorted order; the mapping is written beside the
+    data as label_mapping.json, where the recipe reads id2label from.
+    """
+    from launcher.data.prepare import prepare as run_prepare
+
+    summary = run_prepare(list(inputs), out, tokenizer, text_column=text_column,
+                          label_column=None if no_labels else label_column, test_size=test_size,
+                          max_length=max_length, seed=seed, engine=engine, overwrite=overwrite)
+    total = sum(summary.rows.values())
+    click.echo(f"✔ Prepared {total:,} examples in {summary.seconds:.1f} s")
+    for split, n in summary.rows.items():
+        click.echo(f"  {split:<11} {n:,}")
+    if summary.labels:
+        click.echo(f"  {'labels':<11} " + ", ".join(f"{i}={name}" for i, name in summary.labels.items()))
+    click.echo(f"  {'written to':<11} {summary.out}")
+    click.echo("Paste into your run spec:")
+    click.echo(f"  {summary.data_line}")

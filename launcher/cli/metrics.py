@@ -37,6 +37,9 @@ def _complete(ctx, param, incomplete):
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Write the curves to a PNG file, the runs given overlaid.")
 @click.option("-f", "--follow", is_flag=True, help="Keep the table (and --plot) updating while the run trains.")
+@click.option("--to", "export_to", type=(click.Choice(["mlflow", "tensorboard"]), str), metavar="mlflow|tensorboard DEST",
+              help="Export every point of the runs instead: to an MLflow tracking URI, or a TensorBoard log directory.")
+@click.option("--experiment", default="launcher", show_default=True, help="With --to mlflow: the experiment name.")
 def metrics(
     runs: tuple[str, ...],
     metric_names: tuple[str, ...],
@@ -47,6 +50,8 @@ def metrics(
     plot: bool,
     png: Path | None,
     follow: bool,
+    export_to: tuple[str, str] | None,
+    experiment: str,
 ) -> None:
     """Show the metrics of RUNS: run names, spec names (the latest run of each) or globs.
     By default, the latest run that has metrics. Several runs share one table, a column
@@ -74,7 +79,9 @@ def metrics(
     targets = [find_run(name) for name in dict.fromkeys(runs)] if runs else [_latest_with_metrics()]
     collectors = [Collector(backend, run, follow=follow) for backend, run in targets]
     try:
-        if follow:
+        if export_to is not None:
+            _export([c.refresh() for c in collectors], *export_to, experiment)
+        elif follow:
             _follow(collectors, targets, list(metric_names), last=last, every=every, plot=plot, png=png)
         else:
             _once([c.refresh() for c in collectors], list(metric_names), list_only=list_only,
@@ -84,6 +91,14 @@ def metrics(
             c.close()
         for backend in {id(b): b for b, _ in targets}.values():
             backend.close()
+
+
+def _export(results: list[RunMetrics], target: str, dest: str, experiment: str) -> None:
+    from launcher.metrics.export import export
+
+    for rm in results:
+        done = export(rm, target, dest, experiment)
+        click.echo(f"✔ Exported {done.points:,} points of {done.metrics} metrics of {done.run} to {done.where}")
 
 
 LATEST_SCAN = 20

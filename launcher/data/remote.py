@@ -20,66 +20,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from launcher.data.format import SIDECAR_NAME
+from launcher.data.workspace import RETRY_TIMEOUT_SECONDS, workspace_client
 from launcher.errors import InputError, LauncherError
 
 INDEX_NAME = "index.json"
-# The SDK retries connection errors for 300 s by default; a dead host or a firewall must
-# fail in seconds instead. 401/403/404 are never retried, so a bad token fails at once.
-RETRY_TIMEOUT_SECONDS = 20
-HTTP_TIMEOUT_SECONDS = 60
 UPLOAD_THREADS = 4
-
-
-def databricks_credentials() -> tuple[str, str]:
-    """(host, token) for the Databricks workspace: DATABRICKS_HOST and DATABRICKS_TOKEN from
-    the environment, else the launcher's local secret store (a `databricks` secret)."""
-    host = os.environ.get("DATABRICKS_HOST", "").strip()
-    token = os.environ.get("DATABRICKS_TOKEN", "").strip()
-    if not (host and token):
-        stored = _stored_databricks_secret()
-        if stored is not None:
-            host = host or stored.data.get("host", "").strip()
-            token = token or stored.data.get("token", "").strip()
-    missing = [n for n, v in (("DATABRICKS_HOST", host), ("DATABRICKS_TOKEN", token)) if not v]
-    if missing:
-        raise InputError(
-            f"writing to a Unity Catalog Volume needs {' and '.join(missing)} in the environment"
-            " or a databricks secret in the launcher's secret store",
-            hint="export DATABRICKS_HOST=https://<workspace>.cloud.databricks.com and DATABRICKS_TOKEN=<token>, "
-            "or run `launcher secret create databricks --host https://<workspace>...`",
-        )
-    return host, token
-
-
-def _stored_databricks_secret():
-    """The local store's databricks secret: the one named `databricks`, else the only one."""
-    from launcher.config import launcher_home
-    from launcher.secrets.kinds import SecretKind
-    from launcher.secrets.store import LocalSecretStore
-
-    found = [s for s in LocalSecretStore(launcher_home()).list() if s.kind is SecretKind.DATABRICKS]
-    named = [s for s in found if s.name == "databricks"]
-    if named:
-        return named[0]
-    return found[0] if len(found) == 1 else None
-
-
-def workspace_client():
-    """A WorkspaceClient with our credentials and a short retry window."""
-    try:
-        from databricks.sdk import WorkspaceClient
-        from databricks.sdk.config import Config
-    except ImportError:
-        raise InputError("writing to dbfs:/Volumes needs databricks-sdk: pip install databricks-sdk") from None
-    host, token = databricks_credentials()
-    config = Config(
-        host=host,
-        token=token,
-        auth_type="pat",
-        retry_timeout_seconds=RETRY_TIMEOUT_SECONDS,
-        http_timeout_seconds=HTTP_TIMEOUT_SECONDS,
-    )
-    return WorkspaceClient(config=config)
 
 
 def databricks_error(e: Exception, what: str, *, preflight: bool = False) -> LauncherError:
@@ -250,7 +195,7 @@ class VolumeDestination(_RemoteDestination):
     def preflight(self) -> None:
         from databricks.sdk.errors import NotFound
 
-        self.client = workspace_client()
+        self.client = workspace_client(f"--out {self.out}")
         _, _, catalog, schema, volume = self.volume_root.split("/")
         try:
             self.client.files.get_directory_metadata(self.volume_root)

@@ -70,7 +70,24 @@ def import_pyspark():
     return SparkSession
 
 
-def read_dataframe(spark, inputs: list[str], text_column: str):
+def spark_session(app: str):
+    """The active SparkSession (a Databricks notebook's, a test's), else a new local one."""
+    SparkSession = import_pyspark()
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        # A new local session: run the Python workers with this interpreter, which has
+        # launcher and the tokenizer libraries (Spark would pick `python3` from PATH).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        spark = SparkSession.builder.appName(app).getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def read_dataframe(spark, inputs: list[str], columns: str | list[str]):
+    """The inputs as a DataFrame of `columns` (the first is the text: for text files, each
+    file's whole content)."""
+    columns = [columns] if isinstance(columns, str) else list(columns)
+    text_column = columns[0]
     kinds = {kind_of(p.rstrip("/")) for p in inputs}
     if None in kinds or len(kinds) != 1:
         raise InputError(
@@ -85,9 +102,10 @@ def read_dataframe(spark, inputs: list[str], text_column: str):
         df = reader.option("wholetext", "true").text(inputs).withColumnRenamed("value", text_column)
     else:
         df = getattr(reader, SPARK_READERS[kind])(inputs)
-    if text_column not in df.columns:
-        raise InputError(f"no column {text_column!r} in the inputs (columns: {', '.join(df.columns)}); use --text-column")
-    return df.select(text_column)
+    for col, flag in zip(columns, ("--text-column", "--label-column")):
+        if col not in df.columns:
+            raise InputError(f"no column {col!r} in the inputs (columns: {', '.join(df.columns)}); use {flag}")
+    return df.select(*columns)
 
 
 def _spark_cause(e: Exception) -> str:
@@ -111,16 +129,9 @@ def run_spark(
 ) -> SparkResult:
     """Convert with Spark into `mds_out` (a local dir, or (local, remote)); returns counts
     read back from the merged index, which streaming leaves in the local directory."""
-    SparkSession = import_pyspark()
+    spark = spark_session("launcher data convert")
     from streaming.base.converters import dataframe_to_mds
 
-    spark = SparkSession.getActiveSession()
-    if spark is None:
-        # A new local session: run the Python workers with this interpreter, which has
-        # launcher and the tokenizer libraries (Spark would pick `python3` from PATH).
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        spark = SparkSession.builder.appName("launcher data convert").getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
     df = read_dataframe(spark, inputs, text_column)
     if workers > 1:
         df = df.repartition(workers)

@@ -71,3 +71,33 @@ def write_number_say(path: str | Path, samples: int, seed: int = 0) -> int:
             n = random_number(rng)
             f.write(json.dumps({"number": n, "text": say(n)}) + "\n")
     return samples
+
+
+# Sentiment: each review mixes neutral filler with words of one polarity (and, rarely, one
+# of the other), so that the label is learnable from the words but not from the length.
+_POSITIVE = ("great wonderful loved excellent brilliant delightful superb enjoyable charming moving "
+             "fantastic beautiful").split()
+_NEGATIVE = ("awful boring hated terrible dull dreadful poor tedious clumsy annoying disappointing "
+             "ugly").split()
+_FILLER = ("the film was plot acting story ending cast and it really a movie this scenes music "
+           "director with quite very of").split()
+
+
+def write_sentiment(path: str | Path, samples: int, seed: int = 0) -> int:
+    """Write `samples` JSON Lines reviews {"text": ..., "label": "positive"|"negative"}."""
+    if samples < 1:
+        raise ValueError("samples must be at least 1")
+    rng = random.Random(seed)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for _ in range(samples):
+            label = rng.choice(("positive", "negative"))
+            own, other = (_POSITIVE, _NEGATIVE) if label == "positive" else (_NEGATIVE, _POSITIVE)
+            words = [rng.choice(_FILLER) for _ in range(rng.randint(6, 14))]
+            for _ in range(rng.randint(2, 4)):
+                words.insert(rng.randrange(len(words) + 1), rng.choice(own))
+            if rng.random() < 0.15:
+                words.insert(rng.randrange(len(words) + 1), rng.choice(other))
+            f.write(json.dumps({"text": " ".join(words), "label": label}) + "\n")
+    return samples

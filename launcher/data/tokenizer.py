@@ -74,6 +74,45 @@ def train_tokenizer(
     return out
 
 
+WORDPIECE_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def train_wordpiece(
+    inputs: list[str], vocab_size: int, out: str | Path, text_column: str = "text", *, split: str = "train"
+) -> Path:
+    """Train a BERT-style (lower-cased) WordPiece with [CLS]/[SEP]/[PAD]/[UNK]/[MASK], for
+    encoder models; saved as a Hugging Face tokenizer directory."""
+    from launcher.data.inputs import expand_inputs, iter_batches
+
+    if vocab_size < len(WORDPIECE_SPECIALS) + 26:
+        raise InputError(f"--vocab-size must be at least {len(WORDPIECE_SPECIALS) + 26} for WordPiece, got {vocab_size}")
+    files = expand_inputs(inputs)
+    transformers = _import_transformers()
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS), show_progress=False)
+    texts = (t for batch in iter_batches(files, text_column, split=split) for t in batch.texts)
+    tok.train_from_iterator(texts, trainer=trainer)
+    if tok.get_vocab_size() <= len(WORDPIECE_SPECIALS):
+        raise InputError(f"no documents in {', '.join(inputs)}: nothing to train a tokenizer on")
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+        mask_token="[MASK]", model_max_length=512,
+    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(out))
+    return out
+
+
 def _looks_like_path(name: str) -> bool:
     # Hub names are "name" or "org/name"; these can only be meant as paths.
     return name.startswith((".", "/", "~"))

@@ -16,7 +16,8 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping, Sequence
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,6 +25,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from launcher.errors import SpecError, SpecIssue
+from launcher.spec.issues import validation_issues
 from launcher.train.interp import InterpolationError, interpolate
 
 OVERRIDE = "command line"
@@ -165,7 +167,8 @@ class DatasetConfig(_Model):
     shuffle_block_size: PosInt | None = None
     predownload: PosInt | None = None
     num_canonical_nodes: PosInt | None = None
-    download_retry: Annotated[int, Field(ge=0)] = 2
+    download_retry: Annotated[int, Field(ge=1)] = 2
+    """Attempts per file (streaming counts the first one)."""
     download_timeout: Annotated[float, Field(gt=0)] = 60.0
     cache_limit: str | int | None = None
     max_seq_len: PosInt | None = None
@@ -318,23 +321,27 @@ class TrainConfig(_Model):
 # ---------------------------------------------------------------- loading
 
 
-def load_config(
-    path: str | Path,
-    overrides: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-) -> TrainConfig:
-    """Read, interpolate and validate a training config; fill empty remotes from DATA_REMOTE."""
+M = typing.TypeVar("M", bound=BaseModel)
+Locate = Callable[..., SpecIssue]
+
+
+def load_validated(
+    path: str | Path, overrides: Sequence[str], model: type[M], needs: str
+) -> tuple[M, Locate]:
+    """Read a trainer's YAML config with positions, apply `key=value` overrides, resolve
+    `${variables.x}`, validate against `model`. Returns the model and a function that places
+    a later issue (`issue(path, message)`) at its file:line or at the command line. `needs`
+    lists the top-level keys for the message about an empty file."""
     from launcher.spec.yamlpos import load_located, read_file
 
-    env = os.environ if env is None else env
     file = str(path)
     raw = read_file(path, "a training config")
     text = raw.decode("utf-8", errors="replace")
     if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
-        raise SpecError([SpecIssue("is empty: a training config needs model, tokenizer, train_loader, optimizer, ...", file=file)])
+        raise SpecError([SpecIssue(f"is empty: a training config needs {needs}, ...", file=file)])
     located = load_located(raw, file)
     if not isinstance(located.data, dict):
-        raise SpecError([SpecIssue("the top level must be a mapping (model, tokenizer, train_loader, ...)", file=file, line=1, column=1)])
+        raise SpecError([SpecIssue(f"the top level must be a mapping ({needs}, ...)", file=file, line=1, column=1)])
 
     data = located.data
     overridden: set[tuple[str, ...]] = set()
@@ -346,11 +353,11 @@ def load_config(
         _set(data, keys, yaml.safe_load(value_text) if value_text.strip() else None)
         overridden.add(keys)
 
-    def issue(path: tuple, message: str, *, key: bool = False) -> SpecIssue:
+    def issue(path: tuple, message: str, *, key: bool = False, at: tuple | None = None) -> SpecIssue:
         dotted = ".".join(str(p) for p in path)
         if any(path[: len(o)] == o for o in overridden):
             return SpecIssue(message, field=dotted, file=OVERRIDE)
-        line, col = located.where(path, key=key)
+        line, col = located.where(path if at is None else at, key=key)
         return SpecIssue(message, field=dotted, file=file, line=line, column=col)
 
     try:
@@ -358,10 +365,23 @@ def load_config(
     except InterpolationError as e:
         raise SpecError([issue(e.path, e.message)]) from None
     try:
-        cfg = TrainConfig.model_validate(resolved)
+        cfg = model.model_validate(resolved)
     except ValidationError as e:
-        raise SpecError(_issues(e, issue)) from None
+        raise SpecError(
+            validation_issues(e, model, resolved, lambda p, at, m, key: issue(p, m, key=key, at=at),
+                              what="the training config")
+        ) from None
+    return cfg, issue
 
+
+def load_config(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> TrainConfig:
+    """Read, interpolate and validate a training config; fill empty remotes from DATA_REMOTE."""
+    env = os.environ if env is None else env
+    cfg, issue = load_validated(path, overrides, TrainConfig, "model, tokenizer, train_loader, optimizer")
     problems = _fill_remotes(cfg, env)
     if problems:
         raise SpecError([issue(p, m) for p, m in problems])
@@ -403,55 +423,3 @@ def _fill_remotes(cfg: TrainConfig, env: Mapping[str, str]) -> list[tuple[tuple,
                 )
             )
     return problems
-
-
-def _issues(e: ValidationError, issue: Any) -> list[SpecIssue]:
-    out: list[SpecIssue] = []
-    seen: set[tuple[str, str]] = set()
-    for err in e.errors(include_url=False):
-        # Drop the tags pydantic adds inside unions and function validators.
-        path = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("int", "str", "literal"))))
-        kind = err["type"]
-        if kind == "missing":
-            message = "is required"
-        elif kind == "extra_forbidden":
-            model = _model_at(path[:-1])
-            names = list(model.model_fields) if model else []
-            guess = difflib.get_close_matches(str(path[-1]), names, n=1, cutoff=0.6)
-            hint = f" (did you mean {guess[0]!r}?)" if guess else ""
-            where = ".".join(str(p) for p in path[:-1]) or "the training config"
-            message = f"unknown field{hint}; {where} takes: {', '.join(names)}"
-        elif kind == "literal_error":
-            message = f"must be {err['ctx']['expected']}, got {err.get('input')!r}"
-        else:
-            message = err["msg"].removeprefix("Value error, ")
-            if kind not in ("value_error", "assertion_error") and "input" in err and not isinstance(err["input"], dict | list):
-                message += f", got {err['input']!r}"
-        key = (".".join(map(str, path)), message)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(issue(path if kind != "missing" else path, message, key=kind == "extra_forbidden"))
-    return out
-
-
-def _model_at(path: tuple) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = TrainConfig
-    for part in path:
-        fld = model.model_fields.get(part) if model else None
-        if fld is None:
-            return None
-        model = _model_of(fld.annotation)
-    return model
-
-
-def _model_of(tp: Any) -> type[BaseModel] | None:
-    import typing
-
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return tp
-    for arg in typing.get_args(tp):
-        m = _model_of(arg)
-        if m is not None:
-            return m
-    return None

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from launcher.errors import InputError, LauncherError
+from launcher.train.cache import assign_caches, remove_caches, streaming_errors
 
 SAMPLE_LOG_ENV = "LAUNCHER_TRAIN_SAMPLE_LOG"
 ARTIFACTS_ENV = "LAUNCHER_ARTIFACTS_DIR"
@@ -65,12 +66,34 @@ def train(config_path: str, overrides: Sequence[str] = ()) -> None:
             "(the launcher sets RUN_NAME for runs it starts)"
         )
     require_train_extra()
+    caches = assign_caches(cfg)
     datasets = preflight(cfg)
-    trainer = build_trainer(cfg, datasets)
-    try:
-        trainer.fit()
-    finally:
-        trainer.close()
+    with streaming_errors(loader_infos(datasets), download_timeouts(cfg)):
+        trainer = build_trainer(cfg, datasets)
+        try:
+            trainer.fit()
+        finally:
+            trainer.close()
+    finished(caches)
+
+
+def loader_infos(datasets: dict[str, Any]) -> dict[str, Any]:
+    return {f"{key}_loader": info for key, info in datasets.items()}
+
+
+def download_timeouts(cfg: Any) -> dict[str, float]:
+    return {n: getattr(cfg, n).dataset.download_timeout for n in ("train_loader", "eval_loader") if getattr(cfg, n)}
+
+
+def finished(caches: list[Any]) -> None:
+    """The run trained to the end: its caches go (one rank per node, once all ranks are done
+    reading). After a failure they stay, for the retry."""
+    from composer.utils import dist
+
+    if dist.is_initialized():
+        dist.barrier()
+    if dist.get_local_rank() == 0:
+        remove_caches(caches)
 
 
 def build_trainer(cfg: Any, datasets: dict[str, Any]) -> Any:
@@ -117,7 +140,7 @@ def build_trainer(cfg: Any, datasets: dict[str, Any]) -> Any:
 
     reproducibility.seed_all(cfg.seed)
     tokenizer = load_tokenizer(cfg)
-    model = build_model(cfg.model, tokenizer)
+    model = build_model(cfg.model, tokenizer, count_flops=on_gpu)
 
     train_data = build_dataloader(datasets["train"], cfg.train_loader, device_batch)
     evaluators = []
@@ -202,18 +225,13 @@ def metric_folders(cfg: Any) -> list[str]:
 
 
 def extra_loggers(cfg: Any) -> list[Any]:
-    from composer.loggers import MLFlowLogger, TensorboardLogger, WandBLogger
+    from launcher.train.trackers import composer_loggers
 
-    classes = {"wandb": WandBLogger, "mlflow": MLFlowLogger, "tensorboard": TensorboardLogger}
-    out = []
-    for name, kwargs in cfg.loggers.items():
-        if name == "jsonl":
-            unknown = set(kwargs) - {"folder"}
-            if unknown:
-                raise InputError(f"loggers.jsonl: unknown option(s) {', '.join(sorted(unknown))}; it takes: folder")
-            continue
-        out.append(_construct(f"loggers.{name}", classes[name], kwargs))
-    return out
+    jsonl = cfg.loggers.get("jsonl", {})
+    unknown = set(jsonl) - {"folder"}
+    if unknown:
+        raise InputError(f"loggers.jsonl: unknown option(s) {', '.join(sorted(unknown))}; it takes: folder")
+    return composer_loggers(cfg.loggers)
 
 
 def callbacks(cfg: Any) -> list[Any]:
@@ -233,7 +251,9 @@ def callbacks(cfg: Any) -> list[Any]:
     wanted["speed_monitor"].setdefault("window_size", DEFAULT_SPEED_WINDOW)
     wanted["speed_monitor"].setdefault("time_unit", "seconds")
     wanted.setdefault("lr_monitor", {})
-    return [_construct(f"callbacks.{name}", classes[name], kwargs) for name, kwargs in wanted.items()]
+    from launcher.train.trackers import construct
+
+    return [construct(f"callbacks.{name}", classes[name], kwargs) for name, kwargs in wanted.items()]
 
 
 def algorithms(cfg: Any) -> list[Any]:
@@ -246,10 +266,3 @@ def algorithms(cfg: Any) -> list[Any]:
     return out
 
 
-def _construct(where: str, cls: Any, kwargs: dict[str, Any]) -> Any:
-    try:
-        return cls(**kwargs)
-    except TypeError as e:
-        raise InputError(f"{where}: {e}".replace(f"{cls.__name__}.__init__() ", "")) from None
-    except ImportError as e:
-        raise InputError(f"{where} needs a package that is not installed: {str(e).splitlines()[0]}") from None

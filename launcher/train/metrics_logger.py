@@ -11,15 +11,14 @@ value winning, which also covers steps repeated after an autoresume.
 
 Only global rank 0 writes: to stdout with the fixed prefix of
 launcher.metrics.records, and appended to metrics.jsonl in each configured
-folder (LAUNCHER_ARTIFACTS_DIR, and `loggers.jsonl.folder`).
+folder (LAUNCHER_ARTIFACTS_DIR, and `loggers.jsonl.folder`), from a background
+thread (launcher.train.records).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sys
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -28,7 +27,7 @@ from composer.core import State, Time, TimeUnit
 from composer.loggers import Logger, LoggerDestination
 from composer.utils import dist
 
-from launcher.metrics.records import METRIC_PREFIX, METRICS_FILE, format_record
+from launcher.train.records import RecordWriter
 
 # Counters Composer logs at the *start* of a batch (one batch behind); we log exact ones at flush.
 _STALE_COUNTERS = {
@@ -71,23 +70,13 @@ class LauncherMetricsLogger(LoggerDestination):
         self.enabled = False
         self.state: State | None = None
         self.buffer: dict[str, float] = {}
-        self.files: list[IO[str]] = []
+        self.writer: RecordWriter | None = None
 
     # ------------------------------------------------------------ output
 
     def _emit(self, record: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        head = {"step": record.pop("step")} if "step" in record else {}
-        record = {**head, "time": round(time.time(), 3), "rank": 0, **record}
-        line = format_record(record)
-        stream = self.stream or sys.stdout
-        stream.write(line + "\n")
-        stream.flush()
-        body = line[len(METRIC_PREFIX) :]
-        for f in self.files:
-            f.write(body + "\n")
-            f.flush()
+        if self.enabled and self.writer is not None:
+            self.writer.emit(record)
 
     def _flush(self) -> None:
         if not self.buffer or self.state is None:
@@ -122,9 +111,8 @@ class LauncherMetricsLogger(LoggerDestination):
         self.state = state
         self.enabled = dist.get_global_rank() == 0
         if self.enabled:
-            for folder in dict.fromkeys(self.folders):
-                folder.mkdir(parents=True, exist_ok=True)
-                self.files.append(open(folder / METRICS_FILE, "a", encoding="utf-8"))  # noqa: SIM115 - closed in close()
+            self.writer = RecordWriter(self.folders, self.stream)
+            self.writer.open()
 
     def fit_start(self, state: State, logger: Logger) -> None:
         del logger
@@ -155,9 +143,9 @@ class LauncherMetricsLogger(LoggerDestination):
         self._flush()
         if self.enabled and self.state is not None and state.max_duration is not None:
             self._emit({"event": "fit_end", "step": int(state.timestamp.batch.value)})
-        for f in self.files:
-            f.close()
-        self.files = []
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
         self.enabled = False
 
     # ------------------------------------------------------------ progress

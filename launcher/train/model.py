@@ -2,8 +2,9 @@
 
 HF's causal-LM loss shifts the labels itself (labels = input_ids); Composer's
 LanguageCrossEntropy/LanguagePerplexity (eval) see shifted labels too (shift_labels).
-`flops_per_batch` lets Composer's SpeedMonitor report FLOP/s and, where it
-knows the GPU's peak, MFU.
+On GPUs, `flops_per_batch` lets Composer's SpeedMonitor report FLOP/s and, where
+it knows the GPU's peak, MFU. Not on CPU: SpeedMonitor sums it across ranks with an
+all_reduce and a host sync every step, a per-step cost with no MFU to show for it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class ComposerMPT(HuggingFaceModel):
         self._n_layers = cfg.n_layers
         self._d_model = cfg.d_model
 
+
+class ComposerMPTWithFlops(ComposerMPT):
     def flops_per_batch(self, batch: dict[str, Any]) -> float:
         # Forward + backward = 3x forward; forward = 2 FLOPs per parameter per token plus attention
         # (QK^T and AV: 2 matmuls of seq^2 * d_model per layer). As llm-foundry counts it.
@@ -69,7 +72,8 @@ class ComposerMPT(HuggingFaceModel):
         return float((params_flops + attn_flops) * 3 * bs)
 
 
-def build_model(m: Any, tokenizer: Any = None) -> ComposerMPT:
+def build_model(m: Any, tokenizer: Any = None, *, count_flops: bool = False) -> ComposerMPT:
     from transformers import MptForCausalLM
 
-    return ComposerMPT(MptForCausalLM(mpt_config(m)), tokenizer)
+    cls = ComposerMPTWithFlops if count_flops else ComposerMPT
+    return cls(MptForCausalLM(mpt_config(m)), tokenizer)

@@ -97,29 +97,21 @@ class _DatabricksStore(_Store):
     """dbfs:/Volumes/... through the Files API, as streaming reads it (databricks-sdk)."""
 
     def __init__(self, example_uri: str, env: dict[str, str]):
-        missing = [n for n in ("DATABRICKS_HOST", "DATABRICKS_TOKEN") if not env.get(n, "").strip()]
-        other_auth = (env.get("DATABRICKS_CLIENT_ID") and env.get("DATABRICKS_CLIENT_SECRET")) or env.get(
-            "DATABRICKS_CONFIG_PROFILE"
-        )
-        if missing and not (other_auth and "DATABRICKS_HOST" not in missing):
-            verb = "is" if len(missing) == 1 else "are"
-            raise PreflightError(
-                f"{example_uri} needs Databricks credentials, but {' and '.join(missing)} {verb} not set: "
-                "add a databricks secret to the run (it provides DATABRICKS_HOST and DATABRICKS_TOKEN)"
-            )
-        from databricks.sdk import WorkspaceClient
-        from databricks.sdk.core import Config
+        from launcher.data.workspace import workspace_client
 
-        self.host = env["DATABRICKS_HOST"].strip()
         try:
-            config = Config(
+            # A run's credentials come with the run (its databricks secret), never from this
+            # machine's secret store.
+            self.client = workspace_client(
+                example_uri,
+                env,
+                secret_store=False,
                 retry_timeout_seconds=PREFLIGHT_RETRY_TIMEOUT_S,
                 http_timeout_seconds=PREFLIGHT_HTTP_TIMEOUT_S,
             )
-        except ValueError as e:  # the SDK could not configure auth from the environment
-            raise PreflightError(f"{example_uri}: Databricks credentials are not usable: {_first_line(e)}") from None
-        self.host = (config.host or self.host).rstrip("/")
-        self.client = WorkspaceClient(config=config)
+        except InputError as e:
+            raise PreflightError(e.message) from None
+        self.host = (self.client.config.host or env.get("DATABRICKS_HOST", "")).rstrip("/")
 
     @staticmethod
     def _path(uri: str) -> str:
@@ -259,7 +251,10 @@ def check_dataset(
     store = _store_for(base, env, stores)
     index_uri = join(where, INDEX)
     if store.read(index_uri) is None:
-        raise PreflightError(f"{where} has no {INDEX} (checked as {store.describe(index_uri)})")
+        raise PreflightError(
+            f"{name}: {where} has no {INDEX} (checked as {store.describe(index_uri)}): convert the data there with "
+            f"`launcher data convert ... --out {base} --split {split}`, or fix {name}.dataset.remote"
+        )
     sidecar_uri = join(where, SIDECAR_NAME)
     raw = store.read(sidecar_uri)
     if raw is None:

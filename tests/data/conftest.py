@@ -88,3 +88,33 @@ def volume_env(databricks_files, monkeypatch: pytest.MonkeyPatch) -> Iterator:
     for k, v in databricks_files.env().items():
         monkeypatch.setenv(k, v)
     yield databricks_files
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[1] SparkSession for every Spark test (starting one costs seconds); stopped at the end."""
+    pytest.importorskip("pyspark", reason="needs the spark extra")
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (SparkSession.builder.master("local[1]").appName("launcher-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def wordpiece_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A WordPiece tokenizer trained on synthetic reviews."""
+    from launcher.data.synthetic import write_sentiment
+    from launcher.data.tokenizer import train_wordpiece
+
+    root = tmp_path_factory.mktemp("wordpiece")
+    write_sentiment(root / "reviews.jsonl", 500, seed=0)
+    return train_wordpiece([str(root / "reviews.jsonl")], 200, root / "tokenizer")

@@ -121,9 +121,16 @@ def train_env(fake=None, **extra: str) -> dict[str, str]:
 def run_trainer(
     args: Sequence[str], env: dict[str, str], timeout: float = 240, cwd: Path = REPO
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
+    """Run to the end; past `timeout`, its whole process group (torchrun's workers too) is killed."""
+    proc = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"{' '.join(args)} ran past {timeout} s:\n{err[-3000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def records(stdout: str) -> list[dict]:

@@ -119,7 +119,7 @@ def test_overrides_apply_before_validation(tmp_path: Path) -> None:
     cfg = load_config(p, ["max_duration=3ba", "optimizer.lr=0.5", "variables.seq=32"], env={"DATA_REMOTE": "./x"})
     assert (cfg.max_duration, cfg.optimizer.lr, cfg.model.max_seq_len) == ("3ba", 0.5, 32)
     msg = errors(p, {"DATA_REMOTE": "./x"}, overrides=("global_train_batch_size=0",))
-    assert msg == "command line: global_train_batch_size: Input should be greater than or equal to 1, got 0"
+    assert msg == "command line: global_train_batch_size: must be a positive integer, got 0"
 
 
 def test_autoresume_needs_a_save_folder(tmp_path: Path) -> None:
@@ -165,3 +165,22 @@ def test_shipped_runspecs_validate(spec: str, tmp_path: Path) -> None:
         assert cfg.tokenizer.name == "EleutherAI/gpt-neox-20b" and cfg.max_duration == "1000ba"
         assert run.compute.gpus == 8 and run.compute.gpu_type == "a100_80gb"
         assert run.data.remote.startswith("dbfs:/Volumes/") and run.secrets
+
+
+def test_unions_and_lists_get_clean_fields_and_guesses(tmp_path: Path) -> None:
+    """The run spec's error mapping (launcher.spec.issues): no union-member tags in field names,
+    did-you-mean inside an optional model (eval_loader), a list (optimizer.betas) and a union."""
+    text = BASE + textwrap.dedent("""\
+        device_train_microbatch_size: big
+        eval_loader:
+          dataset: {remote: ./x, splt: val}
+        """)
+    text = text.replace("optimizer:\n  name: decoupled_adamw\n", "optimizer:\n  name: decoupled_adamw\n  betas: [0.9, high]\n")
+    p = write(tmp_path, text)
+    lines = errors(p, {"DATA_REMOTE": "./x"}).splitlines()
+    assert any(ln.startswith(f"{p}:") and "eval_loader.dataset.splt: unknown field (did you mean 'split'?)" in ln
+               for ln in lines), lines
+    assert f"{p}:21:16: optimizer.betas.1: must be a number, got 'high'" in lines
+    assert any(ln.endswith("device_train_microbatch_size: must be an integer, got 'big'") for ln in lines)
+    assert any(ln.endswith("device_train_microbatch_size: must be 'auto', got 'big'") for ln in lines)
+    assert not any("literal[" in ln or ".int:" in ln or "function-" in ln for ln in lines), lines

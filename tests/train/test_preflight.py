@@ -53,8 +53,10 @@ def test_missing_index_json(monkeypatch, capsys, tmp_path: Path, number_say, dat
     remote = "dbfs:/Volumes/main/default/data/not-converted"
     cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=remote)
     assert fail_line(capsys, cfg) == (
-        f"{remote}/train has no index.json (checked as "
-        f"{databricks_files.host}/api/2.0/fs/files/Volumes/main/default/data/not-converted/train/index.json)"
+        f"train_loader: {remote}/train has no index.json (checked as "
+        f"{databricks_files.host}/api/2.0/fs/files/Volumes/main/default/data/not-converted/train/index.json): "
+        f"convert the data there with `launcher data convert ... --out {remote} --split train`, "
+        "or fix train_loader.dataset.remote"
     )
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from launcher.train.hf.main import main
+
+sys.exit(main())

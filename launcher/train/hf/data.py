@@ -1,0 +1,124 @@
+"""The HF recipe's data: a dataset saved with save_to_disk (tokenized by `launcher data
+prepare`, with its label mapping beside it), or Parquet / JSON Lines / CSV files tokenized
+here. Remote datasets (dbfs:/Volumes/..., s3://) are fetched once per node into the run's
+cache (local rank 0 fetches, the others wait); a retry of the run reuses the copy."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import InputError
+
+FETCHED = ".fetched"
+
+
+@dataclass
+class HFData:
+    train: Any
+    eval: Any
+    tokenizer: Any
+    collator: Any
+    id2label: dict[int, str] | None
+    num_labels: int
+
+
+def fetch(uri: str, cache: Path) -> Path:
+    """A local copy of a remote dataset directory; a local path is used in place."""
+    from launcher.data.remotedir import is_remote, remote_dir
+    from launcher.train.hf.main import WAIT_FOR_DATA_S, _rank
+
+    if not is_remote(uri):
+        path = Path(uri).expanduser()
+        if not path.exists():
+            raise InputError(f"data.path {uri} does not exist (no such directory: {path.resolve()})")
+        return path
+    dest = cache / "dataset"
+    done = cache / FETCHED
+    _, local_rank, _ = _rank()
+    if local_rank == 0:
+        if not (done.is_file() and done.read_text() == uri):  # a retry reuses its copy
+            done.unlink(missing_ok=True)
+            remote_dir(uri, secret_store=False).download_tree(dest)
+            done.write_text(uri)
+    else:
+        deadline = time.monotonic() + WAIT_FOR_DATA_S
+        while not (done.is_file() and done.read_text() == uri):
+            if time.monotonic() > deadline:
+                raise InputError(f"local rank 0 did not fetch {uri} within {WAIT_FOR_DATA_S} s")
+            time.sleep(0.5)
+    return dest
+
+
+def _file_format(files: list[str]) -> str:
+    from launcher.data.inputs import kind_of
+
+    kinds = {kind_of(f) for f in files}
+    if len(kinds) != 1 or None in kinds or kinds & {"text", "hf"}:
+        raise InputError(f"data files must all be Parquet, JSON Lines or CSV, got {', '.join(files)}")
+    return {"jsonl": "json", "parquet": "parquet", "csv": "csv"}[kinds.pop()]
+
+
+def load_data(cfg: Any, cache: Path) -> HFData:
+    import datasets
+    from transformers import AutoTokenizer, DataCollatorForLanguageModeling, DataCollatorWithPadding
+
+    from launcher.train.hf.main import labels_beside
+
+    d = cfg.data
+    datasets.disable_progress_bars()
+    tok_name = cfg.tokenizer or cfg.model.name_or_path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tok_name)
+    except (OSError, ValueError) as e:
+        raise InputError(f"tokenizer {tok_name}: {str(e).splitlines()[0]}") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    id2label = None
+    if d.path is not None:
+        local = fetch(d.path, cache)
+        try:
+            ds = datasets.load_from_disk(str(local))
+        except FileNotFoundError:
+            raise InputError(f"data.path {d.path} is not a dataset saved with save_to_disk (prepare it with `launcher data prepare`)") from None
+        if not isinstance(ds, datasets.DatasetDict):
+            raise InputError(f"data.path {d.path} holds one split; it needs {d.train_split} and {d.eval_split} (a DatasetDict)")
+        id2label = labels_beside(local)
+    else:
+        files = {"train": [d.train_files] if isinstance(d.train_files, str) else list(d.train_files or [])}
+        if d.eval_files:
+            files["eval"] = [d.eval_files] if isinstance(d.eval_files, str) else list(d.eval_files)
+        fmt = _file_format([f for fs in files.values() for f in fs])
+        raw = datasets.load_dataset(fmt, data_files=files)
+        ds = datasets.DatasetDict({d.train_split: raw["train"]})
+        if "eval" in raw:
+            ds[d.eval_split] = raw["eval"]
+    for split in (d.train_split, d.eval_split):
+        if split not in ds:
+            raise InputError(f"data: no split {split!r} in {d.path or d.train_files} (splits: {', '.join(ds)})")
+
+    if "input_ids" not in ds[d.train_split].column_names:
+        from launcher.data.prepare import label_ids, tokenize_dataset
+
+        if cfg.task == "sequence_classification":
+            id2label, ds = label_ids(ds, d.label_column)
+        ds = tokenize_dataset(ds, tokenizer, d.text_column, d.max_length,
+                              d.label_column if cfg.task == "sequence_classification" else None)
+    if cfg.task == "sequence_classification":
+        if "labels" not in ds[d.train_split].column_names:
+            raise InputError(f"data: the dataset has no labels column (columns: {', '.join(ds[d.train_split].column_names)})")
+        num_labels = cfg.model.num_labels or (len(id2label) if id2label else _count_labels(ds[d.train_split]))
+        collator = DataCollatorWithPadding(tokenizer)
+    else:
+        keep = {"input_ids", "attention_mask"}
+        ds = ds.remove_columns([c for c in ds[d.train_split].column_names if c not in keep])
+        num_labels = 0
+        collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
+    return HFData(ds[d.train_split], ds[d.eval_split], tokenizer, collator, id2label, num_labels)
+
+
+def _count_labels(train: Any) -> int:
+    return int(max(train["labels"])) + 1
+

@@ -1,0 +1,163 @@
+"""Per-run streaming caches: the same config run twice and two runs at once on one
+dbfs:/Volumes remote (the fake Files API), a retry that reuses the shards its first attempt
+downloaded, and each streaming error as one line naming the dataset and the fix."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.metrics.records import parse_record
+from tests.train.conftest import REPO, losses, records, run_trainer, tiny_config, train_env
+
+pytestmark = pytest.mark.train
+
+
+def local_run_env(fake, tmp_path: Path, run: str, **extra: str) -> tuple[dict[str, str], Path]:
+    """What the local backend gives a run: its name, and artifacts/ inside the run's directory."""
+    run_dir = tmp_path / "runs" / run
+    env = train_env(fake, RUN_NAME=run, LAUNCHER_BACKEND="local", LAUNCHER_ARTIFACTS_DIR=str(run_dir / "artifacts"), **extra)
+    return env, run_dir
+
+
+def shard_gets(fake) -> int:
+    return sum(1 for m, p in fake.requests if m == "GET" and ".mds" in p)
+
+
+def test_the_same_config_twice_and_two_runs_at_once_on_one_remote(tmp_path: Path, databricks_files, uc_data: str,
+                                                                   number_say) -> None:
+    # No dataset.local: streaming's default (/tmp/<hash of remote>) would refuse the second run.
+    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="4ba",
+                      eval_loader=True)
+    for run in ("twice-1", "twice-2"):
+        env, run_dir = local_run_env(databricks_files, tmp_path, run)
+        proc = run_trainer(["-m", "launcher.train", str(cfg)], env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert sorted(losses(records(proc.stdout))) == [1, 2, 3, 4]
+        assert not (run_dir / "cache" / "streaming" / "train_loader").exists(), "a finished run's cache is removed"
+
+    procs = []
+    for run in ("both-1", "both-2"):
+        env, _ = local_run_env(databricks_files, tmp_path, run)
+        procs.append(subprocess.Popen([sys.executable, "-m", "launcher.train", str(cfg)], cwd=REPO, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+        assert sorted(losses(records(out))) == [1, 2, 3, 4]
+
+
+def test_a_retry_reuses_the_shards_its_first_attempt_downloaded(tmp_path: Path, databricks_files, uc_data: str,
+                                                                 number_say) -> None:
+    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="400ba")
+    env, run_dir = local_run_env(databricks_files, tmp_path, "retry", LAUNCHER_ATTEMPT="1")
+    first = subprocess.Popen([sys.executable, "-m", "launcher.train", str(cfg)], cwd=REPO, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        for line in first.stdout:  # the first step's record: the shards are on disk
+            rec = parse_record(line)
+            if rec and "metrics" in rec or time.monotonic() > deadline:
+                break
+        os.killpg(first.pid, signal.SIGKILL)  # a crash: no cleanup runs
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        first.stdout.close()
+    downloaded = shard_gets(databricks_files)
+    cache = run_dir / "cache" / "streaming" / "train_loader" / "train"
+    assert downloaded >= 1 and any(cache.glob("*.mds*")), "the first attempt downloaded its shards into the run's cache"
+
+    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="3ba")
+    env["LAUNCHER_ATTEMPT"] = "2"
+    second = run_trainer(["-m", "launcher.train", str(cfg)], env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert sorted(losses(records(second.stdout))) == [1, 2, 3]
+    assert shard_gets(databricks_files) == downloaded, "the retry downloaded shards it already had"
+
+
+# ---------------------------------------------------------------- each streaming error
+# (a missing index.json is caught before streaming runs: tests/train/test_preflight.py)
+
+
+def test_a_reused_cache_names_the_dataset_and_the_fix(tmp_path: Path, number_say) -> None:
+    """Another live dataset holds the cache directory (another run with the same local)."""
+    from streaming import StreamingDataset
+
+    from launcher.errors import InputError
+    from launcher.train.cache import streaming_errors
+    from launcher.train.preflight import DatasetInfo
+
+    local = tmp_path / "shared-cache"
+    remote = str(number_say.mds)
+    holder = StreamingDataset(remote=remote, local=str(local), split="train", batch_size=1)
+    info = DatasetInfo(remote=remote, local=str(local), split="train", dtype="uint16", seq_len=64, vocab_size=None, samples=None)
+    with pytest.raises(InputError) as caught, streaming_errors({"eval_loader": info}):
+        StreamingDataset(remote=remote, local=str(local), split="train", batch_size=1)
+    assert caught.value.message == (
+        f"eval_loader: the cache {local} is in use by another dataset that is still open (another run, or the other "
+        "loader, with the same local): give each dataset its own eval_loader.dataset.local, or leave it empty so that "
+        "each run gets its own"
+    )
+    del holder
+
+
+def test_a_download_timeout_names_the_dataset_and_the_fix(tmp_path: Path, s3) -> None:
+    """An S3 endpoint that accepts connections and never answers; streaming's own S3 download."""
+    from streaming import StreamingDataset
+
+    from launcher.errors import InputError
+    from launcher.train.cache import streaming_errors
+    from launcher.train.preflight import DatasetInfo
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    os.environ["S3_ENDPOINT_URL"] = f"http://127.0.0.1:{silent.getsockname()[1]}"  # restored by the s3 fixture
+    remote = "s3://launcher-test/mds"
+    info = DatasetInfo(remote=remote, local=str(tmp_path / "cache"), split="train", dtype="uint16", seq_len=64,
+                       vocab_size=None, samples=None)
+    try:
+        started = time.monotonic()
+        with pytest.raises(InputError) as caught, streaming_errors({"train_loader": info}, {"train_loader": 1.0}):
+            StreamingDataset(remote=remote, local=str(tmp_path / "cache"), split="train", batch_size=1,
+                             download_timeout=1.0, download_retry=1)
+        assert time.monotonic() - started < 60
+    finally:
+        stop.set()
+        thread.join()
+        for c in held:
+            c.close()
+        silent.close()
+    assert caught.value.message == (
+        f"train_loader: downloading {remote}/train timed out after 1 s: raise train_loader.dataset.download_timeout "
+        f"(and download_retry), or check that {remote} is reachable from here"
+    )
