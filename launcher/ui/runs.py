@@ -60,38 +60,40 @@ class RunsSource:
         self._refreshing = threading.Lock()
         self._first = threading.Event()
 
-    def backends(self) -> list[Backend]:
-        """A backend per configured profile (the config is re-read: profiles added while the
-        dashboard runs appear on the next refresh)."""
+    def _backend(self, profile) -> Backend:
+        """The profile's backend, opened once and kept."""
         from launcher.backends.registry import open_backend
-        from launcher.config import load_config
 
-        out = []
-        for profile in load_config().profiles():
-            key = (profile.name, profile.backend)
+        key = (profile.name, profile.backend)
+        with self._lock:
             if key not in self._backends:
                 self._backends[key] = open_backend(profile)
-            out.append(self._backends[key])
-        return out
+            return self._backends[key]
 
     def refresh(self) -> Snapshot:
+        """List every profile (the config is re-read: profiles added while the dashboard runs
+        appear on the next refresh) the way `launcher get runs` does: all at once, an
+        unreachable cluster costing its short timeout and one error line."""
+        from launcher.backends.registry import ask_each
+        from launcher.config import load_config
         from launcher.errors import LauncherError
 
         with self._refreshing:
             started = time.monotonic()
-            pairs: list[tuple[Backend, Run]] = []
-            errors: list[str] = []
             try:
-                backends = self.backends()
+                profiles = load_config().profiles()
             except LauncherError as e:
-                backends, errors = [], [e.message]
-            for backend in backends:
-                try:
-                    pairs.extend((backend, run) for run in backend.list())
-                except LauncherError as e:
-                    errors.append(f"{backend.name}: {e.message}")
-                except Exception as e:  # noqa: BLE001 - one broken cluster must not blank the page
-                    errors.append(f"{backend.name}: {type(e).__name__}: {e}")
+                profiles, errors = [], [e.message]
+            else:
+                errors = []
+
+            def list_one(profile) -> list[tuple[Backend, Run]]:
+                backend = self._backend(profile)
+                return [(backend, run) for run in backend.list()]
+
+            answers, failed = ask_each(profiles, list_one)
+            pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
+            errors += [e.message for e in failed.values()]
             pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
             snap = Snapshot(pairs, errors, time.time(), time.monotonic() - started)
             with self._lock:
