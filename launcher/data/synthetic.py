@@ -59,8 +59,8 @@ def random_number(rng: random.Random) -> int:
     return sign * int((10 ** rng.uniform(1, 4) - 10) ** 2)
 
 
-def write_number_say(path: str | Path, samples: int, seed: int = 0) -> int:
-    """Write `samples` JSON Lines documents {"number": n, "text": words}; returns the count."""
+def _write_jsonl(path: str | Path, samples: int, seed: int, document) -> int:
+    """Write `samples` JSON Lines documents, each `document(rng)` with one seeded rng; returns the count."""
     if samples < 1:
         raise ValueError("samples must be at least 1")
     rng = random.Random(seed)
@@ -68,9 +68,18 @@ def write_number_say(path: str | Path, samples: int, seed: int = 0) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         for _ in range(samples):
-            n = random_number(rng)
-            f.write(json.dumps({"number": n, "text": say(n)}) + "\n")
+            f.write(json.dumps(document(rng)) + "\n")
     return samples
+
+
+def _number_say(rng: random.Random) -> dict:
+    n = random_number(rng)
+    return {"number": n, "text": say(n)}
+
+
+def write_number_say(path: str | Path, samples: int, seed: int = 0) -> int:
+    """Write `samples` JSON Lines documents {"number": n, "text": words}; returns the count."""
+    return _write_jsonl(path, samples, seed, _number_say)
 
 
 # Sentiment: each review mixes neutral filler with words of one polarity (and, rarely, one
@@ -83,21 +92,17 @@ _FILLER = ("the film was plot acting story ending cast and it really a movie thi
            "director with quite very of").split()
 
 
+def _review(rng: random.Random) -> dict:
+    label = rng.choice(("positive", "negative"))
+    own, other = (_POSITIVE, _NEGATIVE) if label == "positive" else (_NEGATIVE, _POSITIVE)
+    words = [rng.choice(_FILLER) for _ in range(rng.randint(6, 14))]
+    for _ in range(rng.randint(2, 4)):
+        words.insert(rng.randrange(len(words) + 1), rng.choice(own))
+    if rng.random() < 0.15:
+        words.insert(rng.randrange(len(words) + 1), rng.choice(other))
+    return {"text": " ".join(words), "label": label}
+
+
 def write_sentiment(path: str | Path, samples: int, seed: int = 0) -> int:
     """Write `samples` JSON Lines reviews {"text": ..., "label": "positive"|"negative"}."""
-    if samples < 1:
-        raise ValueError("samples must be at least 1")
-    rng = random.Random(seed)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
-        for _ in range(samples):
-            label = rng.choice(("positive", "negative"))
-            own, other = (_POSITIVE, _NEGATIVE) if label == "positive" else (_NEGATIVE, _POSITIVE)
-            words = [rng.choice(_FILLER) for _ in range(rng.randint(6, 14))]
-            for _ in range(rng.randint(2, 4)):
-                words.insert(rng.randrange(len(words) + 1), rng.choice(own))
-            if rng.random() < 0.15:
-                words.insert(rng.randrange(len(words) + 1), rng.choice(other))
-            f.write(json.dumps({"text": " ".join(words), "label": label}) + "\n")
-    return samples
+    return _write_jsonl(path, samples, seed, _review)
