@@ -13,7 +13,7 @@ import argparse
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from launcher.errors import InputError, LauncherError
@@ -26,27 +26,42 @@ DEFAULT_SPEED_WINDOW = 10
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m launcher.train",
+    return run_config_command(
+        argv, train, prog="python -m launcher.train",
         description="Train an MPT model with Composer on MDS data (run it under `composer` for several GPUs).",
+        config_help="the training config (the run spec's parameters; $PARAMETERS)",
     )
-    parser.add_argument("config", help="the training config (the run spec's parameters; $PARAMETERS)")
+
+
+def run_config_command(argv: Sequence[str] | None, run: Callable[[str, Sequence[str]], None], *, prog: str,
+                       description: str, config_help: str, input_errors_on_rank_0_only: bool = False) -> int:
+    """The command line both built-in trainers share: `CONFIG [path.to.key=VALUE ...]`, and a
+    LauncherError as one `✗` line (plus its hint) and its exit code, never a traceback.
+    With input_errors_on_rank_0_only, a bad config (which every rank finds alike) is told once."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("config", help=config_help)
     parser.add_argument("overrides", nargs="*", help="path.to.key=VALUE changes to the config")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        train(args.config, args.overrides)
+        run(args.config, args.overrides)
     except LauncherError as e:
-        print(f"✗ {e.message}", file=sys.stderr, flush=True)
-        if e.hint:
-            print(f"  {e.hint}", file=sys.stderr, flush=True)
+        if not input_errors_on_rank_0_only or os.environ.get("RANK", "0") == "0" or not isinstance(e, InputError):
+            print(f"✗ {e.message}", file=sys.stderr, flush=True)
+            if e.hint:
+                print(f"  {e.hint}", file=sys.stderr, flush=True)
         return e.exit_code
     return 0
 
 
-def require_train_extra(what: str = "launcher.train") -> None:
-    missing = [m for m in TRAIN_EXTRA if importlib.util.find_spec(m) is None]
+def require_extra(modules: Sequence[str], what: str) -> None:
+    """An InputError naming the train extra's modules that are not installed."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise InputError(f"{what} needs the train extra ({', '.join(missing)} missing): pip install 'launcher[train]'")
+
+
+def require_train_extra(what: str = "launcher.train") -> None:
+    require_extra(TRAIN_EXTRA, what)
 
 
 def _note(message: str) -> None:

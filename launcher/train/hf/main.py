@@ -18,8 +18,6 @@ s3://) gets each checkpoint as soon as it is saved; a retry resumes from the new
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -28,7 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher.errors import InputError, LauncherError
+from launcher.errors import InputError
+from launcher.train.main import require_extra, run_config_command
 
 HF_EXTRA = ("torch", "transformers", "datasets", "accelerate")
 LABELS_FILE = "label_mapping.json"
@@ -37,22 +36,11 @@ WAIT_FOR_DATA_S = 1800
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m launcher.train.hf",
+    return run_config_command(
+        argv, finetune, prog="python -m launcher.train.hf",
         description="Fine-tune a Hugging Face model with transformers' Trainer (under torchrun for several processes).",
+        config_help="the recipe's config (the run spec's parameters; $PARAMETERS)", input_errors_on_rank_0_only=True,
     )
-    parser.add_argument("config", help="the recipe's config (the run spec's parameters; $PARAMETERS)")
-    parser.add_argument("overrides", nargs="*", help="path.to.key=VALUE changes to the config")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        finetune(args.config, args.overrides)
-    except LauncherError as e:
-        if os.environ.get("RANK", "0") == "0" or not isinstance(e, InputError):
-            print(f"✗ {e.message}", file=sys.stderr, flush=True)
-            if e.hint:
-                print(f"  {e.hint}", file=sys.stderr, flush=True)
-        return e.exit_code
-    return 0
 
 
 def _rank() -> tuple[int, int, int]:
@@ -63,9 +51,7 @@ def finetune(config_path: str, overrides: Sequence[str] = ()) -> None:
     from launcher.train.hf.config import load_hf_config
 
     cfg = load_hf_config(config_path, overrides)
-    missing = [m for m in HF_EXTRA if importlib.util.find_spec(m) is None]
-    if missing:
-        raise InputError(f"launcher.train.hf needs the train extra ({', '.join(missing)} missing): pip install 'launcher[train]'")
+    require_extra(HF_EXTRA, "launcher.train.hf")
     from launcher.train.cache import run_cache_root
     from launcher.train.hf.data import load_data
 
