@@ -78,7 +78,9 @@ def _pick(candidates: list[type[BaseModel]], node: Any) -> list[type[BaseModel]]
     if len(candidates) <= 1 or not isinstance(node, dict):
         return candidates
     for name, by_value in _discriminators(candidates).items():
-        chosen = by_value.get(node.get(name))
+        value = node.get(name)
+        # A discriminator can only be a scalar; a list or mapping there names no member.
+        chosen = by_value.get(value) if isinstance(value, str | int | float | bool) else None
         if chosen is not None:
             return [chosen]
     return candidates

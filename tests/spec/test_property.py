@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from launcher.errors import SpecError
@@ -28,6 +28,9 @@ def _only_spec_errors(text) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(FIELDS), values, max_size=8))
+# Found by CI: a list where a union's discriminator belongs crashed the did-you-mean walk.
+@example({"name": None, "integrations": [{"name": None, "integration_type": []}]})
+@example({"integrations": [{"integration_type": {"a": 1}}]})
 def test_structured_documents(doc):
     _only_spec_errors(yaml.safe_dump(doc))
 
