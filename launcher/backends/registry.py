@@ -38,6 +38,16 @@ def open_backend(profile: Profile) -> Backend:
     raise InputError(f"unknown backend {profile.backend!r} in profile {profile.name!r}")
 
 
+def check_reachable(profile: Profile) -> None:
+    """Raise a LauncherError naming the profile when its service cannot be reached at all;
+    cheap, and done before the backend is opened (see kubernetes/reach.py). May block for
+    a connect timeout (half a second)."""
+    if profile.backend == "kubernetes":
+        from launcher.backends.kubernetes.reach import check_reachable as check_api_server
+
+        check_api_server(profile.name, profile.settings)
+
+
 def open_secret_store(profile: Profile) -> SecretStore:
     if profile.backend == "kubernetes":
         from launcher.backends.kubernetes.secrets import KubernetesSecretStore
@@ -149,12 +159,13 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T]) -> tuple[dict
     """ask(profile) for every profile at once: the answers, and for each profile that
     failed or did not answer within LIST_SECONDS, a LauncherError whose message is one
     line that names it. An unreachable cluster costs its connect timeout once, not a
-    turn in a queue."""
+    turn in a queue, and not the import of its client either (check_reachable)."""
     answers: dict[str, T] = {}
     failures: dict[str, BaseException] = {}
 
     def ask_one(profile: Profile) -> None:
         try:
+            check_reachable(profile)
             answers[profile.name] = ask(profile)
         except BaseException as e:  # noqa: BLE001 - reported below, in the caller's thread
             failures[profile.name] = e

@@ -6,8 +6,10 @@ retries of 5xx and connection failures (never of a 4xx), idempotent creates, and
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -220,15 +222,52 @@ def test_unreachable_profiles_cost_one_short_wait_and_one_warning_each(launcher_
         started = time.monotonic()
         assert launcher("get", "runs", "-o", "name") == 0
         took = time.monotonic() - started
+        # The same look in a fresh process, as a user runs it: an unreachable server is
+        # settled by one TCP connect before the kubernetes client (a second of CPU) loads.
+        code = ("import sys; from launcher.cli.main import main\n"
+                "try: main(['get', 'runs', '-o', 'name'])\nexcept SystemExit as e: assert e.code == 0, e.code\n"
+                "print('kubernetes' in sys.modules, 'pydantic' in sys.modules)")
+        fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "LAUNCHER_HOME": str(launcher_home)})
     out, err = capsys.readouterr()
     assert out.startswith("here-")
     warnings = sorted(ln for ln in err.splitlines() if ln.startswith("!"))
     assert len(warnings) == 2, err
-    assert warnings[0].startswith("! cluster refused: cannot list ConfigMaps: cannot connect: connection refused")
-    assert warnings[1].startswith("! cluster stalled: cannot list ConfigMaps: connecting timed out")
+    assert warnings[0].startswith("! cluster refused: cannot reach the API server: cannot connect: connection refused")
+    assert warnings[1].startswith("! cluster stalled: cannot reach the API server: connecting timed out")
     # Both profiles are asked at once, each with a short connect timeout and no second try
     # (the old way, one after the other with retries, took over 5 s). Generous bound.
     assert took < 3, f"get runs took {took:.1f} s"
+    assert fresh.stdout.splitlines()[0].startswith("here-"), fresh.stderr
+    assert fresh.stdout.splitlines()[-1] == "False False", "an unreachable profile loaded the kubernetes client"
+    assert fresh.stderr.count("! cluster ") == 2
+
+
+def test_the_reachability_check_reads_the_profiles_context_and_proxy(launcher_home, fake_kube, capsys):
+    """The check before a listing connects where the client would: the profile's context
+    (not the current one), or the cluster's proxy-url. A reachable server is then listed."""
+    with unreachable_server("refused") as refused:
+        kubeconfig = launcher_home / "kubeconfig-two"
+        kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "down",
+            "clusters": [{"name": "down", "cluster": {"server": refused}},
+                         {"name": "up", "cluster": {"server": fake_kube.url}},
+                         {"name": "proxied", "cluster": {"server": fake_kube.url, "proxy-url": refused}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": n, "context": {"cluster": n, "user": "u"}} for n in ("down", "up", "proxied")],
+        }))
+        config_path = launcher_home / "config.yaml"
+        config = yaml.safe_load(config_path.read_text())
+        for context in ("up", "down", "proxied"):
+            config["clusters"][f"ctx-{context}"] = {"backend": "kubernetes", "kubeconfig": str(kubeconfig),
+                                                   "context": context, "image": "ghcr.io/example/launcher:test"}
+        config_path.write_text(yaml.safe_dump(config))
+        capsys.readouterr()
+        assert launcher("get", "runs") == 0
+        err = capsys.readouterr().err
+    assert "! cluster ctx-up" not in err, err
+    assert f"! cluster ctx-down: cannot reach the API server: cannot connect: connection refused ({refused})" in err
+    assert f"! cluster ctx-proxied: cannot reach the API server: cannot connect: connection refused ({fake_kube.url})" in err
 
 
 def test_tls_trouble_is_one_line_naming_the_profile(fake_kube, launcher_home):

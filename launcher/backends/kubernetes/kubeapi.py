@@ -50,19 +50,19 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is this module's error
+    INPUT_STATUSES,
+    MAYBE_DONE_STATUSES,
+    UNDONE_STATUSES,
+    KubeError,
+    connect_failure,
+)
 from launcher.backends.kubernetes.profiles import ClusterProfile
-from launcher.errors import LauncherError
+from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path
 
 WATCH_SECONDS = 60
 LOG_READ_TIMEOUT = 3900  # the API server cuts a followed log after an hour
 MERGE_PATCH = "application/merge-patch+json"
-
-# Statuses the server answers without having done the request: safe to repeat, even a create.
-UNDONE_STATUSES = {429, 503}
-# Statuses after which a write may or may not have happened.
-MAYBE_DONE_STATUSES = {500, 502, 504}
-# Statuses that mean the input is at fault: exit 2.
-INPUT_STATUSES = {400, 401, 403, 404, 405, 409, 413, 415, 422}
 
 KINDS: dict[str, tuple[str, str]] = {
     # kind -> (API path prefix, plural)
@@ -74,23 +74,6 @@ KINDS: dict[str, tuple[str, str]] = {
     "Job": ("/apis/batch/v1", "jobs"),
     "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
 }
-
-
-class KubeError(LauncherError):
-    """A Kubernetes API call that failed, in words. `status` is the HTTP status (None for a
-    connection, timeout, TLS or kubeconfig failure); `reason` is the API's reason
-    (AlreadyExists, Conflict, Expired, ...) or the kind of connection failure."""
-
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "",
-                 retryable: bool = False, maybe_done: bool = False, exit_code: int | None = None,
-                 hint: str | None = None):
-        if exit_code is None:
-            exit_code = 2 if status in INPUT_STATUSES else 1
-        super().__init__(message, exit_code=exit_code, hint=hint)
-        self.status = status
-        self.reason = reason
-        self.retryable = retryable
-        self.maybe_done = maybe_done
 
 
 def status_of(e: BaseException) -> int:
@@ -124,7 +107,7 @@ DEFAULT_RETRY = RetryPolicy()
 # One look across every profile (`get runs`): an unreachable cluster must not hold up the
 # answer, so its connection failure is not tried again; a 5xx gets one quick second try.
 QUICK_RETRY = RetryPolicy(tries=2, connection_tries=1, base_seconds=0.1, max_seconds=0.1,
-                          connect_timeout=0.5, read_timeout=5.0)
+                          connect_timeout=LIST_CONNECT_TIMEOUT, read_timeout=5.0)
 
 
 def _api_message(e: ApiException) -> tuple[str, str]:
@@ -144,12 +127,8 @@ def _connection_error(e: BaseException) -> tuple[str, str, bool]:
     if isinstance(e, urllib3.exceptions.SSLError):
         return f"TLS failed: {_first_line(e)}", "TLS", False
     if isinstance(e, urllib3.exceptions.NewConnectionError):  # a subclass of ConnectTimeoutError
-        cause = e.__cause__ or e.__context__
-        if isinstance(cause, TimeoutError | socket.timeout):
-            return "connecting timed out", "ConnectTimeout", False
-        text = (os.strerror(cause.errno) if isinstance(cause, OSError) and cause.errno
-                else _first_line(e).split(": ")[-1])
-        return f"cannot connect: {text.lower()}", "ConnectFailed", False
+        what, reason = connect_failure(e.__cause__ or e.__context__ or e)
+        return what, reason, False
     if isinstance(e, urllib3.exceptions.ConnectTimeoutError):
         return "connecting timed out", "ConnectTimeout", False
     if isinstance(e, urllib3.exceptions.ReadTimeoutError | socket.timeout | TimeoutError):
@@ -435,8 +414,8 @@ def _api_client(profile: ClusterProfile) -> Any:
     from kubernetes.config.config_exception import ConfigException
 
     where = f"cluster {profile.name}"
-    config_file = os.path.expanduser(profile.kubeconfig) if profile.kubeconfig else os.environ.get("KUBECONFIG")
-    if not config_file and not os.path.exists(os.path.expanduser("~/.kube/config")):
+    path = kubeconfig_path(profile.kubeconfig)
+    if path is None:
         try:
             configuration = kubernetes.client.Configuration()
             kubernetes.config.load_incluster_config(client_configuration=configuration)
@@ -446,7 +425,6 @@ def _api_client(profile: ClusterProfile) -> Any:
             raise KubeError(f"{where}: no kubeconfig found (set kubeconfig in the profile or KUBECONFIG)",
                             exit_code=2, reason="Kubeconfig") from None
     else:
-        path = config_file or os.path.expanduser("~/.kube/config")
         if not os.path.exists(path):
             raise KubeError(f"{where}: kubeconfig not found: {path}", exit_code=2, reason="Kubeconfig")
         try:

@@ -1,0 +1,50 @@
+"""The Kubernetes backend's error type, and the words for a failed connection.
+
+Apart from `kubeapi` (which imports the kubernetes client, about a second) so that code
+that only needs to raise or name a Kubernetes failure, such as the reachability check
+made before a listing, stays light.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from launcher.errors import LauncherError
+
+# Statuses the server answers without having done the request: safe to repeat, even a create.
+UNDONE_STATUSES = {429, 503}
+# Statuses after which a write may or may not have happened.
+MAYBE_DONE_STATUSES = {500, 502, 504}
+# Statuses that mean the input is at fault: exit 2.
+INPUT_STATUSES = {400, 401, 403, 404, 405, 409, 413, 415, 422}
+
+
+class KubeError(LauncherError):
+    """A Kubernetes API call that failed, in words. `status` is the HTTP status (None for a
+    connection, timeout, TLS or kubeconfig failure); `reason` is the API's reason
+    (AlreadyExists, Conflict, Expired, ...) or the kind of connection failure."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "",
+                 retryable: bool = False, maybe_done: bool = False, exit_code: int | None = None,
+                 hint: str | None = None):
+        if exit_code is None:
+            exit_code = 2 if status in INPUT_STATUSES else 1
+        super().__init__(message, exit_code=exit_code, hint=hint)
+        self.status = status
+        self.reason = reason
+        self.retryable = retryable
+        self.maybe_done = maybe_done
+
+
+def connect_failure(cause: BaseException) -> tuple[str, str]:
+    """(what happened, reason) for a TCP connect that failed with `cause`: the same words
+    whether the client's urllib3 or our own reachability check saw it."""
+    if isinstance(cause, TimeoutError | socket.timeout):
+        return "connecting timed out", "ConnectTimeout"
+    if isinstance(cause, socket.gaierror):
+        return f"cannot connect: cannot resolve the host name ({cause.strerror or cause})".lower(), "ConnectFailed"
+    if isinstance(cause, OSError) and cause.errno:
+        return f"cannot connect: {os.strerror(cause.errno).lower()}", "ConnectFailed"
+    text = str(cause).strip().splitlines()
+    return f"cannot connect: {(text[0].split(': ')[-1] if text else type(cause).__name__).lower()}", "ConnectFailed"

@@ -1,0 +1,94 @@
+"""Can a profile's API server be reached at all? Asked, from the raw profile, before a
+look across every profile (`get runs`, a run looked for everywhere, the dashboard)
+loads the profile model or the kubernetes client.
+
+Those looks ask every profile at once. Loading pydantic and the official client costs
+most of a second of CPU, so a profile whose server refuses the connection or never
+answers (a cluster that is down, a VPN that is off) would cost that, then its connect
+timeout. One TCP connect with the listing's connect timeout settles it first: an
+unreachable profile costs only the timeout, in parallel with the others.
+
+The check is best-effort. It reads the server (or the kubeconfig's proxy-url) from
+the kubeconfig with plain YAML; anything it cannot read (no kubeconfig, a missing
+context, a merged KUBECONFIG list, in-cluster config) is left to the client, whose
+loader gives the precise error.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlsplit
+
+import yaml
+
+from launcher.backends.kubernetes.errors import KubeError, connect_failure
+
+DEFAULT_KUBECONFIG = "~/.kube/config"
+# The connect timeout of a look across every profile (`get runs`, the dashboard).
+LIST_CONNECT_TIMEOUT = 0.5
+
+
+def kubeconfig_path(kubeconfig: str | None) -> str | None:
+    """The kubeconfig a profile uses: its own, else $KUBECONFIG, else ~/.kube/config
+    where it exists; None means in-cluster configuration."""
+    if kubeconfig:
+        return os.path.expanduser(kubeconfig)
+    if os.environ.get("KUBECONFIG"):
+        return os.environ["KUBECONFIG"]
+    default = os.path.expanduser(DEFAULT_KUBECONFIG)
+    return default if os.path.exists(default) else None
+
+
+def _named(entries: object, name: object, key: str) -> dict | None:
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("name") == name and isinstance(entry.get(key), dict):
+            return entry[key]
+    return None
+
+
+def server_address(kubeconfig: str | None, context: str | None) -> tuple[str, str, int] | None:
+    """(the server URL, the host and port a connection goes to) from the kubeconfig, or
+    None where it cannot be read simply."""
+    path = kubeconfig_path(kubeconfig)
+    if path is None or os.pathsep in path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = yaml.safe_load(f.read(1 << 20))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    context = _named(config.get("contexts"), context or config.get("current-context"), "context")
+    cluster = _named(config.get("clusters"), (context or {}).get("cluster"), "cluster")
+    if not cluster or not isinstance(cluster.get("server"), str):
+        return None
+    server = cluster["server"]
+    target = cluster.get("proxy-url") if isinstance(cluster.get("proxy-url"), str) else server
+    try:
+        parts = urlsplit(target)
+        port = parts.port or {"https": 443, "http": 80, "socks5": 1080, "socks5h": 1080}.get(parts.scheme)
+    except ValueError:
+        return None
+    if not parts.hostname or port is None:
+        return None
+    return server, parts.hostname, port
+
+
+def check_reachable(name: str, settings: dict, *, timeout: float = LIST_CONNECT_TIMEOUT) -> None:
+    """Raise a KubeError naming profile `name` when its server (or proxy) refuses or
+    does not take a TCP connection within `timeout` seconds. `settings` is the raw
+    `clusters.<name>` entry of config.yaml, not yet validated."""
+    kubeconfig, context = settings.get("kubeconfig"), settings.get("context")
+    address = server_address(kubeconfig if isinstance(kubeconfig, str) else None,
+                             context if isinstance(context, str) else None)
+    if address is None:
+        return
+    server, host, port = address
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        what, reason = connect_failure(e)
+        raise KubeError(f"cluster {name}: cannot reach the API server: {what} ({server})", reason=reason,
+                        retryable=True) from None
