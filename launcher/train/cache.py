@@ -5,7 +5,9 @@ directory that exists (every rerun) and is shared by every run of the same data.
 dataset with a remote gets its own cache, derived from the run name and the loader:
 
     local backend:  <run dir>/cache/streaming/<loader>/<split>   (beside artifacts/)
-    elsewhere:      /tmp/launcher-streaming/<run name>/<loader>/<split>   (a pod's /tmp)
+    a pod:          $LAUNCHER_CACHE_DIR/<run name>/<loader>/<split>   (the pod's emptyDir
+                    /tmp/launcher-cache, which the Kubernetes backend mounts)
+    elsewhere:      <temp dir>/launcher-streaming/<run name>/<loader>/<split>
 
 unless the user sets `dataset.local` (or the spec's data.local). A retry of the same run
 (same name) finds the shards its earlier attempt downloaded; a new run of the same spec
@@ -36,8 +38,9 @@ def run_cache_root(env: Mapping[str, str], run_name: str | None) -> Path:
     artifacts = env.get("LAUNCHER_ARTIFACTS_DIR", "").strip()
     if env.get("LAUNCHER_BACKEND") == "local" and artifacts:
         return Path(artifacts).parent / "cache" / "streaming"
-    name = run_name or _unnamed_run(env)
-    return Path(tempfile.gettempdir()) / TMP_ROOT / re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", run_name or _unnamed_run(env))
+    volume = env.get("LAUNCHER_CACHE_DIR", "").strip()
+    return Path(volume) / name if volume else Path(tempfile.gettempdir()) / TMP_ROOT / name
 
 
 def _unnamed_run(env: Mapping[str, str]) -> str:

@@ -187,7 +187,11 @@ def test_indexed_job_shape_for_4x8():
     assert anti["topologyKey"] == "kubernetes.io/hostname"
     assert anti["labelSelector"]["matchLabels"] == {"launcher.dev/run": "four-node-abc123"}
     assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
+    # The run's streaming cache goes to a pod-local emptyDir under /tmp, named to the trainer by env.
+    assert {"name": "launcher-cache", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "launcher-cache", "mountPath": "/tmp/launcher-cache"} in c["volumeMounts"]
     env = env_of(ms)
+    assert env["LAUNCHER_CACHE_DIR"]["value"] == "/tmp/launcher-cache"
     assert env["MASTER_ADDR"]["value"] == "four-node-abc123-0.four-node-abc123"
     assert env["LAUNCHER_ATTEMPT"]["value"] == "1"
     assert env["LAUNCHER_NODES"]["value"] == "4" and env["LAUNCHER_GPUS_PER_NODE"]["value"] == "8"

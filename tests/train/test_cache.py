@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -161,3 +162,14 @@ def test_a_download_timeout_names_the_dataset_and_the_fix(tmp_path: Path, s3) ->
         f"train_loader: downloading {remote}/train timed out after 1 s: raise train_loader.dataset.download_timeout "
         f"(and download_retry), or check that {remote} is reachable from here"
     )
+
+
+def test_each_backend_puts_a_runs_caches_where_it_has_room() -> None:
+    from launcher.train.cache import run_cache_root
+
+    local = {"LAUNCHER_BACKEND": "local", "LAUNCHER_ARTIFACTS_DIR": "/home/u/.launcher/runs/r-1/artifacts"}
+    assert run_cache_root(local, "r-1") == Path("/home/u/.launcher/runs/r-1/cache/streaming")
+    # In a pod: the emptyDir the Kubernetes backend mounts and names (tests/kubernetes/test_render.py).
+    pod = {"LAUNCHER_BACKEND": "kubernetes", "LAUNCHER_CACHE_DIR": "/tmp/launcher-cache"}
+    assert run_cache_root(pod, "r/1") == Path("/tmp/launcher-cache/r_1")
+    assert run_cache_root({}, "r-1") == Path(tempfile.gettempdir()) / "launcher-streaming" / "r-1"

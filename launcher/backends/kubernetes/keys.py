@@ -27,6 +27,10 @@ KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
 
 CONTAINER = "main"
 CONFIG_MOUNT = "/mnt/config"
+# The pod's scratch volume for the run's caches (streaming shards, prepared datasets): an
+# emptyDir, so it is node-local disk outside the image's writable layer and goes with the pod.
+CACHE_VOLUME = "launcher-cache"
+CACHE_MOUNT = "/tmp/launcher-cache"
 SPEC_FILE = "spec.json"
 PARAMETERS_FILE = "parameters.yaml"
 RUN_CONFIG_FILE = "run_config.yaml"

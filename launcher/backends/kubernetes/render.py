@@ -395,6 +395,7 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
         {"name": contract.SPEC, "value": f"{keys.CONFIG_MOUNT}/{keys.SPEC_FILE}"},
         {"name": contract.BACKEND, "value": "kubernetes"},
         {"name": contract.CONFIG_DIR, "value": keys.CONFIG_MOUNT},
+        {"name": contract.CACHE_DIR, "value": keys.CACHE_MOUNT},
         {"name": "NODE_RANK", "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.annotations['{keys.COMPLETION_INDEX}']"}}},
         {"name": contract.NODES, "value": str(placement.nodes)},
@@ -423,6 +424,7 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
         "volumeMounts": [
             {"name": "config", "mountPath": keys.CONFIG_MOUNT, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": keys.CACHE_VOLUME, "mountPath": keys.CACHE_MOUNT},
             *r_mounts,
             *s_mounts,
         ],
@@ -444,6 +446,7 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
     pod_spec["volumes"] = [
         {"name": "config", "configMap": {"name": name}},
         {"name": "dshm", "emptyDir": shm},
+        {"name": keys.CACHE_VOLUME, "emptyDir": {}},
         *r_volumes,
         *s_volumes,
     ]
