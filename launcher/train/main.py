@@ -125,11 +125,14 @@ def build_trainer(cfg: Any, datasets: dict[str, Any]) -> Any:
 
     on_gpu = torch.cuda.is_available()
     device = get_device("gpu" if on_gpu else "cpu")
-    dist.initialize_dist(device, timeout=cfg.dist_timeout)
+    world = dist.get_world_size()  # from WORLD_SIZE, before any process group exists
+    if world > 1:
+        # One process trains without a process group, as Composer's Trainer does (it makes
+        # one itself for FSDP): with one, every step pays four all_reduces that reduce nothing.
+        dist.initialize_dist(device, timeout=cfg.dist_timeout)
     # A barrier inside: every rank must call it.
     clean_stale_shared_memory()
 
-    world = dist.get_world_size()
     if not on_gpu and "OMP_NUM_THREADS" not in os.environ:
         # Ranks sharing a node's cores: oversubscribed threads slow every rank down (torchrun
         # sets OMP_NUM_THREADS=1 for the same reason; the composer launcher does not).
