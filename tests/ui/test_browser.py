@@ -153,7 +153,10 @@ def test_loss_chart_draws_the_training_loss(trained: Trained, page, tmp_path: Pa
     trained.runs.wait(trained.a, {"COMPLETED"}, timeout=TRAIN_SECONDS)
     page.goto(trained.url + f"runs/{trained.a}")
     chart = page.locator('.chart[data-metric="loss/train/total"]')
-    chart.locator("canvas").wait_for()
+    try:
+        chart.locator("canvas").wait_for()
+    except Exception as e:  # noqa: BLE001 - say what the page said instead of a bare timeout
+        raise AssertionError(f"no chart; the page's note: {page.locator('#chart-note').text_content()!r}") from e
     assert int(chart.get_attribute("data-points")) == 2 * 24  # raw and smoothed, every step
     legend = chart.locator(".u-legend").text_content()
     assert "loss/train/total" in legend and "loss/train/total (smoothed)" in legend

@@ -59,7 +59,7 @@
     let body;
     try {
       body = await Charts.fetchMetrics(run, chosen || [], smoothing());
-    } catch (e) { note.textContent = String(e.message || e); return; }
+    } catch (e) { note.textContent = String(e.message || e); return false; }
     if (chosen === null && body.series.length) chosen = body.series.map((s) => s.metric);
     renderList(body.metrics);
     const wanted = new Set(body.series.map((s) => s.metric));
@@ -80,6 +80,7 @@
     const parts = body.series.map((s) => s.metric + ": " + s.points + " points, drawn " + s.steps.length);
     if (!body.metrics.length) parts.push(ended() ? "this run logged no metrics" : "no metrics yet; they appear as the run trains");
     note.textContent = [...parts, ...body.notes].join(" · ");
+    return true;
   }
   logScale.addEventListener("change", refreshCharts);
 
@@ -143,13 +144,20 @@
   attemptSel.addEventListener("change", () => openLog(attemptSel.value));
 
   // --- the loop ---------------------------------------------------------------------------
+  // Charts poll until one answer came after the run ended: a failed first fetch on the
+  // page of a finished run is retried, not left as an empty chart area.
   openLog("");
-  refreshCharts();
+  let chartsFinal = false;
+  const chartsNow = async () => {
+    const was = ended();
+    if (await refreshCharts()) chartsFinal = was;
+  };
+  chartsNow();
   const timer = setInterval(async () => {
     if (document.hidden) return;
     const was = ended();
     await refreshDetails();
-    if (!was) await refreshCharts();
-    if (was) clearInterval(timer);
+    if (!chartsFinal) await chartsNow();
+    if (was && chartsFinal) clearInterval(timer);
   }, 2000);
 })();
