@@ -14,7 +14,9 @@ is given, else to tracking_uri (any MLflow URI), else to MLflow's default (./mlr
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +30,8 @@ HF_OPTIONS = {
     "tensorboard": ("log_dir",),
     "wandb": ("project", "entity", "name", "group"),
 }
+
+INIT_PREFIX = re.compile(r"^[\w.]+\.__init__\(\) ")  # "MLFlowLogger.__init__() got an unexpected ..."
 
 
 def mlflow_tracking_uri(options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str | None:
@@ -44,16 +48,35 @@ def construct(where: str, cls: Any, kwargs: dict[str, Any]) -> Any:
     try:
         return cls(**kwargs)
     except TypeError as e:
-        raise InputError(f"{where}: {e}".replace(f"{cls.__name__}.__init__() ", "")) from None
+        raise InputError(f"{where}: {INIT_PREFIX.sub('', str(e))}") from None
     except ImportError as e:
         raise InputError(f"{where} needs a package that is not installed: {str(e).splitlines()[0]}") from None
 
 
+@functools.cache
+def mlflow_logger_class() -> type:
+    """Composer's MLFlowLogger, post-closed once. Composer's Engine post-closes its loggers on
+    trainer.close() and again from the atexit hook that close() leaves registered; with a
+    Databricks tracking URI the second time signals the run-monitor process the first one
+    already reaped, and every finished run ended in "Error running MLFlowLogger.post_close()"
+    and a ProcessLookupError traceback."""
+    from composer.loggers import MLFlowLogger
+
+    class OncePostClosedMLFlowLogger(MLFlowLogger):
+        def post_close(self) -> None:
+            if getattr(self, "_launcher_post_closed", False):
+                return
+            self._launcher_post_closed = True
+            super().post_close()
+
+    return OncePostClosedMLFlowLogger
+
+
 def composer_loggers(loggers: Mapping[str, Mapping[str, Any]], env: Mapping[str, str] | None = None) -> list[Any]:
     """Composer LoggerDestinations for the mlflow/tensorboard/wandb entries."""
-    from composer.loggers import MLFlowLogger, TensorboardLogger, WandBLogger
+    from composer.loggers import TensorboardLogger, WandBLogger
 
-    classes = {"wandb": WandBLogger, "mlflow": MLFlowLogger, "tensorboard": TensorboardLogger}
+    classes = {"wandb": WandBLogger, "mlflow": mlflow_logger_class(), "tensorboard": TensorboardLogger}
     out = []
     for name, options in loggers.items():
         if name not in classes:

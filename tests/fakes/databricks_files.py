@@ -1,15 +1,18 @@
-"""A stateful fake of the Databricks Files API (Unity Catalog Volumes) on 127.0.0.1.
+"""A stateful fake of a Databricks workspace on 127.0.0.1: its Files API (Unity Catalog
+Volumes) and, at `.mlflow`, its MLflow tracking server (tests/fakes/databricks_mlflow.py).
 
-It speaks the endpoints the real databricks-sdk (and through it, streaming) uses:
+It speaks the endpoints the real databricks-sdk (and through it, streaming and mlflow) uses:
 
     GET|HEAD|PUT|DELETE /api/2.0/fs/files/Volumes/<catalog>/<schema>/<volume>/...
     GET|HEAD|PUT|DELETE /api/2.0/fs/directories/Volumes/...
+    GET|POST            /api/2.0/mlflow/...  (see databricks_mlflow.py)
 
 with bearer-token auth and Databricks JSON errors {"error_code", "message"}. Files live in
 memory; a file upload creates its parent directories, as on a real Volume; paths outside an
 existing Volume are NOT_FOUND. Tests point DATABRICKS_HOST / DATABRICKS_TOKEN at it (see
-`env()`), inspect `files` / `read()` / `listdir()`, read the `requests` log, and inject
-failures with `fail()`.
+`env()`), inspect `files` / `read()` / `listdir()`, read the `requests` log (Files calls;
+MLflow calls are in `mlflow.requests`) and the `unknown` log (any endpoint the fake does not
+speak, answered 404 ENDPOINT_NOT_FOUND), and inject failures with `fail()`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import pytest
 
 FILES = "/api/2.0/fs/files"
 DIRS = "/api/2.0/fs/directories"
+MLFLOW = "/api/2.0/mlflow"
 PAGE_SIZE = 1000
 
 
@@ -64,10 +68,14 @@ class FakeDatabricksFiles:
         self.dirs: set[str] = set()
         self.volumes: set[str] = set()
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
+        self.unknown: list[tuple[str, str]] = []  # (method, URL path) answered ENDPOINT_NOT_FOUND
         self.faults: list[Fault] = []
         self.lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        from tests.fakes.databricks_mlflow import FakeMlflowTracking  # here: it imports this module
+
+        self.mlflow = FakeMlflowTracking(self.lock)
 
     # ---- test-facing API ---------------------------------------------------------------
     @property
@@ -108,7 +116,8 @@ class FakeDatabricksFiles:
 
     def fail(self, method: str, pattern: str, status: int = 500, code: str = "INTERNAL_ERROR",
              message: str = "injected failure", times: int | None = None) -> Fault:
-        """Make matching requests fail; pattern is an fnmatch glob over the /Volumes/... path."""
+        """Make matching requests fail; pattern is an fnmatch glob over the /Volumes/... path
+        (or the /api/2.0/mlflow/... endpoint)."""
         fault = Fault(method.upper(), pattern, status, code, message, times)
         with self.lock:
             self.faults.append(fault)
@@ -215,11 +224,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        body = self._body() if self.command == "PUT" else b""
+        body = self._body() if self.command in ("PUT", "POST") else b""
         state = self.state
         try:
             if self.headers.get("Authorization", "") != f"Bearer {state.token}":
                 raise ApiError(401, "UNAUTHENTICATED", "Invalid access token.")
+            if url.path.startswith(MLFLOW + "/") and self.command in ("GET", "POST"):
+                self._mlflow(url.path, query, body)
+                return
             if url.path.startswith(FILES + "/"):
                 kind, path = "files", unquote(url.path[len(FILES) :])
             elif url.path.startswith(DIRS + "/"):
@@ -230,12 +242,34 @@ class _Handler(BaseHTTPRequestHandler):
             with state.lock:
                 state.requests.append((self.command, path))
                 state._check_fault(self.command, path)
-                handler = getattr(self, f"_{kind}_{self.command.lower()}")
+                handler = getattr(self, f"_{kind}_{self.command.lower()}", None)
+                if handler is None:
+                    raise ApiError(404, "ENDPOINT_NOT_FOUND", f"No API found for '{self.command} {url.path}'")
                 handler(path, query, body)
         except ApiError as e:
+            if e.code == "ENDPOINT_NOT_FOUND":
+                with state.lock:
+                    state.unknown.append((self.command, url.path))
             self._json(e.status, {"error_code": e.code, "message": e.message})
 
-    do_GET = do_HEAD = do_PUT = do_DELETE = _dispatch
+    do_GET = do_HEAD = do_PUT = do_DELETE = do_POST = _dispatch
+
+    # ---- /mlflow -----------------------------------------------------------------------
+    def _mlflow(self, path: str, query: dict, body: bytes) -> None:
+        if self.command == "POST":
+            try:
+                args = json.loads(body or b"{}")
+            except ValueError:
+                raise ApiError(400, "MALFORMED_REQUEST", "Request body is not valid JSON.") from None
+            if not isinstance(args, dict):
+                raise ApiError(400, "MALFORMED_REQUEST", "Request body must be a JSON object.")
+        else:
+            args = query
+        with self.state.lock:
+            self.state.mlflow.requests.append((self.command, path[len(MLFLOW) :], args))
+            self.state._check_fault(self.command, path)
+            answer = self.state.mlflow.handle(self.command, path[len(MLFLOW) :], args)
+        self._json(200, answer)
 
     # ---- /fs/files ---------------------------------------------------------------------
     def _file(self, path: str) -> _Entry:
