@@ -131,13 +131,16 @@ class SegmentBuilder:
         # cache holds them once, not once per metric: a third of its size at a dozen
         # metrics). Shared arrays are therefore replaced, never grown in place; a grown
         # pair stays shared since the same old array plus the same new one is reused.
-        grown: dict[tuple[int, int], array] = {}
+        # Keyed by identity; each entry keeps its two arrays alive, or a freed array's id
+        # could be reused by a later one (of another metric, or the other typecode) and
+        # find this entry: a wrong curve, or a TypeError adding 'q' to 'd' arrays.
+        grown: dict[tuple[int, int], tuple[array, array, array]] = {}
 
         def grow(old: array, new: array) -> array:
             key = (id(old), id(new))
             if key not in grown:
-                grown[key] = old + new if old else new
-            return grown[key]
+                grown[key] = (old, new, old + new if old else new)
+            return grown[key][2]
 
         for name in names:
             if uniform:

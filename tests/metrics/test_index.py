@@ -116,3 +116,33 @@ def test_metrics_logged_together_grow_together_across_cached_reads(tmp_path):
     assert list(cols["loss/train/total"].values) == [loss(s, 1) for s in range(1, 9)]
     assert list(cols["throughput/tokens_per_sec"].values) == [1000.0 * s for s in range(1, 9)]
     assert [len(c.times) for c in cols.values()] == [8, 8]
+
+
+def test_metrics_logged_at_different_steps_stay_right_across_many_appended_reads(tmp_path):
+    """Found by the dashboard: a metric logged at some steps only (eval, throughput after its
+    window) gets arrays of its own, and growing them across reads once met a freed array's
+    id in the cache of shared arrays: a TypeError, or another metric's steps."""
+    from launcher.metrics.records import format_record
+
+    def record(step: int) -> str:
+        metrics = {"loss/train/total": 10.0 / step, f"odd/{step % 7}": float(step)}
+        if step % 3 == 0:
+            metrics["metrics/eval/loss"] = 5.0 / step
+        if step > 4:
+            metrics["throughput/tokens_per_sec"] = 1000.0 + step
+        return format_record({"step": step, "time": 1000.0 + step, "rank": 0, "metrics": metrics})
+
+    log = tmp_path / "rank-0.log"
+    _write(log, [record(s) for s in range(1, 4)])
+    read = index_file(log)
+    for first in range(4, 400, 3):  # three steps appended between reads, as a live run does
+        _write(log, [record(s) for s in range(first, first + 3)], mode="a")
+        read = index_file(log, read.index)
+    fresh = index_file(log)
+    grown, whole = read.segments[0].metrics, fresh.segments[0].metrics
+    assert sorted(grown) == sorted(whole)
+    for name, cols in whole.items():
+        assert list(grown[name].steps) == list(cols.steps), name
+        assert list(grown[name].times) == list(cols.times), name
+        assert list(grown[name].values) == list(cols.values), name
+    assert list(whole["metrics/eval/loss"].steps) == list(range(3, 402, 3))
