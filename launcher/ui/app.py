@@ -164,6 +164,13 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
             return JSONResponse(body, status)
         return page(request, "missing.html", {"message": exc.message}, status)
 
+    async def unexpected_error(request: Request, exc: Exception) -> Response:
+        # A bug: the client gets one line; Starlette re-raises, so uvicorn logs the traceback.
+        message = f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": message}, 500)
+        return page(request, "missing.html", {"message": message}, 500)
+
     routes = [
         Route("/", runs_page),
         Route("/runs/{name}", run_page),
@@ -188,7 +195,7 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         await asyncio.to_thread(charts.close)  # saves the metric indexes read, for the next start
         await asyncio.to_thread(source.close)
 
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers={LauncherError: launcher_error},
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={LauncherError: launcher_error, Exception: unexpected_error},
                     lifespan=lifespan)
     app.state.source = source
     app.state.charts = charts

@@ -3,12 +3,14 @@ download), and a `launcher ui` server in a subprocess. Shared by tests/ui and be
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,10 +27,25 @@ def chromium_path() -> str | None:
     return None
 
 
+SERVER_LOGS: dict[str, collections.deque[str]] = {}
+
+
+def _drain(stream, url: str) -> None:
+    tail = SERVER_LOGS.setdefault(url, collections.deque(maxlen=400))
+    for line in stream:
+        tail.append(line)
+
+
+def server_log(url: str) -> str:
+    """The last lines the dashboard at `url` wrote to stderr."""
+    return "".join(SERVER_LOGS.get(url, ()))
+
+
 @contextmanager
 def dashboard(home: Path, *args: str, timeout: float = 30) -> Iterator[str]:
     """`launcher ui --port 0` on LAUNCHER_HOME=home; yields its address; stops it after."""
     env = {**os.environ, "LAUNCHER_HOME": str(home)}
+    drain = None
     proc = subprocess.Popen([sys.executable, "-m", "launcher", "ui", "--port", "0", *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -45,6 +62,10 @@ def dashboard(home: Path, *args: str, timeout: float = 30) -> Iterator[str]:
                 url = m.group(1)
             if time.monotonic() > deadline:
                 raise RuntimeError("launcher ui did not start: " + "".join(said))
+        # Keep reading its stderr (tracebacks, uvicorn's lines): a pipe nobody reads fills
+        # up and then blocks the server mid-request. The tail is kept for failure messages.
+        drain = threading.Thread(target=_drain, args=(proc.stderr, url), name="ui-stderr", daemon=True)
+        drain.start()
         yield url
     finally:
         if proc.poll() is None:
@@ -54,7 +75,9 @@ def dashboard(home: Path, *args: str, timeout: float = 30) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        if proc.stderr:
+        if drain is not None:
+            drain.join(10)  # the server is gone: its stderr ends
+        if proc.stderr and (drain is None or not drain.is_alive()):
             proc.stderr.close()
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.ui.browser import BLUE, COUNT_PIXELS_JS, RED, browser, chromium_path, dashboard
+from tests.ui.browser import BLUE, COUNT_PIXELS_JS, RED, browser, chromium_path, dashboard, server_log
 from tests.ui.conftest import Runs
 
 pytestmark = [pytest.mark.train, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -156,7 +156,8 @@ def test_loss_chart_draws_the_training_loss(trained: Trained, page, tmp_path: Pa
     try:
         chart.locator("canvas").wait_for()
     except Exception as e:  # noqa: BLE001 - say what the page said instead of a bare timeout
-        raise AssertionError(f"no chart; the page's note: {page.locator('#chart-note').text_content()!r}") from e
+        raise AssertionError(f"no chart; the page's note: {page.locator('#chart-note').text_content()!r}; "
+                             f"the dashboard's stderr:\n{server_log(trained.url)[-6000:]}") from e
     assert int(chart.get_attribute("data-points")) == 2 * 24  # raw and smoothed, every step
     legend = chart.locator(".u-legend").text_content()
     assert "loss/train/total" in legend and "loss/train/total (smoothed)" in legend
