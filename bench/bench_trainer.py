@@ -11,6 +11,11 @@ in a temporary directory, then runs, each in a fresh process and alternating:
 Throughput is measured over the same steady-state steps of both (after a warm-up)
 from per-step wall-clock stamps. Prints tokens/s of each, their ratio (goal >= 0.95),
 and the trainer's time from process start to the end of its first step.
+
+With --same-process, both run alternately inside one process instead (the trainer built
+as `python -m launcher.train` builds it, stamped at each batch end), which takes the
+differences between processes (start-up, memory layout, a neighbour's burst on a shared
+machine) out of the pairs; it measures the trainer's per-step cost alone.
 """
 
 from __future__ import annotations
@@ -140,10 +145,54 @@ def run_plain(mds: Path, batches: int) -> dict[str, float]:
     return _rates(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+def same_process(cfg: Path, mds: Path, batches: int, repeats: int) -> None:
+    """Plain loop, then trainer, `repeats` times in this process; median step of each run."""
+    import contextlib
+    import io
+
+    from composer.core import Callback
+
+    from launcher.train.cache import assign_caches
+    from launcher.train.config import load_config
+    from launcher.train.main import build_trainer
+    from launcher.train.preflight import preflight
+
+    class Stamps(Callback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def batch_end(self, state, logger) -> None:  # noqa: ANN001 - Composer's signature
+            self.times.append(time.time())
+
+    pairs = []
+    for _ in range(repeats):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            plain_loop(str(mds), batches)
+        plain = _rates(json.loads(out.getvalue().strip().splitlines()[-1]))
+        config = load_config(str(cfg), [])
+        assign_caches(config)
+        stamps = Stamps()
+        with contextlib.redirect_stdout(io.StringIO()):  # the trainer's metric records
+            trainer = build_trainer(config, preflight(config))
+            trainer.state.callbacks.append(stamps)
+            try:
+                trainer.fit()
+            finally:
+                trainer.close()
+        ours = _rates(stamps.times)
+        pairs.append((ours["median_tokens_per_s"], plain["median_tokens_per_s"]))
+        print(f"  trainer {ours['median_tokens_per_s']:,.0f} tokens/s, plain loop {plain['median_tokens_per_s']:,.0f}",
+              flush=True)
+    ratio = statistics.median(a / b for a, b in pairs)
+    print(f"[same process, median step] median of {repeats} paired ratios {ratio:.3f} (goal >= 0.95)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=3, help="alternating runs of each (at least 3)")
+    ap.add_argument("--same-process", action="store_true", help="alternate both inside this process")
     ap.add_argument("--plain", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.repeats < 3 and not args.plain:
@@ -159,6 +208,9 @@ def main() -> None:
         cfg = root / "bench.yaml"
         cfg.write_text(CONFIG.format(seq=SEQ, vocab=VOCAB, tok=tok, mds=mds, batches=args.batches, batch=BATCH))
         os.environ.pop("LAUNCHER_ARTIFACTS_DIR", None)
+        if args.same_process:
+            same_process(cfg, mds, args.batches, args.repeats)
+            return
         trainer, plain = [], []
         for _ in range(args.repeats):
             trainer.append(run_trainer(cfg, args.batches))
