@@ -161,7 +161,7 @@ def same_process(cfg: Path, mds: Path, batches: int, repeats: int) -> None:
         def __init__(self) -> None:
             self.times: list[float] = []
 
-        def batch_end(self, state, logger) -> None:  # noqa: ANN001 - Composer's signature
+        def batch_end(self, state, logger) -> None:
             self.times.append(time.time())
 
     pairs = []

@@ -89,3 +89,10 @@ class SpecError(InputError):
 
 class RunFailedError(LauncherError):
     """The run ended FAILED or STOPPED; the CLI exits 1."""
+
+
+def internal_error_line(e: BaseException) -> str:
+    """A bug, in one line for a user: the exception's type and the first line of its text
+    (some exceptions, a client's HTTP error, carry headers and bodies in str())."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    return f"internal error: {type(e).__name__}: {first}" if first else f"internal error: {type(e).__name__}"

@@ -8,7 +8,7 @@ import traceback
 
 import click
 
-from launcher.errors import LauncherError
+from launcher.errors import LauncherError, internal_error_line
 
 
 def _debug_requested(argv: list[str] | None) -> bool:
@@ -50,9 +50,7 @@ def run_cli(group: click.Group, argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback for users
         if debug:
             traceback.print_exc()
-        # One line: some exceptions (a client's HTTP error) carry headers and bodies in str().
-        first = (str(e).strip().splitlines() or [""])[0]
-        click.echo(f"✗ internal error: {type(e).__name__}: {first}", err=True)
+        click.echo(f"✗ {internal_error_line(e)}", err=True)
         if not debug:
             click.echo("  run again with --debug to see the traceback", err=True)
         return 1

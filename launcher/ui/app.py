@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from launcher.backends.base import RunStatus
-from launcher.errors import InputError, LauncherError, NotFoundError
+from launcher.errors import InputError, LauncherError, NotFoundError, internal_error_line
 from launcher.ui import views
 from launcher.ui.auth import TokenGate
 from launcher.ui.charts import DEFAULT_POINTS, MAX_POINTS, ChartData, parse_smoothing
@@ -166,7 +166,7 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
 
     async def unexpected_error(request: Request, exc: Exception) -> Response:
         # A bug: the client gets one line; Starlette re-raises, so uvicorn logs the traceback.
-        message = f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+        message = internal_error_line(exc)
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": message}, 500)
         return page(request, "missing.html", {"message": message}, 500)
@@ -195,8 +195,8 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         await asyncio.to_thread(charts.close)  # saves the metric indexes read, for the next start
         await asyncio.to_thread(source.close)
 
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers={LauncherError: launcher_error, Exception: unexpected_error},
-                    lifespan=lifespan)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
+                    exception_handlers={LauncherError: launcher_error, Exception: unexpected_error})
     app.state.source = source
     app.state.charts = charts
     return app

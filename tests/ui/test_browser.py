@@ -155,7 +155,7 @@ def test_loss_chart_draws_the_training_loss(trained: Trained, page, tmp_path: Pa
     chart = page.locator('.chart[data-metric="loss/train/total"]')
     try:
         chart.locator("canvas").wait_for()
-    except Exception as e:  # noqa: BLE001 - say what the page said instead of a bare timeout
+    except Exception as e:  # say what the page said instead of a bare timeout
         raise AssertionError(f"no chart; the page's note: {page.locator('#chart-note').text_content()!r}; "
                              f"the dashboard's stderr:\n{server_log(trained.url)[-6000:]}") from e
     assert int(chart.get_attribute("data-points")) == 2 * 24  # raw and smoothed, every step
