@@ -231,7 +231,7 @@ class Algorithms(_Model):
     gradient_clipping: GradientClipping | None = None
 
 
-CALLBACKS = ("speed_monitor", "lr_monitor", "memory_monitor", "runtime_estimator", "optimizer_monitor")
+CALLBACKS = ("speed_monitor", "lr_monitor", "memory_monitor", "runtime_estimator", "optimizer_monitor", "scheduled_gc")
 LOGGERS = ("jsonl", "wandb", "mlflow", "tensorboard")
 
 

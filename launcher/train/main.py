@@ -70,7 +70,9 @@ def _note(message: str) -> None:
         print(f"! {message}", file=sys.stderr, flush=True)
 
 
-def train(config_path: str, overrides: Sequence[str] = ()) -> None:
+def train(config_path: str, overrides: Sequence[str] = (), *, extra_callbacks: Sequence[Any] = ()) -> None:
+    """Validate, pre-flight, train to the end. `extra_callbacks` (Composer Callbacks) run after
+    the config's own, for programs that drive the trainer (bench/bench_trainer.py)."""
     from launcher.train.config import load_config
     from launcher.train.preflight import preflight
 
@@ -84,7 +86,7 @@ def train(config_path: str, overrides: Sequence[str] = ()) -> None:
     caches = assign_caches(cfg)
     datasets = preflight(cfg)
     with streaming_errors(loader_infos(datasets), download_timeouts(cfg)):
-        trainer = build_trainer(cfg, datasets)
+        trainer = build_trainer(cfg, datasets, extra_callbacks)
         try:
             trainer.fit()
         finally:
@@ -111,7 +113,7 @@ def finished(caches: list[Any]) -> None:
         remove_caches(caches)
 
 
-def build_trainer(cfg: Any, datasets: dict[str, Any]) -> Any:
+def build_trainer(cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[Any] = ()) -> Any:
     import torch
     from composer import Trainer
     from composer.core import Evaluator
@@ -156,6 +158,9 @@ def build_trainer(cfg: Any, datasets: dict[str, Any]) -> Any:
     if cfg.model.attn_config.attn_impl != "torch":
         _note(f"attn_impl {cfg.model.attn_config.attn_impl} is not available in Hugging Face's MPT; using torch attention")
 
+    # Options Composer checks only when each callback is built: before any weight is.
+    train_callbacks = [*callbacks(cfg), *extra_callbacks]
+
     reproducibility.seed_all(cfg.seed)
     tokenizer = load_tokenizer(cfg)
     model = build_model(cfg.model, tokenizer, count_flops=on_gpu)
@@ -193,7 +198,7 @@ def build_trainer(cfg: Any, datasets: dict[str, Any]) -> Any:
         schedulers=build_scheduler(cfg.scheduler),
         max_duration=cfg.max_duration,
         algorithms=algorithms(cfg),
-        callbacks=callbacks(cfg),
+        callbacks=train_callbacks,
         loggers=loggers,
         run_name=cfg.run_name,
         progress_bar=cfg.progress_bar,
@@ -255,12 +260,15 @@ def extra_loggers(cfg: Any) -> list[Any]:
 def callbacks(cfg: Any) -> list[Any]:
     from composer.callbacks import LRMonitor, MemoryMonitor, OptimizerMonitor, RuntimeEstimator, SpeedMonitor
 
+    from launcher.train.collector import ScheduledGarbageCollector
+
     classes = {
         "speed_monitor": SpeedMonitor,
         "lr_monitor": LRMonitor,
         "memory_monitor": MemoryMonitor,
         "runtime_estimator": RuntimeEstimator,
         "optimizer_monitor": OptimizerMonitor,
+        "scheduled_gc": ScheduledGarbageCollector,
     }
     wanted = {name: dict(kwargs) for name, kwargs in cfg.callbacks.items()}
     # Throughput and LR are part of every run's metrics, listed or not; wall-clock
@@ -269,6 +277,7 @@ def callbacks(cfg: Any) -> list[Any]:
     wanted["speed_monitor"].setdefault("window_size", DEFAULT_SPEED_WINDOW)
     wanted["speed_monitor"].setdefault("time_unit", "seconds")
     wanted.setdefault("lr_monitor", {})
+    wanted.setdefault("scheduled_gc", {})  # Python's collector between steps, not inside them
     from launcher.train.trackers import construct
 
     return [construct(f"callbacks.{name}", classes[name], kwargs) for name, kwargs in wanted.items()]
