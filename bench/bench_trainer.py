@@ -1,21 +1,32 @@
 """The built-in trainer's speed against a plain PyTorch loop, for the tiny MPT on CPU.
 
-    .venv/bin/python bench/bench_trainer.py [--batches 60] [--repeats 2]
+    .venv/bin/python bench/bench_trainer.py [--batches 60] [--repeats 3] [--sequential]
 
 Prepares number-say MDS data (synthetic text, a 512-token BPE, 64-token samples)
-in a temporary directory, then runs, each in a fresh process and alternating:
-- the trainer: `python -m launcher.train cfg.yaml` (Composer, our metrics logger,
-  SpeedMonitor, LR monitor; no eval, no checkpoints);
+in a temporary directory, then compares
+- the trainer: launcher.train.main.train(cfg.yaml), what `python -m launcher.train cfg.yaml`
+  runs (Composer, our metrics logger, SpeedMonitor, LR monitor, scheduled GC; no eval, no
+  checkpoints);
 - a plain loop: the same MptForCausalLM, the same StreamingDataset and collate,
   the same optimizer (DecoupledAdamW, a torch.optim.Optimizer), forward/backward/step.
-Throughput is measured over the same steady-state steps of both (after a warm-up)
-from per-step wall-clock stamps. Prints tokens/s of each, their ratio (goal >= 0.95),
-and the trainer's time from process start to the end of its first step.
 
-With --same-process, both run alternately inside one process instead (the trainer built
-as `python -m launcher.train` builds it, stamped at each batch end), which takes the
-differences between processes (start-up, memory layout, a neighbour's burst on a shared
-machine) out of the pairs; it measures the trainer's per-step cost alone.
+By default both run at once, each in a process of its own, in lockstep: one step of one,
+then one step of the other, handed over through pipes, and the process whose turn it is not
+is stopped (SIGSTOP), so each step has the machine to itself and a neighbour's burst on this
+shared machine falls on both alike. (This machine's speed drifts by up to 20 % between runs
+a minute apart, which sequential runs cannot tell from the trainer's cost: their paired
+ratios spread 0.84-1.10. Without the stop, the idle process's spinning OpenMP threads and
+polling streaming threads slowed the running one, both alike, which pulled the ratio toward
+1: 0.95-0.97 where it is 0.93 with the stop.) Each process times its steps from the moment
+it gets its turn to the end of the step (the trainer: batch end to batch end, so every
+per-step event, the dataloader and the metric record are inside). Which one leads
+alternates between runs. With --sequential, each runs alone in a fresh process instead,
+one after the other.
+
+Throughput is tokens/s over the steady-state steps (after a warm-up), from the whole window
+and from the median step. Prints both loops' tokens/s per run, the median of the paired
+ratios and the ratio of medians (goal >= 0.95), and the trainer's time from process start
+to the end of its first step.
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +50,8 @@ SEQ = 64
 BATCH = 16
 VOCAB = 512
 WARMUP = 10
+START_TIMEOUT_S = 300  # a process's imports and set-up, to its first step
+STEP_TIMEOUT_S = 120
 
 CONFIG = """\
 seed: 17
@@ -65,38 +80,52 @@ def prepare(root: Path) -> tuple[Path, Path]:
     return root / "mds", tok
 
 
-def run_trainer(cfg: Path, batches: int) -> dict[str, float]:
-    start = time.time()
-    proc = subprocess.run(
-        [sys.executable, "-m", "launcher.train", str(cfg)],
-        cwd=REPO, capture_output=True, text=True, check=False,
-    )
-    if proc.returncode:
-        sys.exit(f"trainer failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    from launcher.metrics.records import parse_record
-
-    stamps = {}
-    for line in proc.stdout.splitlines():
-        rec = parse_record(line)
-        if rec and "metrics" in rec and "loss/train/total" in rec["metrics"]:
-            stamps[rec["step"]] = rec["time"]
-    assert len(stamps) == batches, f"expected {batches} step records, got {len(stamps)}"
-    return {**_rates([stamps[s] for s in range(1, batches + 1)]), "first_step_s": stamps[1] - start}
+def _sidecar(mds: str) -> dict:
+    return json.loads((Path(mds) / "train" / "launcher_dataset.json").read_text())
 
 
-def _rates(stamps: list[float]) -> dict[str, float]:
-    """Steady-state tokens/s from per-step end times: over the whole window after the
+def _rates(steps: list[float]) -> dict[str, float]:
+    """Steady-state tokens/s from step durations (seconds): over the whole window after the
     warm-up, and from the median step (robust to other processes' bursts on a shared box)."""
-    steps = [b - a for a, b in zip(stamps[WARMUP - 1 :], stamps[WARMUP:])]
+    steady = steps[WARMUP:]
     return {
-        "tokens_per_s": BATCH * SEQ * len(steps) / sum(steps),
-        "median_tokens_per_s": BATCH * SEQ / statistics.median(steps),
+        "tokens_per_s": BATCH * SEQ * len(steady) / sum(steady),
+        "median_tokens_per_s": BATCH * SEQ / statistics.median(steady),
     }
 
 
-def plain_loop(mds: str, batches: int) -> None:
-    """Runs in its own process; prints one JSON line of per-step stamps."""
+# ------------------------------------------------------------------ the two loops (child side)
+
+
+class Turns:
+    """A child's side of the lockstep: say "ready", wait for "go", time the step until the next
+    "ready". Without pipes (--sequential) a step is simply the time between two step ends."""
+
+    def __init__(self, fds: str | None):
+        self.read_fd, self.write_fd = (int(x) for x in fds.split(",")) if fds else (None, None)
+        self.steps: list[float] = []
+        self.started: float | None = None
+        self.ready_at: float | None = None  # wall clock of the first "ready" (set-up done)
+
+    def wait(self) -> None:
+        if self.ready_at is None:
+            self.ready_at = time.time()
+        if self.write_fd is not None:
+            os.write(self.write_fd, b"r")
+            if os.read(self.read_fd, 1) != b"g":
+                sys.exit("bench: the lockstep pipe closed")
+        self.started = time.perf_counter()
+
+    def step_done(self) -> None:
+        now = time.perf_counter()
+        self.steps.append(now - self.started)
+        self.started = now
+        self.wait()
+
+
+def plain_loop(mds: str, batches: int, turns: Turns) -> None:
     import torch
+    from composer.optim import DecoupledAdamW
     from torch.utils.data import DataLoader
     from transformers import MptForCausalLM
 
@@ -110,12 +139,10 @@ def plain_loop(mds: str, batches: int) -> None:
     model.train()
     # The optimizer the trainer's config names (decoupled_adamw), so that the comparison measures
     # the trainer's own cost, not a different optimizer's.
-    from composer.optim import DecoupledAdamW
-
     opt = DecoupledAdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.0)
     ds = TokenDataset(dtype=_sidecar(mds)["dtype"], seq_len=SEQ, local=mds, split="train", shuffle=True, batch_size=BATCH)
     loader = DataLoader(ds, batch_size=BATCH, collate_fn=collate, drop_last=True)
-    stamps = []
+    turns.wait()
     step = 0
     while step < batches:
         for batch in loader:
@@ -124,82 +151,180 @@ def plain_loop(mds: str, batches: int) -> None:
             opt.step()
             opt.zero_grad(set_to_none=True)
             out.loss.item()
-            stamps.append(time.time())
             step += 1
+            turns.step_done()
             if step == batches:
                 break
-    print(json.dumps(stamps))
 
 
-def _sidecar(mds: str) -> dict:
-    return json.loads((Path(mds) / "train" / "launcher_dataset.json").read_text())
-
-
-def run_plain(mds: Path, batches: int) -> dict[str, float]:
-    proc = subprocess.run(
-        [sys.executable, __file__, "--plain", str(mds), "--batches", str(batches)],
-        cwd=REPO, capture_output=True, text=True, check=False,
-    )
-    if proc.returncode:
-        sys.exit(f"plain loop failed:\n{proc.stderr[-3000:]}")
-    return _rates(json.loads(proc.stdout.strip().splitlines()[-1]))
-
-
-def same_process(cfg: Path, mds: Path, batches: int, repeats: int) -> None:
-    """Plain loop, then trainer, `repeats` times in this process; median step of each run."""
-    import contextlib
-    import io
-
+def trainer_loop(cfg: str, turns: Turns) -> None:
     from composer.core import Callback
 
-    from launcher.train.cache import assign_caches
-    from launcher.train.config import load_config
-    from launcher.train.main import build_trainer
-    from launcher.train.preflight import preflight
+    from launcher.train.main import train
 
-    class Stamps(Callback):
-        def __init__(self) -> None:
-            self.times: list[float] = []
+    class TurnEachBatch(Callback):
+        def fit_start(self, state, logger) -> None:
+            turns.wait()
 
         def batch_end(self, state, logger) -> None:
-            self.times.append(time.time())
+            turns.step_done()
 
-    pairs = []
-    for _ in range(repeats):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            plain_loop(str(mds), batches)
-        plain = _rates(json.loads(out.getvalue().strip().splitlines()[-1]))
-        config = load_config(str(cfg), [])
-        assign_caches(config)
-        stamps = Stamps()
-        with contextlib.redirect_stdout(io.StringIO()):  # the trainer's metric records
-            trainer = build_trainer(config, preflight(config))
-            trainer.state.callbacks.append(stamps)
-            try:
-                trainer.fit()
-            finally:
-                trainer.close()
-        ours = _rates(stamps.times)
-        pairs.append((ours["median_tokens_per_s"], plain["median_tokens_per_s"]))
-        print(f"  trainer {ours['median_tokens_per_s']:,.0f} tokens/s, plain loop {plain['median_tokens_per_s']:,.0f}",
-              flush=True)
-    ratio = statistics.median(a / b for a, b in pairs)
-    print(f"[same process, median step] median of {repeats} paired ratios {ratio:.3f} (goal >= 0.95)")
+    train(cfg, extra_callbacks=[TurnEachBatch()])
+
+
+def child(args: argparse.Namespace) -> None:
+    turns = Turns(args.turn_fds)
+    if args.child == "trainer":
+        trainer_loop(args.cfg, turns)
+    else:
+        plain_loop(args.mds, args.batches, turns)
+    Path(args.out).write_text(json.dumps({"steps": turns.steps, "ready_at": turns.ready_at}))
+
+
+# ------------------------------------------------------------------ the referee (parent side)
+
+
+class Child:
+    def __init__(self, name: str, argv: list[str], root: Path, lockstep: bool):
+        self.name = name
+        self.out = root / f"{name}.json"
+        self.log = root / f"{name}.log"
+        self.stdout = root / f"{name}.stdout"
+        extra, fds = [], ()
+        if lockstep:
+            go_r, self.go_w = os.pipe()
+            self.ready_r, ready_w = os.pipe()
+            extra, fds = ["--turn-fds", f"{go_r},{ready_w}"], (go_r, ready_w)
+        self.spawned_at = time.time()
+        with open(self.stdout, "w") as out, open(self.log, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, "--child", name, *argv, "--out", str(self.out), *extra],
+                cwd=REPO, stdout=out, stderr=err, pass_fds=fds,
+            )
+        for fd in fds:
+            os.close(fd)
+
+    def go(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
+        os.write(self.go_w, b"g")
+
+    def ready(self, timeout: float) -> None:
+        """Wait for the end of its step, then stop the whole process (SIGSTOP) until its next
+        turn: while the other one steps, nothing of this one runs (its OpenMP threads spin
+        for a while after a step, and streaming's threads poll), so neither slows the other."""
+        r, _, _ = select.select([self.ready_r], [], [], timeout)
+        if not r or os.read(self.ready_r, 1) != b"r":
+            self.fail("did not take its turn" if not r else "exited")
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def fail(self, why: str) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        sys.exit(f"{self.name} {why} (exit {self.proc.returncode}):\n{self.log.read_text()[-3000:]}")
+
+    def result(self) -> dict:
+        if self.proc.wait(timeout=START_TIMEOUT_S):
+            self.fail("failed")
+        return json.loads(self.out.read_text())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run_pair(root: Path, cfg: Path, mds: Path, batches: int, *, lead: str, lockstep: bool) -> dict[str, dict]:
+    argvs = {
+        "trainer": ["--cfg", str(cfg)],
+        "plain": ["--mds", str(mds), "--batches", str(batches)],
+    }
+    order = [lead, "plain" if lead == "trainer" else "trainer"]
+    children: dict[str, Child] = {}
+    try:
+        if lockstep:
+            for name in order:
+                children[name] = Child(name, argvs[name], root, lockstep=True)
+            for c in children.values():
+                c.ready(START_TIMEOUT_S)
+            for _ in range(batches):
+                for name in order:
+                    children[name].go()
+                    children[name].ready(STEP_TIMEOUT_S)
+            for c in children.values():
+                c.go()  # past the last step: finish and write the result
+        else:
+            for name in order:  # one at a time, each alone on the machine
+                children[name] = Child(name, argvs[name], root, lockstep=False)
+                children[name].result()
+        results = {name: {**c.result(), "spawned_at": c.spawned_at} for name, c in children.items()}
+    finally:
+        for c in children.values():
+            c.stop()
+    records = _step_records(children["trainer"].stdout)
+    if records != batches:
+        sys.exit(f"the trainer printed {records} step records, expected {batches}")
+    for name, r in results.items():
+        if len(r["steps"]) != batches:
+            sys.exit(f"{name} timed {len(r['steps'])} steps, expected {batches}")
+    return results
+
+
+def _step_records(stdout: Path) -> int:
+    from launcher.metrics.records import parse_record
+
+    steps = set()
+    for line in stdout.read_text().splitlines():
+        rec = parse_record(line)
+        if rec and "loss/train/total" in rec.get("metrics", {}):
+            steps.add(rec["step"])
+    return len(steps)
+
+
+def report(runs: list[dict[str, dict]], mode: str, batches: int) -> None:
+    print(f"model: MPT d_model=128 n_layers=2 vocab={VOCAB} (~0.46M params), batch {BATCH} x {SEQ} tokens, "
+          f"{batches} batches, steady state after {WARMUP}, {len(runs)} runs ({mode})")
+    rates = [{name: _rates(r["steps"]) for name, r in run.items()} for run in runs]
+    for key, label in (("tokens_per_s", "window"), ("median_tokens_per_s", "median step")):
+        t = [r["trainer"][key] for r in rates]
+        p = [r["plain"][key] for r in rates]
+        pairs = statistics.median(a / b for a, b in zip(t, p))
+        print(f"[{label}] trainer tokens/s {statistics.median(t):,.0f} (runs {', '.join(f'{x:,.0f}' for x in t)}); "
+              f"plain loop {statistics.median(p):,.0f} (runs {', '.join(f'{x:,.0f}' for x in p)}); "
+              f"median of paired ratios {pairs:.3f}, ratio of medians {statistics.median(t) / statistics.median(p):.3f} "
+              f"(goal >= 0.95)")
+    if mode.startswith("lockstep"):
+        per_run = [step_pair_ratio(run) for run in runs]
+        print(f"[step pairs] trainer speed / plain loop speed, median over each run's adjacent steps: "
+              f"{', '.join(f'{x:.3f}' for x in per_run)}; median of runs {statistics.median(per_run):.3f} (goal >= 0.95)")
+    first = statistics.median(
+        r["trainer"]["ready_at"] - r["trainer"]["spawned_at"] + r["trainer"]["steps"][0] for r in runs
+    )
+    print(f"trainer process start -> first step done: {first:.1f}s")
+
+
+def step_pair_ratio(run: dict[str, dict]) -> float:
+    """In lockstep, step k of the trainer and step k of the plain loop ran one right after the
+    other (~0.1 s apart): the median of their speed ratios is the least noisy figure."""
+    pairs = zip(run["trainer"]["steps"][WARMUP:], run["plain"]["steps"][WARMUP:])
+    return statistics.median(plain / ours for ours, plain in pairs)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, default=60)
-    ap.add_argument("--repeats", type=int, default=3, help="alternating runs of each (at least 3)")
-    ap.add_argument("--same-process", action="store_true", help="alternate both inside this process")
-    ap.add_argument("--plain", help=argparse.SUPPRESS)
+    ap.add_argument("--repeats", type=int, default=3, help="runs of the pair, alternating which leads (at least 3)")
+    ap.add_argument("--sequential", action="store_true", help="one process at a time instead of lockstep")
+    for hidden in ("--child", "--cfg", "--mds", "--out", "--turn-fds"):
+        ap.add_argument(hidden, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.repeats < 3 and not args.plain:
-        ap.error("--repeats must be at least 3: the result is a median over alternating runs")
-    if args.plain:
-        plain_loop(args.plain, args.batches)
+    if args.child:
+        child(args)
         return
+    if args.repeats < 3:
+        ap.error("--repeats must be at least 3: the result is a median over alternating runs")
+    if args.batches <= WARMUP + 1:
+        ap.error(f"--batches must be more than {WARMUP + 1}: the first {WARMUP} are warm-up")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         t0 = time.time()
@@ -208,25 +333,15 @@ def main() -> None:
         cfg = root / "bench.yaml"
         cfg.write_text(CONFIG.format(seq=SEQ, vocab=VOCAB, tok=tok, mds=mds, batches=args.batches, batch=BATCH))
         os.environ.pop("LAUNCHER_ARTIFACTS_DIR", None)
-        if args.same_process:
-            same_process(cfg, mds, args.batches, args.repeats)
-            return
-        trainer, plain = [], []
-        for _ in range(args.repeats):
-            trainer.append(run_trainer(cfg, args.batches))
-            plain.append(run_plain(mds, args.batches))
-        first = statistics.median(r["first_step_s"] for r in trainer)
-        print(f"model: MPT d_model=128 n_layers=2 vocab={VOCAB} (~0.46M params), batch {BATCH} x {SEQ} tokens, "
-              f"{args.batches} batches, steady state after {WARMUP}, median of {args.repeats} runs each")
-        for key, label in (("tokens_per_s", "window"), ("median_tokens_per_s", "median step")):
-            t = statistics.median(r[key] for r in trainer)
-            p = statistics.median(r[key] for r in plain)
-            runs_t = ", ".join(format(r[key], ",.0f") for r in trainer)
-            runs_p = ", ".join(format(r[key], ",.0f") for r in plain)
-            pairs = statistics.median(a[key] / b[key] for a, b in zip(trainer, plain))
-            print(f"[{label}] trainer tokens/s {t:,.0f} (runs {runs_t}); plain loop {p:,.0f} (runs {runs_p}); "
-                  f"ratio of medians {t / p:.3f}, median of paired ratios {pairs:.3f} (goal >= 0.95)")
-        print(f"process start -> first step done: {first:.1f}s")
+        runs = []
+        for i in range(args.repeats):
+            lead = ("trainer", "plain")[i % 2]
+            run = run_pair(root, cfg, mds, args.batches, lead=lead, lockstep=not args.sequential)
+            r = {name: _rates(x["steps"]) for name, x in run.items()}
+            print(f"  run {i + 1} ({lead} first): trainer {r['trainer']['median_tokens_per_s']:,.0f}, "
+                  f"plain loop {r['plain']['median_tokens_per_s']:,.0f} tokens/s (median step)", flush=True)
+            runs.append(run)
+        report(runs, "sequential, each alone" if args.sequential else "lockstep, a step each in turn", args.batches)
 
 
 if __name__ == "__main__":
