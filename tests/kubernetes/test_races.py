@@ -111,6 +111,34 @@ def test_a_job_left_without_its_record_is_removed_once_no_submit_can_be_on_its_w
     backend.close()
 
 
+def test_a_jobset_left_without_its_record_is_seen_and_removed(fake_kube_factory):
+    """The same in the JobSet form: a JobSet whose record never came holds its nodes (its pods
+    wait for the ConfigMap) and, having no record, was not even listed."""
+    from launcher.backends.kubernetes.render import render_run
+
+    kube = fake_kube_factory(jobset=True, profile={"jobset": True})
+    backend = make_backend()
+    young = run_spec("young-abc123", worker("--lines", "1"))
+    old = run_spec("old-abc123", worker("--lines", "1"))
+    for spec in (young, old):
+        jobset = render_run(spec, backend.profile, [], jobset=True)[-1]
+        assert jobset["kind"] == "JobSet"
+        kube.create("JobSet", "default", jobset)
+    wait_until(lambda: kube.list("Job", "default", f"launcher.dev/run={old.name}")[0], what="the JobSet's child Job")
+    with kube.lock:
+        kube.objects[("JobSet", "default", old.name)]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    listed = {r.name: r for r in backend.list()}
+    assert listed[young.name].status is not RunStatus.FAILED  # a submit may still be on its way
+    assert listed[old.name].status is RunStatus.FAILED
+    assert listed[old.name].reason == "its submit never finished (no record); its JobSet was removed"
+    wait_until(lambda: not kube.list("JobSet", "default", f"launcher.dev/run={old.name}")[0],
+               what="the JobSet's removal")
+    wait_until(lambda: not kube.list("Job", "default", f"launcher.dev/run={old.name}")[0], what="its Job's removal")
+    assert kube.list("JobSet", "default", f"launcher.dev/run={young.name}")[0]
+    assert backend.get(young.name).status is not RunStatus.FAILED
+    backend.close()
+
+
 def test_a_stop_while_the_next_attempt_is_being_created_wins(fake_kube):
     # The create of attempt 2's Job is held at the server; the stop comes and returns
     # meanwhile. The Job then appears, but held (suspended), and the restarter's

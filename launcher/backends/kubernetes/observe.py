@@ -7,8 +7,8 @@ must be done about them is reconcile's.
 from __future__ import annotations
 
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi, RetryPolicy
 from launcher.backends.kubernetes.jobset_status import child_job_name, restarts_of
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, RetryPolicy
 from launcher.backends.kubernetes.status import Observed, attempt_of
 from launcher.errors import NotFoundError
 
@@ -68,9 +68,18 @@ def observe(api: KubeApi, name: str) -> Observed:
     return obs
 
 
+def _list_jobsets(api: KubeApi, selector: str, policy: RetryPolicy | None) -> list[dict]:
+    try:
+        return api.list("JobSet", labels=selector, policy=policy)[0]
+    except KubeError as e:
+        if e.status == 404:  # JobSet was removed from the cluster since the profile said it serves it
+            return []
+        raise
+
+
 def observe_all(api: KubeApi, policy: RetryPolicy | None = None) -> list[Observed]:
-    """Every run in the profile's namespace: three list calls (four with JobSet runs, and one
-    for events), whatever the count."""
+    """Every run in the profile's namespace: three list calls (four on a cluster that serves
+    JobSet or with JobSet runs, and one for events), whatever the count."""
     cluster = api.profile.name
     sel = keys.MANAGED_SELECTOR
     records, _ = api.list("ConfigMap", labels=sel, policy=policy)
@@ -81,11 +90,12 @@ def observe_all(api: KubeApi, policy: RetryPolicy | None = None) -> list[Observe
         name = cm["metadata"].get("labels", {}).get(keys.RUN)
         if name:
             by_run[name] = Observed(name, record=cm, cluster=cluster)
-    if any(o.is_jobset for o in by_run.values()):
-        for js in api.list("JobSet", labels=sel, policy=policy)[0]:
+    # On a cluster that serves JobSet, a JobSet whose submit died before its record counts too.
+    if api.profile.jobset or any(o.is_jobset for o in by_run.values()):
+        for js in _list_jobsets(api, sel, policy):
             name = js["metadata"].get("labels", {}).get(keys.RUN)
-            if name in by_run:
-                by_run[name].jobset = js
+            if name:
+                by_run.setdefault(name, Observed(name, cluster=cluster)).jobset = js
     for job in jobs:
         name = job["metadata"].get("labels", {}).get(keys.RUN)
         if not name:

@@ -61,8 +61,9 @@ def settle(api: KubeApi, obs: Observed, *, act: bool = True) -> Run:
     run, action = derive(obs)
     if act and unfinished_submit(obs):
         # Its pods wait for a ConfigMap that will never come: without this it is STARTING forever.
-        api.delete("Job", obs.name, propagation="Background", uid=obs.job["metadata"]["uid"])
-        run.status, run.reason = RunStatus.FAILED, "its submit never finished (no record); its Job was removed"
+        kind, owner = ("JobSet", obs.jobset) if obs.jobset is not None else ("Job", obs.job)
+        api.delete(kind, obs.name, propagation="Background", uid=owner["metadata"]["uid"])
+        run.status, run.reason = RunStatus.FAILED, f"its submit never finished (no record); its {kind} was removed"
         return run
     if action is None or not act:
         return run
@@ -72,11 +73,12 @@ def settle(api: KubeApi, obs: Observed, *, act: bool = True) -> Run:
 
 
 def unfinished_submit(obs: Observed) -> bool:
-    """A Job without its record, older than any submit still on its way: the submit failed
-    part way and could not clean up (the cluster went away)."""
-    if obs.record is not None or obs.job is None:
+    """A JobSet or Job without its record, older than any submit still on its way: the submit
+    failed part way and could not clean up (the cluster went away, the launcher was killed)."""
+    owner = obs.jobset if obs.jobset is not None else obs.job
+    if obs.record is not None or owner is None:
         return False
-    created = ts(obs.job["metadata"].get("creationTimestamp"))
+    created = ts(owner["metadata"].get("creationTimestamp"))
     return created is not None and (utcnow() - created).total_seconds() > UNFINISHED_SUBMIT_SECONDS
 
 
