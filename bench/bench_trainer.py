@@ -17,7 +17,7 @@ shared machine falls on both alike. (This machine's speed drifts by up to 20 % b
 a minute apart, which sequential runs cannot tell from the trainer's cost: their paired
 ratios spread 0.84-1.10. Without the stop, the idle process's spinning OpenMP threads and
 polling streaming threads slowed the running one, both alike, which pulled the ratio toward
-1: 0.95-0.97 where it is 0.93 with the stop.) Each process times its steps from the moment
+1: 0.94-0.97 where it is 0.93 with the stop.) Each process times its steps from the moment
 it gets its turn to the end of the step (the trainer: batch end to batch end, so every
 per-step event, the dataloader and the metric record are inside). Which one leads
 alternates between runs. With --sequential, each runs alone in a fresh process instead,
