@@ -12,11 +12,18 @@ before the forward pass.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
+from filelock import FileLock, Timeout
 from streaming import StreamingDataset
+from streaming.base.world import World
 
 from launcher.data.format import TOKENS_COLUMN, numpy_dtype
 from launcher.train.preflight import DatasetInfo
@@ -26,7 +33,8 @@ class TokenDataset(StreamingDataset):
     """StreamingDataset over launcher.tokens.v1 MDS: yields {'input_ids': int64[seq_len], 'sample_idx': int}."""
 
     def __init__(self, *, dtype: str, seq_len: int, **kwargs: Any):
-        super().__init__(**kwargs)
+        with shared_memory_registration():
+            super().__init__(**kwargs)
         self.token_dtype = numpy_dtype(dtype)
         self.seq_len = seq_len
 
@@ -36,6 +44,40 @@ class TokenDataset(StreamingDataset):
         if ids.shape[0] != self.seq_len:
             raise ValueError(f"sample {sample_id} holds {ids.shape[0]} tokens, the dataset's sidecar says {self.seq_len}")
         return {"input_ids": ids.astype(np.int64), "sample_idx": sample_id}
+
+
+# Shared memory names live in /dev/shm on Linux: the lock sits beside them, so every
+# process that can see a dataset's shared memory sees the lock too.
+REGISTRATION_LOCK = os.path.join("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir(),
+                                 "launcher-streaming-registration.lock")
+REGISTRATION_WAIT_NOTICE_S = 30.0
+
+
+@contextlib.contextmanager
+def shared_memory_registration() -> Iterator[None]:
+    """Held by a node's local leader while it builds a StreamingDataset.
+
+    streaming picks the first free shared-memory prefix and then creates it, with nothing
+    in between: two runs on one host that build their datasets at once pick the same
+    prefix, and one fails with FileExistsError ('/000001_locals'). Runs on one host take
+    turns here (an flock, released if the process dies). Only the local leader takes it:
+    the other ranks of its run wait for it at streaming's own barriers, so a rank waiting
+    here would hold its leader up.
+    """
+    if not World.detect().is_local_leader:
+        yield
+        return
+    lock = FileLock(REGISTRATION_LOCK, mode=0o666)
+    try:
+        lock.acquire(timeout=REGISTRATION_WAIT_NOTICE_S)
+    except Timeout:
+        print(f"waiting for another run on this host to register its dataset (lock {REGISTRATION_LOCK})",
+              file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:

@@ -173,3 +173,49 @@ def test_each_backend_puts_a_runs_caches_where_it_has_room() -> None:
     pod = {"LAUNCHER_BACKEND": "kubernetes", "LAUNCHER_CACHE_DIR": "/tmp/launcher-cache"}
     assert run_cache_root(pod, "r/1") == Path("/tmp/launcher-cache/r_1")
     assert run_cache_root({}, "r-1") == Path(tempfile.gettempdir()) / "launcher-streaming" / "r-1"
+
+
+# ---------------------------------------------------------------- runs on one host at once
+
+def _build_datasets_in_step(index: int, remote: str, cache: str, rounds: int, barrier, failures) -> None:
+    """One of several processes (runs on one host): each round, all build a dataset at once."""
+    from launcher.train.data import TokenDataset
+
+    for _ in range(rounds):
+        barrier.wait(timeout=60)
+        try:
+            dataset = TokenDataset(dtype="uint16", seq_len=64, remote=remote, local=f"{cache}/{index}", split="train",
+                                   batch_size=1)
+        except FileExistsError as err:  # streaming's prefix taken between its check and its create
+            failures.put(str(err))
+            dataset = None
+        barrier.wait(timeout=60)
+        del dataset
+
+
+def test_runs_on_one_host_that_build_their_datasets_at_once_each_get_one(tmp_path: Path, number_say) -> None:
+    """streaming finds a free shared-memory prefix, then creates it: without taking turns, two
+    runs that start together pick the same one and one fails ('File exists: /000001_locals')."""
+    import multiprocessing
+
+    processes, rounds = 3, 6
+    ctx = multiprocessing.get_context("spawn")
+    barrier, failures = ctx.Barrier(processes), ctx.Queue()
+    workers = [ctx.Process(target=_build_datasets_in_step,
+                           args=(i, str(number_say.mds), str(tmp_path / "cache"), rounds, barrier, failures))
+               for i in range(processes)]
+    for worker in workers:
+        worker.start()
+    try:
+        for worker in workers:
+            worker.join(timeout=240)
+        assert [w.exitcode for w in workers] == [0] * processes
+        lost = []
+        while not failures.empty():
+            lost.append(failures.get())
+        assert lost == []
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.kill()
+                worker.join()
