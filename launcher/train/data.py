@@ -16,7 +16,8 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,8 +33,8 @@ from launcher.train.preflight import DatasetInfo
 class TokenDataset(StreamingDataset):
     """StreamingDataset over launcher.tokens.v1 MDS: yields {'input_ids': int64[seq_len], 'sample_idx': int}."""
 
-    def __init__(self, *, dtype: str, seq_len: int, **kwargs: Any):
-        with shared_memory_registration():
+    def __init__(self, *, dtype: str, seq_len: int, own_caches: Sequence[Path] = (), **kwargs: Any):
+        with shared_memory_registration(own_caches):
             super().__init__(**kwargs)
         self.token_dtype = numpy_dtype(dtype)
         self.seq_len = seq_len
@@ -46,38 +47,78 @@ class TokenDataset(StreamingDataset):
         return {"input_ids": ids.astype(np.int64), "sample_idx": sample_id}
 
 
-# Shared memory names live in /dev/shm on Linux: the lock sits beside them, so every
+# Shared memory names are files in /dev/shm on Linux: the lock sits beside them, so every
 # process that can see a dataset's shared memory sees the lock too.
-REGISTRATION_LOCK = os.path.join("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir(),
+SHM_DIR = "/dev/shm"
+REGISTRATION_LOCK = os.path.join(SHM_DIR if os.path.isdir(SHM_DIR) else tempfile.gettempdir(),
                                  "launcher-streaming-registration.lock")
 REGISTRATION_WAIT_NOTICE_S = 30.0
 
 
 @contextlib.contextmanager
-def shared_memory_registration() -> Iterator[None]:
-    """Held by a node's local leader while it builds a StreamingDataset.
+def shared_memory_registration(own_caches: Sequence[Path] = ()) -> Iterator[None]:
+    """Around building a StreamingDataset, on every rank.
 
-    streaming picks the first free shared-memory prefix and then creates it, with nothing
-    in between: two runs on one host that build their datasets at once pick the same
-    prefix, and one fails with FileExistsError ('/000001_locals'). Runs on one host take
-    turns here (an flock, released if the process dies). Only the local leader takes it:
-    the other ranks of its run wait for it at streaming's own barriers, so a rank waiting
-    here would hold its leader up.
+    streaming finds the first free shared-memory prefix and then creates it, with nothing in
+    between: two runs on one host that build their datasets at once picked the same prefix,
+    and one failed with FileExistsError ('/000001_locals'). So runs on one host take turns:
+    each node's local leader holds an flock (released if its process dies) from before any
+    rank of its run looks for a prefix (they wait at a barrier) until streaming's own last
+    barrier, when all of them have attached. Only the leader takes it: a rank waiting here
+    would hold up its leader at streaming's barriers.
+
+    Holding it, the leader first removes the shared memory an earlier attempt of this run
+    left when it was killed (`own_caches`: the caches the launcher chose for this run, which
+    no other live run uses). streaming's clean_stale_shared_memory() is not used: it removes
+    every dataset's shared memory from prefix 0 up, a live run's too, and the next run then
+    registered the same prefix as that live one.
     """
-    if not World.detect().is_local_leader:
-        yield
-        return
-    lock = FileLock(REGISTRATION_LOCK, mode=0o666)
+    import torch.distributed as dist
+
+    lock = FileLock(REGISTRATION_LOCK, mode=0o666) if World.detect().is_local_leader else None
+    if lock is not None:
+        try:
+            lock.acquire(timeout=REGISTRATION_WAIT_NOTICE_S)
+        except Timeout:
+            print(f"waiting for another run on this host to register its dataset (lock {REGISTRATION_LOCK})",
+                  file=sys.stderr, flush=True)
+            lock.acquire()
     try:
-        lock.acquire(timeout=REGISTRATION_WAIT_NOTICE_S)
-    except Timeout:
-        print(f"waiting for another run on this host to register its dataset (lock {REGISTRATION_LOCK})",
-              file=sys.stderr, flush=True)
-        lock.acquire()
-    try:
+        if lock is not None:
+            remove_stale_shared_memory(own_caches)
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
         yield
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
+
+
+def remove_stale_shared_memory(own_caches: Sequence[Path]) -> list[str]:
+    """Remove the shared memory of every dataset registered on one of `own_caches` (left by a
+    killed process: no live process may be using them). Returns the names removed."""
+    from streaming.base.constant import LOCALS, SHM_TO_CLEAN
+    from streaming.base.shared.prefix import _get_path, _unpack_locals
+
+    if not own_caches or not os.path.isdir(SHM_DIR):
+        return []
+    roots = [Path(c).resolve() for c in own_caches]
+    removed = []
+    for entry in sorted(os.listdir(SHM_DIR)):
+        prefix, _, kind = entry.partition("_")
+        if kind != LOCALS or not prefix.isdigit():
+            continue
+        try:  # read as a file: attaching through SharedMemory would enlist it with the resource tracker
+            their_locals, _ = _unpack_locals(Path(SHM_DIR, entry).read_bytes())
+        except (OSError, ValueError, IndexError):
+            continue
+        if not any(Path(local).is_relative_to(root) for local in their_locals for root in roots):
+            continue
+        for name in SHM_TO_CLEAN:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(SHM_DIR, _get_path(int(prefix), name)))
+                removed.append(_get_path(int(prefix), name))
+    return removed
 
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -93,8 +134,9 @@ def num_tokens(batch: dict[str, torch.Tensor]) -> int:
     return int(batch["input_ids"].numel())
 
 
-def build_dataloader(info: DatasetInfo, loader: Any, device_batch_size: int) -> Any:
-    """A Composer DataSpec over one split. `loader` is a LoaderConfig."""
+def build_dataloader(info: DatasetInfo, loader: Any, device_batch_size: int, own_caches: Sequence[Path] = ()) -> Any:
+    """A Composer DataSpec over one split. `loader` is a LoaderConfig; `own_caches` are the
+    caches the launcher chose for this run (see shared_memory_registration)."""
     from composer.core import DataSpec
     from torch.utils.data import DataLoader
 
@@ -115,6 +157,7 @@ def build_dataloader(info: DatasetInfo, loader: Any, device_batch_size: int) -> 
         download_timeout=ds.download_timeout,
         cache_limit=ds.cache_limit,
         batch_size=device_batch_size,
+        own_caches=own_caches,
     )
     extra: dict[str, Any] = {}
     if loader.num_workers > 0:

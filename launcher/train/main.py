@@ -3,8 +3,8 @@
 Order matters: the config is validated, then the data and credentials are
 checked (pre-flight), all before torch allocates a tensor. Only then is the
 process group initialised (NCCL on GPUs, gloo on CPU; the rank environment
-comes from the composer launcher), streaming's stale shared memory cleaned on
-every rank, and the model, data and Composer Trainer built.
+comes from the composer launcher), and the model, data and Composer Trainer
+built (the datasets' shared memory: launcher.train.data.shared_memory_registration).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from launcher.errors import InputError, LauncherError
@@ -86,7 +87,7 @@ def train(config_path: str, overrides: Sequence[str] = (), *, extra_callbacks: S
     caches = assign_caches(cfg)
     datasets = preflight(cfg)
     with streaming_errors(loader_infos(datasets), download_timeouts(cfg)):
-        trainer = build_trainer(cfg, datasets, extra_callbacks)
+        trainer = build_trainer(cfg, datasets, extra_callbacks, own_caches=caches)
         try:
             trainer.fit()
         finally:
@@ -113,12 +114,13 @@ def finished(caches: list[Any]) -> None:
         remove_caches(caches)
 
 
-def build_trainer(cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[Any] = ()) -> Any:
+def build_trainer(cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[Any] = (), *,
+                  own_caches: Sequence[Path] = ()) -> Any:
+    """`own_caches`: the streaming caches assign_caches chose for this run."""
     import torch
     from composer import Trainer
     from composer.core import Evaluator
     from composer.utils import dist, get_device, reproducibility
-    from streaming.base.util import clean_stale_shared_memory
 
     from launcher.train.data import build_dataloader
     from launcher.train.metrics_logger import LauncherMetricsLogger, SampleAudit
@@ -132,9 +134,6 @@ def build_trainer(cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[
         # One process trains without a process group, as Composer's Trainer does (it makes
         # one itself for FSDP): with one, every step pays four all_reduces that reduce nothing.
         dist.initialize_dist(device, timeout=cfg.dist_timeout)
-    # A barrier inside: every rank must call it.
-    clean_stale_shared_memory()
-
     if not on_gpu and "OMP_NUM_THREADS" not in os.environ:
         # Ranks sharing a node's cores: oversubscribed threads slow every rank down (torchrun
         # sets OMP_NUM_THREADS=1 for the same reason; the composer launcher does not).
@@ -165,14 +164,14 @@ def build_trainer(cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[
     tokenizer = load_tokenizer(cfg)
     model = build_model(cfg.model, tokenizer, count_flops=on_gpu)
 
-    train_data = build_dataloader(datasets["train"], cfg.train_loader, device_batch)
+    train_data = build_dataloader(datasets["train"], cfg.train_loader, device_batch, own_caches)
     evaluators = []
     if "eval" in datasets:
         eval_batch = cfg.device_eval_batch_size or device_batch
         evaluators.append(
             Evaluator(
                 label="eval",
-                dataloader=build_dataloader(datasets["eval"], cfg.eval_loader, eval_batch),
+                dataloader=build_dataloader(datasets["eval"], cfg.eval_loader, eval_batch, own_caches),
                 metric_names=["LanguageCrossEntropy", "LanguagePerplexity"],
             )
         )

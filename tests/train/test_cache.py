@@ -219,3 +219,36 @@ def test_runs_on_one_host_that_build_their_datasets_at_once_each_get_one(tmp_pat
             if worker.is_alive():
                 worker.kill()
                 worker.join()
+
+
+def test_a_retry_removes_the_shared_memory_its_killed_attempt_left_and_no_other(tmp_path: Path, number_say) -> None:
+    """A killed attempt leaves its dataset's shared memory registered on its cache: the next
+    dataset there would be refused as 'in use'. The retry removes that, and only that: another
+    run's live dataset keeps its shared memory."""
+    from launcher.train.data import SHM_DIR, TokenDataset
+
+    remote = str(number_say.mds)
+    ours, theirs = tmp_path / "ours" / "train_loader", tmp_path / "theirs" / "train_loader"
+
+    def build(cache: Path, own: tuple[Path, ...] = ()) -> TokenDataset:
+        return TokenDataset(dtype="uint16", seq_len=64, remote=remote, local=str(cache), split="train", batch_size=1,
+                            own_caches=own)
+
+    live = build(theirs)  # another run, training
+    live_locals = Path(SHM_DIR, f"{live._shm_prefix_int:06}_locals")
+    code = ("import os, signal, sys\nfrom launcher.train.data import TokenDataset\n"
+            f"dataset = TokenDataset(dtype='uint16', seq_len=64, remote={remote!r}, local={str(ours)!r}, split='train', "
+            "batch_size=1)\nprint('built', flush=True)\nos.killpg(0, signal.SIGKILL)\n")
+    # The whole process group, as a cancel or the OOM killer does: Python's resource tracker
+    # (which would unlink what its process left) dies with it.
+    killed = subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, capture_output=True, text=True,
+                            timeout=120, start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL and "built" in killed.stdout, killed.stderr[-2000:]
+
+    with pytest.raises(ValueError, match="Reused local directory"):
+        build(ours)  # without knowing the cache is its own: what streaming alone does
+    retry = build(ours, own=(ours,))
+    assert retry[0]["input_ids"].shape == (64,)
+    assert live_locals.exists() and live[0]["input_ids"].shape == (64,), "the other run's dataset was left alone"
+    assert retry._shm_prefix_int != live._shm_prefix_int
+    del retry, live
