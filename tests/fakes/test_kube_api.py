@@ -154,3 +154,25 @@ def test_orphan_keeps_pods_and_eviction_marks_a_disruption(kube):
     cond = next(c for c in after["status"]["conditions"] if c["type"] == "DisruptionTarget")
     assert (cond["status"], cond["reason"]) == ("True", "PreemptionByScheduler")
     assert after["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+
+
+def test_it_answers_when_the_process_has_more_than_1024_files_open():
+    """select() refuses a descriptor past FD_SETSIZE (1024): a test process that has opened
+    many files (streaming's shared memory) must still reach the fake it starts then."""
+    import os
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        pytest.skip(f"the open-files limit is {soft}")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        k = FakeKube(grace_seconds=1.0).start()
+        try:
+            assert k.server.socket.fileno() > 1024
+            assert call(k, CM)[0] == 200
+        finally:
+            k.close()
+    finally:
+        for fd in held:
+            os.close(fd)

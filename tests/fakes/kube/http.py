@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-import select
+import selectors
 import socket
 import threading
 import time
@@ -96,8 +96,13 @@ class ApiServer(LoopbackServer):
                 time.sleep(0.05)
                 continue
             try:
-                ready, _, _ = select.select([self.socket], [], [], 0.1)
-            except (OSError, ValueError):
+                # A selector, not select.select: that refuses a descriptor past 1024, and a
+                # test process that has opened many files (streaming's shared memory) gets one.
+                with selectors.DefaultSelector() as selector:
+                    selector.register(self.socket, selectors.EVENT_READ)
+                    ready = selector.select(0.1)
+            except (OSError, ValueError):  # the socket was closed under us (refuse): reopened above
+                time.sleep(0.05)
                 continue
             if ready:
                 self._handle_request_noblock()
