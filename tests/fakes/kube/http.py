@@ -29,8 +29,16 @@ from urllib.parse import parse_qs, urlparse
 
 from tests.fakes.http import LoopbackServer
 from tests.fakes.kube import crd, discovery
-from tests.fakes.kube.common import (ApiError, fields_match, labels_match, now_ns, parse_label_selector,
-                                     parse_rfc3339_ns, rfc3339, status_body)
+from tests.fakes.kube.common import (
+    ApiError,
+    fields_match,
+    labels_match,
+    now_ns,
+    parse_label_selector,
+    parse_rfc3339_ns,
+    rfc3339,
+    status_body,
+)
 from tests.fakes.kube.faults import FaultRule
 from tests.fakes.kube.resources import Resource
 from tests.fakes.kube.store import Gone
