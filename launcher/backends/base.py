@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -159,9 +160,15 @@ class Backend(abc.ABC):
         tail: int | None = None,
         follow: bool = False,
         previous: bool = False,
+        cancel: threading.Event | None = None,
     ) -> Iterator[LogLine]:
         """The run's log lines, secrets masked. rank=None means every rank.
-        attempt=None means the latest. With follow, keep yielding until the attempt ends."""
+        attempt=None means the latest. With follow, keep yielding until the attempt ends.
+
+        Setting `cancel`, from any thread, ends a followed iterator within about a second,
+        even while it waits for a line, without draining; an iterator ended that way, or
+        closed, or failed, has released its threads and connections (a long-lived reader,
+        the dashboard, follows logs for clients that may leave at any time)."""
 
     @abc.abstractmethod
     def stop(self, name: str) -> Run:

@@ -71,3 +71,51 @@ def test_logs_follow_says_why_when_the_run_cannot_be_followed(fake_kube, capsys)
         f"✗ cluster fake: cannot list Jobs: 503 ServiceUnavailable (tried 5 times); so cannot follow the logs of "
         f"run '{spec.name}'")
     backend.close()
+
+
+def _follow_threads(before: set[int]) -> list[str]:
+    """The threads a follow started (its informers, pod readers, attacher) still alive."""
+    return [t.name for t in threading.enumerate()
+            if t.ident not in before and t.name.startswith(("logs-", "informer-"))]
+
+
+def _wait_gone(before: set[int], seconds: float = 5.0) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while (left := _follow_threads(before)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def test_a_follow_of_a_quiet_pod_that_is_cancelled_or_closed_lets_go_of_its_threads(fake_kube):
+    """A long-lived reader (the dashboard) follows for clients that leave: what a follow
+    started must end with it, not wait for the pod's next line (two minutes away here)."""
+    backend = make_backend()
+    spec = run_spec("quiet-abc123", worker("--lines", "1", "--interval", "120"))
+    backend.submit(spec, [])
+    try:
+        # Closed by its consumer after the pod's last line for now.
+        before = {t.ident for t in threading.enumerate()}
+        lines = backend.logs(spec.name, follow=True)
+        assert next(ln.text for ln in lines if ln.text == "rank 0 line 0")
+        lines.close()
+        assert _wait_gone(before) == []
+
+        # Cancelled from another thread while it waits for a line.
+        before = {t.ident for t in threading.enumerate()}
+        cancel, seen, ended = threading.Event(), threading.Event(), threading.Event()
+
+        def consume() -> None:
+            for line in backend.logs(spec.name, follow=True, cancel=cancel):
+                if line.text == "rank 0 line 0":
+                    seen.set()
+            ended.set()
+
+        threading.Thread(target=consume, daemon=True).start()
+        assert seen.wait(30), "the pod's line never came"
+        time.sleep(0.5)  # waiting for the next line now
+        cancel.set()
+        assert ended.wait(3), "the cancelled follow did not end"
+        assert _wait_gone(before) == []
+    finally:
+        backend.delete(spec.name)
+        backend.close()

@@ -69,7 +69,7 @@ class DirBackend(_Base, LocalArtifacts):
     def artifacts_dir(self, name: str) -> Path:
         return self.root / name / "artifacts"
 
-    def logs(self, name, *, rank=None, attempt=None, tail=None, follow=False, previous=False):  # type: ignore[no-untyped-def]
+    def logs(self, name, *, rank=None, attempt=None, tail=None, follow=False, previous=False, cancel=None):  # type: ignore[no-untyped-def]
         raise AssertionError("a backend with local files is read from its files, not streamed")
 
 
@@ -83,7 +83,7 @@ class StreamBackend(_Base):
         self.gone: set[tuple[str, int]] = set()
         """Attempts whose logs can no longer be read (their pods were deleted)."""
 
-    def logs(self, name, *, rank=None, attempt=None, tail=None, follow=False, previous=False):  # type: ignore[no-untyped-def]
+    def logs(self, name, *, rank=None, attempt=None, tail=None, follow=False, previous=False, cancel=None):  # type: ignore[no-untyped-def]
         run = self.get(name)
         attempt = attempt or run.current_attempt
         self.streamed.append((name, attempt))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,6 +124,19 @@ def test_metrics_are_downsampled_keeping_the_ends_and_mark_the_retry(client: Tes
 
     none = client.get(f"/api/runs/{named.failed}/metrics").json()
     assert none["metrics"] == [] and none["series"] == []
+
+
+def test_a_client_that_leaves_a_quiet_run_s_log_leaves_no_reader_behind(client: TestClient, named: Named) -> None:
+    """The gated run waits, silent, after its fifth line: the thread that read its log for a
+    client that left must end now, not at the run's next line (here: once a test opens the gate)."""
+    before = {t.ident for t in threading.enumerate()}
+    first, _ = read_log(client, f"/api/runs/{named.gated}/logs", until=6 + 5)
+    assert first[-1] == "line 5"
+    deadline = time.monotonic() + 5
+    while (readers := [t.name for t in threading.enumerate() if t.ident not in before and t.name == "log-stream"]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert readers == []
 
 
 def test_log_stream_follows_and_a_reconnect_resumes_from_its_cursor(client: TestClient, named: Named) -> None:

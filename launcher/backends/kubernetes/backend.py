@@ -30,6 +30,7 @@ This class is a thin facade over the Backend contract:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,10 +99,11 @@ class KubernetesBackend(Backend):
         return watch_run(self.api, name, poll_seconds=poll_seconds)
 
     def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
-             follow: bool = False, previous: bool = False) -> Iterator[LogLine]:
+             follow: bool = False, previous: bool = False, cancel: threading.Event | None = None) -> Iterator[LogLine]:
         from launcher.backends.kubernetes.follow import run_logs
 
-        return run_logs(self.api, name, rank=rank, attempt=attempt, tail=tail, follow=follow, previous=previous)
+        return run_logs(self.api, name, rank=rank, attempt=attempt, tail=tail, follow=follow, previous=previous,
+                        cancel=cancel)
 
     def stop(self, name: str) -> Run:
         from launcher.backends.kubernetes.lifecycle import stop_run

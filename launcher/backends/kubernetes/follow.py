@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from launcher.backends.base import LogLine
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.informer import Informer
-from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.kubeapi import KubeApi, WatchHandle
 from launcher.backends.kubernetes.jobset_status import child_job_name
 from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
 from launcher.backends.kubernetes.observe import observe
@@ -36,7 +36,8 @@ def masker_for(api: KubeApi, record: dict | None) -> Masker:
 
 
 def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int | None = None,
-             tail: int | None = None, follow: bool = False, previous: bool = False) -> Iterator[LogLine]:
+             tail: int | None = None, follow: bool = False, previous: bool = False,
+             cancel: threading.Event | None = None) -> Iterator[LogLine]:
     obs = observe(api, name)
     run = settle(api, obs)
     index = attempt or run.current_attempt
@@ -54,7 +55,7 @@ def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int |
         yield from _read_all(api, sel, rank, tail, previous, to_line)
         return
     job_name = child_job_name(name) if obs.is_jobset else name
-    yield from _follow(api, name, job_name, sel, index, rank, tail, previous, to_line)
+    yield from _follow(api, name, job_name, sel, index, rank, tail, previous, to_line, cancel or threading.Event())
 
 
 def attempt_selector(name: str, index: int, *, jobset: bool) -> str:
@@ -81,10 +82,13 @@ def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previo
 
 
 def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: int | None, tail: int | None,
-            previous: bool,
-            to_line: ToLine) -> Iterator[LogLine]:
+            previous: bool, to_line: ToLine, cancel: threading.Event) -> Iterator[LogLine]:
     """Attach a reader to each rank's pod as it starts; end when the attempt has ended and
-    every reader is done.
+    every reader is done, or soon after `cancel` is set.
+
+    However it ends (cancel, the consumer closing it, an error), it stops its informers and
+    shuts every reader's log stream, so no thread or connection outlives it: a reader
+    waiting on a quiet pod's stream would otherwise hold both until the pod's next line.
 
     Readers are attached by their own thread, on every pod change, so a chatty rank
     never delays the others' attach. `tail` applies to pods already running when we
@@ -97,6 +101,7 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
     pods_inf = Informer(api, "Pod", sel, pods_changed.set).start()
     job_inf = Informer(api, "Job", keys.run_selector(name), lambda: None).start()
     readers: dict[str, threading.Thread] = {}
+    handles: list[WatchHandle] = []
     done_pods: set[str] = set()
     attach_lock = threading.Lock()
     tailed: set[str] = set()
@@ -105,10 +110,10 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
         pod = pods_inf.get(pod_name)
         return pod is None or container_finished(pod)
 
-    def reader(pod_name: str, r: int) -> None:
+    def reader(pod_name: str, r: int, handle: WatchHandle) -> None:
         try:
             for stamp, text in read_pod(api, pod_name, follow=True, tail=tail if pod_name in tailed else None,
-                                        previous=previous, is_done=lambda: pod_done(pod_name), stop=stop):
+                                        previous=previous, is_done=lambda: pod_done(pod_name), handle=handle):
                 out.put(to_line(r, stamp, text))
         except Exception as e:  # noqa: BLE001 - surfaced to the consumer
             out.put(e)
@@ -117,12 +122,16 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
 
     def attach_new() -> None:
         with attach_lock:
+            if stop.is_set():  # ending: its handles are being stopped
+                return
             for pod in pods_inf.snapshot():
                 pname = pod["metadata"]["name"]
                 r = pod_rank(pod)
                 if pname in readers or (rank is not None and r != rank) or not container_started(pod):
                     continue
-                t = threading.Thread(target=reader, args=(pname, r), name=f"logs-{pname}", daemon=True)
+                handle = WatchHandle()
+                handles.append(handle)
+                t = threading.Thread(target=reader, args=(pname, r, handle), name=f"logs-{pname}", daemon=True)
                 readers[pname] = t
                 t.start()
 
@@ -138,7 +147,7 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
         tailed.update(p["metadata"]["name"] for p in pods_inf.snapshot() if container_started(p))
         attach_new()
         threading.Thread(target=attacher, name=f"logs-attach-{name}", daemon=True).start()
-        while True:
+        while not cancel.is_set():
             try:
                 item = out.get(timeout=0.3)
             except queue.Empty:
@@ -158,6 +167,9 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
                 return
     finally:
         stop.set()
+        with attach_lock:
+            for handle in handles:
+                handle.stop()
         pods_changed.set()
         pods_inf.stop()
         job_inf.stop()

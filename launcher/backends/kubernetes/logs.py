@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from email.utils import parsedate_to_datetime
 
 from kubernetes.watch.watch import iter_resp_lines
 
-from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, WatchHandle
 
 SLACK_SECONDS = 5
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ?")
@@ -99,15 +98,16 @@ MAX_REREADS = 5
 
 
 def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, previous: bool = False,
-             is_done: Callable[[], bool] = lambda: True, stop: threading.Event | None = None,
+             is_done: Callable[[], bool] = lambda: True, handle: WatchHandle | None = None,
              ) -> Iterator[tuple[int | None, str]]:
-    """(timestamp ns, text) for each line of one pod's container, in order, each once."""
+    """(timestamp ns, text) for each line of one pod's container, in order, each once.
+    `handle.stop()`, from any thread, ends it at once, even while it waits for a line."""
     cursor = Cursor()
     skew = 0.0
     first = True
     rereads = MAX_REREADS
-    stop = stop or threading.Event()
-    while not stop.is_set():
+    handle = handle or WatchHandle()
+    while not handle.stopped:
         kwargs: dict = {"timestamps": True, "follow": follow}
         if previous:
             kwargs["previous"] = True
@@ -131,6 +131,7 @@ def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, p
             if e.status == 400:
                 return
             raise
+        handle.attach(resp)  # stopped already: shut at once
         skew = _server_skew(resp)
         replay = cursor.replay()
         dropped = False
@@ -141,11 +142,12 @@ def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, p
                     continue
                 cursor.advance(stamp)
                 yield stamp, text
-                if stop.is_set():
+                if handle.stopped:
                     return
-        except Exception:  # noqa: BLE001 - a dropped stream: reconnect below
+        except Exception:  # noqa: BLE001 - a dropped stream (or one shut by handle.stop()): reconnect below
             dropped = True
         finally:
+            handle.attach(None)
             resp.release_conn()
         first = False
         if not follow:

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -282,11 +283,11 @@ class LocalBackend(Backend, LocalArtifacts):
         return Masker(v for s in secrets for v in s.masked_values())
 
     def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
-             follow: bool = False, previous: bool = False) -> Iterator[LogLine]:
+             follow: bool = False, previous: bool = False, cancel: threading.Event | None = None) -> Iterator[LogLine]:
         attempt, ranks = self._select(name, rank, attempt, previous)
         masker = self._masker(name)
         layout = RunLayout(self.home, name)
-        yield from _read_logs(self, name, layout, attempt, ranks, tail, follow, masker)
+        yield from _read_logs(self, name, layout, attempt, ranks, tail, follow, masker, cancel)
 
     def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, list[int]]:
         run = self.get(name)
@@ -374,9 +375,10 @@ def _age(iso: str) -> float:
 
 
 def _read_logs(backend: LocalBackend, name: str, layout: RunLayout, attempt: int, ranks: list[int],
-               tail: int | None, follow: bool, masker: Masker) -> Iterator[LogLine]:
+               tail: int | None, follow: bool, masker: Masker, cancel: threading.Event | None = None,
+               ) -> Iterator[LogLine]:
     """Lines from each rank's file; with follow, keep reading until the attempt is over
-    and every file is drained."""
+    and every file is drained, or until `cancel` is set."""
     offsets: dict[int, int] = {r: 0 for r in ranks}
     pending: dict[int, bytes] = {r: b"" for r in ranks}
     if tail is not None:
@@ -411,6 +413,8 @@ def _read_logs(backend: LocalBackend, name: str, layout: RunLayout, attempt: int
             pending[r] = lines.pop()
             for raw in lines:
                 yield LogLine(rank=r, text=masker.mask(raw.decode("utf-8", "replace")), attempt=attempt)
+        if cancel is not None and cancel.is_set():
+            return
         if progressed:
             continue
         if not follow:
