@@ -75,16 +75,10 @@ def shared_memory_registration(own_caches: Sequence[Path] = ()) -> Iterator[None
     """
     import torch.distributed as dist
 
-    lock = FileLock(REGISTRATION_LOCK, mode=0o666) if World.detect().is_local_leader else None
-    if lock is not None:
-        try:
-            lock.acquire(timeout=REGISTRATION_WAIT_NOTICE_S)
-        except Timeout:
-            print(f"waiting for another run on this host to register its dataset (lock {REGISTRATION_LOCK})",
-                  file=sys.stderr, flush=True)
-            lock.acquire()
+    leader = World.detect().is_local_leader
+    lock = _acquire_registration_lock() if leader else None
     try:
-        if lock is not None:
+        if leader:
             remove_stale_shared_memory(own_caches)
         if dist.is_available() and dist.is_initialized():
             dist.barrier()
@@ -92,6 +86,21 @@ def shared_memory_registration(own_caches: Sequence[Path] = ()) -> Iterator[None
     finally:
         if lock is not None:
             lock.release()
+
+
+def _acquire_registration_lock() -> FileLock | None:
+    lock = FileLock(REGISTRATION_LOCK, mode=0o666)
+    try:
+        lock.acquire(timeout=REGISTRATION_WAIT_NOTICE_S)
+    except Timeout:
+        print(f"waiting for another run on this host to register its dataset (lock {REGISTRATION_LOCK})",
+              file=sys.stderr, flush=True)
+        lock.acquire()
+    except OSError as e:  # a read-only /dev/shm, or another user's lock file: as streaming alone would
+        print(f"! registering the dataset without taking turns with other runs on this host: cannot lock "
+              f"{REGISTRATION_LOCK} ({e.strerror or e})", file=sys.stderr, flush=True)
+        return None
+    return lock
 
 
 def remove_stale_shared_memory(own_caches: Sequence[Path]) -> list[str]:
