@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from filelock import FileLock, Timeout
 from streaming import StreamingDataset
 from streaming.base.world import World
@@ -73,8 +74,6 @@ def shared_memory_registration(own_caches: Sequence[Path] = ()) -> Iterator[None
     every dataset's shared memory from prefix 0 up, a live run's too, and the next run then
     registered the same prefix as that live one.
     """
-    import torch.distributed as dist
-
     leader = World.detect().is_local_leader
     lock = _acquire_registration_lock() if leader else None
     try:
@@ -103,16 +102,15 @@ def _acquire_registration_lock() -> FileLock | None:
     return lock
 
 
-def remove_stale_shared_memory(own_caches: Sequence[Path]) -> list[str]:
+def remove_stale_shared_memory(own_caches: Sequence[Path]) -> None:
     """Remove the shared memory of every dataset registered on one of `own_caches` (left by a
-    killed process: no live process may be using them). Returns the names removed."""
+    killed process: no live process may be using them)."""
     from streaming.base.constant import LOCALS, SHM_TO_CLEAN
     from streaming.base.shared.prefix import _get_path, _unpack_locals
 
     if not own_caches or not os.path.isdir(SHM_DIR):
-        return []
+        return
     roots = [Path(c).resolve() for c in own_caches]
-    removed = []
     for entry in sorted(os.listdir(SHM_DIR)):
         prefix, _, kind = entry.partition("_")
         if kind != LOCALS or not prefix.isdigit():
@@ -126,8 +124,6 @@ def remove_stale_shared_memory(own_caches: Sequence[Path]) -> list[str]:
         for name in SHM_TO_CLEAN:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(SHM_DIR, _get_path(int(prefix), name)))
-                removed.append(_get_path(int(prefix), name))
-    return removed
 
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
