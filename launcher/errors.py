@@ -87,10 +87,6 @@ class SpecError(InputError):
         super().__init__("\n".join(i.render() for i in self.issues))
 
 
-class RunFailedError(LauncherError):
-    """The run ended FAILED or STOPPED; the CLI exits 1."""
-
-
 def internal_error_line(e: BaseException) -> str:
     """A bug, in one line for a user: the exception's type and the first line of its text
     (some exceptions, a client's HTTP error, carry headers and bodies in str())."""

@@ -150,15 +150,6 @@ def check_mount_path(path: str) -> str | None:
     return None
 
 
-def secret_env_names(secrets: list[Secret]) -> dict[str, str]:
-    """Every env var a run gets from secrets -> the secret providing it, to find clashes."""
-    seen: dict[str, str] = {}
-    for s in secrets:
-        for var in project(s).env:
-            seen.setdefault(var, s.name)
-    return seen
-
-
 def exposed(secret: Secret) -> list[str]:
     """What a run sees of `secret`: env var names and the mount path, for listings."""
     proj = project(secret)
