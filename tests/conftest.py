@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 pytest_plugins: list[str] = [
     # "tests.fakes.<module>" lines are added as fakes land.
@@ -13,6 +18,24 @@ pytest_plugins: list[str] = [
     "tests.fakes.kube_api",
     "tests.fakes.moto_s3",
 ]
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 0.05,
+               message: str = "the condition") -> T:
+    """Calls `predicate` until it returns something truthy, and returns that. Past `timeout`
+    seconds the test fails, saying what it waited for and what `predicate` returned last.
+    Tests poll with this instead of sleeping a fixed time: a fast machine does not wait for
+    nothing, and a slow one gets until the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            last = repr(value)
+            last = last if len(last) <= 500 else last[:500] + "..."
+            pytest.fail(f"timed out after {timeout}s waiting for {message}; last value: {last}")
+        time.sleep(interval)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from launcher.backends.base import LogLine, RunStatus
 from launcher.metrics.cache import IndexCache
 from launcher.metrics.collect import Collector
+from tests.conftest import wait_until
 
 from .backends import DirBackend, StreamBackend, make_run
 from .logdata import ATTEMPT_1, ATTEMPT_2, T0, attempt_lines, expected_points, expected_time, loss, step_line
@@ -106,17 +107,10 @@ def test_the_running_attempt_is_streamed_again(tmp_path):
 
 
 def test_following_a_streamed_attempt_reads_it_in_the_background(tmp_path):
-    import time
-
     backend, run = _stream_backend(RunStatus.RUNNING)
     collector = Collector(backend, run, cache=IndexCache(tmp_path / "cache"), follow=True)
-    deadline = time.monotonic() + 5
-    while True:
-        rm = collector.refresh()
-        if rm.series and rm.series["loss/train/total"].steps[-1] == ATTEMPT_2[-1]:
-            break
-        assert time.monotonic() < deadline, "the follower never delivered attempt 2"
-        time.sleep(0.02)
+    rm = wait_until(lambda: (rm := collector.refresh()).series and rm.series["loss/train/total"].steps[-1] == ATTEMPT_2[-1]
+                    and rm, 5, interval=0.02, message="the follower to deliver attempt 2")
     assert _points(rm) == expected_points()
 
 
