@@ -1,16 +1,17 @@
-"""What the CLI commands share: finding runs, printing records, confirming."""
+"""What the CLI commands share: finding runs, printing, confirming."""
 
 from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
 from typing import Any
 
 import click
 
 # Commands take any form of run name: full, the spec's name, or a glob (launcher.backends.names).
 from launcher.backends.names import resolve_run as find_run  # noqa: F401 - re-exported for commands
+# How runs read (records, times, durations) is shared with the dashboard: it lives beside Run.
+from launcher.backends.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
 
 OK, FAIL, INFO, WARN = "✔", "✗", "i", "!"
 
@@ -21,46 +22,6 @@ def info(message: str) -> None:
 
 def warn(message: str) -> None:
     click.echo(f"{WARN} {message}", err=True)
-
-
-def when(ts: datetime | None) -> str:
-    if ts is None:
-        return "-"
-    return ts.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-
-
-def ago(ts: datetime | None) -> str:
-    if ts is None:
-        return "-"
-    secs = int((datetime.now(timezone.utc) - ts).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size:
-            return f"{secs // size}{unit} ago"
-    return f"{secs}s ago"
-
-
-def duration(start: datetime | None, end: datetime | None) -> str:
-    if start is None:
-        return "-"
-    secs = int(((end or datetime.now(timezone.utc)) - start).total_seconds())
-    h, rem = divmod(secs, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
-def to_yaml(obj: Any) -> str:
-    """YAML with multi-line strings (commands) as readable | blocks."""
-    import yaml
-
-    class Dumper(yaml.SafeDumper):
-        pass
-
-    def str_rep(dumper, value):
-        style = "|" if "\n" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-    Dumper.add_representer(str, str_rep)
-    return yaml.dump(obj, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True).rstrip()
 
 
 def dump(obj: Any, fmt: str) -> None:
@@ -129,36 +90,6 @@ def confirm(question: str, yes: bool) -> bool:
     if not sys.stdin.isatty():
         raise click.UsageError("refusing to ask for confirmation without a terminal; pass -y")
     return click.confirm(question, default=False)
-
-
-def run_record(run) -> dict[str, Any]:
-    """A run as plain data, for -o json|yaml."""
-    return {
-        "name": run.name,
-        "backend": run.backend,
-        "cluster": run.cluster,
-        "status": run.status.value,
-        "reason": run.reason,
-        "exit_code": run.exit_code,
-        "created_at": run.created_at.isoformat() if run.created_at else None,
-        "started_at": run.started_at.isoformat() if run.started_at else None,
-        "ended_at": run.ended_at.isoformat() if run.ended_at else None,
-        "attempts": [
-            {
-                "attempt": a.index,
-                "status": a.status.value,
-                "reason": a.reason,
-                "started_at": a.started_at.isoformat() if a.started_at else None,
-                "ended_at": a.ended_at.isoformat() if a.ended_at else None,
-                "ranks": [{"rank": r.rank, "status": r.status.value, "exit_code": r.exit_code, "reason": r.reason,
-                           "node": r.node} for r in a.ranks],
-            }
-            for a in run.attempts
-        ],
-        "events": [{"status": e.status.value, "at": e.at.isoformat(), "attempt": e.attempt, "reason": e.reason}
-                   for e in run.events],
-        "spec": run.spec,
-    }
 
 
 def instance(spec: dict[str, Any]) -> str:

@@ -28,7 +28,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "create": ("launcher.cli.aliases", "create", "mcli's `create secret <kind>`: the same as `secret create`."),
     "version": ("launcher.cli.aliases", "version", "Print the launcher's version."),
     "completion": ("launcher.cli.aliases", "completion", "Print a bash, zsh or fish completion script."),
-    "ui": ("launcher.cli.ui", "ui", "Serve a read-only web dashboard: runs, live logs, loss curves."),
+    # The dashboard's command lives with the dashboard: neither cli nor ui imports the other.
+    "ui": ("launcher.ui.command", "ui", "Serve a read-only web dashboard: runs, live logs, loss curves."),
 }
 
 

@@ -1,0 +1,91 @@
+"""A `Run` as plain data and as words: the record `-o json|yaml` and the dashboard's API
+serve, and the formats of times and durations that the CLI and the dashboard both show.
+
+They sit beside `Run` (base.py), below both readers, so that neither the CLI nor the
+dashboard imports the other.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from launcher.backends.base import Run
+
+
+def when(ts: datetime | None) -> str:
+    """A moment in the reader's local time, to the second; '-' for none."""
+    if ts is None:
+        return "-"
+    return ts.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def ago(ts: datetime | None) -> str:
+    """How long ago, in the largest whole unit: '3m ago'; '-' for none."""
+    if ts is None:
+        return "-"
+    secs = int((datetime.now(timezone.utc) - ts).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit} ago"
+    return f"{secs}s ago"
+
+
+def duration(start: datetime | None, end: datetime | None) -> str:
+    """From start to end (or to now while running) as [h:]mm:ss; '-' before a start."""
+    if start is None:
+        return "-"
+    secs = int(((end or datetime.now(timezone.utc)) - start).total_seconds())
+    h, rem = divmod(secs, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def to_yaml(obj: Any) -> str:
+    """YAML with multi-line strings (commands) as readable | blocks."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def str_rep(dumper, value):
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, str_rep)
+    return yaml.dump(obj, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True).rstrip()
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts else None
+
+
+def run_record(run: Run) -> dict[str, Any]:
+    """A run as plain data, for -o json|yaml and the dashboard's /api/runs/NAME."""
+    return {
+        "name": run.name,
+        "backend": run.backend,
+        "cluster": run.cluster,
+        "status": run.status.value,
+        "reason": run.reason,
+        "exit_code": run.exit_code,
+        "created_at": _iso(run.created_at),
+        "started_at": _iso(run.started_at),
+        "ended_at": _iso(run.ended_at),
+        "attempts": [
+            {
+                "attempt": a.index,
+                "status": a.status.value,
+                "reason": a.reason,
+                "started_at": _iso(a.started_at),
+                "ended_at": _iso(a.ended_at),
+                "ranks": [{"rank": r.rank, "status": r.status.value, "exit_code": r.exit_code, "reason": r.reason,
+                           "node": r.node} for r in a.ranks],
+            }
+            for a in run.attempts
+        ],
+        "events": [{"status": e.status.value, "at": e.at.isoformat(), "attempt": e.attempt, "reason": e.reason}
+                   for e in run.events],
+        "spec": run.spec,
+    }
