@@ -23,27 +23,50 @@ COMPUTE = {"cluster": "r1z1", "instance": "oci.bm.gpu.b4.8", "nodes": 1, "node_n
            "gpu_type": "a100_80gb", "gpus": 8, "cpus": 4}
 
 
+# Where each field lands in the loaded spec: mcli's top-level gpu_num, gpu_type, cluster and
+# cpus move into compute; camel-case scheduling names become the snake-case ones.
+RUN_CONFIG_LANDS = {
+    "name": "name", "parent_name": "parent_name", "image": "image", "gpu_type": "compute.gpu_type",
+    "gpu_num": "compute.gpus", "cpus": "compute.cpus", "cluster": "compute.cluster", "parameters": "parameters",
+    "integrations": "integrations", "env_variables": "env_variables", "metadata": "metadata", "command": "command",
+    "dependent_deployment": "dependent_deployment",
+}
+SCHEDULING_LANDS = {"retryOnSystemFailure": "retry_on_system_failure", "watchdogEnabled": "watchdog_enabled"}
+
+
 def _load(text: str):
     return load_spec_text(text, "run.yaml")
 
 
+def _at(spec, dotted: str):
+    value = spec
+    for attr in dotted.split("."):
+        value = getattr(value, attr)
+    return value
+
+
 @pytest.mark.parametrize("field", sorted(RUN_CONFIG))
-def test_each_top_level_field_of_083_loads(field):
+def test_each_top_level_field_of_083_loads_where_it_belongs(field):
     import yaml
 
     doc = yaml.safe_load(BASE)
     doc[field] = RUN_CONFIG[field]
-    _load(yaml.safe_dump(doc))
+    spec = _load(yaml.safe_dump(doc)).spec
+    if field in ("scheduling", "compute"):  # empty sections: every field keeps its default
+        assert _at(spec, field) == type(_at(spec, field))()
+    else:
+        assert _at(spec, RUN_CONFIG_LANDS[field]) == RUN_CONFIG[field]
 
 
 @pytest.mark.parametrize("section, fields", [("scheduling", SCHEDULING), ("compute", COMPUTE)])
-def test_each_scheduling_and_compute_field_of_083_loads(section, fields):
+def test_each_scheduling_and_compute_field_of_083_loads_where_it_belongs(section, fields):
     import yaml
 
     for key, value in fields.items():
         doc = yaml.safe_load(BASE)
         doc[section] = {key: value}
-        _load(yaml.safe_dump(doc))
+        spec = _load(yaml.safe_dump(doc)).spec
+        assert _at(spec, f"{section}.{SCHEDULING_LANDS.get(key, key)}") == value, key
 
 
 def test_camel_case_retry_maps_and_resumable_no_longer_suggests_preemptible():
