@@ -93,13 +93,13 @@ def test_a_read_never_waits_for_somebody_elses_restart(fake_kube_factory):
 def test_a_job_left_without_its_record_is_removed_once_no_submit_can_be_on_its_way(fake_kube):
     """A submit that died between the Job and its record (the cluster went away, so it could
     not clean up) leaves a Job whose pods wait for a ConfigMap forever."""
-    from launcher.backends.kubernetes.render import render_run
+    from launcher.backends.kubernetes.render import plan_run
 
     backend = make_backend()
     young = run_spec("young-abc123", worker("--lines", "1"))
     old = run_spec("old-abc123", worker("--lines", "1"))
     for spec in (young, old):
-        _, _, job = render_run(spec, backend.profile, [], jobset=False)  # the Job form
+        _, _, job = plan_run(spec, backend.profile, [], jobset=False).manifests  # the Job form
         fake_kube.create("Job", "default", job)
     with fake_kube.lock:  # time passes for one of them (an API server keeps creationTimestamp unchangeable)
         fake_kube.objects[("Job", "default", old.name)]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
@@ -114,14 +114,14 @@ def test_a_job_left_without_its_record_is_removed_once_no_submit_can_be_on_its_w
 def test_a_jobset_left_without_its_record_is_seen_and_removed(fake_kube_factory):
     """The same in the JobSet form: a JobSet whose record never came holds its nodes (its pods
     wait for the ConfigMap) and, having no record, was not even listed."""
-    from launcher.backends.kubernetes.render import render_run
+    from launcher.backends.kubernetes.render import plan_run
 
     kube = fake_kube_factory(jobset=True, profile={"jobset": True})
     backend = make_backend()
     young = run_spec("young-abc123", worker("--lines", "1"))
     old = run_spec("old-abc123", worker("--lines", "1"))
     for spec in (young, old):
-        jobset = render_run(spec, backend.profile, [], jobset=True)[-1]
+        jobset = plan_run(spec, backend.profile, [], jobset=True).manifests[-1]
         assert jobset["kind"] == "JobSet"
         kube.create("JobSet", "default", jobset)
     wait_until(lambda: kube.list("Job", "default", f"launcher.dev/run={old.name}")[0], what="the JobSet's child Job")

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import launcher
-from launcher.backends.kubernetes.render import plan_run, render_run
+from launcher.backends.kubernetes.render import plan_run
 from launcher.errors import InputError
 from tests.fakes.kube import crd
 from tests.fakes.kube.common import ApiError
@@ -74,32 +74,32 @@ def validate(manifest: dict, version: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_manifests_validate_strictly(case, version):
-    for m in render_run(*CASES[case]()):
+    for m in plan_run(*CASES[case]()).manifests:
         validate(m, version)
 
 
 def test_the_forms_and_their_objects():
-    assert [m["kind"] for m in render_run(*CASES["4x8"]())] == ["ConfigMap", "JobSet"]
-    assert [m["kind"] for m in render_run(*CASES["4x8-job"]())] == ["ConfigMap", "Service", "Job"]
+    assert [m["kind"] for m in plan_run(*CASES["4x8"]()).manifests] == ["ConfigMap", "JobSet"]
+    assert [m["kind"] for m in plan_run(*CASES["4x8-job"]()).manifests] == ["ConfigMap", "Service", "Job"]
 
 
 def test_strict_validation_would_catch_a_typo():
-    job = by_kind(render_run(*CASES["cpu-image-job"]()))["Job"]
+    job = by_kind(plan_run(*CASES["cpu-image-job"]()).manifests)["Job"]
     job["spec"]["template"]["spec"]["subdomian"] = "x"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(job, "1.30", strict=True)
-    jobset = by_kind(render_run(*CASES["kueue"]()))["JobSet"]
+    jobset = by_kind(plan_run(*CASES["kueue"]()).manifests)["JobSet"]
     jobset["spec"]["failurePolicy"]["maxRestart"] = 2
     with pytest.raises(AssertionError, match="spec.failurePolicy.maxRestart"):
         validate_jobset(jobset)
-    jobset = by_kind(render_run(*CASES["kueue"]()))["JobSet"]
+    jobset = by_kind(plan_run(*CASES["kueue"]()).manifests)["JobSet"]
     jobset["spec"]["failurePolicy"]["rules"][0]["action"] = "RestartJobSetIgnoringMaxRestarts"
     with pytest.raises(ApiError, match="action"):
         validate_jobset(jobset)
 
 
 def test_jobset_shape_for_4x8():
-    ms = render_run(*CASES["4x8"]())
+    ms = plan_run(*CASES["4x8"]()).manifests
     js = by_kind(ms)["JobSet"]
     assert js["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and js["metadata"]["name"] == "four-node-abc123"
     s = js["spec"]
@@ -126,7 +126,7 @@ def test_jobset_shape_for_4x8():
 
 
 def test_jobset_retries_map_onto_its_failure_policy():
-    js = by_kind(render_run(*CASES["kueue"]()))["JobSet"]
+    js = by_kind(plan_run(*CASES["kueue"]()).manifests)["JobSet"]
     policy = js["spec"]["failurePolicy"]
     assert policy["maxRestarts"] == 2
     # A disruption (the DisruptionTarget podFailurePolicy rule fails the Job, reason PodFailurePolicy)
@@ -140,7 +140,7 @@ def test_jobset_retries_map_onto_its_failure_policy():
 
 
 def test_inject_mode_copies_the_runtime_into_the_users_image():
-    ms = render_run(*CASES["1x8"]())
+    ms = plan_run(*CASES["1x8"]()).manifests
     pod = pod_spec(ms)
     [init] = pod["initContainers"]
     assert init["image"] == f"ghcr.io/launcher-dev/launcher-runtime:{launcher.__version__}"
@@ -158,19 +158,19 @@ def test_inject_mode_copies_the_runtime_into_the_users_image():
     for leak in ("PYTHONHOME", "PYTHONPATH", "LD_LIBRARY_PATH", "PATH"):
         assert leak not in env
     custom = PROFILE.model_copy(update={"runtime_image": "registry.local/rt:dev", "runtime_image_pull_policy": "Always"})
-    [init] = pod_spec(render_run(spec(), custom, []))["initContainers"]
+    [init] = pod_spec(plan_run(spec(), custom, []).manifests)["initContainers"]
     assert (init["image"], init["imagePullPolicy"]) == ("registry.local/rt:dev", "Always")
 
 
 def test_image_mode_runs_the_launcher_of_the_image():
-    pod = pod_spec(render_run(*CASES["1x8-image"]()))
+    pod = pod_spec(plan_run(*CASES["1x8-image"]()).manifests)
     assert "initContainers" not in pod
     assert pod["containers"][0]["command"] == ["python", "-m", "launcher.entrypoint"]
     assert all(v["name"] != "launcher-runtime" for v in pod["volumes"])
 
 
 def test_indexed_job_shape_for_4x8():
-    ms = render_run(*CASES["4x8-job"]())
+    ms = plan_run(*CASES["4x8-job"]()).manifests
     job = by_kind(ms)["Job"]
     s = job["spec"]
     assert (s["completionMode"], s["completions"], s["parallelism"], s["backoffLimit"]) == ("Indexed", 4, 4, 0)
@@ -207,7 +207,7 @@ def test_indexed_job_shape_for_4x8():
 
 
 def test_every_placement_field_reaches_the_pods():
-    ms = render_run(*CASES["placement-gke-spot"]())
+    ms = plan_run(*CASES["placement-gke-spot"]()).manifests
     pod = pod_spec(ms)
     assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
                                    "node.kubernetes.io/instance-type": "a3-highgpu-8g",
@@ -225,11 +225,11 @@ def test_every_placement_field_reaches_the_pods():
 
 
 def test_not_preemptible_keeps_pods_off_spot_nodes():
-    pod = pod_spec(render_run(*CASES["off-spot-karpenter"]()))
+    pod = pod_spec(plan_run(*CASES["off-spot-karpenter"]()).manifests)
     [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]} in term["matchExpressions"]
     assert "karpenter.sh/capacity-type" not in pod.get("nodeSelector", {})
-    gke = pod_spec(render_run(spec(scheduling={"preemptible": False}), GKE_SPOT_PROFILE, []))
+    gke = pod_spec(plan_run(spec(scheduling={"preemptible": False}), GKE_SPOT_PROFILE, []).manifests)
     [term] = gke["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [{"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]}]
     assert not any(t["key"] == "cloud.google.com/gke-spot" for t in gke.get("tolerations", []))
@@ -237,13 +237,13 @@ def test_not_preemptible_keeps_pods_off_spot_nodes():
 
 def test_priorities_the_profile_does_not_list_are_errors():
     for priority in ("lowest", "low", "medium", "high", "highest"):  # mcli's, known to the shipped defaults
-        js = by_kind(render_run(spec(scheduling={"priority": priority}), PROFILE, []))["JobSet"]
+        js = by_kind(plan_run(spec(scheduling={"priority": priority}), PROFILE, []).manifests)["JobSet"]
         assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == priority
     with pytest.raises(InputError, match=r"unknown priority 'urgent' on cluster gpu-cluster "
                                          r"\(known: lowest, low, medium, high, highest"):
-        render_run(spec(scheduling={"priority": "urgent"}), PROFILE, [])
+        plan_run(spec(scheduling={"priority": "urgent"}), PROFILE, [])
     with pytest.raises(InputError, match=r"known: low, high"):
-        render_run(spec(scheduling={"priority": "medium"}), KUEUE_PROFILE, [])
+        plan_run(spec(scheduling={"priority": "medium"}), KUEUE_PROFILE, [])
 
 
 def test_fields_the_cluster_cannot_honour_are_named_warnings():
@@ -256,11 +256,11 @@ def test_fields_the_cluster_cannot_honour_are_named_warnings():
     assert "only while a launcher process observes the run" in no_jobset
     assert "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/" in no_jobset
     with pytest.raises(InputError, match=r"metadata.bad key: not usable as a Kubernetes annotation name"):
-        render_run(spec(metadata={"bad key": 1}), PROFILE, [])
+        plan_run(spec(metadata={"bad key": 1}), PROFILE, [])
 
 
 def test_cpu_run_hides_gpus_and_skips_anti_affinity():
-    ms = render_run(*CASES["cpu"]())
+    ms = plan_run(*CASES["cpu"]()).manifests
     env = env_of(ms)
     assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "void"
     pod = pod_spec(ms)
@@ -269,15 +269,15 @@ def test_cpu_run_hides_gpus_and_skips_anti_affinity():
 
 
 def test_configmap_holds_spec_and_parameters():
-    cm = by_kind(render_run(*CASES["1x8"]()))["ConfigMap"]
+    cm = by_kind(plan_run(*CASES["1x8"]()).manifests)["ConfigMap"]
     assert yaml.safe_load(cm["data"]["parameters.yaml"]) == {"model": {"d_model": 768}}
     assert json.loads(cm["data"]["spec.json"])["name"] == "one-node-abc123"
-    mount = pod_spec(render_run(*CASES["1x8"]()))["containers"][0]["volumeMounts"][0]
+    mount = pod_spec(plan_run(*CASES["1x8"]()).manifests)["containers"][0]["volumeMounts"][0]
     assert mount == {"name": "config", "mountPath": "/mnt/config", "readOnly": True}
 
 
 def test_secrets_are_references_never_values():
-    ms = render_run(*CASES["secrets"]())
+    ms = plan_run(*CASES["secrets"]()).manifests
     text = json.dumps(ms)
     for value in SECRET_VALUES.values():
         assert value.strip() not in text
@@ -303,40 +303,40 @@ def test_secrets_are_references_never_values():
 
 
 def test_kueue_labels_and_priority():
-    protected = by_kind(render_run(*CASES["kueue-non-preemptible"]()))["JobSet"]
+    protected = by_kind(plan_run(*CASES["kueue-non-preemptible"]()).manifests)["JobSet"]
     assert protected["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "no-preempt"
-    assert pod_spec(render_run(*CASES["kueue"]()))["nodeSelector"] == {
+    assert pod_spec(plan_run(*CASES["kueue"]()).manifests)["nodeSelector"] == {
         "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
-    job = by_kind(render_run(*CASES["kueue"]()[:2], [], jobset=False))["Job"]
+    job = by_kind(plan_run(*CASES["kueue"]()[:2], [], jobset=False).manifests)["Job"]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch-low"
-    plain = by_kind(render_run(*CASES["1x8"]()))["JobSet"]
+    plain = by_kind(plan_run(*CASES["1x8"]()).manifests)["JobSet"]
     assert not any(k.startswith("kueue.x-k8s.io/") for k in plain["metadata"]["labels"])
 
 
 def test_object_count_is_constant_in_nodes():
     for profile, count in ((PROFILE, 2), (JOB_PROFILE, 3)):
         for gpus in (8, 64, 512 * 8):
-            ms = render_run(spec(compute={"gpus": gpus, "gpu_type": "h100_80gb"}), profile, [])
+            ms = plan_run(spec(compute={"gpus": gpus, "gpu_type": "h100_80gb"}), profile, []).manifests
             assert len(ms) == count
             assert job_of(ms)["spec"]["completions"] == gpus // 8
 
 
 def test_render_errors():
     with pytest.raises(InputError, match="needs an image"):
-        render_run(spec(image=None), PROFILE.model_copy(update={"image": None}), [])
+        plan_run(spec(image=None), PROFILE.model_copy(update={"image": None}), [])
     long = "x" * 59 + "a"
     with pytest.raises(InputError, match="too long for 512 nodes"):
-        render_run(spec(long, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), JOB_PROFILE, [])
+        plan_run(spec(long, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), JOB_PROFILE, [])
     with pytest.raises(InputError, match="too long for 512 nodes: pod hostname 'x{53}-node-0-511'"):
-        render_run(spec("x" * 53, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
+        plan_run(spec("x" * 53, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
     with pytest.raises(InputError, match="ConfigMap holds at most"):
-        render_run(spec(parameters={"blob": "x" * 600_000}), PROFILE, [])
+        plan_run(spec(parameters={"blob": "x" * 600_000}), PROFILE, [])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden_yaml(case):
     """What `launcher run --dry-run -o yaml` prints: the manifests as a YAML stream.
     Regenerate with UPDATE_GOLDEN=1 after an intended change, and review the diff."""
-    text = yaml.safe_dump_all(render_run(*CASES[case]()), sort_keys=False)
+    text = yaml.safe_dump_all(plan_run(*CASES[case]()).manifests, sort_keys=False)
     assert_golden(case, text)

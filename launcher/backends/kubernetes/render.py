@@ -141,12 +141,6 @@ def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None
     return Plan({"apiVersion": "v1", "kind": "List", "items": rendered.manifests}, rendered.warnings, notes)
 
 
-def render_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Secret], *,
-               jobset: bool | None = None) -> list[dict[str, Any]]:
-    """The manifests of a run: [ConfigMap, JobSet], or [ConfigMap, Service, Job] without JobSet."""
-    return plan_run(spec, profile, secrets, jobset=jobset).manifests
-
-
 def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret]) -> dict[str, Any]:
     submitted = spec.to_submitted()
     data = {
