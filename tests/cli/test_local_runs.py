@@ -201,15 +201,20 @@ def test_bad_input_exits_2_without_traceback(cli, args, message):
 def test_leak_sweep_finds_the_secret_only_in_the_store(cli, tmp_path):
     outputs = []
 
-    def run(*args, **kw):
+    def run(*args, shows: str, **kw):
+        """A command that must succeed and print `shows`: a command that failed early would
+        show no secret and prove nothing."""
         r = cli(*args, **kw)
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        assert shows in r.stdout, (args, r.stdout)
         outputs.append(r.stdout + r.stderr)
         return r
 
     keyfile = tmp_path / "key.pem"
     keyfile.write_text(f"-----BEGIN KEY-----\n{SECRET}-file\n-----END KEY-----\n")
-    assert run("secret", "create", "env", "DB_PASSWORD", input=SECRET).returncode == 0
-    assert run("secret", "create", "file", "pem", "--from", str(keyfile), "--mount-path", "/etc/pem").returncode == 0
+    run("secret", "create", "env", "DB_PASSWORD", input=SECRET, shows="Created env secret db-password")
+    run("secret", "create", "file", "pem", "--from", str(keyfile), "--mount-path", "/etc/pem",
+        shows="Created file secret pem")
     spec = cli.spec("leak", """\
         name: leaky
         command: |
@@ -218,15 +223,14 @@ def test_leak_sweep_finds_the_secret_only_in_the_store(cli, tmp_path):
           env | grep DB_PASSWORD
           echo "$DB_PASSWORD" >&2
         """)
-    run("run", "-f", str(spec), "--follow", "--dry-run")
-    r = run("run", "-f", str(spec), "--follow")
-    assert r.returncode == 0
-    assert "****" in r.stdout
-    run("get", "runs", "-o", "yaml")
-    run("describe", "run")
-    run("logs")
-    run("secret", "list")
-    run("get", "secrets", "-o", "json")
+    run("run", "-f", str(spec), "--follow", "--dry-run", shows="DB_PASSWORD: <from secret db-password>")
+    run("run", "-f", str(spec), "--follow", shows="DB_PASSWORD=****")
+    run("get", "runs", "-o", "yaml", shows="status: COMPLETED")
+    run("describe", "run", shows='echo "$DB_PASSWORD" >&2')
+    run("logs", shows="DB_PASSWORD=****")
+    run("secret", "list", shows="SECRET_PATH_PEM, /etc/pem/")
+    run("get", "secrets", "-o", "json", shows='"env_key": "DB_PASSWORD"')
+    assert len(outputs) == 9
     for out in outputs:
         assert SECRET not in out
     hits = []
