@@ -1,4 +1,4 @@
-"""How long `launcher metrics -o json` takes on a run of 100k steps, recovered from its logs.
+"""How long `launcher metrics -o json` and `--plot` take on a run of 100k steps, recovered from its logs.
 
 Submits a run to the local backend (in a private LAUNCHER_HOME) whose command prints
 what the trainer prints: a fit_start record, then per step one metrics record with the
@@ -87,10 +87,12 @@ def main() -> None:
         assert len(points) == args.steps, f"expected {args.steps} points, got {len(points)}"
         repeated = [launcher("metrics", "-o", "json", env=env, cwd=work) for _ in range(args.repeat)]
         table = [launcher("metrics", env=env, cwd=work) for _ in range(args.repeat)]
+        plot = [launcher("metrics", "--plot", env=env, cwd=work) for _ in range(args.repeat)]
         startup = [launcher("--help", env=env, cwd=work) for _ in range(args.repeat)]
         print(f"launcher metrics -o json, first call (parses the log):  {best([first])}")
         print(f"launcher metrics -o json, repeated call (cached index): {best(repeated)}")
         print(f"launcher metrics (table), repeated call:                {best(table)}")
+        print(f"launcher metrics --plot (the curve sampled), repeated:  {best(plot)} (goal: under 2 s)")
         print(f"launcher --help (interpreter and CLI start-up):         {best(startup)}")
         print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
