@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.entrypoint import contract, runtime
+from launcher.entrypoint import runtime
 from launcher.entrypoint import log as out
 from launcher.entrypoint.git import clone, url_password
 from launcher.entrypoint.locks import file_lock
 from launcher.entrypoint.packages import apt_install, pip_install, pip_install_args, pip_packages_args
 from launcher.entrypoint.steps import StepFailed
 from launcher.entrypoint.venv import activate, ensure_venv
+from launcher.pod import contract
 from launcher.secrets.mask import Masker
 from launcher.spec.models import (
     AptPackagesIntegration,

@@ -30,11 +30,12 @@ from pathlib import Path
 
 import yaml
 
-from launcher.entrypoint import contract, runtime, supervise
+from launcher.entrypoint import runtime, supervise
 from launcher.entrypoint import log as out
 from launcher.entrypoint.log import log, set_masker
 from launcher.entrypoint.ranks import rank_env
 from launcher.entrypoint.venv import use_current_environment
+from launcher.pod import contract
 from launcher.secrets.mask import MIN_MASK_LEN, too_short_to_mask
 
 

@@ -8,9 +8,10 @@ import os
 import shlex
 from pathlib import Path
 
-from launcher.entrypoint import contract
 from launcher.entrypoint import log as out
 from launcher.entrypoint.steps import StepFailed, run_step
+from launcher.pod import contract
+from launcher.pod.packages import host_packages_refusal
 
 
 def pip_env(env: dict[str, str]) -> dict[str, str]:
@@ -43,19 +44,6 @@ def pip_packages_args(integ) -> list[str]:
     if integ.index_url:
         args += ["--index-url", integ.index_url]
     return [*args, "--", *integ.packages]
-
-
-# The local profile's setting (clusters.local in config.yaml) that allows apt_packages.
-ALLOW_HOST_PACKAGES_SETTING = "allow_host_packages"
-
-
-def host_packages_refusal(packages: list[str]) -> str:
-    """Why the local backend does not install apt packages: a run must never change the
-    host system on its own."""
-    return ("apt_packages: the local backend does not install system packages on this machine "
-            f"(it would run apt-get on the host). Install them yourself (sudo apt-get install "
-            f"{shlex.join(packages)}) and drop apt_packages from the spec, or allow it with "
-            f"`{ALLOW_HOST_PACKAGES_SETTING}: true` under clusters.local in $LAUNCHER_HOME/config.yaml")
 
 
 def apt_install(integ, *, cwd: Path, env: dict[str, str], local: bool) -> None:

@@ -10,7 +10,7 @@ meets at MASTER_ADDR:MASTER_PORT). One process per GPU, or one per node on CPU.
 
 from __future__ import annotations
 
-from launcher.entrypoint import contract
+from launcher.pod import contract
 
 
 def _int(env: dict[str, str], name: str, default: int | None = None) -> int | None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import socket
 import time
 
-from launcher.entrypoint import contract
 from launcher.entrypoint import log as out
+from launcher.pod import contract
 
 DEFAULT_TIMEOUT = 600.0
 REPORT_EVERY = 10.0

@@ -21,8 +21,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from launcher.entrypoint import contract
 from launcher.entrypoint import log as out
+from launcher.pod import contract
 
 # Where the kubelet reads a container's termination message from (the pod spec's default).
 TERMINATION_LOG = Path("/dev/termination-log")

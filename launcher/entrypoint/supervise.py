@@ -11,7 +11,7 @@ steps, while waiting for rank 0) a stop signal raises `Stopped` in the main
 thread; once the command has exited, a signal changes nothing: its exit code
 stands.
 
-The entrypoint is a child subreaper (see reaper.py): processes that leave the
+The entrypoint is a child subreaper (see launcher/pod/reaper.py): processes that leave the
 command's group or session still end up below it. When the child exits, every
 process left below the entrypoint is killed and reaped (a container ends the
 same way when its main process exits, and a local run must not leave orphans),
@@ -28,8 +28,8 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from launcher.entrypoint import contract, reaper
 from launcher.entrypoint import log as out
+from launcher.pod import contract, reaper
 from launcher.secrets.kinds import PUBLIC_ENV
 from launcher.secrets.mask import Masker, MaskingStream, mask_candidates
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.entrypoint import contract
+from launcher.pod import contract
 from tests.entrypoint.conftest import HOSTILE_BRANCH, commit_file, git, read_until
 
 SHOW = "cat repo/which.txt; git -C repo rev-parse HEAD"

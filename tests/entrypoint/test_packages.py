@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from launcher.entrypoint import contract
+from launcher.pod import contract
 from tests.entrypoint.conftest import free_port
 
 IMPORT_CHECK = (

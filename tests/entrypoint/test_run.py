@@ -9,7 +9,7 @@ import time
 
 import yaml
 
-from launcher.entrypoint import contract
+from launcher.pod import contract
 from tests.entrypoint.conftest import free_port, read_until
 
 PRINT_ENV = "for v in {names}; do echo \"$v=${{!v-<unset>}}\"; done"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.entrypoint import contract
+from launcher.pod import contract
 from tests.entrypoint.conftest import commit_file, git
 from tests.entrypoint.images import Runtime, build_runtime, make_image, wheel
 

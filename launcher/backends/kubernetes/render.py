@@ -33,8 +33,8 @@ import yaml
 from launcher.backends.base import Plan
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.profiles import ClusterProfile, Placement, load_profile, resolve_placement
-from launcher.entrypoint import contract
 from launcher.errors import InputError
+from launcher.pod import contract
 from launcher.secrets.kinds import project
 
 if TYPE_CHECKING:

@@ -25,9 +25,9 @@ from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.backends.local.supervisor import KILL_AFTER, read_exit_file
-from launcher.entrypoint import contract, reaper
-from launcher.entrypoint.packages import ALLOW_HOST_PACKAGES_SETTING, host_packages_refusal
 from launcher.errors import InputError, LauncherError, NotFoundError
+from launcher.pod import contract, reaper
+from launcher.pod.packages import ALLOW_HOST_PACKAGES_SETTING, host_packages_refusal
 from launcher.secrets.kinds import PUBLIC_ENV, Secret, project
 from launcher.secrets.mask import Masker, MaskingStream
 from launcher.secrets.store import LocalSecretStore

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher.entrypoint import contract
+from launcher.pod import contract
 
 MODE_ENV = "LAUNCHER_LOCAL_MOUNTS"
 CONFIG_MOUNT = "/mnt/config"

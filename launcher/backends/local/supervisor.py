@@ -30,7 +30,7 @@ from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.mounts import rank_launch
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
 from launcher.backends.local.state import State
-from launcher.entrypoint import contract, reaper
+from launcher.pod import contract, reaper
 
 # The entrypoint passes a stop to its command's process group and escalates to SIGKILL
 # after GRACE_SECONDS; the supervisor waits a little longer before it SIGKILLs the

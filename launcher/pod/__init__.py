@@ -1,0 +1,13 @@
+"""What both sides of the pod boundary share: the host (a backend, which starts a rank)
+and the in-container program (launcher.entrypoint, which is the rank).
+
+- contract: the environment a backend gives the entrypoint, and the entrypoint's exit codes;
+- reaper: finding and killing every process of a rank (the entrypoint reaps its command's
+  tree; the local backend's supervisor finds a rank's leftovers);
+- packages: the rule on system packages that the local backend checks before it starts a
+  run and the entrypoint applies when it would install them.
+
+A local rank is a pod without a container: the same contract holds there. This package
+imports nothing else of the launcher, so both sides may import it, and the runtime
+injected into a pod (launcher.entrypoint.bundle) carries it with the entrypoint.
+"""
