@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import InputError
+from launcher.train.hf.ranks import process_ranks
 
 FETCHED = ".fetched"
+# How long the other processes of a node wait for its local rank 0 to fetch a remote dataset.
+WAIT_FOR_DATA_S = 1800
 
 
 @dataclass
@@ -28,7 +31,6 @@ class HFData:
 def fetch(uri: str, cache: Path) -> Path:
     """A local copy of a remote dataset directory; a local path is used in place."""
     from launcher.data.remotedir import is_remote, remote_dir
-    from launcher.train.hf.main import WAIT_FOR_DATA_S, _rank
 
     if not is_remote(uri):
         path = Path(uri).expanduser()
@@ -37,7 +39,7 @@ def fetch(uri: str, cache: Path) -> Path:
         return path
     dest = cache / "dataset"
     done = cache / FETCHED
-    _, local_rank, _ = _rank()
+    _, local_rank, _ = process_ranks()
     if local_rank == 0:
         if not (done.is_file() and done.read_text() == uri):  # a retry reuses its copy
             done.unlink(missing_ok=True)

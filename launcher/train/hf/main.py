@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import InputError
+from launcher.train.hf.ranks import process_ranks
 from launcher.train.main import require_extra, run_config_command
 
 HF_EXTRA = ("torch", "transformers", "datasets", "accelerate")
 LABELS_FILE = "label_mapping.json"
 COMPLETE_MARKER = "trainer_state.json"  # written into a checkpoint last; uploaded last
-WAIT_FOR_DATA_S = 1800
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,10 +41,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Fine-tune a Hugging Face model with transformers' Trainer (under torchrun for several processes).",
         config_help="the recipe's config (the run spec's parameters; $PARAMETERS)", input_errors_on_rank_0_only=True,
     )
-
-
-def _rank() -> tuple[int, int, int]:
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def finetune(config_path: str, overrides: Sequence[str] = ()) -> None:
@@ -62,7 +58,7 @@ def finetune(config_path: str, overrides: Sequence[str] = ()) -> None:
     out = OutputDir(cfg.output_dir, cache / "output")
     trainer = build_trainer(cfg, data, out, run_name)
     resume = out.newest_checkpoint() if cfg.autoresume else None
-    if resume and _rank()[0] == 0:
+    if resume and process_ranks()[0] == 0:
         print(f"resuming from {resume}", file=sys.stderr, flush=True)
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     best = out.local / "best"
@@ -78,9 +74,10 @@ def _init_distributed() -> None:
     import torch
     import torch.distributed as dist
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+    _, local_rank, world_size = process_ranks()
+    if world_size > 1 and not dist.is_initialized():
         if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(local_rank)
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
 
 
@@ -102,13 +99,13 @@ class OutputDir:
         if is_remote(uri):
             self.local = staging
             # Each node's first process reads checkpoints; only global rank 0 writes them.
-            if _rank()[1] == 0:
+            if process_ranks()[1] == 0:
                 from launcher.data.remotedir import remote_dir
 
                 self.remote = remote_dir(uri, secret_store=False)
         else:
             self.local = Path(uri).expanduser()
-        self.writes = self.remote is not None and _rank()[0] == 0
+        self.writes = self.remote is not None and process_ranks()[0] == 0
 
     @staticmethod
     def _steps(names: Sequence[str]) -> dict[int, str]:
@@ -122,7 +119,7 @@ class OutputDir:
         """The newest complete checkpoint, local or remote (fetched by each node's first
         process; the other processes wait for it)."""
         flag = self.local / ".resume-step"
-        if _rank()[1] == 0:
+        if process_ranks()[1] == 0:
             local = {s for s, n in self._steps([p.name for p in self.local.glob("checkpoint-*")]).items()
                      if (self.local / n / COMPLETE_MARKER).is_file()}
             newest = max(local, default=-1)
@@ -207,7 +204,7 @@ def build_trainer(cfg: Any, data: Any, out: OutputDir, run_name: str | None) -> 
     on_gpu = torch.cuda.is_available()
     precision = t.precision or ("bf16" if on_gpu and torch.cuda.is_bf16_supported() else "fp32")
     if precision != "fp32" and not on_gpu:
-        if _rank()[0] == 0:
+        if process_ranks()[0] == 0:
             print(f"! precision {precision} needs a GPU; training in fp32 on CPU", file=sys.stderr, flush=True)
         precision = "fp32"
     save_strategy = t.save_strategy or t.eval_strategy
