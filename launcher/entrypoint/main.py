@@ -26,6 +26,7 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import yaml
@@ -120,14 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     exit_file = ExitFile(os.environ.get(contract.EXIT_FILE))
     timing: dict[str, float] = {}
     try:
+        # The run's secret values are masked in every line from here on, this one's errors too.
+        set_masker(supervise.masker_from_env(dict(os.environ)))
         code = _main(timing)
         supervise.finish()
     except supervise.Stopped as e:
         supervise.finish()
         log(f"stopped by {signal.Signals(e.signum).name} before the command started")
         code = e.exit_code
-    except Exception as e:  # noqa: BLE001 - a bug must not end a rank with a traceback
+    except Exception as e:  # noqa: BLE001 - a bug ends the rank with its exit code and these lines
         supervise.finish()
+        # In a pod the rank's log is the only record of the bug: its traceback goes there,
+        # masked like every line, before the one-line summary.
+        log("".join(traceback.format_exception(e)).rstrip("\n"))
         log(f"error: the entrypoint failed: {type(e).__name__}: {e}")
         code = contract.EXIT_SETUP
     late = supervise.late_signal()
@@ -160,7 +166,6 @@ def _main(timing: dict[str, float]) -> int:
         return contract.EXIT_SPEC
 
     env = dict(os.environ)
-    set_masker(supervise.masker_from_env(env))
     workdir = Path(env.get(contract.WORKDIR) or os.getcwd())
     log(f"run {spec.name}: spec {spec_path}, working directory {workdir}")
     if runtime.injected(env):

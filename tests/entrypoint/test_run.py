@@ -167,6 +167,26 @@ def test_secret_values_are_masked_in_the_output(entry):
     assert "secrets MY_TOKEN (masked in this log)" in r.out
 
 
+def test_an_unexpected_error_leaves_its_masked_traceback_in_the_rank_log(entry):
+    # A token pasted into the clone URL between brackets: Python's URL parser takes it for an
+    # IPv6 host and raises a ValueError that quotes it, an error the entrypoint does not expect.
+    # The token is also the run's secret, so the traceback is masked with the run's values.
+    token = "s3cr3t-value-456"
+    spec = {"command": "echo never runs",
+            "integrations": [{"integration_type": "git_repo", "git_repo": f"https://me:[{token}]@example.com/o/r"}]}
+    r = entry.run(spec, extra={"GIT_TOKEN": token, "LAUNCHER_MASK_ENV": "GIT_TOKEN"})
+    assert r.code == contract.EXIT_SETUP, r.out
+    lines = r.out.splitlines()
+    start = lines.index("[launcher] Traceback (most recent call last):")
+    summary = lines.index("[launcher] error: the entrypoint failed: ValueError: "
+                          "'****' does not appear to be an IPv4 or IPv6 address")
+    traceback = lines[start:summary]
+    assert any("launcher/entrypoint/integrations.py" in line and "run_integrations" in line for line in traceback)
+    assert traceback[-1] == "[launcher] ValueError: '****' does not appear to be an IPv4 or IPv6 address"
+    assert token not in r.out
+    assert "never runs" not in r.out and lines[-1].startswith("[launcher] exit code 67 after ")
+
+
 def test_unreadable_spec_is_its_own_exit_code(entry):
     env = entry.env({"command": "true"})
     (entry.run_dir / "spec-0.json").write_text('{"name": "x", "command": "true", "bogus": 1}')
