@@ -8,13 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.cli.conftest import CLI
+from tests.conftest import wait_until
 
 
 @pytest.fixture
@@ -58,16 +58,6 @@ def ps_of(token: str) -> str:
                           capture_output=True, text=True).stdout
 
 
-def wait_until(check, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def describe(cli: CLI, name: str | None = None) -> dict:
     r = cli("describe", "run", *([name] if name else []), "-o", "json")
     assert r.returncode == 0, r.stderr
@@ -76,7 +66,7 @@ def describe(cli: CLI, name: str | None = None) -> dict:
 
 def wait_status(cli: CLI, statuses: set[str], timeout: float = 60) -> dict:
     return wait_until(lambda: (rec := describe(cli)) and rec["status"] in statuses and rec, timeout,
-                      f"the run to be {', '.join(sorted(statuses))}", interval=0.3)
+                      message=f"the run to be {', '.join(sorted(statuses))}", interval=0.3)
 
 
 @pytest.fixture

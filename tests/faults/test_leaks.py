@@ -8,6 +8,7 @@ import base64
 import os
 from pathlib import Path
 
+from tests.conftest import wait_until
 from tests.faults.conftest import describe
 
 MULTI = "first-line-of-secret-A1\nsecond-line-of-secret-B2\nthird-C3"
@@ -91,7 +92,6 @@ def test_item1_pod_logs_of_the_fake_cluster_hold_no_value(fake_kube, launcher_ho
     """The same entrypoint runs in a pod: what the kubelet would keep is already masked."""
     import subprocess
     import sys
-    import time
 
     env = {**os.environ, "LAUNCHER_HOME": str(launcher_home)}
     run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "launcher", *a], env=env, cwd=tmp_path,  # noqa: E731
@@ -103,9 +103,7 @@ def test_item1_pod_logs_of_the_fake_cluster_hold_no_value(fake_kube, launcher_ho
                     "for c in os.environ['MULTI_SECRET']]\"\n  echo end\n")
     r = run("run", "-f", str(spec), "--cluster", "fake", "--follow")
     assert r.returncode == 0, r.stderr
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not fake_kube.containers:
-        time.sleep(0.1)
+    wait_until(lambda: fake_kube.containers, 30, message="the fake cluster to have run the pod's container")
     pod_logs = "\n".join(text for c in fake_kube.containers.values() for _, text in c.lines)
     assert "end" in pod_logs and "****" in pod_logs, pod_logs
     assert not any(v in pod_logs for v in [MULTI, *MULTI.splitlines()])
