@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from tests.kubernetes.conftest import make_backend
 from tests.kubernetes.test_backend import run_spec, worker
 from tests.kubernetes.test_cli import launcher
@@ -119,3 +121,17 @@ def test_a_follow_of_a_quiet_pod_that_is_cancelled_or_closed_lets_go_of_its_thre
     finally:
         backend.delete(spec.name)
         backend.close()
+
+
+def test_a_line_the_reader_cannot_parse_ends_the_follow_with_the_error(fake_kube):
+    # A timestamp in month 13 fails the reader's parser: a bug, not a dropped connection, so the
+    # follow raises it instead of reconnecting (and skipping the line) in silence.
+    backend = make_backend()
+    spec = run_spec("garbled-abc123", worker("--lines", "20", "--interval", "0.01"))
+    backend.submit(spec, [])
+    fake_kube.faults.garble_log_stamps = 1
+    with pytest.raises(ValueError, match="month must be in 1..12"):
+        for _ in backend.logs(spec.name, follow=True):
+            pass
+    assert fake_kube.faults.garble_log_stamps == 0, "the fault never fired"
+    backend.close()

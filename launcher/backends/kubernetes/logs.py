@@ -11,6 +11,7 @@ response's Date header is added.
 
 from __future__ import annotations
 
+import http.client
 import math
 import re
 import time
@@ -19,11 +20,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
+import urllib3
 from kubernetes.watch.watch import iter_resp_lines
 
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, WatchHandle
 
 SLACK_SECONDS = 5
+# What reading a log stream raises when its connection drops or is cut: urllib3's errors
+# (ProtocolError, ReadTimeoutError), http.client's (IncompleteRead) and the socket's (OSError,
+# ssl.SSLError). A reader reconnects after these only; anything else is a bug, raised.
+STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ?")
 
 
@@ -144,8 +150,12 @@ def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, p
                 yield stamp, text
                 if handle.stopped:
                     return
-        except Exception:  # noqa: BLE001 - a dropped stream (or one shut by handle.stop()): reconnect below
+        except STREAM_ERRORS:  # a dropped stream (or one shut by handle.stop()): reconnect below
             dropped = True
+        except Exception:
+            if handle.stopped:
+                return  # shut by handle.stop(): whatever the read raised, it ends here
+            raise
         finally:
             handle.attach(None)
             resp.release_conn()

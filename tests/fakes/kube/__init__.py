@@ -64,7 +64,8 @@ program; both have exactly these methods):
     faults.set(**knobs)                  the simple knobs: gone_watches=N (N watches get 410),
                                          api_errors=N (N non-watch, non-log requests get 503),
                                          drop_logs_after=L, drop_logs_count=N,
-                                         drop_finished_reads=bool, bad_images=[...],
+                                         drop_finished_reads=bool, garble_log_stamps=N (N log
+                                         lines get a month-13 timestamp), bad_images=[...],
                                          hold_pods=bool (in-process these are attributes too)
     unreachable_server("refused" | "stalled")   context manager yielding a URL where no
                                          server answers: refused at once, or connects hang

@@ -69,6 +69,9 @@ class Faults:
     """How many log streams drop_logs_after cuts."""
     drop_finished_reads: bool = False
     """Also cut one-shot (not follow) reads, as a proxy or a kubelet restart can."""
+    garble_log_stamps: int = 0
+    """Send this many log lines with a timestamp no kubelet writes (month 13), for a client's
+    line parser to fail on."""
     api_errors: int = 0
     """Answer this many requests (but never watches or logs) with 503."""
     bad_images: set[str] = field(default_factory=set)
@@ -144,9 +147,17 @@ class Faults:
                 return self.drop_logs_after
         return None
 
+    def take_garbled_stamp(self) -> bool:
+        with self._lock:
+            if self.garble_log_stamps > 0:
+                self.garble_log_stamps -= 1
+                return True
+        return False
+
     def knobs(self) -> dict:
         return {"gone_watches": self.gone_watches, "drop_logs_after": self.drop_logs_after,
                 "drop_logs_count": self.drop_logs_count, "drop_finished_reads": self.drop_finished_reads,
+                "garble_log_stamps": self.garble_log_stamps,
                 "api_errors": self.api_errors, "bad_images": sorted(self.bad_images), "hold_pods": self.hold_pods}
 
     def _listener(self):

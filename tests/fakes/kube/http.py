@@ -515,6 +515,8 @@ class Handler(BaseHTTPRequestHandler):
                         # Close mid-stream without the final chunk: a dropped connection.
                         return self.drop_connection()
                     prefix = f"{rfc3339(stamp, nano=True)} " if stamps else ""
+                    if stamps and k.faults.take_garbled_stamp():
+                        prefix = "2024-13-01T00:00:00Z "
                     data = f"{prefix}{text}\n".encode()
                     if limit_bytes is not None and sent_bytes + len(data) > limit_bytes:
                         self.chunk(data[:limit_bytes - sent_bytes])
