@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.fakes.git_http import GitHTTPServer
 
 HOSTILE_BRANCH = "x;touch${IFS}pwned$(touch${IFS}pwned2)"
@@ -111,15 +112,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on port {port}")
+def listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +129,7 @@ def git_daemon(origin: Origin):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for_port(port)
+        wait_until(lambda: listening(port), 10, message=f"git daemon to listen on port {port}")
         yield f"git://127.0.0.1:{port}"
     finally:
         proc.terminate()

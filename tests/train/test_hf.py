@@ -10,12 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.conftest import wait_until
 from tests.train.conftest import REPO, records, run_trainer, train_env
 
 pytest.importorskip("transformers", reason="needs the train extra")
@@ -114,9 +114,8 @@ def test_a_killed_run_resumes_from_the_newest_checkpoint_on_the_volume(tmp_path:
     proc = subprocess.Popen([sys.executable, "-m", "launcher.train.hf", str(cfg)], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 400
-        while not databricks_files.exists(marker) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: databricks_files.exists(marker) or proc.poll() is not None, 400, interval=0.2,
+                   message="the first checkpoint on the volume")
         assert databricks_files.exists(marker), proc.stderr.read()[-3000:] if proc.poll() is not None else "no checkpoint"
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
