@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.fakes.kube.cluster import FakeKube
 from tests.fakes.kube.common import rfc3339
 
@@ -43,14 +44,6 @@ def events(text: str) -> list[dict]:
 def make_config_maps(kube, n: int, ns: str = "default") -> None:
     for i in range(n):
         kube.create("ConfigMap", ns, {"metadata": {"name": f"cm-{i}"}, "data": {"i": str(i)}})
-
-
-def wait_for(what, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while not (value := what()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-    return value
 
 
 def test_watch_sends_bookmarks_only_when_asked(kube):
@@ -127,7 +120,8 @@ def pod(name: str, script: str) -> dict:
 
 def test_pod_logs_since_time_tail_and_timestamps(kube):
     kube.create("Pod", "default", pod("talker", "echo early; sleep 1.2; echo late one; echo late two"))
-    wait_for(lambda: kube.get("Pod", "default", "talker")["status"]["phase"] == "Succeeded")
+    wait_until(lambda: kube.get("Pod", "default", "talker")["status"]["phase"] == "Succeeded", 20,
+               message="pod talker to succeed")
     path = "/api/v1/namespaces/default/pods/talker/log"
     _, stamped = call(kube, f"{path}?timestamps=true")
     assert [line.split(" ", 1)[1] for line in stamped.splitlines()] == ["early", "late one", "late two"]
@@ -142,15 +136,16 @@ def test_pod_logs_since_time_tail_and_timestamps(kube):
 def test_orphan_keeps_pods_and_eviction_marks_a_disruption(kube):
     kube.create("Job", "default", {"metadata": {"name": "keep"}, "spec": {"template": {"spec": {
         "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "30"]}]}}}})
-    running = wait_for(lambda: [p for p in kube.pods() if p["status"].get("phase") == "Running"])
+    running = wait_until(lambda: [p for p in kube.pods() if p["status"].get("phase") == "Running"], 20,
+                         message="the Job's pod to run")
     status, _ = call(kube, "/apis/batch/v1/namespaces/default/jobs/keep", "DELETE", {"propagationPolicy": "Orphan"})
     assert status == 200
-    wait_for(lambda: not kube.list("Job", "default")[0])
+    wait_until(lambda: not kube.list("Job", "default")[0], 20, message="the Job to be deleted")
     left = kube.get("Pod", "default", running[0]["metadata"]["name"])
     assert "ownerReferences" not in left["metadata"] and left["status"]["phase"] == "Running"
     kube.evict(left["metadata"]["name"])
-    after = wait_for(lambda: (p := kube.get("Pod", "default", left["metadata"]["name"]))["status"]["phase"] == "Failed"
-                     and p)
+    after = wait_until(lambda: (p := kube.get("Pod", "default", left["metadata"]["name"]))["status"]["phase"] == "Failed"
+                       and p, 20, message="the evicted pod to fail")
     cond = next(c for c in after["status"]["conditions"] if c["type"] == "DisruptionTarget")
     assert (cond["status"], cond["reason"]) == ("True", "PreemptionByScheduler")
     assert after["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137

@@ -13,6 +13,7 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from tests.conftest import wait_until
 from tests.fakes.kube.cluster import FakeKube
 from tests.fakes.kube.faults import unreachable_server
 
@@ -81,6 +82,15 @@ def test_watch_answered_410_gone_as_an_error_event(kube):
     assert [(e["type"], e["object"]["code"], e["object"]["reason"]) for e in events] == [("ERROR", 410, "Expired")]
 
 
+def answers(api, timeout: float) -> bool:
+    """Whether the server answers a list of pods within `timeout` seconds."""
+    try:
+        api.list_namespaced_pod("default", _request_timeout=timeout)
+        return True
+    except urllib3.exceptions.HTTPError:  # refused, cut or timed out
+        return False
+
+
 def test_refused_connections_come_back_on_the_same_port(kube):
     api = core_api(kube.kubeconfig)
     api.list_namespaced_pod("default")  # a pooled keep-alive connection
@@ -90,7 +100,7 @@ def test_refused_connections_come_back_on_the_same_port(kube):
         api.list_namespaced_pod("default", _request_timeout=2)
     with pytest.raises(urllib3.exceptions.NewConnectionError):  # and new ones are refused
         api.list_namespaced_pod("default", _request_timeout=2)
-    time.sleep(1.3)
+    wait_until(lambda: answers(api, 5), 10, message="the server to accept connections again")
     assert api.list_namespaced_pod("default", _request_timeout=5).items == []
 
 
@@ -101,7 +111,7 @@ def test_a_stalled_server_times_reads_out_and_a_delay_slows_one_verb(kube):
     with pytest.raises(urllib3.exceptions.ReadTimeoutError):
         api.list_namespaced_pod("default", _request_timeout=(1, 0.5))
     assert time.monotonic() - started < 1.4
-    time.sleep(1.5)  # the stall ends and the abandoned request is answered (to nobody)
+    wait_until(lambda: answers(api, 0.5), 10, message="the stall to end")  # the abandoned request is answered (to nobody)
     kube.faults.inject("list", "pods", delay=0.6)
     started = time.monotonic()
     api.list_namespaced_pod("default", _request_timeout=5)
@@ -129,10 +139,8 @@ def test_the_program_takes_faults_over_http_and_stops_its_pods(fake_kube_program
     prog.faults.clear()
     api.create_namespaced_pod("default", {"metadata": {"name": "sleeper"}, "spec": {"containers": [
         {"name": "main", "image": "busybox", "command": ["sleep", "300"]}]}})
-    deadline = time.monotonic() + 20
-    while api.read_namespaced_pod("sleeper", "default").status.phase != "Running":
-        assert time.monotonic() < deadline, "the pod never ran"
-        time.sleep(0.1)
+    wait_until(lambda: api.read_namespaced_pod("sleeper", "default").status.phase == "Running", 20,
+               message="the pod to run")
     pid = int(api.read_namespaced_pod("sleeper", "default").status.container_statuses[0].container_id.split("//")[1])
     assert prog.stop() == 0
     with pytest.raises(ProcessLookupError):

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.fakes.kube.cluster import FakeKube
 from tests.fakes.kube.common import ApiError
 
@@ -24,16 +25,6 @@ def kube():
         yield k
     finally:
         k.close()
-
-
-def wait_for(what, timeout: float = 30.0, every: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = what()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what.__doc__ or what}"
-        time.sleep(every)
 
 
 def jobset(name: str, script: str, *, nodes: int = 2, failure_policy: dict | None = None,
@@ -57,7 +48,7 @@ def terminal(kube: FakeKube, name: str, timeout: float = 40.0) -> dict:
     def done():
         js = kube.get("JobSet", NS, name)
         return js if js["status"].get("terminalState") else None
-    return wait_for(done, timeout)
+    return wait_until(done, timeout, message=f"JobSet {name} to reach a terminal state")
 
 
 def conditions(js: dict) -> dict[str, tuple[str, str]]:
@@ -119,9 +110,10 @@ def test_a_disruption_restarts_without_counting_towards_max_restarts(kube):
                                             "onJobFailureReasons": ["PodFailurePolicy"]}]}
     kube.create("JobSet", NS, jobset("preempt", 'if [ "$ATTEMPT" = 0 ]; then sleep 30; fi',
                                      failure_policy=failure, pod_failure_policy=policy))
-    pod = wait_for(lambda: next((p for p in kube.pods(labels="jobset.sigs.k8s.io/jobset-name=preempt")
-                                 if p["status"].get("phase") == "Running"
-                                 and p["metadata"]["annotations"][INDEX] == "1"), None))
+    pod = wait_until(lambda: next((p for p in kube.pods(labels="jobset.sigs.k8s.io/jobset-name=preempt")
+                                   if p["status"].get("phase") == "Running"
+                                   and p["metadata"]["annotations"][INDEX] == "1"), None), 30,
+                     message="pod 1 of JobSet preempt to run")
     kube.evict(pod["metadata"]["name"])
     js = terminal(kube, "preempt")
     assert js["status"]["terminalState"] == "Completed"
@@ -175,8 +167,8 @@ def test_job_pod_failure_policy_and_backoff_limit_zero(kube):
     def failed(name):
         return next((c for c in kube.get("Job", NS, name)["status"].get("conditions", [])
                      if c["type"] == "Failed" and c["status"] == "True"), None)
-    assert wait_for(lambda: failed("backoff"))["reason"] == "BackoffLimitExceeded"
-    cond = wait_for(lambda: failed("policy"))
+    assert wait_until(lambda: failed("backoff"), 30, message="Job backoff to fail")["reason"] == "BackoffLimitExceeded"
+    cond = wait_until(lambda: failed("policy"), 30, message="Job policy to fail")
     assert cond["reason"] == "PodFailurePolicy" and "exit code 42 matching FailJob rule at index 0" in cond["message"]
 
 
@@ -184,10 +176,12 @@ def test_suspend_holds_the_child_jobs_and_delete_cascades(kube):
     held = jobset("held", "echo ran")
     held["spec"]["suspend"] = True
     kube.create("JobSet", NS, held)
-    job = wait_for(lambda: next((o for (k, _, n), o in list(kube.objects.items()) if k == "Job" and n == "held-workers-0"),
-                                None))
+    job = wait_until(lambda: next((o for (k, _, n), o in list(kube.objects.items()) if k == "Job" and n == "held-workers-0"),
+                                  None), 30, message="the child Job held-workers-0")
     assert job["spec"]["suspend"] is True
-    wait_for(lambda: conditions(kube.get("JobSet", NS, "held")).get("Suspended") == ("True", "SuspendedJobs"))
+    wait_until(lambda: conditions(kube.get("JobSet", NS, "held")).get("Suspended") == ("True", "SuspendedJobs"), 30,
+               message="JobSet held to be Suspended")
+    # A stated window, kept as a sleep: in half a second a suspended JobSet's Jobs start no pod.
     time.sleep(0.5)
     assert kube.pods(labels="jobset.sigs.k8s.io/jobset-name=held") == []
     kube.patch("JobSet", NS, "held", {"spec": {"suspend": False}})
@@ -195,7 +189,8 @@ def test_suspend_holds_the_child_jobs_and_delete_cascades(kube):
     assert js["status"]["terminalState"] == "Completed"
     assert conditions(js)["Suspended"] == ("False", "ResumeJobs")
     kube.delete("JobSet", NS, "held", {"propagationPolicy": "Background"})
-    wait_for(lambda: not kube.list("Job", NS, "jobset.sigs.k8s.io/jobset-name=held")[0]
-             and not kube.pods(labels="jobset.sigs.k8s.io/jobset-name=held"))
+    wait_until(lambda: not kube.list("Job", NS, "jobset.sigs.k8s.io/jobset-name=held")[0]
+               and not kube.pods(labels="jobset.sigs.k8s.io/jobset-name=held"), 30,
+               message="the delete to cascade to the Jobs and pods")
     with pytest.raises(ApiError):
         kube.get("Service", NS, "held")

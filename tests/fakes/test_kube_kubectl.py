@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from tests.conftest import wait_until
+
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (.ci/run installs it)")
 
@@ -73,21 +75,13 @@ def kubectl(cluster, *args: str, stdin: str | None = None, timeout: float = 30, 
     return r
 
 
-def wait_for(what, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (value := what()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-    return value
-
-
 def test_create_get_all_namespaces_logs_and_json(cluster):
     out = kubectl(cluster, "create", "-f", "-", stdin=JOBSET).stdout
     assert out.strip() == "jobset.jobset.x-k8s.io/demo created"
 
     def completed():
         return "Completed" in kubectl(cluster, "get", "jobsets").stdout
-    wait_for(completed)
+    wait_until(completed, 30, interval=0.1, message="JobSet demo to complete")
     listing = kubectl(cluster, "get", "jobs,pods,jobsets", "-A").stdout
     assert "default     job.batch/demo-workers-0   Complete   2/2" in listing
     assert listing.count("Completed") == 3  # two pods and the JobSet
@@ -114,7 +108,7 @@ def test_logs_follow_ends_when_the_pod_ends(cluster):
     def running_pod():  # asked of the fake directly: kubectl is slow to start on a busy machine
         return next((p["metadata"]["name"] for p in cluster.pods(labels="batch.kubernetes.io/job-name=counter")
                      if p["status"]["phase"] == "Running"), None)
-    pod = wait_for(running_pod)
+    pod = wait_until(running_pod, 30, interval=0.1, message="a pod of Job counter to run")
     started = time.monotonic()
     out = kubectl(cluster, "logs", "-f", pod, timeout=20).stdout
     assert out.splitlines() == ["n 1", "n 2", "n 3", "n 4"] and time.monotonic() - started < 15
@@ -126,15 +120,18 @@ def test_delete_job_cascades_and_watch_sees_it(cluster):
     def pods():
         out = kubectl(cluster, "get", "pods", "-l", "batch.kubernetes.io/job-name=sleeper", "-o", "json").stdout
         return [p for p in json.loads(out)["items"]]
-    wait_for(lambda: len(pods()) == 2 and all(p["status"]["phase"] == "Running" for p in pods()))
+    wait_until(lambda: len(pods()) == 2 and all(p["status"]["phase"] == "Running" for p in pods()), 30, interval=0.1,
+               message="both pods of Job sleeper to run")
+    watches = cluster.count(verb="watch", kind="Pod")
     env = {"PATH": os.environ["PATH"], "HOME": str(cluster.kubeconfig.parent), "KUBECONFIG": str(cluster.kubeconfig)}
     watch = subprocess.Popen([KUBECTL, "get", "pods", "-l", "batch.kubernetes.io/job-name=sleeper", "--watch",
                               "--request-timeout=8s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=env)
     try:
-        time.sleep(1.0)
+        wait_until(lambda: cluster.count(verb="watch", kind="Pod") > watches, 30, interval=0.1,
+                   message="kubectl's watch of the pods to start")
         assert kubectl(cluster, "delete", "job", "sleeper").stdout.strip() == 'job.batch "sleeper" deleted'
-        wait_for(lambda: pods() == [], timeout=20)
+        wait_until(lambda: pods() == [], 20, interval=0.1, message="the delete to cascade to the pods")
         assert "NotFound" in kubectl(cluster, "get", "job", "sleeper", check=False).stderr
     finally:
         watch.terminate()

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import base64
 import os
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.fakes.kube.cluster import FakeKube
 from tests.fakes.kube.kubelet import isolation_check
 from tests.fakes.kube.tables import pod_status
@@ -20,11 +20,8 @@ ISOLATION = isolation_check()
 
 
 def wait_phase(kube, name: str, timeout: float = 20.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while (pod := kube.get("Pod", NS, name))["status"].get("phase") not in ("Succeeded", "Failed"):
-        assert time.monotonic() < deadline, f"{name} is still {pod['status']}"
-        time.sleep(0.05)
-    return pod
+    return wait_until(lambda: (pod := kube.get("Pod", NS, name))["status"].get("phase") in ("Succeeded", "Failed")
+                      and pod, timeout, message=f"pod {name} to succeed or fail")
 
 
 def log(kube, pod: dict, container: str) -> list[str]:
