@@ -29,7 +29,7 @@ from launcher.errors import InputError, LauncherError, NotFoundError, internal_e
 from launcher.ui import views
 from launcher.ui.auth import TokenGate
 from launcher.ui.charts import DEFAULT_POINTS, MAX_POINTS, ChartData, parse_smoothing
-from launcher.ui.runs import RunFilter, RunsSource, select, summary
+from launcher.ui.runs import ListingFailed, RunFilter, RunsSource, select, summary
 
 HERE = Path(__file__).parent
 DEFAULT_PER_PAGE = 50
@@ -164,6 +164,13 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
             return JSONResponse(body, status)
         return page(request, "missing.html", {"message": exc.message}, status)
 
+    async def listing_failed(request: Request, exc: Exception) -> Response:
+        # Instead of the runs listed before, which may be stale by now.
+        assert isinstance(exc, ListingFailed)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": exc.line}, 500)
+        return page(request, "missing.html", {"message": exc.line}, 500)
+
     async def unexpected_error(request: Request, exc: Exception) -> Response:
         # A bug: the client gets one line; Starlette re-raises, so uvicorn logs the traceback.
         message = internal_error_line(exc)
@@ -196,7 +203,8 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         await asyncio.to_thread(source.close)
 
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
-                    exception_handlers={LauncherError: launcher_error, Exception: unexpected_error})
+                    exception_handlers={LauncherError: launcher_error, ListingFailed: listing_failed,
+                                        Exception: unexpected_error})
     app.state.source = source
     app.state.charts = charts
     return app

@@ -5,6 +5,10 @@ the runs page polls it every few seconds from each open tab. So pages are served
 the latest snapshot, and a request that finds it older than `max_age` starts one
 refresh in a thread (stale-while-revalidate): a page never waits for a listing except
 the very first one.
+
+A listing that fails on a bug, or on the launcher's own state (a cluster that cannot be
+listed is only an error line beside the others' runs), is not hidden behind the last
+snapshot: until a listing succeeds again, pages and the API answer its error.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ from __future__ import annotations
 import fnmatch
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.backends.base import Backend, Run, RunStatus
+from launcher.errors import LauncherError, internal_error_line
 
 
 @dataclass
@@ -48,6 +54,15 @@ def cluster_of(run: Run) -> str:
     return run.cluster or run.backend
 
 
+class ListingFailed(Exception):
+    """The latest listing failed as a whole; `line` says why, in one line. The runs listed
+    before are not shown in its place: they may be stale by now."""
+
+    def __init__(self, line: str):
+        super().__init__(line)
+        self.line = line
+
+
 class RunsSource:
     """Every run of every cluster profile, through the Backend contract only. Backends are
     opened once per profile and kept (a Kubernetes backend holds connections)."""
@@ -56,6 +71,8 @@ class RunsSource:
         self.max_age = max_age
         self._backends: dict[tuple[str, str], Backend] = {}
         self._snapshot: Snapshot | None = None
+        self._failure: str | None = None
+        """Why the latest listing failed, until one succeeds."""
         self._lock = threading.Lock()
         self._refreshing = threading.Lock()
         self._first = threading.Event()
@@ -74,36 +91,45 @@ class RunsSource:
         """List every profile (the config is re-read: profiles added while the dashboard runs
         appear on the next refresh) the way `launcher get runs` does: all at once, an
         unreachable cluster costing its short timeout and one error line."""
-        from launcher.backends.registry import ask_each
-        from launcher.config import load_config
-        from launcher.errors import LauncherError
-
         with self._refreshing:
-            started = time.monotonic()
             try:
-                profiles = load_config().profiles()
-            except LauncherError as e:
-                profiles, errors = [], [e.message]
-            else:
-                errors = []
-
-            def list_one(profile) -> list[tuple[Backend, Run]]:
-                backend = self._backend(profile)
-                return [(backend, run) for run in backend.list()]
-
-            answers, failed = ask_each(profiles, list_one)
-            pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
-            errors += [e.message for e in failed.values()]
-            pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
-            snap = Snapshot(pairs, errors, time.time(), time.monotonic() - started)
+                snap = self._list()
+            except Exception as e:
+                with self._lock:
+                    self._failure = e.message if isinstance(e, LauncherError) else internal_error_line(e)
+                raise
+            finally:
+                self._first.set()  # a request waiting for the first listing goes on either way
             with self._lock:
-                self._snapshot = snap
-            self._first.set()
+                self._snapshot, self._failure = snap, None
             return snap
 
+    def _list(self) -> Snapshot:
+        from launcher.backends.registry import ask_each
+        from launcher.config import load_config
+
+        started = time.monotonic()
+        try:
+            profiles = load_config().profiles()
+        except LauncherError as e:
+            profiles, errors = [], [e.message]
+        else:
+            errors = []
+
+        def list_one(profile) -> list[tuple[Backend, Run]]:
+            backend = self._backend(profile)
+            return [(backend, run) for run in backend.list()]
+
+        answers, failed = ask_each(profiles, list_one)
+        pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
+        errors += [e.message for e in failed.values()]
+        pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
+        return Snapshot(pairs, errors, time.time(), time.monotonic() - started)
+
     def snapshot(self) -> Snapshot:
+        """The latest listing. Raises ListingFailed while the latest refresh has failed."""
         with self._lock:
-            snap = self._snapshot
+            snap, failure = self._snapshot, self._failure
         if snap is None:
             if self._refreshing.locked():  # the first listing is under way: wait for it
                 self._first.wait()
@@ -114,19 +140,29 @@ class RunsSource:
         # keep a core busy listing: at most a quarter of the time goes to it.
         if time.time() - snap.taken_at > max(self.max_age, 3 * snap.cost) and not self._refreshing.locked():
             threading.Thread(target=self.refresh_quietly, daemon=True, name="runs-refresh").start()
+        if failure is not None:
+            raise ListingFailed(failure)
         return snap
 
     def refresh_quietly(self) -> None:
+        """A refresh in the background. Its failure is kept for the pages (snapshot raises
+        it); a bug's traceback also goes to stderr, as uvicorn logs a failed request's."""
         if self._refreshing.locked():
             return
         try:
             self.refresh()
-        except Exception:  # noqa: BLE001 - the next request tries again; the old snapshot stays
+        except LauncherError:
             pass
+        except Exception:  # noqa: BLE001 - kept for the pages; the next request tries again
+            traceback.print_exc()
 
     def find(self, name: str) -> tuple[Backend, Run]:
         """The backend of run `name` and its current record. Raises NotFoundError."""
-        backend = self.snapshot().backend_of(name)
+        try:
+            snap: Snapshot | None = self.snapshot()
+        except ListingFailed:
+            snap = None  # look for it on its own below
+        backend = snap.backend_of(name) if snap is not None else None
         if backend is not None:
             return backend, backend.get(name)
         from launcher.backends.registry import find_run

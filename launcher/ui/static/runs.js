@@ -21,12 +21,22 @@
     location.href = "/compare?runs=" + encodeURIComponent([...picked].join(","));
   });
 
+  // The runs could not be listed: say why in place of rows that may be stale by now.
+  function showError(html, status) {
+    const why = new DOMParser().parseFromString(html, "text/html").querySelector("p.error");
+    const line = document.createElement("p");
+    line.className = "error";
+    line.textContent = why ? why.textContent : "the runs cannot be listed (HTTP " + status + ")";
+    rows.replaceChildren(line);
+  }
+
   async function refresh() {
     if (document.hidden) return;
     const query = rows.dataset.query;
     try {
       const r = await fetch("/?" + (query ? query + "&" : "") + "partial=rows", { headers: { Accept: "text/html" } });
       if (r.ok) { rows.innerHTML = await r.text(); wire(); }
+      else { showError(await r.text(), r.status); }
     } catch (e) { /* the server restarts or the network blips: try again next time */ }
   }
   wire();
