@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launcher import debug
 from launcher.errors import InputError, NotFoundError
 
 LOCAL = "local"
@@ -98,6 +99,7 @@ def load_config() -> Config:
         text = path.read_text()
     except FileNotFoundError:
         return Config()
+    debug.count(debug.CONFIG_READ, str(path))
     import yaml  # here, not at the top: most commands on a machine without profiles never parse YAML
 
     try:

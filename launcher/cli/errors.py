@@ -18,6 +18,19 @@ def _debug_requested(argv: list[str] | None) -> bool:
 
 def run_cli(group: click.Group, argv: list[str] | None = None) -> int:
     debug = _debug_requested(argv)
+    if not debug:
+        return _run(group, argv, debug)
+    from launcher import debug as counters
+
+    counters.enable()
+    counters.reset()
+    try:
+        return _run(group, argv, debug)
+    finally:  # also after `run --follow`'s SystemExit
+        counters.log.debug(counters.summary())
+
+
+def _run(group: click.Group, argv: list[str] | None, debug: bool) -> int:
     try:
         # Without standalone mode, click returns (not raises) the code of ctx.exit(n).
         result = group.main(args=argv, prog_name="launcher", standalone_mode=False)

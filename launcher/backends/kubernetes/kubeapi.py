@@ -49,6 +49,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from launcher import debug
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is this module's error
     INPUT_STATUSES,
@@ -58,7 +59,7 @@ from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is t
     connect_failure,
 )
 from launcher.backends.kubernetes.profiles import ClusterProfile
-from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path
+from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path, read_kubeconfig
 
 WATCH_SECONDS = 60
 LOG_READ_TIMEOUT = 3900  # the API server cuts a followed log after an hour
@@ -429,8 +430,7 @@ def _api_client(profile: ClusterProfile) -> Any:
             raise KubeError(f"{where}: kubeconfig not found: {path}", exit_code=2, reason="Kubeconfig")
         try:
             configuration = kubernetes.client.Configuration()
-            kubernetes.config.load_kube_config(config_file=path, context=profile.context,
-                                               client_configuration=configuration, persist_config=False)
+            _load_kubeconfig(path, profile.context, configuration)
             # Retries are ours (above); urllib3's own would repeat a refused connection at once, three times.
             configuration.retries = False
             client = kubernetes.client.ApiClient(configuration)
@@ -445,3 +445,25 @@ def _api_client(profile: ClusterProfile) -> Any:
             raise KubeError(f"{where}: cannot load the kubeconfig {path}: {type(e).__name__}: {_first_line(e)}",
                             exit_code=2, reason="Kubeconfig") from None
     return client
+
+
+def _load_kubeconfig(path: str, context: str | None, configuration: Any) -> None:
+    """Set `configuration` from the kubeconfig at `path` as the client's load_kube_config
+    does, from the copy the reachability check already read (reach.read_kubeconfig): the
+    same merged structure, whose entries keep the file's path, so that relative
+    certificate and exec paths resolve beside the file. A list of files (KUBECONFIG a:b)
+    or a file that is not a plain mapping goes to the client's own loader."""
+    from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
+
+    config = read_kubeconfig(path) if os.pathsep not in path else None
+    if config is None:
+        debug.count(debug.KUBECONFIG_READ, path)
+        kubernetes.config.load_kube_config(config_file=path, context=context,
+                                           client_configuration=configuration, persist_config=False)
+        return
+    merged = ConfigNode(path, {**config, "clusters": [], "contexts": [], "users": []}, path)
+    for item in ("clusters", "contexts", "users"):
+        for entry in config.get(item, []) or []:
+            if not any(known["name"] == entry["name"] for known in merged.value[item]):
+                merged.value[item].append(ConfigNode(f"{path}/{entry}", entry, path))
+    KubeConfigLoader(config_dict=merged, active_context=context, config_base_path=None).load_and_set(configuration)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from launcher import __version__
+from launcher import __version__, debug
 from launcher.errors import InputError
 
 if TYPE_CHECKING:
@@ -182,7 +182,9 @@ class ClusterProfile(BaseModel):
 
 
 def load_profile(profile: Profile) -> ClusterProfile:
-    """Parse a config.yaml profile; a bad field is a one-line InputError naming it."""
+    """Parse a config.yaml profile; a bad field is a one-line InputError naming it. Done
+    once per profile per command: the backend keeps it (KubernetesBackend.profile)."""
+    debug.count(debug.PROFILE_LOAD, profile.name)
     settings = {k: v for k, v in profile.settings.items()}
     settings["name"] = profile.name
     try:

@@ -16,17 +16,23 @@ loader gives the precise error.
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
+import threading
+from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
+from launcher import debug
 from launcher.backends.kubernetes.errors import KubeError, connect_failure
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 # The connect timeout of a look across every profile (`get runs`, the dashboard).
 LIST_CONNECT_TIMEOUT = 0.5
+# Past this, a file is left to the client's loader (a kubeconfig is a few kB).
+MAX_KUBECONFIG = 1 << 20
 
 
 def kubeconfig_path(kubeconfig: str | None) -> str | None:
@@ -47,18 +53,44 @@ def _named(entries: object, name: object, key: str) -> dict | None:
     return None
 
 
+_read: dict[str, tuple[tuple[int, int], Any]] = {}
+_read_lock = threading.Lock()
+
+
+def read_kubeconfig(path: str) -> dict[str, Any] | None:
+    """The kubeconfig file at `path` as plain YAML, or None where it is not simply a
+    readable mapping (the client's loader then gives the precise error). The reachability
+    check and the client both need it: it is read once per process while the file stays
+    unchanged (same mtime and size), and each caller gets its own copy (the client's
+    loader may refresh a token in it)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    version = (st.st_mtime_ns, st.st_size)
+    with _read_lock:  # one read, however many profiles share the file
+        cached = _read.get(path)
+        if cached is None or cached[0] != version:
+            config = None
+            if st.st_size <= MAX_KUBECONFIG:
+                debug.count(debug.KUBECONFIG_READ, path)
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        config = yaml.safe_load(f.read())
+                except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                    config = None
+            cached = _read[path] = (version, config if isinstance(config, dict) else None)
+    return copy.deepcopy(cached[1])
+
+
 def server_address(kubeconfig: str | None, context: str | None) -> tuple[str, str, int] | None:
     """(the server URL, the host and port a connection goes to) from the kubeconfig, or
     None where it cannot be read simply."""
     path = kubeconfig_path(kubeconfig)
     if path is None or os.pathsep in path:
         return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            config = yaml.safe_load(f.read(1 << 20))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    if not isinstance(config, dict):
+    config = read_kubeconfig(path)
+    if config is None:
         return None
     context = _named(config.get("contexts"), context or config.get("current-context"), "context")
     cluster = _named(config.get("clusters"), (context or {}).get("cluster"), "cluster")
