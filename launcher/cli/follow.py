@@ -116,7 +116,8 @@ def follow_run(backend: Backend, name: str) -> int:
 
 def _follow(backend: Backend, name: str, live: LiveProgress) -> int:
     run = None
-    for run in backend.watch(name):
+    # Following a run reconciles it (its retries start here on a cluster without JobSet).
+    for run in backend.watch(name, reconcile=True):
         if run.status.is_terminal:
             break
         click.echo(_status_line(run), err=True)
@@ -133,7 +134,7 @@ def _follow(backend: Backend, name: str, live: LiveProgress) -> int:
             live.print(line.text, line.rank, many)
         run = backend.get(name)
         if not run.status.is_terminal and run.current_attempt == attempt:
-            for run in backend.watch(name):
+            for run in backend.watch(name, reconcile=True):
                 if run.status.is_terminal or run.current_attempt > attempt:
                     break
         if run.current_attempt > attempt:

@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "describe": ("launcher.cli.describe", "describe", "Show a run's spec, statuses, ranks and reason."),
     "logs": ("launcher.cli.logs", "logs", "Print or follow a run's logs."),
     "stop": ("launcher.cli.stop", "stop", "Stop runs, keeping their records."),
+    "reconcile": ("launcher.cli.reconcile", "reconcile",
+                  "Start due retries and clean up after failed submits, once or --watch."),
     "delete": ("launcher.cli.stop", "delete", "Delete runs and everything they created."),
     "secret": ("launcher.cli.secret", "secret", "Create, list and delete secrets."),
     "cluster": ("launcher.cli.cluster", "cluster", "Add, list and choose cluster profiles."),

@@ -15,7 +15,8 @@ from launcher.backends.kubernetes.jobset_status import child_job_name
 from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
 from launcher.backends.kubernetes.observe import observe
 from launcher.backends.kubernetes.reconcile import settle
-from launcher.backends.kubernetes.status import Observed, attempt_of, derive, pod_rank, record_json
+from launcher.backends.kubernetes.attempts import Observed, attempt_of, pod_rank, record_json
+from launcher.backends.kubernetes.status import derive
 from launcher.errors import LauncherError, NotFoundError
 from launcher.secrets.mask import Masker
 

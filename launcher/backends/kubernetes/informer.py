@@ -15,28 +15,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, WatchHandle, jittered
+from launcher.backends.kubernetes.kubeapi import Backoff, KubeApi, KubeError, WatchHandle
 from launcher.errors import LauncherError
 
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 5.0
 SYNC_SECONDS = 30.0
-
-
-class Backoff:
-    """Doubling delays with jitter, capped, for as long as failures go on; `reset` after a success."""
-
-    def __init__(self, first: float = BACKOFF_FIRST, cap: float = BACKOFF_MAX):
-        self.first, self.cap = first, cap
-        self.current = first
-
-    def next(self) -> float:
-        delay = self.current
-        self.current = min(self.current * 2, self.cap)
-        return jittered(delay)
-
-    def reset(self) -> None:
-        self.current = self.first
 
 
 class Informer:
@@ -53,7 +37,7 @@ class Informer:
         self.relists = 0
         self.expired = 0
         """How many watches ended with 410 Gone."""
-        self.backoff = Backoff()
+        self.backoff = Backoff(BACKOFF_FIRST, BACKOFF_MAX)
         self._handle = WatchHandle()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"informer-{kind}", daemon=True)

@@ -27,8 +27,7 @@ import re
 
 from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.status import (
-    FATAL,
+from launcher.backends.kubernetes.attempts import (
     Action,
     Observed,
     attempt_from_summary,
@@ -41,6 +40,7 @@ from launcher.backends.kubernetes.status import (
     true_condition,
     ts,
 )
+from launcher.spec.retry import FATAL
 
 JOB_FAILURE_REASONS = ("PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded")
 EXIT_MESSAGE = re.compile(r"Container \S+ for pod [^/\s]+/(?P<pod>\S+) failed with exit code (?P<code>-?\d+)")

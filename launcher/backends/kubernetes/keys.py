@@ -14,6 +14,7 @@ RECORD_ATTEMPTS = "launcher.dev/attempts"        # JSON list of finished attempt
 RECORD_FINAL = "launcher.dev/final"              # JSON {status, reason, at}: ended by the launcher
 RECORD_RESTART = "launcher.dev/restart"          # the attempt being started by a retry
 RECORD_FORM = "launcher.dev/form"                # JobSet or Job: what runs the attempts
+RECORD_JOB = "launcher.dev/job"                  # JSON: the Job form's Job as submitted (no secret values)
 
 METADATA_PREFIX = "metadata.launcher.dev"      # the spec's metadata keys, as annotations
 

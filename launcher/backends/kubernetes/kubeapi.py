@@ -21,7 +21,7 @@ input is at fault (a kubeconfig, credentials, a manifest the server rejects) and
 Retries
 -------
 5xx and connection failures are retried a bounded number of times with jittered
-exponential backoff (`RetryPolicy`); a 4xx never is, except 429, which is the
+exponential backoff (`RequestRetry`); a 4xx never is, except 429, which is the
 server asking for exactly that. A failure that may have committed a create (a
 dropped answer, a read timeout, 500/502/504) is retried only when the object
 carries a creation token (the `launcher.dev/submission` label): an AlreadyExists
@@ -38,10 +38,10 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import kubernetes
@@ -82,7 +82,7 @@ def status_of(e: BaseException) -> int:
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class RequestRetry:
     """How long one try may take, and how often and how patiently a retryable failure is
     tried again."""
 
@@ -95,7 +95,13 @@ class RetryPolicy:
     read_timeout: float = 60.0
 
     def delay(self, retry: int) -> float:
-        return jittered(min(self.max_seconds, self.base_seconds * 2 ** retry))
+        return backoff_delay(retry, self.base_seconds, self.max_seconds)
+
+
+def backoff_delay(retry: int, first: float, cap: float) -> float:
+    """The wait before retry number `retry` (0-based): `first`, doubling each time up to
+    `cap`, jittered. The one backoff of this package: requests and informers use it."""
+    return jittered(min(cap, first * 2 ** retry))
 
 
 def jittered(step: float) -> float:
@@ -104,10 +110,51 @@ def jittered(step: float) -> float:
     return step / 2 + random.uniform(0, step / 2)
 
 
-DEFAULT_RETRY = RetryPolicy()
+class Backoff:
+    """backoff_delay for as long as failures go on; `reset` after a success."""
+
+    def __init__(self, first: float, cap: float):
+        self.first, self.cap = first, cap
+        self.failures = 0
+
+    @property
+    def current(self) -> float:
+        """The step (before jitter) of the next wait."""
+        return min(self.cap, self.first * 2 ** self.failures)
+
+    def next(self) -> float:
+        delay = backoff_delay(self.failures, self.first, self.cap)
+        if self.current < self.cap:
+            self.failures += 1
+        return delay
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+T = TypeVar("T")
+CONFLICT_TRIES = 3
+
+
+def retry_on_conflict(write: Callable[[], T], *, tries: int = CONFLICT_TRIES) -> T:
+    """`write()` again while it answers 409 Conflict (someone wrote the object first), at
+    most `tries` times, as client-go's RetryOnConflict: each try must re-read what it
+    writes (a compare-and-swap on its resourceVersion). Returns what the successful try
+    returned; raises the last conflict when every try had one."""
+    left = tries
+    while True:
+        try:
+            return write()
+        except KubeError as e:
+            left -= 1
+            if e.status != 409 or left <= 0:
+                raise
+
+
+DEFAULT_RETRY = RequestRetry()
 # One look across every profile (`get runs`): an unreachable cluster must not hold up the
 # answer, so its connection failure is not tried again; a 5xx gets one quick second try.
-QUICK_RETRY = RetryPolicy(tries=2, connection_tries=1, base_seconds=0.1, max_seconds=0.1,
+QUICK_RETRY = RequestRetry(tries=2, connection_tries=1, base_seconds=0.1, max_seconds=0.1,
                           connect_timeout=LIST_CONNECT_TIMEOUT, read_timeout=5.0)
 
 
@@ -145,7 +192,7 @@ def _first_line(e: BaseException) -> str:
 
 
 class KubeApi:
-    def __init__(self, profile: ClusterProfile, *, retry: RetryPolicy = DEFAULT_RETRY):
+    def __init__(self, profile: ClusterProfile, *, retry: RequestRetry = DEFAULT_RETRY):
         self.profile = profile
         self.namespace = profile.namespace
         self.retry = retry
@@ -195,7 +242,7 @@ class KubeApi:
 
     def _call(self, doing: str, method: str, path: str, *, query: dict[str, Any] | None = None,
               body: Any = None, content_type: str = "application/json", token: str | None = None,
-              policy: RetryPolicy | None = None, read_timeout: float | None = None) -> Any:
+              policy: RequestRetry | None = None, read_timeout: float | None = None) -> Any:
         """One request inside the boundary, retried as the policy allows; the urllib3
         response, unread. A write that may have happened is repeated only with a creation
         token (see the module docstring)."""
@@ -284,7 +331,7 @@ class KubeApi:
             raise
 
     def list(self, kind: str, *, labels: str | None = None, fields: str | None = None,
-             policy: RetryPolicy | None = None) -> tuple[list[dict], str]:
+             policy: RequestRetry | None = None) -> tuple[list[dict], str]:
         """Items and the list's resourceVersion (where a watch resumes)."""
         body = self._json(self._call(f"list {kind}s", "GET", self._path(kind), policy=policy,
                                      query={"labelSelector": labels, "fieldSelector": fields}))

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
+from launcher.backends.kubernetes.kubeapi import KubeApi, retry_on_conflict
 from launcher.backends.kubernetes.jobset_status import restarts_of
 from launcher.backends.kubernetes.observe import observe
 from launcher.backends.kubernetes.reconcile import finish, settle
-from launcher.backends.kubernetes.status import attempt_of, derive, summary_of
+from launcher.backends.kubernetes.attempts import attempt_of, summary_of
+from launcher.backends.kubernetes.status import derive
 from launcher.errors import NotFoundError
 
 
@@ -31,15 +32,10 @@ def stop_run(api: KubeApi, name: str) -> Run:
             if not r.status.is_terminal:
                 r.status = RunStatus.STOPPED
         summary = summary_of(live, "stopped", [])
-    for _ in range(3):
-        try:
-            finish(api, obs, "STOPPED", "stopped by the user", summary)
-            break
-        except KubeError as e:
-            if e.status != 409:
-                raise
-            obs = observe(api, name)  # the record changed under us (a retry): look again
-    return settle(api, observe(api, name), act=False)
+    looks = iter([obs])  # the first try writes what was observed; a conflict (a retry) looks again
+    retry_on_conflict(lambda: finish(api, next(looks, None) or observe(api, name), "STOPPED",
+                                     "stopped by the user", summary))
+    return settle(api, observe(api, name))
 
 
 def delete_run(api: KubeApi, name: str) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.jobset_status import child_job_name, restarts_of
-from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, RetryPolicy
-from launcher.backends.kubernetes.status import Observed, attempt_of
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, RequestRetry
+from launcher.backends.kubernetes.attempts import Observed, attempt_of
 from launcher.errors import NotFoundError
 
 
@@ -68,7 +68,7 @@ def observe(api: KubeApi, name: str) -> Observed:
     return obs
 
 
-def _list_jobsets(api: KubeApi, selector: str, policy: RetryPolicy | None) -> list[dict]:
+def _list_jobsets(api: KubeApi, selector: str, policy: RequestRetry | None) -> list[dict]:
     try:
         return api.list("JobSet", labels=selector, policy=policy)[0]
     except KubeError as e:
@@ -77,7 +77,7 @@ def _list_jobsets(api: KubeApi, selector: str, policy: RetryPolicy | None) -> li
         raise
 
 
-def observe_all(api: KubeApi, policy: RetryPolicy | None = None) -> list[Observed]:
+def observe_all(api: KubeApi, policy: RequestRetry | None = None) -> list[Observed]:
     """Every run in the profile's namespace: three list calls (four on a cluster that serves
     JobSet or with JobSet runs, and one for events), whatever the count."""
     cluster = api.profile.name

@@ -1,19 +1,26 @@
 """Reconcile: act on what an observation calls for (status.derive's Action).
 
-A failed attempt is retried by restarting the whole group (a static rendezvous
-cannot take one replacement rank): whoever observes the failure first (`get`,
-`list`, `watch`, `logs`; any launcher process) records the attempt in the
-ConfigMap, deletes the Job with propagationPolicy Orphan (its pods, and so their
-logs, stay: `logs --attempt N` reads them), creates the Job again for attempt N+1,
-and points the owner references at it.
+Reads never act (`get`, `list`, `describe`, `logs`, `metrics`, the dashboard: a
+read-only identity can run them, and two users looking at once cannot race). A
+reconciler is named: `launcher reconcile [RUN] [--watch]` (also as a Deployment in
+the cluster: docs/reconciler.yaml), `launcher run --follow` for the run it follows,
+and `Backend.reconcile`.
 
-Every step is guarded, so two observers never restart twice and a stop always wins:
+A failed attempt is retried by restarting the whole group (a static rendezvous
+cannot take one replacement rank): the reconciler records the attempt in the
+ConfigMap, deletes the Job with propagationPolicy Orphan (its pods, and so their
+logs, stay: `logs --attempt N` reads them), creates the Job again for attempt N+1
+from the Job the submit rendered and the record keeps (never from the reconciler's
+own profile), and points the owner references at it. A record from before the Job
+was kept there (no `launcher.dev/job` annotation) is rendered again from its spec
+with the reconciler's profile, as every retry was then.
+
+Every step is guarded, so two reconcilers never restart twice and a stop always wins:
 
   1. restart: a compare-and-swap on the record (its resourceVersion) marks attempt
-     N+1 as starting (`launcher.dev/restart`); one observer wins it.
-  2. resume, step by step, each step safe to repeat by any observer, and none of
-     them waiting (a read command never blocks on somebody else's retry; a watch
-     wakes when the old Job is gone):
+     N+1 as starting (`launcher.dev/restart`); one reconciler wins it.
+  2. resume, step by step, each step safe to repeat by any reconciler, and none of
+     them waiting (a watch wakes when the old Job is gone):
      a. the old Job is deleted (Orphan) and must be gone before the new one exists;
      b. the Job of attempt N+1 is created suspended (held): no pod can start yet;
      c. a compare-and-swap on the record, re-read just before, points its owner at
@@ -27,8 +34,8 @@ Every step is guarded, so two observers never restart twice and a stop always wi
   the Job never ran.
 
 A run that can never start (a missing secret, an image that cannot be pulled) is
-ended FAILED by the launcher: the record keeps why, the Job goes. So is a Job left
-without its record by a submit that failed part way and could not clean up.
+ended FAILED by the reconciler: the record keeps why, the Job goes. So is a Job or
+JobSet left without its record by a submit that failed part way and could not clean up.
 """
 
 from __future__ import annotations
@@ -37,31 +44,37 @@ import json
 
 from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
-from launcher.backends.kubernetes.observe import observe
-from launcher.backends.kubernetes.render import owner_reference, render_job, secrets_from_refs
-from launcher.backends.kubernetes.status import (
+from launcher.backends.kubernetes.attempts import (
     Action,
     Observed,
     annotations,
     attempt_of,
-    derive,
     labels,
     record_json,
     spec_of,
     ts,
 )
+from launcher.backends.kubernetes.kubeapi import RequestRetry, KubeApi, KubeError, retry_on_conflict
+from launcher.backends.kubernetes.observe import observe, observe_all
+from launcher.backends.kubernetes.render import job_for_attempt, owner_reference, render_job, secrets_from_refs
+from launcher.backends.kubernetes.status import derive
+from launcher.errors import NotFoundError
 
 # The record is created right after the Job; a submit's retries end well within this.
 UNFINISHED_SUBMIT_SECONDS = 120.0
 
 
-def settle(api: KubeApi, obs: Observed, *, act: bool = True) -> Run:
-    """The run as observed, after doing what the observation calls for (when `act`)."""
+def settle(api: KubeApi, obs: Observed, *, act: bool = False) -> Run:
+    """The run as observed; with `act` (a reconciler), after doing what the observation
+    calls for. Without it nothing is written, and what is due is said in the run's reason."""
     run, action = derive(obs)
-    if act and unfinished_submit(obs):
+    if unfinished_submit(obs):
         # Its pods wait for a ConfigMap that will never come: without this it is STARTING forever.
         kind, owner = ("JobSet", obs.jobset) if obs.jobset is not None else ("Job", obs.job)
+        if not act:
+            run.status, run.reason = RunStatus.FAILED, (f"its submit never finished (no record); its {kind} is "
+                                                        "left until `launcher reconcile` removes it")
+            return run
         api.delete(kind, obs.name, propagation="Background", uid=owner["metadata"]["uid"])
         run.status, run.reason = RunStatus.FAILED, f"its submit never finished (no record); its {kind} was removed"
         return run
@@ -70,6 +83,23 @@ def settle(api: KubeApi, obs: Observed, *, act: bool = True) -> Run:
     apply(api, obs, action)
     run, _ = derive(observe(api, obs.name))
     return run
+
+
+def reconcile_run(api: KubeApi, name: str) -> Run:
+    """One reconciler's pass over one run. Raises NotFoundError."""
+    return settle(api, observe(api, name), act=True)
+
+
+def reconcile_all(api: KubeApi, policy: RequestRetry | None = None) -> list[Run]:
+    """One reconciler's pass over every run in the profile's namespace (a run deleted
+    meanwhile is left out)."""
+    runs = []
+    for obs in observe_all(api, policy):
+        try:
+            runs.append(settle(api, obs, act=True))
+        except NotFoundError:
+            continue
+    return runs
 
 
 def unfinished_submit(obs: Observed) -> bool:
@@ -156,7 +186,8 @@ def resume(api: KubeApi, name: str, attempt: int) -> None:
         if job is None:
             return
     refs = [owner_reference(job)]
-    for _ in range(3):
+
+    def point_owner() -> bool:
         # Re-read: the record may have changed since (a stop; the garbage collector stripping
         # the old owner). The resourceVersion makes the write fail if it changes again.
         record = api.get("ConfigMap", name)
@@ -164,52 +195,54 @@ def resume(api: KubeApi, name: str, attempt: int) -> None:
             if record is None or annotations(record).get(keys.RECORD_FINAL):
                 # Ended (stopped) while the attempt was being created: it must never run.
                 api.delete("Job", name, propagation="Background", uid=job["metadata"]["uid"])
-            return
-        try:
-            api.patch("ConfigMap", name, {"metadata": {
-                "resourceVersion": record["metadata"]["resourceVersion"], "ownerReferences": refs}})
-            break
-        except KubeError as e:
-            if e.status != 409:
-                raise
-    else:
-        return  # the record keeps changing; the next look carries on
-    if (job.get("spec") or {}).get("suspend") and not api.profile.queue:
+            return False
+        api.patch("ConfigMap", name, {"metadata": {
+            "resourceVersion": record["metadata"]["resourceVersion"], "ownerReferences": refs}})
+        return True
+
+    # A record that keeps changing answers 409 to the last try: apply() leaves it to the next pass.
+    if not retry_on_conflict(point_owner):
+        return
+    if (job.get("spec") or {}).get("suspend") and not labels(job).get(keys.KUEUE_QUEUE):
         api.patch("Job", name, {"spec": {"suspend": False}})  # with Kueue, Kueue releases it
     if api.get("Service", name) is not None:
         api.patch("Service", name, {"metadata": {"ownerReferences": refs}})
-    for _ in range(3):
+
+    def clear_mark() -> None:
         record = api.get("ConfigMap", name)
-        if not _restarting(record, attempt):
-            return
-        try:
+        if _restarting(record, attempt):
             api.patch("ConfigMap", name, {"metadata": {
                 "resourceVersion": record["metadata"]["resourceVersion"],
                 "annotations": {keys.RECORD_RESTART: None},
             }})
-            return
-        except KubeError as e:
-            if e.status != 409:
-                raise
+
+    retry_on_conflict(clear_mark)
 
 
 def create_attempt(api: KubeApi, record: dict, attempt: int) -> dict | None:
     """Create the Job of `attempt`, held (suspended) until the record confirms it."""
-    from launcher.backends.kubernetes.profiles import resolve_placement
-    from launcher.spec.models import RunSpec
-
-    spec = RunSpec.model_validate(spec_of(record))
-    secrets = secrets_from_refs(record_json(record, keys.RECORD_SECRETS, []))
-    job = render_job(spec, api.profile, secrets, resolve_placement(spec, api.profile), attempt=attempt)
-    job["spec"]["suspend"] = True
+    stored = record_json(record, keys.RECORD_JOB, None)
+    job = job_for_attempt(stored if stored else _render_again(api, record), attempt)
     token = labels(record).get(keys.SUBMISSION)
     if token:
         job["metadata"].setdefault("labels", {})[keys.SUBMISSION] = token
+    name = job["metadata"]["name"]
     try:
         created = api.create("Job", job)
         return created if attempt_of(created) == attempt else None
     except KubeError as e:
         if e.status == 409:
-            existing = api.get("Job", spec.name)
+            existing = api.get("Job", name)
             return existing if existing and attempt_of(existing) == attempt else None
         raise
+
+
+def _render_again(api: KubeApi, record: dict) -> dict:
+    """The Job of a record that does not keep it (a submit from before it did), rendered
+    again from its spec and secret references with this reconciler's profile."""
+    from launcher.backends.kubernetes.profiles import resolve_placement
+    from launcher.spec.models import RunSpec
+
+    spec = RunSpec.model_validate(spec_of(record))
+    secrets = secrets_from_refs(record_json(record, keys.RECORD_SECRETS, []))
+    return render_job(spec, api.profile, secrets, resolve_placement(spec, api.profile))

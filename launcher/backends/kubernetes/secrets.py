@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, retry_on_conflict
 from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile
 from launcher.errors import InputError, NotFoundError
 from launcher.secrets.kinds import Secret, SecretKind
@@ -66,7 +66,7 @@ def to_manifest(secret: Secret, namespace: str) -> dict:
 
 def from_manifest(obj: dict) -> Secret | None:
     from launcher.secrets.kinds import SecretKind as Kind
-    from launcher.backends.kubernetes.status import ts
+    from launcher.backends.kubernetes.attempts import ts
 
     meta = obj.get("metadata") or {}
     try:
@@ -102,15 +102,9 @@ class KubernetesSecretStore(SecretStore):
 
     def create(self, secret: Secret, *, replace: bool = False) -> None:
         body = to_manifest(secret, self.profile.namespace)
-        try:
-            self.api.create("Secret", body)
-            return
-        except KubeError as e:
-            if e.status != 409:
-                raise
-        existing = self.api.get("Secret", secret.name)
+        existing = retry_on_conflict(lambda: self._create_or_existing(body))
         if existing is None:
-            return self.create(secret, replace=replace)
+            return
         if keys.SECRET_KIND not in ((existing.get("metadata") or {}).get("labels") or {}):
             raise InputError(f"a Secret named {secret.name!r} already exists in {self.where} "
                              "and was not created by the launcher; pick another name")
@@ -119,6 +113,20 @@ class KubernetesSecretStore(SecretStore):
                              hint="delete it first, or pass --replace")
         body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         self.api.replace("Secret", secret.name, body)
+
+    def _create_or_existing(self, body: dict) -> dict | None:
+        """Create the Secret (None), or the one that already exists by its name. One that
+        is deleted between the two answers the conflict again, for the next try."""
+        try:
+            self.api.create("Secret", body)
+            return None
+        except KubeError as e:
+            if e.status != 409:
+                raise
+            existing = self.api.get("Secret", body["metadata"]["name"])
+            if existing is None:
+                raise
+            return existing
 
     def delete(self, name: str) -> None:
         existing = self.api.get("Secret", name)

@@ -2,401 +2,48 @@
 
 Inputs are plain API objects (dicts): the run's ConfigMap (its durable record),
 its current Job, its pods (every attempt's), and recent Warning events of its
-pods. The output is the contract's `Run`, plus what the launcher must do next:
+pods. The output is the contract's `Run`, plus what a reconciler must do next:
 restart the group (a retry) or end a run that can never start (a fatal
 container error, which Kubernetes would otherwise leave Pending forever).
 
-Rules, from the Job's conditions first and its pods second:
-  Complete -> COMPLETED; Failed -> FAILED; FailureTarget -> TERMINATING; Suspended -> QUEUED.
-  Pod Pending and unscheduled -> QUEUED, with the newest FailedScheduling message.
-  Pod scheduled, container creating or pulling -> STARTING.
-  ErrImagePull, ImagePullBackOff, CreateContainerConfigError, a missing secret volume -> FAILED, fast.
+One attempt's status is attempts.py's (shared with the JobSet form, in
+jobset_status.py); whether a failed attempt is retried is the run's RetryPolicy.
+An observation only says what is due: reconcile.py acts on it, and only where a
+command asks it to (`launcher reconcile`, `run --follow`).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
-from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent
+from launcher.backends.base import Attempt, Run, RunStatus, StatusEvent
 from launcher.backends.kubernetes import keys
-
-# Waiting reasons that never fix themselves: fail the run instead of waiting forever.
-FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
-                 "CreateContainerError", "ErrImageNeverPull"}
-# Pod-level reasons that mean the cluster, not the user's program, ended the pod.
-SYSTEM_POD_REASONS = {"Evicted", "Preempting", "NodeLost", "Shutdown", "NodeShutdown", "Terminated",
-                      "UnexpectedAdmissionError", "DeletionByTaintManager"}
-# At most this many free (system-failure) retries, so a broken node pool cannot loop forever.
-MAX_SYSTEM_RETRIES = 20
-
-NEVER = datetime.max.replace(tzinfo=timezone.utc)
-USER, SYSTEM, FATAL, DEADLINE, STOPPED = "user", "system", "fatal", "deadline", "stopped"
-
-
-def ts(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
-def annotations(obj: dict | None) -> dict[str, str]:
-    return ((obj or {}).get("metadata") or {}).get("annotations") or {}
-
-
-def labels(obj: dict | None) -> dict[str, str]:
-    return ((obj or {}).get("metadata") or {}).get("labels") or {}
-
-
-def attempt_of(obj: dict | None) -> int:
-    """The attempt a Job or pod belongs to: the Job's annotation, the pod's label, or under
-    JobSet the controller's restart count (0-based) plus one."""
-    restarts = labels(obj).get(keys.JOBSET_RESTART)
-    if restarts is not None:
-        return int(restarts) + 1
-    value = annotations(obj).get(keys.ATTEMPT) or labels(obj).get(keys.ATTEMPT) or "1"
-    return int(value)
-
-
-def conditions(obj: dict | None) -> dict[str, dict]:
-    out = {}
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        out[c["type"]] = c
-    return out
-
-
-def true_condition(obj: dict | None, kind: str) -> dict | None:
-    c = conditions(obj).get(kind)
-    return c if c and c.get("status") == "True" else None
-
-
-def record_json(record: dict | None, key: str, default: Any) -> Any:
-    raw = annotations(record).get(key)
-    if not raw:
-        return default
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return default
-
-
-def pod_rank(pod: dict) -> int:
-    meta = pod.get("metadata") or {}
-    value = (meta.get("annotations") or {}).get(keys.COMPLETION_INDEX) or (meta.get("labels") or {}).get(
-        keys.COMPLETION_INDEX, "0")
-    return int(value)
-
-
-@dataclass
-class Observed:
-    """Everything the API server told us about one run."""
-
-    name: str
-    record: dict | None = None
-    job: dict | None = None
-    pods: list[dict] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
-    cluster: str | None = None
-    jobset: dict | None = None
-    """The JobSet of a run in the JobSet form (its record says so); then `jobs` are its child Jobs."""
-    jobs: list[dict] = field(default_factory=list)
-
-    @property
-    def is_jobset(self) -> bool:
-        return self.jobset is not None or annotations(self.record).get(keys.RECORD_FORM) == "JobSet"
-
-
-@dataclass
-class Action:
-    """What the launcher must do after looking: `retry` (start attempt `next_attempt`),
-    `resume` (finish a restart another observer began), or `fail` (end a run that cannot start)."""
-
-    kind: str
-    summary: dict[str, Any] | None = None
-    next_attempt: int | None = None
-    reason: str | None = None
-
-
-@dataclass
-class RankView:
-    rank: int
-    status: RunStatus
-    exit_code: int | None = None
-    reason: str | None = None
-    node: str | None = None
-    failure: str | None = None
-    finished_at: datetime | None = None
-    started_at: datetime | None = None
-    scheduled_at: datetime | None = None
-    pod: str = ""
-
-
-def newest_event(events: list[dict], pod_name: str, reason: str) -> dict | None:
-    best = None
-    for e in events:
-        if e.get("reason") != reason or (e.get("involvedObject") or {}).get("name") != pod_name:
-            continue
-        when = e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or ""
-        if best is None or when >= best[0]:
-            best = (when, e)
-    return best[1] if best else None
-
-
-def _container(pod: dict) -> dict:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    for s in statuses:
-        if s.get("name") == keys.CONTAINER:
-            return s
-    return statuses[0] if statuses else {}
-
-
-def _init_failure(pod: dict) -> str | None:
-    """Why an init container (inject mode's runtime copy) keeps the main container from
-    ever starting: a waiting reason that never fixes itself, or a non-zero exit."""
-    for c in (pod.get("status") or {}).get("initContainerStatuses") or []:
-        state = c.get("state") or {}
-        waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
-        if waiting.get("reason") in FATAL_WAITING:
-            msg = waiting.get("message") or ""
-            return f"init container {c.get('name')}: {waiting['reason']}" + (f": {msg}" if msg else "")
-        if terminated and terminated.get("exitCode"):
-            msg = (terminated.get("message") or "").strip()
-            return (f"init container {c.get('name')} (image {c.get('image', '?')}) exited with code "
-                    f"{terminated['exitCode']}" + (f": {msg}" if msg else ""))
-    return None
-
-
-def rank_view(pod: dict, events: list[dict]) -> RankView:
-    rank = pod_rank(pod)
-    status = pod.get("status") or {}
-    spec = pod.get("spec") or {}
-    node = spec.get("nodeName")
-    phase = status.get("phase", "Pending")
-    cstat = _container(pod)
-    state = cstat.get("state") or {}
-    conds = conditions(pod)
-    scheduled = conds.get("PodScheduled", {})
-    scheduled_at = ts(scheduled.get("lastTransitionTime")) if scheduled.get("status") == "True" else None
-    running = state.get("running")
-    terminated = state.get("terminated")
-    started_at = ts((running or terminated or {}).get("startedAt"))
-    disrupted = true_condition(pod, "DisruptionTarget")
-    pod_reason = status.get("reason")
-    deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-    def view(st: RunStatus, **kw: Any) -> RankView:
-        return RankView(rank, st, node=node, started_at=started_at, scheduled_at=scheduled_at,
-                        pod=(pod.get("metadata") or {}).get("name", ""), **kw)
-
-    init = None if (running or terminated) else _init_failure(pod)
-    if init:
-        return view(RunStatus.FAILED, failure=FATAL, reason=f"rank {rank}: {init}")
-
-    if phase in ("Failed", "Succeeded") or terminated:
-        code = (terminated or {}).get("exitCode")
-        finished = ts((terminated or {}).get("finishedAt"))
-        if phase == "Succeeded" or (terminated and code == 0 and not disrupted):
-            return view(RunStatus.COMPLETED, exit_code=0, finished_at=finished)
-        if deleting and not disrupted:
-            # Killed while being deleted: the Job controller ending the group, or a stop.
-            return view(RunStatus.STOPPED, exit_code=code, finished_at=finished, reason="stopped with the group")
-        if disrupted or pod_reason in SYSTEM_POD_REASONS:
-            why = (disrupted or {}).get("message") or status.get("message") or pod_reason or "disrupted"
-            return view(RunStatus.FAILED, exit_code=code, failure=SYSTEM, finished_at=finished,
-                        reason=f"rank {rank} was stopped by the cluster: {why}")
-        if pod_reason == "DeadlineExceeded":
-            return view(RunStatus.FAILED, exit_code=code, failure=DEADLINE, finished_at=finished,
-                        reason=f"rank {rank}: {status.get('message') or 'deadline exceeded'}")
-        if code is None:
-            return view(RunStatus.FAILED, failure=USER, finished_at=finished,
-                        reason=f"rank {rank} failed: {status.get('message') or pod_reason or 'unknown reason'}")
-        extra = " (out of memory)" if (terminated or {}).get("reason") == "OOMKilled" else ""
-        # The container's termination message: the entrypoint leaves one when setup fails
-        # (inject mode: an image without bash), as `kubectl describe pod` shows it.
-        told = ((terminated or {}).get("message") or "").strip().splitlines()
-        if told:
-            extra += f": {told[0]}"
-        return view(RunStatus.FAILED, exit_code=code, failure=USER, finished_at=finished,
-                    reason=f"rank {rank} exited with code {code}{extra}")
-    if deleting:
-        return view(RunStatus.TERMINATING)
-    if running:
-        return view(RunStatus.RUNNING)
-    waiting = state.get("waiting") or {}
-    if waiting.get("reason") in FATAL_WAITING:
-        msg = waiting.get("message") or ""
-        return view(RunStatus.FAILED, failure=FATAL,
-                    reason=f"rank {rank}: {waiting['reason']}" + (f": {msg}" if msg else ""))
-    if not node and scheduled.get("status") != "True":
-        ev = newest_event(events, pod["metadata"]["name"], "FailedScheduling")
-        why = (ev or {}).get("message") or scheduled.get("message")
-        return view(RunStatus.QUEUED, reason=f"rank {rank} is waiting for a node: {why}" if why else None)
-    mount = newest_event(events, pod["metadata"]["name"], "FailedMount")
-    if mount and "secret" in (mount.get("message") or "") and "not found" in mount.get("message", ""):
-        return view(RunStatus.FAILED, failure=FATAL, reason=f"rank {rank}: {mount['message']}")
-    why = waiting.get("reason")
-    return view(RunStatus.STARTING, reason=f"rank {rank}: {why}" if why and why != "ContainerCreating" else None)
-
-
-def _first_failure(ranks: list[RankView]) -> RankView | None:
-    failed = [r for r in ranks if r.status is RunStatus.FAILED]
-    if not failed:
-        return None
-    # A rank the cluster disrupted explains the attempt even if others died of it later.
-    system = [r for r in failed if r.failure == SYSTEM]
-    pool = system or failed
-    return min(pool, key=lambda r: (r.finished_at or NEVER, r.rank))
-
-
-def _job_failure_kind(job: dict | None, ranks: list[RankView]) -> str:
-    failed = true_condition(job, "Failed") or true_condition(job, "FailureTarget") or {}
-    if failed.get("reason") == "DeadlineExceeded":
-        return DEADLINE
-    if "DisruptionTarget" in (failed.get("message") or ""):
-        return SYSTEM
-    first = _first_failure(ranks)
-    return first.failure if first and first.failure else USER
-
-
-def _events(job: dict | None, ranks: list[RankView], status: RunStatus, index: int,
-            ended_at: datetime | None, reason: str | None) -> list[StatusEvent]:
-    out: list[StatusEvent] = []
-    created = ts(((job or {}).get("metadata") or {}).get("creationTimestamp"))
-    if created:
-        out.append(StatusEvent(RunStatus.PENDING, created, index))
-    scheduled = [r.scheduled_at for r in ranks if r.scheduled_at]
-    if scheduled:
-        out.append(StatusEvent(RunStatus.STARTING, min(scheduled), index))
-    started = [r.started_at for r in ranks if r.started_at]
-    if started and len(started) == len(ranks):
-        out.append(StatusEvent(RunStatus.RUNNING, max(started), index))
-    target = true_condition(job, "FailureTarget")
-    if target and ts(target.get("lastTransitionTime")):
-        out.append(StatusEvent(RunStatus.TERMINATING, ts(target["lastTransitionTime"]), index))
-    if status.is_terminal and ended_at:
-        out.append(StatusEvent(status, ended_at, index, reason))
-    elif out and out[-1].status is not status:
-        out.append(StatusEvent(status, out[-1].at, index, reason))
-    out.sort(key=lambda e: e.at)
-    return out
-
-
-def attempt_view(index: int, job: dict | None, pods: list[dict], events: list[dict], nodes: int) -> tuple[Attempt, str | None, list[StatusEvent]]:
-    """The live attempt: status, ranks, and why it failed (user, system, fatal, deadline)."""
-    ranks = sorted((rank_view(p, events) for p in pods), key=lambda r: r.rank)
-    started = [r.started_at for r in ranks if r.started_at]
-    started_at = min(started) if started else None
-    ended_at = None
-    failure = None
-    reason = None
-    complete = true_condition(job, "Complete")
-    failed = true_condition(job, "Failed")
-    if complete:
-        status = RunStatus.COMPLETED
-        ended_at = ts(complete.get("lastTransitionTime"))
-    elif failed:
-        status = RunStatus.FAILED
-        ended_at = ts(failed.get("lastTransitionTime"))
-        failure = _job_failure_kind(job, ranks)
-        named = [r for r in ranks if r.pod and f"/{r.pod} " in (failed.get("message") or "")]
-        first = named[0] if named and named[0].status is RunStatus.FAILED else _first_failure(ranks)
-        if failure == DEADLINE:
-            reason = f"exceeded max_duration: {failed.get('message') or 'deadline exceeded'}"
-        else:
-            reason = first.reason if first else (failed.get("message") or failed.get("reason"))
-    elif true_condition(job, "FailureTarget"):
-        status = RunStatus.TERMINATING
-        first = _first_failure(ranks)
-        reason = first.reason if first else true_condition(job, "FailureTarget").get("message")
-    elif true_condition(job, "Suspended") or (job and (job.get("spec") or {}).get("suspend")):
-        status = RunStatus.QUEUED
-        susp = true_condition(job, "Suspended") or {}
-        queue = labels(job).get(keys.KUEUE_QUEUE)
-        reason = susp.get("message") or (f"waiting in queue {queue}" if queue else "the Job is suspended")
-    else:
-        fatal = [r for r in ranks if r.failure == FATAL]
-        failed_ranks = [r for r in ranks if r.status is RunStatus.FAILED]
-        if fatal:
-            status, failure, reason = RunStatus.FAILED, FATAL, fatal[0].reason
-        elif failed_ranks:
-            # The Job controller has not caught up yet; the group is going down.
-            status, reason = RunStatus.TERMINATING, _first_failure(ranks).reason
-        elif not ranks:
-            status = RunStatus.PENDING
-        elif any(r.status is RunStatus.QUEUED for r in ranks):
-            status = RunStatus.QUEUED
-            reason = next((r.reason for r in ranks if r.status is RunStatus.QUEUED and r.reason), None)
-        elif any(r.status is RunStatus.TERMINATING for r in ranks):
-            status = RunStatus.TERMINATING
-        elif len(ranks) < nodes or any(r.status is RunStatus.STARTING for r in ranks):
-            status = RunStatus.STARTING
-            reason = next((r.reason for r in ranks if r.status is RunStatus.STARTING and r.reason), None)
-        else:
-            status = RunStatus.RUNNING
-    states = [RankState(r.rank, r.status, r.exit_code, r.reason, r.node) for r in ranks]
-    if status in (RunStatus.FAILED, RunStatus.TERMINATING):
-        # The Job controller deletes the other ranks' pods when one fails: say so.
-        have = {r.rank for r in ranks}
-        states += [RankState(i, RunStatus.STOPPED, reason="stopped with the group") for i in range(nodes) if i not in have]
-        states.sort(key=lambda r: r.rank)
-    attempt = Attempt(index=index, status=status, started_at=started_at, ended_at=ended_at, reason=reason,
-                      ranks=states)
-    return attempt, failure, _events(job, ranks, status, index, ended_at, reason)
-
-
-def summary_of(attempt: Attempt, failure: str | None, events: list[StatusEvent]) -> dict[str, Any]:
-    """A finished attempt as JSON for the record (its pods may be gone later)."""
-    iso = lambda d: d.isoformat() if d else None  # noqa: E731
-    return {
-        "index": attempt.index, "status": attempt.status.value, "reason": attempt.reason, "failure": failure,
-        "started_at": iso(attempt.started_at), "ended_at": iso(attempt.ended_at),
-        "ranks": [{"rank": r.rank, "status": r.status.value, "exit_code": r.exit_code, "reason": r.reason,
-                   "node": r.node} for r in attempt.ranks],
-        "events": [{"status": e.status.value, "at": iso(e.at), "reason": e.reason} for e in events],
-    }
-
-
-def attempt_from_summary(s: dict[str, Any]) -> tuple[Attempt, list[StatusEvent]]:
-    attempt = Attempt(
-        index=s["index"], status=RunStatus(s["status"]), started_at=ts(s.get("started_at")),
-        ended_at=ts(s.get("ended_at")), reason=s.get("reason"),
-        ranks=[RankState(r["rank"], RunStatus(r["status"]), r.get("exit_code"), r.get("reason"), r.get("node"))
-               for r in s.get("ranks", [])],
-    )
-    events = [StatusEvent(RunStatus(e["status"]), ts(e["at"]), s["index"], e.get("reason"))
-              for e in s.get("events", []) if e.get("at")]
-    return attempt, events
+from launcher.backends.kubernetes.attempts import (
+    Action,
+    Observed,
+    annotations,
+    attempt_from_summary,
+    attempt_of,
+    attempt_view,
+    record_json,
+    spec_of,
+    summary_of,
+    ts,
+)
+from launcher.backends.kubernetes.jobset_status import derive_jobset
+from launcher.spec.retry import FATAL, RetryPolicy
 
 
 def retry_allowed(spec: dict[str, Any], finished: list[dict[str, Any]], failure: str | None) -> bool:
-    """May a failed attempt be followed by another? `finished` are the attempts already
-    recorded before this one; system failures are free with retry_on_system_failure."""
-    sched = spec.get("scheduling") or {}
-    max_retries = int(sched.get("max_retries") or 0)
-    free_system = bool(sched.get("retry_on_system_failure"))
-    if failure not in (USER, SYSTEM):
-        return False
-    counted = sum(1 for a in finished if a.get("status") == "FAILED"
-                  and not (a.get("failure") == SYSTEM and free_system))
-    free = sum(1 for a in finished if a.get("status") == "FAILED" and a.get("failure") == SYSTEM and free_system)
-    if failure == SYSTEM and free_system:
-        return free < MAX_SYSTEM_RETRIES
-    return counted < max_retries
-
-
-def spec_of(record: dict | None) -> dict[str, Any]:
-    raw = ((record or {}).get("data") or {}).get(keys.SPEC_FILE)
-    try:
-        return json.loads(raw) if raw else {}
-    except ValueError:
-        return {}
+    """May a failed attempt be followed by another? `finished` are the attempt summaries
+    already recorded before this one (stopped ones do not count)."""
+    earlier = [a.get("failure") for a in finished if a.get("status") == RunStatus.FAILED.value]
+    return RetryPolicy.from_spec(spec).allows(earlier, failure)
 
 
 def derive(obs: Observed) -> tuple[Run, Action | None]:
     """The run as a user sees it, and what must happen next (or None)."""
     if obs.is_jobset:
-        from launcher.backends.kubernetes.jobset_status import derive_jobset
-
         return derive_jobset(obs)
     record, job = obs.record, obs.job
     spec = spec_of(record)
@@ -448,7 +95,8 @@ def derive(obs: Observed) -> tuple[Run, Action | None]:
                 action = Action("fail", summary=summary, reason=reason)
             elif record is not None and retry_allowed(spec, finished, failure):
                 action = Action("retry", summary=summary, next_attempt=job_attempt + 1)
-                status, reason = RunStatus.PENDING, f"attempt {job_attempt} failed ({reason}); restarting the group"
+                status, reason = RunStatus.PENDING, (f"attempt {job_attempt} failed ({reason}); a retry is due "
+                                                     "(`launcher reconcile` starts it)")
         elif live.status is RunStatus.COMPLETED:
             exit_code = 0
     if status is RunStatus.COMPLETED:

@@ -1,5 +1,6 @@
-"""Watch: yield a run each time its status changes, from informers on its objects,
-acting (retries, fatal failures) as the observations call for."""
+"""Watch: yield a run each time its status changes, from informers on its objects; with
+`reconcile`, acting (retries, fatal failures) as the observations call for, as
+`launcher reconcile` does. Without it a watch only reads."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from launcher.backends.kubernetes.kubeapi import KubeApi
 from launcher.backends.kubernetes.jobset_status import restarts_of
 from launcher.backends.kubernetes.observe import jobset_events, observe, waiting_pods, warning_events
 from launcher.backends.kubernetes.reconcile import apply
-from launcher.backends.kubernetes.status import Observed, attempt_of, derive
+from launcher.backends.kubernetes.attempts import Observed, attempt_of
+from launcher.backends.kubernetes.status import derive
 
 
-def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
+def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
     profile = api.profile
     changed = threading.Event()
     sel = keys.run_selector(name)
@@ -53,7 +55,7 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
                 events_at = time.monotonic()
             obs.events = events if waiting or obs.is_jobset else []
             run, action = derive(obs)
-            if action is not None:
+            if action is not None and reconcile:
                 apply(api, obs, action)
                 changed.wait(poll_seconds)
                 continue

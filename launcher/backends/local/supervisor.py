@@ -1,5 +1,6 @@
 """One detached process per local run: it starts the ranks, records what happens to
-them, restarts the whole group on failure up to max_retries, and ends the run.
+them, restarts the whole group on failure as the run's RetryPolicy allows (up to max_retries), and
+ends the run.
 
 Started by `LocalBackend.submit` in a new session, so it outlives the CLI and a
 Ctrl-C in the user's terminal. Its environment already holds the run's secret
@@ -31,6 +32,7 @@ from launcher.backends.local.mounts import rank_launch
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.pod import contract, reaper
+from launcher.spec.retry import DEADLINE, USER, RetryPolicy
 
 # The entrypoint passes a stop to its command's process group and escalates to SIGKILL
 # after GRACE_SECONDS; the supervisor waits a little longer before it SIGKILLs the
@@ -62,14 +64,19 @@ class Supervisor:
         reaper.become_subreaper()
         self.state.set_supervisor(self.name, os.getpid(), start_time(os.getpid()))
         scheduling = self.spec.get("scheduling") or {}
-        max_retries = int(scheduling.get("max_retries") or 0)
+        policy = RetryPolicy.from_scheduling(scheduling)
         hours = scheduling.get("max_duration")
         deadline = time.monotonic() + float(hours) * 3600 if hours else None
+        failed = [USER] * (self.attempt - 1)  # how each earlier attempt failed
         try:
             while True:
                 status, reason, code = self._attempt(deadline)
-                if status is RunStatus.FAILED and self.attempt <= max_retries and not self.stop.is_set() \
-                        and not (deadline and time.monotonic() >= deadline):
+                # Nothing but the run itself ends its ranks on this machine: a failure is the
+                # run's own (USER), or the deadline's; a stop never fails.
+                failure = DEADLINE if deadline and time.monotonic() >= deadline else USER
+                if status is RunStatus.FAILED and not self.stop.is_set() and policy.allows(failed, failure) \
+                        and not self.stop.wait(policy.backoff_seconds):
+                    failed.append(failure)
                     self.state.end_attempt(self.name, RunStatus.FAILED, reason)
                     self.attempt = self.state.new_attempt(self.name)
                     continue

@@ -1,0 +1,85 @@
+"""`launcher reconcile [RUN] [--watch] [--cluster C]`: act on what runs need.
+
+Reads (`get`, `describe`, `logs`, `metrics`, the dashboard) never change a cluster. On a
+cluster without JobSet a run's retries, and on any cluster the removal of what a submit
+that died part way left, need a reconciler: `run --follow` is one for the run it
+follows, a submit makes one pass over its namespace, and this command is one for every
+run (or RUN), once or, with --watch, until interrupted. docs/reconciler.yaml runs it in
+the cluster as a Deployment.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from launcher.cli.common import complete_run_names, info, warn
+
+
+@click.command()
+@click.argument("name", required=False, shell_complete=complete_run_names)
+@click.option("--watch", "keep_going", is_flag=True, help="Keep reconciling until interrupted.")
+@click.option("--cluster", help="Only runs of this cluster profile (default: every profile).")
+@click.option("--every", "interval", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              metavar="SECONDS", help="With --watch: the time between two passes.")
+def reconcile(name, keep_going, cluster, interval):
+    """Start the retries that are due, end runs that can never start, and remove what a
+    failed submit left; once, or with --watch until interrupted. RUN limits it to one run.
+
+    \b
+    Examples:
+      launcher reconcile                      # one pass over every run
+      launcher reconcile --watch --cluster gke
+    """
+    from launcher.backends.registry import open_backend
+    from launcher.config import load_config
+
+    if name is not None and cluster is None:
+        from launcher.backends.registry import find_run
+
+        backend, run = find_run(name)  # the profile that holds it
+        backends, name = [backend], run.name
+    else:
+        config = load_config()
+        backends = [open_backend(p) for p in ([config.profile(cluster)] if cluster else config.profiles())]
+    seen: dict[tuple[str | None, str], tuple] = {}
+    try:
+        while True:
+            for backend in backends:
+                _one_pass(backend, name, seen, tolerant=keep_going or len(backends) > 1)
+            if not keep_going:
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        click.echo("", err=True)
+        info("Stopped reconciling.")
+    finally:
+        for backend in backends:
+            backend.close()
+
+
+def _one_pass(backend, name: str | None, seen: dict, *, tolerant: bool) -> None:
+    """Reconcile the backend's runs (or one) and print each run whose state changed since
+    the last pass. `tolerant`: a failure (a cluster away, a run not there) is a warning,
+    so that the other profiles and the next pass go on."""
+    from launcher.errors import LauncherError, NotFoundError
+
+    try:
+        runs = backend.reconcile(name)
+    except NotFoundError:
+        if not tolerant:
+            raise
+        return
+    except LauncherError as e:
+        if not tolerant:
+            raise
+        warn(e.message)
+        return
+    for run in runs:
+        key = (run.cluster, run.name)
+        state = (run.status, run.current_attempt, run.reason)
+        if seen.get(key) != state:
+            seen[key] = state
+            reason = f"  ({run.reason})" if run.reason else ""
+            click.echo(f"{run.status.value:<11} {run.name}  attempt {run.current_attempt}{reason}")
