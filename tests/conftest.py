@@ -21,9 +21,10 @@ pytest_plugins: list[str] = [
 
 
 def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 0.05,
-               message: str = "the condition") -> T:
+               message: str | Callable[[], str] = "the condition") -> T:
     """Calls `predicate` until it returns something truthy, and returns that. Past `timeout`
-    seconds the test fails, saying what it waited for and what `predicate` returned last.
+    seconds the test fails, saying what it waited for (`message`, or what it returns when
+    it is a function: the state at the deadline) and what `predicate` returned last.
     Tests poll with this instead of sleeping a fixed time: a fast machine does not wait for
     nothing, and a slow one gets until the deadline."""
     deadline = time.monotonic() + timeout
@@ -34,7 +35,8 @@ def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 
         if time.monotonic() >= deadline:
             last = repr(value)
             last = last if len(last) <= 500 else last[:500] + "..."
-            pytest.fail(f"timed out after {timeout}s waiting for {message}; last value: {last}")
+            what = message() if callable(message) else message
+            pytest.fail(f"timed out after {timeout}s waiting for {what}; last value: {last}")
         time.sleep(interval)
 
 

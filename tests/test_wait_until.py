@@ -37,3 +37,10 @@ def test_a_long_last_value_is_cut_short():
     with pytest.raises(pytest.fail.Exception) as failed:
         wait_until(NotYet, 0.05)
     assert "last value: NotYet(xxx" in str(failed.value) and len(str(failed.value)) < 700
+
+
+def test_a_message_function_says_what_was_there_at_the_deadline():
+    state = {"left": ["logs-rank-0"]}
+    with pytest.raises(pytest.fail.Exception) as failed:
+        wait_until(lambda: not state["left"], 0.05, message=lambda: f"the threads to end (left: {state['left']})")
+    assert "waiting for the threads to end (left: ['logs-rank-0']); last value: False" in str(failed.value)
