@@ -1,8 +1,10 @@
 """The contract every backend implements, and the records it returns.
 
-The CLI talks only to this contract. A backend hides where runs execute (this
-machine, a Kubernetes cluster): it accepts a resolved `RunSpec` plus the secrets
-the run uses, and reports runs as `Run` records whose statuses are mcli's.
+The CLI and the dashboard talk only to this contract (and registry.py, which opens a
+backend for a profile). A backend hides where runs execute (this machine, a Kubernetes
+cluster): it checks and plans a resolved `RunSpec` offline, accepts it plus the secrets
+the run uses, and reports runs as `Run` records whose statuses are mcli's. What sets one
+backend apart from another is declared once, as its `Capabilities`, never asked of its name.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
+    from launcher.config import Profile
     from launcher.secrets.kinds import Secret
+    from launcher.secrets.store import SecretStore
     from launcher.spec.models import RunSpec
 
 
@@ -123,15 +127,53 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers beyond the core of the contract, declared once on its class
+    (as dstack's ComputeWith... classes), so that callers ask for a capability, not a name."""
+
+    dry_run: bool = False
+    """plan() says offline what submit() would create (`run --dry-run`)."""
+    local_artifacts: bool = False
+    """Its runs' logs and artifacts lie on this machine's disk: the class is LocalArtifacts."""
+    secrets_in_cluster: bool = False
+    """The run's secrets live where it runs (secret_store() asks the cluster), so a dry-run
+    names them from the spec and never reads them."""
+    cluster_probe: bool = False
+    """probe() asks the cluster what it serves, for `cluster add` to record in the profile."""
+
+
 class Backend(abc.ABC):
     """Where runs execute. Every method is safe to call from a fresh process."""
 
     name: str
+    capabilities: Capabilities = Capabilities()
+
+    @classmethod
+    def open(cls, profile: Profile, home: Path) -> Backend:
+        """The backend of a config.yaml profile, its settings parsed (a bad one is an
+        InputError naming it). Opening contacts nothing; the first call that needs to does."""
+        raise NotImplementedError(f"the {cls.name} backend cannot be opened from a profile")
+
+    def check(self, spec: RunSpec) -> None:  # noqa: B027 - a backend that refuses nothing offline
+        """Raise an InputError for what submit(spec) would refuse, offline, before anything
+        starts: `launcher validate`, `run --dry-run` and `run` all ask this, so that validate
+        refuses what run refuses. `spec` is named as the run will be (its name counts)."""
 
     def plan(self, spec: RunSpec, secrets: list[Secret] | None = None) -> Plan:
         """What `submit(spec, secrets)` would create, computed offline: it never contacts a
         cluster. `secrets` None means the secrets this backend can name without asking one."""
         raise NotImplementedError(f"the {self.name} backend cannot show a dry-run")
+
+    def secret_store(self) -> SecretStore:
+        """Where this backend's runs find their secrets (`launcher secret`, run's secrets)."""
+        raise NotImplementedError(f"the {self.name} backend keeps no secrets")
+
+    def probe(self) -> dict[str, bool]:
+        """What the cluster serves that its profile records (`cluster add`), asked quickly:
+        an unreachable cluster raises a LauncherError. Capabilities.cluster_probe says whether
+        there is anything to ask."""
+        return {}
 
     @abc.abstractmethod
     def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
@@ -146,18 +188,9 @@ class Backend(abc.ABC):
         """All runs, newest first."""
 
     @abc.abstractmethod
-    def watch(self, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
+    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
         """Yield the run each time its status changes, starting with the current one;
-        return after yielding a terminal status. With `reconcile`, also act on what is
-        due as `reconcile(name)` does (`run --follow`); without it, a watch only reads."""
-
-    def reconcile(self, name: str | None = None) -> list[Run]:
-        """Act on what the runs' observations call for, once: start a retry that is due,
-        end a run that can never start, remove what a submit that died part way left. One
-        run, or every run (newest first); return them as they are after. `get`, `list`,
-        `watch` and `logs` never act: they are reads. A backend whose runs move by
-        themselves (the local supervisor) has nothing to do."""
-        return [self.get(name)] if name is not None else self.list()
+        return after yielding a terminal status."""
 
     @abc.abstractmethod
     def logs(

@@ -8,58 +8,92 @@ query.
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from launcher.backends.base import Backend, Run
-from launcher.config import Profile, launcher_home, load_config
+from launcher.config import Config, Profile, launcher_home, load_config
 from launcher.errors import InputError, LauncherError, NotFoundError, StateFileError
-from launcher.secrets.store import LocalSecretStore, SecretStore
+
+if TYPE_CHECKING:
+    from launcher.secrets.store import SecretStore
 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class BackendKind:
+    """Where one backend's class lives, imported only when a profile of it is opened (so
+    `launcher --help` and a look at an unreachable cluster stay light), and the cheap
+    check, from the raw profile settings, of whether its service can be reached at all."""
+
+    backend: str
+    """module:Class of the Backend."""
+    reachable: str | None = None
+    """module:function(profile name, raw settings) that raises a LauncherError naming the
+    profile when its service cannot be reached (see kubernetes/reach.py); None: always."""
+
+
+# The one table of backends: a profile's `backend` names a row. What each can do is its
+# class's `capabilities`.
+BACKENDS: dict[str, BackendKind] = {
+    "local": BackendKind("launcher.backends.local.backend:LocalBackend"),
+    "kubernetes": BackendKind("launcher.backends.kubernetes.backend:KubernetesBackend",
+                              reachable="launcher.backends.kubernetes.reach:check_reachable"),
+}
+
+
+def _attribute(where: str) -> Any:
+    module, _, attribute = where.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _kind(profile: Profile) -> BackendKind:
+    kind = BACKENDS.get(profile.backend)
+    if kind is None:
+        raise InputError(f"unknown backend {profile.backend!r} in profile {profile.name!r}")
+    return kind
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class of the backend named `name` (imported now)."""
+    kind = BACKENDS.get(name)
+    if kind is None:
+        raise InputError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")
+    return _attribute(kind.backend)
+
+
 def open_backend(profile: Profile) -> Backend:
-    home = launcher_home()
-    if profile.backend == "local":
-        from launcher.backends.local.backend import LocalBackend
-
-        return LocalBackend(home, profile.settings)
-    if profile.backend == "kubernetes":
-        from launcher.backends.kubernetes.backend import KubernetesBackend
-
-        return KubernetesBackend(profile, home)
-    raise InputError(f"unknown backend {profile.backend!r} in profile {profile.name!r}")
+    """The profile's backend, its settings parsed once; it contacts nothing yet."""
+    return _attribute(_kind(profile).backend).open(profile, launcher_home())
 
 
 def check_reachable(profile: Profile) -> None:
     """Raise a LauncherError naming the profile when its service cannot be reached at all;
     cheap, and done before the backend is opened (see kubernetes/reach.py). May block for
     a connect timeout (half a second)."""
-    if profile.backend == "kubernetes":
-        from launcher.backends.kubernetes.reach import check_reachable as check_api_server
-
-        check_api_server(profile.name, profile.settings)
+    reachable = _kind(profile).reachable
+    if reachable is not None:
+        _attribute(reachable)(profile.name, profile.settings)
 
 
 def open_secret_store(profile: Profile) -> SecretStore:
-    if profile.backend == "kubernetes":
-        from launcher.backends.kubernetes.secrets import KubernetesSecretStore
-
-        return KubernetesSecretStore(profile)
-    return LocalSecretStore(launcher_home())
+    """Where runs of this profile find their secrets."""
+    return open_backend(profile).secret_store()
 
 
-def resolve_profile(cluster: str | None = None, backend: str | None = None) -> Profile:
+def resolve_profile(cluster: str | None = None, backend: str | None = None, *, config: Config | None = None) -> Profile:
     """--cluster names a profile; --backend picks the first profile of that backend
-    (the current one if it matches)."""
-    config = load_config()
+    (the current one if it matches). `config`: the one the command already read."""
+    config = config or load_config()
     if cluster:
         profile = config.profile(cluster)
         if backend and profile.backend != backend:

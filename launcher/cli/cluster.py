@@ -40,7 +40,7 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
     """Add a Kubernetes cluster profile NAME. Edit config.yaml for gpu_types and priority classes."""
     import os
 
-    from launcher.backends.kubernetes.profiles import load_profile
+    from launcher.backends.registry import open_backend
     from launcher.config import LOCAL, Profile, check_profile_name, config_path, load_config, save_config
     from launcher.errors import InputError
 
@@ -58,12 +58,12 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
                 "default_gpu_type": default_gpu_type, "queue": queue, "entrypoint_mode": entrypoint_mode,
                 "runtime_image": runtime_image}
     settings = {k: v for k, v in settings.items() if v is not None}
-    profile = load_profile(Profile(name, "kubernetes", settings))  # validates every field
-    if default_gpu_type and default_gpu_type not in profile.all_gpu_types():
+    backend = open_backend(Profile(name, "kubernetes", settings))  # validates every field
+    if default_gpu_type and default_gpu_type not in backend.gpu_types():
         raise InputError(f"--default-gpu-type: unknown gpu_type {default_gpu_type!r} "
-                         f"(known: {', '.join(sorted(profile.all_gpu_types()))})")
-    if jobset is None:
-        jobset = _detect_jobset(profile)
+                         f"(known: {', '.join(backend.gpu_types())})")
+    if jobset is None and backend.capabilities.cluster_probe:
+        jobset = _detect_jobset(name, backend)
     if jobset is not None:
         settings["jobset"] = jobset
     config.clusters[name] = settings
@@ -78,19 +78,12 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
              "(see docs/kubernetes.md to install JobSet)")
 
 
-def _detect_jobset(profile) -> bool | None:
+def _detect_jobset(name: str, backend) -> bool | None:
     """Ask the cluster whether it serves JobSet; None (and a warning) when it cannot be asked."""
-    from launcher.backends.kubernetes.discovery import serves_jobset
-    from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi
-
     try:
-        api = KubeApi(profile, retry=QUICK_RETRY)  # an unreachable cluster must not hold up `cluster add`
-        try:
-            return serves_jobset(api)
-        finally:
-            api.close()
+        return backend.probe()["jobset"]  # quickly: an unreachable cluster must not hold up `cluster add`
     except Exception as e:  # noqa: BLE001 - whatever the failure, the profile is still added
-        warn(f"cluster {profile.name}: could not ask whether it serves JobSet ({type(e).__name__}); "
+        warn(f"cluster {name}: could not ask whether it serves JobSet ({type(e).__name__}); "
              "submit checks again")
         return None
 

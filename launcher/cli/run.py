@@ -40,9 +40,15 @@ def _load(spec_file, name, image, gpus, gpu_type, nodes, cluster, priority, max_
     return loaded.spec
 
 
+def _backend_option(help: str):
+    from launcher.backends.registry import BACKENDS
+
+    return click.option("--backend", type=click.Choice(list(BACKENDS)), help=help)
+
+
 @click.command()
 @_spec_options
-@click.option("--backend", type=click.Choice(["local", "kubernetes"]), help="Check for this backend (default: the current profile's).")
+@_backend_option("Check for this backend (default: the current profile's).")
 def validate(spec_file, backend, **kw):
     """Check a run YAML offline as `run` would: fields, the name, the gpu_type and how the
     GPUs fit the nodes. Prints the spec it resolves to, named as the run would be.
@@ -52,37 +58,31 @@ def validate(spec_file, backend, **kw):
       launcher validate -f runspecs/hello.yaml
       launcher validate -f runspecs/hello.yaml --gpus 16 --gpu-type h100_80gb
     """
-    from launcher.spec.names import sanitize, unique_run_name
+    from launcher.spec.names import sanitize
 
     spec = _load(spec_file, **kw)
-    profile, _ = _target(spec, kw.get("cluster"), backend, dry_run=True)
-    check_offline(spec, profile)
+    _, target, _ = _target(spec, kw.get("cluster"), backend, dry_run=True)
+    named = _named(spec)
+    target.check(named)  # what `run` refuses before anything starts, the same call
     if sanitize(spec.name) != spec.name:
         info(f"name {spec.name!r} becomes {sanitize(spec.name)!r} (lowercase letters, digits and '-')")
     click.echo(f"{OK} {spec_file} is a valid run spec")
-    dump(spec.model_copy(update={"name": unique_run_name(spec.name)}).to_submitted(), "yaml")
+    dump(named.to_submitted(), "yaml")
 
 
-def check_offline(spec, profile) -> None:
-    """What `run` refuses before anything starts, without a cluster: a gpu_type the
-    profile (or the shipped defaults) does not know, and GPUs that do not fit the nodes."""
-    from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile, resolve_placement
-    from launcher.errors import InputError
+def _named(spec):
+    """The spec named as its run will be: the name counts in the checks (pod hostnames)."""
+    from launcher.spec.names import unique_run_name
 
-    if profile.backend == "kubernetes":
-        resolve_placement(spec, load_profile(profile))
-        return
-    c = spec.compute
-    if c.gpu_type is not None:
-        resolve_placement(spec, ClusterProfile(name="the shipped defaults"))
-    elif c.gpus and c.nodes and c.gpus % c.nodes:
-        raise InputError(f"compute: {c.gpus} GPUs do not split evenly over {c.nodes} nodes")
+    return spec.model_copy(update={"name": unique_run_name(spec.name)})
 
 
 def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool):
-    """The profile a run goes to and its secret store. A spec's compute.cluster that names
-    no profile here (an mcli cluster such as r1z1) is a note, never an error."""
-    from launcher.backends.registry import open_secret_store, resolve_profile
+    """The profile a run goes to, its backend (the profile read once, here) and its secret store: None
+    for a dry-run where the secrets live in the cluster (the backend names them without
+    asking). A spec's compute.cluster that names no profile here (an mcli cluster such as
+    r1z1) is a note, never an error."""
+    from launcher.backends.registry import open_backend, resolve_profile
     from launcher.config import Profile, launcher_home, load_config
     from launcher.secrets.store import LocalSecretStore
 
@@ -93,16 +93,18 @@ def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool):
         else:
             info(f"compute.cluster {spec.compute.cluster!r} names no cluster profile here: "
                  f"using {'the ' + backend + ' backend' if backend else 'the current profile, ' + config.current}")
-    if dry_run and backend == "kubernetes" and not cluster and not any(p.backend == "kubernetes" for p in config.profiles()):
+    if dry_run and backend and not cluster and not any(p.backend == backend for p in config.profiles()):
         # Show what a run becomes before any cluster is configured: the shipped defaults
         # (namespace default, GPU Feature Discovery labels) and the local secrets' names.
         info("no Kubernetes cluster profile yet: rendering with the shipped defaults "
              "(add one with `launcher cluster add`)")
-        return Profile("default", "kubernetes", {}), LocalSecretStore(launcher_home())
-    profile = resolve_profile(cluster=cluster, backend=backend)
-    if dry_run and profile.backend == "kubernetes":
-        return profile, None  # a cluster's secrets live in it: a dry-run does not ask (Backend.plan names them)
-    return profile, open_secret_store(profile)
+        profile = Profile("default", backend, {})
+        return profile, open_backend(profile), LocalSecretStore(launcher_home())
+    profile = resolve_profile(cluster=cluster, backend=backend, config=config)
+    target = open_backend(profile)
+    if dry_run and target.capabilities.secrets_in_cluster:
+        return profile, target, None
+    return profile, target, target.secret_store()
 
 
 @click.command()
@@ -112,7 +114,7 @@ def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool):
 @click.option("-o", "--output", type=click.Choice(["yaml", "json"]),
               help="Print what --dry-run would submit in this format (default yaml), or, without "
                    "--dry-run, the submitted run's record (as `describe run -o`).")
-@click.option("--backend", type=click.Choice(["local", "kubernetes"]), help="Pick the backend (default: the current profile's).")
+@_backend_option("Pick the backend (default: the current profile's).")
 def run(spec_file, follow, dry_run, output, backend, **kw):
     """Submit a run. Exits 0 when a followed run completes, 1 when it fails or stops, 2 on bad input.
 
@@ -121,19 +123,21 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
       launcher run -f runspecs/hello.yaml --follow
       launcher run -f runspecs/hello.yaml --dry-run --backend kubernetes
     """
-    from launcher.backends.registry import RunIndex, open_backend
+    from launcher.backends.registry import RunIndex
     from launcher.cli.common import run_record
-    from launcher.spec.names import unique_run_name
+    from launcher.errors import InputError
 
     spec = _load(spec_file, **kw)
-    profile, store = _target(spec, kw.get("cluster"), backend, dry_run=dry_run)
-    check_offline(spec, profile)
-    spec = spec.model_copy(update={"name": unique_run_name(spec.name)})
+    profile, target, store = _target(spec, kw.get("cluster"), backend, dry_run=dry_run)
+    spec = _named(spec)
+    target.check(spec)  # as `validate` does: before any secret is read or anything starts
 
     if dry_run:
+        if not target.capabilities.dry_run:
+            raise InputError(f"the {target.name} backend cannot show a dry-run")
         # From the profile alone: a cluster's secrets are not read (the backend names them),
         # so no cluster is contacted, even one that is down.
-        plan = open_backend(profile).plan(spec, store.for_run(spec.secrets) if store is not None else None)
+        plan = target.plan(spec, store.for_run(spec.secrets) if store is not None else None)
         for note in plan.notes:
             info(note)
         for warning in plan.warnings:
@@ -142,7 +146,6 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
         return
 
     secrets = store.for_run(spec.secrets)
-    target = open_backend(profile)
     # Recorded first, started second: a run that starts is always findable, and an
     # index that cannot be written stops us before anything runs.
     index = RunIndex()

@@ -32,10 +32,17 @@ def call(launcher_home, capsys):
 
 
 @pytest.mark.parametrize("key", list(TABLE))
-def test_each_mcli_yaml_validates_and_dry_runs_for_both_backends(key, call, tmp_path):
+def test_each_mcli_yaml_validates_and_dry_runs_for_both_backends(key, call, tmp_path, launcher_home):
     template, base, max_seq_len, _ = TABLE[key]
     spec = tmp_path / f"{key}.yaml"
     spec.write_text(render(template, NO_SERVER))
+
+    if "apt_packages" in template:
+        # As `run` does, validate and a dry-run refuse apt_packages on this machine until it allows them.
+        for args in (["validate"], ["run", "--dry-run", "--backend", "local"]):
+            code, _, err = call(*args, "-f", spec)
+            assert code == 2 and "apt_packages: the local backend does not install system packages" in err, err
+        (launcher_home / "config.yaml").write_text(yaml.safe_dump({"clusters": {"local": {"allow_host_packages": True}}}))
 
     code, out, err = call("validate", "-f", spec)
     assert code == 0, err

@@ -21,8 +21,7 @@ This class is a thin facade over the Backend contract:
 
   * submit.py     create the Job, the record and the Service (all or nothing);
   * observe.py    read a run's objects; status.py says what they mean;
-  * reconcile.py  act on it: restart the group for a retry, end a run that cannot start
-                  (only `reconcile`, `watch(reconcile=True)` and submit act: reads never write);
+  * reconcile.py  act on it: restart the group for a retry, end a run that cannot start;
   * watch.py      status changes from informers (informer.py);
   * follow.py     one-shot and followed logs of every rank (logs.py reads one pod);
   * lifecycle.py  stop and delete;
@@ -36,31 +35,69 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Backend, LogLine, Plan, Run
-from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile
-from launcher.backends.kubernetes.render import dry_run
+from launcher.backends.base import Backend, Capabilities, LogLine, Plan, Run
+from launcher.backends.kubernetes.profiles import ClusterProfile, Placement, load_profile, resolve_placement
+from launcher.backends.kubernetes.render import dry_run, plan_run
 
 # The parts that talk to the API server import the kubernetes client (about a second):
 # they are imported when first used, so that a dry-run, which never contacts a cluster,
 # does not pay for it.
 if TYPE_CHECKING:
     from launcher.backends.kubernetes.kubeapi import KubeApi
+    from launcher.backends.kubernetes.secrets import KubernetesSecretStore
     from launcher.config import Profile
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
 
 
-def newest_first(runs: list[Run]) -> list[Run]:
-    return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
-
-
 class KubernetesBackend(Backend):
     name = "kubernetes"
+    capabilities = Capabilities(dry_run=True, secrets_in_cluster=True, cluster_probe=True)
 
     def __init__(self, profile: Profile | ClusterProfile, home: Path | None = None):
         self.profile = profile if isinstance(profile, ClusterProfile) else load_profile(profile)
         self.home = home
         self._api: KubeApi | None = None
+        self._placements: dict[tuple[str, str], Placement] = {}
+
+    @classmethod
+    def open(cls, profile: Profile, home: Path) -> KubernetesBackend:
+        return cls(profile, home)
+
+    def _placement(self, spec: RunSpec) -> Placement:
+        """The spec's placement on this profile, resolved once: check, plan and submit of
+        one run share it."""
+        key = (spec.name, spec.compute.model_dump_json())
+        if key not in self._placements:
+            self._placements[key] = resolve_placement(spec, self.profile)
+        return self._placements[key]
+
+    def check(self, spec: RunSpec) -> None:
+        """Everything rendering refuses (a gpu_type the profile lacks, GPUs that do not fit
+        its nodes, a name too long for the pods' hostnames, an unknown priority, labels),
+        in the form the profile records; submit renders again in the form the cluster serves."""
+        plan_run(spec, self.profile, [], placement=self._placement(spec))
+
+    def secret_store(self) -> KubernetesSecretStore:
+        from launcher.backends.kubernetes.secrets import KubernetesSecretStore
+
+        return KubernetesSecretStore(self.profile, api=self.api)  # one client for the run and its secrets
+
+    def probe(self) -> dict[str, bool]:
+        """Whether the cluster serves JobSet, asked with quick retries (`cluster add` must
+        not wait long on an unreachable cluster)."""
+        from launcher.backends.kubernetes.discovery import serves_jobset
+        from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi
+
+        api = KubeApi(self.profile, retry=QUICK_RETRY)
+        try:
+            return {"jobset": serves_jobset(api)}
+        finally:
+            api.close()
+
+    def gpu_types(self) -> list[str]:
+        """The gpu_type names a spec may ask for on this cluster."""
+        return sorted(self.profile.all_gpu_types())
 
     @property
     def api(self) -> KubeApi:
@@ -76,18 +113,19 @@ class KubernetesBackend(Backend):
             self._api = None
 
     def plan(self, spec: RunSpec, secrets: list[Secret] | None = None) -> Plan:
-        return dry_run(spec, self.profile, secrets)  # from the profile alone: no API call
+        # From the profile alone: no API call.
+        return dry_run(spec, self.profile, secrets, placement=self._placement(spec))
 
     def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
         from launcher.backends.kubernetes.submit import submit_run
 
-        return submit_run(self.api, spec, secrets)
+        return submit_run(self.api, spec, secrets, placement=self._placement(spec))
 
     def get(self, name: str) -> Run:
         from launcher.backends.kubernetes.observe import observe
         from launcher.backends.kubernetes.reconcile import settle
 
-        return settle(self.api, observe(self.api, name))  # a read: nothing is written
+        return settle(self.api, observe(self.api, name))
 
     def list(self) -> list[Run]:
         from launcher.backends.kubernetes.kubeapi import QUICK_RETRY
@@ -95,19 +133,13 @@ class KubernetesBackend(Backend):
         from launcher.backends.kubernetes.reconcile import settle
 
         # A listing is one look (often across many profiles): it fails fast rather than wait on a cluster.
-        return newest_first([settle(self.api, o) for o in observe_all(self.api, QUICK_RETRY)])
+        runs = [settle(self.api, o) for o in observe_all(self.api, QUICK_RETRY)]
+        return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
 
-    def reconcile(self, name: str | None = None) -> list[Run]:
-        from launcher.backends.kubernetes.reconcile import reconcile_all, reconcile_run
-
-        if name is not None:
-            return [reconcile_run(self.api, name)]
-        return newest_first(reconcile_all(self.api))
-
-    def watch(self, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
+    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
         from launcher.backends.kubernetes.watch import watch_run
 
-        return watch_run(self.api, name, poll_seconds=poll_seconds, reconcile=reconcile)
+        return watch_run(self.api, name, poll_seconds=poll_seconds)
 
     def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
              follow: bool = False, previous: bool = False, cancel: threading.Event | None = None) -> Iterator[LogLine]:

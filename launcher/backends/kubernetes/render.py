@@ -10,8 +10,7 @@ Where the cluster serves JobSet (jobset.x-k8s.io/v1alpha2), two objects:
                       the name <run>-node-0-0.<run>
 
 Without JobSet, three: the ConfigMap, a headless Service <run> (publishNotReadyAddresses)
-and the Indexed Job <run>, whose retries a reconciler performs (reconcile.py: `launcher
-reconcile`, `run --follow`), from the Job rendered here and kept in the record.
+and the Indexed Job <run>, whose retries a launcher process performs when it looks.
 Either way the count does not depend on the number of nodes. Secrets are referenced by
 name only (secretKeyRef, a Secret volume, imagePullSecrets): no value reaches a manifest.
 
@@ -24,7 +23,6 @@ has the launcher: `python -m launcher.entrypoint`.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from dataclasses import dataclass, field
@@ -38,7 +36,6 @@ from launcher.backends.kubernetes.profiles import ClusterProfile, Placement, loa
 from launcher.errors import InputError
 from launcher.pod import contract
 from launcher.secrets.kinds import project
-from launcher.spec.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from launcher.config import Profile
@@ -106,18 +103,24 @@ def _as_cluster_profile(profile: Profile | ClusterProfile) -> ClusterProfile:
     return profile if isinstance(profile, ClusterProfile) else load_profile(profile)
 
 
+def check_hostnames(name: str, nodes: int, *, jobset: bool) -> None:
+    """Refuse a run name whose last pod hostname would exceed a DNS label (63 characters)."""
+    last_host = f"{name}-{REPLICATED_JOB}-0-{nodes - 1}" if jobset else f"{name}-{nodes - 1}"
+    if len(last_host) > 63:
+        raise InputError(f"name: the run name {name!r} is too long for {nodes} nodes: "
+                         f"pod hostname {last_host!r} exceeds 63 characters")
+
+
 def plan_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Secret], *,
-             jobset: bool | None = None) -> Rendered:
+             jobset: bool | None = None, placement: Placement | None = None) -> Rendered:
     """The manifests of a run and the warnings about it. Pure: no I/O, no secret value read.
-    `jobset` None takes the profile's setting (what `cluster add` detected)."""
+    `jobset` None takes the profile's setting (what `cluster add` detected); `placement`
+    None resolves it here (the backend passes the one its check resolved)."""
     cp = _as_cluster_profile(profile)
     use_jobset = cp.jobset if jobset is None else jobset
-    placement = resolve_placement(spec, cp)
-    name = spec.name
-    last_host = f"{name}-{REPLICATED_JOB}-0-{placement.nodes - 1}" if use_jobset else f"{name}-{placement.nodes - 1}"
-    if len(last_host) > 63:
-        raise InputError(f"name: the run name {name!r} is too long for {placement.nodes} nodes: "
-                         f"pod hostname {last_host!r} exceeds 63 characters")
+    if placement is None:
+        placement = resolve_placement(spec, cp)
+    check_hostnames(spec.name, placement.nodes, jobset=use_jobset)
     # The record says what the run got: nodes and GPUs resolved from gpus and gpus_per_node.
     compute = spec.compute.model_copy(update={"nodes": placement.nodes, "gpus": placement.gpus,
                                                "gpu_type": placement.gpu_type_name})
@@ -131,7 +134,8 @@ def plan_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Sec
     return Rendered(manifests, plan_warnings(spec, cp, jobset=use_jobset), use_jobset)
 
 
-def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None) -> Plan:
+def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None, *,
+            placement: Placement | None = None) -> Plan:
     """`run --dry-run`: the manifests as a List, from the profile alone. Secrets live in the
     cluster, so with `secrets` None they are not read and the note says which the run would use."""
     notes = []
@@ -140,7 +144,7 @@ def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None
         notes.append(f"secrets: a dry-run does not contact cluster {profile.name}, so the manifests leave out "
                      f"the secrets the run would use ({which or 'none'}, in {profile.where})")
         secrets = []
-    rendered = plan_run(spec, profile, secrets)
+    rendered = plan_run(spec, profile, secrets, placement=placement)
     return Plan({"apiVersion": "v1", "kind": "List", "items": rendered.manifests}, rendered.warnings, notes)
 
 
@@ -340,11 +344,6 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> li
         out.append(f"scheduling.priority: {s.priority} becomes the Kueue label {keys.KUEUE_PRIORITY}, which only "
                    f"Kueue reads, and cluster {profile.name} names no queue (set clusters.{profile.name}.queue, "
                    "or priority_class_kind: PriorityClass)")
-    policy = RetryPolicy.from_spec(spec)
-    if jobset and policy.retry_on_system_failure:
-        out.append(f"scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without "
-                   f"limit; the launcher's cap of {policy.max_system_retries} free retries holds only for "
-                   "Indexed Jobs (clusters without JobSet)")
     if not jobset:
         out.append(no_jobset_warning(profile.name))
     return out
@@ -356,9 +355,8 @@ JOBSET_INSTALL = ("kubectl apply --server-side -f "
 
 def no_jobset_warning(cluster: str) -> str:
     return (f"cluster {cluster} has no JobSet (jobset.x-k8s.io/v1alpha2): the run is an Indexed Job, and its "
-            "retries (scheduling.max_retries) happen only while a reconciler runs: `launcher run --follow`, "
-            "`launcher reconcile [--watch]`, or the in-cluster Deployment of docs/reconciler.yaml. For restarts "
-            f"inside the cluster without one, install JobSet: {JOBSET_INSTALL}")
+            "retries (scheduling.max_retries) happen only while a launcher process observes the run (get, "
+            f"describe, logs, watch). For restarts inside the cluster, install JobSet: {JOBSET_INSTALL}")
 
 
 def _entrypoint(profile: ClusterProfile, image: str) -> tuple[list[str], list[dict], list[dict], list[dict], list[dict]]:
@@ -497,24 +495,6 @@ def _job_spec(spec: RunSpec, template: dict[str, Any], placement: Placement) -> 
     return job_spec
 
 
-def job_for_attempt(job: dict[str, Any], attempt: int) -> dict[str, Any]:
-    """Attempt `attempt` of a Job-form run, from the Job rendered at its submit (the record
-    keeps it): the same Job renumbered (its annotation, its pods' label and LAUNCHER_ATTEMPT)
-    and held (suspended) until the record points at it. Never rendered again from a profile:
-    the observer's may differ from the submitter's."""
-    out = copy.deepcopy(job)
-    number = str(attempt)
-    out["metadata"].setdefault("annotations", {})[keys.ATTEMPT] = number
-    template = out["spec"]["template"]
-    template["metadata"].setdefault("labels", {})[keys.ATTEMPT] = number
-    for container in template["spec"]["containers"]:
-        for var in container.get("env") or []:
-            if var.get("name") == contract.ATTEMPT:
-                var["value"] = number
-    out["spec"]["suspend"] = True
-    return out
-
-
 def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *,
                attempt: int = 1) -> dict[str, Any]:
     template = pod_template(spec, profile, secrets, placement, jobset=False, attempt=attempt)
@@ -533,13 +513,12 @@ def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], pl
 
 def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement) -> dict[str, Any]:
     """One replicated job of one Indexed Job: the JobSet controller restarts the whole group
-    on a failure, with no launcher watching. The run's RetryPolicy: max_retries is
-    maxRestarts; with retry_on_system_failure a disruption restarts without counting (and
-    without the policy's cap on such restarts: plan_warnings names it)."""
+    on a failure, with no launcher watching. max_retries is maxRestarts; with
+    retry_on_system_failure a disruption restarts without counting."""
     template = pod_template(spec, profile, secrets, placement, jobset=True)
-    policy = RetryPolicy.from_spec(spec)
-    failure: dict[str, Any] = {"maxRestarts": policy.max_retries}
-    if policy.retry_on_system_failure:
+    s = spec.scheduling
+    failure: dict[str, Any] = {"maxRestarts": s.max_retries}
+    if s.retry_on_system_failure:
         failure["rules"] = [{
             "name": "disruption",
             "action": "RestartJobSetAndIgnoreMaxRestarts",

@@ -1,0 +1,139 @@
+"""The CLI on the backend contract: `validate` refuses what `run` refuses (both ask
+Backend.check, as `run --dry-run` does), each command reads config.yaml, each profile
+and each kubeconfig once (the LAUNCHER_DEBUG counter, in a fresh process), and neither
+the CLI nor the dashboard imports the other."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from launcher.backends.local.backend import max_local_nodes
+from launcher.backends.registry import BACKENDS
+from launcher.config import BACKENDS as CONFIG_BACKENDS
+from tests.fakes.kube.fixtures import write_profile
+
+LAUNCHER = Path(__file__).resolve().parents[2] / "launcher"
+LONG_NAME = "a" * 50  # with its suffix, 57 characters: <name>-node-0-0 is 66, past a DNS label
+
+
+def refusals(cli, spec: Path, *args: str) -> dict[str, str]:
+    """The one error line of validate, run --dry-run and run for the same spec and target;
+    each must exit 2 without a traceback."""
+    lines = {}
+    for command in (["validate"], ["run", "--dry-run"], ["run"]):
+        r = cli(*command, "-f", str(spec), *args)
+        assert r.returncode == 2, (command, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr
+        lines[" ".join(command)] = [line for line in r.stderr.splitlines() if line.startswith("✗")][0]
+    return lines
+
+
+def test_a_name_too_long_for_the_pods_hostnames_is_refused_by_validate_as_by_run(cli, fake_kube_factory):
+    kube = fake_kube_factory(jobset=True)
+    spec = cli.spec("long", f"""
+        name: {LONG_NAME}
+        image: python:3.11-slim
+        compute: {{gpus: 0}}
+        command: "true"
+    """)
+    lines = refusals(cli, spec, "--cluster", "fake")
+    for line in lines.values():
+        assert re.fullmatch(rf"✗ name: the run name '{LONG_NAME}-[a-z0-9]{{6}}' is too long for 1 nodes: pod hostname "
+                            rf"'{LONG_NAME}-[a-z0-9]{{6}}-node-0-0' exceeds 63 characters", line), line
+    assert not [r for r in kube.requests if r[0] == "POST"], "a refused run created something"
+    assert cli("get", "runs", "-o", "name").stdout == ""
+
+
+def test_a_gpu_type_the_profile_lacks_is_refused_by_validate_as_by_run(cli, fake_kube):
+    spec = cli.spec("v100", """
+        name: gpu
+        image: python:3.11-slim
+        compute: {gpus: 8, gpu_type: v100}
+        command: "true"
+    """)
+    lines = refusals(cli, spec, "--cluster", "fake")
+    assert set(lines.values()) == {lines["validate"]}, lines
+    assert lines["validate"].startswith("✗ compute.gpu_type: unknown gpu_type 'v100' on cluster fake (known: ")
+    assert not [r for r in fake_kube.requests if r[0] == "POST"]
+
+
+def test_more_nodes_than_this_machine_runs_are_refused_by_validate_as_by_run(cli):
+    nodes = max_local_nodes() + 1
+    spec = cli.spec("wide", f"""
+        name: wide
+        image: none
+        compute: {{nodes: {nodes}}}
+        command: "true"
+    """)
+    lines = refusals(cli, spec, "--backend", "local")
+    assert set(lines.values()) == {f"✗ compute.nodes: {nodes} is more than the local backend runs on this machine: "
+                                   f"at most {max_local_nodes()} (4 per CPU core, {max_local_nodes() // 4} cores); "
+                                   "each node is a process here"}, lines
+
+
+def counted(stderr: str) -> str:
+    [line] = [line for line in stderr.splitlines() if line.startswith("debug: counted: ")]
+    return line.removeprefix("debug: counted: ")
+
+
+def test_each_profile_and_kubeconfig_is_read_once_per_command(cli, fake_kube, launcher_home):
+    write_profile(launcher_home, fake_kube, name="other")  # a second profile, the same kubeconfig file
+    kubeconfig = launcher_home / "kubeconfig"
+    cli.env["LAUNCHER_DEBUG"] = "1"
+    spec = cli.spec("hello", """
+        name: hello
+        image: python:3.11-slim
+        command: "echo hi"
+    """)
+
+    dry = cli("run", "-f", str(spec), "--dry-run", "--cluster", "fake")
+    assert dry.returncode == 0, dry.stderr
+    assert "kind: List" in dry.stdout
+    assert counted(dry.stderr) == "config read 1; profile load 1 (fake 1); kubeconfig read 0"
+
+    submitted = cli("run", "-f", str(spec), "--cluster", "fake")
+    assert submitted.returncode == 0, submitted.stderr
+    assert counted(submitted.stderr) == f"config read 1; profile load 1 (fake 1); kubeconfig read 1 ({kubeconfig} 1)"
+    [name] = re.findall(r"Run (hello-[a-z0-9]{6}) submitted", submitted.stdout + submitted.stderr)
+
+    listed = cli("get", "runs", "-o", "name")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == [name, name]  # the same namespace, seen through both profiles
+    assert counted(listed.stderr) == (f"config read 1; profile load 2 (fake 1, other 1); "
+                                      f"kubeconfig read 1 ({kubeconfig} 1)")
+
+
+def test_without_debug_nothing_is_counted_aloud(cli, fake_kube):
+    r = cli("get", "runs")
+    assert r.returncode == 0, r.stderr
+    assert "debug:" not in r.stderr
+
+
+def test_one_table_of_backends():
+    assert set(BACKENDS) == set(CONFIG_BACKENDS)
+
+
+def imported_modules(package: Path) -> dict[str, set[str]]:
+    """Every module each file of `package` imports (at the top or inside a function)."""
+    out = {}
+    for path in package.rglob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+        out[str(path.relative_to(LAUNCHER.parent))] = names
+    return out
+
+
+@pytest.mark.parametrize(("package", "other"), [("ui", "launcher.cli"), ("cli", "launcher.ui")])
+def test_neither_the_cli_nor_the_dashboard_imports_the_other(package, other):
+    found = {path: sorted(n for n in names if n == other or n.startswith(other + "."))
+             for path, names in imported_modules(LAUNCHER / package).items()}
+    assert {path: names for path, names in found.items() if names} == {}
+    assert found, f"no files under launcher/{package}"
