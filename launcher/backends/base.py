@@ -188,9 +188,18 @@ class Backend(abc.ABC):
         """All runs, newest first."""
 
     @abc.abstractmethod
-    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
+    def watch(self, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
         """Yield the run each time its status changes, starting with the current one;
-        return after yielding a terminal status."""
+        return after yielding a terminal status. With `reconcile`, also act on what is
+        due as `reconcile(name)` does (`run --follow`); without it, a watch only reads."""
+
+    def reconcile(self, name: str | None = None) -> list[Run]:
+        """Act on what the runs' observations call for, once: start a retry that is due,
+        end a run that can never start, remove what a submit that died part way left. One
+        run, or every run (newest first); return them as they are after. `get`, `list`,
+        `watch` and `logs` never act: they are reads. A backend whose runs move by
+        themselves (the local supervisor) has nothing to do."""
+        return [self.get(name)] if name is not None else self.list()
 
     @abc.abstractmethod
     def logs(

@@ -21,7 +21,8 @@ This class is a thin facade over the Backend contract:
 
   * submit.py     create the Job, the record and the Service (all or nothing);
   * observe.py    read a run's objects; status.py says what they mean;
-  * reconcile.py  act on it: restart the group for a retry, end a run that cannot start;
+  * reconcile.py  act on it: restart the group for a retry, end a run that cannot start
+                  (only `reconcile`, `watch(reconcile=True)` and submit act: reads never write);
   * watch.py      status changes from informers (informer.py);
   * follow.py     one-shot and followed logs of every rank (logs.py reads one pod);
   * lifecycle.py  stop and delete;
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     from launcher.config import Profile
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
+
+
+def newest_first(runs: list[Run]) -> list[Run]:
+    return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
 
 
 class KubernetesBackend(Backend):
@@ -125,7 +130,7 @@ class KubernetesBackend(Backend):
         from launcher.backends.kubernetes.observe import observe
         from launcher.backends.kubernetes.reconcile import settle
 
-        return settle(self.api, observe(self.api, name))
+        return settle(self.api, observe(self.api, name))  # a read: nothing is written
 
     def list(self) -> list[Run]:
         from launcher.backends.kubernetes.kubeapi import QUICK_RETRY
@@ -133,13 +138,19 @@ class KubernetesBackend(Backend):
         from launcher.backends.kubernetes.reconcile import settle
 
         # A listing is one look (often across many profiles): it fails fast rather than wait on a cluster.
-        runs = [settle(self.api, o) for o in observe_all(self.api, QUICK_RETRY)]
-        return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
+        return newest_first([settle(self.api, o) for o in observe_all(self.api, QUICK_RETRY)])
 
-    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
+    def reconcile(self, name: str | None = None) -> list[Run]:
+        from launcher.backends.kubernetes.reconcile import reconcile_all, reconcile_run
+
+        if name is not None:
+            return [reconcile_run(self.api, name)]
+        return newest_first(reconcile_all(self.api))
+
+    def watch(self, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
         from launcher.backends.kubernetes.watch import watch_run
 
-        return watch_run(self.api, name, poll_seconds=poll_seconds)
+        return watch_run(self.api, name, poll_seconds=poll_seconds, reconcile=reconcile)
 
     def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
              follow: bool = False, previous: bool = False, cancel: threading.Event | None = None) -> Iterator[LogLine]:

@@ -10,7 +10,8 @@ Where the cluster serves JobSet (jobset.x-k8s.io/v1alpha2), two objects:
                       the name <run>-node-0-0.<run>
 
 Without JobSet, three: the ConfigMap, a headless Service <run> (publishNotReadyAddresses)
-and the Indexed Job <run>, whose retries a launcher process performs when it looks.
+and the Indexed Job <run>, whose retries a reconciler performs (reconcile.py: `launcher
+reconcile`, `run --follow`), from the Job rendered here and kept in the record.
 Either way the count does not depend on the number of nodes. Secrets are referenced by
 name only (secretKeyRef, a Secret volume, imagePullSecrets): no value reaches a manifest.
 
@@ -23,6 +24,7 @@ has the launcher: `python -m launcher.entrypoint`.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ from launcher.backends.kubernetes.profiles import ClusterProfile, Placement, loa
 from launcher.errors import InputError
 from launcher.pod import contract
 from launcher.secrets.kinds import project
+from launcher.spec.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from launcher.config import Profile
@@ -344,6 +347,11 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> li
         out.append(f"scheduling.priority: {s.priority} becomes the Kueue label {keys.KUEUE_PRIORITY}, which only "
                    f"Kueue reads, and cluster {profile.name} names no queue (set clusters.{profile.name}.queue, "
                    "or priority_class_kind: PriorityClass)")
+    policy = RetryPolicy.from_spec(spec)
+    if jobset and policy.retry_on_system_failure:
+        out.append(f"scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without "
+                   f"limit; the launcher's cap of {policy.max_system_retries} free retries holds only for "
+                   "Indexed Jobs (clusters without JobSet)")
     if not jobset:
         out.append(no_jobset_warning(profile.name))
     return out
@@ -355,8 +363,9 @@ JOBSET_INSTALL = ("kubectl apply --server-side -f "
 
 def no_jobset_warning(cluster: str) -> str:
     return (f"cluster {cluster} has no JobSet (jobset.x-k8s.io/v1alpha2): the run is an Indexed Job, and its "
-            "retries (scheduling.max_retries) happen only while a launcher process observes the run (get, "
-            f"describe, logs, watch). For restarts inside the cluster, install JobSet: {JOBSET_INSTALL}")
+            "retries (scheduling.max_retries) happen only while a reconciler runs: `launcher run --follow`, "
+            "`launcher reconcile [--watch]`, or the in-cluster Deployment of docs/reconciler.yaml. For restarts "
+            f"inside the cluster without one, install JobSet: {JOBSET_INSTALL}")
 
 
 def _entrypoint(profile: ClusterProfile, image: str) -> tuple[list[str], list[dict], list[dict], list[dict], list[dict]]:
@@ -495,6 +504,24 @@ def _job_spec(spec: RunSpec, template: dict[str, Any], placement: Placement) -> 
     return job_spec
 
 
+def job_for_attempt(job: dict[str, Any], attempt: int) -> dict[str, Any]:
+    """Attempt `attempt` of a Job-form run, from the Job rendered at its submit (the record
+    keeps it): the same Job renumbered (its annotation, its pods' label and LAUNCHER_ATTEMPT)
+    and held (suspended) until the record points at it. Never rendered again from a profile:
+    the observer's may differ from the submitter's."""
+    out = copy.deepcopy(job)
+    number = str(attempt)
+    out["metadata"].setdefault("annotations", {})[keys.ATTEMPT] = number
+    template = out["spec"]["template"]
+    template["metadata"].setdefault("labels", {})[keys.ATTEMPT] = number
+    for container in template["spec"]["containers"]:
+        for var in container.get("env") or []:
+            if var.get("name") == contract.ATTEMPT:
+                var["value"] = number
+    out["spec"]["suspend"] = True
+    return out
+
+
 def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *,
                attempt: int = 1) -> dict[str, Any]:
     template = pod_template(spec, profile, secrets, placement, jobset=False, attempt=attempt)
@@ -513,12 +540,13 @@ def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], pl
 
 def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement) -> dict[str, Any]:
     """One replicated job of one Indexed Job: the JobSet controller restarts the whole group
-    on a failure, with no launcher watching. max_retries is maxRestarts; with
-    retry_on_system_failure a disruption restarts without counting."""
+    on a failure, with no launcher watching. The run's RetryPolicy: max_retries is
+    maxRestarts; with retry_on_system_failure a disruption restarts without counting (and
+    without the policy's cap on such restarts: plan_warnings names it)."""
     template = pod_template(spec, profile, secrets, placement, jobset=True)
-    s = spec.scheduling
-    failure: dict[str, Any] = {"maxRestarts": s.max_retries}
-    if s.retry_on_system_failure:
+    policy = RetryPolicy.from_spec(spec)
+    failure: dict[str, Any] = {"maxRestarts": policy.max_retries}
+    if policy.retry_on_system_failure:
         failure["rules"] = [{
             "name": "disruption",
             "action": "RestartJobSetAndIgnoreMaxRestarts",

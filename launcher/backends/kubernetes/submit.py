@@ -7,20 +7,26 @@ submission uid (the `launcher.dev/submission` label): a create retried after its
 answer was lost recognises its own object, and a clean-up deletes only objects of
 this submission. If any create fails, everything this submission created goes
 again: a run is either whole or absent, never a Job without its record.
+
+The Job form's record keeps the Job as submitted (`launcher.dev/job`): a retry creates
+the next attempt from it. A submit ends with one reconciler's pass over the namespace
+(reconcile.reconcile_all).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import TYPE_CHECKING
 
 from launcher.backends.base import Run
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
+from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi, KubeError
 from launcher.backends.kubernetes.discovery import serves_jobset
 from launcher.backends.kubernetes.render import owner_reference, plan_run
-from launcher.backends.kubernetes.status import Observed, derive, labels
-from launcher.errors import InputError
+from launcher.backends.kubernetes.attempts import Observed, labels
+from launcher.backends.kubernetes.status import derive
+from launcher.errors import InputError, LauncherError
 
 if TYPE_CHECKING:
     from launcher.backends.kubernetes.profiles import Placement
@@ -28,6 +34,8 @@ if TYPE_CHECKING:
     from launcher.spec.models import RunSpec
 
 KINDS_IN_ORDER = ("JobSet", "Job", "ConfigMap", "Service")
+# The API server holds at most 256 KiB of annotations on an object; the rest is the secrets' references.
+KEPT_JOB_LIMIT = 200_000
 
 
 def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement: Placement | None = None) -> Run:
@@ -42,6 +50,9 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
     token = uuid.uuid4().hex
     for obj in rendered.manifests:
         obj["metadata"].setdefault("labels", {})[keys.SUBMISSION] = token
+    if kind == "Job":
+        # A retry creates attempt N+1 from this Job, whoever reconciles it (their profile may differ).
+        configmap["metadata"]["annotations"][keys.RECORD_JOB] = kept_job(owner_manifest)
     try:
         created = api.create(kind, owner_manifest)
     except KubeError as e:
@@ -69,11 +80,34 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
     else:
         obs.job = created
     run, _ = derive(obs)
-    run.warnings = list(rendered.warnings)
+    run.warnings = list(rendered.warnings) + reconcile_namespace(api)
     if jobset != profile.jobset:
         run.warnings.insert(0, f"cluster {profile.name} {'now serves' if jobset else 'no longer serves'} JobSet "
                                f"(its profile says jobset: {str(profile.jobset).lower()}): the run is a {kind}")
     return run
+
+
+def reconcile_namespace(api: KubeApi) -> list[str]:
+    """A submit is also one reconciler's pass over its namespace: the Job-form retries that
+    are due and the leftovers of submits that died part way. The run is already whole, so a
+    failure here (another user's run this identity may not change) is a warning, not an error."""
+    from launcher.backends.kubernetes.reconcile import reconcile_all
+
+    try:
+        reconcile_all(api, QUICK_RETRY)
+    except LauncherError as e:
+        return [f"reconcile: {e.message}; the run was submitted"]
+    return []
+
+
+def kept_job(job: dict) -> str:
+    """The Job as the record keeps it for retries: its JSON (secretKeyRefs and Secret volumes
+    name the secrets; no value is in it), within what a ConfigMap's annotations may hold."""
+    text = json.dumps(job, sort_keys=True, separators=(",", ":"))
+    if len(text.encode()) > KEPT_JOB_LIMIT:
+        raise InputError(f"the run's Job takes {len(text.encode())} bytes; its record keeps it for retries and "
+                         f"holds at most {KEPT_JOB_LIMIT} (move large env values into files the command reads)")
+    return text
 
 
 def _clean_up(api: KubeApi, name: str, token: str) -> list[str]:

@@ -21,6 +21,7 @@ import yaml
 
 from launcher.backends.base import Backend, Capabilities, LocalArtifacts, LogLine, Plan, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
+from launcher.backends.local.logs import rank_chunks, rank_lines
 from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
@@ -29,10 +30,9 @@ from launcher.errors import InputError, LauncherError, NotFoundError
 from launcher.pod import contract, reaper
 from launcher.pod.packages import ALLOW_HOST_PACKAGES_SETTING, host_packages_refusal
 from launcher.secrets.kinds import PUBLIC_ENV, Secret, project
-from launcher.secrets.mask import Masker, MaskingStream
+from launcher.secrets.mask import Masker
 from launcher.secrets.store import LocalSecretStore
 
-LOG_CHUNK = 1 << 20
 # Node ranks are processes on this machine; past a few per core they only compete.
 NODES_PER_CORE = 4
 
@@ -304,8 +304,13 @@ class LocalBackend(Backend, LocalArtifacts):
              follow: bool = False, previous: bool = False, cancel: threading.Event | None = None) -> Iterator[LogLine]:
         attempt, ranks = self._select(name, rank, attempt, previous)
         masker = self._masker(name)
-        layout = RunLayout(self.home, name)
-        yield from _read_logs(self, name, layout, attempt, ranks, tail, follow, masker, cancel)
+
+        def attempt_over() -> bool:
+            run = self.get(name)
+            return run.status.is_terminal or run.current_attempt != attempt
+
+        yield from rank_lines(RunLayout(self.home, name), attempt, ranks, masker, tail=tail, follow=follow,
+                              attempt_over=attempt_over, cancel=cancel)
 
     def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, list[int]]:
         run = self.get(name)
@@ -325,32 +330,7 @@ class LocalBackend(Backend, LocalArtifacts):
         unless each line gets a "[rank N] " prefix. Every rank's part ends with a newline."""
         attempt, ranks = self._select(name, rank, attempt, previous)
         masker = self._masker(name)
-        layout = RunLayout(self.home, name)
-        for r in ranks:
-            path = layout.log_file(attempt, r)
-            try:
-                f = open(path, "rb")  # noqa: SIM115 - closed below
-            except FileNotFoundError:
-                continue
-            stream = MaskingStream(masker)
-            prefix = f"[rank {r}] ".encode() if prefix_ranks else b""
-            at_start, last = True, b"\n"
-            with f:
-                while True:
-                    chunk = f.read(LOG_CHUNK)
-                    data = stream.feed(chunk) if chunk else stream.flush()
-                    if data:
-                        last = data[-1:]
-                        if prefix:
-                            data = (prefix if at_start else b"") + data.replace(b"\n", b"\n" + prefix)
-                            if last == b"\n":
-                                data = data[: -len(prefix)]
-                            at_start = last == b"\n"
-                        yield data
-                    if not chunk:
-                        break
-            if last != b"\n":
-                yield b"\n"
+        yield from rank_chunks(RunLayout(self.home, name), attempt, ranks, masker, prefix_ranks=prefix_ranks)
 
     # ------------------------------------------------------------ stop / delete
 
@@ -391,58 +371,3 @@ def _age(iso: str) -> float:
 
     return (datetime.now(timezone.utc) - datetime.fromisoformat(iso)).total_seconds()
 
-
-def _read_logs(backend: LocalBackend, name: str, layout: RunLayout, attempt: int, ranks: list[int],
-               tail: int | None, follow: bool, masker: Masker, cancel: threading.Event | None = None,
-               ) -> Iterator[LogLine]:
-    """Lines from each rank's file; with follow, keep reading until the attempt is over
-    and every file is drained, or until `cancel` is set."""
-    offsets: dict[int, int] = {r: 0 for r in ranks}
-    pending: dict[int, bytes] = {r: b"" for r in ranks}
-    if tail is not None:
-        from collections import deque
-
-        for r in ranks:
-            path = layout.log_file(attempt, r)
-            if path.exists():
-                with open(path, "rb") as f:
-                    last = deque(f, maxlen=tail)
-                    offsets[r] = f.tell()
-                for raw in last:
-                    if raw.endswith(b"\n"):
-                        yield LogLine(rank=r, text=masker.mask(raw.decode("utf-8", "replace").rstrip("\n")), attempt=attempt)
-                    else:
-                        pending[r] = raw
-    while True:
-        progressed = False
-        for r in ranks:
-            path = layout.log_file(attempt, r)
-            if not path.exists():
-                continue
-            with open(path, "rb") as f:
-                f.seek(offsets[r])
-                chunk = f.read(1 << 20)
-                offsets[r] = f.tell()
-            if not chunk:
-                continue
-            progressed = True
-            data = pending[r] + chunk
-            lines = data.split(b"\n")
-            pending[r] = lines.pop()
-            for raw in lines:
-                yield LogLine(rank=r, text=masker.mask(raw.decode("utf-8", "replace")), attempt=attempt)
-        if cancel is not None and cancel.is_set():
-            return
-        if progressed:
-            continue
-        if not follow:
-            break
-        run = backend.get(name)
-        if run.status.is_terminal or run.current_attempt != attempt:
-            # One more pass to drain what was written before the end.
-            follow = False
-            continue
-        time.sleep(0.1)
-    for r in ranks:
-        if pending[r]:
-            yield LogLine(rank=r, text=masker.mask(pending[r].decode("utf-8", "replace")), attempt=attempt)
