@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from tests.conftest import wait_until
+
 SECRET = "pl4nted-s3cret-Value-7781"
 
 
@@ -20,13 +22,8 @@ def submitted_name(out: str) -> str:
 
 
 def wait_status(cli, name: str, statuses: set[str], timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rec = json.loads(cli("describe", "run", name, "-o", "json").stdout)
-        if rec["status"] in statuses:
-            return rec
-        time.sleep(0.2)
-    raise AssertionError(f"{name} never reached {statuses}: {rec['status']}")
+    return wait_until(lambda: (rec := json.loads(cli("describe", "run", name, "-o", "json").stdout))["status"] in statuses
+                      and rec, timeout, interval=0.2, message=f"{name} to be {', '.join(sorted(statuses))}")
 
 
 def test_follow_masks_secrets_and_exits_with_the_outcome(cli):
@@ -106,11 +103,8 @@ def test_two_concurrent_submissions_both_complete(cli):
 def test_killing_the_cli_while_following_leaves_the_run_to_finish(cli):
     spec = cli.spec("survive", "name: survivor\ncommand: sleep 2; echo finished\n")
     p = cli.popen("run", "-f", str(spec), "--follow")
-    deadline = time.monotonic() + 30
-    runs = []
-    while time.monotonic() < deadline and not runs:
-        runs = json.loads(cli("get", "runs", "-o", "json").stdout)
-        time.sleep(0.1)
+    runs = wait_until(lambda: json.loads(cli("get", "runs", "-o", "json").stdout), 30, interval=0.1,
+                      message="the followed run to be submitted")
     p.send_signal(signal.SIGKILL)
     p.wait()
     rec = wait_status(cli, runs[0]["name"], {"COMPLETED", "FAILED"})
@@ -121,7 +115,8 @@ def test_killing_the_cli_while_following_leaves_the_run_to_finish(cli):
 def test_ctrl_c_while_following_says_the_run_keeps_going(cli):
     spec = cli.spec("ctrlc", "name: ctrlc\ncommand: sleep 3; echo still-here\n")
     p = cli.popen("run", "-f", str(spec), "--follow")
-    time.sleep(2)
+    wait_until(lambda: [r for r in json.loads(cli("get", "runs", "-o", "json").stdout) if r["status"] == "RUNNING"],
+               30, interval=0.1, message="the followed run to be RUNNING")
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert "keeps running" in err
@@ -139,8 +134,7 @@ def test_a_run_whose_supervisor_died_is_reconciled_to_failed(cli):
     pid = db.execute("SELECT supervisor_pid FROM runs WHERE name = ?", (name,)).fetchone()[0]
     db.close()
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.3)
-    rec = json.loads(cli("describe", "run", name, "-o", "json").stdout)
+    rec = wait_status(cli, name, {"FAILED", "COMPLETED"}, timeout=10)
     assert rec["status"] == "FAILED"
     assert "supervisor process died" in rec["reason"]
     assert not [p for p in os.popen("ps -eo args").read().splitlines() if p.startswith("sleep 600")]
@@ -298,9 +292,11 @@ def test_get_runs_filters_by_status_name_and_time(cli):
     ok = cli.spec("ok", "name: good\ncommand: 'true'\n")
     bad = cli.spec("bad", "name: bad\ncommand: exit 1\n")
     assert cli("run", "-f", str(ok), "--follow").returncode == 0
-    time.sleep(1.1)  # whole seconds on the command line: keep a clear second on each side
-    between = datetime.now()
-    time.sleep(1.1)
+    # Times on the command line are whole seconds: take the first one after good was created.
+    [good] = json.loads(cli("get", "runs", "-o", "json").stdout)
+    created = datetime.fromisoformat(good["created_at"]).astimezone().replace(tzinfo=None)
+    between = wait_until(lambda: (now := datetime.now().replace(microsecond=0)) > created and now, 5,
+                         message=f"the first whole second after {created}")
     assert cli("run", "-f", str(bad), "--follow").returncode == 1
 
     def names(*args):
