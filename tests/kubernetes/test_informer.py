@@ -3,14 +3,13 @@ and its backoff starts small again after a success."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from launcher.backends.kubernetes.informer import BACKOFF_FIRST, Informer
 from launcher.backends.kubernetes.kubeapi import DEFAULT_RETRY, KubeApi
 from launcher.backends.kubernetes.profiles import load_profile
 from launcher.config import load_config
+from tests.conftest import wait_until
 
 
 @pytest.fixture
@@ -24,13 +23,8 @@ def configmap(name: str) -> dict:
     return {"metadata": {"name": name, "labels": {"app": "informed"}}, "data": {}}
 
 
-def seen_within(inf: Informer, name: str, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if inf.get(name) is not None:
-            return True
-        time.sleep(0.02)
-    return False
+def wait_seen(inf: Informer, name: str, seconds: float) -> dict:
+    return wait_until(lambda: inf.get(name), seconds, interval=0.02, message=f"the informer to see ConfigMap {name}")
 
 
 def test_watches_answered_410_gone_relist_at_once(fake_kube, api):
@@ -38,16 +32,13 @@ def test_watches_answered_410_gone_relist_at_once(fake_kube, api):
     try:
         inf.wait_synced("watch the test's ConfigMaps")
         lists = fake_kube.count(verb="list", kind="ConfigMap")
-        armed = time.monotonic()
         fake_kube.faults.gone_watches = 6
         # The open watch ends within 1 s; then six 410s, each followed by a list and a new
         # watch at once. Treated as failures
         # with backoff (0.2 s doubling), they would take over 10 s.
-        while fake_kube.faults.gone_watches and time.monotonic() - armed < 5.0:
-            time.sleep(0.02)
-        assert fake_kube.faults.gone_watches == 0, f"{fake_kube.faults.gone_watches} 410s left after 5 s"
+        wait_until(lambda: fake_kube.faults.gone_watches == 0, 5.0, interval=0.02, message="the six 410s to be answered")
         fake_kube.create("ConfigMap", "default", configmap("after-gone"))
-        assert seen_within(inf, "after-gone", 2.0)
+        wait_seen(inf, "after-gone", 2.0)
         assert fake_kube.count(verb="list", kind="ConfigMap") - lists >= 6  # a fresh list after each
         assert inf.error is None
     finally:
@@ -60,13 +51,10 @@ def test_the_backoff_starts_small_again_after_a_success(fake_kube, api):
     inf = Informer(api, "ConfigMap", "app=informed", lambda: None, watch_seconds=1).start()
     try:
         inf.wait_synced("watch the test's ConfigMaps")
-        deadline = time.monotonic() + 30
-        while inf.backoff.current <= BACKOFF_FIRST * 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert inf.backoff.current > BACKOFF_FIRST * 4, "the informer never backed off"
+        wait_until(lambda: inf.backoff.current > BACKOFF_FIRST * 4, 30, message="the informer to back off")
         # ...until a watch works again: the next failure waits the shortest time again.
         fake_kube.create("ConfigMap", "default", configmap("back"))
-        assert seen_within(inf, "back", 20)
+        wait_seen(inf, "back", 20)
         assert inf.backoff.current == BACKOFF_FIRST
         assert inf.error is None or inf.synced.is_set()
     finally:
@@ -78,23 +66,18 @@ def test_a_watch_from_a_compacted_version_relists_and_misses_nothing(fake_kube, 
     try:
         inf.wait_synced("watch the test's ConfigMaps")
         fake_kube.create("ConfigMap", "default", configmap("seen"))
-        assert seen_within(inf, "seen", 5)
+        wait_seen(inf, "seen", 5)
         relists = inf.relists
         # The informer's next watch is held at the server while things change and the
         # history is compacted: it asks from a version that is gone (410), and only a
         # fresh list brings what happened meanwhile.
         rule = fake_kube.faults.inject("watch", "configmaps", delay=1.5, times=1)
-        deadline = time.monotonic() + 10
-        while not rule.fired and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert rule.fired, "the informer did not watch again"
+        wait_until(lambda: rule.fired, 10, interval=0.02, message="the informer to watch again")
         fake_kube.create("ConfigMap", "default", configmap("after-compaction"))
         fake_kube.delete("ConfigMap", "default", "seen")
         fake_kube.compact()
-        deadline = time.monotonic() + 10
-        while (inf.get("seen") is not None or inf.get("after-compaction") is None) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert inf.get("after-compaction") is not None and inf.get("seen") is None
+        wait_until(lambda: inf.get("seen") is None and inf.get("after-compaction") is not None, 10, interval=0.02,
+                   message="the relist to bring the create and the delete")
         assert inf.expired == 1 and inf.relists == relists + 1
     finally:
         inf.stop()
