@@ -1,0 +1,182 @@
+"""The one boundary between storage clients and the user: every exception a client raises
+(databricks-sdk, botocore, requests, fsspec, OSError) becomes one of three LauncherErrors,
+in one set of words, here and nowhere else.
+
+A message reads `<service> <what happened> while <action> <url>[: <the service's own text>]`,
+and its hint says what to do. Tokens never appear: only the host, the URL and the text the
+server sent back.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from launcher.errors import InputError, LauncherError, NotFoundError
+
+
+class StorageError(LauncherError):
+    """Storage failed: an error the client's retries did not get past, or a host it could not
+    reach. Exit 1; a check that runs before any work reports it as bad input instead."""
+
+
+class StorageAccessError(InputError):
+    """Credentials that are missing or rejected, or a permission their user lacks. Exit 2."""
+
+
+class StorageNotFoundError(NotFoundError):
+    """A file, directory, Volume or bucket that is not there. Exit 2."""
+
+
+@dataclass(frozen=True)
+class Service:
+    """Who answers a store's calls, in the words of its messages."""
+
+    name: str
+    """The subject of a message: 'Databricks at https://…', 'S3 at http://…', 'the local filesystem'."""
+    address: str = ""
+    """What a connection error could not reach: 'DATABRICKS_HOST https://…'; empty: not a network service."""
+    retry_s: float = 0
+    """How long the client retried before giving up, for 'gave up after N s'."""
+    rejected_hint: str = ""
+    denied_hint: str = ""
+    reach_hint: str = ""
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+def _connection_cause(e: BaseException) -> str:
+    """A connection error in a few words: requests' text runs to several nested reprs."""
+    text = str(e)
+    for needle, words in (
+        ("Connection refused", "connection refused"),
+        ("Name or service not known", "unknown host"),
+        ("nodename nor servname", "unknown host"),
+        ("Failed to resolve", "unknown host"),
+        ("timed out", "timed out"),
+        ("Connection reset", "connection reset"),
+        ("CERTIFICATE_VERIFY_FAILED", "TLS certificate not trusted"),
+    ):
+        if needle in text:
+            return words
+    return f"{type(e).__name__}: {first_line(e)}" if first_line(e) else type(e).__name__
+
+
+def _with_text(message: str, text: str) -> str:
+    return f"{message}: {text}" if text else message
+
+
+def _databricks(e: BaseException, service: Service, doing: str) -> LauncherError | None:
+    errors = sys.modules.get("databricks.sdk.errors")
+    if errors is None or not isinstance(e, errors.DatabricksError):
+        return None
+    text = first_line(e).split(" Config: ")[0]  # the SDK appends its settings to a 403
+    if isinstance(e, errors.Unauthenticated):  # the server's text only repeats it
+        return StorageAccessError(f"{service.name} rejected the token (401 Unauthenticated) while {doing}",
+                                  hint=service.rejected_hint)
+    if isinstance(e, errors.PermissionDenied):
+        return StorageAccessError(_with_text(f"{service.name} denied access (403 Permission denied) while {doing}", text),
+                                  hint=service.denied_hint)
+    if isinstance(e, errors.NotFound):
+        return StorageNotFoundError(_with_text(f"{service.name} answered 404 Not found while {doing}", text))
+    code = e.error_code or type(e).__name__
+    return StorageError(_with_text(f"{service.name} failed ({code}) while {doing}", text))
+
+
+_S3_REJECTED = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired"}
+_S3_MISSING = {"NoSuchKey", "NoSuchBucket", "NotFound", "404"}
+
+
+def _botocore(e: BaseException, service: Service, doing: str) -> LauncherError | None:
+    exceptions = sys.modules.get("botocore.exceptions")
+    if exceptions is None:
+        return None
+    if isinstance(e, exceptions.ClientError):
+        error = e.response.get("Error", {})
+        code = str(error.get("Code", "")) or str(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+        text = str(error.get("Message", "") or "")
+        if code in _S3_REJECTED:
+            return StorageAccessError(f"{service.name} rejected the credentials ({code}) while {doing}",
+                                      hint=service.rejected_hint)
+        if code in ("AccessDenied", "403", "AllAccessDisabled"):
+            return StorageAccessError(_with_text(f"{service.name} denied access (403 {code}) while {doing}", text),
+                                      hint=service.denied_hint)
+        if code in _S3_MISSING:
+            return StorageNotFoundError(_with_text(f"{service.name} answered {code} while {doing}", text))
+        return StorageError(_with_text(f"{service.name} failed ({code or 'error'}) while {doing}", text))
+    if isinstance(e, exceptions.NoCredentialsError):
+        return StorageAccessError(f"{service.name} has no credentials to use while {doing}", hint=service.rejected_hint)
+    if isinstance(e, exceptions.EndpointConnectionError | exceptions.ConnectTimeoutError | exceptions.ConnectionClosedError):
+        return _unreachable(e, service, doing)
+    if isinstance(e, exceptions.BotoCoreError):
+        return StorageError(_with_text(f"{service.name} failed while {doing}", first_line(e) or type(e).__name__))
+    return None
+
+
+def _unreachable(cause: BaseException, service: Service, doing: str) -> StorageError:
+    after = f" (gave up after {service.retry_s:g} s)" if service.retry_s else ""
+    return StorageError(f"cannot reach {service.address or service.name}{after} while {doing}: {_connection_cause(cause)}",
+                        hint=service.reach_hint)
+
+
+def _is_connection_error(e: BaseException) -> bool:
+    requests = sys.modules.get("requests.exceptions")
+    if requests is not None and isinstance(e, requests.ConnectionError | requests.Timeout):
+        return True
+    return isinstance(e, ConnectionError | TimeoutError | socket.gaierror)
+
+
+def translate(e: BaseException, service: Service, action: str, url: str) -> LauncherError | None:
+    """The LauncherError for a client's exception, or None for one that is not the
+    storage's (a bug, which the caller lets through)."""
+    doing = f"{action} {url}"
+    if isinstance(e, TimeoutError) and service.retry_s:
+        # databricks-sdk: its retry window ran out; the cause is the last attempt's error.
+        cause = e.__cause__ or e.__context__
+        mapped = _databricks(cause, service, doing) if cause is not None else None
+        if mapped is not None:
+            return StorageError(f"{mapped.message} (still failing after {service.retry_s:g} s of retries)",
+                                hint=mapped.hint)
+        return _unreachable(cause or e, service, doing)
+    for mapping in (_databricks, _botocore):
+        mapped = mapping(e, service, doing)
+        if mapped is not None:
+            return mapped
+    if service.address and _is_connection_error(e):
+        return _unreachable(e, service, doing)
+    if isinstance(e, FileNotFoundError):
+        return StorageNotFoundError(f"{service.name} has no such file or directory while {doing}")
+    if isinstance(e, PermissionError):
+        return StorageAccessError(_with_text(f"{service.name} denied access while {doing}", e.strerror or ""),
+                                  hint=service.denied_hint)
+    if isinstance(e, ImportError):
+        return InputError(f"{url} needs a package that is not installed: {first_line(e)}")
+    if isinstance(e, OSError):
+        return StorageError(_with_text(f"{service.name} failed while {doing}",
+                                       f"{type(e).__name__}: {first_line(e)}" if first_line(e) else type(e).__name__))
+    return None
+
+
+@contextmanager
+def boundary(service: Service, action: str, url: str) -> Iterator[None]:
+    """Run a client call; what it raises leaves as the LauncherError `translate` gives."""
+    try:
+        yield
+    except LauncherError:
+        raise
+    except Exception as e:
+        mapped = translate(e, service, action, url)
+        if mapped is None:
+            raise
+        raise mapped from None
+
+
+def as_input_error(e: LauncherError) -> InputError:
+    """Before any work starts, every storage failure is the user's to fix (exit 2)."""
+    return e if isinstance(e, InputError) else InputError(e.message, hint=e.hint)
