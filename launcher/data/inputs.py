@@ -1,5 +1,6 @@
 """Input discovery and reading: text documents out of JSON Lines, Parquet, CSV, plain text
-and Hugging Face `save_to_disk` datasets, local or remote (fsspec), in fixed-size batches.
+and Hugging Face `save_to_disk` datasets, local or remote (launcher.storage: dbfs:/Volumes,
+s3://, any fsspec URL), in fixed-size batches.
 
 Batches hold exactly `batch_docs` documents (the last one fewer) whatever the files' block
 or row-group sizes, so the batch -> worker assignment, and with it the output, depends only
@@ -11,10 +12,17 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
+import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
-from launcher.errors import InputError
+from launcher.data.credentials import local_credentials
+from launcher.errors import InputError, LauncherError
+from launcher.storage import Store, is_remote, join, open_store
 
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 KINDS_BY_SUFFIX = {
@@ -34,7 +42,7 @@ JSON_BLOCK = 16 << 20  # a JSON line must fit in one block; 16 MiB covers real d
 
 @dataclass(frozen=True)
 class InputFile:
-    url: str  # a local path or an fsspec URL
+    url: str  # a local path or a storage URL
     kind: str  # jsonl | parquet | csv | text | hf
     size: int  # bytes on storage (0 when unknown), for progress only
 
@@ -45,18 +53,20 @@ class TextBatch:
     nbytes: int  # UTF-8 bytes of text, for MB/s
 
 
-def _has_scheme(path: str) -> bool:
-    return "://" in path
+def _split_pattern(pattern: str) -> tuple[str, str]:
+    """A glob split into the directory it starts from and the rest: 's3://b/in/*.jsonl' ->
+    ('s3://b/in', '*.jsonl'); no glob: (pattern, '')."""
+    if not glob.has_magic(pattern):
+        return pattern, ""
+    literal = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    root = literal.rsplit("/", 1)[0] if "/" in literal else ""
+    if not root and literal.startswith("/"):
+        root = "/"
+    return root, pattern[len(root) :].lstrip("/")
 
 
-def _fs(url: str):
-    import fsspec
-
-    try:
-        fs, path = fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as e:
-        raise InputError(f"cannot read {url}: {e}") from None
-    return fs, path
+def _store(url: str) -> Store:
+    return open_store(url, local_credentials(url))
 
 
 def kind_of(name: str) -> str | None:
@@ -68,24 +78,25 @@ def kind_of(name: str) -> str | None:
     return KINDS_BY_SUFFIX.get(os.path.splitext(low)[1])
 
 
-def _classify(fs, path: str, url: str) -> InputFile:
-    if fs.isdir(path):
-        if any(fs.exists(f"{path.rstrip('/')}/{m}") for m in HF_MARKERS):
+def _classify(store: Store, rel: str) -> InputFile:
+    url = store.url_of(rel)
+    if store.isdir(rel):
+        if any(store.exists(join(rel, m)) for m in HF_MARKERS):
             return InputFile(url, "hf", 0)
         raise InputError(
             f"{url} is a directory but not a Hugging Face dataset saved with save_to_disk; "
             f"pass its files, e.g. '{url.rstrip('/')}/*.jsonl'"
         )
-    kind = kind_of(path)
+    kind = kind_of(url)
     if kind is None:
         raise InputError(
             f"{url}: unknown input format; use .jsonl/.json, .parquet, .csv/.tsv, .txt, "
             "or a Hugging Face dataset directory"
         )
     try:
-        size = int(fs.size(path) or 0)
-    except (OSError, TypeError):
-        size = 0
+        size = store.size(rel)
+    except LauncherError:
+        size = 0  # for progress only
     return InputFile(url, kind, size)
 
 
@@ -93,28 +104,16 @@ def expand_inputs(patterns: Iterable[str]) -> list[InputFile]:
     """Expand globs (sorted, for a deterministic order) and classify every input."""
     out: list[InputFile] = []
     for pattern in patterns:
-        if _has_scheme(pattern):
-            fs, path = _fs(pattern)
-            protocol = fs.protocol[0] if isinstance(fs.protocol, tuple | list) else fs.protocol
-            unstrip = (lambda p: fs.unstrip_protocol(p)) if protocol != "file" else (lambda p: p)
-            try:
-                matches = sorted(fs.glob(path)) if glob.has_magic(path) else ([path] if fs.exists(path) else [])
-            except Exception as e:  # noqa: BLE001 - remote errors come in many types; name the input
-                raise InputError(f"cannot list {pattern}: {type(e).__name__}: {e}") from None
-            found = [(fs, m, unstrip(m)) for m in matches]
+        root, rest = _split_pattern(pattern if is_remote(pattern) else os.path.expanduser(pattern))
+        store = _store(root)
+        if rest:
+            matches = store.glob(rest)
         else:
-            import fsspec
-
-            local = fsspec.filesystem("file")
-            expanded = os.path.expanduser(pattern)
-            matches = sorted(glob.glob(expanded, recursive=True)) if glob.has_magic(expanded) else (
-                [expanded] if os.path.exists(expanded) else []
-            )
-            found = [(local, m, m) for m in matches]
-        if not found:
+            matches = [""] if store.exists() else []
+        if not matches:
             what = "no files match" if glob.has_magic(pattern) else "input not found:"
             raise InputError(f"{what} {pattern}")
-        out += [_classify(fs, path, url) for fs, path, url in found]
+        out += [_classify(store, m) for m in matches]
     return out
 
 
@@ -126,10 +125,19 @@ def _missing_column(url: str, column: str, available: Iterable[str]) -> InputErr
     return InputError(f"{url}: no column {column!r} (columns: {names}); choose one with --text-column")
 
 
-def _open(url: str):
-    import fsspec
+@contextmanager
+def _open(url: str) -> Iterator[BinaryIO]:
+    """A file for reading, decompressed by its suffix (.gz, .zst, ...)."""
+    from fsspec.compression import compr
+    from fsspec.utils import infer_compression
 
-    return fsspec.open(url, "rb", compression="infer")
+    with _store(url).open() as raw:
+        compression = infer_compression(url)
+        if compression is None:
+            yield raw
+        else:
+            with compr[compression](raw, mode="rb") as f:
+                yield f
 
 
 def _first_json_object(url: str) -> dict | None:
@@ -208,8 +216,18 @@ def _read_hf(url: str, column: str, split: str):
     import datasets
 
     datasets.disable_progress_bars()
+    store = _store(url)
+    with tempfile.TemporaryDirectory(prefix="launcher-hf-input-") as tmp:
+        local = store.local_path()
+        if local is None:  # a remote dataset is fetched whole first
+            local = Path(tmp) / "dataset"
+            store.download_tree(local)
+        yield from _hf_arrays(datasets, url, str(local), column, split)
+
+
+def _hf_arrays(datasets, url: str, path: str, column: str, split: str):
     try:
-        ds = datasets.load_from_disk(url)
+        ds = datasets.load_from_disk(path)
     except (FileNotFoundError, ValueError) as e:
         raise InputError(f"{url}: cannot load the Hugging Face dataset ({e})") from None
     if isinstance(ds, datasets.DatasetDict):

@@ -122,18 +122,19 @@ def prepare(
 ) -> PrepareSummary:
     import datasets
 
-    from launcher.data.remotedir import is_remote, remote_dir
+    from launcher.data.credentials import local_credentials
     from launcher.data.tokenizer import load_tokenizer
+    from launcher.storage import is_remote, open_store
 
     if not 0 < test_size < 1:
         raise InputError(f"--test-size must be between 0 and 1, got {test_size}")
     if max_length < 1:
         raise InputError(f"--max-length must be at least 1, got {max_length}")
     started = time.monotonic()
-    remote = remote_dir(out) if is_remote(out) else None
+    remote = open_store(out, local_credentials(out)) if is_remote(out) else None
     final = None if remote else Path(out).expanduser()
     if remote is not None:
-        if remote.list() and not overwrite:
+        if remote.files() and not overwrite:
             raise InputError(f"{out} is not empty; pass --overwrite to replace it")
     elif final.exists() and any(final.iterdir()) and not overwrite:
         raise InputError(f"{final} exists and is not empty; pass --overwrite to replace it")
@@ -157,7 +158,7 @@ def prepare(
             (stage / LABELS_FILE).write_text(json.dumps({"id2label": {str(k): v for k, v in id2label.items()}}, indent=2) + "\n")
         if remote is not None:
             if overwrite:
-                for rel in remote.list():
+                for rel in remote.files():
                     remote.delete(rel)
             remote.upload_tree(stage, last=(DICT_MARKER,))
         else:

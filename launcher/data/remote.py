@@ -3,9 +3,8 @@ looks complete.
 
 Writers always write into a local staging directory. A destination then
 - local: renames the finished staging directory to OUT/<split> (atomic on one filesystem);
-- dbfs:/Volumes/...: uploads each shard through databricks-sdk as soon as it is complete,
-  then the sidecar, then index.json last;
-- s3://, gs://, oci://: the same through streaming's own uploaders.
+- remote (dbfs:/Volumes/..., s3://, gs://): uploads each shard through launcher.storage as
+  soon as it is complete, then the sidecar, then index.json last.
 Until index.json is published, StreamingDataset and the trainer see no dataset.
 """
 
@@ -19,32 +18,13 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from launcher.data.credentials import local_credentials
 from launcher.data.format import SIDECAR_NAME
-from launcher.data.workspace import RETRY_TIMEOUT_SECONDS, workspace_client
 from launcher.errors import InputError, LauncherError
+from launcher.storage import Store, as_input_error, is_remote, open_store
 
 INDEX_NAME = "index.json"
 UPLOAD_THREADS = 4
-
-
-def databricks_error(e: Exception, what: str, *, preflight: bool = False) -> LauncherError:
-    """A one-line message for an SDK or connection error; never includes the token. Before
-    any work (preflight) every refusal is the user's to fix: exit 2."""
-    from databricks.sdk.errors import NotFound, PermissionDenied, Unauthenticated
-
-    host = os.environ.get("DATABRICKS_HOST") or "the workspace"
-    if isinstance(e, Unauthenticated):
-        return InputError(f"{what}: {host} rejected the token (401); check DATABRICKS_TOKEN")
-    if isinstance(e, PermissionDenied):
-        return InputError(f"{what}: permission denied on {host} (403): {e}")
-    if isinstance(e, NotFound):
-        return InputError(f"{what}: not found on {host}: {e}")
-    cls = InputError if preflight else LauncherError
-    if isinstance(e, TimeoutError):
-        cause = e.__cause__ or e.__context__
-        why = f": {type(cause).__name__}: {str(cause).splitlines()[0]}" if cause and str(cause) else ""
-        return cls(f"{what}: no success from {host} after {RETRY_TIMEOUT_SECONDS} s of retries{why}")
-    return cls(f"{what}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'failed'}")
 
 
 def check_out(out: str) -> str:
@@ -179,116 +159,60 @@ class _RemoteDestination(Destination):
             self._upload(name)
 
 
-class VolumeDestination(_RemoteDestination):
-    """dbfs:/Volumes/<catalog>/<schema>/<volume>/... through the Files API."""
+class StoreDestination(_RemoteDestination):
+    """dbfs:/Volumes/... (the Files API), s3://, gs://... through launcher.storage."""
 
     def __init__(self, out: str, split: str, overwrite: bool):
         super().__init__(out, split, overwrite)
-        self.path = out[len("dbfs:") :]  # /Volumes/...
-        self.volume_root = "/".join(self.path.split("/")[:5])  # /Volumes/c/s/v
-        self.client = None
+        self.store: Store | None = None
         self._replacing = False
 
-    def _remote(self, rel: str) -> str:
-        return f"{self.path}/{self.split}/{rel}"
-
     def preflight(self) -> None:
-        from databricks.sdk.errors import NotFound
-
-        self.client = workspace_client(f"--out {self.out}")
-        _, _, catalog, schema, volume = self.volume_root.split("/")
         try:
-            self.client.files.get_directory_metadata(self.volume_root)
-        except NotFound:
-            raise InputError(f"--out: Volume {catalog}.{schema}.{volume} does not exist or is not visible to this token") from None
-        except Exception as e:  # noqa: BLE001 - SDK and connection errors get one message
-            raise databricks_error(e, f"--out {self.out}", preflight=True) from None
-        try:
-            self.client.files.get_metadata(self._remote(INDEX_NAME))
-            exists = True
-        except NotFound:
-            exists = False
-        except Exception as e:  # noqa: BLE001
-            raise databricks_error(e, f"--out {self.out}", preflight=True) from None
+            store = open_store(self.out, local_credentials(self.out), what=f"--out {self.out}")
+            store.check()
+            exists = store.exists(f"{self.split}/{INDEX_NAME}")
+        except LauncherError as e:  # before any work, every refusal is the user's to fix
+            raise as_input_error(e) from None
         if exists and not self.overwrite:
             raise InputError(f"{self.url} already holds a dataset; pass --overwrite to replace it")
+        self.store = store
         self._replacing = exists
 
     def open(self) -> str:
         if self._replacing:
             # Unpublish first: while the old split is replaced, nothing looks complete.
             for name in (INDEX_NAME, SIDECAR_NAME):
-                self._delete_quietly(self._remote(name))
+                self._delete_quietly(name)
         return super().open()
 
     def _upload(self, rel: str) -> None:
-        local = os.path.join(self.stage, rel)
-        size = os.path.getsize(local)
-        try:
-            with open(local, "rb") as f:
-                self.client.files.upload(self._remote(rel), f, overwrite=True)
-            # The Files API can fail silently on upload; check the size as streaming does.
-            got = self.client.files.get_metadata(self._remote(rel)).content_length
-        except Exception as e:  # noqa: BLE001
-            raise databricks_error(e, f"uploading {self.url}/{rel}") from None
-        if got is not None and int(got) != size:
-            raise LauncherError(f"uploading {self.url}/{rel}: the Volume holds {got} bytes, expected {size}")
+        assert self.store is not None
+        self.store.upload(Path(self.stage, rel), f"{self.split}/{rel}")
 
-    def _delete_quietly(self, path: str) -> None:
+    def _delete_quietly(self, rel: str) -> None:
         try:
-            self.client.files.delete(path)
-        except Exception:  # noqa: BLE001 - best effort: an abort must not hide the first error
+            self.store.delete(f"{self.split}/{rel}")
+        except LauncherError:  # best effort: an abort must not hide the first error
             pass
 
     def abort(self) -> None:
         super().abort()
-        if self.client is None:
+        if self.store is None:
             return
         for rel in self.uploaded:
-            self._delete_quietly(self._remote(rel))
-        # Empty partition directories are harmless; remove them when the API allows.
+            self._delete_quietly(rel)
+        # Empty partition directories are harmless; remove them where the storage has them.
         for sub in sorted({os.path.dirname(r) for r in self.uploaded if os.path.dirname(r)}, reverse=True):
             try:
-                self.client.files.delete_directory(self._remote(sub))
-            except Exception:  # noqa: BLE001
+                self.store.remove_dir(f"{self.split}/{sub}")
+            except LauncherError:
                 pass
-
-
-class StreamingDestination(_RemoteDestination):
-    """s3://, gs://, oci://... through streaming's CloudUploader (its credentials, its retries)."""
-
-    uploader = None
-
-    def preflight(self) -> None:
-        try:
-            from streaming.base.storage.upload import CloudUploader
-        except ImportError:
-            raise InputError("writing to object storage needs the train extra: pip install 'launcher[train]'") from None
-        self._cloud_uploader = CloudUploader
-
-    def open(self) -> str:
-        stage = super().open()
-        try:
-            # Constructing the uploader checks that the bucket exists.
-            self.uploader = self._cloud_uploader.get((stage, self.url), keep_local=True, exist_ok=True)
-        except ImportError as e:
-            raise InputError(f"--out {self.out}: {e}") from None
-        except Exception as e:  # noqa: BLE001 - boto/gcs/oci errors: name the place
-            raise InputError(f"--out {self.out}: {type(e).__name__}: {e}") from None
-        return stage
-
-    def _upload(self, rel: str) -> None:
-        try:
-            self.uploader.upload_file(rel)
-        except Exception as e:  # noqa: BLE001
-            raise LauncherError(f"uploading {self.url}/{rel}: {type(e).__name__}: {e}") from None
 
 
 def destination(out: str, split: str, overwrite: bool = False) -> Destination:
     out = check_out(out)
-    if out.startswith("dbfs:/Volumes/"):
-        return VolumeDestination(out, split, overwrite)
-    if "://" in out:
-        return StreamingDestination(out, split, overwrite)
+    if is_remote(out):
+        return StoreDestination(out, split, overwrite)
     return LocalDestination(out, split, overwrite)
 

@@ -71,7 +71,8 @@ def test_bad_token_fails_fast_with_exit_2_and_writes_nothing(tmp_path: Path, tok
 
     assert time.monotonic() - started < 15
     assert code == 2
-    assert "rejected the token (401)" in err and "DATABRICKS_TOKEN" in err
+    assert f"Databricks at {databricks_files.host} rejected the token (401 Unauthenticated) while checking {VOL}/x" in err
+    assert "check DATABRICKS_TOKEN" in err
     assert "dapi-wrong" not in err and "Traceback" not in err
     assert databricks_files.paths("/Volumes") == []
 
@@ -143,3 +144,30 @@ def test_credentials_come_from_the_secret_store(tmp_path: Path, tokenizer_dir: P
     assert code == 0, err
     assert env["DATABRICKS_TOKEN"] not in stdout + err
     assert f"{VOL[5:]}/from-store/train/index.json" in databricks_files.paths("/Volumes/main/default/data/from-store/train")
+
+
+def test_inputs_read_from_a_volume_with_a_glob_and_compression(tmp_path: Path, tokenizer_dir: Path, volume_env,
+                                                               capsys) -> None:
+    import gzip
+
+    from tests.train.conftest import upload_tree
+
+    docs = documents(300)
+    src = tmp_path / "src"
+    write_jsonl(src / "a.jsonl", docs[:100])
+    write_jsonl(src / "b.jsonl", docs[100:200])
+    (src / "c.jsonl.gz").write_bytes(gzip.compress((write_jsonl(tmp_path / "c.jsonl", docs[200:])).read_bytes()))
+    (src / "notes.md.txt").write_text("not matched")
+    upload_tree(volume_env, src, f"{VOL}/raw")
+
+    code, stdout, err = cli_run(capsys, "data", "convert", f"{VOL}/raw/*.jsonl*", "--out", tmp_path / "out",
+                                "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ, "--workers", "2")
+
+    assert code == 0, err
+    assert json.loads((tmp_path / "out" / "train" / "launcher_dataset.json").read_text())["documents"] == 300
+    stream = expected_stream(tokenizer_dir, docs)
+    assert [t for x in read_samples(str(tmp_path / "out")) for t in x] == stream[: len(stream) // SEQ * SEQ]
+
+    code, _, err = cli_run(capsys, "data", "convert", f"{VOL}/raw/*.parquet", "--out", tmp_path / "none",
+                           "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ)
+    assert code == 2 and f"no files match {VOL}/raw/*.parquet" in err

@@ -43,7 +43,7 @@ def test_wrong_token(monkeypatch, capsys, cfg: Path, databricks_files, uc_data: 
     msg = fail_line(capsys, cfg)
     assert msg == (
         f"Databricks at {databricks_files.host} rejected the token (401 Unauthenticated) while reading "
-        f"{VOLUME}/train/index.json: check the databricks secret's DATABRICKS_TOKEN"
+        f"{VOLUME}/train/index.json: check DATABRICKS_TOKEN, or the databricks secret it comes from"
     )
     assert "dapi-wrong-token-000" not in msg
 

@@ -30,7 +30,7 @@ class HFData:
 
 def fetch(uri: str, cache: Path) -> Path:
     """A local copy of a remote dataset directory; a local path is used in place."""
-    from launcher.data.remotedir import is_remote, remote_dir
+    from launcher.storage import is_remote, open_store
 
     if not is_remote(uri):
         path = Path(uri).expanduser()
@@ -43,7 +43,7 @@ def fetch(uri: str, cache: Path) -> Path:
     if local_rank == 0:
         if not (done.is_file() and done.read_text() == uri):  # a retry reuses its copy
             done.unlink(missing_ok=True)
-            remote_dir(uri, secret_store=False).download_tree(dest)
+            open_store(uri).download_tree(dest)  # the run's credentials, from its secrets
             done.write_text(uri)
     else:
         deadline = time.monotonic() + WAIT_FOR_DATA_S

@@ -92,7 +92,7 @@ class OutputDir:
     """output_dir: local, or remote with a local staging copy that each save is uploaded from."""
 
     def __init__(self, uri: str, staging: Path):
-        from launcher.data.remotedir import is_remote
+        from launcher.storage import is_remote
 
         self.uri = uri
         self.remote = None
@@ -100,9 +100,9 @@ class OutputDir:
             self.local = staging
             # Each node's first process reads checkpoints; only global rank 0 writes them.
             if process_ranks()[1] == 0:
-                from launcher.data.remotedir import remote_dir
+                from launcher.storage import open_store
 
-                self.remote = remote_dir(uri, secret_store=False)
+                self.remote = open_store(uri)  # the run's credentials, from its secrets
         else:
             self.local = Path(uri).expanduser()
         self.writes = self.remote is not None and process_ranks()[0] == 0
@@ -124,7 +124,7 @@ class OutputDir:
                      if (self.local / n / COMPLETE_MARKER).is_file()}
             newest = max(local, default=-1)
             if self.remote is not None:
-                files = self.remote.list()
+                files = self.remote.files()
                 complete = [f.split("/")[0] for f in files if f.count("/") == 1 and f.endswith("/" + COMPLETE_MARKER)]
                 remote = max(self._steps(complete), default=-1)
                 if remote > newest:
@@ -148,7 +148,7 @@ class OutputDir:
         if not self.writes:
             return
         kept = {p.name for p in self.local.glob("checkpoint-*")}
-        for rel in self.remote.list():
+        for rel in self.remote.files():
             top = rel.split("/")[0]
             if top.startswith("checkpoint-") and top not in kept:
                 self.remote.delete(rel)
