@@ -5,11 +5,13 @@ cache (local rank 0 fetches, the others wait); a retry of the run reuses the cop
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher.data.prepare import LABELS_FILE
 from launcher.errors import InputError
 from launcher.train.hf.ranks import process_ranks
 
@@ -54,6 +56,18 @@ def fetch(uri: str, cache: Path) -> Path:
     return dest
 
 
+def labels_beside(path: Path) -> dict[int, str] | None:
+    """The id2label mapping `launcher data prepare` writes beside the data, if any."""
+    f = path / LABELS_FILE
+    if not f.is_file():
+        return None
+    try:
+        raw = json.loads(f.read_text())
+        return {int(k): str(v) for k, v in raw["id2label"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise InputError(f"{f} is not a label mapping ({{\"id2label\": {{\"0\": NAME, ...}}}})") from None
+
+
 def _file_format(files: list[str]) -> str:
     from launcher.data.inputs import kind_of
 
@@ -66,8 +80,6 @@ def _file_format(files: list[str]) -> str:
 def load_data(cfg: Any, cache: Path) -> HFData:
     import datasets
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling, DataCollatorWithPadding
-
-    from launcher.train.hf.main import labels_beside
 
     d = cfg.data
     datasets.disable_progress_bars()

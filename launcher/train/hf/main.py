@@ -18,7 +18,6 @@ s3://) gets each checkpoint as soon as it is saved; a retry resumes from the new
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -31,7 +30,6 @@ from launcher.train.hf.ranks import process_ranks
 from launcher.train.main import require_extra, run_config_command
 
 HF_EXTRA = ("torch", "transformers", "datasets", "accelerate")
-LABELS_FILE = "label_mapping.json"
 COMPLETE_MARKER = "trainer_state.json"  # written into a checkpoint last; uploaded last
 
 
@@ -268,18 +266,6 @@ def build_trainer(cfg: Any, data: Any, out: OutputDir, run_name: str | None) -> 
     # Our records replace the log dicts transformers prints to stdout.
     trainer.remove_callback(PrinterCallback)
     return trainer
-
-
-def labels_beside(path: Path) -> dict[int, str] | None:
-    """The id2label mapping `launcher data prepare` writes beside the data, if any."""
-    f = path / LABELS_FILE
-    if not f.is_file():
-        return None
-    try:
-        raw = json.loads(f.read_text())
-        return {int(k): str(v) for k, v in raw["id2label"].items()}
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise InputError(f"{f} is not a label mapping ({{\"id2label\": {{\"0\": NAME, ...}}}})") from None
 
 
 def now() -> float:
