@@ -52,7 +52,8 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, envvar="LAUNCHER_DEBUG", help="Show tracebacks for errors.")
+@click.option("--debug", is_flag=True, envvar="LAUNCHER_DEBUG",
+              help="Show tracebacks for errors, and count what the command reads (config, profiles, kubeconfigs).")
 @click.version_option(package_name="launcher", prog_name="launcher")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
