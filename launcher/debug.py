@@ -74,3 +74,9 @@ def enable() -> None:
     if _handler not in log.handlers:
         log.addHandler(_handler)
     log.setLevel(logging.DEBUG)
+
+
+def disable() -> None:
+    """Stop showing them: a command run in-process (a test) leaves the next one quiet."""
+    log.removeHandler(_handler)
+    log.setLevel(logging.NOTSET)

@@ -28,6 +28,7 @@ def run_cli(group: click.Group, argv: list[str] | None = None) -> int:
         return _run(group, argv, debug)
     finally:  # also after `run --follow`'s SystemExit
         counters.log.debug(counters.summary())
+        counters.disable()
 
 
 def _run(group: click.Group, argv: list[str] | None, debug: bool) -> int:

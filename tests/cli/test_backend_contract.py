@@ -137,3 +137,13 @@ def test_neither_the_cli_nor_the_dashboard_imports_the_other(package, other):
              for path, names in imported_modules(LAUNCHER / package).items()}
     assert {path: names for path, names in found.items() if names} == {}
     assert found, f"no files under launcher/{package}"
+
+
+def test_debug_in_process_counts_aloud_once_and_leaves_the_next_command_quiet(launcher_home, capsys):
+    from launcher.cli.errors import run_cli
+    from launcher.cli.main import cli as launcher_cli
+
+    assert run_cli(launcher_cli, ["--debug", "cluster", "list"]) == 0
+    assert "debug: counted: config read 0; profile load 0; kubeconfig read 0" in capsys.readouterr().err
+    assert run_cli(launcher_cli, ["cluster", "list"]) == 0
+    assert "debug:" not in capsys.readouterr().err
