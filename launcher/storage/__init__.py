@@ -7,8 +7,10 @@ Schemes:
 - dbfs:/Volumes/<catalog>/<schema>/<volume>/...: databricks-sdk's Files API (as streaming
   reads and writes it); DATABRICKS_HOST and DATABRICKS_TOKEN from the credentials.
 - s3://bucket/prefix: boto3, S3_ENDPOINT_URL and the AWS_* variables from the credentials.
+- gs://, oci://: mosaicml-streaming's own clients, with the credentials the trainer's
+  StreamingDataset uses.
 - a local path or file://...: this machine's filesystem.
-- any other fsspec URL (gs://, memory://, ...): fsspec, with its backend installed.
+- any other fsspec URL (memory://, https://, ...): fsspec, with its backend installed.
 
 Every failure is a LauncherError in one set of words, made at one boundary
 (launcher.storage.errors): StorageNotFoundError and StorageAccessError (exit 2),
@@ -95,6 +97,10 @@ def open_store(
         from launcher.storage.s3 import S3Store
 
         return S3Store(url, credentials, patience, what)
+    from launcher.storage.streaming_store import SCHEMES, StreamingStore
+
+    if scheme in SCHEMES:
+        return StreamingStore(url, patience, what)
     from launcher.storage.fsspec_store import FsspecStore
 
     return FsspecStore(url)

@@ -44,6 +44,9 @@ class Service:
     rejected_hint: str = ""
     denied_hint: str = ""
     reach_hint: str = ""
+    catch_all: bool = False
+    """The client raises types of its own (streaming's google and oci clients): every
+    exception from it is a storage failure, not a bug."""
 
 
 def first_line(e: BaseException) -> str:
@@ -119,6 +122,20 @@ def _botocore(e: BaseException, service: Service, doing: str) -> LauncherError |
     return None
 
 
+def _google(e: BaseException, service: Service, doing: str) -> LauncherError | None:
+    exceptions = sys.modules.get("google.api_core.exceptions")
+    if exceptions is None or not isinstance(e, exceptions.GoogleAPICallError):
+        return None
+    text = first_line(e)
+    if e.code == 401:
+        return StorageAccessError(_with_text(f"{service.name} rejected the credentials (401) while {doing}", text))
+    if e.code == 403:
+        return StorageAccessError(_with_text(f"{service.name} denied access (403) while {doing}", text))
+    if e.code == 404:
+        return StorageNotFoundError(_with_text(f"{service.name} answered 404 Not found while {doing}", text))
+    return StorageError(_with_text(f"{service.name} failed ({e.code}) while {doing}", text))
+
+
 def _unreachable(cause: BaseException, service: Service, doing: str) -> StorageError:
     after = f" (gave up after {service.retry_s:g} s)" if service.retry_s else ""
     return StorageError(f"cannot reach {service.address or service.name}{after} while {doing}: {_connection_cause(cause)}",
@@ -144,7 +161,7 @@ def translate(e: BaseException, service: Service, action: str, url: str) -> Laun
             return StorageError(f"{mapped.message} (still failing after {service.retry_s:g} s of retries)",
                                 hint=mapped.hint)
         return _unreachable(cause or e, service, doing)
-    for mapping in (_databricks, _botocore):
+    for mapping in (_databricks, _botocore, _google):
         mapped = mapping(e, service, doing)
         if mapped is not None:
             return mapped
@@ -157,7 +174,7 @@ def translate(e: BaseException, service: Service, action: str, url: str) -> Laun
                                   hint=service.denied_hint)
     if isinstance(e, ImportError):
         return InputError(f"{url} needs a package that is not installed: {first_line(e)}")
-    if isinstance(e, OSError):
+    if isinstance(e, OSError) or service.catch_all:
         return StorageError(_with_text(f"{service.name} failed while {doing}",
                                        f"{type(e).__name__}: {first_line(e)}" if first_line(e) else type(e).__name__))
     return None

@@ -1,5 +1,5 @@
-"""Every other URL scheme through fsspec (gs://, memory://, http(s)://, ...): its backend
-(gcsfs for gs://) must be installed, and reads its own credentials."""
+"""Every other URL scheme through fsspec (memory://, https://, hf://, ...): its backend
+must be installed, and reads its own credentials."""
 
 from __future__ import annotations
 

@@ -159,3 +159,17 @@ def test_local_and_fsspec_missing_files(tmp_path: Path) -> None:
     assert info.value.message == f"memory:// storage has no such file or directory while reading memory:///{id(tmp_path)}/nope"
     with pytest.raises(InputError, match="cannot open it"):
         open_store("nosuchscheme://x/y")
+
+
+def test_gs_without_credentials_says_what_streaming_needs(monkeypatch, tmp_path: Path) -> None:
+    pytest.importorskip("streaming")
+    pytest.importorskip("google.cloud.storage")
+    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GCS_KEY", "GCS_SECRET"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("NO_GCE_CHECK", "True")  # google.auth: not on a GCE machine, ask no metadata server
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud user credentials either
+    with pytest.raises(StorageAccessError) as info:
+        open_store("gs://some-bucket/x", what="--out gs://some-bucket/x").check()
+    assert info.value.exit_code == 2
+    assert info.value.message.startswith("--out gs://some-bucket/x: Either set the environment variables `GCS_KEY` and "
+                                         "`GCS_SECRET`")
