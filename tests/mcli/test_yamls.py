@@ -31,6 +31,11 @@ def call(launcher_home, capsys):
     return invoke
 
 
+def allow_host_packages(home: Path) -> None:
+    """Let apt_packages install on this machine (clusters.local.allow_host_packages)."""
+    (home / "config.yaml").write_text(yaml.safe_dump({"clusters": {"local": {"allow_host_packages": True}}}))
+
+
 @pytest.mark.parametrize("key", list(TABLE))
 def test_each_mcli_yaml_validates_and_dry_runs_for_both_backends(key, call, tmp_path, launcher_home):
     template, base, max_seq_len, _ = TABLE[key]
@@ -42,7 +47,7 @@ def test_each_mcli_yaml_validates_and_dry_runs_for_both_backends(key, call, tmp_
         for args in (["validate"], ["run", "--dry-run", "--backend", "local"]):
             code, _, err = call(*args, "-f", spec)
             assert code == 2 and "apt_packages: the local backend does not install system packages" in err, err
-        (launcher_home / "config.yaml").write_text(yaml.safe_dump({"clusters": {"local": {"allow_host_packages": True}}}))
+        allow_host_packages(launcher_home)
 
     code, out, err = call("validate", "-f", spec)
     assert code == 0, err
@@ -67,7 +72,8 @@ def test_each_mcli_yaml_validates_and_dry_runs_for_both_backends(key, call, tmp_
         assert "names no cluster profile here" in err
 
 
-def test_the_full_083_yaml_maps_integrations_and_notes_platform_fields(call, tmp_path):
+def test_the_full_083_yaml_maps_integrations_and_notes_platform_fields(call, tmp_path, launcher_home):
+    allow_host_packages(launcher_home)  # its apt_packages: a dry-run refuses them here, as run does, otherwise
     spec = tmp_path / "full.yaml"
     spec.write_text(render(TABLE["full-0.8.3"][0], NO_SERVER))
     code, out, err = call("run", "-f", spec, "--dry-run", "--backend", "local", "-o", "json")
