@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import InputError
+from launcher.storage import is_remote
 
 TMP_ROOT = "launcher-streaming"
 LOADERS = ("train_loader", "eval_loader")
@@ -51,10 +52,6 @@ def _unnamed_run(env: Mapping[str, str]) -> str:
     return f"pid-{os.getpid()}"
 
 
-def _is_remote(uri: str | None) -> bool:
-    return bool(uri) and ("://" in uri or uri.startswith("dbfs:/"))  # type: ignore[operator]
-
-
 def assign_caches(cfg: Any, env: Mapping[str, str] | None = None) -> list[Path]:
     """Give every dataset that streams from a remote and has no `local` its own cache
     directory (set on the config). Returns the directories chosen, for `remove_caches`."""
@@ -67,7 +64,7 @@ def assign_caches(cfg: Any, env: Mapping[str, str] | None = None) -> list[Path]:
         if loader is None:
             continue
         ds = loader.dataset
-        if ds.local is None and _is_remote(ds.remote):
+        if ds.local is None and is_remote(ds.remote):
             ds.local = str(root / loader_name)
             chosen.append(root / loader_name)
     return chosen
