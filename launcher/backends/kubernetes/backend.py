@@ -63,7 +63,7 @@ class KubernetesBackend(Backend):
         self.profile = profile if isinstance(profile, ClusterProfile) else load_profile(profile)
         self.home = home
         self._api: KubeApi | None = None
-        self._placements: dict[tuple[str, str], Placement] = {}
+        self._placement_of: tuple[tuple[str, str], Placement] | None = None
 
     @classmethod
     def open(cls, profile: Profile, home: Path) -> KubernetesBackend:
@@ -73,9 +73,9 @@ class KubernetesBackend(Backend):
         """The spec's placement on this profile, resolved once: check, plan and submit of
         one run share it."""
         key = (spec.name, spec.compute.model_dump_json())
-        if key not in self._placements:
-            self._placements[key] = resolve_placement(spec, self.profile)
-        return self._placements[key]
+        if self._placement_of is None or self._placement_of[0] != key:
+            self._placement_of = (key, resolve_placement(spec, self.profile))
+        return self._placement_of[1]
 
     def check(self, spec: RunSpec) -> None:
         """Everything rendering refuses (a gpu_type the profile lacks, GPUs that do not fit
