@@ -1,6 +1,6 @@
 """Input discovery and reading: text documents out of JSON Lines, Parquet, CSV, plain text
 and Hugging Face `save_to_disk` datasets, local or remote (launcher.storage: dbfs:/Volumes,
-s3://, any fsspec URL), in fixed-size batches.
+s3://, gs://, any fsspec URL), in fixed-size batches.
 
 Batches hold exactly `batch_docs` documents (the last one fewer) whatever the files' block
 or row-group sizes, so the batch -> worker assignment, and with it the output, depends only

@@ -1,6 +1,7 @@
 """The one boundary between storage clients and the user: every exception a client raises
-(databricks-sdk, botocore, requests, fsspec, OSError) becomes one of three LauncherErrors,
-in one set of words, here and nowhere else.
+(databricks-sdk, botocore, requests, google-api-core, fsspec, OSError) becomes one of three
+LauncherErrors, in one set of words, here and nowhere else. Stores wrap each client call
+in `boundary()`; an exception that is none of these is a bug and passes through.
 
 A message reads `<service> <what happened> while <action> <url>[: <the service's own text>]`,
 and its hint says what to do. Tokens never appear: only the host, the URL and the text the
