@@ -159,6 +159,21 @@ def test_retries_restart_the_group_and_attempts_are_visible(cli):
     assert "second" not in cli("logs", "--attempt", "1").stdout
 
 
+def test_retry_on_system_failure_is_named_as_not_honoured_and_every_failure_counts(cli):
+    spec = cli.spec("system", """\
+        name: system-retries
+        command: echo attempt $LAUNCHER_ATTEMPT; exit 3
+        scheduling: {max_retries: 1, retry_on_system_failure: true}
+        """)
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "scheduling.retry_on_system_failure: ignored by the local backend" in r.stderr
+    # max_retries still holds: one retry, then the run fails.
+    assert r.stdout.count("attempt 1") == 1 and r.stdout.count("attempt 2") == 1 and "attempt 3" not in r.stdout
+    rec = json.loads(cli("describe", "run", "-o", "json").stdout)
+    assert [a["status"] for a in rec["attempts"]] == ["FAILED", "FAILED"]
+
+
 def test_two_nodes_get_the_rank_environment(cli):
     spec = cli.spec("multi", """\
         name: two-nodes

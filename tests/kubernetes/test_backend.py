@@ -28,9 +28,10 @@ def run_spec(name: str, command: str, **fields) -> RunSpec:
 
 
 def follow(backend, name: str, timeout: float = 60) -> list:
+    """The run's statuses until it ends, reconciling it as `run --follow` does."""
     seen = []
     start = time.monotonic()
-    for run in backend.watch(name, poll_seconds=0.05):
+    for run in backend.watch(name, poll_seconds=0.05, reconcile=True):
         seen.append(run)
         assert time.monotonic() - start < timeout, f"{name} did not end in {timeout}s: {seen[-1]}"
     return seen

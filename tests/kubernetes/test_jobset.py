@@ -66,7 +66,12 @@ def submit_detached(tmp_path: Path, spec: dict) -> str:
     done = subprocess.run([*LAUNCHER, "run", "-f", str(path), "--cluster", "fake"], capture_output=True,
                           text=True, timeout=60, env=os.environ)
     assert done.returncode == 0, done.stderr
-    assert "JobSet" not in done.stderr  # no "no JobSet" warning on a cluster that serves it
+    assert "has no JobSet" not in done.stderr  # no "no JobSet" warning on a cluster that serves it
+    if (spec.get("scheduling") or {}).get("retry_on_system_failure"):
+        assert "scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without limit" \
+            in done.stderr
+    else:
+        assert "JobSet" not in done.stderr
     return re.search(r"Run (\S+) submitted", done.stdout + done.stderr).group(1)
 
 
@@ -233,5 +238,5 @@ def test_cluster_add_detects_jobset_and_submit_warns_without_it(fake_kube_progra
     assert launcher("run", "-f", str(spec), "--cluster", "plain") == 0
     err = capsys.readouterr().err
     assert err.count("has no JobSet") == 1
-    assert "retries (scheduling.max_retries) happen only while a launcher process observes the run" in err
+    assert "retries (scheduling.max_retries) happen only while a reconciler runs" in err
     assert "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/" in err

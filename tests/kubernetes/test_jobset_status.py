@@ -8,7 +8,8 @@ import json
 
 from launcher.backends.base import RunStatus
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.status import Observed, attempt_of, derive
+from launcher.backends.kubernetes.attempts import Observed, attempt_of
+from launcher.backends.kubernetes.status import derive
 
 RUN = "group-abc123"
 T0 = "2026-12-01T10:00:00+00:00"

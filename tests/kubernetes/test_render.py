@@ -253,7 +253,10 @@ def test_fields_the_cluster_cannot_honour_are_named_warnings():
     assert plan_run(spec(scheduling={"max_retries": 1}), PROFILE, []).warnings == []
     [no_jobset] = plan_run(spec(scheduling={"max_retries": 1}), JOB_PROFILE, []).warnings
     assert no_jobset.startswith("cluster gpu-cluster has no JobSet (jobset.x-k8s.io/v1alpha2)")
-    assert "only while a launcher process observes the run" in no_jobset
+    assert "happen only while a reconciler runs: `launcher run --follow`, `launcher reconcile [--watch]`" in no_jobset
+    [uncapped] = plan_run(spec(scheduling={"retry_on_system_failure": True}), PROFILE, []).warnings
+    assert uncapped.startswith("scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run "
+                               "without limit")
     assert "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/" in no_jobset
     with pytest.raises(InputError, match=r"metadata.bad key: not usable as a Kubernetes annotation name"):
         plan_run(spec(metadata={"bad key": 1}), PROFILE, [])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from launcher.backends.base import RunStatus
-from launcher.backends.kubernetes.status import Observed, derive, retry_allowed
+from launcher.backends.kubernetes.attempts import Observed
+from launcher.backends.kubernetes.status import derive, retry_allowed
 
 T0, T1 = "2025-01-01T00:00:00Z", "2025-01-01T00:00:05Z"
 
