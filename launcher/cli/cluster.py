@@ -74,8 +74,8 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
                + (" and made it current" if make_current else ""))
     if jobset is not None:
         info("JobSet: served; failed attempts restart in the cluster" if jobset else
-             "JobSet: not served; retries happen only while a launcher process observes a run "
-             "(see docs/kubernetes.md to install JobSet)")
+             "JobSet: not served; retries happen only while a reconciler runs (`launcher reconcile "
+             "--watch`, docs/reconciler.yaml; see docs/kubernetes.md to install JobSet)")
 
 
 def _detect_jobset(name: str, backend) -> bool | None:
