@@ -59,6 +59,8 @@ def test_reads_of_a_run_whose_retry_is_due_write_nothing(fake_kube, capsys):
     assert f"Status:     PENDING ({run.reason})" in capsys.readouterr().out
     assert run_cli(cli, ["get", "runs", "-o", "json"]) == 0
     assert [(r["name"], r["reason"]) for r in json.loads(capsys.readouterr().out)] == [(spec.name, run.reason)]
+    assert run_cli(cli, ["logs", spec.name, "-f"]) == 0  # attempt 1 is over: it ends, saying what is due
+    assert f"attempt 1 of run {spec.name} ended (FAILED); the run is PENDING: {run.reason}" in capsys.readouterr().err
     assert writes(fake_kube)[before:] == [], "a read wrote to the cluster"
     assert [j["metadata"]["annotations"]["launcher.dev/attempt"] for j in jobs_added(fake_kube, spec.name)] == ["1"]
 
