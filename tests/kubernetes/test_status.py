@@ -92,6 +92,22 @@ def test_queued_reason_is_the_newest_failed_scheduling_event():
     assert run.reason == "rank 0 is waiting for a node: 0/12 nodes are available: 12 Insufficient nvidia.com/gpu."
 
 
+def test_retry_policy_is_the_same_from_a_spec_or_its_record_and_caps_free_retries():
+    from launcher.spec.models import RunSpec
+    from launcher.spec.retry import MAX_SYSTEM_RETRIES, RetryPolicy
+
+    scheduling = {"max_retries": 1, "retry_on_system_failure": True}
+    spec = RunSpec.model_validate({"name": "r", "command": "x", "scheduling": scheduling})
+    policy = RetryPolicy.from_spec(spec)
+    assert policy == RetryPolicy.from_spec(spec.to_submitted()) == RetryPolicy(1, True)
+    assert policy.allows(["system"] * (MAX_SYSTEM_RETRIES - 1), "system")
+    assert not policy.allows(["system"] * MAX_SYSTEM_RETRIES, "system")  # a broken node pool ends
+    assert policy.allows(["system"] * MAX_SYSTEM_RETRIES, "user")  # and user failures still have theirs
+    assert not RetryPolicy().allows([], "user") and not RetryPolicy(5).allows([], "stopped")
+    # A stopped attempt is no failure: it does not use up a retry.
+    assert retry_allowed({"scheduling": {"max_retries": 1}}, [{"status": "STOPPED", "failure": "stopped"}], "user")
+
+
 def test_retry_accounting():
     spec = {"scheduling": {"max_retries": 1, "retry_on_system_failure": True}}
     user = {"status": "FAILED", "failure": "user"}
