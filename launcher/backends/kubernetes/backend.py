@@ -6,8 +6,9 @@ Objects and attempts
 --------------------
 The ConfigMap <run> is the run's durable record: the submitted spec, the
 parameters, and annotations listing the secrets it uses (names, kinds, options;
-never values), the attempts that already ended, and a final status when the
-launcher itself ended the run (stop, or a container that can never start).
+never values), the attempts that already ended, a final status when the
+launcher itself ended the run (stop, or a container that can never start), and in
+the Job form the Job as submitted, from which a retry creates the next attempt.
 
 The Job <run> is the current attempt. Its pods are named by the Job controller,
 with hostnames <run>-<rank> under the Service <run>, so MASTER_ADDR

@@ -54,7 +54,7 @@ from launcher.backends.kubernetes.attempts import (
     spec_of,
     ts,
 )
-from launcher.backends.kubernetes.kubeapi import RequestRetry, KubeApi, KubeError, retry_on_conflict
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, RequestRetry, retry_on_conflict
 from launcher.backends.kubernetes.observe import observe, observe_all
 from launcher.backends.kubernetes.render import job_for_attempt, owner_reference, render_job, secrets_from_refs
 from launcher.backends.kubernetes.status import derive
