@@ -197,8 +197,8 @@ class Backend(abc.ABC):
         """Act on what the runs' observations call for, once: start a retry that is due,
         end a run that can never start, remove what a submit that died part way left. One
         run, or every run (newest first); return them as they are after. `get`, `list`,
-        `watch` and `logs` never act: they are reads. A backend whose runs move by
-        themselves (the local supervisor) has nothing to do."""
+        `logs` and a `watch` without `reconcile` never act: they are reads. A backend whose
+        runs move by themselves (the local supervisor) has nothing to do."""
         return [self.get(name)] if name is not None else self.list()
 
     @abc.abstractmethod
