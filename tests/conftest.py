@@ -40,6 +40,22 @@ def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 
         time.sleep(interval)
 
 
+def read_terminal(master: int) -> bytes:
+    """What a program wrote to the other side of the pseudo-terminal `master` (pty.openpty),
+    until its last writer closed that side; closes `master`."""
+    shown = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: no writer is left
+            break
+        if not chunk:
+            break
+        shown.append(chunk)
+    os.close(master)
+    return b"".join(shown)
+
+
 @pytest.fixture
 def launcher_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private LAUNCHER_HOME, so tests never touch ~/.launcher."""

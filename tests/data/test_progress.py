@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("streaming", reason="needs the train extra")
 
+from tests.conftest import read_terminal  # noqa: E402
+
 from .conftest import documents, expected_stream, write_jsonl  # noqa: E402
 
 pytestmark = pytest.mark.train
@@ -35,16 +37,7 @@ def test_on_a_terminal_convert_shows_documents_tokens_and_mb_per_second(tmp_path
     proc = subprocess.Popen(convert_command(tmp_path, tokenizer_dir, docs), stdout=subprocess.PIPE,
                             stderr=terminal, env=env)
     os.close(terminal)
-    shown = b""
-    while True:  # the terminal's side, until the process closes it
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: no writer left
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(master)
+    shown = read_terminal(master)
     out = proc.communicate(timeout=120)[0].decode()
     assert proc.returncode == 0, shown.decode(errors="replace")
     text = ESCAPES.sub("", shown.decode(errors="replace")).replace("\r", "\n")

@@ -14,6 +14,7 @@ import pytest
 
 from launcher.cli.errors import run_cli
 from launcher.cli.main import cli
+from tests.conftest import read_terminal
 
 from .logdata import ATTEMPT_1, ATTEMPT_2, attempt_lines, expected_points, expected_time, loss, step_line
 
@@ -225,18 +226,9 @@ def test_follow_on_a_terminal_redraws_the_plot_and_table(runs):
     proc = subprocess.Popen([sys.executable, "-m", "launcher", "metrics", name, "--follow", "--plot"],
                             stdout=slave, stderr=slave, env=env)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
+    shown = read_terminal(master)
     assert proc.wait(timeout=60) == 0
-    os.close(master)
-    frames = b"".join(chunks).decode().split("\x1b[H\x1b[2J")[1:]
+    frames = shown.decode().split("\x1b[H\x1b[2J")[1:]
     assert len(frames) >= 3  # waiting, part of the curve, the whole curve
     assert "waiting for the first metrics" in frames[0]
     last = frames[-1]
