@@ -14,6 +14,7 @@ from launcher.config import load_config
 from launcher.errors import InputError, NotFoundError
 from launcher.secrets.kinds import Secret, SecretKind
 from launcher.spec.models import RunSpec
+from tests.conftest import wait_until
 from tests.kubernetes.specs import WORKER
 
 SECRET = "tok-Very-Secret-987"
@@ -95,10 +96,8 @@ def test_stop_keeps_the_record_and_delete_removes_everything(backend, fake_kube)
     stopped = backend.stop(spec.name)
     assert stopped.status is RunStatus.STOPPED
     assert stopped.reason == "stopped by the user"
-    deadline = time.monotonic() + 20
-    while fake_kube.pods(labels=f"launcher.dev/run={spec.name}") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert fake_kube.pods(labels=f"launcher.dev/run={spec.name}") == []
+    wait_until(lambda: fake_kube.pods(labels=f"launcher.dev/run={spec.name}") == [], 20, interval=0.1,
+               message="the stopped run's pods to go")
     again = backend.get(spec.name)
     assert again.status is RunStatus.STOPPED and again.attempts[-1].status is RunStatus.STOPPED
     assert [r.name for r in backend.list()] == [spec.name]
@@ -128,17 +127,17 @@ def test_submit_creates_three_objects_owned_by_the_job(backend, fake_kube):
     assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
     # Deleting the Job alone (background) takes the Service and the ConfigMap with it.
     backend.api.delete("Job", spec.name, propagation="Background")
-    deadline = time.monotonic() + 10
-    while fake_kube.list("ConfigMap", "default", f"launcher.dev/run={spec.name}")[0] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: fake_kube.list("ConfigMap", "default", f"launcher.dev/run={spec.name}")[0] == [], 10,
+               message="the ConfigMap to go with its Job")
     assert fake_kube.list("Service", "default", f"launcher.dev/run={spec.name}")[0] == []
-    assert fake_kube.list("ConfigMap", "default", f"launcher.dev/run={spec.name}")[0] == []
 
 
 def test_list_is_newest_first(backend, fake_kube):
-    for name in ("first-abc123", "second-abc123"):
-        backend.submit(run_spec(name, "true"), [])
-        time.sleep(1.1)  # creationTimestamp has one-second resolution
+    backend.submit(run_spec("first-abc123", "true"), [])
+    # creationTimestamp has one-second resolution: the second run is created a second later.
+    submitted = int(time.time())
+    wait_until(lambda: int(time.time()) > submitted, 5, message="the next whole second")
+    backend.submit(run_spec("second-abc123", "true"), [])
     names = [r.name for r in backend.list()]
     assert names == ["second-abc123", "first-abc123"]
     assert all(r.cluster == "fake" for r in backend.list())

@@ -10,18 +10,15 @@ import pytest
 
 from launcher.backends.base import RunStatus
 from launcher.secrets.kinds import Secret, SecretKind
+from tests.conftest import wait_until
 from tests.kubernetes.conftest import make_backend
 from tests.kubernetes.test_backend import follow, run_spec, worker
 
 
 def wait_for(backend, name: str, status: RunStatus, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while True:
-        run = backend.get(name)
-        if run.status is status:
-            return run
-        assert time.monotonic() < deadline, f"{name} stayed {run.status} ({run.reason}), not {status}"
-        time.sleep(0.1)
+    """The run once it is `status`."""
+    return wait_until(lambda: (run := backend.get(name)).status is status and run, timeout, interval=0.1,
+                      message=lambda: f"{name} to be {status} (it is {backend.get(name).status})")
 
 
 @pytest.mark.parametrize("resolution_ns", [1_000_000, 1_000_000_000], ids=["ms", "s"])

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.kubernetes.conftest import make_backend
 from tests.kubernetes.test_backend import run_spec, worker
 from tests.kubernetes.test_cli import launcher
@@ -28,17 +29,13 @@ def test_a_late_rank_is_attached_at_once_while_another_is_chatty(fake_kube_facto
                     compute={"gpus": 16, "gpu_type": "h100_80gb"})
     backend.submit(spec, [])
 
-    def add_node_when_rank_0_runs() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            pods = kube.pods(labels=f"launcher.dev/run={spec.name}")
-            if any(p["status"].get("phase") == "Running" for p in pods):
-                time.sleep(0.5)
-                kube.nodes.append(gpu_node(1))
-                return
-            time.sleep(0.05)
+    def add_node_when_rank_0_is_chatty() -> None:
+        # Rank 1 starts late: once rank 0 (the only container yet) has printed 300 lines.
+        wait_until(lambda: any(len(c.lines) >= 300 for c in list(kube.containers.values())), 30,
+                   message="rank 0 to print 300 lines")
+        kube.nodes.append(gpu_node(1))
 
-    threading.Thread(target=add_node_when_rank_0_runs, daemon=True).start()
+    threading.Thread(target=add_node_when_rank_0_is_chatty, daemon=True).start()
     lines = list(backend.logs(spec.name, follow=True, tail=5))
     rank1 = [ln.text for ln in lines if ln.rank == 1 and ln.text.startswith("rank 1 line")]
     # Rank 1 started after the command began: none of its lines is lost to --tail or a late attach.
@@ -81,11 +78,9 @@ def _follow_threads(before: set[int]) -> list[str]:
             if t.ident not in before and t.name.startswith(("logs-", "informer-"))]
 
 
-def _wait_gone(before: set[int], seconds: float = 5.0) -> list[str]:
-    deadline = time.monotonic() + seconds
-    while (left := _follow_threads(before)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
+def wait_gone(before: set[int], seconds: float = 5.0) -> None:
+    wait_until(lambda: not _follow_threads(before), seconds,
+               message=lambda: f"the follow's threads to end (left: {_follow_threads(before)})")
 
 
 def test_a_follow_of_a_quiet_pod_that_is_cancelled_or_closed_lets_go_of_its_threads(fake_kube):
@@ -100,7 +95,7 @@ def test_a_follow_of_a_quiet_pod_that_is_cancelled_or_closed_lets_go_of_its_thre
         lines = backend.logs(spec.name, follow=True)
         assert next(ln.text for ln in lines if ln.text == "rank 0 line 0")
         lines.close()
-        assert _wait_gone(before) == []
+        wait_gone(before)
 
         # Cancelled from another thread while it waits for a line.
         before = {t.ident for t in threading.enumerate()}
@@ -114,10 +109,12 @@ def test_a_follow_of_a_quiet_pod_that_is_cancelled_or_closed_lets_go_of_its_thre
 
         threading.Thread(target=consume, daemon=True).start()
         assert seen.wait(30), "the pod's line never came"
-        time.sleep(0.5)  # waiting for the next line now
+        # Kept as a sleep: nothing outside says that the follow now waits for the next line (two
+        # minutes away), so give it half a second of that wait before cancelling it.
+        time.sleep(0.5)
         cancel.set()
         assert ended.wait(3), "the cancelled follow did not end"
-        assert _wait_gone(before) == []
+        wait_gone(before)
     finally:
         backend.delete(spec.name)
         backend.close()

@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import yaml
 
 from launcher.cli.errors import run_cli
 from launcher.cli.main import cli
+from tests.conftest import wait_until
 from tests.entrypoint.conftest import commit_file, git
 from tests.entrypoint.images import RUNTIME_IMAGE_GLOB, build_runtime, make_image, wheel
 from tests.fakes.git_http import GitHTTPServer
@@ -42,16 +42,6 @@ def launcher(*args: str) -> int:
 def api_get(kube, path: str) -> dict:
     with urllib.request.urlopen(kube.url + path, timeout=10) as resp:
         return json.loads(resp.read())
-
-
-def wait_for(what: str, predicate, timeout: float = 90.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def jobset_status(kube, name: str) -> dict:
@@ -93,7 +83,8 @@ def _spec(command: str, **scheduling) -> dict:
 
 def _restart_once(kube, tmp_path) -> str:
     name = submit_detached(tmp_path, _spec(FAIL_RANK_1_ONCE, max_retries=1))
-    status = wait_for("the JobSet to complete", lambda: (s := jobset_status(kube, name)).get("terminalState") and s)
+    status = wait_until(lambda: (s := jobset_status(kube, name)).get("terminalState") and s, 90, interval=0.3,
+                        message="the JobSet to complete")
     assert status["terminalState"] == "Completed" and status["restarts"] == 1
     return name
 
@@ -124,10 +115,11 @@ def test_a_preemption_does_not_count_against_max_retries(jobset_cluster, tmp_pat
                f'else {worker("--lines", "2")}; fi')
     name = submit_detached(tmp_path, _spec(command, max_retries=0, retry_on_system_failure=True))
     pods = f"/api/v1/namespaces/default/pods?labelSelector=launcher.dev/run%3D{name}"
-    running = wait_for("attempt 1 running", lambda: [
-        p for p in api_get(kube, pods)["items"] if (p.get("status") or {}).get("phase") == "Running"])
+    running = wait_until(lambda: [p for p in api_get(kube, pods)["items"] if (p.get("status") or {}).get("phase") == "Running"],
+                         90, interval=0.3, message="attempt 1 running")
     kube.evict(running[0]["metadata"]["name"])
-    status = wait_for("the JobSet to complete", lambda: (s := jobset_status(kube, name)).get("terminalState") and s)
+    status = wait_until(lambda: (s := jobset_status(kube, name)).get("terminalState") and s, 90, interval=0.3,
+                        message="the JobSet to complete")
     assert status["terminalState"] == "Completed"
     assert status["restarts"] == 1 and status.get("restartsCountTowardsMax", 0) == 0
     out = describe(capsys, name)
@@ -141,7 +133,8 @@ def test_exhausting_max_retries_ends_failed_with_the_reason(jobset_cluster, tmp_
     kube = jobset_cluster
     command = worker("--lines", "6", "--interval", "0.1", "--fail-rank", "1", "--fail-code", "3")
     name = submit_detached(tmp_path, _spec(command, max_retries=1))
-    status = wait_for("the JobSet to fail", lambda: (s := jobset_status(kube, name)).get("terminalState") and s)
+    status = wait_until(lambda: (s := jobset_status(kube, name)).get("terminalState") and s, 90, interval=0.3,
+                        message="the JobSet to fail")
     assert status["terminalState"] == "Failed" and status["restarts"] == 1
     out = describe(capsys, name)
     assert re.search(r"Status:     FAILED \(rank 1 exited with code 3; .*max number of restarts", out)

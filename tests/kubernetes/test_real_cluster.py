@@ -24,6 +24,7 @@ from launcher.backends.kubernetes.secrets import KubernetesSecretStore
 from launcher.config import load_config
 from launcher.secrets.kinds import Secret, SecretKind
 from launcher.spec.models import RunSpec
+from tests.conftest import wait_until
 from tests.kubernetes.specs import WORKER
 
 pytestmark = [
@@ -110,12 +111,9 @@ def test_unschedulable_is_queued_with_a_reason(cluster):
     backend, _, made, _ = cluster
     spec = spec_with_worker(made, compute={"gpus": 8, "gpu_type": "h100_80gb"})
     backend.submit(spec, [])
-    deadline = time.monotonic() + 60
-    run = backend.get(spec.name)
-    while not (run.status is RunStatus.QUEUED and run.reason) and time.monotonic() < deadline:
-        time.sleep(1)
-        run = backend.get(spec.name)
-    assert run.status is RunStatus.QUEUED and "nodes are available" in run.reason
+    run = wait_until(lambda: (run := backend.get(spec.name)).status is RunStatus.QUEUED and run.reason and run, 60,
+                     interval=1, message="the run to be QUEUED with a reason")
+    assert "nodes are available" in run.reason
     assert backend.stop(spec.name).status is RunStatus.STOPPED
 
 

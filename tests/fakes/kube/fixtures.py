@@ -8,12 +8,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.fakes.kube.client import RemoteKube
 from tests.fakes.kube.cluster import FakeKube
 
@@ -44,14 +44,13 @@ class KubeProgram(RemoteKube):
     def _wait_ready(self) -> str:
         import json
 
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while time.monotonic() < deadline:
+        def listening() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the fake exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            if self.kubeconfig.exists():
-                return json.loads(self.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-            time.sleep(0.05)
-        raise RuntimeError(f"the fake did not listen within {STARTUP_SECONDS}s: {self.log.read_text()[-2000:]}")
+            return self.kubeconfig.exists()  # written once it listens
+
+        wait_until(listening, STARTUP_SECONDS, message=lambda: f"the fake to listen: {self.log.read_text()[-2000:]}")
+        return json.loads(self.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
 
     def write_kubeconfig(self, path: Path, context: str = "fake") -> Path:
         shutil.copyfile(self.kubeconfig, path)
