@@ -38,7 +38,7 @@ def test_stop_during_a_restart_lets_no_pod_of_the_next_attempt_run(fake_kube_fac
                 observer.reconcile(spec.name)
             except Exception:  # noqa: BLE001 - a pass may race the stop; the next one sees it
                 pass
-            time.sleep(0.05)
+            time.sleep(0.05)  # not a wait: the other process's cadence, a pass every 50 ms
 
     looker = threading.Thread(target=observe, daemon=True)
     looker.start()
