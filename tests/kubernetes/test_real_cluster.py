@@ -72,9 +72,11 @@ def spec_with_worker(made: list[str], *args: str, **fields) -> RunSpec:
 
 
 def until_terminal(backend, name):
+    """Follow the run to its end, reconciling it as `run --follow` does (a cluster without
+    JobSet retries only then)."""
     start = time.monotonic()
     run = None
-    for run in backend.watch(name, poll_seconds=0.5):
+    for run in backend.watch(name, poll_seconds=0.5, reconcile=True):
         assert time.monotonic() - start < TIMEOUT, f"{name}: still {run.status} ({run.reason})"
     return run
 
