@@ -257,3 +257,19 @@ def test_the_reconcilers_role_grants_what_its_passes_use(fake_kube):
     assert {g for g in granted if g[0] != "jobset.x-k8s.io"} - used == set(), "the Role grants more than is used"
     for b in (backend, reconciler):
         b.close()
+
+
+def test_a_record_from_before_the_kept_job_is_retried_by_rendering_it_again(fake_kube):
+    """A run an older launcher submitted has no `launcher.dev/job` in its record: its retry
+    is rendered again from the spec, with the reconciler's profile, as every retry was then."""
+    backend = make_backend()
+    spec = failing_once("older-abc123")
+    backend.submit(spec, [])
+    fake_kube.patch("ConfigMap", "default", spec.name, {"metadata": {"annotations": {"launcher.dev/job": None}}})
+    assert "launcher.dev/job" not in fake_kube.get("ConfigMap", "default", spec.name)["metadata"]["annotations"]
+    wait_until(lambda: due(backend, spec.name), 30, message="attempt 1 to fail with its retry due")
+    final = wait_until(lambda: (r := backend.reconcile(spec.name)[0]).status.is_terminal and r, 60,
+                       message="the end of attempt 2")
+    assert final.status is RunStatus.COMPLETED and [a.index for a in final.attempts] == [1, 2]
+    assert fake_kube.get("Job", "default", spec.name)["metadata"]["annotations"]["launcher.dev/attempt"] == "2"
+    backend.close()
