@@ -18,7 +18,7 @@ from launcher.cli.common import complete_run_names, info, warn
 
 
 @click.command()
-@click.argument("name", required=False, shell_complete=complete_run_names)
+@click.argument("name", metavar="[RUN]", required=False, shell_complete=complete_run_names)
 @click.option("--watch", "keep_going", is_flag=True, help="Keep reconciling until interrupted.")
 @click.option("--cluster", help="Only runs of this cluster profile (default: every profile).")
 @click.option("--every", "interval", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
@@ -49,6 +49,8 @@ def reconcile(name, keep_going, cluster, interval):
             for backend in backends:
                 _one_pass(backend, name, seen, tolerant=keep_going or len(backends) > 1)
             if not keep_going:
+                if not seen:
+                    click.echo("No runs.")
                 return
             time.sleep(interval)
     except KeyboardInterrupt:
