@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.cli.conftest import CLI
+from tests.conftest import wait_until
 
 pytest.importorskip("starlette", reason="the dashboard needs the ui extra: pip install -e '.[ui]'")
 
@@ -37,13 +37,8 @@ class Runs(CLI):
         return json.loads(r.stdout)
 
     def wait(self, name: str, statuses: set[str], timeout: float = 120) -> dict:
-        deadline = time.monotonic() + timeout
-        rec = self.status(name)
-        while rec["status"] not in statuses:
-            assert time.monotonic() < deadline, f"{name} never reached {statuses}: {rec['status']}"
-            time.sleep(0.3)
-            rec = self.status(name)
-        return rec
+        return wait_until(lambda: (rec := self.status(name))["status"] in statuses and rec, timeout, interval=0.3,
+                          message=lambda: f"{name} to be {', '.join(sorted(statuses))} (it is {self.status(name)['status']})")
 
 
 @pytest.fixture(scope="module")

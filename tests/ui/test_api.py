@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from starlette.testclient import TestClient
 
 from launcher.ui.app import LOOPBACK_HOSTS, create_app
 from launcher.ui.runs import RunsSource
+from tests.conftest import wait_until
 from tests.ui.conftest import Runs, gate_command, metric_script, read_log
 
 
@@ -132,11 +132,9 @@ def test_a_client_that_leaves_a_quiet_run_s_log_leaves_no_reader_behind(client: 
     before = {t.ident for t in threading.enumerate()}
     first, _ = read_log(client, f"/api/runs/{named.gated}/logs", until=6 + 5)
     assert first[-1] == "line 5"
-    deadline = time.monotonic() + 5
-    while (readers := [t.name for t in threading.enumerate() if t.ident not in before and t.name == "log-stream"]) \
-            and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert readers == []
+    def readers() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.ident not in before and t.name == "log-stream"]
+    wait_until(lambda: not readers(), 5, message=lambda: f"the log readers to end (left: {readers()})")
 
 
 def test_log_stream_follows_and_a_reconnect_resumes_from_its_cursor(client: TestClient, named: Named) -> None:

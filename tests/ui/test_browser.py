@@ -9,7 +9,6 @@ screenshot of its page under its tmp_path.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,5 +189,8 @@ def test_compare_view_overlays_two_runs(trained: Trained, page, tmp_path: Path) 
     assert page.evaluate(COUNT_PIXELS_JS, [canvas, list(BLUE)]) > 100
     assert page.evaluate(COUNT_PIXELS_JS, [canvas, list(RED)]) > 100
     assert chart.get_attribute("data-metric") == "loss/train/total"
-    time.sleep(0.2)  # let the last frame paint before the screenshot
+    # Two animation frames: the chart's last frame is painted before the screenshot.
+    page.evaluate("() => { window.frames_seen = 0; const next = () => ++window.frames_seen < 2 && "
+                  "requestAnimationFrame(next); requestAnimationFrame(next); }")
+    page.wait_for_function("window.frames_seen >= 2", timeout=10_000)
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
