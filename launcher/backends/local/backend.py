@@ -46,8 +46,12 @@ def unhonoured(spec) -> list[str]:
     c, s = spec.compute, spec.scheduling
     fields = {"compute.instance": c.instance, "compute.node_names": c.node_names, "compute.cpus": c.cpus,
               "compute.memory": c.memory, "scheduling.priority": s.priority, "scheduling.preemptible": s.preemptible}
-    return [f"{field}: ignored by the local backend (this machine runs every rank)"
-            for field, value in fields.items() if value is not None]
+    out = [f"{field}: ignored by the local backend (this machine runs every rank)"
+           for field, value in fields.items() if value is not None]
+    if s.retry_on_system_failure:
+        out.append("scheduling.retry_on_system_failure: ignored by the local backend (no cluster ends a rank here: "
+                   "every failure is the run's own and counts against max_retries)")
+    return out
 
 
 def visible_gpus() -> int:
@@ -270,7 +274,8 @@ class LocalBackend(Backend, LocalArtifacts):
             terminate_groups(pids, KILL_AFTER)
         reaper.kill_all(lambda: reaper.owned_by(layout.owner, contract.OWNER), reap=False)
 
-    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
+    def watch(self, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
+        # The supervisor acts on its runs by itself: there is nothing to reconcile.
         last: tuple | None = None
         while True:
             run = self.get(name)
