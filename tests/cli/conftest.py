@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -7,6 +8,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import wait_until
 
 
 class CLI:
@@ -30,6 +33,18 @@ class CLI:
         path = self.cwd / f"{name}.yaml"
         path.write_text(textwrap.dedent(body))
         return path
+
+    def describe(self, name: str | None = None) -> dict:
+        """The run's record from `describe run NAME -o json`; without NAME, the latest run's."""
+        r = self("describe", "run", *([name] if name else []), "-o", "json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def wait_status(self, name: str | None, statuses: set[str], timeout: float = 60) -> dict:
+        """The run's record once its status is one of `statuses` (name None: the latest run)."""
+        return wait_until(lambda: (rec := self.describe(name))["status"] in statuses and rec, timeout, interval=0.2,
+                          message=lambda: f"{name or 'the latest run'} to be {' or '.join(sorted(statuses))} "
+                                          f"(it is {self.describe(name)['status']})")
 
 
 @pytest.fixture

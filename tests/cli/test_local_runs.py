@@ -21,11 +21,6 @@ def submitted_name(out: str) -> str:
     return m.group(1)
 
 
-def wait_status(cli, name: str, statuses: set[str], timeout: float = 60) -> dict:
-    return wait_until(lambda: (rec := json.loads(cli("describe", "run", name, "-o", "json").stdout))["status"] in statuses
-                      and rec, timeout, interval=0.2, message=f"{name} to be {', '.join(sorted(statuses))}")
-
-
 def test_follow_masks_secrets_and_exits_with_the_outcome(cli):
     r = cli("secret", "create", "env", "API_TOKEN", input=SECRET)
     assert r.returncode == 0, r.stderr
@@ -74,7 +69,7 @@ def test_stop_ends_a_long_run_quickly_and_delete_removes_it(cli):
     r = cli("run", "-f", str(spec))
     assert r.returncode == 0, r.stderr
     name = submitted_name(r.stdout)
-    wait_status(cli, name, {"RUNNING"})
+    cli.wait_status(name, {"RUNNING"})
     start = time.monotonic()
     r = cli("stop", name, "-y")
     assert r.returncode == 0, r.stderr
@@ -107,7 +102,7 @@ def test_killing_the_cli_while_following_leaves_the_run_to_finish(cli):
                       message="the followed run to be submitted")
     p.send_signal(signal.SIGKILL)
     p.wait()
-    rec = wait_status(cli, runs[0]["name"], {"COMPLETED", "FAILED"})
+    rec = cli.wait_status(runs[0]["name"], {"COMPLETED", "FAILED"})
     assert rec["status"] == "COMPLETED"
     assert "finished" in cli("logs", runs[0]["name"]).stdout
 
@@ -121,7 +116,7 @@ def test_ctrl_c_while_following_says_the_run_keeps_going(cli):
     out, err = p.communicate(timeout=30)
     assert "keeps running" in err
     name = json.loads(cli("get", "runs", "-o", "json").stdout)[0]["name"]
-    assert wait_status(cli, name, {"COMPLETED", "FAILED"})["status"] == "COMPLETED"
+    assert cli.wait_status(name, {"COMPLETED", "FAILED"})["status"] == "COMPLETED"
 
 
 def test_a_run_whose_supervisor_died_is_reconciled_to_failed(cli):
@@ -129,12 +124,12 @@ def test_a_run_whose_supervisor_died_is_reconciled_to_failed(cli):
 
     spec = cli.spec("orphan", "name: orphan\ncommand: sleep 600\n")
     name = submitted_name(cli("run", "-f", str(spec)).stdout)
-    wait_status(cli, name, {"RUNNING"})
+    cli.wait_status(name, {"RUNNING"})
     db = sqlite3.connect(cli.home / "state.db")
     pid = db.execute("SELECT supervisor_pid FROM runs WHERE name = ?", (name,)).fetchone()[0]
     db.close()
     os.kill(pid, signal.SIGKILL)
-    rec = wait_status(cli, name, {"FAILED", "COMPLETED"}, timeout=10)
+    rec = cli.wait_status(name, {"FAILED", "COMPLETED"}, timeout=10)
     assert rec["status"] == "FAILED"
     assert "supervisor process died" in rec["reason"]
     assert not [p for p in os.popen("ps -eo args").read().splitlines() if p.startswith("sleep 600")]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_local_runs import submitted_name, wait_status
+from .test_local_runs import submitted_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def test_aliases_and_name_forms(cli):
     second = record["name"]
     assert set(record) >= {"name", "status", "spec", "attempts", "created_at"}
     assert re.fullmatch(r"alias-demo-[a-z0-9]{6}", second) and second != first
-    wait_status(cli, second, {"COMPLETED"})
+    cli.wait_status(second, {"COMPLETED"})
 
     # Name forms: full name, spec name (the latest run of it), glob.
     assert json.loads(cli("describe", "run", first, "-o", "json").stdout)["name"] == first

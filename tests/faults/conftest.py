@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import CLI
-from tests.conftest import wait_until
 
 
 @pytest.fixture
@@ -62,11 +61,6 @@ def describe(cli: CLI, name: str | None = None) -> dict:
     r = cli("describe", "run", *([name] if name else []), "-o", "json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
-
-
-def wait_status(cli: CLI, statuses: set[str], timeout: float = 60) -> dict:
-    return wait_until(lambda: (rec := describe(cli)) and rec["status"] in statuses and rec, timeout,
-                      message=f"the run to be {', '.join(sorted(statuses))}", interval=0.3)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-from tests.faults.conftest import describe, processes, ps_of, wait_status
+from tests.faults.conftest import describe, processes, ps_of
 
 # A command whose processes escape every way a shell offers: a background job, a new
 # session (setsid), and a double fork that reparents to whoever reaps orphans.
@@ -89,7 +89,7 @@ def test_item3_a_dead_entrypoint_leaves_nothing_and_its_retry_runs_alone(cli, to
     wait_until(lambda: entrypoints(token, 2), 30, message=f"attempt 2 to start: {describe(cli)}")
     # Attempt 1's command, its background jobs and escapees are gone before attempt 2 runs.
     assert of_attempt(token, 1) == [], ps_of(token)
-    rec = wait_status(cli, {"COMPLETED", "FAILED"})
+    rec = cli.wait_status(None, {"COMPLETED", "FAILED"})
     assert rec["status"] == "COMPLETED", rec
     assert [a["status"] for a in rec["attempts"]] == ["FAILED", "COMPLETED"]
     assert rec["attempts"][0]["reason"] == f"rank 0 exited with code {128 + signal.SIGKILL}"
@@ -114,10 +114,10 @@ def test_item3_a_rank_that_cannot_start_takes_the_started_ones_with_it(cli, toke
     body = (ESCAPING + '  if [ "$LAUNCHER_ATTEMPT" = 1 ]; then while [ ! -e go ]; do sleep 0.1; done; exit 3; fi\n'
             "  sleep 300\n")
     assert cli("run", "-f", str(cli.spec("start", spec_text(token, body, nodes=2, retries=1)))).returncode == 0
-    rec = wait_status(cli, {"RUNNING"})
+    rec = cli.wait_status(None, {"RUNNING"})
     (cli.home / "runs" / rec["name"] / "attempt-2" / "rank-1.log").mkdir(parents=True)
     (cli.cwd / "go").touch()
-    rec = wait_status(cli, {"FAILED", "COMPLETED"})
+    rec = cli.wait_status(None, {"FAILED", "COMPLETED"})
     assert rec["status"] == "FAILED"
     assert rec["reason"].startswith("could not start rank 1: Is a directory"), rec["reason"]
     ranks = {r["rank"]: r for r in rec["attempts"][1]["ranks"]}
@@ -147,7 +147,7 @@ def test_item7_a_run_whose_supervisor_died_mid_command_has_no_rank_left_running(
     assert cli("run", "-f", str(cli.spec("midway", spec_text(token, body)))).returncode == 0
     wait_until(lambda: len(processes(token)) >= 4, 30, message="the rank to be ready")
     os.kill(supervisor_of(token), signal.SIGKILL)
-    rec = wait_status(cli, {"FAILED", "COMPLETED"}, timeout=10)
+    rec = cli.wait_status(None, {"FAILED", "COMPLETED"}, timeout=10)
     assert rec["status"] == "FAILED"
     assert "supervisor process died unexpectedly" in rec["reason"]
     assert [r["status"] for a in rec["attempts"] for r in a["ranks"]] == ["FAILED"]

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.cli.conftest import CLI
-from tests.conftest import wait_until
 
 pytest.importorskip("starlette", reason="the dashboard needs the ui extra: pip install -e '.[ui]'")
 
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class Runs(CLI):
-    """The CLI, plus submitting a run and waiting for its status."""
+    """The CLI, plus submitting a run."""
 
     def submit(self, name: str, body: str) -> str:
         spec = self.spec(name, body)
@@ -31,14 +30,6 @@ class Runs(CLI):
         assert m, r.stdout + r.stderr
         return m.group(1)
 
-    def status(self, name: str) -> dict:
-        r = self("describe", "run", name, "-o", "json")
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
-
-    def wait(self, name: str, statuses: set[str], timeout: float = 120) -> dict:
-        return wait_until(lambda: (rec := self.status(name))["status"] in statuses and rec, timeout, interval=0.3,
-                          message=lambda: f"{name} to be {', '.join(sorted(statuses))} (it is {self.status(name)['status']})")
 
 
 @pytest.fixture(scope="module")

@@ -33,9 +33,9 @@ class Named:
             """)
         self.gated = runs.submit("gated", "name: ui-gated\ncommand: |\n"
                                  + "".join(f"  {line}\n" for line in gate_command(5, 5, self.gate).splitlines()))
-        runs.wait(self.failed, {"FAILED"})
-        runs.wait(self.trained, {"COMPLETED"})
-        runs.wait(self.gated, {"RUNNING"})
+        runs.wait_status(self.failed, {"FAILED"}, timeout=120)
+        runs.wait_status(self.trained, {"COMPLETED"}, timeout=120)
+        runs.wait_status(self.gated, {"RUNNING"}, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def named(module_runs: Runs, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     runs = Named(module_runs, tmp_path_factory.mktemp("ui-api"))
     yield runs
     runs.gate.touch()  # lets the gated run end, should a test have stopped early
-    module_runs.wait(runs.gated, {"COMPLETED", "FAILED"})
+    module_runs.wait_status(runs.gated, {"COMPLETED", "FAILED"}, timeout=120)
 
 
 @pytest.fixture(scope="module")

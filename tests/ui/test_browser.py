@@ -82,7 +82,7 @@ def trained(module_runs: Runs) -> Iterator[Trained]:
         gate1.touch()
         gate2.touch()
         for name in (a, b):
-            module_runs.wait(name, {"COMPLETED", "FAILED", "STOPPED"}, timeout=TRAIN_SECONDS)
+            module_runs.wait_status(name, {"COMPLETED", "FAILED", "STOPPED"}, timeout=TRAIN_SECONDS)
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,7 @@ def test_runs_page_status_turns_completed_without_reload(trained: Trained, page,
 def test_loss_chart_draws_the_training_loss(trained: Trained, page, tmp_path: Path) -> None:
     trained.gate1.touch()
     trained.gate2.touch()
-    trained.runs.wait(trained.a, {"COMPLETED"}, timeout=TRAIN_SECONDS)
+    trained.runs.wait_status(trained.a, {"COMPLETED"}, timeout=TRAIN_SECONDS)
     page.goto(trained.url + f"runs/{trained.a}")
     chart = page.locator('.chart[data-metric="loss/train/total"]')
     try:
@@ -173,7 +173,7 @@ def test_compare_view_overlays_two_runs(trained: Trained, page, tmp_path: Path) 
     for name in (trained.a, trained.b):
         trained.gate1.touch()
         trained.gate2.touch()
-        trained.runs.wait(name, {"COMPLETED"}, timeout=TRAIN_SECONDS)
+        trained.runs.wait_status(name, {"COMPLETED"}, timeout=TRAIN_SECONDS)
     page.goto(trained.url)
     for name in (trained.a, trained.b):
         page.locator(f'tr[data-run="{name}"] input.pick').check()

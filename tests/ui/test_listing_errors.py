@@ -31,7 +31,7 @@ def test_a_failed_listing_shows_its_error_until_a_listing_succeeds(tmp_path: Pat
     monkeypatch.setenv("LAUNCHER_HOME", str(home))
     runs = Runs(home, work)
     name = runs.submit("done", "name: ui-listed\ncommand: echo listed\n")
-    runs.wait(name, {"COMPLETED"})
+    runs.wait_status(name, {"COMPLETED"}, timeout=120)
     # A bug answers 500 (and the server logs it), as uvicorn serves it: not raised here.
     with TestClient(create_app(RunsSource(max_age=0)), raise_server_exceptions=False) as client:
         assert [r["name"] for r in client.get("/api/runs").json()["runs"]] == [name]
