@@ -193,12 +193,17 @@ class Backend(abc.ABC):
         return after yielding a terminal status. With `reconcile`, also act on what is
         due as `reconcile(name)` does (`run --follow`); without it, a watch only reads."""
 
-    def reconcile(self, name: str | None = None) -> list[Run]:
+    def reconcile(self, name: str | None = None, *, carry_seconds: float = 0.0) -> list[Run]:
         """Act on what the runs' observations call for, once: start a retry that is due,
         end a run that can never start, remove what a submit that died part way left. One
         run, or every run (newest first); return them as they are after. `get`, `list`,
         `logs` and a `watch` without `reconcile` never act: they are reads. A backend whose
-        runs move by themselves (the local supervisor) has nothing to do."""
+        runs move by themselves (the local supervisor) has nothing to do.
+
+        An action whose steps wait on the cluster (a restart waits for the old attempt to
+        be gone) is left for the next pass, unless `carry_seconds` says how long this pass
+        may keep carrying it on: a caller after which nothing acts (one `launcher
+        reconcile`) passes some."""
         return [self.get(name)] if name is not None else self.list()
 
     @abc.abstractmethod

@@ -33,10 +33,12 @@ def logs(name, follow, tail, rank, attempt, previous, failed):
         if run.current_attempt <= 1:
             raise LauncherError(f"run {run.name} has no previous attempt: it has run once (attempt 1)")
         attempt = run.current_attempt - 1
-    if run.status in (RunStatus.PENDING, RunStatus.QUEUED) and not follow:
-        info(f"run {run.name} is {run.status.value}: it has not started, so it has no logs yet")
-        return
     chosen = next((a for a in run.attempts if a.index == (attempt or run.current_attempt)), None)
+    if run.status in (RunStatus.PENDING, RunStatus.QUEUED) and not follow and (chosen is None or not chosen.started_at):
+        # An attempt that ran keeps its logs while the run waits for the next (a retry due).
+        which = f"attempt {chosen.index} of run {run.name}" if chosen and chosen.index > 1 else f"run {run.name}"
+        info(f"{which} is {run.status.value}: it has not started, so it has no logs yet")
+        return
     if failed or (rank is None and run.status is RunStatus.FAILED and chosen):
         bad = [r.rank for r in (chosen.ranks if chosen else []) if r.exit_code not in (None, 0)]
         if failed and not bad:

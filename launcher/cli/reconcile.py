@@ -16,6 +16,11 @@ import click
 
 from launcher.cli.common import complete_run_names, info, warn
 
+# A single pass is the last thing to act on its runs for a while: it carries a retry it
+# starts through to the next attempt's Job (the old Job must go first) for up to this long.
+# With --watch the next pass carries it on.
+CARRY_SECONDS = 30.0
+
 
 @click.command()
 @click.argument("name", metavar="[RUN]", required=False, shell_complete=complete_run_names)
@@ -47,7 +52,8 @@ def reconcile(name, keep_going, cluster, interval):
     try:
         while True:
             for backend in backends:
-                _one_pass(backend, name, seen, tolerant=keep_going or len(backends) > 1)
+                _one_pass(backend, name, seen, tolerant=keep_going or len(backends) > 1,
+                          carry_seconds=0.0 if keep_going else CARRY_SECONDS)
             if not keep_going:
                 if not seen:
                     click.echo("No runs.")
@@ -61,14 +67,14 @@ def reconcile(name, keep_going, cluster, interval):
             backend.close()
 
 
-def _one_pass(backend, name: str | None, seen: dict, *, tolerant: bool) -> None:
+def _one_pass(backend, name: str | None, seen: dict, *, tolerant: bool, carry_seconds: float) -> None:
     """Reconcile the backend's runs (or one) and print each run whose state changed since
     the last pass. `tolerant`: a failure (a cluster away, a run not there) is a warning,
     so that the other profiles and the next pass go on."""
     from launcher.errors import LauncherError, NotFoundError
 
     try:
-        runs = backend.reconcile(name)
+        runs = backend.reconcile(name, carry_seconds=carry_seconds)
     except NotFoundError:
         if not tolerant:
             raise

@@ -59,6 +59,9 @@ def test_reads_of_a_run_whose_retry_is_due_write_nothing(fake_kube, capsys):
     assert f"Status:     PENDING ({run.reason})" in capsys.readouterr().out
     assert run_cli(cli, ["get", "runs", "-o", "json"]) == 0
     assert [(r["name"], r["reason"]) for r in json.loads(capsys.readouterr().out)] == [(spec.name, run.reason)]
+    for args in (["--attempt", "1"], []):  # the run waits, PENDING, but attempt 1 ran and keeps its logs
+        assert run_cli(cli, ["logs", spec.name, *args]) == 0
+        assert "rank 0 fails with code 3" in capsys.readouterr().out
     assert run_cli(cli, ["logs", spec.name, "-f"]) == 0  # attempt 1 is over: it ends, saying what is due
     assert f"attempt 1 of run {spec.name} ended (FAILED); the run is PENDING: {run.reason}" in capsys.readouterr().err
     assert writes(fake_kube)[before:] == [], "a read wrote to the cluster"
@@ -76,10 +79,13 @@ def test_reads_of_a_run_whose_retry_is_due_write_nothing(fake_kube, capsys):
     fake_kube.faults.clear()
 
     # Reconciling is what starts attempt 2; it completes.
+    # One pass carries the restart through (the old Job gone, attempt 2's Job created and
+    # released), not just its first step: nothing else will act on the run after it.
     assert run_cli(cli, ["reconcile", spec.name]) == 0
     assert "attempt 2" in capsys.readouterr().out
-    final = wait_until(lambda: (r := backend.reconcile(spec.name)[0]).status.is_terminal and r, 60,
-                       message="the end of attempt 2")
+    assert [j["metadata"]["annotations"]["launcher.dev/attempt"] for j in jobs_added(fake_kube, spec.name)] == ["1", "2"]
+    final = wait_until(lambda: (r := reader.get(spec.name)).status.is_terminal and r, 60,
+                       message="the end of attempt 2, read without reconciling")
     assert final.status is RunStatus.COMPLETED and [a.index for a in final.attempts] == [1, 2]
     for b in (backend, reader, readonly):
         b.close()

@@ -141,12 +141,12 @@ class KubernetesBackend(Backend):
         # A listing is one look (often across many profiles): it fails fast rather than wait on a cluster.
         return newest_first([settle(self.api, o) for o in observe_all(self.api, QUICK_RETRY)])
 
-    def reconcile(self, name: str | None = None) -> list[Run]:
+    def reconcile(self, name: str | None = None, *, carry_seconds: float = 0.0) -> list[Run]:
         from launcher.backends.kubernetes.reconcile import reconcile_all, reconcile_run
 
         if name is not None:
-            return [reconcile_run(self.api, name)]
-        return newest_first(reconcile_all(self.api))
+            return [reconcile_run(self.api, name, carry_seconds)]
+        return newest_first(reconcile_all(self.api, carry_seconds=carry_seconds))
 
     def watch(self, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
         from launcher.backends.kubernetes.watch import watch_run

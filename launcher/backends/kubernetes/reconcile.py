@@ -41,6 +41,7 @@ JobSet left without its record by a submit that failed part way and could not cl
 from __future__ import annotations
 
 import json
+import time
 
 from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
@@ -62,11 +63,18 @@ from launcher.errors import NotFoundError
 
 # The record is created right after the Job; a submit's retries end well within this.
 UNFINISHED_SUBMIT_SECONDS = 120.0
+# How often a pass that carries a restart through looks again (see settle's carry_seconds).
+RESUME_POLL_SECONDS = 0.2
 
 
-def settle(api: KubeApi, obs: Observed, *, act: bool = False) -> Run:
+def settle(api: KubeApi, obs: Observed, *, act: bool = False, carry_seconds: float = 0.0) -> Run:
     """The run as observed; with `act` (a reconciler), after doing what the observation
-    calls for. Without it nothing is written, and what is due is said in the run's reason."""
+    calls for. Without it nothing is written, and what is due is said in the run's reason.
+
+    A restart's steps wait on the cluster (the old Job must be gone before the next one
+    exists), and a pass never waits by default: a watch, or the next pass, carries it on.
+    `carry_seconds` keeps acting on a restart under way for up to that long, for a caller
+    after which nothing may act (a one-shot `launcher reconcile`)."""
     run, action = derive(obs)
     if unfinished_submit(obs):
         # Its pods wait for a ConfigMap that will never come: without this it is STARTING forever.
@@ -81,22 +89,28 @@ def settle(api: KubeApi, obs: Observed, *, act: bool = False) -> Run:
     if action is None or not act:
         return run
     apply(api, obs, action)
-    run, _ = derive(observe(api, obs.name))
-    return run
+    deadline = time.monotonic() + carry_seconds
+    while True:
+        obs = observe(api, obs.name)
+        run, action = derive(obs)
+        if action is None or action.kind != "resume" or time.monotonic() >= deadline:
+            return run
+        time.sleep(RESUME_POLL_SECONDS)
+        apply(api, obs, action)
 
 
-def reconcile_run(api: KubeApi, name: str) -> Run:
+def reconcile_run(api: KubeApi, name: str, carry_seconds: float = 0.0) -> Run:
     """One reconciler's pass over one run. Raises NotFoundError."""
-    return settle(api, observe(api, name), act=True)
+    return settle(api, observe(api, name), act=True, carry_seconds=carry_seconds)
 
 
-def reconcile_all(api: KubeApi, policy: RequestRetry | None = None) -> list[Run]:
+def reconcile_all(api: KubeApi, policy: RequestRetry | None = None, carry_seconds: float = 0.0) -> list[Run]:
     """One reconciler's pass over every run in the profile's namespace (a run deleted
     meanwhile is left out)."""
     runs = []
     for obs in observe_all(api, policy):
         try:
-            runs.append(settle(api, obs, act=True))
+            runs.append(settle(api, obs, act=True, carry_seconds=carry_seconds))
         except NotFoundError:
             continue
     return runs
