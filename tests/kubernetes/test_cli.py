@@ -88,7 +88,7 @@ def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
     """`launcher run --dry-run -o yaml` prints the manifests; the random name suffix is
     normalised. Regenerate with UPDATE_GOLDEN=1 after an intended change."""
     assert launcher("secret", "create", "env", "API_TOKEN=" + SECRET, "--cluster", "fake") == 0
-    _profile_settings(entrypoint_mode="inject", jobset=True)  # what the golden files show
+    _profile_settings(entrypoint_mode="zipapp", jobset=True)  # the shipped defaults, which the golden files show
     fields = ({"compute": {"gpus": 16, "gpu_type": "h100_80gb"}} if case == "dry-run-2x8"
               else {"compute": {"gpu_type": "none"}, "secrets": ["api-token"]})
     capsys.readouterr()
@@ -100,7 +100,7 @@ def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
     text = re.sub(r"hello-[a-z0-9]{6}", "hello-XXXXXX", out)
     assert_golden(case, text)
     doc = yaml.safe_load(out)
-    assert [m["kind"] for m in doc["items"]] == ["ConfigMap", "JobSet"]  # the shipped defaults: JobSet, inject
+    assert [m["kind"] for m in doc["items"]] == ["ConfigMap", "JobSet"]  # the shipped defaults: JobSet, zipapp
     if case == "dry-run-cpu-secret":
         assert "secrets: a dry-run does not contact cluster fake" in err and "(api-token, in namespace default" in err
 
