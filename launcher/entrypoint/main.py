@@ -27,6 +27,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import platform
 import signal
 import sys
 import tempfile
@@ -175,6 +176,9 @@ def _main(timing: dict[str, float]) -> int:
     env = dict(os.environ)
     workdir = Path(env.get(contract.WORKDIR) or os.getcwd())
     log(f"run {plan.name}: plan {plan_path}, working directory {workdir}")
+    if sys.argv and sys.argv[0].endswith(".pyz"):  # zipapp mode: the image's own interpreter
+        flags = "".join([", isolated" if sys.flags.isolated else "", ", no site-packages" if sys.flags.no_site else ""])
+        log(f"entrypoint {sys.argv[0]} run by {sys.executable} (Python {platform.python_version()}{flags})")
     if runtime.injected(env):
         code = runtime.prepare(env)
         if code:

@@ -20,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 from launcher.pod import contract
+from launcher.pod.plan import ZIPAPP_FILE
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the launcher package
 SECRETS_MODULES = ("__init__.py", "kinds.py", "mask.py")  # the masker; store.py is the host's
@@ -31,13 +32,14 @@ EPOCH = (1980, 1, 1, 0, 0, 0)
 MIN_PYTHON = (3, 8)
 
 # The pod's command: POSIX sh finds the image's python3 (then python), checks its version,
-# and runs the zipapp with it; with none, the pod fails at once naming the image and the
-# other modes. No "$(" in it: the kubelet expands $(VAR) in a container's command.
+# and runs the zipapp in $LAUNCHER_CONFIG_DIR (the ConfigMap's mount) with it; with none,
+# the pod fails at once naming the image and the other modes. No "$(" in it: the kubelet
+# expands $(VAR) in a container's command.
 SHIM = """\
 for python in python3 python; do
   command -v "$python" >/dev/null 2>&1 || continue
   if "$python" -c 'import sys; sys.exit(sys.version_info < (%(major)d, %(minor)d))' >/dev/null 2>&1; then
-    exec "$python" -I -S "$0"
+    exec "$python" -I -S "$%(config_dir)s/%(zipapp)s"
   fi
   where=`command -v "$python"`
   version=`"$python" -V 2>&1`
@@ -49,12 +51,11 @@ or entrypoint_mode: image for an image with the launcher installed"
 echo "[launcher] error: $msg"
 if [ -e /dev/termination-log ]; then echo "$msg" > /dev/termination-log; fi
 exit %(code)d
-""" % {"major": MIN_PYTHON[0], "minor": MIN_PYTHON[1], "image": contract.IMAGE, "code": contract.EXIT_SETUP}
+""" % {"major": MIN_PYTHON[0], "minor": MIN_PYTHON[1], "image": contract.IMAGE, "code": contract.EXIT_SETUP,
+       "config_dir": contract.CONFIG_DIR, "zipapp": ZIPAPP_FILE}
 
 
-def command(zipapp_path: str) -> list[str]:
-    """The container command that runs the zipapp at `zipapp_path` with the image's Python."""
-    return ["/bin/sh", "-c", SHIM, zipapp_path]
+COMMAND = ["/bin/sh", "-c", SHIM]
 
 
 def _modules(sub: str) -> list[str]:

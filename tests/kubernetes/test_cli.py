@@ -107,7 +107,7 @@ def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
 
 def test_dry_run_never_contacts_the_cluster(launcher_home, tmp_path, capsys):
     """A profile whose server is down, and one whose kubeconfig is missing: the dry-run renders
-    at once from the profile (the JobSet form and inject mode of the shipped defaults)."""
+    at once from the profile (the JobSet form and zipapp mode of the shipped defaults)."""
     import socket
     import time
 
@@ -134,7 +134,8 @@ def test_dry_run_never_contacts_the_cluster(launcher_home, tmp_path, capsys):
         jobset = doc["items"][1]
         assert jobset["kind"] == "JobSet"
         pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-        assert pod["initContainers"][0]["name"] == "launcher-runtime"
+        assert pod["containers"][0]["command"][:2] == ["/bin/sh", "-c"]  # zipapp, the default
+        assert "entrypoint.pyz" in doc["items"][0]["binaryData"]
     # Nor does it load the kubernetes client: a fresh process renders without it.
     code = ("import sys; from launcher.cli.errors import run_cli; from launcher.cli.main import cli;\n"
             f"code = run_cli(cli, ['run', '-f', {str(spec)!r}, '--cluster', 'down', '--dry-run']);\n"

@@ -381,7 +381,7 @@ def _entrypoint(profile: ClusterProfile, image: str) -> tuple[list[str], list[di
     if profile.entrypoint_mode == "image":
         return list(IMAGE_ENTRYPOINT), [], [], [], []
     if profile.entrypoint_mode == "zipapp":
-        return (zipapp.command(f"{keys.CONFIG_MOUNT}/{ZIPAPP_FILE}"), [], [], [],
+        return (list(zipapp.COMMAND), [], [], [],
                 [{"name": contract.IMAGE, "value": image}])
     mount = {"name": RUNTIME_VOLUME, "mountPath": RUNTIME_MOUNT}
     init = {
