@@ -58,6 +58,11 @@ def read_plan(env: dict[str, str]) -> tuple[Plan, str]:
 def write_parameters(plan: Plan, config_dir: Path) -> Path:
     """Write parameters.yaml unless the backend already placed it (a read-only ConfigMap)."""
     target = config_dir / "parameters.yaml"
+    if plan.parameters is None:  # the plan says the backend placed it
+        if not target.is_file():
+            raise FileNotFoundError(errno.ENOENT, "the plan says the backend placed it, but it is missing",
+                                    str(target))
+        return target
     try:
         if target.read_text() == plan.parameters:
             return target

@@ -10,7 +10,8 @@ zipapp a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
      "env_variables": [names, for the log line],
      "nodes": N, "gpus": total GPUs the spec asks for (0: CPU),
      "integrations": [each integration as its fields, integration_type first],
-     "parameters": "the text of parameters.yaml, rendered by the host"}
+     "parameters": "the text of parameters.yaml, rendered by the host", or null where the
+                   backend places parameters.yaml in the config directory itself (a ConfigMap)}
 
 No secret value is ever in a plan: secrets reach the rank through its environment and
 files (contract.MASK_ENV, contract.MASK_FILES), as before.
@@ -43,7 +44,7 @@ class Plan:
     nodes: int
     gpus: int
     integrations: tuple[SimpleNamespace, ...]
-    parameters: str
+    parameters: str | None
 
     @classmethod
     def from_dict(cls, data: Any) -> Plan:
@@ -72,7 +73,7 @@ class Plan:
         return cls(name=field("name", str), image=field("image", str, optional=True), command=field("command", str),
                    env=dict(env), env_variables=[str(n) for n in field("env_variables", list)],
                    nodes=field("nodes", int), gpus=field("gpus", int), integrations=tuple(integrations),
-                   parameters=field("parameters", str))
+                   parameters=field("parameters", str, optional=True))
 
 
 def read(path: str | Path) -> Plan:

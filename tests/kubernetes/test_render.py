@@ -167,7 +167,7 @@ def test_zipapp_mode_needs_nothing_but_the_images_python():
     assert not [n for n in names if n.startswith(("launcher/spec", "launcher/backends")) or n.endswith("bundle.py")]
     plan = json.loads(cm["data"]["plan.json"])
     assert plan["command"] == "composer train.py" and plan["nodes"] == 1 and plan["gpus"] == 8
-    assert plan["parameters"] == cm["data"]["parameters.yaml"]
+    assert plan["parameters"] is None and cm["data"]["parameters.yaml"] == "model:\n  d_model: 768\n"  # not twice
     assert plan["env"]["RUN_NAME"] == "one-node-abc123"
     # Other modes carry no zipapp, but the same plan.
     inject = by_kind(plan_run(*CASES["1x8-inject"]()).manifests)["ConfigMap"]

@@ -160,15 +160,16 @@ def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secre
         # Byte-for-byte what the entrypoint would write, so it accepts the read-only mount as is.
         keys.PARAMETERS_FILE: parameters_text(spec),
         keys.RUN_CONFIG_FILE: yaml.safe_dump(submitted, sort_keys=False),
-        PLAN_FILE: plan_text(spec),
+        PLAN_FILE: plan_text(spec, parameters_in_place=True),  # beside parameters.yaml
     }
     binary = {}
     if profile.entrypoint_mode == "zipapp":
         binary[ZIPAPP_FILE] = base64.b64encode(zipapp.build()).decode()
     size = sum(len(k) + len(v.encode()) for k, v in {**data, **binary}.items())
     if size > CONFIGMAP_LIMIT:
-        raise InputError(f"parameters: the spec and parameters take {size} bytes; a Kubernetes ConfigMap "
-                         f"holds at most {CONFIGMAP_LIMIT} (move large values into files the command reads)")
+        with_zipapp = " with the entrypoint's zipapp" if binary else ""
+        raise InputError(f"parameters: the spec and parameters take {size} bytes{with_zipapp}; a Kubernetes "
+                         f"ConfigMap holds at most {CONFIGMAP_LIMIT} (move large values into files the command reads)")
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
