@@ -28,8 +28,9 @@ def cluster() -> None:
               help="Node labels the shipped gpu_types select on: NVIDIA GPU Feature Discovery, GKE or Karpenter.")
 @click.option("--default-gpu-type", help="gpu_type for specs that ask for GPUs without one.")
 @click.option("--queue", help="Kueue LocalQueue for this cluster's runs.")
-@click.option("--entrypoint-mode", type=click.Choice(["inject", "image"]),
-              help="inject (default): copy the launcher's runtime into any image; image: the image has the launcher.")
+@click.option("--entrypoint-mode", type=click.Choice(["zipapp", "inject", "image"]),
+              help="zipapp (default): run the entrypoint with the image's own python3; inject: copy the "
+                   "launcher's runtime into any image (one without Python too); image: the image has the launcher.")
 @click.option("--runtime-image", help="The runtime image inject mode copies from (default: the pinned release).")
 @click.option("--jobset/--no-jobset", default=None,
               help="Whether the cluster serves JobSet (default: ask the cluster).")

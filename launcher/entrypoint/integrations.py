@@ -24,28 +24,26 @@ from launcher.entrypoint.steps import StepFailed
 from launcher.entrypoint.venv import activate, ensure_venv
 from launcher.pod import contract
 from launcher.secrets.mask import Masker
-from launcher.spec.models import (
-    AptPackagesIntegration,
-    CometMlIntegration,
-    GitRepoIntegration,
-    MlflowIntegration,
-    PipPackagesIntegration,
-    WandbIntegration,
-)
 
 DONE_MARKER = ".integrations-done"
 LOCK_NAME = ".integrations.lock"
 
 
-def needs_pip(spec) -> bool:
-    return any(isinstance(i, PipPackagesIntegration) or (isinstance(i, GitRepoIntegration) and i.pip_install)
-               for i in spec.integrations)
+# Each integration is the plan's record of it (launcher.pod.plan): its fields as
+# attributes, told apart by integration_type.
+GIT_REPO, PIP_PACKAGES, APT_PACKAGES = "git_repo", "pip_packages", "apt_packages"
+WANDB, MLFLOW, COMET_ML = "wandb", "mlflow", "comet_ml"
+
+
+def needs_pip(plan) -> bool:
+    return any(i.integration_type == PIP_PACKAGES or (i.integration_type == GIT_REPO and i.pip_install)
+               for i in plan.integrations)
 
 
 def describe(integ) -> str:
-    if isinstance(integ, GitRepoIntegration):
+    if integ.integration_type == GIT_REPO:
         return f"git_repo {integ.git_repo}"
-    if isinstance(integ, PipPackagesIntegration | AptPackagesIntegration):
+    if integ.integration_type in (PIP_PACKAGES, APT_PACKAGES):
         return f"{integ.integration_type} ({', '.join(integ.packages)})"
     return integ.integration_type
 
@@ -58,21 +56,22 @@ class _Runner:
         self.local = env.get(contract.BACKEND) == contract.LOCAL
 
     def run(self, integ) -> None:
-        if isinstance(integ, GitRepoIntegration):
+        kind = integ.integration_type
+        if kind == GIT_REPO:
             target, genv = clone(integ, self.workdir, self.env)
             if integ.pip_install:
                 out.log(f"git_repo: pip install {integ.pip_install} in {target}")
                 pip_install(self.python, pip_install_args(integ.pip_install), cwd=target, env=genv)
-        elif isinstance(integ, PipPackagesIntegration):
+        elif kind == PIP_PACKAGES:
             if integ.packages:
                 pip_install(self.python, pip_packages_args(integ), cwd=self.workdir, env=self.env)
-        elif isinstance(integ, AptPackagesIntegration):
+        elif kind == APT_PACKAGES:
             apt_install(integ, cwd=self.workdir, env=self.env, local=self.local)
-        elif isinstance(integ, WandbIntegration):
-            # Its settings become WANDB_* variables (RunSpec.env_for_run); the key is a secret.
+        elif kind == WANDB:
+            # Its settings become WANDB_* variables (RunSpec.env_for_run, in the plan's env); the key is a secret.
             if not self.env.get("WANDB_API_KEY"):
                 out.log("note: wandb: WANDB_API_KEY is not set; add a secret holding it to log to W&B")
-        elif isinstance(integ, MlflowIntegration | CometMlIntegration):
+        elif kind in (MLFLOW, COMET_ML):
             pass  # environment only (RunSpec.env_for_run), as in mcli
         else:  # a new integration type in the spec models that this entrypoint does not know
             raise StepFailed(f"this launcher cannot run integrations of type {integ.integration_type!r}")
@@ -96,20 +95,20 @@ def _report(e: StepFailed) -> None:
     out.log(f"the run stops here: an integration failed (exit code {contract.EXIT_INTEGRATION})")
 
 
-def run_integrations(spec, workdir: Path, env: dict[str, str]) -> int:
-    """Run the spec's integrations; return 0 or contract.EXIT_INTEGRATION. When they
+def run_integrations(plan, workdir: Path, env: dict[str, str]) -> int:
+    """Run the plan's integrations; return 0 or contract.EXIT_INTEGRATION. When they
     use the run's virtualenv, `env` is changed so that the command runs in it.
     Raises supervise.Stopped on a stop signal."""
-    if not spec.integrations:
+    if not plan.integrations:
         return 0
-    passwords = [url_password(i.git_repo) for i in spec.integrations if isinstance(i, GitRepoIntegration)]
+    passwords = [url_password(i.git_repo) for i in plan.integrations if i.integration_type == GIT_REPO]
     out.add_masker(Masker([p for p in passwords if p]))
-    venv = Path(env[contract.VENV]) if env.get(contract.VENV) and needs_pip(spec) else None
+    venv = Path(env[contract.VENV]) if env.get(contract.VENV) and needs_pip(plan) else None
     try:
         if env.get(contract.BACKEND) == contract.LOCAL:
-            _once_per_run(spec, workdir, env, venv)
+            _once_per_run(plan, workdir, env, venv)
         else:
-            _run(spec, workdir, env, venv)
+            _run(plan, workdir, env, venv)
     except StepFailed as e:
         e.step = e.step or "integrations"
         _report(e)
@@ -123,19 +122,19 @@ def run_integrations(spec, workdir: Path, env: dict[str, str]) -> int:
     return 0
 
 
-def _run(spec, workdir: Path, env: dict[str, str], venv: Path | None) -> None:
+def _run(plan, workdir: Path, env: dict[str, str], venv: Path | None) -> None:
     # pip runs under the image's python when the runtime is injected, ours otherwise.
-    python: Path | str = runtime.pip_python(env) if needs_pip(spec) else ""
+    python: Path | str = runtime.pip_python(env) if needs_pip(plan) else ""
     if venv is not None:
         try:
             python = ensure_venv(venv, env)
         except StepFailed as e:
             e.step = "the run's virtualenv"
             raise
-    _Runner(workdir, env, python).run_all(spec.integrations)
+    _Runner(workdir, env, python).run_all(plan.integrations)
 
 
-def _once_per_run(spec, workdir: Path, env: dict[str, str], venv: Path | None) -> None:
+def _once_per_run(plan, workdir: Path, env: dict[str, str], venv: Path | None) -> None:
     shared = Path(env.get(contract.CONFIG_DIR) or contract.DEFAULT_CONFIG_DIR)
     done = shared / DONE_MARKER
     waiting = lambda: out.log("another rank of this run is running the integrations: waiting for it")  # noqa: E731
@@ -143,5 +142,5 @@ def _once_per_run(spec, workdir: Path, env: dict[str, str], venv: Path | None) -
         if done.exists():
             out.log(f"integrations: already done for this run ({done.read_text().strip()}): reusing them")
             return
-        _run(spec, workdir, env, venv)
+        _run(plan, workdir, env, venv)
         done.write_text(f"by node rank {env.get('NODE_RANK', '0')}\n")

@@ -1,7 +1,12 @@
-"""The program every rank of every run starts: `python -m launcher.entrypoint`.
+"""The program every rank of every run starts: `python -m launcher.entrypoint`, or the
+zipapp of it that a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
+
+It needs the standard library only (Python 3.8 or newer): what it runs comes as a plain
+JSON plan the host wrote from the validated spec (launcher.pod.plan).
 
 In order, with a log line for each step:
-1. read the submitted spec ($LAUNCHER_SPEC);
+1. read the plan ($LAUNCHER_PLAN; or the submitted spec $LAUNCHER_SPEC, where the spec
+   models are importable: the image and inject modes);
 2. run the integrations (git clones, pip and apt installs), in YAML order;
 3. write parameters.yaml and export PARAMETERS;
 4. set the environment: the run's variables, the rank variables for composer and
@@ -22,6 +27,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import platform
 import signal
 import sys
 import tempfile
@@ -29,39 +35,44 @@ import time
 import traceback
 from pathlib import Path
 
-import yaml
-
 from launcher.entrypoint import runtime, supervise
 from launcher.entrypoint import log as out
 from launcher.entrypoint.log import log, set_masker
 from launcher.entrypoint.ranks import rank_env
 from launcher.entrypoint.venv import use_current_environment
 from launcher.pod import contract
+from launcher.pod.plan import Plan
+from launcher.pod.plan import read as read_plan_file
 from launcher.secrets.mask import MIN_MASK_LEN, too_short_to_mask
 
 
-def read_spec(path: str):
-    from launcher.spec.models import RunSpec
+def read_plan(env: dict[str, str]) -> tuple[Plan, str]:
+    """The rank's plan and the file it came from: $LAUNCHER_PLAN, else the spec."""
+    if env.get(contract.PLAN):
+        return read_plan_file(env[contract.PLAN]), env[contract.PLAN]
+    from launcher.spec.plan import plan_of_spec_file  # the spec models: not in the zipapp
 
-    text = Path(path).read_text()
-    data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    return RunSpec.model_validate(data)
+    return plan_of_spec_file(env[contract.SPEC]), env[contract.SPEC]
 
 
-def write_parameters(spec, config_dir: Path) -> Path:
+def write_parameters(plan: Plan, config_dir: Path) -> Path:
     """Write parameters.yaml unless the backend already placed it (a read-only ConfigMap)."""
     target = config_dir / "parameters.yaml"
-    params = spec.parameters_for_file()
+    if plan.parameters is None:  # the plan says the backend placed it
+        if not target.is_file():
+            raise FileNotFoundError(errno.ENOENT, "the plan says the backend placed it, but it is missing",
+                                    str(target))
+        return target
     try:
-        if yaml.safe_load(target.read_text()) == params:
+        if target.read_text() == plan.parameters:
             return target
-    except (OSError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError):
         pass
     config_dir.mkdir(parents=True, exist_ok=True)
     # A unique temporary name: the ranks of a local run write the same file at once.
     fd, tmp = tempfile.mkstemp(dir=config_dir, prefix=".parameters.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
-        yaml.safe_dump(params, f, sort_keys=False)
+        f.write(plan.parameters)
     os.replace(tmp, target)
     return target
 
@@ -133,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         supervise.finish()
         # In a pod the rank's log is the only record of the bug: its traceback goes there,
         # masked like every line, before the one-line summary.
-        log("".join(traceback.format_exception(e)).rstrip("\n"))
+        log("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip("\n"))
         log(f"error: the entrypoint failed: {type(e).__name__}: {e}")
         code = contract.EXIT_SETUP
     late = supervise.late_signal()
@@ -155,45 +166,50 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(timing: dict[str, float]) -> int:
-    spec_path = os.environ.get(contract.SPEC)
-    if not spec_path:
-        log(f"error: {contract.SPEC} is not set; the backend must say where the submitted spec is")
+    if not os.environ.get(contract.PLAN) and not os.environ.get(contract.SPEC):
+        log(f"error: neither {contract.PLAN} nor {contract.SPEC} is set; the backend must say where the "
+            "run's plan is")
         return contract.EXIT_SPEC
     try:
-        spec = read_spec(spec_path)
-    except Exception as e:  # noqa: BLE001 - any failure here is a bad spec file
-        log(f"error: cannot read the submitted spec {spec_path}: {type(e).__name__}: {e}")
+        plan, plan_path = read_plan(dict(os.environ))
+    except Exception as e:  # noqa: BLE001 - any failure here is a bad plan or spec file
+        which = (f"the run's plan {os.environ[contract.PLAN]}" if os.environ.get(contract.PLAN)
+                 else f"the submitted spec {os.environ[contract.SPEC]}")
+        log(f"error: cannot read {which}: {type(e).__name__}: {e}")
         return contract.EXIT_SPEC
 
     env = dict(os.environ)
     workdir = Path(env.get(contract.WORKDIR) or os.getcwd())
-    log(f"run {spec.name}: spec {spec_path}, working directory {workdir}")
+    log(f"run {plan.name}: plan {plan_path}, working directory {workdir}")
+    if sys.argv and sys.argv[0].endswith(".pyz"):  # zipapp mode: the image's own interpreter
+        flags = "".join([", isolated" if sys.flags.isolated else "", ", no site-packages" if sys.flags.no_site else ""])
+        log(f"entrypoint {sys.argv[0]} run by {sys.executable} (Python {platform.python_version()}{flags})")
     if runtime.injected(env):
         code = runtime.prepare(env)
         if code:
             return code
     if env.get(contract.BACKEND) == contract.LOCAL:
-        image = f"; image {spec.image} is not used" if spec.image else ""
+        image = f"; image {plan.image} is not used" if plan.image else ""
         log(f"note: the local backend runs with the current Python environment ({sys.executable}){image}")
         use_current_environment(env)
 
-    env.update(spec.env_for_run(spec.name))
+    env.update(plan.env)
     env["PYTHONUNBUFFERED"] = "1"
     try:
-        env.update(rank_env(spec, env))
+        env.update(rank_env(plan, env))
     except ValueError as e:
         log(f"error: bad rank environment from the backend: {e}")
         return contract.EXIT_SETUP
 
-    if spec.integrations:
+    if plan.integrations:
         from launcher.entrypoint.integrations import run_integrations
 
-        code = run_integrations(spec, workdir, env)
+        code = run_integrations(plan, workdir, env)
         if code:
             return code
 
     try:
-        params = write_parameters(spec, Path(env.get(contract.CONFIG_DIR) or contract.DEFAULT_CONFIG_DIR))
+        params = write_parameters(plan, Path(env.get(contract.CONFIG_DIR) or contract.DEFAULT_CONFIG_DIR))
     except OSError as e:
         log(f"error: cannot write the parameters file: {e}")
         return contract.EXIT_SETUP
@@ -202,7 +218,7 @@ def _main(timing: dict[str, float]) -> int:
 
     secrets = [n for n in env.get(contract.MASK_ENV, "").split(",") if n and n in env]
     short = sorted(n for n in secrets if too_short_to_mask(env[n]))
-    names = sorted(spec.env_variables)
+    names = sorted(plan.env_variables)
     log("environment: RUN_NAME" + (", DATA_REMOTE" if "DATA_REMOTE" in env else "")
         + (", DATA_LOCAL" if "DATA_LOCAL" in env else "")
         + (f"; env_variables {', '.join(names)}" if names else "")
@@ -210,7 +226,7 @@ def _main(timing: dict[str, float]) -> int:
     if short:
         log(f"warning: secret(s) {', '.join(short)} are shorter than {MIN_MASK_LEN} characters: "
             "too short to be masked in logs")
-    _note_missing_gpus(spec, env)
+    _note_missing_gpus(plan, env)
     log(f"node rank {env['NODE_RANK']} of {env['PET_NNODES']}, {env['LOCAL_WORLD_SIZE']} process(es) per node, "
         f"WORLD_SIZE {env['WORLD_SIZE']}, master {env['MASTER_ADDR']}:{env['MASTER_PORT']}")
 
@@ -224,7 +240,7 @@ def _main(timing: dict[str, float]) -> int:
     log(f"running the command with bash in {workdir}")
     began = time.monotonic()
     try:
-        code = supervise.run(["bash", "-c", spec.command], cwd=workdir, env=env, final=True)
+        code = supervise.run(["bash", "-c", plan.command], cwd=workdir, env=env, final=True)
     except OSError as e:
         log(f"error: cannot start bash in {workdir}: {e.strerror or e}")
         return contract.EXIT_SETUP
@@ -232,8 +248,8 @@ def _main(timing: dict[str, float]) -> int:
     return code
 
 
-def _note_missing_gpus(spec, env: dict[str, str]) -> None:
-    wanted = (spec.compute.gpus or 0) // max(1, spec.nodes)
+def _note_missing_gpus(plan, env: dict[str, str]) -> None:
+    wanted = plan.gpus // max(1, plan.nodes)
     given = int(env.get(contract.GPUS_PER_NODE) or 0)
     if env.get(contract.BACKEND) == contract.LOCAL and wanted > given:
         log(f"note: the spec asks for {wanted} GPU(s) per node; this machine gives {given}"

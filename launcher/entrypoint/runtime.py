@@ -39,7 +39,7 @@ def image_name(env: dict[str, str]) -> str:
 
 def _inside(value: str, root: Path) -> bool:
     try:
-        return Path(value).resolve().is_relative_to(root)
+        return root in (resolved := Path(value).resolve()).parents or resolved == root
     except (OSError, ValueError):
         return False
 

@@ -38,7 +38,6 @@ READ_SIZE = 1 << 20
 F_SETPIPE_SZ = 1031
 
 
-
 class Stopped(BaseException):
     """A stop signal arrived before the command started. A BaseException, so that no
     `except Exception` on the way (reading a spec, cloning) mistakes it for a failure."""
@@ -180,6 +179,11 @@ def _pump(fd: int, tail: deque | None) -> None:
         tail.extend((partial + rest).decode("utf-8", "replace").split("\n")[-tail.maxlen:])
 
 
+def exit_code(status: int) -> int:
+    """os.waitstatus_to_exitcode, which Python 3.8 lacks: -N for a signal N."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
 def _wait(proc: subprocess.Popen) -> int:
     """Wait for `proc`, reaping any orphan handed to us meanwhile."""
     while True:
@@ -188,7 +192,7 @@ def _wait(proc: subprocess.Popen) -> int:
         except ChildProcessError:
             return proc.wait()
         if pid == proc.pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
+            proc.returncode = exit_code(status)
             return proc.returncode
 
 

@@ -58,7 +58,7 @@ def _parent_includes_system_site() -> bool:
 
 def _parent_site_dirs() -> list[str]:
     prefix = Path(sys.prefix).resolve()
-    return [p for p in site.getsitepackages() if Path(p).resolve().is_relative_to(prefix)]
+    return [p for p in site.getsitepackages() if prefix in (r := Path(p).resolve()).parents or r == prefix]
 
 
 def create_argv(venv: Path) -> list[str]:

@@ -1,8 +1,11 @@
 """What a backend gives the entrypoint: the environment variables below.
 
-Every backend starts `python -m launcher.entrypoint` once per node rank with:
+Every backend starts the entrypoint once per node rank (`python -m launcher.entrypoint`,
+or the zipapp of it: launcher.pod.zipapp) with:
 
-    LAUNCHER_SPEC          path of the submitted spec (JSON or YAML, secret-free)
+    LAUNCHER_PLAN          path of the run's plan (launcher.pod.plan: JSON, secret-free)
+    LAUNCHER_SPEC          path of the submitted spec (JSON or YAML, secret-free); read
+                           only without LAUNCHER_PLAN, where the spec models are installed
     LAUNCHER_BACKEND       "local" or "kubernetes"
     LAUNCHER_CONFIG_DIR    where parameters.yaml is (or is to be written); default /mnt/config
     LAUNCHER_WORKDIR       the working directory for integrations and the command; default cwd
@@ -20,7 +23,7 @@ Every backend starts `python -m launcher.entrypoint` once per node rank with:
                            jobset.sigs.k8s.io/restart-attempt label; LAUNCHER_ATTEMPT is it + 1
     LAUNCHER_RUNTIME       (inject mode) where the injected runtime lies (/launcher); the
                            command then runs in the image's own environment, not ours
-    LAUNCHER_IMAGE         (inject mode) the user's image, named in setup errors
+    LAUNCHER_IMAGE         (inject and zipapp modes) the user's image, named in setup errors
     LAUNCHER_EXIT_FILE     (optional) where to write this rank's outcome as JSON when it ends:
                            {"exit_code": N, "reason": "..." or null}. Its space is reserved
                            when the entrypoint starts, so it is written even on a full disk.
@@ -51,6 +54,7 @@ machine: the integrations run once per run, by whichever rank takes the lock in
 LAUNCHER_CONFIG_DIR first; the other ranks wait for it and reuse the result.
 """
 
+PLAN = "LAUNCHER_PLAN"
 SPEC = "LAUNCHER_SPEC"
 BACKEND = "LAUNCHER_BACKEND"
 CONFIG_DIR = "LAUNCHER_CONFIG_DIR"

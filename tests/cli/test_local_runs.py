@@ -64,6 +64,26 @@ def test_completed_run_exits_zero_and_shows_parameters(cli):
     assert name.startswith("params-") and len(name) == len("params-") + 6
 
 
+# The entrypoint is the command's parent: its memory map shows whether it loaded the spec
+# models (pydantic_core's extension) or PyYAML's.
+LOADED_BY_THE_ENTRYPOINT = ("for lib in pydantic_core _yaml; do if grep -q \"$lib\" /proc/$PPID/maps; then "
+                            "echo \"entrypoint loaded $lib\"; fi; done; echo checked")
+
+
+@pytest.mark.parametrize("mounts", ["auto", "rewrite"])
+def test_a_local_rank_runs_the_stdlib_entrypoint_from_the_plan(cli, mounts):
+    """As a pod's does: the backend writes the plan, and the entrypoint reads it with the
+    standard library alone (in rewrite mode, a copy with the paths rewritten)."""
+    spec = cli.spec("plan", f"name: planned\ncommand: {json.dumps(LOADED_BY_THE_ENTRYPOINT)}\n"
+                            "parameters: {lr: 0.5}\n")
+    cli.env["LAUNCHER_LOCAL_MOUNTS"] = mounts
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, r.stderr
+    assert "checked" in r.stdout and "entrypoint loaded" not in r.stdout
+    plan = "plan.ranks.json" if "no private mount namespace here" in r.stdout else "plan.json"
+    assert re.search(rf"\[launcher\] run planned-\w+: plan \S+/runs/planned-\w+/{plan},", r.stdout), r.stdout
+
+
 def test_stop_ends_a_long_run_quickly_and_delete_removes_it(cli):
     spec = cli.spec("sleep", "name: sleeper\ncommand: sleep 600\n")
     r = cli("run", "-f", str(spec))
@@ -334,10 +354,10 @@ def test_kubernetes_dry_run_works_before_any_cluster_is_configured(cli):
     assert "no Kubernetes cluster profile yet" in r.stderr
     assert SECRET not in r.stdout
     items = yaml.safe_load(r.stdout)["items"]
-    assert [m["kind"] for m in items] == ["ConfigMap", "JobSet"]  # the shipped defaults: JobSet, inject mode
+    assert [m["kind"] for m in items] == ["ConfigMap", "JobSet"]  # the shipped defaults: JobSet, zipapp mode
     job = items[1]["spec"]["replicatedJobs"][0]["template"]["spec"]
     assert job["completions"] == 2 and job["completionMode"] == "Indexed"
-    assert job["template"]["spec"]["initContainers"][0]["name"] == "launcher-runtime"
+    assert "initContainers" not in job["template"]["spec"] and "entrypoint.pyz" in items[0]["binaryData"]
     env = {e["name"]: e for e in job["template"]["spec"]["containers"][0]["env"]}
     assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "wandb-api-key"
     runs = cli.home / "runs"

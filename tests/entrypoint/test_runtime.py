@@ -114,7 +114,7 @@ def test_an_image_without_bash_fails_at_once_naming_it(runtime, tmp_path):
 
 def test_the_runtime_holds_only_what_the_entrypoint_needs(runtime):
     python = runtime.volume / "python" / "bin" / "python3"
-    probe = "import sys, json, launcher.entrypoint.main, launcher.spec.models; print(json.dumps(sorted(sys.modules)))"
+    probe = "import sys, json, launcher.entrypoint.main, launcher.spec.plan, launcher.spec.models; print(json.dumps(sorted(sys.modules)))"
     done = subprocess.run(["/usr/bin/env", "-i", str(python), "-I", "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     top = {m.split(".")[0] for m in json.loads(done.stdout)}

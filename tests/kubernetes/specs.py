@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from launcher.backends.kubernetes.profiles import ClusterProfile
@@ -10,11 +11,13 @@ from launcher.spec.models import RunSpec
 
 WORKER = Path(__file__).with_name("worker.py")
 
-# The shipped defaults: the JobSet form, the runtime injected into any image.
+# The shipped defaults: the JobSet form, the entrypoint as a zipapp run by the image's python3.
 PROFILE = ClusterProfile(name="gpu-cluster", namespace="training", service_account="trainer",
                          image="ghcr.io/example/launcher:1.0")
 # No JobSet on the cluster: the Indexed Job form, retried by whichever launcher looks.
 JOB_PROFILE = PROFILE.model_copy(update={"jobset": False})
+# Images without Python: the runtime injected by an init container.
+INJECT_PROFILE = PROFILE.model_copy(update={"entrypoint_mode": "inject"})
 # The image already has the launcher: no init container.
 IMAGE_PROFILE = PROFILE.model_copy(update={"entrypoint_mode": "image"})
 KUEUE_PROFILE = ClusterProfile(name="kueue-cluster", namespace="training", queue="team-a",
@@ -48,7 +51,7 @@ def spec(name: str = "train-abc123", **fields) -> RunSpec:
 
 
 # name -> (spec, profile, secrets): the range the schema and golden tests cover. Both forms
-# (JobSet, Indexed Job) and both entrypoint modes (inject, image) appear.
+# (JobSet, Indexed Job) and the three entrypoint modes (zipapp, inject, image) appear.
 CASES = {
     "cpu": lambda: (spec("cpu-abc123", compute={"gpu_type": "none", "cpus": 2, "memory": "4Gi"}), PROFILE, []),
     "1x8": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), PROFILE, []),
@@ -57,6 +60,8 @@ CASES = {
     "4x8-job": lambda: (spec("four-node-abc123", compute={"gpus": 32, "gpu_type": "a100_80gb"},
                              env_variables={"NCCL_DEBUG": "INFO"}, scheduling={"max_duration": 2, "max_retries": 1}),
                         JOB_PROFILE, []),
+    "1x8-inject": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), INJECT_PROFILE,
+                           []),
     "1x8-image": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), IMAGE_PROFILE, []),
     "cpu-image-job": lambda: (spec("cpu-abc123", compute={"gpu_type": "none", "cpus": 0.5}),
                               IMAGE_PROFILE.model_copy(update={"jobset": False}), []),
@@ -77,6 +82,10 @@ CASES = {
 
 
 GOLDEN = Path(__file__).with_name("golden")
+# The zipapp's bytes change with every edit of the entrypoint: the golden files show where it
+# goes, and test_render checks what it holds.
+ZIPAPP_VALUE = re.compile(r"(entrypoint\.pyz:\s*)[A-Za-z0-9+/=]{200,}")
+ZIPAPP_PLACEHOLDER = r"\1<launcher.pod.zipapp.build(), base64>"
 
 
 def assert_golden(case: str, text: str) -> None:
@@ -85,6 +94,7 @@ def assert_golden(case: str, text: str) -> None:
 
     import pytest
 
+    text = ZIPAPP_VALUE.sub(ZIPAPP_PLACEHOLDER, text)
     path = GOLDEN / f"{case}.yaml"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         path.write_text(text)

@@ -88,7 +88,7 @@ def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
     """`launcher run --dry-run -o yaml` prints the manifests; the random name suffix is
     normalised. Regenerate with UPDATE_GOLDEN=1 after an intended change."""
     assert launcher("secret", "create", "env", "API_TOKEN=" + SECRET, "--cluster", "fake") == 0
-    _profile_settings(entrypoint_mode="inject", jobset=True)  # what the golden files show
+    _profile_settings(entrypoint_mode="zipapp", jobset=True)  # the shipped defaults, which the golden files show
     fields = ({"compute": {"gpus": 16, "gpu_type": "h100_80gb"}} if case == "dry-run-2x8"
               else {"compute": {"gpu_type": "none"}, "secrets": ["api-token"]})
     capsys.readouterr()
@@ -100,14 +100,14 @@ def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
     text = re.sub(r"hello-[a-z0-9]{6}", "hello-XXXXXX", out)
     assert_golden(case, text)
     doc = yaml.safe_load(out)
-    assert [m["kind"] for m in doc["items"]] == ["ConfigMap", "JobSet"]  # the shipped defaults: JobSet, inject
+    assert [m["kind"] for m in doc["items"]] == ["ConfigMap", "JobSet"]  # the shipped defaults: JobSet, zipapp
     if case == "dry-run-cpu-secret":
         assert "secrets: a dry-run does not contact cluster fake" in err and "(api-token, in namespace default" in err
 
 
 def test_dry_run_never_contacts_the_cluster(launcher_home, tmp_path, capsys):
     """A profile whose server is down, and one whose kubeconfig is missing: the dry-run renders
-    at once from the profile (the JobSet form and inject mode of the shipped defaults)."""
+    at once from the profile (the JobSet form and zipapp mode of the shipped defaults)."""
     import socket
     import time
 
@@ -134,7 +134,8 @@ def test_dry_run_never_contacts_the_cluster(launcher_home, tmp_path, capsys):
         jobset = doc["items"][1]
         assert jobset["kind"] == "JobSet"
         pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-        assert pod["initContainers"][0]["name"] == "launcher-runtime"
+        assert pod["containers"][0]["command"][:2] == ["/bin/sh", "-c"]  # zipapp, the default
+        assert "entrypoint.pyz" in doc["items"][0]["binaryData"]
     # Nor does it load the kubernetes client: a fresh process renders without it.
     code = ("import sys; from launcher.cli.errors import run_cli; from launcher.cli.main import cli;\n"
             f"code = run_cli(cli, ['run', '-f', {str(spec)!r}, '--cluster', 'down', '--dry-run']);\n"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import zipfile
 
 import kubernetes_validate
 import pytest
@@ -11,11 +14,13 @@ import yaml
 import launcher
 from launcher.backends.kubernetes.render import plan_run
 from launcher.errors import InputError
+from launcher.pod import zipapp
 from tests.fakes.kube import crd
 from tests.fakes.kube.common import ApiError
 from tests.kubernetes.specs import (
     CASES,
     GKE_SPOT_PROFILE,
+    INJECT_PROFILE,
     JOB_PROFILE,
     KUEUE_PROFILE,
     PROFILE,
@@ -139,8 +144,49 @@ def test_jobset_retries_map_onto_its_failure_policy():
     assert "suspend" not in js["spec"]  # Kueue's webhook suspends it itself
 
 
-def test_inject_mode_copies_the_runtime_into_the_users_image():
+def test_zipapp_mode_needs_nothing_but_the_images_python():
+    """The default: no init container, no runtime image; the ConfigMap carries the plan and
+    the entrypoint as a zipapp, and a sh shim runs it with the image's python3."""
     ms = plan_run(*CASES["1x8"]()).manifests
+    pod = pod_spec(ms)
+    assert "initContainers" not in pod
+    assert all("launcher-runtime" not in json.dumps(v) for v in pod["volumes"])
+    main = pod["containers"][0]
+    assert main["image"] == "ghcr.io/example/trainer:2.0"
+    assert main["command"][:2] == ["/bin/sh", "-c"] and len(main["command"]) == 3
+    assert '"$python" -I -S "$LAUNCHER_CONFIG_DIR/entrypoint.pyz"' in main["command"][2]
+    assert "$(" not in main["command"][2]  # the kubelet would expand it
+    env = env_of(ms)
+    assert env["LAUNCHER_PLAN"]["value"] == "/mnt/config/plan.json"
+    assert env["LAUNCHER_IMAGE"]["value"] == "ghcr.io/example/trainer:2.0"
+    cm = by_kind(ms)["ConfigMap"]
+    archive = base64.b64decode(cm["binaryData"]["entrypoint.pyz"])
+    assert archive == zipapp.build() and len(archive) < 200_000  # well under the ConfigMap's 1 MiB
+    names = zipfile.ZipFile(io.BytesIO(archive)).namelist()
+    assert "__main__.py" in names and "launcher/entrypoint/main.py" in names and "launcher/secrets/mask.py" in names
+    assert not [n for n in names if n.startswith(("launcher/spec", "launcher/backends")) or n.endswith("bundle.py")]
+    plan = json.loads(cm["data"]["plan.json"])
+    assert plan["command"] == "composer train.py" and plan["nodes"] == 1 and plan["gpus"] == 8
+    assert plan["parameters"] is None and cm["data"]["parameters.yaml"] == "model:\n  d_model: 768\n"  # not twice
+    assert plan["env"]["RUN_NAME"] == "one-node-abc123"
+    # Other modes carry no zipapp, but the same plan.
+    inject = by_kind(plan_run(*CASES["1x8-inject"]()).manifests)["ConfigMap"]
+    assert "binaryData" not in inject and json.loads(inject["data"]["plan.json"]) == plan
+
+
+def test_the_zipapp_is_the_same_bytes_every_time():
+    assert zipapp.build() == zipapp.build.__wrapped__()
+
+
+def test_the_plan_holds_no_secret_value():
+    ms = plan_run(*CASES["secrets"]()).manifests
+    text = by_kind(ms)["ConfigMap"]["data"]["plan.json"]
+    for value in SECRET_VALUES.values():
+        assert value.strip() not in text
+
+
+def test_inject_mode_copies_the_runtime_into_the_users_image():
+    ms = plan_run(*CASES["1x8-inject"]()).manifests
     pod = pod_spec(ms)
     [init] = pod["initContainers"]
     assert init["image"] == f"ghcr.io/launcher-dev/launcher-runtime:{launcher.__version__}"
@@ -157,7 +203,8 @@ def test_inject_mode_copies_the_runtime_into_the_users_image():
     assert env["LAUNCHER_IMAGE"]["value"] == "ghcr.io/example/trainer:2.0"
     for leak in ("PYTHONHOME", "PYTHONPATH", "LD_LIBRARY_PATH", "PATH"):
         assert leak not in env
-    custom = PROFILE.model_copy(update={"runtime_image": "registry.local/rt:dev", "runtime_image_pull_policy": "Always"})
+    custom = INJECT_PROFILE.model_copy(update={"runtime_image": "registry.local/rt:dev",
+                                               "runtime_image_pull_policy": "Always"})
     [init] = pod_spec(plan_run(spec(), custom, []).manifests)["initContainers"]
     assert (init["image"], init["imagePullPolicy"]) == ("registry.local/rt:dev", "Always")
 

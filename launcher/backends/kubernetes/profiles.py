@@ -19,7 +19,7 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         priority_class_kind: WorkloadPriorityClass  # or PriorityClass (the pods' priorityClassName)
         non_preemptible_priority_class: protected  # used when scheduling.preemptible is false
         jobset: true                      # the cluster serves JobSet (detected by `cluster add`)
-        entrypoint_mode: inject           # inject (any image) | image (the image has the launcher)
+        entrypoint_mode: zipapp           # zipapp (any image with python3) | inject (any image) | image
         runtime_image: ghcr.io/launcher-dev/launcher-runtime:0.1.0
         runtime_image_pull_policy: IfNotPresent
         instance_label: node.kubernetes.io/instance-type   # compute.instance selects on it
@@ -152,7 +152,7 @@ class ClusterProfile(BaseModel):
     jobset: bool = True
     """Whether the cluster serves jobset.x-k8s.io/v1alpha2; `cluster add` detects it and
     submit checks again. The shipped default renders the JobSet form."""
-    entrypoint_mode: Literal["inject", "image"] = "inject"
+    entrypoint_mode: Literal["zipapp", "inject", "image"] = "zipapp"
     runtime_image: str = RUNTIME_IMAGE
     runtime_image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     instance_label: str = INSTANCE_LABEL

@@ -15,15 +15,20 @@ reconcile`, `run --follow`), from the Job rendered here and kept in the record.
 Either way the count does not depend on the number of nodes. Secrets are referenced by
 name only (secretKeyRef, a Secret volume, imagePullSecrets): no value reaches a manifest.
 
-The entrypoint: in `inject` mode (the default) an init container from the runtime image
+The entrypoint reads the run's plan, /mnt/config/plan.json (launcher.pod.plan), in every
+mode. In `zipapp` mode (the default) the ConfigMap also carries the entrypoint as a zipapp
+(launcher.pod.zipapp, some 40 kB), and a POSIX sh shim runs it with the image's own
+python3 (3.8 or newer, `-I -S`): any image with a Python runs, with nothing of ours to
+pull. In `inject` mode, for images without Python, an init container from the runtime image
 copies a self-contained Python with the launcher into the emptyDir /launcher, and the
-user's image runs /launcher/python/bin/python3 -I -m launcher.entrypoint, which runs the
-command with the image's own bash, python and pip. In `image` mode the image already
+user's image runs /launcher/python/bin/python3 -I -m launcher.entrypoint. Either way the
+command runs with the image's own bash, python and pip. In `image` mode the image already
 has the launcher: `python -m launcher.entrypoint`.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -36,8 +41,10 @@ from launcher.backends.base import Plan
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.profiles import ClusterProfile, Placement, load_profile, resolve_placement
 from launcher.errors import InputError
-from launcher.pod import contract
+from launcher.pod import contract, zipapp
+from launcher.pod.plan import PLAN_FILE, ZIPAPP_FILE
 from launcher.secrets.kinds import project
+from launcher.spec.plan import parameters_text, plan_text
 from launcher.spec.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -74,11 +81,6 @@ class Rendered:
     manifests: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
     jobset: bool = True
-
-
-def parameters_text(spec: RunSpec) -> str:
-    # Byte-for-byte what the entrypoint would write, so it accepts the read-only mount as is.
-    return yaml.safe_dump(spec.parameters_for_file(), sort_keys=False)
 
 
 def _quantity_cpu(cpus: float) -> str:
@@ -155,13 +157,19 @@ def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secre
     submitted = spec.to_submitted()
     data = {
         keys.SPEC_FILE: json.dumps(submitted, sort_keys=True),
+        # Byte-for-byte what the entrypoint would write, so it accepts the read-only mount as is.
         keys.PARAMETERS_FILE: parameters_text(spec),
         keys.RUN_CONFIG_FILE: yaml.safe_dump(submitted, sort_keys=False),
+        PLAN_FILE: plan_text(spec, parameters_in_place=True),  # beside parameters.yaml
     }
-    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+    binary = {}
+    if profile.entrypoint_mode == "zipapp":
+        binary[ZIPAPP_FILE] = base64.b64encode(zipapp.build()).decode()
+    size = sum(len(k) + len(v.encode()) for k, v in {**data, **binary}.items())
     if size > CONFIGMAP_LIMIT:
-        raise InputError(f"parameters: the spec and parameters take {size} bytes; a Kubernetes ConfigMap "
-                         f"holds at most {CONFIGMAP_LIMIT} (move large values into files the command reads)")
+        with_zipapp = " with the entrypoint's zipapp" if binary else ""
+        raise InputError(f"parameters: the spec and parameters take {size} bytes{with_zipapp}; a Kubernetes "
+                         f"ConfigMap holds at most {CONFIGMAP_LIMIT} (move large values into files the command reads)")
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -172,6 +180,7 @@ def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secre
             "annotations": {keys.RECORD_SECRETS: json.dumps(secret_refs(secrets))},
         },
         "data": data,
+        **({"binaryData": binary} if binary else {}),
     }
 
 
@@ -372,6 +381,9 @@ def _entrypoint(profile: ClusterProfile, image: str) -> tuple[list[str], list[di
     """command, initContainers, extra volumes, extra mounts, extra env of the main container."""
     if profile.entrypoint_mode == "image":
         return list(IMAGE_ENTRYPOINT), [], [], [], []
+    if profile.entrypoint_mode == "zipapp":
+        return (list(zipapp.COMMAND), [], [], [],
+                [{"name": contract.IMAGE, "value": image}])
     mount = {"name": RUNTIME_VOLUME, "mountPath": RUNTIME_MOUNT}
     init = {
         "name": RUNTIME_VOLUME,
@@ -402,6 +414,7 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
     else:
         attempt_env = {"name": contract.ATTEMPT, "value": str(attempt)}
     env: list[dict[str, Any]] = [
+        {"name": contract.PLAN, "value": f"{keys.CONFIG_MOUNT}/{PLAN_FILE}"},
         {"name": contract.SPEC, "value": f"{keys.CONFIG_MOUNT}/{keys.SPEC_FILE}"},
         {"name": contract.BACKEND, "value": "kubernetes"},
         {"name": contract.CONFIG_DIR, "value": keys.CONFIG_MOUNT},

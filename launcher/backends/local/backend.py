@@ -32,6 +32,7 @@ from launcher.pod.packages import ALLOW_HOST_PACKAGES_SETTING, host_packages_ref
 from launcher.secrets.kinds import PUBLIC_ENV, Secret, project
 from launcher.secrets.mask import Masker
 from launcher.secrets.store import LocalSecretStore
+from launcher.spec.plan import plan_text
 
 # Node ranks are processes on this machine; past a few per core they only compete.
 NODES_PER_CORE = 4
@@ -132,6 +133,7 @@ class LocalBackend(Backend, LocalArtifacts):
         layout.root.mkdir(parents=True, mode=0o700)
         submitted = spec.to_submitted()
         layout.spec_file.write_text(json.dumps(submitted, indent=1))
+        layout.plan_file.write_text(plan_text(spec))
         env = dict(os.environ)
         env["LAUNCHER_HOME"] = str(self.home)
         env[contract.OWNER] = layout.owner

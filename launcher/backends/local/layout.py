@@ -14,6 +14,11 @@ class RunLayout:
         return self.root / "spec.json"
 
     @property
+    def plan_file(self) -> Path:
+        """The run's plan (launcher.pod.plan), which every rank's entrypoint reads."""
+        return self.root / "plan.json"
+
+    @property
     def config_dir(self) -> Path:
         return self.root / "config"
 

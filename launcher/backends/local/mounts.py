@@ -39,6 +39,7 @@ MODE_ENV = "LAUNCHER_LOCAL_MOUNTS"
 CONFIG_MOUNT = "/mnt/config"
 PLAN_FILE = "mounts.json"
 RANK_SPEC_FILE = "spec.ranks.json"
+RANK_PLAN_FILE = "plan.ranks.json"
 
 NAMESPACE, REWRITE = "namespace", "rewrite"
 
@@ -213,8 +214,8 @@ class RankLaunch:
 
 def rank_launch(run_root: Path, argv: list[str], env: dict[str, str]) -> RankLaunch:
     """How the supervisor starts one rank: `argv` wrapped to enter the namespace, or with
-    the spec (LAUNCHER_SPEC) swapped for a path-rewritten copy. A run submitted before
-    mount plans existed starts as before."""
+    the spec (LAUNCHER_SPEC) and the plan (LAUNCHER_PLAN) swapped for path-rewritten
+    copies. A run submitted before mount plans existed starts as before."""
     plan = MountPlan.load(run_root / PLAN_FILE)
     if plan is None:
         return RankLaunch(argv, env, None)
@@ -224,13 +225,25 @@ def rank_launch(run_root: Path, argv: list[str], env: dict[str, str]) -> RankLau
         wrapped = [sys.executable, "-m", "launcher.backends.local.mounts", str(run_root / PLAN_FILE), "--", *argv]
         return RankLaunch(wrapped, env, plan.note())
     rank_spec = run_root / RANK_SPEC_FILE
+    rewritten = rewrite_spec(json.loads(Path(env[contract.SPEC]).read_text()), plan.binds)
     if not rank_spec.exists():
-        submitted = json.loads(Path(env[contract.SPEC]).read_text())
-        tmp = rank_spec.with_suffix(".tmp")
-        tmp.write_text(json.dumps(rewrite_spec(submitted, plan.binds), indent=1))
-        os.replace(tmp, rank_spec)
+        _write_atomically(rank_spec, json.dumps(rewritten, indent=1))
     env[contract.SPEC] = str(rank_spec)
+    if env.get(contract.PLAN):
+        from launcher.spec.models import RunSpec
+        from launcher.spec.plan import plan_text
+
+        rank_plan = run_root / RANK_PLAN_FILE
+        if not rank_plan.exists():  # rendered from the rewritten spec, as the host renders every plan
+            _write_atomically(rank_plan, plan_text(RunSpec.model_validate(rewritten)))
+        env[contract.PLAN] = str(rank_plan)
     return RankLaunch(argv, env, plan.note())
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def main(args: list[str]) -> None:

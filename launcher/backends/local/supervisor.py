@@ -98,6 +98,8 @@ class Supervisor:
 
     def _rank_env(self, rank: int, nodes: int, port: int) -> dict[str, str]:
         env = dict(os.environ)
+        if self.layout.plan_file.exists():  # a run submitted by an older launcher has only its spec
+            env[contract.PLAN] = str(self.layout.plan_file)
         env.update({
             contract.SPEC: str(self.layout.spec_file),
             contract.BACKEND: "local",

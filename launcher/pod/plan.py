@@ -1,0 +1,86 @@
+"""The pod plan: everything the entrypoint needs to run one rank, as plain JSON.
+
+The host has already validated the spec (launcher.spec.plan writes the plan from a
+RunSpec), so the entrypoint only reads what it is given here, with the standard library
+alone: no spec models, no YAML parser. Any Python 3.8 or newer reads it, inside the
+zipapp a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
+
+    {"version": 1, "name": RUN, "image": IMAGE or null, "command": "bash text",
+     "env": {the run's non-secret variables: env_variables, RUN_NAME, DATA_*, integrations'},
+     "env_variables": [names, for the log line],
+     "nodes": N, "gpus": total GPUs the spec asks for (0: CPU),
+     "integrations": [each integration as its fields, integration_type first],
+     "parameters": "the text of parameters.yaml, rendered by the host", or null where the
+                   backend places parameters.yaml in the config directory itself (a ConfigMap)}
+
+No secret value is ever in a plan: secrets reach the rank through its environment and
+files (contract.MASK_ENV, contract.MASK_FILES), as before.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+VERSION = 1
+PLAN_FILE = "plan.json"
+ZIPAPP_FILE = "entrypoint.pyz"
+
+
+class PlanError(ValueError):
+    """The plan file is missing a field or has one of the wrong type."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    image: str | None
+    command: str
+    env: dict[str, str]
+    env_variables: list[str]
+    nodes: int
+    gpus: int
+    integrations: tuple[SimpleNamespace, ...]
+    parameters: str | None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Plan:
+        if not isinstance(data, dict):
+            raise PlanError("the plan is not a JSON object")
+        if data.get("version") != VERSION:
+            raise PlanError(f"plan version {data.get('version')!r}; this entrypoint reads version {VERSION} "
+                            "(the launcher that submitted the run is newer or older than this entrypoint)")
+
+        def field(name: str, kind: type, optional: bool = False):
+            value = data.get(name)
+            if value is None and optional:
+                return None
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise PlanError(f"plan field {name!r} must be {kind.__name__}, got {type(value).__name__}")
+            return value
+
+        env = field("env", dict)
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise PlanError("plan field 'env' must map names to strings")
+        integrations = []
+        for i, integ in enumerate(field("integrations", list)):
+            if not isinstance(integ, dict) or not isinstance(integ.get("integration_type"), str):
+                raise PlanError(f"plan integration {i + 1} has no integration_type")
+            integrations.append(SimpleNamespace(**integ))
+        return cls(name=field("name", str), image=field("image", str, optional=True), command=field("command", str),
+                   env=dict(env), env_variables=[str(n) for n in field("env_variables", list)],
+                   nodes=field("nodes", int), gpus=field("gpus", int), integrations=tuple(integrations),
+                   parameters=field("parameters", str, optional=True))
+
+
+def read(path: str | Path) -> Plan:
+    """The plan at `path`; OSError if it cannot be read, PlanError if it is not a plan."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise PlanError(f"not JSON: {e}") from None
+    return Plan.from_dict(data)
