@@ -43,9 +43,13 @@ def max_local_nodes() -> int:
 
 def unhonoured(spec) -> list[str]:
     """The fields a run on this machine cannot honour, as named warnings (never dropped in silence)."""
+    from launcher.spec.models import AUTO_PRIORITY  # loaded with the spec; a listing needs neither
+
     c, s = spec.compute, spec.scheduling
     fields = {"compute.instance": c.instance, "compute.node_names": c.node_names, "compute.cpus": c.cpus,
-              "compute.memory": c.memory, "scheduling.priority": s.priority, "scheduling.preemptible": s.preemptible}
+              "compute.memory": c.memory, "scheduling.preemptible": s.preemptible,
+              # auto (mcli's default) asks for nothing beyond the default: nothing is ignored.
+              "scheduling.priority": s.priority if s.priority != AUTO_PRIORITY else None}
     out = [f"{field}: ignored by the local backend (this machine runs every rank)"
            for field, value in fields.items() if value is not None]
     if s.retry_on_system_failure:
