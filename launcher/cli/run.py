@@ -63,7 +63,8 @@ def validate(spec_file, backend, **kw):
     spec = _load(spec_file, **kw)
     _, target, _ = _target(spec, kw.get("cluster"), backend, dry_run=True)
     named = _named(spec)
-    target.check(named)  # what `run` refuses before anything starts, the same call
+    for warning in target.check(named):  # what `run` refuses before anything starts, the same call
+        warn(warning)  # and what it warns of, in the same words
     if sanitize(spec.name) != spec.name:
         info(f"name {spec.name!r} becomes {sanitize(spec.name)!r} (lowercase letters, digits and '-')")
     click.echo(f"{OK} {spec_file} is a valid run spec")

@@ -351,8 +351,11 @@ def test_render_errors():
     long = "x" * 59 + "a"
     with pytest.raises(InputError, match="too long for 512 nodes"):
         plan_run(spec(long, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), JOB_PROFILE, [])
-    with pytest.raises(InputError, match="too long for 512 nodes: pod hostname 'x{53}-node-0-511'"):
-        plan_run(spec("x" * 53, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
+    # JobSet's webhook counts the pods' 5 random characters too.
+    with pytest.raises(InputError, match=r"too long for 512 nodes: pod name \(with its 5 random characters\) "
+                                         r"'x{47}-node-0-511-abcde' exceeds 63"):
+        plan_run(spec("x" * 47, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
+    plan_run(spec("x" * 46, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
     with pytest.raises(InputError, match="ConfigMap holds at most"):
         plan_run(spec(parameters={"blob": "x" * 600_000}), PROFILE, [])
 

@@ -109,11 +109,17 @@ def _as_cluster_profile(profile: Profile | ClusterProfile) -> ClusterProfile:
 
 
 def check_hostnames(name: str, nodes: int, *, jobset: bool) -> None:
-    """Refuse a run name whose last pod hostname would exceed a DNS label (63 characters)."""
-    last_host = f"{name}-{REPLICATED_JOB}-0-{nodes - 1}" if jobset else f"{name}-{nodes - 1}"
-    if len(last_host) > 63:
+    """Refuse a run name whose pods' names would exceed a DNS label (63 characters): under
+    JobSet, the longest pod name as its webhook checks it (<run>-node-0-<index> and the pod's
+    5 random characters); in the Job form, the last pod's hostname <run>-<index>. Run names
+    are cut to fit up to 10,000 nodes (launcher.spec.names), so only more nodes meet this."""
+    if jobset:
+        longest, what = f"{name}-{REPLICATED_JOB}-0-{nodes - 1}-abcde", "pod name (with its 5 random characters)"
+    else:
+        longest, what = f"{name}-{nodes - 1}", "pod hostname"
+    if len(longest) > 63:
         raise InputError(f"name: the run name {name!r} is too long for {nodes} nodes: "
-                         f"pod hostname {last_host!r} exceeds 63 characters")
+                         f"{what} {longest!r} exceeds 63 characters")
 
 
 def plan_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Secret], *,

@@ -87,10 +87,10 @@ class LocalBackend(Backend, LocalArtifacts):
     def secret_store(self) -> LocalSecretStore:
         return LocalSecretStore(self.home)
 
-    def check(self, spec) -> None:
+    def check(self, spec) -> list[str]:
         """What this machine refuses to run, before anything is created: a gpu_type the
         shipped table does not know, GPUs that do not split over the nodes, more nodes than
-        it runs, apt_packages it may not install."""
+        it runs, apt_packages it may not install. Returns what it ignores (unhonoured)."""
         c = spec.compute
         if c.gpu_type is not None:
             # The names a cluster would take (the shipped gpu_types), so a spec valid here is valid there.
@@ -110,6 +110,7 @@ class LocalBackend(Backend, LocalArtifacts):
         apt = [p for i in spec.integrations if isinstance(i, AptPackagesIntegration) for p in i.packages]
         if apt and self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is not True:
             raise InputError(host_packages_refusal(apt))
+        return unhonoured(spec)
 
     def plan(self, spec, secrets: list[Secret] | None = None) -> Plan:
         """The run as it would start here; secrets by reference only."""
