@@ -93,6 +93,11 @@ def _detect_jobset(name: str, backend) -> bool | None:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 def list_(output):
     """List cluster profiles; * marks the current one."""
+    list_profiles(output)
+
+
+def list_profiles(output: str) -> None:
+    """`cluster list` and `get clusters`: the profiles, * marking the current one."""
     from launcher.config import load_config
 
     config = load_config()
