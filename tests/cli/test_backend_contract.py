@@ -46,7 +46,8 @@ def test_a_50_character_name_is_cut_to_fit_by_validate_dry_run_and_run_alike(cli
     cut = "a" * 38
     validated = cli("validate", "-f", str(spec), "--cluster", "fake")
     assert validated.returncode == 0, validated.stderr
-    assert f"name {LONG_NAME!r} becomes {cut!r}" in validated.stderr
+    assert (f"name {LONG_NAME!r} becomes {cut!r} (lowercase letters, digits and '-'; at most 38 characters before "
+            "the suffix, so every pod name fits Kubernetes)") in validated.stderr
     assert re.search(rf"^name: {cut}-[a-z0-9]{{6}}$", validated.stdout, re.M), validated.stdout
     dry = cli("run", "-f", str(spec), "--cluster", "fake", "--dry-run")
     assert dry.returncode == 0, dry.stderr
