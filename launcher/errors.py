@@ -14,10 +14,14 @@ class LauncherError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, exit_code: int | None = None, hint: str | None = None):
+    def __init__(self, message: str, *, exit_code: int | None = None, hint: str | None = None,
+                 warnings: list[str] | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.warnings = list(warnings or [])
+        """What else the user should know, shown before the message: e.g. the cluster profiles
+        a run was not looked for in, because they could not be asked."""
         if exit_code is not None:
             self.exit_code = exit_code
 

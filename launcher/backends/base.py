@@ -155,10 +155,13 @@ class Backend(abc.ABC):
         InputError naming it). Opening contacts nothing; the first call that needs to does."""
         raise NotImplementedError(f"the {cls.name} backend cannot be opened from a profile")
 
-    def check(self, spec: RunSpec) -> None:  # noqa: B027 - a backend that refuses nothing offline
+    def check(self, spec: RunSpec) -> list[str]:
         """Raise an InputError for what submit(spec) would refuse, offline, before anything
         starts: `launcher validate`, `run --dry-run` and `run` all ask this, so that validate
-        refuses what run refuses. `spec` is named as the run will be (its name counts)."""
+        refuses what run refuses. `spec` is named as the run will be (its name counts).
+        Returns the named warnings about fields this backend cannot fully honour, the ones
+        plan() and submit() give, so that validate says them too."""
+        return []
 
     def plan(self, spec: RunSpec, secrets: list[Secret] | None = None) -> Plan:
         """What `submit(spec, secrets)` would create, computed offline: it never contacts a

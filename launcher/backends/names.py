@@ -64,11 +64,13 @@ def suggestion(arg: str, names: list[str]) -> str | None:
     return guess[0] if guess else None
 
 
-def not_found(arg: str, names: list[str]) -> NotFoundError:
+def not_found(arg: str, names: list[str], warnings: list[str] | None = None) -> NotFoundError:
+    """`warnings`: one line for each cluster profile that could not be asked."""
     guess = suggestion(arg, names)
     hint = f"did you mean {guess!r}? " if guess else ""
     what = "matches" if is_glob(arg) else "named"
-    return NotFoundError(f"no run {what} {arg!r}", hint=f"{hint}list runs with `launcher get runs`")
+    return NotFoundError(f"no run {what} {arg!r}", hint=f"{hint}list runs with `launcher get runs`",
+                         warnings=warnings)
 
 
 def resolve_run(arg: str | None) -> tuple[Backend, Run]:
@@ -86,5 +88,5 @@ def resolve_run(arg: str | None) -> tuple[Backend, Run]:
         raise not_found(arg, names)
     try:
         return find_run(arg)  # a full name from another machine's submissions
-    except NotFoundError:
-        raise not_found(arg, names) from None
+    except NotFoundError as e:
+        raise not_found(arg, names, e.warnings) from None

@@ -178,11 +178,13 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
     for profile in candidates:
         if answers.get(profile.name) is not None:
             return answers[profile.name]
-    if failed:
-        # Not found where we could look; where we could not, that is the answer.
+    unasked = [e.message for e in failed.values()]
+    if len(failed) == len(candidates):
+        # No profile could be asked: that is the answer, not that the run does not exist.
         first = next(iter(failed.values()))
-        raise LauncherError(first.message, exit_code=first.exit_code, hint=first.hint)
-    raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`")
+        raise LauncherError(first.message, exit_code=first.exit_code, hint=first.hint, warnings=unasked[1:])
+    # Not found where we could look; each profile we could not ask is a warning.
+    raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`", warnings=unasked)
 
 
 # How long one look across every profile waits for the slowest: a stalled cluster becomes a warning.
@@ -231,13 +233,22 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T]) -> tuple[dict
 
 def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[str]]:
     """(backend, run) for every run of these profiles, newest first, and one warning per
-    profile that could not be listed."""
+    profile that could not be listed. When not one of them could be (one profile that is
+    down, or all of them), that is the error: an empty listing would say there are no runs."""
 
     def list_one(profile: Profile) -> list[tuple[Backend, Run]]:
         backend = open_backend(profile)
         return [(backend, run) for run in backend.list()]
 
     answers, failed = ask_each(profiles, list_one)
+    if profiles and len(failed) == len(profiles):
+        errors = list(failed.values())
+        if len(errors) == 1:
+            raise errors[0]
+        # Bad input (a kubeconfig, credentials) everywhere is exit 2; a cluster that is away, 1.
+        raise LauncherError(f"none of the {len(errors)} cluster profiles could be listed",
+                            exit_code=2 if all(e.exit_code == 2 for e in errors) else 1,
+                            warnings=[e.message for e in errors])
     pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
     pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
     return pairs, [e.message for e in failed.values()]

@@ -20,7 +20,8 @@ def cluster() -> None:
 @cluster.command("add")
 @click.argument("name")
 @click.option("--context", help="kubeconfig context (default: the kubeconfig's current context).")
-@click.option("--namespace", default="default", show_default=True, help="Namespace runs and secrets go to.")
+@click.option("--namespace",
+              help="Namespace runs and secrets go to (default: the context's, as kubectl takes it; else default).")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).")
 @click.option("--service-account", help="Service account the run's pods use.")
 @click.option("--image", help="Image for specs that name none.")
@@ -71,7 +72,7 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
     if make_current:
         config.current = name
     save_config(config)
-    click.echo(f"{OK} Added cluster {name} (namespace {namespace}) to {config_path()}"
+    click.echo(f"{OK} Added cluster {name} (namespace {backend.profile.namespace}) to {config_path()}"
                + (" and made it current" if make_current else ""))
     if jobset is not None:
         info("JobSet: served; failed attempts restart in the cluster" if jobset else
@@ -93,6 +94,11 @@ def _detect_jobset(name: str, backend) -> bool | None:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 def list_(output):
     """List cluster profiles; * marks the current one."""
+    list_profiles(output)
+
+
+def list_profiles(output: str) -> None:
+    """`cluster list` and `get clusters`: the profiles, * marking the current one."""
     from launcher.config import load_config
 
     config = load_config()
@@ -100,8 +106,7 @@ def list_(output):
     for p in config.profiles():
         s = p.settings
         rows.append({"name": p.name, "backend": p.backend, "current": p.name == config.current,
-                     "context": s.get("context"), "namespace": s.get("namespace", "default") if p.backend == "kubernetes" else None,
-                     "queue": s.get("queue")})
+                     "context": s.get("context"), "namespace": _namespace(p), "queue": s.get("queue")})
     if output != "table":
         dump(rows, output)
         return
@@ -114,6 +119,16 @@ def list_(output):
         table.add_row("*" if r["current"] else "", r["name"], r["backend"], r["context"] or "-",
                       r["namespace"] or "-", r["queue"] or "-")
     print_table(table)
+
+
+def _namespace(profile) -> str | None:
+    """Where a Kubernetes profile's runs go, read from the kubeconfig file without loading
+    the profile model."""
+    if profile.backend != "kubernetes":
+        return None
+    from launcher.backends.kubernetes.reach import profile_namespace
+
+    return profile_namespace(profile.settings)
 
 
 @cluster.command("use")

@@ -56,11 +56,15 @@ def complete_run_names(ctx, param, incomplete: str) -> list:
 
 class NounGroup(click.Group):
     """A verb that takes mcli's noun (`stop run NAME`, `delete secret NAME`) or goes
-    straight to its default noun (`stop NAME`). Singular and plural nouns both work."""
+    straight to its default noun (`stop NAME`). Singular and plural nouns both work.
+    `strict`: the default noun is taken only without arguments or before an option
+    (`get`, `get --status failed`); any other first word must be a noun (`get foo` is a
+    usage error with a did-you-mean, not a listing of runs matching foo)."""
 
-    def __init__(self, *args, default: str, **kwargs):
+    def __init__(self, *args, default: str, strict: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.default = default
+        self.strict = strict
 
     def get_command(self, ctx, name):
         cmd = super().get_command(ctx, name)
@@ -80,6 +84,14 @@ class NounGroup(click.Group):
     def parse_args(self, ctx, args):
         first = args[0] if args else None
         if first is not None and first not in ("-h", "--help") and self.get_command(ctx, first) is None:
+            if self.strict and not first.startswith("-"):
+                import difflib
+
+                nouns = self.list_commands(ctx)
+                guess = difflib.get_close_matches(first, nouns + [n.rstrip("s") for n in nouns], n=1, cutoff=0.6)
+                hint = f"; did you mean {guess[0]!r}?" if guess else ""
+                raise click.UsageError(f"no such noun {first!r} for `{ctx.command_path}` "
+                                       f"(one of: {', '.join(nouns)}){hint}", ctx)
             args = [self.default, *args]
         return super().parse_args(ctx, args)
 

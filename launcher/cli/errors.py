@@ -39,6 +39,8 @@ def _run(group: click.Group, argv: list[str] | None, debug: bool) -> int:
     except LauncherError as e:
         if debug:
             traceback.print_exc()
+        for warning in e.warnings:
+            click.echo(f"! {warning}", err=True)
         click.echo(f"✗ {e.message}", err=True)
         if e.hint:
             click.echo(f"  {e.hint}", err=True)

@@ -1,4 +1,4 @@
-"""`launcher get runs|secrets`."""
+"""`launcher get runs|secrets|clusters`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ def all_runs(cluster: str | None = None):
 
 
 def runs_with_backends(cluster: str | None = None):
-    """(backend, run) for every run of every profile (or one), newest first."""
+    """(backend, run) for every run of every profile (or one), newest first. A profile that
+    cannot be listed is a warning; when none can be, an error (registry.list_runs)."""
     from launcher.backends.registry import list_runs
     from launcher.config import load_config
 
@@ -28,9 +29,9 @@ def runs_with_backends(cluster: str | None = None):
     return pairs
 
 
-@click.group(cls=NounGroup, default="runs", subcommand_metavar="runs|secrets [ARGS]...")
+@click.group(cls=NounGroup, default="runs", strict=True, subcommand_metavar="runs|secrets|clusters [ARGS]...")
 def get():
-    """List runs or secrets."""
+    """List runs, secrets or cluster profiles. `get` alone (or with options only) lists runs."""
 
 
 @get.command("runs")
@@ -95,3 +96,12 @@ def get_secrets(cluster, output):
     from launcher.cli.secret import list_secrets
 
     list_secrets(cluster, output)
+
+
+@get.command("clusters")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+def get_clusters(output):
+    """List cluster profiles (the same as `launcher cluster list`); * marks the current one."""
+    from launcher.cli.cluster import list_profiles
+
+    list_profiles(output)

@@ -58,14 +58,18 @@ def validate(spec_file, backend, **kw):
       launcher validate -f runspecs/hello.yaml
       launcher validate -f runspecs/hello.yaml --gpus 16 --gpu-type h100_80gb
     """
-    from launcher.spec.names import sanitize
+    from launcher.spec.names import MAX_BASE, sanitize
 
     spec = _load(spec_file, **kw)
     _, target, _ = _target(spec, kw.get("cluster"), backend, dry_run=True)
     named = _named(spec)
-    target.check(named)  # what `run` refuses before anything starts, the same call
+    for warning in target.check(named):  # what `run` refuses before anything starts, the same call
+        warn(warning)  # and what it warns of, in the same words
     if sanitize(spec.name) != spec.name:
-        info(f"name {spec.name!r} becomes {sanitize(spec.name)!r} (lowercase letters, digits and '-')")
+        why = "lowercase letters, digits and '-'"
+        if len(spec.name) > MAX_BASE:
+            why += f"; at most {MAX_BASE} characters before the suffix, so every pod name fits Kubernetes"
+        info(f"name {spec.name!r} becomes {sanitize(spec.name)!r} ({why})")
     click.echo(f"{OK} {spec_file} is a valid run spec")
     dump(named.to_submitted(), "yaml")
 

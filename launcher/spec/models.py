@@ -177,8 +177,14 @@ class Data(_Model):
         return None if v is None else check_remote(v)
 
 
+# mcli's documented priorities, and its default: `auto`, the cluster's own default priority.
+MCLI_PRIORITIES = ("lowest", "low", "medium", "high", "highest")
+AUTO_PRIORITY = "auto"
+
+
 class Scheduling(_Model):
     priority: str | None = None
+    """Free text, as in mcli; a cluster profile maps it to a priority class."""
     max_retries: Annotated[int, Field(ge=0)] = 0
     retry_on_system_failure: bool = False
     preemptible: bool | None = None

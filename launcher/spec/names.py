@@ -7,9 +7,12 @@ import secrets
 import string
 
 SUFFIX_LEN = 6
-# The Job's pods are named <run>-<index>; a 4-digit index must still fit in a
-# 63-character DNS label, so the run name keeps 58 characters at most.
-MAX_RUN_NAME = 58
+# A run's pod names must fit a DNS label (63 characters). JobSet's webhook refuses a JobSet
+# whose longest pod name, <run>-node-0-<index>-<5 random characters>, would not; an Indexed
+# Job's pods have the hostname <run>-<index>. With a 4-digit index (up to 10,000 nodes) both
+# fit when the run name keeps 45 characters at most. Every name is cut to that on every
+# backend, so validate, dry-run and run agree and a spec's name means the same run anywhere.
+MAX_RUN_NAME = 63 - len("-node-0-") - 4 - len("-abcde")
 MAX_BASE = MAX_RUN_NAME - SUFFIX_LEN - 1
 _ALPHABET = string.ascii_lowercase + string.digits
 

@@ -17,7 +17,7 @@ from launcher.config import BACKENDS as CONFIG_BACKENDS
 from tests.fakes.kube.fixtures import write_profile
 
 LAUNCHER = Path(__file__).resolve().parents[2] / "launcher"
-LONG_NAME = "a" * 50  # with its suffix, 57 characters: <name>-node-0-0 is 66, past a DNS label
+LONG_NAME = "a" * 50  # mcli takes it; with a suffix, JobSet's pod name <name>-node-0-0-abcde would be 72 characters
 
 
 def refusals(cli, spec: Path, *args: str) -> dict[str, str]:
@@ -32,20 +32,52 @@ def refusals(cli, spec: Path, *args: str) -> dict[str, str]:
     return lines
 
 
-def test_a_name_too_long_for_the_pods_hostnames_is_refused_by_validate_as_by_run(cli, fake_kube_factory):
+def test_a_50_character_name_is_cut_to_fit_by_validate_dry_run_and_run_alike(cli, fake_kube_factory):
+    """The name is cut to fit every pod name of both forms (up to 10,000 nodes), on every
+    backend: validate, run --dry-run and run agree, and the run completes (the fake's JobSet
+    webhook refuses the pod names the real one refuses)."""
     kube = fake_kube_factory(jobset=True)
     spec = cli.spec("long", f"""
         name: {LONG_NAME}
         image: python:3.11-slim
-        compute: {{gpus: 0}}
+        compute: {{nodes: 2}}
         command: "true"
     """)
-    lines = refusals(cli, spec, "--cluster", "fake")
-    for line in lines.values():
-        assert re.fullmatch(rf"✗ name: the run name '{LONG_NAME}-[a-z0-9]{{6}}' is too long for 1 nodes: pod hostname "
-                            rf"'{LONG_NAME}-[a-z0-9]{{6}}-node-0-0' exceeds 63 characters", line), line
-    assert not [r for r in kube.requests if r[0] == "POST"], "a refused run created something"
-    assert cli("get", "runs", "-o", "name").stdout == ""
+    cut = "a" * 38
+    validated = cli("validate", "-f", str(spec), "--cluster", "fake")
+    assert validated.returncode == 0, validated.stderr
+    assert (f"name {LONG_NAME!r} becomes {cut!r} (lowercase letters, digits and '-'; at most 38 characters before "
+            "the suffix, so every pod name fits Kubernetes)") in validated.stderr
+    assert re.search(rf"^name: {cut}-[a-z0-9]{{6}}$", validated.stdout, re.M), validated.stdout
+    dry = cli("run", "-f", str(spec), "--cluster", "fake", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert re.search(rf"name: {cut}-[a-z0-9]{{6}}$", dry.stdout, re.M), dry.stdout
+    assert "a" * 39 not in dry.stdout
+    submitted = cli("run", "-f", str(spec), "--cluster", "fake", "--follow")
+    assert submitted.returncode == 0, submitted.stderr
+    [name] = cli("get", "runs", "-o", "name").stdout.split()
+    assert re.fullmatch(rf"{cut}-[a-z0-9]{{6}}", name)
+    assert {p["spec"]["hostname"] for p in kube.pods(labels=f"launcher.dev/run={name}")} == {
+        f"{name}-node-0-0", f"{name}-node-0-1"}
+    assert cli.describe(LONG_NAME)["name"] == name  # the spec's name still finds the run
+
+
+@pytest.mark.parametrize("target", [["--cluster", "fake"], ["--backend", "local"]])
+def test_what_the_target_cannot_honour_is_warned_by_validate_as_by_run(cli, fake_kube_factory, target):
+    fake_kube_factory(jobset=True)  # as the profile records it (else submit adds that it has none)
+    spec = cli.spec("spot", """
+        name: spot
+        image: python:3.11-slim
+        command: "true"
+        scheduling: {preemptible: true}
+    """)
+    said = {}
+    for command in (["validate"], ["run", "--dry-run"], ["run"]):
+        r = cli(*command, "-f", str(spec), *target)
+        assert r.returncode == 0, (command, r.stderr)
+        said[" ".join(command)] = [line for line in r.stderr.splitlines() if line.startswith("! ")]
+    assert said["validate"] and all(lines == said["validate"] for lines in said.values()), said
+    assert said["validate"][0].startswith("! scheduling.preemptible: ")
 
 
 def test_a_gpu_type_the_profile_lacks_is_refused_by_validate_as_by_run(cli, fake_kube):

@@ -124,9 +124,15 @@ def test_a_bad_kubeconfig_is_bad_input_naming_the_profile(launcher_home, capsys,
 
 
 def test_a_server_error_on_describe_is_one_line_and_exit_1(fake_kube, capsys):
+    from launcher.backends.registry import RunIndex
+
     backend = make_backend()
     backend.submit(run_spec("described-abc123", worker("--lines", "1")), [])
     backend.close()
+    # Submitted from this machine (as `launcher run` records it), so describe asks its cluster
+    # alone. (A name no index knows is looked for everywhere: a profile that fails then is a
+    # warning beside "no run named", test_listing_tells_the_truth.)
+    RunIndex().record("described-abc123", load_config().profile("fake"))
     fake_kube.faults.api_errors = 10_000
     capsys.readouterr()
     assert launcher("describe", "run", "described-abc123") == 1

@@ -22,6 +22,7 @@ from tests.kubernetes.specs import (
     GKE_SPOT_PROFILE,
     INJECT_PROFILE,
     JOB_PROFILE,
+    KARPENTER_PROFILE,
     KUEUE_PROFILE,
     PROFILE,
     SECRET_VALUES,
@@ -287,10 +288,29 @@ def test_priorities_the_profile_does_not_list_are_errors():
         js = by_kind(plan_run(spec(scheduling={"priority": priority}), PROFILE, []).manifests)["JobSet"]
         assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == priority
     with pytest.raises(InputError, match=r"unknown priority 'urgent' on cluster gpu-cluster "
-                                         r"\(known: lowest, low, medium, high, highest"):
+                                         r"\(known: lowest, low, medium, high, highest, auto"):
         plan_run(spec(scheduling={"priority": "urgent"}), PROFILE, [])
-    with pytest.raises(InputError, match=r"known: low, high"):
-        plan_run(spec(scheduling={"priority": "medium"}), KUEUE_PROFILE, [])
+    with pytest.raises(InputError, match=r"known: low, high, auto"):
+        plan_run(spec(scheduling={"priority": "urgent"}), KUEUE_PROFILE, [])
+
+
+@pytest.mark.parametrize("profile", [PROFILE, KUEUE_PROFILE, GKE_SPOT_PROFILE, KARPENTER_PROFILE],
+                         ids=lambda p: p.name)
+def test_priority_auto_is_accepted_on_every_profile_as_the_clusters_default(profile):
+    """mcli's default priority: no class, no Kueue priority label, no warning."""
+    rendered = plan_run(spec(scheduling={"priority": "auto"}), profile, [])
+    workload = rendered.manifests[-1]  # the JobSet or the Job
+    assert workload["kind"] in ("JobSet", "Job")
+    assert "kueue.x-k8s.io/priority-class" not in workload["metadata"]["labels"]
+    assert "priorityClassName" not in pod_spec(rendered.manifests)
+    assert not [w for w in rendered.warnings if w.startswith("scheduling.priority")]
+
+
+def test_an_mcli_priority_the_profile_does_not_map_is_the_clusters_default_with_a_warning():
+    rendered = plan_run(spec(scheduling={"priority": "medium"}), KUEUE_PROFILE, [])
+    assert "kueue.x-k8s.io/priority-class" not in by_kind(rendered.manifests)["JobSet"]["metadata"]["labels"]
+    assert ("scheduling.priority: cluster kueue-cluster maps no class to medium (clusters.kueue-cluster."
+            "priority_classes: low, high): the run gets the cluster's default priority") in rendered.warnings
 
 
 def test_fields_the_cluster_cannot_honour_are_named_warnings():
@@ -378,8 +398,11 @@ def test_render_errors():
     long = "x" * 59 + "a"
     with pytest.raises(InputError, match="too long for 512 nodes"):
         plan_run(spec(long, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), JOB_PROFILE, [])
-    with pytest.raises(InputError, match="too long for 512 nodes: pod hostname 'x{53}-node-0-511'"):
-        plan_run(spec("x" * 53, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
+    # JobSet's webhook counts the pods' 5 random characters too.
+    with pytest.raises(InputError, match=r"too long for 512 nodes: pod name \(with its 5 random characters\) "
+                                         r"'x{47}-node-0-511-abcde' exceeds 63"):
+        plan_run(spec("x" * 47, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
+    plan_run(spec("x" * 46, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
     with pytest.raises(InputError, match="ConfigMap holds at most"):
         plan_run(spec(parameters={"blob": "x" * 600_000}), PROFILE, [])
 

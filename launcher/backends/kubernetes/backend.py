@@ -78,11 +78,12 @@ class KubernetesBackend(Backend):
             self._placement_of = (key, resolve_placement(spec, self.profile))
         return self._placement_of[1]
 
-    def check(self, spec: RunSpec) -> None:
+    def check(self, spec: RunSpec) -> list[str]:
         """Everything rendering refuses (a gpu_type the profile lacks, GPUs that do not fit
         its nodes, a name too long for the pods' hostnames, an unknown priority, labels),
-        in the form the profile records; submit renders again in the form the cluster serves."""
-        plan_run(spec, self.profile, [], placement=self._placement(spec))
+        in the form the profile records, and its warnings; submit renders again in the form
+        the cluster serves."""
+        return plan_run(spec, self.profile, [], placement=self._placement(spec)).warnings
 
     def secret_store(self) -> KubernetesSecretStore:
         from launcher.backends.kubernetes.secrets import KubernetesSecretStore

@@ -7,13 +7,17 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         backend: kubernetes
         context: gke_proj_zone_name       # kubeconfig context (default: the current one)
         kubeconfig: ~/.kube/config        # default: $KUBECONFIG, then ~/.kube/config
-        namespace: training
+        namespace: training               # default: the context's namespace, else default
         service_account: trainer          # optional
         image: ghcr.io/org/launcher:1.0   # used when a spec names no image
         gpu_labels: gke                   # gfd (default) | gke | karpenter: which shipped table
         default_gpu_type: h100_80gb       # used when a spec asks for GPUs without a type
         gpu_types:                        # added to, or replacing, the shipped entries
           h100_80gb: {node_selector: {cloud.google.com/gke-accelerator: nvidia-h100-80gb}, gpus_per_node: 8}
+        cpus_per_gpu: 8                   # requests of a pod whose spec names no compute.cpus / memory
+        memory_per_gpu: 64Gi              #   (default: the gpu_type's own, else 8 and 64Gi)
+        default_cpus: 1                   # the same for a CPU-only run
+        default_memory: 2Gi
         queue: team-a                     # Kueue LocalQueue (kueue.x-k8s.io/queue-name)
         priority_classes: {low: low, high: high}   # scheduling.priority -> class name (default: mcli's five)
         priority_class_kind: WorkloadPriorityClass  # or PriorityClass (the pods' priorityClassName)
@@ -26,7 +30,8 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         spot: gke                         # gke | karpenter | generic | {label, value, taint}
 
 `resolve_placement` turns a spec's compute section into nodes x GPUs on one
-gpu_type, or a clear error.
+gpu_type, or a clear error; `default_requests` says what a pod asks for when the spec
+names no cpus or memory.
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from launcher import __version__, debug
+from launcher.backends.kubernetes.reach import DEFAULT_NAMESPACE, profile_namespace
 from launcher.errors import InputError
+from launcher.spec.models import MCLI_PRIORITIES, QUANTITY
 
 if TYPE_CHECKING:
     from launcher.config import Profile
@@ -63,23 +70,53 @@ class GpuType(BaseModel):
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     gpus_per_node: int = Field(ge=0)
     resource: str = GPU_RESOURCE
+    cpus_per_gpu: float | None = Field(default=None, gt=0)
+    """What a pod requests per GPU when its spec names no compute.cpus (see default_requests)."""
+    memory_per_gpu: str | None = None
+    """Likewise for compute.memory: a Kubernetes quantity such as 64Gi."""
+
+    @field_validator("memory_per_gpu")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        return _quantity(v)
 
 
-def _gpu(label: str, values: list[str], gpus: int, extra: dict[str, list[str]] | None = None) -> GpuType:
+def _quantity(v: str | None) -> str | None:
+    if v is not None and not QUANTITY.match(str(v)):
+        raise ValueError(f"must be a Kubernetes quantity such as 64Gi or 512Mi, got {v!r}")
+    return v
+
+
+# What one GPU of a type brings of its node, for pods whose spec names no cpus or memory: about
+# two thirds of the leanest common node per GPU, leaving room for the system and daemonsets.
+# A100/H100/H200 nodes have 12 or more vCPUs and 85 GB or more per GPU (a2-highgpu-1g, p4d,
+# a3-highgpu-1g, p5); L4 and T4 come on 4 vCPU / 15-16 GB nodes with one GPU (g2-standard-4,
+# g6.xlarge, n1-standard-4, g4dn.xlarge).
+_LARGE_SHARE = (8.0, "64Gi")
+_SMALL_SHARE = (2.0, "8Gi")
+
+
+def _gpu(label: str, values: list[str], gpus: int, share: tuple[float, str],
+         extra: dict[str, list[str]] | None = None) -> GpuType:
     affinity = {label: values, **(extra or {})}
-    return GpuType(node_affinity=affinity, gpus_per_node=gpus)
+    return GpuType(node_affinity=affinity, gpus_per_node=gpus, cpus_per_gpu=share[0], memory_per_gpu=share[1])
 
 
-# mcli's gpu_type names -> (GFD product names, GKE accelerator, Karpenter gpu name [, memory MiB]), GPUs per node.
-# GFD spells one GPU several ways (SXM vs PCIe), hence affinity with a value list.
-_SHIPPED: dict[str, tuple[list[str], str, tuple[str, str | None], int]] = {
-    "a100_40gb": (["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"], "nvidia-tesla-a100", ("a100", "40960"), 8),
-    "a100_80gb": (["NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe"], "nvidia-a100-80gb", ("a100", "81920"), 8),
-    "h100_80gb": (["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe"], "nvidia-h100-80gb", ("h100", None), 8),
-    "h200_141gb": (["NVIDIA-H200"], "nvidia-h200-141gb", ("h200", None), 8),
-    "l4": (["NVIDIA-L4"], "nvidia-l4", ("l4", None), 8),
-    "t4": (["Tesla-T4"], "nvidia-tesla-t4", ("t4", None), 4),
+# mcli's gpu_type names -> (GFD product names, GKE accelerator, Karpenter gpu name [, memory MiB]), GPUs per
+# node, the share of a node per GPU. GFD spells one GPU several ways (SXM vs PCIe), hence affinity with a value list.
+_SHIPPED: dict[str, tuple[list[str], str, tuple[str, str | None], int, tuple[float, str]]] = {
+    "a100_40gb": (["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"], "nvidia-tesla-a100", ("a100", "40960"), 8,
+                  _LARGE_SHARE),
+    "a100_80gb": (["NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe"], "nvidia-a100-80gb", ("a100", "81920"), 8,
+                  _LARGE_SHARE),
+    "h100_80gb": (["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe"], "nvidia-h100-80gb", ("h100", None), 8, _LARGE_SHARE),
+    "h200_141gb": (["NVIDIA-H200"], "nvidia-h200-141gb", ("h200", None), 8, _LARGE_SHARE),
+    "l4": (["NVIDIA-L4"], "nvidia-l4", ("l4", None), 8, _SMALL_SHARE),
+    "t4": (["Tesla-T4"], "nvidia-tesla-t4", ("t4", None), 4, _SMALL_SHARE),
 }
+# For a gpu_type of the profile's own that names no share, and for CPU-only runs.
+GENERIC_SHARE = _LARGE_SHARE
+CPU_RUN_REQUESTS = (1.0, "2Gi")
 LABEL_SCHEMES = ("gfd", "gke", "karpenter")
 
 
@@ -87,15 +124,16 @@ def shipped_gpu_types(scheme: str = "gfd") -> dict[str, GpuType]:
     """The default gpu_types table for one label scheme. Besides mcli's names, each
     scheme's own label values work as gpu_type names (NVIDIA-H100-80GB-HBM3, nvidia-l4, h100)."""
     out: dict[str, GpuType] = {CPU_TYPE: GpuType(gpus_per_node=0)}
-    for name, (products, gke, (karp, karp_mem), per_node) in _SHIPPED.items():
+    for name, (products, gke, (karp, karp_mem), per_node, share) in _SHIPPED.items():
         if scheme == "gfd":
-            t = _gpu(GFD_LABEL, products, per_node)
+            t = _gpu(GFD_LABEL, products, per_node, share)
             aliases = products
         elif scheme == "gke":
-            t = GpuType(node_selector={GKE_LABEL: gke}, gpus_per_node=per_node)
+            t = GpuType(node_selector={GKE_LABEL: gke}, gpus_per_node=per_node, cpus_per_gpu=share[0],
+                        memory_per_gpu=share[1])
             aliases = [gke]
         else:
-            t = _gpu(KARPENTER_LABEL, [karp], per_node, {KARPENTER_MEMORY: [karp_mem]} if karp_mem else None)
+            t = _gpu(KARPENTER_LABEL, [karp], per_node, share, {KARPENTER_MEMORY: [karp_mem]} if karp_mem else None)
             aliases = [] if karp_mem else [karp]  # "a100" alone is ambiguous (40 or 80 GB)
         out[name] = t
         for alias in aliases:
@@ -106,8 +144,6 @@ def shipped_gpu_types(scheme: str = "gfd") -> dict[str, GpuType]:
 # The runtime image that inject mode copies into every pod (images/runtime/Dockerfile),
 # pinned to this package's version so the entrypoint matches the launcher that rendered it.
 RUNTIME_IMAGE = f"ghcr.io/launcher-dev/launcher-runtime:{__version__}"
-# mcli's documented priorities; the shipped profile maps each to a class of the same name.
-MCLI_PRIORITIES = ("lowest", "low", "medium", "high", "highest")
 INSTANCE_LABEL = "node.kubernetes.io/instance-type"
 
 
@@ -139,13 +175,15 @@ class ClusterProfile(BaseModel):
     backend: Literal["kubernetes"] = "kubernetes"
     context: str | None = None
     kubeconfig: str | None = None
-    namespace: str = "default"
+    namespace: str = DEFAULT_NAMESPACE
+    """load_profile fills it from the kubeconfig context when config.yaml names none."""
     service_account: str | None = None
     image: str | None = None
     gpu_labels: Literal["gfd", "gke", "karpenter"] = "gfd"
     default_gpu_type: str | None = None
     gpu_types: dict[str, GpuType] = Field(default_factory=dict)
     queue: str | None = None
+    # The shipped profile maps each of mcli's priorities to a class of the same name.
     priority_classes: dict[str, str] = Field(default_factory=lambda: {p: p for p in MCLI_PRIORITIES})
     priority_class_kind: Literal["WorkloadPriorityClass", "PriorityClass"] = "WorkloadPriorityClass"
     non_preemptible_priority_class: str | None = None
@@ -160,6 +198,18 @@ class ClusterProfile(BaseModel):
     master_port: int = Field(default=29500, ge=1, le=65535)
     shm_size: str | None = None
     """sizeLimit of the /dev/shm memory volume; None leaves it to the node."""
+    cpus_per_gpu: float | None = Field(default=None, gt=0)
+    memory_per_gpu: str | None = None
+    """What a GPU pod requests per GPU when its spec names no compute.cpus / compute.memory,
+    for every gpu_type (see default_requests)."""
+    default_cpus: float = Field(default=CPU_RUN_REQUESTS[0], gt=0)
+    default_memory: str = CPU_RUN_REQUESTS[1]
+    """What a pod of a CPU-only run requests when its spec names no cpus / memory."""
+
+    @field_validator("memory_per_gpu", "default_memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        return _quantity(v)
 
     @field_validator("namespace")
     @classmethod
@@ -187,6 +237,9 @@ def load_profile(profile: Profile) -> ClusterProfile:
     debug.count(debug.PROFILE_LOAD, profile.name)
     settings = {k: v for k, v in profile.settings.items()}
     settings["name"] = profile.name
+    if settings.get("namespace") is None:
+        # As kubectl does: the kubeconfig context's namespace (read without contacting anyone).
+        settings["namespace"] = profile_namespace(settings)
     try:
         return ClusterProfile.model_validate(settings)
     except ValidationError as e:
@@ -251,3 +304,37 @@ def resolve_placement(spec: RunSpec, profile: ClusterProfile) -> Placement:
             f"use at most {per_node}, or a multiple of {per_node}"
         )
     return Placement(gpus // per_node, per_node, name, gpu_type)
+
+
+def default_requests(profile: ClusterProfile, placement: Placement) -> tuple[float, str]:
+    """(CPUs, memory) one pod requests when its spec names none: a share of its node, so the
+    pod is Burstable, never BestEffort (the first evicted under memory pressure). Per GPU, the
+    first set of: the profile's own gpu_types entry, the profile's cpus_per_gpu /
+    memory_per_gpu, the shipped gpu_type's share, GENERIC_SHARE; a CPU-only pod gets the
+    profile's default_cpus / default_memory."""
+    gpus = placement.gpus_per_node
+    if not gpus:
+        return profile.default_cpus, profile.default_memory
+    own = profile.gpu_types.get(placement.gpu_type_name)
+
+    def first(field: str, generic: float | str):
+        for source in (own, profile, placement.gpu_type):
+            value = getattr(source, field) if source is not None else None
+            if value is not None:
+                return value
+        return generic
+
+    cpus = first("cpus_per_gpu", GENERIC_SHARE[0]) * gpus
+    return cpus, quantity_times(first("memory_per_gpu", GENERIC_SHARE[1]), gpus)
+
+
+def quantity_times(quantity: str, times: int) -> str:
+    """A Kubernetes quantity multiplied by a whole number, in its own suffix: 64Gi x 8 = 512Gi."""
+    from decimal import Decimal
+
+    number = quantity.rstrip("KMGTPEikmn")
+    if "e" in number:  # an exponent form (1e9): the number is all of it
+        number = quantity
+    suffix = quantity[len(number):]
+    value = Decimal(number) * times
+    return f"{value.normalize():f}{suffix}"

@@ -8,6 +8,9 @@ answers (a cluster that is down, a VPN that is off) would cost that, then its co
 timeout. One TCP connect with the listing's connect timeout settles it first: an
 unreachable profile costs only the timeout, in parallel with the others.
 
+The same plain read gives a profile without `namespace` its context's namespace, as
+kubectl takes it (context_namespace).
+
 The check is best-effort. It reads the server (or the kubeconfig's proxy-url) from
 the kubeconfig with plain YAML; anything it cannot read (no kubeconfig, a missing
 context, a merged KUBECONFIG list, in-cluster config) is left to the client, whose
@@ -33,6 +36,9 @@ DEFAULT_KUBECONFIG = "~/.kube/config"
 LIST_CONNECT_TIMEOUT = 0.5
 # Past this, a file is left to the client's loader (a kubeconfig is a few kB).
 MAX_KUBECONFIG = 1 << 20
+DEFAULT_NAMESPACE = "default"
+# Where a pod finds its own namespace (in-cluster configuration), as client-go reads it.
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def kubeconfig_path(kubeconfig: str | None) -> str | None:
@@ -81,6 +87,39 @@ def read_kubeconfig(path: str) -> dict[str, Any] | None:
                     config = None
             cached = _read[path] = (version, config if isinstance(config, dict) else None)
     return copy.deepcopy(cached[1])
+
+
+def context_namespace(kubeconfig: str | None, context: str | None) -> str | None:
+    """The namespace kubectl would use for this kubeconfig and context (None: the current
+    context): the context's `namespace`; in-cluster, the pod's own namespace. None where
+    neither says one. A KUBECONFIG list is merged as kubectl merges it: the first file
+    that sets current-context, and the first that defines the context, win."""
+    path = kubeconfig_path(kubeconfig)
+    if path is None:
+        try:
+            with open(SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+    configs = [c for c in (read_kubeconfig(p) for p in path.split(os.pathsep) if p) if c is not None]
+    if context is None:
+        context = next((c["current-context"] for c in configs if c.get("current-context")), None)
+    for config in configs:
+        entry = _named(config.get("contexts"), context, "context")
+        if entry is not None:
+            namespace = entry.get("namespace")
+            return namespace if isinstance(namespace, str) and namespace else None
+    return None
+
+
+def profile_namespace(settings: dict) -> str:
+    """Where a profile's runs and secrets go: its `namespace`, else its kubeconfig context's
+    (context_namespace), else default. `settings` is the raw `clusters.<name>` entry."""
+    if isinstance(settings.get("namespace"), str) and settings["namespace"]:
+        return settings["namespace"]
+    kubeconfig, context = settings.get("kubeconfig"), settings.get("context")
+    return context_namespace(kubeconfig if isinstance(kubeconfig, str) else None,
+                             context if isinstance(context, str) else None) or DEFAULT_NAMESPACE
 
 
 def server_address(kubeconfig: str | None, context: str | None) -> tuple[str, str, int] | None:

@@ -39,11 +39,13 @@ import yaml
 
 from launcher.backends.base import Plan
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.profiles import ClusterProfile, Placement, load_profile, resolve_placement
+from launcher.backends.kubernetes.profiles import (ClusterProfile, Placement, default_requests, load_profile,
+                                                   resolve_placement)
 from launcher.errors import InputError
 from launcher.pod import contract, zipapp
 from launcher.pod.plan import PLAN_FILE, ZIPAPP_FILE
 from launcher.secrets.kinds import project
+from launcher.spec.models import AUTO_PRIORITY, MCLI_PRIORITIES
 from launcher.spec.plan import parameters_text, plan_text
 from launcher.spec.retry import RetryPolicy
 
@@ -109,11 +111,17 @@ def _as_cluster_profile(profile: Profile | ClusterProfile) -> ClusterProfile:
 
 
 def check_hostnames(name: str, nodes: int, *, jobset: bool) -> None:
-    """Refuse a run name whose last pod hostname would exceed a DNS label (63 characters)."""
-    last_host = f"{name}-{REPLICATED_JOB}-0-{nodes - 1}" if jobset else f"{name}-{nodes - 1}"
-    if len(last_host) > 63:
+    """Refuse a run name whose pods' names would exceed a DNS label (63 characters): under
+    JobSet, the longest pod name as its webhook checks it (<run>-node-0-<index> and the pod's
+    5 random characters); in the Job form, the last pod's hostname <run>-<index>. Run names
+    are cut to fit up to 10,000 nodes (launcher.spec.names), so only more nodes meet this."""
+    if jobset:
+        longest, what = f"{name}-{REPLICATED_JOB}-0-{nodes - 1}-abcde", "pod name (with its 5 random characters)"
+    else:
+        longest, what = f"{name}-{nodes - 1}", "pod hostname"
+    if len(longest) > 63:
         raise InputError(f"name: the run name {name!r} is too long for {nodes} nodes: "
-                         f"pod hostname {last_host!r} exceeds 63 characters")
+                         f"{what} {longest!r} exceeds 63 characters")
 
 
 def plan_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Secret], *,
@@ -241,21 +249,25 @@ def _secret_parts(secrets: list[Secret]) -> tuple[list[dict], list[dict], list[d
     return env, volumes, mounts, pulls, mask_env, mask_files
 
 
-def _resources(spec: RunSpec, placement: Placement) -> dict[str, Any]:
+def _resources(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> dict[str, Any]:
+    """GPUs requested as their limit; CPUs and memory from the spec, else a share of the node
+    (default_requests), requested without a CPU limit: the pod is Burstable, never BestEffort.
+    A spec's memory is also its limit."""
     limits: dict[str, Any] = {}
     requests: dict[str, Any] = {}
     if placement.gpus_per_node:
         limits[placement.gpu_type.resource] = str(placement.gpus_per_node)
         requests[placement.gpu_type.resource] = str(placement.gpus_per_node)
-    if spec.compute.cpus:
-        requests["cpu"] = _quantity_cpu(spec.compute.cpus)
+    cpus, memory = default_requests(profile, placement)
+    requests["cpu"] = _quantity_cpu(spec.compute.cpus or cpus)
     if spec.compute.memory:
         requests["memory"] = limits["memory"] = spec.compute.memory
+    else:
+        requests["memory"] = memory
     out = {}
     if limits:
         out["limits"] = limits
-    if requests:
-        out["requests"] = requests
+    out["requests"] = requests
     return out
 
 
@@ -309,17 +321,21 @@ def _tolerations(spec: RunSpec, profile: ClusterProfile, placement: Placement) -
 
 
 def priority_class(spec: RunSpec, profile: ClusterProfile) -> str | None:
-    """The class scheduling.priority names on this cluster; an unknown priority is an error."""
+    """The class scheduling.priority names on this cluster. mcli's names that the profile does
+    not map, `auto` (mcli's default) among them, are the cluster's default: no class (plan_warnings
+    names the unmapped ones). Any other unknown priority is an error."""
     s = spec.scheduling
     if s.preemptible is False and profile.non_preemptible_priority_class:
         return profile.non_preemptible_priority_class
     if not s.priority:
         return None
-    if s.priority not in profile.priority_classes:
-        known = ", ".join(profile.priority_classes) or "none"
-        raise InputError(f"scheduling.priority: unknown priority {s.priority!r} on cluster {profile.name} "
-                         f"(known: {known}; map more under clusters.{profile.name}.priority_classes)")
-    return profile.priority_classes[s.priority]
+    if s.priority in profile.priority_classes:
+        return profile.priority_classes[s.priority]
+    if s.priority == AUTO_PRIORITY or s.priority in MCLI_PRIORITIES:
+        return None
+    known = ", ".join([*profile.priority_classes, AUTO_PRIORITY])
+    raise InputError(f"scheduling.priority: unknown priority {s.priority!r} on cluster {profile.name} "
+                     f"(known: {known}; map more under clusters.{profile.name}.priority_classes)")
 
 
 def kueue_labels(spec: RunSpec, profile: ClusterProfile) -> dict[str, str]:
@@ -352,7 +368,12 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> li
             s.preemptible is False and profile.non_preemptible_priority_class):
         out.append(f"scheduling.preemptible: cluster {profile.name} has no spot scheme "
                    f"(set clusters.{profile.name}.spot to gke, karpenter or generic): the pods may land on any node")
-    if s.priority and profile.priority_class_kind == "WorkloadPriorityClass" and not profile.queue:
+    mapped = bool(s.priority) and s.priority in profile.priority_classes
+    if s.priority and not mapped and s.priority != AUTO_PRIORITY:
+        out.append(f"scheduling.priority: cluster {profile.name} maps no class to {s.priority} "
+                   f"(clusters.{profile.name}.priority_classes: {', '.join(profile.priority_classes) or 'none'}): "
+                   "the run gets the cluster's default priority")
+    if mapped and profile.priority_class_kind == "WorkloadPriorityClass" and not profile.queue:
         out.append(f"scheduling.priority: {s.priority} becomes the Kueue label {keys.KUEUE_PRIORITY}, which only "
                    f"Kueue reads, and cluster {profile.name} names no queue (set clusters.{profile.name}.queue, "
                    "or priority_class_kind: PriorityClass)")
@@ -452,9 +473,7 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
             *s_mounts,
         ],
     }
-    resources = _resources(spec, placement)
-    if resources:
-        container["resources"] = resources
+    container["resources"] = _resources(spec, profile, placement)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         # Longer than the entrypoint's LAUNCHER_GRACE_SECONDS (30): it can pass SIGTERM on and reap.

@@ -44,9 +44,13 @@ def max_local_nodes() -> int:
 
 def unhonoured(spec) -> list[str]:
     """The fields a run on this machine cannot honour, as named warnings (never dropped in silence)."""
+    from launcher.spec.models import AUTO_PRIORITY  # loaded with the spec; a listing needs neither
+
     c, s = spec.compute, spec.scheduling
     fields = {"compute.instance": c.instance, "compute.node_names": c.node_names, "compute.cpus": c.cpus,
-              "compute.memory": c.memory, "scheduling.priority": s.priority, "scheduling.preemptible": s.preemptible}
+              "compute.memory": c.memory, "scheduling.preemptible": s.preemptible,
+              # auto (mcli's default) asks for nothing beyond the default: nothing is ignored.
+              "scheduling.priority": s.priority if s.priority != AUTO_PRIORITY else None}
     out = [f"{field}: ignored by the local backend (this machine runs every rank)"
            for field, value in fields.items() if value is not None]
     if s.retry_on_system_failure:
@@ -84,10 +88,10 @@ class LocalBackend(Backend, LocalArtifacts):
     def secret_store(self) -> LocalSecretStore:
         return LocalSecretStore(self.home)
 
-    def check(self, spec) -> None:
+    def check(self, spec) -> list[str]:
         """What this machine refuses to run, before anything is created: a gpu_type the
         shipped table does not know, GPUs that do not split over the nodes, more nodes than
-        it runs, apt_packages it may not install."""
+        it runs, apt_packages it may not install. Returns what it ignores (unhonoured)."""
         c = spec.compute
         if c.gpu_type is not None:
             # The names a cluster would take (the shipped gpu_types), so a spec valid here is valid there.
@@ -107,6 +111,7 @@ class LocalBackend(Backend, LocalArtifacts):
         apt = [p for i in spec.integrations if isinstance(i, AptPackagesIntegration) for p in i.packages]
         if apt and self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is not True:
             raise InputError(host_packages_refusal(apt))
+        return unhonoured(spec)
 
     def plan(self, spec, secrets: list[Secret] | None = None) -> Plan:
         """The run as it would start here; secrets by reference only."""

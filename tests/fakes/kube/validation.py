@@ -126,13 +126,44 @@ def _raise(kind: str, obj: dict, causes: Causes, group: str = "") -> None:
         raise invalid(kind, (obj.get("metadata") or {}).get("name", ""), causes, group)
 
 
+def qos_class(pod_spec: dict) -> str:
+    """The pod's QoS class as the API server sets status.qosClass (Kubernetes' GetPodQOS,
+    documented at concepts/workloads/pods/pod-qos): only cpu and memory count, summed over
+    the containers and init containers. No request or limit anywhere: BestEffort. Every
+    container with cpu and memory limits, and the requests equal to them (a limit alone is
+    also its request): Guaranteed. Anything else: Burstable."""
+    from kubernetes.utils import parse_quantity
+
+    requests: dict[str, object] = {}
+    limits: dict[str, object] = {}
+    guaranteed = True
+    for container in [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]:
+        resources = container.get("resources") or {}
+        own_limits = {k: parse_quantity(v) for k, v in (resources.get("limits") or {}).items()
+                      if k in ("cpu", "memory") and parse_quantity(v) > 0}
+        own_requests = {k: parse_quantity(v) for k, v in (resources.get("requests") or {}).items()
+                        if k in ("cpu", "memory") and parse_quantity(v) > 0}
+        own_requests = {**own_limits, **own_requests}  # the API server defaults a request to its limit
+        for total, own in ((requests, own_requests), (limits, own_limits)):
+            for k, v in own.items():
+                total[k] = total.get(k, 0) + v
+        if set(own_limits) != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and requests == limits:
+        return "Guaranteed"
+    return "Burstable"
+
+
 def validate_pod(obj: dict, old: dict | None = None) -> None:
-    """Defaults (a new pod is Pending; restartPolicy Always) and validation."""
+    """Defaults (a new pod is Pending; restartPolicy Always; its QoS class) and validation."""
     if old is None:
         obj["status"] = {"phase": "Pending", **(obj.get("status") or {})}
         spec = obj.setdefault("spec", {})
         spec.setdefault("restartPolicy", "Always")
         spec.setdefault("terminationGracePeriodSeconds", 30)
+        obj["status"]["qosClass"] = qos_class(spec)
     causes: Causes = []
     check_metadata(obj, causes)
     check_pod_spec(obj.get("spec"), "spec", causes, restart_policies=("Always", "OnFailure", "Never"))
