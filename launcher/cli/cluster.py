@@ -98,7 +98,8 @@ def _detect_jobset(name: str, backend) -> bool | None:
 def check(names, timeout, output):
     """Check cluster profiles NAMES (default: every cluster profile): whether the cluster
     answers, and whether it can pull the images every run needs, with one short-lived pod
-    per image (deleted after). Exits 1 when a cluster cannot be reached or cannot pull."""
+    per image (deleted after). Exits 1 unless every cluster answered and pulled them all."""
+    from launcher.backends.base import ImagePull
     from launcher.backends.registry import open_backend
     from launcher.config import load_config
     from launcher.errors import LauncherError
@@ -117,15 +118,17 @@ def check(names, timeout, output):
             if backend.capabilities.cluster_probe:
                 report["serves"] = backend.probe()
             report["reachable"] = True
-            if backend.capabilities.image_probe:
-                for image in backend.run_images():
+            for image in backend.run_images() if backend.capabilities.image_probe else []:
+                try:
                     pull = backend.probe_image(image, timeout=timeout)
-                    report["images"].append({"image": pull.image, "pulled": pull.pulled, "detail": pull.detail})
+                except LauncherError as e:  # e.g. no permission to create pods: the question stays open
+                    pull = ImagePull(image, None, f"the probe pod could not run: {e}")
+                report["images"].append({"image": pull.image, "pulled": pull.pulled, "detail": pull.detail})
         except LauncherError as e:
             report.update(reachable=False, error=str(e))
         finally:
             backend.close()
-        failed = failed or report["reachable"] is False or any(i["pulled"] is False for i in report["images"])
+        failed = failed or report["reachable"] is False or any(i["pulled"] is not True for i in report["images"])
         reports.append(report)
         if output == "text":
             _say_check(report)

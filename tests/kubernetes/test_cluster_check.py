@@ -83,7 +83,7 @@ def test_check_reports_a_pull_error_and_exits_1(inject_kube, capsys):
 
 def test_a_pod_that_never_starts_is_no_answer_within_the_timeout(inject_kube, capsys):
     inject_kube.faults.hold_pods = True
-    assert launcher("cluster", "check", "fake", "--timeout", "1") == 0
+    assert launcher("cluster", "check", "fake", "--timeout", "1") == 1
     out = capsys.readouterr().out
     assert f"! fake: could not tell whether it can pull {RUNTIME_IMAGE}: no answer within 1 s (ContainerCreating)" in out
     inject_kube.faults.hold_pods = False
@@ -108,6 +108,15 @@ def test_an_unreachable_cluster_exits_1_and_image_mode_pulls_nothing(inject_kube
     assert out[0] == "✔ own-image: the cluster answers (jobset not served)"
     assert len(out) == 2 and out[1].startswith("✗ down: ") and "cluster down" in out[1], out
     assert not [r for r in inject_kube.requests if r[1] == "Pod" and r[2] == "create"]
+
+
+def test_a_probe_the_cluster_refuses_is_no_answer(inject_kube, capsys):
+    inject_kube.faults.inject("create", "pods", status=403, times=1)
+    assert launcher("cluster", "check", "fake") == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "✔ fake: the cluster answers (jobset not served)"
+    assert out[1].startswith(f"! fake: could not tell whether it can pull {RUNTIME_IMAGE}: the probe pod could not "
+                             "run: ") and "403" in out[1], out
 
 
 def test_an_unknown_profile_is_a_usage_error(launcher_home, capsys):
