@@ -84,7 +84,8 @@ def test_a_tag_pushes_the_multi_arch_runtime_image_of_the_repository_owner():
     build = steps["docker/build-push-action"]["with"]
     assert (REPO / build["file"]).is_file() and build["file"] == "images/runtime/Dockerfile"
     assert build["platforms"] == "linux/amd64,linux/arm64" and build["push"] is True
-    assert build["tags"] == "ghcr.io/${{ github.repository_owner }}/launcher-runtime:${{ steps.version.outputs.version }}"
+    image = "ghcr.io/${{ github.repository_owner }}/launcher-runtime"
+    assert build["tags"] == image + ":${{ steps.version.outputs.version }}"
 
 
 def test_a_tag_builds_the_wheel_and_sdist_and_attaches_them():

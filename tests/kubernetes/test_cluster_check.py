@@ -85,7 +85,8 @@ def test_a_pod_that_never_starts_is_no_answer_within_the_timeout(inject_kube, ca
     inject_kube.faults.hold_pods = True
     assert launcher("cluster", "check", "fake", "--timeout", "1") == 1
     out = capsys.readouterr().out
-    assert f"! fake: could not tell whether it can pull {RUNTIME_IMAGE}: no answer within 1 s (ContainerCreating)" in out
+    assert f"! fake: could not tell whether it can pull {RUNTIME_IMAGE}: no answer within 1 s " \
+           "(ContainerCreating)" in out
     inject_kube.faults.hold_pods = False
     wait_until(lambda: probe_pods_gone(inject_kube), 20, message="the probe pod to be deleted")
 
