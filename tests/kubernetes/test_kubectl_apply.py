@@ -41,7 +41,8 @@ def spec_file(tmp_path: Path) -> Path:
 
 
 def sh(command: str, cluster, *, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    # HOME: kubectl's discovery and OpenAPI caches go beside the fake's kubeconfig, not into ~/.kube.
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HOME": str(cluster.kubeconfig.parent)}
     return subprocess.run(["bash", "-o", "pipefail", "-c", command], input=stdin, capture_output=True, text=True,
                           timeout=120, env=env)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import json
 from typing import Any
 
@@ -49,14 +50,16 @@ def answer(registry: Registry, parts: list[str], accept: str) -> tuple[int, str,
             return 200, PROTOBUF_V2_ANSWER, v2_protobuf(registry.jobset_served)
         return 200, "application/json", json.dumps(v2_document(registry.jobset_served)).encode()
     if parts == ["openapi", "v3"]:
-        paths = {_gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash=fake"}
+        # kubectl caches each document on disk under its hash, as it would a real server's.
+        paths = {_gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash="
+                                  + hashlib.sha256(v3_bytes(registry.jobset_served, g, v)).hexdigest()}
                  for g, v in _group_versions(registry)}
         return 200, "application/json", json.dumps({"paths": paths}).encode()
     if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
         gv = "/".join(parts[2:])
         for g, v in _group_versions(registry):
             if _gv_path(g, v) == gv:
-                return 200, "application/json", json.dumps(v3_document(registry.in_group(g, v))).encode()
+                return 200, "application/json", v3_bytes(registry.jobset_served, g, v)
     return 404, "application/json", json.dumps(status_body(404, "NotFound", "the server could not find the "
                                                                             "requested resource")).encode()
 
@@ -197,6 +200,11 @@ def v2_protobuf(jobset: bool) -> bytes:
 
 
 # --- v3 -------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def v3_bytes(jobset: bool, group: str, version: str) -> bytes:
+    return json.dumps(v3_document(Registry(jobset=jobset).in_group(group, version))).encode()
+
+
 def v3_document(resources: list[Resource]) -> dict:
     """The group-version's operations (with fieldValidation) and the schemas of its kinds."""
     from tests.fakes.kube.discovery import VERSION
