@@ -128,6 +128,17 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class ImagePull:
+    """Whether the cluster could pull an image a run needs, as a probe found (`cluster check`)."""
+
+    image: str
+    pulled: bool | None
+    """None: the probe got no answer in time (a pod not scheduled, a slow pull)."""
+    detail: str
+    """What the cluster said: "pulled", the pull error and its message, or why there was no answer."""
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a backend offers beyond the core of the contract, declared once on its class
     (as dstack's ComputeWith... classes), so that callers ask for a capability, not a name."""
@@ -141,6 +152,9 @@ class Capabilities:
     names them from the spec and never reads them."""
     cluster_probe: bool = False
     """probe() asks the cluster what it serves, for `cluster add` to record in the profile."""
+    image_probe: bool = False
+    """probe_image() asks the cluster, with a short-lived pod, whether it can pull an image
+    (`cluster check`)."""
 
 
 class Backend(abc.ABC):
@@ -177,6 +191,21 @@ class Backend(abc.ABC):
         an unreachable cluster raises a LauncherError. Capabilities.cluster_probe says whether
         there is anything to ask."""
         return {}
+
+    def profile_warnings(self) -> list[str]:
+        """Named warnings about the profile itself, found offline (`cluster add` prints them):
+        settings with which runs would fail wherever they go."""
+        return []
+
+    def run_images(self) -> list[str]:
+        """The images every run of this profile pulls besides its spec's own (offline)."""
+        return []
+
+    def probe_image(self, image: str, *, timeout: float = 60.0) -> ImagePull:
+        """Whether the cluster can pull `image` for a run's pods, asked by starting (and then
+        deleting) one short-lived pod; an unreachable cluster raises a LauncherError.
+        Capabilities.image_probe says whether there is a cluster to ask."""
+        raise NotImplementedError(f"the {self.name} backend pulls no images")
 
     @abc.abstractmethod
     def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:

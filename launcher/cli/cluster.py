@@ -1,4 +1,4 @@
-"""`launcher cluster add|list|use`: the cluster profiles in $LAUNCHER_HOME/config.yaml.
+"""`launcher cluster add|check|list|use`: the cluster profiles in $LAUNCHER_HOME/config.yaml.
 
 A profile names a kubeconfig context and namespace (and GPU node labels, a Kueue
 queue...); `launcher run --cluster NAME` or the current profile sends runs there.
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import click
 
-from launcher.cli.common import OK, dump, info, print_table, warn
+from launcher.cli.common import FAIL, OK, WARN, dump, info, print_table, warn
 
 
 @click.group()
 def cluster() -> None:
-    """Add, list and choose cluster profiles."""
+    """Add, check, list and choose cluster profiles."""
 
 
 @cluster.command("add")
@@ -78,6 +78,8 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
         info("JobSet: served; failed attempts restart in the cluster" if jobset else
              "JobSet: not served; retries happen only while a reconciler runs (`launcher reconcile "
              "--watch`, docs/reconciler.yaml; see docs/kubernetes.md to install JobSet)")
+    for warning in backend.profile_warnings():
+        warn(f"cluster {name}: {warning}")
 
 
 def _detect_jobset(name: str, backend) -> bool | None:
@@ -88,6 +90,73 @@ def _detect_jobset(name: str, backend) -> bool | None:
         warn(f"cluster {name}: could not ask whether it serves JobSet ({type(e).__name__}); "
              "submit checks again")
         return None
+
+
+@cluster.command("check")
+@click.argument("names", nargs=-1)
+@click.option("--timeout", type=click.FloatRange(min=1), default=60, show_default=True,
+              help="Seconds each image probe waits for the cluster's answer.")
+@click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
+def check(names, timeout, output):
+    """Check cluster profiles NAMES (default: every cluster profile): whether the cluster
+    answers, and whether it can pull the images every run needs, with one short-lived pod
+    per image (deleted after). Exits 1 unless every cluster answered and pulled them all."""
+    from launcher.backends.base import ImagePull
+    from launcher.backends.registry import open_backend
+    from launcher.config import load_config
+    from launcher.errors import LauncherError
+
+    config = load_config()
+    profiles = [config.profile(n) for n in names] if names else [p for p in config.profiles() if p.backend != "local"]
+    if not profiles:
+        info("no cluster profiles to check (add one with `launcher cluster add`)")
+        return
+    reports, failed = [], False
+    for profile in profiles:
+        backend = open_backend(profile)
+        report = {"profile": profile.name, "reachable": None, "error": None, "serves": {}, "images": [],
+                  "warnings": backend.profile_warnings()}
+        try:
+            if backend.capabilities.cluster_probe:
+                report["serves"] = backend.probe()
+            report["reachable"] = True
+            for image in backend.run_images() if backend.capabilities.image_probe else []:
+                try:
+                    pull = backend.probe_image(image, timeout=timeout)
+                except LauncherError as e:  # e.g. no permission to create pods: the question stays open
+                    pull = ImagePull(image, None, f"the probe pod could not run: {e}")
+                report["images"].append({"image": pull.image, "pulled": pull.pulled, "detail": pull.detail})
+        except LauncherError as e:
+            report.update(reachable=False, error=str(e))
+        finally:
+            backend.close()
+        failed = failed or report["reachable"] is False or any(i["pulled"] is not True for i in report["images"])
+        reports.append(report)
+        if output == "text":
+            _say_check(report)
+    if output != "text":
+        dump(reports, output)
+    if failed:
+        raise SystemExit(1)
+
+
+def _say_check(report: dict) -> None:
+    name = report["profile"]
+    if report["reachable"] is False:
+        click.echo(f"{FAIL} {name}: {report['error']}")
+    else:
+        served = ", ".join(f"{what} {'served' if on else 'not served'}" for what, on in report["serves"].items())
+        click.echo(f"{OK} {name}: the cluster answers" + (f" ({served})" if served else ""))
+    for pull in report["images"]:
+        if pull["pulled"]:
+            click.echo(f"{OK} {name}: can pull {pull['image']}")
+        elif pull["pulled"] is False:
+            click.echo(f"{FAIL} {name}: cannot pull {pull['image']}: {pull['detail']}")
+        else:
+            click.echo(f"{WARN} {name}: could not tell whether it can pull {pull['image']}: {pull['detail']}")
+    if not report["images"] or not all(pull["pulled"] for pull in report["images"]):
+        for warning in report["warnings"]:  # moot where the cluster pulls them all (a mirror, a preloaded image)
+            warn(f"{name}: {warning}")
 
 
 @cluster.command("list")

@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                   "Start due retries and clean up after failed submits, once or --watch."),
     "delete": ("launcher.cli.stop", "delete", "Delete runs and everything they created."),
     "secret": ("launcher.cli.secret", "secret", "Create, list and delete secrets."),
-    "cluster": ("launcher.cli.cluster", "cluster", "Add, list and choose cluster profiles."),
+    "cluster": ("launcher.cli.cluster", "cluster", "Add, check, list and choose cluster profiles."),
     "data": ("launcher.cli.data", "data", "Prepare training data: tokenizers, synthetic text, MDS conversion."),
     "metrics": ("launcher.cli.metrics", "metrics", "Show a run's metrics as tables, plots and files."),
     "train": ("launcher.cli.train", "train", "Run the built-in MPT trainer on a config file."),

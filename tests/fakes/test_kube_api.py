@@ -5,6 +5,7 @@ Tables, pod log filters, deletion policies and the DisruptionTarget of an evicti
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -177,3 +178,34 @@ def test_it_answers_when_the_process_has_more_than_1024_files_open():
     finally:
         for fd in held:
             os.close(fd)
+
+
+def test_openapi_documents_hold_every_served_kind_and_every_schema_they_refer_to():
+    """What kubectl reads: /openapi/v3 lists a document per group-version whose schemas
+    include each served kind (by x-kubernetes-group-version-kind) and whatever it refers
+    to; /openapi/v2 (JSON here, protobuf for kubectl) holds the same kinds."""
+    kube = FakeKube(jobset=True).start()
+    try:
+        status, listing = call(kube, "/openapi/v3")
+        assert status == 200
+        gvk = "x-kubernetes-group-version-kind"
+        served = set()
+        for entry in json.loads(listing)["paths"].values():
+            status, text = call(kube, entry["serverRelativeURL"])
+            assert status == 200
+            schemas = json.loads(text)["components"]["schemas"]
+            refs = set(re.findall(r'"#/components/schemas/([^"]+)"', text))
+            assert refs <= set(schemas), refs - set(schemas)  # nothing a client would fail to resolve
+            served |= {(g["group"], g["version"], g["kind"]) for s in schemas.values() for g in s.get(gvk, [])}
+        wanted = {(r.group, r.version, r.kind) for r in kube.registry.resources}
+        assert wanted <= served, wanted - served
+        status, text = call(kube, "/openapi/v2", accept="application/json")
+        v2 = json.loads(text)
+        assert status == 200 and v2["swagger"] == "2.0"
+        kinds = {(g["group"], g["version"], g["kind"]) for s in v2["definitions"].values() for g in s.get(gvk, [])}
+        assert wanted <= kinds, wanted - kinds
+        assert set(re.findall(r'"#/definitions/([^"]+)"', text)) <= set(v2["definitions"])
+        status, text = call(kube, "/openapi/v3/apis/apps/v1")
+        assert status == 404
+    finally:
+        kube.close()

@@ -154,3 +154,31 @@ def test_server_side_validation_reaches_kubectl(cluster):
     assert r.returncode == 1 and 'unknown field "spec.replicatedJobs[0].replica"' in r.stderr
     discovered = kubectl(cluster, "api-resources").stdout
     assert "jobsets" in discovered and "jobset.x-k8s.io/v1alpha2" in discovered
+
+
+def test_explain_reads_the_served_schemas(cluster):
+    """/openapi/v3 carries each kind's schema: the JobSet CRD's and kubernetes-validate's."""
+    out = kubectl(cluster, "explain", "jobset.spec.replicatedJobs.replicas").stdout
+    assert "KIND:       JobSet" in out and "VERSION:    v1alpha2" in out and "FIELD: replicas <integer>" in out
+    assert "replicas is the number of jobs that will be created from this\n    ReplicatedJob's template." in out
+    out = kubectl(cluster, "explain", "pods.spec.restartPolicy").stdout
+    assert "FIELD: restartPolicy <string>" in out and "OnFailure" in out
+    missing = kubectl(cluster, "explain", "jobs.spec.replica", check=False)
+    assert missing.returncode == 1 and 'field "replica" does not exist' in missing.stderr
+
+
+def test_a_list_is_validated_by_kubectl_itself(cluster):
+    """A List takes no fieldValidation, so kubectl checks it against /openapi/v2 (protobuf)
+    before sending anything; one object alone is left to the server (above)."""
+    import yaml
+
+    listed = {"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(JOB.replace("sleeper", "listed"))]}
+    listed["items"][0]["spec"]["template"]["spec"]["containers"][0]["commands"] = ["true"]
+    r = kubectl(cluster, "create", "-f", "-", stdin=yaml.safe_dump(listed), check=False)
+    assert r.returncode == 1
+    assert ('error validating data: ValidationError(Job.spec.template.spec.containers[0]): unknown field "commands" '
+            'in io.k8s.api.core.v1.Container') in r.stderr
+    del listed["items"][0]["spec"]["template"]["spec"]["containers"][0]["commands"]
+    out = kubectl(cluster, "create", "-f", "-", stdin=yaml.safe_dump(listed)).stdout
+    assert out.strip() == "job.batch/listed created"
+    kubectl(cluster, "delete", "job", "listed")

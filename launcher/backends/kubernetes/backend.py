@@ -37,8 +37,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Backend, Capabilities, LogLine, Plan, Run
-from launcher.backends.kubernetes.profiles import ClusterProfile, Placement, load_profile, resolve_placement
+from launcher.backends.base import Backend, Capabilities, ImagePull, LogLine, Plan, Run
+from launcher.backends.kubernetes.profiles import (
+    RUNTIME_IMAGE,
+    ClusterProfile,
+    Placement,
+    load_profile,
+    resolve_placement,
+)
 from launcher.backends.kubernetes.render import dry_run, plan_run
 
 # The parts that talk to the API server import the kubernetes client (about a second):
@@ -58,7 +64,7 @@ def newest_first(runs: list[Run]) -> list[Run]:
 
 class KubernetesBackend(Backend):
     name = "kubernetes"
-    capabilities = Capabilities(dry_run=True, secrets_in_cluster=True, cluster_probe=True)
+    capabilities = Capabilities(dry_run=True, secrets_in_cluster=True, cluster_probe=True, image_probe=True)
 
     def __init__(self, profile: Profile | ClusterProfile, home: Path | None = None):
         self.profile = profile if isinstance(profile, ClusterProfile) else load_profile(profile)
@@ -99,6 +105,34 @@ class KubernetesBackend(Backend):
         api = KubeApi(self.profile, retry=QUICK_RETRY)
         try:
             return {"jobset": serves_jobset(api)}
+        finally:
+            api.close()
+
+    def profile_warnings(self) -> list[str]:
+        if RUNTIME_IMAGE in self.run_images():
+            return [f"runtime_image {RUNTIME_IMAGE} is the package's default, which is published nowhere: "
+                    "inject mode's init container cannot pull it from a real cluster. Publish it (a v<version> tag "
+                    "on a GitHub fork runs .github/workflows/release.yml; or build images/runtime/Dockerfile) and "
+                    "set runtime_image (`cluster add NAME --runtime-image IMAGE --replace`); "
+                    "`launcher cluster check NAME` tries the pull"]
+        return []
+
+    def run_images(self) -> list[str]:
+        """Inject mode's runtime image (its init container), in every pod of every run."""
+        return [self.profile.runtime_image] if self.profile.entrypoint_mode == "inject" else []
+
+    def probe_image(self, image: str, *, timeout: float = 60.0) -> ImagePull:
+        """One pod with the image, the runtime image's pull policy and the pull secrets a run's
+        pods get (every docker-registry secret stored here), deleted after (pull.py)."""
+        from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi
+        from launcher.backends.kubernetes.pull import probe_image
+        from launcher.backends.kubernetes.secrets import KubernetesSecretStore
+
+        api = KubeApi(self.profile, retry=QUICK_RETRY)
+        try:
+            stored = KubernetesSecretStore(self.profile, api=api).list()
+            return probe_image(api, self.profile, image, pull_policy=self.profile.runtime_image_pull_policy,
+                               pull_secrets=stored, timeout=timeout)
         finally:
             api.close()
 

@@ -87,7 +87,8 @@ Other images run on the host's PATH with `python` as this interpreter.
 kubectl works against it: legacy discovery, Tables, cluster-wide lists, limit/continue,
 watch bookmarks (allowWatchBookmarks; every `bookmark_seconds` of quiet and before a
 watch times out), logs with follow/sinceTime/sinceSeconds/tailLines/timestamps/limitBytes,
-delete with propagationPolicy. /openapi/v2 and /openapi/v3 answer 404.
+delete with propagationPolicy, and the OpenAPI v2 (protobuf) and v3 documents of the kinds
+it serves (openapi.py), so client-side validation and `kubectl explain` work.
 
 Simulation gaps, on purpose: no cluster DNS (MASTER_ADDR is 127.0.0.1, each Job gets its
 own MASTER_PORT); strategic merge patch is a JSON merge patch; no server-side apply; a

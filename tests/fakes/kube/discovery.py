@@ -1,14 +1,12 @@
 """Discovery documents, as kubectl and client-go read them: /version, /api, /apis,
 /api/v1 and /apis/<group>[/<version>] (the legacy, non-aggregated form; clients that ask
-for aggregated discovery fall back to it when the answer is plain application/json), and
-a minimal /openapi/v3 (operations and their fieldValidation parameter, no schemas);
-/openapi/v2 answers 404."""
+for aggregated discovery fall back to it when the answer is plain application/json).
+The OpenAPI documents are openapi.py's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.fakes.kube.common import status_body
 from tests.fakes.kube.resources import Registry, Resource
 
 VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-fake", "gitCommit": "fake", "gitTreeState": "clean",
@@ -19,16 +17,6 @@ def answer(registry: Registry, parts: list[str]) -> tuple[int, Any] | None:
     """(status, body) for a discovery path, or None when the path is not one."""
     if parts == ["version"]:
         return 200, VERSION
-    if parts == ["openapi", "v3"]:
-        return 200, {"paths": {_gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash=fake"}
-                               for g, v in _group_versions(registry)}}
-    if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
-        gv = "/".join(parts[2:])
-        for g, v in _group_versions(registry):
-            if _gv_path(g, v) == gv:
-                return 200, openapi_v3(registry.in_group(g, v))
-    if parts and parts[0] == "openapi":
-        return 404, status_body(404, "NotFound", "the fake serves no OpenAPI v2 document")
     if parts == ["api"]:
         return 200, {"kind": "APIVersions", "versions": ["v1"],
                      "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
@@ -67,26 +55,3 @@ def resource_list(group_version: str, resources: list[Resource]) -> dict:
             out.append({"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy",
                         "version": "v1", "kind": "Eviction", "verbs": ["create"]})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": out}
-
-
-def _group_versions(registry: Registry) -> list[tuple[str, str]]:
-    return sorted({(r.group, r.version) for r in registry.resources})
-
-
-def _gv_path(group: str, version: str) -> str:
-    return f"apis/{group}/{version}" if group else f"api/{version}"
-
-
-def openapi_v3(resources: list[Resource]) -> dict:
-    """Just enough OpenAPI v3 for kubectl to see that each kind takes fieldValidation, so it
-    leaves validation to the server (it has no schemas, so `kubectl explain` finds nothing)."""
-    paths = {}
-    for r in resources:
-        base = "/" + _gv_path(r.group, r.version) + ("/namespaces/{namespace}" if r.namespaced else "")
-        gvk = {"group": r.group, "version": r.version, "kind": r.kind}
-        param = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}}]
-        paths[f"{base}/{r.plural}"] = {"post": {"x-kubernetes-group-version-kind": gvk, "parameters": param}}
-        paths[f"{base}/{r.plural}/{{name}}"] = {"patch": {"x-kubernetes-group-version-kind": gvk, "parameters": param},
-                                                "put": {"x-kubernetes-group-version-kind": gvk, "parameters": param}}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (fake)", "version": VERSION["gitVersion"]},
-            "paths": paths, "components": {"schemas": {}}}

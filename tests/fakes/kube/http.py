@@ -2,7 +2,7 @@
 
 Routes:
   /version, /api, /apis, /api/v1, /apis/<group>[/<version>]   discovery (legacy, not aggregated)
-  /openapi/v2, /openapi/v3                                     404 (kubectl copes)
+  /openapi/v2 (protobuf or JSON), /openapi/v3[/<group-version>] the schemas (openapi.py)
   /api/v1/... and /apis/<group>/<version>/...                  resources, namespaced or cluster-wide:
       [namespaces/<ns>/]<plural>[/<name>[/<subresource>]]
       get, list (limit/continue, label and field selectors), watch (bookmarks, 410 Gone),
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 from tests.fakes.http import LoopbackServer
-from tests.fakes.kube import crd, discovery
+from tests.fakes.kube import crd, discovery, openapi
 from tests.fakes.kube.common import (
     ApiError,
     fields_match,
@@ -152,9 +152,11 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- plumbing -----------------------------------------------------------------------------
     def send_json(self, code: int, body: Any) -> None:
-        data = json.dumps(body).encode()
+        self.send_bytes(code, "application/json", json.dumps(body).encode())
+
+    def send_bytes(self, code: int, content_type: str, data: bytes) -> None:
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -218,6 +220,8 @@ class Handler(BaseHTTPRequestHandler):
             if parts and parts[0] == "_fake":
                 from tests.fakes.kube.admin import handle_admin
                 return handle_admin(self, method, parts[1:], body)
+            if method == "GET" and parts[:1] == ["openapi"]:
+                return self.send_bytes(*openapi.answer(self.kube.registry, parts, self.headers.get("Accept") or ""))
             answer = discovery.answer(self.kube.registry, parts) if method == "GET" else None
             if answer is not None:
                 return self.send_json(*answer)

@@ -483,11 +483,14 @@ class Kubelet:
 
     def _pump(self, c: Container) -> None:
         res = self.log_resolution_ns
-        for raw in iter(c.proc.stdout.readline, b""):
-            text = raw.decode("utf-8", errors="replace").rstrip("\n")
-            with self.store.lock:
-                c.lines.append((now_ns() // res * res, text))
-                self.store.changed.notify_all()
+        # Closed here, not whenever the garbage collector gets to it: a descriptor freed at a random
+        # moment broke test_kube_api's test of a fake started past descriptor 1024.
+        with c.proc.stdout:
+            for raw in iter(c.proc.stdout.readline, b""):
+                text = raw.decode("utf-8", errors="replace").rstrip("\n")
+                with self.store.lock:
+                    c.lines.append((now_ns() // res * res, text))
+                    self.store.changed.notify_all()
         code = c.proc.wait()
         with self.store.lock:
             c.exit_code = code if code >= 0 else 128 - code

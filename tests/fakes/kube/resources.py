@@ -55,6 +55,7 @@ class Registry:
     """The resources of one fake cluster (JobSet only when its controller runs)."""
 
     def __init__(self, *, jobset: bool = False):
+        self.jobset_served = jobset
         self.resources = CORE + ([JOBSET] if jobset else [])
         self.by_kind = {r.kind: r for r in self.resources}
         self._by_path = {(r.group, r.version, r.plural): r for r in self.resources}
