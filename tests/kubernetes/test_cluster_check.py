@@ -46,10 +46,13 @@ def probe_pods_gone(kube) -> bool:
 
 def test_cluster_add_warns_about_the_unpublished_default_runtime_image(inject_kube, launcher_home, capsys):
     kubeconfig = str(inject_kube.write_kubeconfig(launcher_home / "kubeconfig"))
-    assert launcher("cluster", "add", "first", "--kubeconfig", kubeconfig, "--context", "fake") == 0
+    assert launcher("cluster", "add", "first", "--kubeconfig", kubeconfig, "--context", "fake",
+                    "--entrypoint-mode", "inject") == 0
     err = capsys.readouterr().err
     assert f"! cluster first: {UNPUBLISHED}" in err and "`launcher cluster check NAME` tries the pull" in err
-    for quiet in (["--runtime-image", "ghcr.io/me/launcher-runtime:0.1.0"], ["--entrypoint-mode", "image"]):
+    # A runtime image of one's own, or a mode that pulls none (zipapp, the default, and image).
+    for quiet in (["--entrypoint-mode", "inject", "--runtime-image", "ghcr.io/me/launcher-runtime:0.1.0"],
+                  ["--entrypoint-mode", "image"], []):
         assert launcher("cluster", "add", "second", "--kubeconfig", kubeconfig, "--context", "fake", "--replace",
                         *quiet) == 0
         assert "published nowhere" not in capsys.readouterr().err
