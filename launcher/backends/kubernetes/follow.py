@@ -72,11 +72,18 @@ def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int |
 
 
 def gone_error(run: Run, index: int, rank: int | None, jobset: bool, archive: LogArchive | None) -> LauncherError | None:
-    """Why an attempt's log cannot be read (its pods are gone and no archive has it), or
-    None where an empty log is the truth (the attempt never started a container)."""
+    """Why an attempt's log cannot be read: its pods are gone and no archive has it, or it
+    never started a container (None: the attempt is yet to start)."""
     attempt = next((a for a in run.attempts if a.index == index), None)
-    if attempt is None or (attempt.started_at is None and not any(r.exit_code is not None for r in attempt.ranks)):
+    if attempt is None:
         return None
+    ran = index < run.current_attempt or attempt.started_at is not None or any(
+        r.exit_code is not None for r in attempt.ranks)
+    if not ran:
+        if not attempt.status.is_terminal:
+            return None
+        return LauncherError(f"attempt {index} of run {run.name} never started a container "
+                             f"({attempt.status.value}), so it has no logs")
     if index < run.current_attempt:
         why = "JobSet restart" if jobset else "retry"
     elif run.status is RunStatus.STOPPED:
@@ -168,8 +175,8 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
                                         previous=previous, is_done=lambda: pod_done(pod_name), handle=handle):
                 out.put(to_line(r, stamp, text))
                 seen += 1
-            if archive is not None and pods_inf.get(pod_name) is None and pod_name not in tailed \
-                    and not handle.stopped:
+            if archive is not None and pods_inf.get(pod_name) is None and not handle.stopped \
+                    and (tail is None or pod_name not in tailed):
                 # The pod went away while followed: the archive has the rest, after its first `seen` lines.
                 archive.forget(index)
                 for stamp, text in archive.lines(index, r, skip=seen):
