@@ -242,3 +242,38 @@ def test_a_follow_whose_pod_goes_before_its_log_was_read_reads_on_from_the_archi
     lines = [int(t.rsplit(" ", 1)[1]) for t in texts if t.startswith("rank 0 line ")]
     assert len(lines) > 30 and lines == list(range(len(lines)))
     assert texts[-1].startswith("[launcher] exit code 143")
+
+
+def test_a_log_store_secret_that_would_replace_a_run_secrets_env_is_refused(fake_kube_factory, tmp_path, capsys):
+    fake_kube_factory(profile={"log_store": str(tmp_path / "logs"), "log_store_secret": "logs-dbx"})
+    store = KubernetesSecretStore(load_config().profile("fake"))
+    for name in ("logs-dbx", "data-dbx"):
+        store.create(Secret(name, SecretKind.DATABRICKS, {"host": "https://x.example", "token": f"dapi-{name}-0123456789"}))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"name": "x", "image": "i:1", "command": "true", "compute": {"gpu_type": "none"},
+                                "secrets": ["data-dbx"]}))
+    code, _, err = cli(capsys, "run", "-f", str(spec), "--cluster", "fake")
+    assert code == 2
+    assert ("config.yaml: clusters.fake.log_store_secret: secrets 'data-dbx' and 'logs-dbx' both set the env var "
+            "DATABRICKS_HOST") in err and "or make log_store_secret the run's own secret" in err
+
+
+def test_the_job_form_keeps_a_stopped_runs_history_and_says_its_logs_are_gone(fake_kube, tmp_path, capsys):
+    backend = KubernetesBackend(load_config().profile("fake"))
+    try:
+        spec = RunSpec.model_validate({"name": "jobform-abc123", "command": worker("--forever", "--interval", "0.05"),
+                                       "compute": {"nodes": 2}})
+        backend.submit(spec, [])
+        wait_until(lambda: backend.get(spec.name).status.value == "RUNNING", 60, message="the run to run")
+    finally:
+        backend.close()
+    code, _, err = cli(capsys, "stop", spec.name, "-y")
+    assert code == 0, err
+    wait_until(lambda: fake_kube.pods(labels=f"launcher.dev/run={spec.name}") == [], 30, interval=0.1,
+               message="the stopped run's pods to go")
+    code, out, err = cli(capsys, "describe", "run", spec.name)
+    assert code == 0 and "Attempt 1: STOPPED (stopped by the user)" in out, err
+    assert re.search(r"Started:    \d{4}-", out) and re.search(r"Duration:   \d+:\d\d", out)
+    code, out, err = cli(capsys, "logs", spec.name)
+    assert (code, out) == (1, "")
+    assert "the pods of attempt 1 are gone (the run was stopped); set log_store in the profile to keep logs" in err

@@ -133,14 +133,20 @@ class KubernetesBackend(Backend):
         name = self.profile.log_store_secret
         if not self.profile.log_store or not name or any(s.name == name for s in secrets):
             return secrets
+        from launcher.errors import InputError
+
         found = [s for s in self.secret_store().list() if s.name == name]
         if not found:
-            from launcher.errors import InputError
-
             raise InputError(f"config.yaml: clusters.{self.profile.name}.log_store_secret: no secret named "
                              f"{name!r} in {self.profile.where}",
-                             hint=f"create it with `launcher secret create ... --name {name} --cluster "
-                                  f"{self.profile.name}`, or remove log_store_secret from the profile")
+                             hint=f"create a secret of that name (`launcher secret create ... --cluster "
+                                  f"{self.profile.name}`), or remove log_store_secret from the profile")
+        from launcher.secrets.kinds import collision
+
+        problem = collision([*secrets, found[0]])
+        if problem:
+            raise InputError(f"config.yaml: clusters.{self.profile.name}.log_store_secret: {problem}, or make "
+                             "log_store_secret the run's own secret")
         return [*secrets, found[0]]
 
     def get(self, name: str) -> Run:
