@@ -10,6 +10,7 @@ error that says so: never an empty answer.
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -54,7 +55,8 @@ def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int |
     if index < 1 or index > run.current_attempt + 1 or (index > run.current_attempt and not follow):
         raise NotFoundError(f"run {name!r} has no attempt {index} (it has {run.current_attempt})")
     masker = masker_for(api, obs.record)
-    archive = open_archive(api, obs.record)
+    # Opened only when a rank's pod is gone: it reads the archive's secret and lists the store.
+    archive = functools.cache(lambda: open_archive(api, obs.record))
 
     def to_line(r: int, stamp: int | None, text: str) -> LogLine:
         return LogLine(rank=r, text=masker.mask(text), attempt=index,
@@ -63,8 +65,9 @@ def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int |
     sel = attempt_selector(name, index, jobset=obs.is_jobset)
     ended = index < run.current_attempt or run.status.is_terminal
     if not follow or ended:  # an attempt that has ended is read once: its log will not grow
-        yield from _read_all(api, sel, rank, tail, previous, to_line, archive, index,
-                             lambda: gone_error(run, index, rank, obs.is_jobset, archive))
+        wanted = {rank} if rank is not None else set(range(run.nodes))
+        yield from _read_all(api, sel, rank, tail, previous, to_line, archive, index, wanted,
+                             lambda: gone_error(run, index, rank, obs.is_jobset, archive()))
         return
     job_name = child_job_name(name) if obs.is_jobset else name
     yield from _follow(api, name, job_name, sel, index, rank, tail, previous, to_line, cancel or threading.Event(),
@@ -106,9 +109,11 @@ def attempt_selector(name: str, index: int, *, jobset: bool) -> str:
 
 
 def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previous: bool,
-              to_line: ToLine, archive: LogArchive | None = None, index: int = 1,
+              to_line: ToLine, archive_of: Callable[[], LogArchive | None] = lambda: None, index: int = 1,
+              wanted: set[int] | None = None,
               gone: Callable[[], LauncherError | None] = lambda: None) -> Iterator[LogLine]:
-    """Every rank's lines: from its pod while it exists, else from the archive."""
+    """Every rank's lines: from its pod while it exists, else (a rank of `wanted` without a
+    log from its pod) from the archive."""
     pods, _ = api.list("Pod", labels=sel)
     lines: list[tuple[int, int, int, str]] = []
     read: set[int] = set()
@@ -122,6 +127,7 @@ def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previo
             lines.append((stamp or 0, r, n, text))
         if len(lines) > before:
             read.add(r)
+    archive = archive_of() if wanted is None or not wanted <= read else None
     archived = archive.ranks(index) if archive is not None else {}
     for r in sorted(archived):
         if r in read or (rank is not None and r != rank):
@@ -140,7 +146,7 @@ def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previo
 
 def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: int | None, tail: int | None,
             previous: bool, to_line: ToLine, cancel: threading.Event,
-            archive: LogArchive | None = None) -> Iterator[LogLine]:
+            archive_of: Callable[[], LogArchive | None] = lambda: None) -> Iterator[LogLine]:
     """Attach a reader to each rank's pod as it starts; end when the attempt has ended and
     every reader is done, or soon after `cancel` is set.
 
@@ -175,8 +181,9 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
                                         previous=previous, is_done=lambda: pod_done(pod_name), handle=handle):
                 out.put(to_line(r, stamp, text))
                 seen += 1
-            if archive is not None and pods_inf.get(pod_name) is None and not handle.stopped \
-                    and (tail is None or pod_name not in tailed):
+            gone = pods_inf.get(pod_name) is None and not handle.stopped and (tail is None or pod_name not in tailed)
+            archive = archive_of() if gone else None
+            if archive is not None:
                 # The pod went away while followed: the archive has the rest, after its first `seen` lines.
                 archive.forget(index)
                 for stamp, text in archive.lines(index, r, skip=seen):
