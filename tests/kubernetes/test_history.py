@@ -277,3 +277,26 @@ def test_the_job_form_keeps_a_stopped_runs_history_and_says_its_logs_are_gone(fa
     code, out, err = cli(capsys, "logs", spec.name)
     assert (code, out) == (1, "")
     assert "the pods of attempt 1 are gone (the run was stopped); set log_store in the profile to keep logs" in err
+
+
+def test_the_archive_is_masked_at_the_source_like_the_pod_log(fake_kube_factory, databricks_files):
+    pytest.importorskip("databricks.sdk")
+    kube = fake_kube_factory(profile={"log_store": VOLUME_URL, "log_store_secret": "logs-dbx"})
+    env = databricks_files.env()
+    KubernetesSecretStore(load_config().profile("fake")).create(Secret(
+        "logs-dbx", SecretKind.DATABRICKS, {"host": env["DATABRICKS_HOST"], "token": env["DATABRICKS_TOKEN"]}))
+    backend = KubernetesBackend(load_config().profile("fake"))
+    try:
+        # The rank prints the archive's own credential: masked in the pod log and in the archive.
+        spec = RunSpec.model_validate({"name": "masked-abc123", "command": worker("--print-env", "DATABRICKS_TOKEN"),
+                                       "env_variables": {"PYTHONPATH": str(REPO)}})
+        backend.submit(spec, backend.secret_store().for_run([]))
+        wait_until(lambda: backend.get(spec.name).status.is_terminal, 60, message="the run to end")
+        assert backend.get(spec.name).status.value == "COMPLETED"
+    finally:
+        backend.close()
+    root = f"/Volumes/main/default/data/launcher-logs/{spec.name}/attempt-1/rank-0/"
+    archived = b"".join(databricks_files.read(p) for p in databricks_files.paths(root))
+    assert b"the secret is ****\n" in archived and b"rank 0 done\n" in archived
+    assert env["DATABRICKS_TOKEN"].encode() not in archived
+    assert not any(env["DATABRICKS_TOKEN"] in text for c in kube.containers.values() for _, text in c.lines)
