@@ -6,12 +6,16 @@ is done. Every rank prints numbered lines; options make one rank fail, print a
 secret, or run until stopped.
 
     python worker.py --lines 20 --interval 0.01 [--fail-rank 1 --fail-code 3 --fail-attempt 1]
-                     [--print-env NAME] [--print-file PATH] [--forever]
+                     [--print-env NAME] [--print-file PATH] [--forever] [--metrics]
+
+--metrics: rank 0 also prints a metric record (launcher.metrics.records) after each line
+n, step first_step + n (--first-step, default 0: a resumed run starts later) with loss 1/(step+1).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import sys
@@ -47,6 +51,8 @@ def main() -> int:
     p.add_argument("--print-env")
     p.add_argument("--print-file")
     p.add_argument("--forever", action="store_true")
+    p.add_argument("--metrics", action="store_true")
+    p.add_argument("--first-step", type=int, default=0)
     a = p.parse_args()
     rank = int(os.environ["NODE_RANK"])
     nodes = int(os.environ.get("LAUNCHER_NODES", "1"))
@@ -63,6 +69,10 @@ def main() -> int:
     n = 0
     while a.forever or n < a.lines:
         print(f"rank {rank} line {n}", flush=True)
+        if a.metrics and rank == 0:
+            step = a.first_step + n
+            record = {"step": step, "time": time.time(), "rank": 0, "metrics": {"loss/train/total": 1 / (step + 1)}}
+            print("@@launcher.metrics " + json.dumps(record), flush=True)
         n += 1
         if failing and n >= a.lines // 2:
             print(f"rank {rank} fails with code {a.fail_code}", flush=True)
