@@ -2,9 +2,10 @@
 is also appended, in chunks, to the run's archive (LAUNCHER_LOG_ARCHIVE), which outlives
 the pod. The layout is launcher.pod.logarchive's.
 
-The writer knows storage only through `put(rel, data)`: one new object per chunk. Here
-that is launcher.storage's Store.write; an entrypoint without the launcher's dependencies
-can give it another (a stdlib HTTP PUT), and nothing else changes.
+The writer knows storage only through `put(rel, data)`: one new object per chunk, and
+`list(rel)` once, to number on after an earlier container's chunks. Both are
+archive_stores', with the standard library alone, so every entrypoint mode (the zipapp's
+python3 -I -S too) archives to the same stores.
 
 Appending never blocks and never fails the run: a thread writes the chunks, every
 CHUNK_SECONDS or CHUNK_BYTES; a chunk that cannot be written is tried again with the next
@@ -18,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from launcher.entrypoint.archive_stores import ArchiveStoreError, open_pod_store
 from launcher.pod.logarchive import CHUNK_BYTES, CHUNK_SECONDS, LOG_ARCHIVE, chunk_name, parse_chunk, rank_dir
 
 Put = Callable[[str, bytes], None]
@@ -135,20 +137,20 @@ class ChunkedArchive:
 
 def open_archive(env: Mapping[str, str], attempt: int, rank: int,
                  on_error: Callable[[str], None]) -> ChunkedArchive | None:
-    """The archive the backend asked for (LAUNCHER_LOG_ARCHIVE), through launcher.storage
-    with the credentials in `env` (the run's secrets); None when there is none. Chunks of
-    an earlier container of the same rank and attempt are kept: numbering goes on after them."""
+    """The archive the backend asked for (LAUNCHER_LOG_ARCHIVE), through the pod's own
+    stores (archive_stores: the standard library alone, in every entrypoint mode) with the
+    credentials in `env` (the run's secrets); None when there is none. Raises
+    ArchiveStoreError for a URL no pod can write or missing credentials. Chunks of an
+    earlier container of the same rank and attempt are kept: numbering goes on after them."""
     url = env.get(LOG_ARCHIVE)
     if not url:
         return None
-    from launcher.storage import Credentials, open_store
-
-    store = open_store(url, Credentials(env), what=f"the log archive {url}")
+    store = open_pod_store(url, env)
     prefix = rank_dir(attempt, rank)
     try:
-        taken = [parse_chunk(p.rsplit("/", 1)[-1]) for p in store.files(prefix)]
+        taken = [parse_chunk(name) for name in store.list(prefix)]
         first = max((c[0] + 1 for c in taken if c), default=0)
-    except Exception as e:  # noqa: BLE001 - a store that cannot list may still take writes
-        on_error(f"log archive: cannot list {store.url_of(prefix)}: {e}")
+    except ArchiveStoreError as e:  # a store that cannot list may still take writes
+        on_error(f"log archive: cannot list {store.url}/{prefix}: {e}")
         first = 0
-    return ChunkedArchive(store.write, prefix, first_seq=first, on_error=on_error)
+    return ChunkedArchive(store.put, prefix, first_seq=first, on_error=on_error)

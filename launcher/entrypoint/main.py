@@ -174,9 +174,13 @@ def main(argv: list[str] | None = None) -> int:
 def start_archive(env: dict[str, str]):
     """Archive this rank's log where the backend asks (LAUNCHER_LOG_ARCHIVE); a store that
     cannot be opened is said in the log and the run goes on without it."""
-    from launcher.pod.logarchive import LOG_ARCHIVE
+    from launcher.pod.logarchive import LOG_ARCHIVE, pod_store_problem
 
     if not env.get(LOG_ARCHIVE):
+        return None
+    problem = pod_store_problem(env[LOG_ARCHIVE])
+    if problem:  # the host refuses such a log_store before a run; a pod may still get one
+        log(f"log archive: {problem}; this rank's log is not archived")
         return None
     from launcher.entrypoint.archive import open_archive
 

@@ -51,3 +51,28 @@ def parse_rank_dir(path: str) -> tuple[int, int] | None:
 
 def archive_url(log_store: str, run: str) -> str:
     return f"{log_store.rstrip('/')}/{run}"
+
+
+POD_STORES = ("s3://<bucket>/<prefix>", "dbfs:/Volumes/<catalog>/<schema>/<volume>/...",
+              "a path (or file://) on a volume every pod mounts")
+"""What a pod's entrypoint writes the archive to (launcher.entrypoint.archive_stores): the
+same in every entrypoint mode, with the standard library alone."""
+
+
+def pod_store_problem(url: str) -> str | None:
+    """Why a pod's entrypoint cannot write an archive at `url` (one line), or None. The host
+    checks a profile's log_store with it before a run; the rank says it in its log."""
+    use = "; use " + ", ".join(POD_STORES[:2]) + " or " + POD_STORES[2]
+    if url.startswith("dbfs:"):
+        parts = url[len("dbfs:"):].strip("/").split("/")
+        if parts[0] != "Volumes" or len(parts) < 4 or not all(parts[:4]):
+            return f"{url}: only Unity Catalog Volumes ({POD_STORES[1]}) are supported for dbfs: paths"
+        return None
+    if "://" not in url:
+        return None
+    scheme = url.split("://", 1)[0].lower()
+    if scheme == "file":
+        return None
+    if scheme == "s3":
+        return None if url[len("s3://"):].split("/", 1)[0] else f"{url}: an s3:// URL names a bucket ({POD_STORES[0]})"
+    return f"{scheme}:// is not supported by the pod's entrypoint{use}"

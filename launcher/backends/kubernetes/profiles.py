@@ -215,9 +215,10 @@ class ClusterProfile(BaseModel):
         return _quantity(v)
 
     log_store: str | None = None
-    """An fsspec URL (s3://, dbfs:/Volumes/..., gs://, a path) where each rank archives its
-    masked log as it writes it (launcher.pod.logarchive), read by `logs`, `metrics` and the
-    dashboard once the pods are gone."""
+    """Where each rank archives its masked log as it writes it (launcher.pod.logarchive):
+    s3://, dbfs:/Volumes/... or a path every pod mounts, which the pods' stdlib entrypoint
+    writes (pod_store_problem; a run on another refuses at submit and validate); read by
+    `logs`, `metrics` and the dashboard once the pods are gone."""
     log_store_secret: str | None = None
     """The secret (in the profile's namespace) whose env vars or files give the pods the
     log_store's credentials, as a run's own secrets are given."""

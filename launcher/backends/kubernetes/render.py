@@ -43,7 +43,7 @@ from launcher.backends.kubernetes.profiles import (ClusterProfile, Placement, de
                                                    resolve_placement)
 from launcher.errors import InputError
 from launcher.pod import contract, zipapp
-from launcher.pod.logarchive import LOG_ARCHIVE, archive_url
+from launcher.pod.logarchive import LOG_ARCHIVE, archive_url, pod_store_problem
 from launcher.pod.plan import PLAN_FILE, ZIPAPP_FILE
 from launcher.secrets.kinds import project
 from launcher.spec.models import AUTO_PRIORITY, MCLI_PRIORITIES
@@ -197,6 +197,9 @@ def _archive_annotations(spec: RunSpec, profile: ClusterProfile) -> dict[str, st
     """Where the record says the run's log archive is (its readers may use another profile)."""
     if not profile.log_store:
         return {}
+    problem = pod_store_problem(profile.log_store)
+    if problem:  # what the pods would say in their logs, before the run
+        raise InputError(f"config.yaml: clusters.{profile.name}.log_store: {problem}")
     out = {keys.RECORD_LOG_ARCHIVE: archive_url(profile.log_store, spec.name)}
     if profile.log_store_secret:
         out[keys.RECORD_LOG_ARCHIVE_SECRET] = profile.log_store_secret
