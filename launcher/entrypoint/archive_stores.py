@@ -26,6 +26,7 @@ import configparser
 import datetime
 import hashlib
 import hmac
+import http
 import json
 import os
 import urllib.error
@@ -105,7 +106,11 @@ def _request(service: str, method: str, url: str, headers: Mapping[str, str], bo
         except Exception:  # noqa: BLE001 - an unreadable error body: the status says enough
             said = ""
         said = " ".join(said.split())[:300]
-        raise ArchiveStoreError(f"{service} answered {e.code} {e.reason} to {method} {shown}"
+        try:
+            phrase = http.HTTPStatus(e.code).phrase  # a server's own may be any case
+        except ValueError:
+            phrase = str(e.reason)
+        raise ArchiveStoreError(f"{service} answered {e.code} {phrase} to {method} {shown}"
                                 + (f": {said}" if said else ""), e.code) from None
     except urllib.error.URLError as e:
         raise ArchiveStoreError(f"cannot reach {service} ({method} {shown}): {e.reason}") from None
