@@ -59,11 +59,11 @@ def restart_then_stop(kube, tmp_path: Path, capsys, followed: list | None = None
     wait_until(lambda: jobset_status(kube, name).get("restarts") == 1, 90, interval=0.3,
                message="the JobSet controller to restart the group")
 
-    def attempt_2_logged() -> bool:
-        code, out, _ = cli(capsys, "logs", name, "--attempt", "2", "--rank", "0")
-        return code == 0 and "rank 0 line 20" in out
+    def attempt_2_logged() -> bool:  # both ranks: the tests count more than 20 lines of each
+        code, out, _ = cli(capsys, "logs", name, "--attempt", "2")
+        return code == 0 and all(20 in numbered(out, rank) for rank in (0, 1))
 
-    wait_until(attempt_2_logged, 90, interval=0.3, message="attempt 2's rank 0 to print 20 lines")
+    wait_until(attempt_2_logged, 90, interval=0.3, message="each rank of attempt 2 to print 20 lines")
     follower = None
     if followed is not None:
         backend = KubernetesBackend(load_config().profile("fake"))
@@ -118,12 +118,16 @@ def test_without_a_log_store_stop_keeps_the_history_and_gone_logs_are_an_error(f
     assert "Traceback" not in err
 
 
-@pytest.fixture(params=["volume", "s3"])
+@pytest.fixture(params=[(store, mode) for store in ("volume", "s3") for mode in ("zipapp", "image")],
+                ids=lambda p: "-".join(p))
 def archived_cluster(request, fake_kube_program):
     """The fake cluster with a log_store: a Volume on the fake Databricks workspace (a databricks
     secret), or a bucket on moto S3 (an s3 secret: its credentials and config files, the
-    config naming the endpoint). Yields (kube, the archive's files under the run's name)."""
-    if request.param == "volume":
+    config naming the endpoint); the pods' entrypoint from the zipapp, run by the venv's
+    python3 -I -S (no site-packages: the archive is written by the standard library alone),
+    or the launcher installed (image). Yields (kube, the archive's files under the run's name)."""
+    store, mode = request.param
+    if store == "volume":
         pytest.importorskip("databricks.sdk")
         volume = request.getfixturevalue("databricks_files")
         env = volume.env()
@@ -144,8 +148,10 @@ def archived_cluster(request, fake_kube_program):
 
         def files(name: str) -> list[str]:
             return [k[len("launcher/"):] for k in s3.keys(f"launcher/{name}/")]
-    kube = fake_kube_program("--jobset", "--nodes", "2", profile={
-        "entrypoint_mode": "image", "log_store": url, "log_store_secret": "logs-archive"})
+    # A pod's grace period lets the entrypoint write its last chunks after SIGTERM (the pods
+    # ask 45 s); the fake's default of 3 s could cut them short on a loaded machine.
+    kube = fake_kube_program("--jobset", "--nodes", "2", "--grace-seconds", "20", profile={
+        "entrypoint_mode": mode, "log_store": url, "log_store_secret": "logs-archive"})
     KubernetesSecretStore(load_config().profile("fake")).create(secret)
     return kube, files
 
@@ -161,7 +167,7 @@ def test_with_a_log_store_logs_and_metrics_outlive_a_restart_and_a_stop(archived
     # The JobSet restart deleted attempt 1's pods: its log comes from the archive.
     code, out, err = cli(capsys, "logs", name, "--attempt", "1")
     assert code == 0, err
-    assert numbered(out, 0)[:3] == [0, 1, 2] and numbered(out, 1) == [0, 1, 2]
+    assert numbered(out, 0)[:3] == [0, 1, 2] and numbered(out, 1) == [0, 1, 2], out
     assert "[rank 1] rank 1 fails with code 3" in out
     assert "[rank 1] [launcher] exit code 3" in out
     code, out, err = cli(capsys, "logs", name, "--attempt", "1", "--rank", "1", "--tail", "1")
@@ -279,9 +285,9 @@ def test_the_job_form_keeps_a_stopped_runs_history_and_says_its_logs_are_gone(fa
     assert "the pods of attempt 1 are gone (the run was stopped); set log_store in the profile to keep logs" in err
 
 
-def test_the_archive_is_masked_at_the_source_like_the_pod_log(fake_kube_factory, databricks_files):
-    pytest.importorskip("databricks.sdk")
-    kube = fake_kube_factory(profile={"log_store": VOLUME_URL, "log_store_secret": "logs-dbx"})
+@pytest.mark.parametrize("mode", ["zipapp", "image"])
+def test_the_archive_is_masked_at_the_source_like_the_pod_log(fake_kube_factory, databricks_files, mode):
+    kube = fake_kube_factory(profile={"log_store": VOLUME_URL, "log_store_secret": "logs-dbx", "entrypoint_mode": mode})
     env = databricks_files.env()
     KubernetesSecretStore(load_config().profile("fake")).create(Secret(
         "logs-dbx", SecretKind.DATABRICKS, {"host": env["DATABRICKS_HOST"], "token": env["DATABRICKS_TOKEN"]}))
@@ -300,3 +306,23 @@ def test_the_archive_is_masked_at_the_source_like_the_pod_log(fake_kube_factory,
     assert b"the secret is ****\n" in archived and b"rank 0 done\n" in archived
     assert env["DATABRICKS_TOKEN"].encode() not in archived
     assert not any(env["DATABRICKS_TOKEN"] in text for c in kube.containers.values() for _, text in c.lines)
+
+
+@pytest.mark.parametrize("log_store, problem", [
+    ("gs://bucket/launcher/", "gs:// is not supported by the pod's entrypoint; use s3://<bucket>/<prefix>, "
+                              "dbfs:/Volumes/<catalog>/<schema>/<volume>/... or a path (or file://) on a volume "
+                              "every pod mounts"),
+    ("dbfs:/mnt/logs/", "dbfs:/mnt/logs/: only Unity Catalog Volumes (dbfs:/Volumes/<catalog>/<schema>/<volume>/...) "
+                        "are supported for dbfs: paths"),
+])
+def test_a_log_store_no_pod_can_write_is_refused_by_validate_dry_run_and_run(fake_kube_factory, tmp_path, capsys,
+                                                                            log_store, problem):
+    kube = fake_kube_factory(profile={"log_store": log_store})
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"name": "x", "image": "i:1", "command": "true", "compute": {"gpu_type": "none"}}))
+    for command in (["validate"], ["run", "--dry-run"], ["run"]):
+        code, out, err = cli(capsys, *command, "-f", str(spec), "--cluster", "fake")
+        assert code == 2, (command, out, err)
+        assert f"config.yaml: clusters.fake.log_store: {problem}" in err, (command, err)
+        assert "Traceback" not in err
+    assert kube.pods() == [] and kube.count(verb="create") == 0
