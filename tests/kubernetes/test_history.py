@@ -24,20 +24,23 @@ from tests.kubernetes.test_jobset import api_get, jobset_status, launcher, submi
 
 REPO = Path(__file__).resolve().parents[2]
 VOLUME_URL = "dbfs:/Volumes/main/default/data/launcher-logs/"
-# Attempt 1: rank 1 fails with code 3 after 3 lines (the JobSet controller restarts the group);
-# attempt 2 runs until stopped. Rank 0 prints a metric record after each of its lines, and
-# attempt 2 resumes at step 3: its curve follows attempt 1's first three points.
+# Attempt 1: rank 1 fails with code 3 after 3 lines (the JobSet controller restarts the group),
+# once rank 0 has printed as many ($SYNC_DIR: the pods of the fake share the host's files),
+# whichever pod started first; attempt 2 runs until stopped. Rank 0 prints a metric record
+# after each of its lines, and attempt 2 resumes at step 3: its curve follows attempt 1's
+# first three points.
 RESTART_THEN_FOREVER = (
     f'if [ "$LAUNCHER_ATTEMPT" = 1 ]; then '
-    f'{worker("--lines", "6", "--interval", "0.1", "--fail-rank", "1", "--fail-code", "3", "--metrics")}; '
+    f'{worker("--lines", "6", "--interval", "0.1", "--fail-rank", "1", "--fail-code", "3", "--metrics")} '
+    f'--sync-dir "$SYNC_DIR"; '
     f'else {worker("--forever", "--interval", "0.05", "--metrics", "--first-step", "3")}; fi')
 
 
-def _spec() -> dict:
+def _spec(sync_dir: Path) -> dict:
     return {"name": "history", "image": "ghcr.io/example/launcher:test", "command": RESTART_THEN_FOREVER,
             "compute": {"gpu_type": "none", "nodes": 2}, "scheduling": {"max_retries": 1},
             # The pods import the launcher of this checkout (the fake's pods have a clean environment).
-            "env_variables": {"PYTHONPATH": str(REPO)}}
+            "env_variables": {"PYTHONPATH": str(REPO), "SYNC_DIR": str(sync_dir)}}
 
 
 def pods_of(kube, name: str) -> list[dict]:
@@ -55,7 +58,9 @@ def restart_then_stop(kube, tmp_path: Path, capsys, followed: list | None = None
     """Submit, wait for the JobSet restart and for attempt 2 to have logged, stop, and
     wait until every pod of the run is gone. With `followed`, attempt 2's log is followed
     (as `logs -f` does) from before the stop until its stream ends, into that list."""
-    name = submit_detached(tmp_path, _spec())
+    sync_dir = tmp_path / "sync"
+    sync_dir.mkdir()
+    name = submit_detached(tmp_path, _spec(sync_dir))
     wait_until(lambda: jobset_status(kube, name).get("restarts") == 1, 90, interval=0.3,
                message="the JobSet controller to restart the group")
 
