@@ -74,10 +74,11 @@ def archive_store(request, tmp_path):
         config.write_text(f"[default]\nregion = us-east-1\nendpoint_url = {s3.endpoint}\n")
         # Empty: the s3 fixture set them in this process, whose env the entrypoint's starts from.
         env = {var: "" for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "S3_ENDPOINT_URL")}
-        env.update({"LAUNCHER_LOG_ARCHIVE": f"s3://{s3.bucket}/logs/zipped", "AWS_SHARED_CREDENTIALS_FILE": str(creds),
+        run = f"logs/{tmp_path.name}"  # moto keeps its buckets for the whole test process
+        env.update({"LAUNCHER_LOG_ARCHIVE": f"s3://{s3.bucket}/{run}", "AWS_SHARED_CREDENTIALS_FILE": str(creds),
                     "AWS_CONFIG_FILE": str(config)})
         return env, lambda: [s3.client.get_object(Bucket=s3.bucket, Key=k)["Body"].read()
-                             for k in s3.keys("logs/zipped/attempt-1/rank-0/")]
+                             for k in s3.keys(f"{run}/attempt-1/rank-0/")]
     if request.param == "volume":
         volume = request.getfixturevalue("databricks_files")
         root = "/Volumes/main/default/data/logs/zipped/attempt-1/rank-0/"
@@ -86,7 +87,8 @@ def archive_store(request, tmp_path):
     return {"LAUNCHER_LOG_ARCHIVE": "gs://bucket/logs/zipped"}, lambda: []
 
 
-def test_the_zipapp_archives_the_masked_log_with_the_standard_library(entry, tmp_path, archive_store):
+@pytest.mark.parametrize("python", interpreters())
+def test_the_zipapp_archives_the_masked_log_with_the_standard_library(entry, tmp_path, archive_store, python):
     """What the rank's isolated interpreter archives, without boto3 or databricks-sdk; a
     scheme it cannot write is one line in its log, and the run goes on."""
     extra, archived = archive_store
@@ -98,7 +100,7 @@ def test_the_zipapp_archives_the_masked_log_with_the_standard_library(entry, tmp
     env = entry.env({"name": "unused"}, extra={contract.PLAN: str(plan), contract.BACKEND: "kubernetes",
                                                "API_TOKEN": SECRET, contract.MASK_ENV: "API_TOKEN", **extra})
     del env[contract.SPEC]
-    done = subprocess.run(["/usr/bin/python3", "-I", "-S", str(archive)], env=env, cwd=entry.workdir,
+    done = subprocess.run([python, "-I", "-S", str(archive)], env=env, cwd=entry.workdir,
                           capture_output=True, text=True, timeout=60)
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
