@@ -71,15 +71,16 @@ def test_a_directory_store_puts_whole_files_and_lists_one_directory(tmp_path: Pa
     assert (tmp_path / "logs/run/attempt-1/rank-1/00000000-5.log").read_bytes() == b"c\n"
 
 
-def test_s3_with_the_env_credentials_and_endpoint(s3):
-    store = open_pod_store(f"s3://{s3.bucket}/launcher/run-a", {**s3.env(), **NO_FILES})
+def test_s3_with_the_env_credentials_and_endpoint(s3, tmp_path: Path):
+    root = f"launcher/{tmp_path.name}"
+    store = open_pod_store(f"s3://{s3.bucket}/{root}", {**s3.env(), **NO_FILES})
     assert isinstance(store, S3Store) and store.list("attempt-1/rank-0") == []
     for i in range(3):
         store.put(f"attempt-1/rank-0/{i:08d}-{i}.log", f"line {i}\n".encode())
     store.put("attempt-1/rank-0/sub/other.log", b"x")  # not a chunk of this directory
     store.put("attempt-1/rank-00/00000000-0.log", b"x")  # a prefix of it, not it
     assert store.list("attempt-1/rank-0") == [f"{i:08d}-{i}.log" for i in range(3)]
-    got = s3.client.get_object(Bucket=s3.bucket, Key="launcher/run-a/attempt-1/rank-0/00000001-1.log")
+    got = s3.client.get_object(Bucket=s3.bucket, Key=f"{root}/attempt-1/rank-0/00000001-1.log")
     assert got["Body"].read() == b"line 1\n" and got["ContentType"] == "application/octet-stream"
 
 
@@ -90,11 +91,12 @@ def test_s3_from_an_s3_secrets_files_alone(s3, tmp_path: Path):
     (tmp_path / "credentials").write_text(f"[default]\naws_access_key_id = {env['AWS_ACCESS_KEY_ID']}\n"
                                           f"aws_secret_access_key = {env['AWS_SECRET_ACCESS_KEY']}\n")
     (tmp_path / "config").write_text(f"[default]\nregion = eu-central-1\nendpoint_url = {s3.endpoint}\n")
-    store = open_pod_store(f"s3://{s3.bucket}/logs", {"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"),
-                                                     "AWS_CONFIG_FILE": str(tmp_path / "config")})
+    root = f"logs/{tmp_path.name}"  # moto keeps its buckets for the whole test process
+    store = open_pod_store(f"s3://{s3.bucket}/{root}", {"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"),
+                                                       "AWS_CONFIG_FILE": str(tmp_path / "config")})
     assert (store.region, store.base) == ("eu-central-1", f"{s3.endpoint}/{s3.bucket}")
     store.put("r/attempt-1/rank-0/00000000-1.log", b"from the files\n")
-    assert s3.keys("logs/") == ["logs/r/attempt-1/rank-0/00000000-1.log"]
+    assert s3.keys(f"{root}/") == [f"{root}/r/attempt-1/rank-0/00000000-1.log"]
     assert store.list("r/attempt-1/rank-0") == ["00000000-1.log"]
 
 
