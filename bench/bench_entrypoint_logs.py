@@ -65,7 +65,10 @@ def direct(cmd: str, tmp: Path) -> tuple[float, float, float]:
     return size / command_seconds(stamps), size / wall, cpu
 
 
-def through_entrypoint(cmd: str, tmp: Path, secrets: dict[str, str]) -> tuple[float, float, float]:
+def through_entrypoint(cmd: str, tmp: Path, secrets: dict[str, str],
+                       extra_env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """(MB/s the command saw, MB/s of the entrypoint's wall time, CPU seconds); `extra_env`
+    for the entrypoint too (bench_log_archive.py: LAUNCHER_LOG_ARCHIVE)."""
     stamps = tmp / "entry"
     spec = tmp / "spec.json"
     spec.write_text(json.dumps({"name": "bench", "command": timed_command(cmd, stamps)}))
@@ -74,6 +77,7 @@ def through_entrypoint(cmd: str, tmp: Path, secrets: dict[str, str]) -> tuple[fl
     env.update({"LAUNCHER_SPEC": str(spec), "LAUNCHER_BACKEND": "local", "LAUNCHER_CONFIG_DIR": str(tmp / "config"),
                 "LAUNCHER_WORKDIR": str(tmp), "LAUNCHER_NODES": "1", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": "29500", "LAUNCHER_MASK_ENV": ",".join(secrets)})
+    env.update(extra_env or {})
     out = tmp / "entry.log"
     began, cpu = time.monotonic(), cpu_seconds()
     with open(out, "wb") as f:

@@ -133,9 +133,12 @@ def _latest_with_metrics() -> tuple[Backend, Run]:
 
 
 def _require_metrics(results: list[RunMetrics]) -> None:
-    from launcher.errors import InputError
+    from launcher.errors import InputError, LauncherError
 
     for rm in results:
+        if not rm.series and rm.notes:
+            # No curve because no log could be read (its pods are gone, no archive): say why.
+            raise LauncherError("; ".join(rm.notes))
         if not rm.series:
             ended = rm.status in ("COMPLETED", "FAILED", "STOPPED")
             raise InputError(
@@ -158,10 +161,10 @@ def _once(results: list[RunMetrics], wanted: list[str], *, list_only: bool, last
     """Print `output` (None: nothing, only write the PNG)."""
     from launcher.metrics import render
 
+    _require_metrics(results)
     for rm in results:
         for note in rm.notes:
             click.echo(f"! {note}", err=True)
-    _require_metrics(results)
     if list_only:
         text = {"json": render.list_json, "csv": render.list_csv}.get(output, render.list_table)(results)
         click.echo(text, nl=output == "json")

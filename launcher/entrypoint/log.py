@@ -7,6 +7,9 @@ error message. The command's output arrives in chunks (`write_chunk`), masked
 by a stream that holds back a possible start of a value until the next chunk
 shows whether it is one.
 
+Where the run has a log archive (launcher.entrypoint.archive), every byte written here
+also goes to it, as written.
+
 A write that fails (a full disk, a closed pipe) never stops the pipeline: the
 output is dropped, counted, and the first error is kept (`write_error`) so the
 entrypoint can end the run with the reason. Writing is retried on the next
@@ -29,6 +32,13 @@ _at_line_start = True
 _error: OSError | None = None
 _lost = 0
 _gap = 0  # bytes lost since the last write that succeeded
+_archive = None  # where the log is archived as well: anything with append(bytes)
+
+
+def set_archive(archive) -> None:
+    """Also append everything written from now on to `archive` (None: stop)."""
+    global _archive
+    _archive = archive
 
 
 def set_masker(masker: Masker) -> None:
@@ -67,6 +77,8 @@ def _emit(data: bytes) -> None:
     global _at_line_start, _error, _lost, _gap
     if not data:
         return
+    if _archive is not None:
+        _archive.append(data)
     fd = _fd()
     if fd is None:
         sys.stdout.write(data.decode("utf-8", errors="replace"))

@@ -131,9 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr = out.MaskedStderr()
     exit_file = ExitFile(os.environ.get(contract.EXIT_FILE))
     timing: dict[str, float] = {}
+    archive = None
     try:
         # The run's secret values are masked in every line from here on, this one's errors too.
         set_masker(supervise.masker_from_env(dict(os.environ)))
+        archive = start_archive(dict(os.environ))
         code = _main(timing)
         supervise.finish()
     except supervise.Stopped as e:
@@ -161,8 +163,38 @@ def main(argv: list[str] | None = None) -> int:
         log(f"exit code {code}: the command ran {timing['command']:.1f}s, {total:.1f}s in all")
     else:
         log(f"exit code {code} after {total:.1f}s")
+    if archive is not None:
+        out.set_archive(None)
+        if not archive.close():
+            log("log archive: the last chunks were not written in time; the pod log has them")
     exit_file.write(code, reason)
     return code
+
+
+def start_archive(env: dict[str, str]):
+    """Archive this rank's log where the backend asks (LAUNCHER_LOG_ARCHIVE); a store that
+    cannot be opened is said in the log and the run goes on without it."""
+    from launcher.pod.logarchive import LOG_ARCHIVE, pod_store_problem
+
+    if not env.get(LOG_ARCHIVE):
+        return None
+    problem = pod_store_problem(env[LOG_ARCHIVE])
+    if problem:  # the host refuses such a log_store before a run; a pod may still get one
+        log(f"log archive: {problem}; this rank's log is not archived")
+        return None
+    from launcher.entrypoint.archive import open_archive
+
+    rank = env.get("NODE_RANK") or env.get("JOB_COMPLETION_INDEX") or "0"
+    restarts = env.get(contract.RESTART_ATTEMPT)
+    attempt = int(restarts) + 1 if restarts not in (None, "") else int(env.get(contract.ATTEMPT) or 1)
+    try:
+        archive = open_archive(env, attempt, int(rank), on_error=log)
+    except Exception as e:  # noqa: BLE001 - the log itself still works
+        log(f"log archive: cannot open {env[LOG_ARCHIVE]}: {getattr(e, 'message', None) or e}; "
+            "this rank's log is not archived")
+        return None
+    out.set_archive(archive)
+    return archive
 
 
 def _main(timing: dict[str, float]) -> int:

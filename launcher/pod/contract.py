@@ -29,6 +29,8 @@ or the zipapp of it: launcher.pod.zipapp) with:
                            when the entrypoint starts, so it is written even on a full disk.
     LAUNCHER_OWNER         (optional) a token naming the run; every process of the rank
                            inherits it, so a backend finds them all through /proc
+    LAUNCHER_LOG_ARCHIVE   (optional; Kubernetes with a log_store) where the rank also
+                           archives its masked log, in chunks (launcher.pod.logarchive)
     LAUNCHER_ALLOW_HOST_PACKAGES  (local) "1" when the profile allows apt_packages to be
                            installed on this machine; without it the local backend refuses them
 

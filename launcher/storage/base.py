@@ -110,6 +110,17 @@ class Store:
         """Remove a file; StorageNotFoundError when it is not there."""
         raise NotImplementedError
 
+    def write(self, rel: str, data: bytes) -> None:
+        """Write `data` as the file `rel`, creating its parents; replaces what is there. A
+        reader never sees a part of it (a single PUT; locally, written then renamed)."""
+        fd, tmp = tempfile.mkstemp(prefix=".store-write.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            self.upload(Path(tmp), rel)
+        finally:
+            os.unlink(tmp)
+
     def remove_dir(self, rel: str) -> None:
         """Remove an empty directory (a storage without directories has nothing to do)."""
 

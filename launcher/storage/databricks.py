@@ -10,6 +10,7 @@ retried, so a bad token fails at once.
 
 from __future__ import annotations
 
+import io
 import shutil
 import urllib.parse
 from collections.abc import Mapping
@@ -157,6 +158,14 @@ class VolumeStore(Store):
             got = self.client.files.get_metadata(self._path(rel)).content_length
         if got is not None and int(got) != size:
             raise StorageError(f"{self.service.name} holds {got} bytes after uploading {self.url_of(rel)}, expected {size}")
+
+    def write(self, rel: str, data: bytes) -> None:
+        with self._call("uploading", rel):
+            self.client.files.upload(self._path(rel), io.BytesIO(data), overwrite=True)
+            got = self.client.files.get_metadata(self._path(rel)).content_length
+        if got is not None and int(got) != len(data):
+            raise StorageError(f"{self.service.name} holds {got} bytes after uploading {self.url_of(rel)}, "
+                               f"expected {len(data)}")
 
     def delete(self, rel: str) -> None:
         with self._call("deleting", rel):

@@ -74,6 +74,13 @@ class FsspecStore(Store):
                 self.fs.makedirs(parent, exist_ok=True)
             self.fs.put_file(str(local), self._path(rel))
 
+    def write(self, rel: str, data: bytes) -> None:
+        with self._call("uploading", rel):
+            parent = self._path(rel).rsplit("/", 1)[0]
+            if parent:
+                self.fs.makedirs(parent, exist_ok=True)
+            self.fs.pipe_file(self._path(rel), data)
+
     def delete(self, rel: str) -> None:
         with self._call("deleting", rel):
             self.fs.rm_file(self._path(rel))

@@ -79,6 +79,14 @@ class LocalStore(Store):
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(local, target)
 
+    def write(self, rel: str, data: bytes) -> None:
+        with self._call("writing", rel):
+            target = self._path(rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)  # a reader sees the whole file or none
+
     def delete(self, rel: str) -> None:
         with self._call("deleting", rel):
             self._path(rel).unlink()

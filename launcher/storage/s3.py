@@ -116,6 +116,10 @@ class S3Store(Store):
         with self._call("uploading", rel):
             self.client.upload_file(str(local), self.bucket, self._key(rel))
 
+    def write(self, rel: str, data: bytes) -> None:
+        with self._call("uploading", rel):
+            self.client.put_object(Bucket=self.bucket, Key=self._key(rel), Body=data)
+
     def delete(self, rel: str) -> None:
         with self._call("deleting", rel):
             if not self._has_file(self._key(rel)):  # S3 answers a delete of nothing with success

@@ -61,3 +61,54 @@ def test_the_zipapp_holds_no_module_that_needs_more_than_the_standard_library(tm
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert Path(archive).stat().st_size < 100_000
+
+
+@pytest.fixture(params=["s3", "volume", "gs"])
+def archive_store(request, tmp_path):
+    """(LAUNCHER_LOG_ARCHIVE and the env a log_store_secret gives, the archived files of a rank):
+    moto S3 through an s3 secret's files alone, a Volume on the fake Files API, and gs://."""
+    if request.param == "s3":
+        s3 = request.getfixturevalue("s3")
+        creds, config = tmp_path / "aws-credentials", tmp_path / "aws-config"
+        creds.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+        config.write_text(f"[default]\nregion = us-east-1\nendpoint_url = {s3.endpoint}\n")
+        # Empty: the s3 fixture set them in this process, whose env the entrypoint's starts from.
+        env = {var: "" for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "S3_ENDPOINT_URL")}
+        run = f"logs/{tmp_path.name}"  # moto keeps its buckets for the whole test process
+        env.update({"LAUNCHER_LOG_ARCHIVE": f"s3://{s3.bucket}/{run}", "AWS_SHARED_CREDENTIALS_FILE": str(creds),
+                    "AWS_CONFIG_FILE": str(config)})
+        return env, lambda: [s3.client.get_object(Bucket=s3.bucket, Key=k)["Body"].read()
+                             for k in s3.keys(f"{run}/attempt-1/rank-0/")]
+    if request.param == "volume":
+        volume = request.getfixturevalue("databricks_files")
+        root = "/Volumes/main/default/data/logs/zipped/attempt-1/rank-0/"
+        return ({"LAUNCHER_LOG_ARCHIVE": "dbfs:/Volumes/main/default/data/logs/zipped", **volume.env()},
+                lambda: [volume.read(p) for p in volume.paths(root)])
+    return {"LAUNCHER_LOG_ARCHIVE": "gs://bucket/logs/zipped"}, lambda: []
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_the_zipapp_archives_the_masked_log_with_the_standard_library(entry, tmp_path, archive_store, python):
+    """What the rank's isolated interpreter archives, without boto3 or databricks-sdk; a
+    scheme it cannot write is one line in its log, and the run goes on."""
+    extra, archived = archive_store
+    archive = zipapp.write(tmp_path / "entrypoint.pyz")
+    spec = RunSpec.model_validate({"name": "zipped", "image": "any:1",
+                                   "command": 'for i in 1 2 3; do echo "line $i"; done; echo "token $API_TOKEN"'})
+    plan = tmp_path / "plan.json"
+    plan.write_text(plan_text(spec))
+    env = entry.env({"name": "unused"}, extra={contract.PLAN: str(plan), contract.BACKEND: "kubernetes",
+                                               "API_TOKEN": SECRET, contract.MASK_ENV: "API_TOKEN", **extra})
+    del env[contract.SPEC]
+    done = subprocess.run([python, "-I", "-S", str(archive)], env=env, cwd=entry.workdir,
+                          capture_output=True, text=True, timeout=60)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "line 3\ntoken ****\n" in out and SECRET not in out
+    if extra["LAUNCHER_LOG_ARCHIVE"].startswith("gs://"):
+        assert ("[launcher] log archive: gs:// is not supported by the pod's entrypoint; use s3://<bucket>/<prefix>, "
+                "dbfs:/Volumes/<catalog>/<schema>/<volume>/... or a path (or file://) on a volume every pod mounts; "
+                "this rank's log is not archived\n") in out
+        return
+    assert "log archive" not in out
+    assert b"".join(archived()).decode() == out

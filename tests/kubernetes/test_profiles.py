@@ -75,3 +75,12 @@ def test_profile_overrides_and_default_gpu_type():
 def test_bad_profile_field_names_the_field():
     with pytest.raises(InputError, match=r"clusters\.mine\.gpu_labels"):
         load_profile(Profile("mine", "kubernetes", {"backend": "kubernetes", "gpu_labels": "azure"}))
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("ttl_seconds_after_finished", -1, r"clusters\.mine\.ttl_seconds_after_finished: Input should be greater than or equal to 0"),
+    ("log_store", " ", r"clusters\.mine\.log_store: Value error, must be a URL"),
+])
+def test_bad_log_store_or_ttl_names_the_field(field, value, message):
+    with pytest.raises(InputError, match=message):
+        load_profile(Profile("mine", "kubernetes", {"backend": "kubernetes", field: value}))

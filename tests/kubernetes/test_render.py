@@ -413,3 +413,26 @@ def test_golden_yaml(case):
     Regenerate with UPDATE_GOLDEN=1 after an intended change, and review the diff."""
     text = yaml.safe_dump_all(plan_run(*CASES[case]()).manifests, sort_keys=False)
     assert_golden(case, text)
+
+
+@pytest.mark.parametrize("profile", [PROFILE, JOB_PROFILE], ids=["jobset", "job"])
+def test_a_profiles_log_store_and_ttl_reach_the_pods_and_the_record(profile):
+    logged = profile.model_copy(update={"log_store": "s3://bucket/launcher/", "log_store_secret": "logs-s3",
+                                        "ttl_seconds_after_finished": 3600})
+    ms = plan_run(spec(), logged, []).manifests
+    for m in ms:
+        validate(m, NEWEST)
+    owner = by_kind(ms)["JobSet" if profile.jobset else "Job"]
+    assert owner["spec"]["ttlSecondsAfterFinished"] == 3600
+    if profile.jobset:  # on the JobSet, which deletes its Jobs with it; not on its Job template
+        assert "ttlSecondsAfterFinished" not in job_of(ms)["spec"]
+    assert env_of(ms)["LAUNCHER_LOG_ARCHIVE"] == {"name": "LAUNCHER_LOG_ARCHIVE",
+                                                  "value": "s3://bucket/launcher/train-abc123"}
+    notes = by_kind(ms)["ConfigMap"]["metadata"]["annotations"]
+    assert notes["launcher.dev/log-archive"] == "s3://bucket/launcher/train-abc123"
+    assert notes["launcher.dev/log-archive-secret"] == "logs-s3"
+
+    plain = plan_run(spec(), profile, []).manifests  # without them: nothing of either
+    assert "LAUNCHER_LOG_ARCHIVE" not in env_of(plain)
+    assert "ttlSecondsAfterFinished" not in by_kind(plain)["JobSet" if profile.jobset else "Job"]["spec"]
+    assert "launcher.dev/log-archive" not in by_kind(plain)["ConfigMap"]["metadata"]["annotations"]

@@ -62,3 +62,33 @@ def test_the_dashboard_shows_a_due_retry_and_writes_nothing(fake_kube) -> None:
         assert len(fake_kube.list("Job", "default", f"launcher.dev/run={spec.name}")[0]) == 1
     finally:
         backend.close()
+
+
+def test_the_log_and_curve_of_a_run_whose_pods_are_gone_come_from_its_archive(fake_kube_factory, tmp_path) -> None:
+    """With a log_store, the dashboard shows a finished run's log and loss curve after its pods
+    are gone (here deleted, as a TTL or a node drain does), each line once."""
+    from pathlib import Path
+
+    from tests.conftest import wait_until
+
+    kube = fake_kube_factory(profile={"log_store": str(tmp_path / "archive")})
+    backend = make_backend()
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        run = backend.submit(run_spec("ui-archived", worker("--lines", "8", "--interval", "0.02", "--metrics"),
+                                      compute={"nodes": 2}, env_variables={"PYTHONPATH": str(repo)}), [])
+        follow(backend, run.name)
+        with TestClient(create_app(RunsSource())) as c:
+            live, _ = read_log(c, f"/api/runs/{run.name}/logs?follow=0")
+        backend.api.delete_collection("Pod", f"launcher.dev/run={run.name}")
+        wait_until(lambda: kube.pods(labels=f"launcher.dev/run={run.name}") == [], 30, message="the pods to go")
+    finally:
+        backend.close()
+    with TestClient(create_app(RunsSource())) as c:
+        archived, _ = read_log(c, f"/api/runs/{run.name}/logs?follow=0")
+        assert sorted(archived) == sorted(live) and {f"rank {r} line 7" for r in (0, 1)} <= set(archived)
+        per_rank = [read_log(c, f"/api/runs/{run.name}/logs?follow=0&rank={r}")[0] for r in (0, 1)]
+        assert [t for t in per_rank[1] if t.startswith("rank 1 line")] == [f"rank 1 line {i}" for i in range(8)]
+        body = c.get(f"/api/runs/{run.name}/metrics").json()
+        (loss,) = body["series"]
+        assert loss["metric"] == "loss/train/total" and loss["steps"] == list(range(8))

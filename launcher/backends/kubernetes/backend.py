@@ -160,7 +160,29 @@ class KubernetesBackend(Backend):
     def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
         from launcher.backends.kubernetes.submit import submit_run
 
-        return submit_run(self.api, spec, secrets, placement=self._placement(spec))
+        return submit_run(self.api, spec, self._with_log_store_secret(secrets), placement=self._placement(spec))
+
+    def _with_log_store_secret(self, secrets: list[Secret]) -> list[Secret]:
+        """The run's secrets and the profile's log_store_secret, which every rank needs to
+        write its log archive (and which is masked in its logs like the others)."""
+        name = self.profile.log_store_secret
+        if not self.profile.log_store or not name or any(s.name == name for s in secrets):
+            return secrets
+        from launcher.errors import InputError
+
+        found = [s for s in self.secret_store().list() if s.name == name]
+        if not found:
+            raise InputError(f"config.yaml: clusters.{self.profile.name}.log_store_secret: no secret named "
+                             f"{name!r} in {self.profile.where}",
+                             hint=f"create a secret of that name (`launcher secret create ... --cluster "
+                                  f"{self.profile.name}`), or remove log_store_secret from the profile")
+        from launcher.secrets.kinds import collision
+
+        problem = collision([*secrets, found[0]])
+        if problem:
+            raise InputError(f"config.yaml: clusters.{self.profile.name}.log_store_secret: {problem}, or make "
+                             "log_store_secret the run's own secret")
+        return [*secrets, found[0]]
 
     def get(self, name: str) -> Run:
         from launcher.backends.kubernetes.observe import observe

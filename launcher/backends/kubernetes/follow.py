@@ -1,13 +1,22 @@
 """A run's logs: one-shot reads of every rank, interleaved by time, and `logs -f`, which
-attaches a reader thread to each rank's pod as it starts (logs.read_pod does one pod)."""
+attaches a reader thread to each rank's pod as it starts (logs.read_pod does one pod).
+
+A rank whose pod is gone (a stop, a JobSet restart, a TTL) is read from the run's log
+archive where the profile has a log_store (archive.py); a followed pod that goes away is
+read on from the archive, after as many lines as its pod gave, so the hand-over loses and
+repeats no line. Without an archive, an attempt that ran but whose pods are all gone is an
+error that says so: never an empty answer.
+"""
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator
 
-from launcher.backends.base import LogLine
+from launcher.backends.base import LogLine, Run, RunStatus
+from launcher.backends.kubernetes.archive import LogArchive, open_archive
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.informer import Informer
 from launcher.backends.kubernetes.kubeapi import KubeApi, WatchHandle
@@ -46,17 +55,50 @@ def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int |
     if index < 1 or index > run.current_attempt + 1 or (index > run.current_attempt and not follow):
         raise NotFoundError(f"run {name!r} has no attempt {index} (it has {run.current_attempt})")
     masker = masker_for(api, obs.record)
+    # Opened only when a rank's pod is gone: it reads the archive's secret and lists the store.
+    archive = functools.cache(lambda: open_archive(api, obs.record))
 
     def to_line(r: int, stamp: int | None, text: str) -> LogLine:
         return LogLine(rank=r, text=masker.mask(text), attempt=index,
                        timestamp=ns_to_datetime(stamp) if stamp is not None else None)
 
     sel = attempt_selector(name, index, jobset=obs.is_jobset)
-    if not follow:
-        yield from _read_all(api, sel, rank, tail, previous, to_line)
+    ended = index < run.current_attempt or run.status.is_terminal
+    if not follow or ended:  # an attempt that has ended is read once: its log will not grow
+        wanted = {rank} if rank is not None else set(range(run.nodes))
+        yield from _read_all(api, sel, rank, tail, previous, to_line, archive, index, wanted,
+                             lambda: gone_error(run, index, rank, obs.is_jobset, archive()))
         return
     job_name = child_job_name(name) if obs.is_jobset else name
-    yield from _follow(api, name, job_name, sel, index, rank, tail, previous, to_line, cancel or threading.Event())
+    yield from _follow(api, name, job_name, sel, index, rank, tail, previous, to_line, cancel or threading.Event(),
+                       archive)
+
+
+def gone_error(run: Run, index: int, rank: int | None, jobset: bool, archive: LogArchive | None) -> LauncherError | None:
+    """Why an attempt's log cannot be read: its pods are gone and no archive has it, or it
+    never started a container (None: the attempt is yet to start)."""
+    attempt = next((a for a in run.attempts if a.index == index), None)
+    if attempt is None:
+        return None
+    ran = index < run.current_attempt or attempt.started_at is not None or any(
+        r.exit_code is not None for r in attempt.ranks)
+    if not ran:
+        if not attempt.status.is_terminal:
+            return None
+        return LauncherError(f"attempt {index} of run {run.name} never started a container "
+                             f"({attempt.status.value}), so it has no logs")
+    if index < run.current_attempt:
+        why = "JobSet restart" if jobset else "retry"
+    elif run.status is RunStatus.STOPPED:
+        why = "the run was stopped"
+    elif run.status.is_terminal:
+        why = "removed after the run ended"
+    else:
+        why = "deleted"
+    what = f"the pods of attempt {index} are gone" if rank is None else f"the pod of rank {rank} of attempt {index} is gone"
+    if archive is None:
+        return LauncherError(f"{what} ({why}); set log_store in the profile to keep logs")
+    return LauncherError(f"{what} ({why}), and the log archive {archive.url} holds nothing of it")
 
 
 def attempt_selector(name: str, index: int, *, jobset: bool) -> str:
@@ -67,23 +109,44 @@ def attempt_selector(name: str, index: int, *, jobset: bool) -> str:
 
 
 def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previous: bool,
-              to_line: ToLine) -> Iterator[LogLine]:
+              to_line: ToLine, archive_of: Callable[[], LogArchive | None] = lambda: None, index: int = 1,
+              wanted: set[int] | None = None,
+              gone: Callable[[], LauncherError | None] = lambda: None) -> Iterator[LogLine]:
+    """Every rank's lines: from its pod while it exists, else (a rank of `wanted` without a
+    log from its pod) from the archive."""
     pods, _ = api.list("Pod", labels=sel)
     lines: list[tuple[int, int, int, str]] = []
+    read: set[int] = set()
     for pod in sorted(pods, key=pod_rank):
         r = pod_rank(pod)
         if rank is not None and r != rank:
             continue
+        before = len(lines)
         for n, (stamp, text) in enumerate(read_pod(api, pod["metadata"]["name"], follow=False,
                                                   tail=tail, previous=previous)):
             lines.append((stamp or 0, r, n, text))
+        if len(lines) > before:
+            read.add(r)
+    archive = archive_of() if wanted is None or not wanted <= read else None
+    archived = archive.ranks(index) if archive is not None else {}
+    for r in sorted(archived):
+        if r in read or (rank is not None and r != rank):
+            continue
+        got = [(stamp, r, n, text) for n, (stamp, text) in enumerate(archive.lines(index, r))]
+        lines += got[-tail:] if tail else [] if tail == 0 else got
+        read.add(r)
+    if not read and not any(rank is None or pod_rank(p) == rank for p in pods):
+        error = gone()
+        if error is not None:
+            raise error
     lines.sort()  # every rank's lines, interleaved by time
     for stamp, r, _, text in lines:
         yield to_line(r, stamp or None, text)
 
 
 def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: int | None, tail: int | None,
-            previous: bool, to_line: ToLine, cancel: threading.Event) -> Iterator[LogLine]:
+            previous: bool, to_line: ToLine, cancel: threading.Event,
+            archive_of: Callable[[], LogArchive | None] = lambda: None) -> Iterator[LogLine]:
     """Attach a reader to each rank's pod as it starts; end when the attempt has ended and
     every reader is done, or soon after `cancel` is set.
 
@@ -113,9 +176,18 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
 
     def reader(pod_name: str, r: int, handle: WatchHandle) -> None:
         try:
+            seen = 0
             for stamp, text in read_pod(api, pod_name, follow=True, tail=tail if pod_name in tailed else None,
                                         previous=previous, is_done=lambda: pod_done(pod_name), handle=handle):
                 out.put(to_line(r, stamp, text))
+                seen += 1
+            gone = pods_inf.get(pod_name) is None and not handle.stopped and (tail is None or pod_name not in tailed)
+            archive = archive_of() if gone else None
+            if archive is not None:
+                # The pod went away while followed: the archive has the rest, after its first `seen` lines.
+                archive.forget(index)
+                for stamp, text in archive.lines(index, r, skip=seen):
+                    out.put(to_line(r, stamp, text))
         except Exception as e:  # noqa: BLE001 - surfaced to the consumer
             out.put(e)
         finally:

@@ -127,6 +127,10 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
     created = ts(((record or jobset or {}).get("metadata") or {}).get("creationTimestamp"))
     restarts = restarts_of(jobset)
     current = restarts + 1
+    if jobset is None and final and finished:
+        # Stopped (or ended by the launcher) and its JobSet gone: the record's summaries,
+        # written as the run ended, say how many attempts there were.
+        current = max(current, max(finished))
 
     attempts: list[Attempt] = []
     events: list[StatusEvent] = []
@@ -166,7 +170,11 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
 
     if final:
         status, reason, exit_code = RunStatus(final["status"]), final.get("reason"), final.get("exit_code")
-        if current not in finished and (pods or job):
+        if current in finished:
+            a, ev = attempt_from_summary(finished[current])
+            attempts.append(a)
+            events.extend(ev)
+        elif pods or job:
             attempts.append(live)
             events.extend(live_events)
     elif jobset is None:

@@ -15,6 +15,8 @@ RECORD_FINAL = "launcher.dev/final"              # JSON {status, reason, at}: en
 RECORD_RESTART = "launcher.dev/restart"          # the attempt being started by a retry
 RECORD_FORM = "launcher.dev/form"                # JobSet or Job: what runs the attempts
 RECORD_JOB = "launcher.dev/job"                  # JSON: the Job form's Job as submitted (no secret values)
+RECORD_LOG_ARCHIVE = "launcher.dev/log-archive"  # the run's directory in the profile's log_store
+RECORD_LOG_ARCHIVE_SECRET = "launcher.dev/log-archive-secret"  # the secret its credentials come from
 
 METADATA_PREFIX = "metadata.launcher.dev"      # the spec's metadata keys, as annotations
 

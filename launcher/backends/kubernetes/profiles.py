@@ -28,6 +28,9 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         runtime_image_pull_policy: IfNotPresent
         instance_label: node.kubernetes.io/instance-type   # compute.instance selects on it
         spot: gke                         # gke | karpenter | generic | {label, value, taint}
+        log_store: s3://bucket/launcher/  # an archive of every rank's log that outlives the pods
+        log_store_secret: logs-s3         # the secret whose credentials write and read it
+        ttl_seconds_after_finished: 86400 # the cluster deletes a finished run (not its archive) after this
 
 `resolve_placement` turns a spec's compute section into nodes x GPUs on one
 gpu_type, or a clear error; `default_requests` says what a pod asks for when the spec
@@ -210,6 +213,25 @@ class ClusterProfile(BaseModel):
     @classmethod
     def _memory(cls, v: str | None) -> str | None:
         return _quantity(v)
+
+    log_store: str | None = None
+    """Where each rank archives its masked log as it writes it (launcher.pod.logarchive):
+    s3://, dbfs:/Volumes/... or a path every pod mounts, which the pods' stdlib entrypoint
+    writes (pod_store_problem; a run on another refuses at submit and validate); read by
+    `logs`, `metrics` and the dashboard once the pods are gone."""
+    log_store_secret: str | None = None
+    """The secret (in the profile's namespace) whose env vars or files give the pods the
+    log_store's credentials, as a run's own secrets are given."""
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    """ttlSecondsAfterFinished of the JobSet or Job: the cluster deletes a finished run's
+    objects (its record too) this long after it ends; the log archive stays."""
+
+    @field_validator("log_store")
+    @classmethod
+    def _log_store(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must be a URL, e.g. s3://bucket/launcher/ or dbfs:/Volumes/<c>/<s>/<v>/logs/")
+        return v
 
     @field_validator("namespace")
     @classmethod

@@ -129,7 +129,7 @@ def unfinished_submit(obs: Observed) -> bool:
 def apply(api: KubeApi, obs: Observed, action: Action) -> None:
     try:
         if action.kind == "fail":
-            finish(api, obs, "FAILED", action.reason, action.summary)
+            finish(api, obs, "FAILED", action.reason, [action.summary] if action.summary else [])
         elif action.kind == "retry":
             restart(api, obs, action)
         elif action.kind == "resume":
@@ -140,14 +140,16 @@ def apply(api: KubeApi, obs: Observed, action: Action) -> None:
         raise
 
 
-def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summary: dict | None,
+def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summaries: list[dict],
            exit_code: int | None = None) -> None:
     """End the run by the launcher's hand: record it (compare-and-swap on the record that
-    was observed), keep the record, and delete the JobSet, or whatever Job exists now."""
+    was observed) with the summaries of attempts it does not have yet, keep the record, and
+    delete the JobSet, or whatever Job exists now."""
     if obs.record is not None:
         attempts = record_json(obs.record, keys.RECORD_ATTEMPTS, [])
-        if summary and all(a["index"] != summary["index"] for a in attempts):
-            attempts.append(summary)
+        have = {a["index"] for a in attempts}
+        attempts += [s for s in summaries if s["index"] not in have]
+        attempts.sort(key=lambda a: a["index"])
         final = {"status": status, "reason": reason, "at": utcnow().isoformat(), "exit_code": exit_code}
         api.patch("ConfigMap", obs.name, {"metadata": {
             "resourceVersion": obs.record["metadata"]["resourceVersion"],

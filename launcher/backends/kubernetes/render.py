@@ -43,6 +43,7 @@ from launcher.backends.kubernetes.profiles import (ClusterProfile, Placement, de
                                                    resolve_placement)
 from launcher.errors import InputError
 from launcher.pod import contract, zipapp
+from launcher.pod.logarchive import LOG_ARCHIVE, archive_url, pod_store_problem
 from launcher.pod.plan import PLAN_FILE, ZIPAPP_FILE
 from launcher.secrets.kinds import project
 from launcher.spec.models import AUTO_PRIORITY, MCLI_PRIORITIES
@@ -185,11 +186,24 @@ def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secre
             "name": spec.name,
             "namespace": profile.namespace,
             "labels": run_labels(spec.name),
-            "annotations": {keys.RECORD_SECRETS: json.dumps(secret_refs(secrets))},
+            "annotations": {keys.RECORD_SECRETS: json.dumps(secret_refs(secrets)), **_archive_annotations(spec, profile)},
         },
         "data": data,
         **({"binaryData": binary} if binary else {}),
     }
+
+
+def _archive_annotations(spec: RunSpec, profile: ClusterProfile) -> dict[str, str]:
+    """Where the record says the run's log archive is (its readers may use another profile)."""
+    if not profile.log_store:
+        return {}
+    problem = pod_store_problem(profile.log_store)
+    if problem:  # what the pods would say in their logs, before the run
+        raise InputError(f"config.yaml: clusters.{profile.name}.log_store: {problem}")
+    out = {keys.RECORD_LOG_ARCHIVE: archive_url(profile.log_store, spec.name)}
+    if profile.log_store_secret:
+        out[keys.RECORD_LOG_ARCHIVE_SECRET] = profile.log_store_secret
+    return out
 
 
 def secret_refs(secrets: list[Secret]) -> list[dict[str, Any]]:
@@ -456,6 +470,8 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
     env.append({"name": contract.MASK_ENV, "value": ",".join(mask_env)})
     env.append({"name": contract.MASK_FILES, "value": ":".join(mask_files)})
+    if profile.log_store:
+        env.append({"name": LOG_ARCHIVE, "value": archive_url(profile.log_store, name)})
 
     shm: dict[str, Any] = {"medium": "Memory"}
     if profile.shm_size:
@@ -566,8 +582,13 @@ def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], pl
             "labels": {**run_labels(spec.name), **kueue_labels(spec, profile)},
             "annotations": {**metadata_annotations(spec), keys.ATTEMPT: str(attempt)},
         },
-        "spec": _job_spec(spec, template, placement),
+        "spec": {**_job_spec(spec, template, placement), **_ttl(profile)},
     }
+
+
+def _ttl(profile: ClusterProfile) -> dict[str, int]:
+    ttl = profile.ttl_seconds_after_finished
+    return {} if ttl is None else {"ttlSecondsAfterFinished": ttl}
 
 
 def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement) -> dict[str, Any]:
@@ -607,6 +628,7 @@ def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret],
                     "spec": _job_spec(spec, template, placement),
                 },
             }],
+            **_ttl(profile),
         },
     }
 

@@ -1,0 +1,293 @@
+"""Where a pod writes its log archive, with the standard library alone: the entrypoint runs
+in the image's own python3 -I -S (the zipapp mode), where neither boto3 nor databricks-sdk
+can be had, and every entrypoint mode writes the archive the same way.
+
+A store does only what the writer (launcher.entrypoint.archive) needs:
+put(rel, data), one new object; list(rel), the file names directly under a directory.
+
+- a path or file://: a directory (a volume every pod mounts);
+- s3://bucket/prefix: S3's REST API over urllib, signed with AWS Signature Version 4.
+  Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the
+  shared credentials file (AWS_SHARED_CREDENTIALS_FILE, profile AWS_PROFILE or default), as
+  an s3 secret mounts it; the region from AWS_REGION / AWS_DEFAULT_REGION / the config file
+  (AWS_CONFIG_FILE); another S3 (MinIO, moto) from AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL /
+  S3_ENDPOINT_URL / the config's endpoint_url, addressed path-style;
+- dbfs:/Volumes/...: the Databricks Files API over urllib, DATABRICKS_HOST with the bearer
+  DATABRICKS_TOKEN (a databricks secret).
+
+Retrying is the writer's (it keeps a chunk until it is written). A failure is an
+ArchiveStoreError of one line: the request, the status and the service's own error text;
+the signature and the token travel in headers only, so no message carries them.
+"""
+
+from __future__ import annotations
+
+import configparser
+import datetime
+import hashlib
+import hmac
+import http
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ET
+from typing import Callable, Dict, List, Mapping, Optional
+
+from launcher.pod.logarchive import pod_store_problem
+
+HTTP_SECONDS = 15.0
+"""One request's timeout: the writer closes within CLOSE_SECONDS, retries included."""
+UNRESERVED = "-_.~"
+
+
+class ArchiveStoreError(Exception):
+    """A store that cannot be opened or did not take a request; its text is one line."""
+
+    def __init__(self, message: str, status: Optional[int] = None):
+        super().__init__(message)
+        self.status = status
+
+
+def open_pod_store(url: str, env: Mapping[str, str]):
+    """The store at `url` with the credentials in `env`; ArchiveStoreError for a URL no pod
+    can write (pod_store_problem) or missing credentials. Makes no request."""
+    problem = pod_store_problem(url)
+    if problem:
+        raise ArchiveStoreError(problem)
+    if url.startswith("s3://"):
+        return S3Store(url, env)
+    if url.startswith("dbfs:"):
+        return VolumeStore(url, env)
+    return DirectoryStore(url[len("file://"):] if url.startswith("file://") else url)
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+class DirectoryStore:
+    def __init__(self, root: str):
+        self.root = root.rstrip("/") or "/"
+        self.url = self.root
+
+    def put(self, rel: str, data: bytes) -> None:
+        path = os.path.join(self.root, rel.strip("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)  # a reader never sees half a chunk
+
+    def list(self, rel: str) -> List[str]:
+        path = os.path.join(self.root, rel.strip("/"))
+        try:
+            names = os.listdir(path)
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if os.path.isfile(os.path.join(path, n)) and not n.endswith(".tmp"))
+
+
+# ---- HTTP ------------------------------------------------------------------------------
+
+def _request(service: str, method: str, url: str, headers: Mapping[str, str], body: Optional[bytes],
+             error_text: Callable[[bytes], str]) -> bytes:
+    """The answer's body; ArchiveStoreError naming the request, its status and what the
+    service said (error_text of its body) on failure."""
+    shown = url.split("?", 1)[0]
+    req = urllib.request.Request(url, data=body, method=method, headers=dict(headers))
+    try:
+        with urllib.request.urlopen(req, timeout=HTTP_SECONDS) as resp:
+            return resp.read()
+    except urllib.error.HTTPError as e:
+        try:
+            said = error_text(e.read())
+        except Exception:  # noqa: BLE001 - an unreadable error body: the status says enough
+            said = ""
+        said = " ".join(said.split())[:300]
+        try:
+            phrase = http.HTTPStatus(e.code).phrase  # a server's own may be any case
+        except ValueError:
+            phrase = str(e.reason)
+        raise ArchiveStoreError(f"{service} answered {e.code} {phrase} to {method} {shown}"
+                                + (f": {said}" if said else ""), e.code) from None
+    except urllib.error.URLError as e:
+        raise ArchiveStoreError(f"cannot reach {service} ({method} {shown}): {e.reason}") from None
+    except OSError as e:  # a timeout or a reset while reading
+        raise ArchiveStoreError(f"{service} did not answer {method} {shown}: {e}") from None
+
+
+# ---- S3 --------------------------------------------------------------------------------
+
+def _aws_quote(s: str, safe: str = "") -> str:
+    return urllib.parse.quote(s, safe=UNRESERVED + safe)
+
+
+def canonical_query(query: Mapping[str, str]) -> str:
+    """SigV4's query string: each name and value percent-encoded (RFC 3986), sorted."""
+    return "&".join(f"{k}={v}" for k, v in sorted((_aws_quote(k), _aws_quote(v)) for k, v in query.items()))
+
+
+def sigv4_headers(method: str, url: str, headers: Mapping[str, str], payload_sha256: str, *, access_key: str,
+                  secret_key: str, region: str, service: str, now: datetime.datetime,
+                  session_token: Optional[str] = None) -> Dict[str, str]:
+    """`headers` plus Host, X-Amz-Date, X-Amz-Security-Token (with a session token) and the
+    Authorization of AWS Signature Version 4 for the request. `url`'s path and query must be
+    already encoded as they will be sent (S3 encodes each path segment once)."""
+    parts = urllib.parse.urlsplit(url)
+    stamp = now.astimezone(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = dict(headers)
+    out["Host"] = parts.netloc
+    out["X-Amz-Date"] = stamp
+    if session_token:
+        out["X-Amz-Security-Token"] = session_token
+    signed = sorted((k.lower(), " ".join(str(v).split())) for k, v in out.items())
+    names = ";".join(k for k, _ in signed)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    canonical = "\n".join([method, parts.path or "/", canonical_query(dict(query)),
+                           "".join(f"{k}:{v}\n" for k, v in signed), names, payload_sha256])
+    scope = f"{stamp[:8]}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + secret_key).encode()
+    for part in (stamp[:8], region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    out["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={names}, "
+                            f"Signature={signature}")
+    return out
+
+
+def _ini(path: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(os.path.expanduser(path))
+    except configparser.Error as e:
+        raise ArchiveStoreError(f"cannot read {path}: {str(e).splitlines()[0]}") from None
+    return parser
+
+
+def _section(parser: configparser.ConfigParser, *names: str) -> Mapping[str, str]:
+    for name in names:
+        if parser.has_section(name):
+            return parser[name]
+    return {}
+
+
+def _s3_error(body: bytes) -> str:
+    root = ET.fromstring(body)
+    code, message = root.findtext("Code") or "", root.findtext("Message") or ""
+    return f"{code}: {message}" if code and message else code or message
+
+
+class S3Store:
+    def __init__(self, url: str, env: Mapping[str, str]):
+        bucket, _, prefix = url[len("s3://"):].partition("/")
+        self.url, self.bucket, self.prefix = url.rstrip("/"), bucket, prefix.strip("/")
+        profile = env.get("AWS_PROFILE") or "default"
+        creds = _section(_ini(env.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials"), profile)
+        config = _section(_ini(env.get("AWS_CONFIG_FILE") or "~/.aws/config"),
+                          "default" if profile == "default" else f"profile {profile}", profile)
+        if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+            self.access_key, self.secret_key = env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
+            self.session_token = env.get("AWS_SESSION_TOKEN") or None
+        else:
+            found = creds if creds.get("aws_access_key_id") else config
+            self.access_key = found.get("aws_access_key_id") or ""
+            self.secret_key = found.get("aws_secret_access_key") or ""
+            self.session_token = found.get("aws_session_token") or None
+        if not (self.access_key and self.secret_key):
+            raise ArchiveStoreError(
+                f"{self.url} needs AWS credentials: none in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or in the "
+                f"shared credentials file (profile {profile}); give the profile's log_store_secret an s3 secret")
+        self.region = (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or config.get("region")
+                       or "us-east-1")
+        endpoint = (env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or env.get("S3_ENDPOINT_URL")
+                    or config.get("endpoint_url") or "")
+        if endpoint:  # another S3: path-style, https://host/bucket/key
+            self.base = f"{endpoint.rstrip('/')}/{_aws_quote(bucket)}"
+        elif "." in bucket:  # a virtual host's name would not match AWS's certificate
+            self.base = f"https://s3.{self.region}.amazonaws.com/{_aws_quote(bucket)}"
+        else:
+            self.base = f"https://{bucket}.s3.{self.region}.amazonaws.com"
+        self.service = f"S3 at {endpoint.rstrip('/')}" if endpoint else "S3"
+
+    def _call(self, method: str, key: str, query: Mapping[str, str], body: bytes = b"") -> bytes:
+        url = self.base + "/" + _aws_quote(key, "/")
+        if query:
+            url += "?" + canonical_query(query)
+        digest = hashlib.sha256(body).hexdigest()
+        headers = {"X-Amz-Content-Sha256": digest}
+        if method == "PUT":  # urllib would say application/x-www-form-urlencoded
+            headers["Content-Type"] = "application/octet-stream"
+        headers = sigv4_headers(method, url, headers, digest, access_key=self.access_key,
+                                secret_key=self.secret_key, session_token=self.session_token,
+                                region=self.region, service="s3", now=datetime.datetime.now(datetime.timezone.utc))
+        return _request(self.service, method, url, headers, body if method == "PUT" else None, _s3_error)
+
+    def put(self, rel: str, data: bytes) -> None:
+        self._call("PUT", _join(self.prefix, rel), {}, data)
+
+    def list(self, rel: str) -> List[str]:
+        prefix = _join(self.prefix, rel) + "/"
+        names: List[str] = []
+        token = None
+        while True:
+            query = {"list-type": "2", "prefix": prefix, "delimiter": "/"}
+            if token:
+                query["continuation-token"] = token
+            page = ET.fromstring(self._call("GET", "", query))
+            ns = page.tag[:page.tag.index("}") + 1] if page.tag.startswith("{") else ""
+            names += [k[len(prefix):] for k in (c.findtext(f"{ns}Key") or "" for c in page.iter(f"{ns}Contents"))]
+            token = page.findtext(f"{ns}NextContinuationToken")
+            if page.findtext(f"{ns}IsTruncated") != "true" or not token:
+                return sorted(n for n in names if n)
+
+
+# ---- Databricks Volumes -----------------------------------------------------------------
+
+def _databricks_error(body: bytes) -> str:
+    said = json.loads(body)
+    code, message = said.get("error_code") or "", said.get("message") or ""
+    return f"{code}: {message}" if code and message else code or message
+
+
+class VolumeStore:
+    def __init__(self, url: str, env: Mapping[str, str]):
+        self.url = url.rstrip("/")
+        self.root = "/" + self.url[len("dbfs:"):].strip("/")  # /Volumes/c/s/v/...
+        host, token = env.get("DATABRICKS_HOST", "").strip(), env.get("DATABRICKS_TOKEN", "").strip()
+        missing = [n for n, v in (("DATABRICKS_HOST", host), ("DATABRICKS_TOKEN", token)) if not v]
+        if missing:
+            raise ArchiveStoreError(f"{self.url} needs {' and '.join(missing)}; give the profile's "
+                                    "log_store_secret a databricks secret")
+        self.host = (host if "://" in host else "https://" + host).rstrip("/")
+        self._auth = {"Authorization": f"Bearer {token}"}
+        self.service = f"Databricks at {self.host}"
+
+    def _url(self, api: str, rel: str, query: Mapping[str, str]) -> str:
+        path = urllib.parse.quote("/" + _join(self.root, rel), safe="/")
+        return f"{self.host}/api/2.0/fs/{api}{path}" + ("?" + urllib.parse.urlencode(query) if query else "")
+
+    def put(self, rel: str, data: bytes) -> None:
+        headers = dict(self._auth, **{"Content-Type": "application/octet-stream"})
+        _request(self.service, "PUT", self._url("files", rel, {"overwrite": "true"}), headers, data,
+                 _databricks_error)
+
+    def list(self, rel: str) -> List[str]:
+        names: List[str] = []
+        token = None
+        while True:
+            query = {"page_token": token} if token else {}
+            try:
+                body = _request(self.service, "GET", self._url("directories", rel, query), self._auth, None,
+                                _databricks_error)
+            except ArchiveStoreError as e:
+                if e.status == 404 and not names:
+                    return []  # no chunk yet: the directory comes with the first
+                raise
+            page = json.loads(body or b"{}")
+            names += [e["name"] for e in page.get("contents", []) if not e.get("is_directory")]
+            token = page.get("next_page_token")
+            if not token:
+                return sorted(names)
