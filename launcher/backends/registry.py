@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from launcher.backends.base import Backend, Run
+from launcher.backends.statedb import enable_wal
 from launcher.config import Config, Profile, launcher_home, load_config
 from launcher.errors import InputError, LauncherError, NotFoundError, StateFileError
 
@@ -118,7 +119,7 @@ class RunIndex:
         names the file and how to recover."""
         try:
             with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
-                db.execute("PRAGMA journal_mode=WAL")
+                enable_wal(db)
                 db.execute(
                     "CREATE TABLE IF NOT EXISTS submissions (name TEXT PRIMARY KEY, profile TEXT NOT NULL,"
                     " backend TEXT NOT NULL, created_at TEXT NOT NULL)"

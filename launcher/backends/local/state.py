@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, utcnow
+from launcher.backends.statedb import enable_wal
 from launcher.errors import StateFileError
 
 SCHEMA = """
@@ -75,7 +76,7 @@ class State:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             db.row_factory = sqlite3.Row
             try:
-                db.execute("PRAGMA journal_mode=WAL")
+                enable_wal(db)
                 db.execute("PRAGMA busy_timeout=30000")
                 yield db
             finally:
