@@ -25,6 +25,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections import deque
 from pathlib import Path
 
@@ -59,6 +60,7 @@ class _State:
     chunks = 0  # chunks the reader has read, to tell a slow stdout from a pipe held elsewhere
     reading = False  # the reader waits for the pipe (not for stdout)
     exited = threading.Event()
+    forwarded_at: float | None = None  # when a stop signal was passed to the running child's group
 
 
 _state = _State()
@@ -135,6 +137,7 @@ def _on_signal(signum: int, _frame) -> None:
 
 
 def _forward(child: subprocess.Popen, signum: int) -> None:
+    _state.forwarded_at = time.monotonic()
     _killpg(child.pid, signum)
     # Logging and waiting happen in a thread: a signal handler must not block or
     # re-enter the stdout writer.
@@ -148,6 +151,17 @@ def _escalate(child: subprocess.Popen, signum: int) -> None:
     if not _state.exited.wait(grace):
         out.log(f"the process group did not exit within {grace:g}s: sending SIGKILL")
         _killpg(child.pid, signal.SIGKILL)
+
+
+def _let_the_rest_exit(deadline: float) -> None:
+    """After a stop the command's leader may exit before the rest of its group: a shell
+    dies of SIGTERM at once while its children (torchrun's workers) still run their
+    handlers. What is left below us gets the rest of the grace period to exit on the signal
+    it was sent, as the group would have had, before the SIGKILL that follows."""
+    me = os.getpid()
+    while time.monotonic() < deadline and reaper.descendants(me):
+        reaper.reap_children()
+        time.sleep(0.05)
 
 
 def _pump(fd: int, tail: deque | None) -> None:
@@ -212,6 +226,7 @@ def run(argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | 
         pass
     _state.phase = STARTING
     _state.exited.clear()
+    _state.forwarded_at = None
     try:
         try:
             proc = subprocess.Popen(
@@ -237,6 +252,8 @@ def run(argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | 
             _state.phase = DONE
         _state.exited.set()
         _state.child = None
+        if _state.forwarded_at is not None:
+            _let_the_rest_exit(_state.forwarded_at + grace_seconds())
         _killpg(proc.pid, signal.SIGKILL)  # leftover background processes of the group
         me = os.getpid()
         reaper.kill_all(lambda: reaper.descendants(me), reap=True)

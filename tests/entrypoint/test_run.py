@@ -118,10 +118,12 @@ def test_sigterm_reaches_the_commands_trap(entry):
 
 
 def test_sigterm_reaches_the_whole_process_group(entry, tmp_path):
-    # A child of the command (as torchrun's workers are) gets the signal too.
+    # A child of the command (as torchrun's workers are) gets the signal too, and the time
+    # to act on it: the shell that leads the group dies of SIGTERM at once, while the child
+    # takes a second in its handler (saving a checkpoint) before it writes the marker.
     marker = tmp_path / "child-got-term"
     cmd = (f"python -c \"import signal, sys, time, pathlib; "
-           f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path('{marker}').touch(), sys.exit(0))); "
+           f"signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1), pathlib.Path('{marker}').touch(), sys.exit(0))); "
            f"print('ready', flush=True); time.sleep(60)\"; echo child done")
     proc = entry.start({"command": cmd})
     read_until(proc, "ready")
