@@ -174,10 +174,14 @@ def _section(parser: configparser.ConfigParser, *names: str) -> Mapping[str, str
     return {}
 
 
+def _code_and_message(code: str, message: str) -> str:
+    """A service's error as one line: its code and its words, whichever it gave."""
+    return f"{code}: {message}" if code and message else code or message
+
+
 def _s3_error(body: bytes) -> str:
     root = ET.fromstring(body)
-    code, message = root.findtext("Code") or "", root.findtext("Message") or ""
-    return f"{code}: {message}" if code and message else code or message
+    return _code_and_message(root.findtext("Code") or "", root.findtext("Message") or "")
 
 
 class S3Store:
@@ -248,8 +252,7 @@ class S3Store:
 
 def _databricks_error(body: bytes) -> str:
     said = json.loads(body)
-    code, message = said.get("error_code") or "", said.get("message") or ""
-    return f"{code}: {message}" if code and message else code or message
+    return _code_and_message(said.get("error_code") or "", said.get("message") or "")
 
 
 class VolumeStore:
