@@ -130,7 +130,7 @@ class LocalBackend(Backend, LocalArtifacts):
     # ------------------------------------------------------------ submit
 
     def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None) -> Run:
-        self.check(spec)
+        warnings = self.check(spec)
         name = spec.name
         layout = RunLayout(self.home, name)
         if self.state.row(name) is not None or layout.root.exists():
@@ -170,7 +170,7 @@ class LocalBackend(Backend, LocalArtifacts):
             raise LauncherError(f"could not start run {name}: {e}") from None
         self.state.set_supervisor(name, sup.pid, start_time(sup.pid))
         run = self.get(name)
-        run.warnings = unhonoured(spec)
+        run.warnings = warnings
         return run
 
     @staticmethod
