@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -11,6 +11,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 TOKEN_COOKIE = "launcher_ui_token"
 TOKEN_HEADER = "x-launcher-token"
+
+
+def same_origin_path(path: str) -> str:
+    """A request's `path` (decoded, as in the ASGI scope) as a Location that stays on this
+    origin: one leading slash (a browser reads `//host/` and `/\\host/` as another host's
+    address), and every character a browser would read as part of an address, or drop (a
+    tab, a newline), percent-encoded."""
+    return "/" + quote(path.lstrip("/\\"), safe="/")
 
 
 class TokenGate:
@@ -40,7 +48,8 @@ class TokenGate:
             cookie = {"key": TOKEN_COOKIE, "value": self.token, "httponly": True, "samesite": "strict", "path": "/"}
             if not request.url.path.startswith("/api/"):
                 rest = [(k, v) for k, v in parse_qsl(request.url.query, keep_blank_values=True) if k != "token"]
-                response: Response = RedirectResponse(request.url.path + (f"?{urlencode(rest)}" if rest else ""), 303)
+                location = same_origin_path(scope["path"]) + (f"?{urlencode(rest)}" if rest else "")
+                response: Response = RedirectResponse(location, 303)
                 response.set_cookie(**cookie)
                 await response(scope, receive, send)
                 return
