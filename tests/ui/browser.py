@@ -46,7 +46,9 @@ def dashboard(home: Path, *args: str, timeout: float = 30) -> Iterator[str]:
     """`launcher ui --port 0` on LAUNCHER_HOME=home; yields its address; stops it after."""
     env = {**os.environ, "LAUNCHER_HOME": str(home)}
     drain = None
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "ui", "--port", "0", *args], env=env,
+    # cwd: `python -m` imports from the working directory first, so that must not be a checkout
+    # other than the one PYTHONPATH names.
+    proc = subprocess.Popen([sys.executable, "-m", "launcher", "ui", "--port", "0", *args], env=env, cwd=home,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + timeout
