@@ -11,10 +11,22 @@ import click
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="The address to bind. Any address but loopback needs a token.")
 @click.option("--token", envvar="LAUNCHER_UI_TOKEN", metavar="TOKEN",
-              help="Every request must carry this token (required, or generated, off loopback). "
+              help="Every request must carry this token (off loopback: at least 16 characters, "
+                   "generated when not given). "
                    "Also read from LAUNCHER_UI_TOKEN.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the dashboard in a web browser.")
-def ui(port: int, host: str, token: str | None, open_browser: bool) -> None:
+# A whole request (the dashboard's are GETs) in 10 s; 500 connections, well under the usual
+# limit of 1024 open files.
+@click.option("--request-timeout", type=click.FloatRange(0, 3600, min_open=True), default=10.0, show_default=True,
+              envvar="LAUNCHER_UI_REQUEST_TIMEOUT", metavar="SECONDS",
+              help="A connection whose request (head and body) is not all in within this many seconds "
+                   "is closed. Also read from LAUNCHER_UI_REQUEST_TIMEOUT.")
+@click.option("--max-connections", type=click.IntRange(1, 100_000), default=500, show_default=True,
+              envvar="LAUNCHER_UI_MAX_CONNECTIONS", metavar="N",
+              help="Connections served at once; past them a request is answered 503. "
+                   "Also read from LAUNCHER_UI_MAX_CONNECTIONS.")
+def ui(port: int, host: str, token: str | None, open_browser: bool, request_timeout: float,
+       max_connections: int) -> None:
     """Serve a read-only dashboard of the runs of every cluster profile: statuses that
     update live, each run's spec, attempts, events, streamed logs and loss curves, and
     several runs' curves overlaid.
@@ -31,6 +43,7 @@ def ui(port: int, host: str, token: str | None, open_browser: bool) -> None:
         import uvicorn
 
         from launcher.ui.app import LOOPBACK_HOSTS, create_app
+        from launcher.ui.server import server_config
     except ImportError as e:
         raise InputError(f"`launcher ui` needs the ui extra ({e.name} is not installed)",
                          hint="pip install 'launcher[ui]'") from None
@@ -40,6 +53,8 @@ def ui(port: int, host: str, token: str | None, open_browser: bool) -> None:
     if not loopback and not token:
         token = secrets.token_urlsafe(24)
         generated = True
+    elif not loopback:
+        _check_open_token(token, host)
     # Bind first, so a busy port is a clear error and port 0 tells us the port chosen.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -68,5 +83,25 @@ def ui(port: int, host: str, token: str | None, open_browser: bool) -> None:
         import webbrowser
 
         webbrowser.open(url + (f"?token={token}" if token else ""))  # the user's own browser
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+    config = server_config(app, request_timeout=request_timeout, max_connections=max_connections)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+MIN_TOKEN_LENGTH = 16
+
+
+def _check_open_token(token: str, host: str) -> None:
+    """A token that others could guess, or that no header can carry, is refused off
+    loopback. The message never shows it: it is a secret."""
+    from launcher.errors import InputError
+
+    problem = None
+    if len(token) < MIN_TOKEN_LENGTH:
+        problem = f"is {len(token)} character{'s' if len(token) != 1 else ''} long"
+    elif any(c.isspace() or not c.isprintable() for c in token):
+        problem = "holds a space or a control character"
+    if problem:
+        raise InputError(f"--token (or LAUNCHER_UI_TOKEN) {problem}: a dashboard on {host}, an address others "
+                         f"can reach, needs a token of at least {MIN_TOKEN_LENGTH} characters, none of them "
+                         "spaces or control characters",
+                         hint="leave --token out and `launcher ui` generates one and prints it")
