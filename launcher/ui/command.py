@@ -53,7 +53,7 @@ def ui(port: int, host: str, token: str | None, open_browser: bool, request_time
     if not loopback and not token:
         token = secrets.token_urlsafe(24)
         generated = True
-    elif not loopback:
+    elif not loopback and not _is_loopback_address(host):
         _check_open_token(token, host)
     # Bind first, so a busy port is a clear error and port 0 tells us the port chosen.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -88,6 +88,17 @@ def ui(port: int, host: str, token: str | None, open_browser: bool, request_time
 
 
 MIN_TOKEN_LENGTH = 16
+
+
+def _is_loopback_address(host: str) -> bool:
+    """::1 or 127.0.0.2: a token is needed there (a Host check would refuse their names),
+    but only this machine can reach them, so any token is taken, as on 127.0.0.1."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name
 
 
 def _check_open_token(token: str, host: str) -> None:

@@ -54,12 +54,12 @@ def connect(port: int, opened: list[socket.socket], first: bytes = b"") -> socke
     return s
 
 
-def ask(port: int, target: str, token: str | None = None) -> tuple[int, dict[str, str], bytes]:
+def ask(port: int, target: str, token: str | None = None, host: str = "127.0.0.1") -> tuple[int, dict[str, str], bytes]:
     """One GET over a raw socket (no client library rewrites the target): status, headers, body."""
-    head = f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+    head = f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
     head += f"X-Launcher-Token: {token}\r\n" if token else ""
     data = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+    with socket.create_connection((host, port), timeout=20) as s:
         try:
             s.sendall(head.encode() + b"\r\n")
             while chunk := s.recv(65536):
@@ -151,28 +151,30 @@ def test_item7_connections_past_the_cap_get_503_then_are_closed(launcher_home, m
 
 
 def test_item7_a_short_or_blank_token_is_refused_off_loopback(cli):
-    for args in (["--token", "a"], ["--token", " "], ["--token", "fifteen-chars-x"], ["--token", "sixteen chars xx"]):
-        for host in ("0.0.0.0", "192.0.2.1"):  # any address but loopback; refused before binding
-            r = cli("ui", "--port", "0", "--host", host, *args, timeout=20)
-            assert r.returncode == 2, (args, r.stderr)
-            assert f"a dashboard on {host}, an address others can reach, needs a token of at least 16 " \
-                   "characters" in r.stderr, r.stderr
-            assert "Traceback" not in r.stderr
-            if len(args[1]) > 4:
-                assert args[1] not in r.stderr  # the token is a secret
+    # Any address but loopback (192.0.2.1 is not this machine's: refused before binding).
+    for host, token in (("0.0.0.0", "a"), ("0.0.0.0", " "), ("0.0.0.0", "fifteen-chars-x"),
+                        ("0.0.0.0", "sixteen chars xx"), ("192.0.2.1", "a")):
+        r = cli("ui", "--port", "0", "--host", host, "--token", token, timeout=15)
+        assert r.returncode == 2, (token, r.stderr)
+        assert f"a dashboard on {host}, an address others can reach, needs a token of at least 16 " \
+               "characters" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+        if len(token) > 4:
+            assert token not in r.stderr  # the token is a secret
     cli.env["LAUNCHER_UI_TOKEN"] = "short"
-    r = cli("ui", "--port", "0", "--host", "0.0.0.0", timeout=20)
+    r = cli("ui", "--port", "0", "--host", "0.0.0.0", timeout=15)
     assert r.returncode == 2 and "--token (or LAUNCHER_UI_TOKEN) is 5 characters long" in r.stderr, r.stderr
     assert "short" not in r.stderr
     del cli.env["LAUNCHER_UI_TOKEN"]
 
-    # 16 characters are enough; loopback takes any token, as before; none off loopback: one
-    # is generated, at least 16 characters, printed in the address, and needed.
-    for host, token in (("0.0.0.0", "sixteen-chars-xx"), ("127.0.0.1", "a")):
+    # 16 characters are enough; a loopback address takes any token, as before; none off
+    # loopback: one is generated, at least 16 characters, printed in the address, and needed.
+    for host, token in (("0.0.0.0", "sixteen-chars-xx"), ("127.0.0.1", "a"), ("127.0.0.2", "b")):
         with dashboard(cli.home, "--host", host, "--token", token) as url:
             port = urlsplit(url).port
-            assert ask(port, "/api/runs")[0] == 401
-            assert ask(port, "/api/runs", token)[0] == 200
+            reach = "127.0.0.1" if host == "0.0.0.0" else host
+            assert ask(port, "/api/runs", host=reach)[0] == 401
+            assert ask(port, "/api/runs", token, host=reach)[0] == 200
     with dashboard(cli.home, "--host", "0.0.0.0") as url:
         generated = re.fullmatch(r"token=([\w-]+)", urlsplit(url).query)
         assert generated and len(generated.group(1)) >= 16, url
