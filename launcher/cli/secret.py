@@ -256,9 +256,13 @@ def delete_cmd(names, yes, cluster):
 
 
 def delete_secrets(names, yes: bool, cluster: str | None) -> None:
+    from launcher.errors import NotFoundError
+
     store = _store(cluster)
+    known = store.names()  # not list(): a record no run can use must still be deletable
     for n in names:
-        store.get(n)  # fail before asking if one does not exist
+        if n not in known:  # fail before asking if one does not exist
+            raise NotFoundError(f"no secret named {n!r} in {store.where}")
     if not confirm(f"Delete secret(s) {', '.join(names)}?", yes):
         return
     for n in names:
