@@ -78,7 +78,7 @@ def _lock(fd: int, path: Path) -> None:
                                  f"for {LOCK_WAIT_S:.0f} s",
                                  hint="wait for it to finish (or stop it) and run again")
         time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+        pause = min(pause * 2, 0.01)
 
 
 def _replace(path: Path, data: bytes, mode: int | None) -> None:
