@@ -54,6 +54,14 @@ def test_item2_an_env_value_no_run_could_use_is_refused_at_create(cli):
             "secret 'hf': its token holds a NUL byte, which no environment variable (HF_TOKEN) can hold")
     assert secret_names(cli) == []
 
+    # One stored before this check: every run is refused, naming it, rather than failing inside.
+    (cli.home / "secrets.json").write_text(json.dumps({"version": 1, "secrets": {
+        "old": {"kind": "env", "data": {"value": "from\u0000before"}, "options": {"env_key": "OLD"}}}}))
+    spec = cli.spec("plain", "name: plain\ncommand: echo hi\n")
+    refused(cli("run", "-f", str(spec)), f"{cli.home / 'secrets.json'}: secret 'old': its value holds a NUL byte",
+            "delete it with `launcher secret delete old`")
+    assert cli("secret", "delete", "old", "-y").returncode == 0
+
     # The largest value the limit lets in reaches a run whole: the limit is exec's own.
     largest = "y" * (MAX_ARG_STRLEN - len("LARGEST=") - 1)
     assert cli("secret", "create", "env", "LARGEST", input=largest).returncode == 0
