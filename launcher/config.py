@@ -26,9 +26,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from launcher import debug
+from launcher import debug, homefile
 from launcher.errors import InputError, NotFoundError
 
 LOCAL = "local"
@@ -95,20 +95,43 @@ def config_path() -> Path:
 
 def load_config() -> Config:
     path = config_path()
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    return _parse_config(path, homefile.read(path))
+
+
+def update_config(change: Callable[[Config], None]) -> None:
+    """Apply `change` to the profiles in config.yaml and save them, under the file's lock
+    (homefile.update): two `cluster add` at once both land. `change` may raise to leave the
+    file as it is."""
+    path = config_path()
+
+    def rewrite(raw: bytes | None) -> bytes:
+        import yaml
+
+        config = _parse_config(path, raw)
+        change(config)
+        return yaml.safe_dump({"current": config.current, "clusters": config.clusters}, sort_keys=False).encode()
+
+    homefile.update(path, rewrite)
+
+
+def _parse_config(path: Path, raw: bytes | None) -> Config:
+    if raw is None:
         return Config()
     debug.count(debug.CONFIG_READ, str(path))
+    hint = f"mend it, or move it away (mv {path} {path}.bad) and add the profiles again with `launcher cluster add`"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not YAML text: byte {e.start} is not UTF-8 (a binary file?)", hint=hint) from None
     import yaml  # here, not at the top: most commands on a machine without profiles never parse YAML
 
     try:
-        raw = yaml.safe_load(text) or {}
+        doc = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
-        raise InputError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
-    if not isinstance(raw, dict):
+        raise InputError(f"{path}: not valid YAML: {str(e).splitlines()[0]}", hint=hint) from None
+    if not isinstance(doc, dict):
         raise InputError(f"{path}: must be a mapping")
-    clusters = raw.get("clusters") or {}
+    clusters = doc.get("clusters") or {}
     if not isinstance(clusters, dict):
         raise InputError(f"{path}: clusters must be a mapping of name to settings")
     for name, settings in clusters.items():
@@ -122,13 +145,4 @@ def load_config() -> Config:
             raise InputError(f"{path}: clusters.local holds the local backend's settings; its backend is local")
         if backend not in BACKENDS:
             raise InputError(f"{path}: clusters.{name}.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    return Config(current=str(raw.get("current") or LOCAL), clusters=clusters)
-
-
-def save_config(config: Config) -> None:
-    path = config_path()
-    tmp = path.with_suffix(".tmp")
-    import yaml
-
-    tmp.write_text(yaml.safe_dump({"current": config.current, "clusters": config.clusters}, sort_keys=False))
-    os.replace(tmp, path)
+    return Config(current=str(doc.get("current") or LOCAL), clusters=clusters)

@@ -43,17 +43,20 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
     import os
 
     from launcher.backends.registry import open_backend
-    from launcher.config import LOCAL, Profile, check_profile_name, config_path, load_config, save_config
+    from launcher.config import LOCAL, Profile, check_profile_name, config_path, load_config, update_config
     from launcher.errors import InputError
 
     problem = check_profile_name(name)
     if problem:
         raise InputError(problem)
-    config = load_config()
     if name == LOCAL:
         raise InputError("the profile 'local' is built in; pick another name")
-    if name in config.clusters and not replace:
-        raise InputError(f"a cluster profile named {name!r} already exists", hint="pass --replace to overwrite it")
+
+    def refuse_a_repeat(clusters: dict) -> None:
+        if name in clusters and not replace:
+            raise InputError(f"a cluster profile named {name!r} already exists", hint="pass --replace to overwrite it")
+
+    refuse_a_repeat(load_config().clusters)  # before asking the cluster; asked again under the lock
     settings = {"backend": "kubernetes", "context": context, "namespace": namespace,
                 "kubeconfig": os.path.abspath(os.path.expanduser(kubeconfig)) if kubeconfig else None,
                 "service_account": service_account, "image": image, "gpu_labels": gpu_labels,
@@ -68,10 +71,14 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
         jobset = _detect_jobset(name, backend)
     if jobset is not None:
         settings["jobset"] = jobset
-    config.clusters[name] = settings
-    if make_current:
-        config.current = name
-    save_config(config)
+
+    def add_profile(config) -> None:
+        refuse_a_repeat(config.clusters)
+        config.clusters[name] = settings
+        if make_current:
+            config.current = name
+
+    update_config(add_profile)
     click.echo(f"{OK} Added cluster {name} (namespace {backend.profile.namespace}) to {config_path()}"
                + (" and made it current" if make_current else ""))
     if jobset is not None:
@@ -204,10 +211,11 @@ def _namespace(profile) -> str | None:
 @click.argument("name")
 def use(name):
     """Make NAME the profile `launcher run` uses by default."""
-    from launcher.config import load_config, save_config
+    from launcher.config import update_config
 
-    config = load_config()
-    config.profile(name)  # NotFoundError (exit 2) listing the known ones
-    config.current = name
-    save_config(config)
+    def make_current(config) -> None:
+        config.profile(name)  # NotFoundError (exit 2) listing the known ones
+        config.current = name
+
+    update_config(make_current)
     click.echo(f"{OK} Current cluster: {name}")

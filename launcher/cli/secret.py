@@ -21,20 +21,30 @@ def _store(cluster: str | None):
     return open_secret_store(resolve_profile(cluster=cluster))
 
 
-def _read_value(what: str) -> str:
-    """A secret value from stdin (piped) or a hidden prompt."""
+# A Kubernetes Secret holds at most 1 MiB; so does a local one.
+MAX_SECRET_FILE = 1 << 20
+
+
+def _read_value(what: str, name: str) -> str:
+    """A secret value from stdin (piped) or a hidden prompt; `what` is the prompt, `name`
+    the secret's."""
+    from launcher.errors import InputError
+
     if not sys.stdin.isatty():
-        value = sys.stdin.read()
+        raw = sys.stdin.buffer.read(MAX_SECRET_FILE + 1)  # `< /dev/zero` must not fill the memory
+        if len(raw) > MAX_SECRET_FILE:
+            raise InputError(f"secret {name!r}: stdin gave more than {MAX_SECRET_FILE >> 20} MiB, more than a secret holds")
+        try:
+            value = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"secret {name!r}: stdin gave bytes that are not UTF-8 text, which no run could use",
+                             hint="a secret value is text; binary data can go base64-encoded in a file secret") from None
         value = value[:-1] if value.endswith("\n") else value
     else:
         value = click.prompt(what, hide_input=True)
     if not value:
         raise click.BadParameter(f"{what} is empty")
     return value
-
-
-# A Kubernetes Secret holds at most 1 MiB; so does a local one.
-MAX_SECRET_FILE = 1 << 20
 
 
 def _read_file(path: str, option: str) -> str:
@@ -52,7 +62,7 @@ def _read_file(path: str, option: str) -> str:
 
 def _create(cluster: str | None, name: str, kind: str, data: dict[str, str], options: dict[str, str], replace: bool):
     from launcher.errors import InputError
-    from launcher.secrets.kinds import MIN_MASK_LEN, Secret, SecretKind, check_mount_path, check_name
+    from launcher.secrets.kinds import MIN_MASK_LEN, Secret, SecretKind, check_mount_path, check_name, check_new
 
     problem = check_name(name)
     if problem:
@@ -61,8 +71,11 @@ def _create(cluster: str | None, name: str, kind: str, data: dict[str, str], opt
         problem = check_mount_path(options["mount_path"])
         if problem:
             raise InputError(f"--mount-path: {problem}")
-    store = _store(cluster)
     secret = Secret(name=name, kind=SecretKind(kind), data=data, options=options)
+    problem = check_new(secret)  # what no run could use is refused here, not in every run after
+    if problem:
+        raise InputError(f"secret {name!r}: {problem}")
+    store = _store(cluster)
     store.create(secret, replace=replace)
     click.echo(f"{OK} Created {kind} secret {name} in {store.where}")
     for key in secret.too_short_keys():
@@ -102,9 +115,10 @@ def create_env(assignment, name, cluster, replace):
     key, sep, value = assignment.partition("=")
     if not ENV_NAME.match(key):
         raise InputError(f"{key!r} is not a valid environment variable name")
+    name = name or _default_name(key)
     if not sep:
-        value = _read_value(f"value of {key}")
-    _create(cluster, name or _default_name(key), "env", {"value": value}, {"env_key": key}, replace)
+        value = _read_value(f"value of {key}", name)
+    _create(cluster, name, "env", {"value": value}, {"env_key": key}, replace)
 
 
 @create.command("file")
@@ -125,7 +139,7 @@ def create_file(name, source, mount_path, cluster, replace):
 @replace_opt
 def create_databricks(name, host, cluster, replace):
     """DATABRICKS_HOST and DATABRICKS_TOKEN (the token from stdin or a prompt)."""
-    _create(cluster, name, "databricks", {"host": host, "token": _read_value("Databricks token")}, {}, replace)
+    _create(cluster, name, "databricks", {"host": host, "token": _read_value("Databricks token", name)}, {}, replace)
 
 
 @create.command("hf")
@@ -134,7 +148,7 @@ def create_databricks(name, host, cluster, replace):
 @replace_opt
 def create_hf(name, cluster, replace):
     """HF_TOKEN (from stdin or a prompt)."""
-    _create(cluster, name, "hf", {"token": _read_value("Hugging Face token")}, {}, replace)
+    _create(cluster, name, "hf", {"token": _read_value("Hugging Face token", name)}, {}, replace)
 
 
 def _key_secret_command(kind: str, doc: str):
@@ -193,7 +207,7 @@ def create_docker(name, server, username, email, cluster, replace):
     import base64
     import json
 
-    password = _read_value("registry password")
+    password = _read_value("registry password", name)
     auth = base64.b64encode(f"{username}:{password}".encode()).decode()
     config = {"auths": {server: {"username": username, "password": password, "email": email, "auth": auth}}}
     _create(cluster, name, "docker-registry", {".dockerconfigjson": json.dumps(config)}, {"server": server}, replace)
@@ -242,9 +256,13 @@ def delete_cmd(names, yes, cluster):
 
 
 def delete_secrets(names, yes: bool, cluster: str | None) -> None:
+    from launcher.errors import NotFoundError
+
     store = _store(cluster)
+    known = store.names()  # not list(): a record no run can use must still be deletable
     for n in names:
-        store.get(n)  # fail before asking if one does not exist
+        if n not in known:  # fail before asking if one does not exist
+            raise NotFoundError(f"no secret named {n!r} in {store.where}")
     if not confirm(f"Delete secret(s) {', '.join(names)}?", yes):
         return
     for n in names:

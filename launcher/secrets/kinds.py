@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from posixpath import normpath
 
+from launcher.pod.contract import MAX_ARG_STRLEN
 from launcher.secrets.mask import MASK, MIN_MASK_LEN, mask_candidates, too_short_to_mask  # noqa: F401
 
 
@@ -176,3 +177,218 @@ def collision(secrets: list[Secret]) -> str | None:
                 return (f"secrets {other!r} and {s.name!r} both set the {place}; "
                         f"choose one with `secrets:` in the run YAML")
     return None
+
+
+def check_record(secret: Secret) -> str | None:
+    """Why no run could use `secret` as it is stored, or None: what its kind needs to reach
+    a run (an env secret's variable name, the data keys it projects) and what an environment
+    variable can hold. Checked on every read of the local store, and at create."""
+    options = secret.options
+    if secret.kind is SecretKind.ENV:
+        key = options.get("env_key")
+        if not isinstance(key, str) or not key:
+            return "it is an env secret without options.env_key (the variable it sets)"
+        if "=" in key or "\0" in key:
+            return f"its options.env_key {key!r} cannot name an environment variable"
+    if not isinstance(options.get("mount_path", ""), str):
+        return "its options.mount_path is not a string"
+    proj = project(secret)
+    missing = sorted({*proj.env.values(), *proj.files.values()} - set(secret.data))
+    if missing:
+        return f"its data has no {', '.join(missing)}"
+    for var, key in proj.env.items():
+        problem = _env_value_problem(var, secret.data[key])
+        if problem:
+            return f"{_its(key)} {problem}"
+    return None
+
+
+def check_new(secret: Secret) -> str | None:
+    """Why `secret` cannot be created, or None: check_record's reasons, and a file that does
+    not parse as its kind (a gcp credentials JSON, s3 INI files, an SSH private key, a
+    registry's auth, a workspace URL). The reasons never quote a value."""
+    problem = check_record(secret)
+    if problem:
+        return problem
+    check = _CONTENT_CHECKS.get(secret.kind)
+    return check(secret.data) if check else None
+
+
+def _its(key: str) -> str:
+    return "its value" if key == "value" else f"its {key}"
+
+
+def _env_value_problem(var: str, value: str) -> str | None:
+    try:
+        size = len(f"{var}={value}".encode()) + 1
+    except UnicodeEncodeError:
+        return "is not UTF-8 text"
+    if "\0" in value:
+        return f"holds a NUL byte, which no environment variable ({var}) can hold"
+    if size > MAX_ARG_STRLEN:
+        return (f"is too long for an environment variable: {var}=VALUE would be {size:,} bytes, and exec takes "
+                f"at most {MAX_ARG_STRLEN:,} (128 KiB, Linux's MAX_ARG_STRLEN); a larger value belongs in a "
+                "file secret (`launcher secret create file`)")
+    return None
+
+
+_PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY-----")
+_BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]+")
+
+
+def private_key_problem(text: str) -> str | None:
+    """Why `text` is not a private key file as ssh reads one (OpenSSH, or PEM: PKCS#1, #8,
+    EC), or None. Its frame and base64 body only: the key itself is not decoded."""
+    lines = [line.strip() for line in text.strip().splitlines()]
+    first = lines[0] if lines else ""
+    if first.startswith(("ssh-", "ecdsa-", "sk-")) or "PUBLIC KEY" in first:
+        return "it is a public key; pass the private key (e.g. ~/.ssh/id_ed25519, not id_ed25519.pub)"
+    begin = _PEM_BEGIN.fullmatch(first)
+    if not begin:
+        return "it does not start with a private key's -----BEGIN ... PRIVATE KEY----- line (OpenSSH or PEM)"
+    end = f"-----END {begin.group(1)}PRIVATE KEY-----"
+    if end not in lines:
+        return f"it has no {end} line"
+    # PEM headers such as Proc-Type: and DEK-Info: (an encrypted PKCS#1 key) come before the body.
+    body = [line for line in lines[1:lines.index(end)] if line and ":" not in line]
+    if not body:
+        return "it holds nothing between its BEGIN and END lines"
+    if not all(_BASE64_LINE.fullmatch(line) for line in body):
+        return "what lies between its BEGIN and END lines is not base64"
+    return None
+
+
+# google-auth's credential types (google.auth._default), and the keys it needs of each.
+_GCP_NEEDS = {
+    "service_account": ("client_email", "private_key", "token_uri"),
+    "authorized_user": ("client_id", "client_secret", "refresh_token"),
+    "external_account": ("audience", "subject_token_type", "credential_source"),
+    "external_account_authorized_user": (),
+    "impersonated_service_account": ("source_credentials",),
+    "gdch_service_account": (),
+}
+
+
+def _gcp_problem(data: dict[str, str]) -> str | None:
+    import json
+
+    try:
+        creds = json.loads(data["credentials"])
+    except ValueError as e:  # the message says where, never what
+        return f"its credentials file is not JSON ({e.msg}: line {e.lineno} column {e.colno})"
+    if not isinstance(creds, dict):
+        return "its credentials file is not a JSON object (a service-account key file is one)"
+    kind = creds.get("type")
+    if kind not in _GCP_NEEDS:
+        return (f"its credentials file's \"type\" is {kind!r}, not a Google credentials type "
+                f"({', '.join(_GCP_NEEDS)}); a service-account key file has \"type\": \"service_account\"")
+    missing = [k for k in _GCP_NEEDS[kind] if not creds.get(k)]
+    if missing:
+        article = "an" if kind[0] in "aeiou" else "a"
+        return f"its credentials file is {article} {kind} without {', '.join(missing)}"
+    if kind == "service_account":
+        if not isinstance(creds["private_key"], str):
+            return "its credentials file's private_key is not a string"
+        problem = private_key_problem(creds["private_key"])
+        if problem:
+            return f"its credentials file's private_key is not a PEM private key: {problem}"
+    return None
+
+
+def _ini_sections(text: str, what: str) -> tuple[dict[str, dict[str, str]], str | None]:
+    """The sections of an AWS INI file, read as botocore reads it (RawConfigParser), or why not."""
+    import configparser
+
+    parser = configparser.RawConfigParser()
+    try:
+        parser.read_string(text)
+    except configparser.MissingSectionHeaderError as e:  # its message quotes the line: a key, maybe
+        return {}, f"its {what} file is not an AWS INI file: line {e.lineno} comes before any [profile] header"
+    except configparser.DuplicateSectionError as e:
+        return {}, f"its {what} file has the section [{e.section}] twice (line {e.lineno})"
+    except configparser.DuplicateOptionError as e:
+        return {}, f"its {what} file has {e.option} twice in [{e.section}] (line {e.lineno})"
+    except configparser.ParsingError as e:
+        lines = ", ".join(str(n) for n, _ in e.errors[:5])
+        return {}, f"its {what} file is not an AWS INI file: line {lines} is not a [section] or key = value"
+    except configparser.Error as e:
+        return {}, f"its {what} file is not an AWS INI file ({type(e).__name__})"
+    sections = {name: dict(parser.items(name)) for name in parser.sections()}
+    if not sections:
+        return {}, f"its {what} file has no [profile] section"
+    return sections, None
+
+
+def _s3_problem(data: dict[str, str]) -> str | None:
+    profiles, problem = _ini_sections(data["credentials"], "credentials")
+    if problem:
+        return problem
+    if not any(p.get("aws_access_key_id") and p.get("aws_secret_access_key") for p in profiles.values()):
+        return ("its credentials file has no profile with both aws_access_key_id and aws_secret_access_key "
+                f"(profiles: {', '.join(profiles)})")
+    if "config" in data:
+        return _ini_sections(data["config"], "config")[1]
+    return None
+
+
+def _ssh_problem(data: dict[str, str]) -> str | None:
+    problem = private_key_problem(data["private_key"])
+    return f"its key file is not a private key: {problem}" if problem else None
+
+
+def _docker_registry_problem(data: dict[str, str]) -> str | None:
+    import base64
+    import binascii
+    import json
+
+    if ".dockerconfigjson" not in data:  # the parts, as the Kubernetes store also takes them
+        entries = {data.get("server") or "the server": data}
+    else:
+        try:
+            entries = json.loads(data[".dockerconfigjson"]).get("auths")
+        except (ValueError, AttributeError):
+            return "its .dockerconfigjson is not a JSON object"
+        if not isinstance(entries, dict) or not entries:
+            return "its .dockerconfigjson has no auths"
+    for server, entry in entries.items():
+        if not server.strip() or any(c.isspace() or not c.isprintable() for c in server):
+            return f"its server {server!r} is not a registry host name"
+        if not isinstance(entry, dict):
+            return f"its entry for {server} is not a mapping"
+        user = entry.get("username")
+        if "auth" in entry and not user:
+            try:
+                user, sep, _ = base64.b64decode(entry["auth"], validate=True).decode().partition(":")
+            except (binascii.Error, ValueError, TypeError):
+                return f"its auth for {server} is not base64 of username:password"
+            if not sep:
+                return f"its auth for {server} is not base64 of username:password"
+        if not user:
+            return f"its entry for {server} has no username"
+        if ":" in user:
+            return f"its username for {server} holds a ':', which a registry's username:password auth cannot"
+        if not entry.get("password") and "auth" not in entry:
+            return f"its entry for {server} has no password"
+    return None
+
+
+def _databricks_problem(data: dict[str, str]) -> str | None:
+    from urllib.parse import urlsplit
+
+    host = data["host"]
+    try:  # the SDK takes a bare host name as https://
+        url = urlsplit(host if "://" in host else f"https://{host}")
+        ok = url.scheme in ("https", "http") and url.hostname and not any(c.isspace() for c in host)
+    except ValueError:
+        ok = False
+    return None if ok else f"its host {host!r} is not a workspace URL (e.g. https://dbc-1234.cloud.databricks.com)"
+
+
+_CONTENT_CHECKS = {
+    SecretKind.GCP: _gcp_problem,
+    SecretKind.S3: _s3_problem,
+    SecretKind.SSH: _ssh_problem,
+    SecretKind.GIT_SSH: _ssh_problem,
+    SecretKind.DOCKER_REGISTRY: _docker_registry_problem,
+    SecretKind.DATABRICKS: _databricks_problem,
+}

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import abc
 import json
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
+from launcher import homefile
 from launcher.errors import InputError, NotFoundError, StateFileError
-from launcher.secrets.kinds import Secret, SecretKind
+from launcher.secrets.kinds import Secret, SecretKind, check_record
 
 
 class SecretStore(abc.ABC):
@@ -26,6 +26,10 @@ class SecretStore(abc.ABC):
             if s.name == name:
                 return s
         raise NotFoundError(f"no secret named {name!r} in {self.where}")
+
+    def names(self) -> list[str]:
+        """The names of every secret (a store may answer without reading, or checking, the values)."""
+        return [s.name for s in self.list()]
 
     @abc.abstractmethod
     def create(self, secret: Secret, *, replace: bool = False) -> None: ...
@@ -66,20 +70,17 @@ class LocalSecretStore(SecretStore):
                               hint=f"move it away and run again (mv {self.path} {self.path}.corrupt), "
                                    "then create the secrets again with `launcher secret create ...`")
 
-    def _read(self) -> dict[str, dict]:
-        try:
-            raw = self.path.read_text()
-        except FileNotFoundError:
+    def _parse(self, raw: bytes | None) -> dict[str, dict]:
+        """The stored records by name, each a kind, data and options: what the file must be
+        for any command to change it. What a run needs of each record is check_record's."""
+        if raw is None:
             return {}
-        except IsADirectoryError:
-            raise self._corrupt("a directory, not a file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise StateFileError(f"{self.path}: cannot read it ({getattr(e, 'strerror', None) or e})",
-                                 hint="check its permissions") from None
         try:
-            data = json.loads(raw)
-        except ValueError:
-            raise self._corrupt("not JSON") from None
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:  # its message would quote a byte of the file
+            raise self._corrupt("not valid JSON: it is not UTF-8 text") from None
+        except ValueError as e:
+            raise self._corrupt(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
         secrets = data.get("secrets", {}) if isinstance(data, dict) else None
         if not isinstance(secrets, dict):
             raise self._corrupt('expected {"version": 1, "secrets": {NAME: {...}}}')
@@ -91,47 +92,54 @@ class LocalSecretStore(SecretStore):
                 raise self._corrupt(f"secret {name!r} is not a kind, data and options")
         return secrets
 
-    def _write(self, secrets: dict[str, dict]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Create the new file 0600 from the start, then rename: never a readable moment.
-        fd, tmp = tempfile.mkstemp(prefix=".secrets-", dir=self.path.parent)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump({"version": 1, "secrets": secrets}, f, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
-        except OSError as e:
-            Path(tmp).unlink(missing_ok=True)
-            raise StateFileError(f"{self.path}: cannot write it ({e.strerror or e})",
-                                 hint=f"check that {self.path.parent} is writable and its disk has space") from None
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    def _read(self) -> dict[str, dict]:
+        return self._parse(homefile.read(self.path))
+
+    def _update(self, change: Callable[[dict[str, dict]], None]) -> None:
+        """Change the records under the file's lock (homefile.update): a concurrent create
+        or delete is never lost."""
+
+        def rewrite(raw: bytes | None) -> bytes:
+            secrets = self._parse(raw)
+            change(secrets)
+            return json.dumps({"version": 1, "secrets": secrets}, indent=1, sort_keys=True).encode()
+
+        homefile.update(self.path, rewrite, mode=0o600)
 
     def list(self) -> list[Secret]:
         out = []
         for name, rec in sorted(self._read().items()):
-            out.append(
-                Secret(name=name, kind=SecretKind(rec["kind"]), data=rec["data"], options=rec.get("options", {}),
-                       created_at=_created(rec.get("created_at")))
-            )
+            secret = Secret(name=name, kind=SecretKind(rec["kind"]), data=rec["data"], options=rec.get("options", {}),
+                            created_at=_created(rec.get("created_at")))
+            problem = check_record(secret)
+            if problem:  # say which record and how to mend it, rather than fail in every run
+                raise StateFileError(f"{self.path}: secret {name!r}: {problem}",
+                                     hint=f"delete it with `launcher secret delete {name}` and create it again "
+                                          f"with `launcher secret create {secret.kind.value} ...`")
+            out.append(secret)
         return out
 
+    def names(self) -> list[str]:
+        return sorted(self._read())
+
     def create(self, secret: Secret, *, replace: bool = False) -> None:
-        secrets = self._read()
-        if secret.name in secrets and not replace:
-            raise InputError(f"a secret named {secret.name!r} already exists", hint="delete it first, or pass --replace")
-        created = secret.created_at or datetime.now(timezone.utc)
-        secrets[secret.name] = {"kind": secret.kind.value, "data": secret.data, "options": secret.options,
-                                "created_at": created.isoformat()}
-        self._write(secrets)
+        def add(secrets: dict[str, dict]) -> None:
+            if secret.name in secrets and not replace:
+                raise InputError(f"a secret named {secret.name!r} already exists",
+                                 hint="delete it first, or pass --replace")
+            created = secret.created_at or datetime.now(timezone.utc)
+            secrets[secret.name] = {"kind": secret.kind.value, "data": secret.data, "options": secret.options,
+                                    "created_at": created.isoformat()}
+
+        self._update(add)
 
     def delete(self, name: str) -> None:
-        secrets = self._read()
-        if name not in secrets:
-            raise NotFoundError(f"no secret named {name!r} in {self.where}")
-        del secrets[name]
-        self._write(secrets)
+        def remove(secrets: dict[str, dict]) -> None:
+            if name not in secrets:
+                raise NotFoundError(f"no secret named {name!r} in {self.where}")
+            del secrets[name]
+
+        self._update(remove)
 
 
 def _created(value) -> datetime | None:
