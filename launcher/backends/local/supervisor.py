@@ -1,6 +1,6 @@
 """One detached process per local run: it starts the ranks, records what happens to
-them, restarts the whole group on failure as the run's RetryPolicy allows (up to max_retries), and
-ends the run.
+them, restarts the whole group on failure as the run's RetryPolicy allows (up to max_retries,
+each retry after the policy's backoff, the run PENDING meanwhile), and ends the run.
 
 Started by `LocalBackend.submit` in a new session, so it outlives the CLI and a
 Ctrl-C in the user's terminal. Its environment already holds the run's secret
@@ -74,10 +74,21 @@ class Supervisor:
                 # Nothing but the run itself ends its ranks on this machine: a failure is the
                 # run's own (USER), or the deadline's; a stop never fails.
                 failure = DEADLINE if deadline and time.monotonic() >= deadline else USER
-                if status is RunStatus.FAILED and not self.stop.is_set() and policy.allows(failed, failure) \
-                        and not self.stop.wait(policy.backoff_seconds):
+                if status is RunStatus.FAILED and not self.stop.is_set() and policy.allows(failed, failure):
                     failed.append(failure)
-                    self.state.end_attempt(self.name, RunStatus.FAILED, reason)
+                    # The run waits PENDING for its backoff; a stop or the deadline may end it meanwhile.
+                    delay = policy.delay(self.attempt)
+                    self.state.await_retry(self.name, reason, delay)
+                    if deadline is not None:
+                        delay = min(delay, max(0.0, deadline - time.monotonic()))
+                    if self.stop.wait(delay):
+                        self.state.set_status(self.name, RunStatus.STOPPED, "stopped by the user")
+                        return
+                    if deadline is not None and time.monotonic() >= deadline:
+                        hours = scheduling["max_duration"]
+                        self.state.set_status(self.name, RunStatus.FAILED, f"exceeded max_duration of {hours}h",
+                                              exit_code=code)
+                        return
                     self.attempt = self.state.new_attempt(self.name)
                     continue
                 self.state.set_status(self.name, status, reason, exit_code=code)
