@@ -52,6 +52,9 @@ CREATE INDEX IF NOT EXISTS events_run ON events (run);
 """
 
 
+# runs.stop_requested: 0, a stop asked (1), or the run being deleted (2, also a stop).
+STOP_REQUESTED, DELETING = 1, 2
+
 _ACTIVE = tuple(s.value for s in RunStatus if not s.is_terminal)
 
 
@@ -190,7 +193,13 @@ class State:
 
     def request_stop(self, name: str) -> None:
         with self.tx() as db:
-            db.execute("UPDATE runs SET stop_requested = 1 WHERE name = ?", (name,))
+            db.execute("UPDATE runs SET stop_requested = ? WHERE name = ? AND stop_requested < ?",
+                       (STOP_REQUESTED, name, STOP_REQUESTED))
+
+    def mark_deleting(self, name: str) -> None:
+        """The run is being deleted: it is stopped, and `load` no longer finds it."""
+        with self.tx() as db:
+            db.execute("UPDATE runs SET stop_requested = ? WHERE name = ?", (DELETING, name))
 
     def delete_run(self, name: str) -> None:
         with self.tx() as db:
@@ -214,7 +223,7 @@ class State:
     def load(self, name: str) -> Run | None:
         with self._connect() as db:
             r = db.execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
-            if r is None:
+            if r is None or r["stop_requested"] == DELETING:
                 return None
             attempts = db.execute("SELECT * FROM attempts WHERE run = ? ORDER BY idx", (name,)).fetchall()
             ranks = db.execute("SELECT * FROM ranks WHERE run = ? ORDER BY attempt, rank", (name,)).fetchall()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from launcher.backends.base import RunStatus
 from launcher.backends.local.layout import RunLayout
-from launcher.backends.local.mounts import rank_launch
+from launcher.backends.local.mounts import create_mount_points, rank_launch, remove_mount_points
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.pod import contract, reaper
@@ -69,6 +69,10 @@ class Supervisor:
         deadline = time.monotonic() + float(hours) * 3600 if hours else None
         failed = [USER] * (self.attempt - 1)  # how each earlier attempt failed
         try:
+            try:
+                create_mount_points(self.layout.root)
+            except OSError:
+                pass  # each rank's own mount then fails, and says why in its log
             while True:
                 status, reason, code = self._attempt(deadline)
                 # Nothing but the run itself ends its ranks on this machine: a failure is the
@@ -98,8 +102,9 @@ class Supervisor:
             raise
         finally:
             self._sweep()
-            # File secrets live only as long as the run.
+            # File secrets, and the mount points made for them, live only as long as the run.
             shutil.rmtree(self.layout.private, ignore_errors=True)
+            remove_mount_points(self.layout.root)
 
     def _sweep(self) -> None:
         """Kill and reap every process left below the supervisor: all of them belong to
