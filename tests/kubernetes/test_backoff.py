@@ -99,11 +99,13 @@ def test_a_jobset_run_says_it_has_no_backoff():
     from launcher.backends.kubernetes.profiles import ClusterProfile
     from launcher.backends.kubernetes.render import plan_run
 
-    spec = run_spec("js", "true", image="ghcr.io/example/launcher:test", scheduling={"max_retries": 1, "retry_backoff": {"first": "1s"}})
+    spec = run_spec("js", "true", image="ghcr.io/example/launcher:test",
+                    scheduling={"max_retries": 1, "retry_backoff": {"first": "1s"}})
     warnings = plan_run(spec, ClusterProfile(name="js", jobset=True), []).warnings
     assert ("scheduling.retry_backoff: the JobSet controller restarts the group at once (JobSet's failurePolicy "
             "has no backoff); it applies on clusters without JobSet (Indexed Jobs) and on the local backend") in warnings
-    assert not any("retry_backoff" in w for w in plan_run(spec, ClusterProfile(name="job", jobset=False), []).warnings)
+    job_form = plan_run(spec, ClusterProfile(name="job", jobset=False), []).warnings
+    assert not any("retry_backoff" in w for w in job_form)
     record = {"metadata": {"name": "js", "creationTimestamp": "2025-01-01T00:00:00Z", "resourceVersion": "1",
                            "annotations": {"launcher.dev/form": "JobSet"}},
               "data": {"spec.json": '{"name": "js", "command": "true"}'}}
