@@ -48,6 +48,11 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def retry_due(at: datetime) -> str:
+    """A run's reason while it waits out a retry's backoff, in both backends' words."""
+    return f"a retry is due at {at.astimezone().strftime('%H:%M:%S')}"
+
+
 @dataclass
 class StatusEvent:
     """A status the run entered, when, and why."""
@@ -98,6 +103,22 @@ class Run:
     events: list[StatusEvent] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """Named warnings from submit about fields the backend cannot fully honour."""
+    retry_at: datetime | None = None
+    """When the next attempt is due, while the run waits out the backoff after a failed one."""
+    backoff: str | None = None
+    """How this run's retries are spaced, in words, where the backend does not follow the
+    spec's RetryPolicy (the JobSet controller restarts at once); None: it follows it."""
+
+    @property
+    def crash_loop(self) -> bool:
+        """Every attempt that ended (two at least) failed within seconds of starting
+        (launcher.spec.retry.CRASH_SECONDS): the command crashes, retries will not help."""
+        from launcher.spec.retry import crashed
+
+        ended = [a for a in self.attempts if a.status.is_terminal]
+        return len(ended) >= 2 and all(
+            a.status is RunStatus.FAILED and a.started_at is not None and a.ended_at is not None
+            and crashed((a.ended_at - a.started_at).total_seconds()) for a in ended)
 
     @property
     def nodes(self) -> int:

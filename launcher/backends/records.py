@@ -32,6 +32,19 @@ def ago(ts: datetime | None) -> str:
     return f"{secs}s ago"
 
 
+def until(ts: datetime) -> str:
+    """How long from now until a moment, in whole seconds: 'in 40 s'; 'now' once it has come."""
+    secs = int((ts - datetime.now(timezone.utc)).total_seconds() + 0.999)
+    return f"in {secs} s" if secs > 0 else "now"
+
+
+def status_detail(run: Run) -> str:
+    """A run's reason as the listings show it, marked when the run is in a crash loop."""
+    if run.crash_loop:
+        return "crash loop" + (f"; {run.reason}" if run.reason else "")
+    return run.reason or ""
+
+
 def duration(start: datetime | None, end: datetime | None) -> str:
     """From start to end (or to now while running) as [h:]mm:ss; '-' before a start."""
     if start is None:
@@ -70,6 +83,8 @@ def run_record(run: Run) -> dict[str, Any]:
         "status": run.status.value,
         "reason": run.reason,
         "exit_code": run.exit_code,
+        "retry_at": _iso(run.retry_at),
+        "crash_loop": run.crash_loop,
         "created_at": _iso(run.created_at),
         "started_at": _iso(run.started_at),
         "ended_at": _iso(run.ended_at),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
+from launcher.backends.records import until
 from launcher.cli.common import NounGroup, complete_run_names, dump, duration, find_run, instance, run_record, to_yaml, when
+from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
 
 
 @click.group(cls=NounGroup, default="run", invoke_without_command=True, subcommand_metavar="[run] [NAME]")
@@ -41,11 +43,24 @@ def describe_run(name, yaml_only, output):
     echo(f"Started:    {when(run.started_at)}")
     echo(f"Ended:      {when(run.ended_at)}")
     echo(f"Duration:   {duration(run.started_at, run.ended_at)}")
+    policy = RetryPolicy.from_spec(run.spec)
+    if policy.max_retries or len(run.attempts) > 1:
+        echo(f"Retries:    up to {policy.max_retries}; backoff {run.backoff or policy.describe_backoff()}")
+    if run.retry_at is not None:
+        echo(f"Next retry: attempt {run.current_attempt + 1} at {when(run.retry_at)} ({until(run.retry_at)})")
+    if run.crash_loop:
+        ended = sum(1 for a in run.attempts if a.status.is_terminal)
+        echo(f"Crash loop: each of its {ended} attempts failed within {seconds_text(CRASH_SECONDS)} of starting")
     echo("")
+    previous = None
     for a in run.attempts:
         head = f"Attempt {a.index}: {a.status.value}"
         if a.reason:
             head += f" ({a.reason})"
+        if previous is not None and previous.ended_at and a.started_at:
+            waited = max(0.0, (a.started_at - previous.ended_at).total_seconds())
+            head += f", started {waited:.1f} s after attempt {previous.index} ended"
+        previous = a
         echo(head)
         echo(f"  {'RANK':<6}{'NODE':<24}{'STATUS':<12}{'EXIT CODE':<11}REASON")
         for r in a.ranks:

@@ -8,6 +8,7 @@ import time
 import click
 
 from launcher.backends.base import Backend, Run, RunStatus
+from launcher.backends.records import until
 from launcher.cli.common import FAIL, OK, info
 
 PLAIN_EVERY = 10.0
@@ -134,9 +135,14 @@ def _follow(backend: Backend, name: str, live: LiveProgress) -> int:
             live.print(line.text, line.rank, many)
         run = backend.get(name)
         if not run.status.is_terminal and run.current_attempt == attempt:
+            said = False
             for run in backend.watch(name, reconcile=True):
                 if run.status.is_terminal or run.current_attempt > attempt:
                     break
+                if run.retry_at is not None and not said:  # waiting out the backoff
+                    live.close()
+                    info(f"Run {name} is {run.status.value}: {run.reason} ({until(run.retry_at)})")
+                    said = True
         if run.current_attempt > attempt:
             live.close()
             previous = next((a for a in run.attempts if a.index == attempt), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from launcher.backends.records import status_detail
 from launcher.cli.common import NounGroup, ago, complete_run_names, dump, duration, instance, print_table, run_record, warn
 
 # click's defaults plus minutes without seconds, the way people write times.
@@ -81,7 +82,7 @@ def get_runs(patterns, statuses, cluster, before, after, limit, output):
         table.add_column(col, overflow="fold")
     for r in runs:
         table.add_row(r.name, r.cluster or r.backend, instance(r.spec), r.status.value, ago(r.created_at),
-                      duration(r.started_at, r.ended_at), r.reason or "")
+                      duration(r.started_at, r.ended_at), status_detail(r))
     if not runs:
         click.echo("No runs found.")
         return

@@ -55,21 +55,30 @@ def logs(name, follow, tail, rank, attempt, previous, failed):
             out.write(chunk)
         out.flush()
         return
-    for line in backend.logs(run.name, rank=rank, attempt=attempt, tail=tail, follow=follow):
-        echo_line(line.text, line.rank, many)
-    if follow:
-        info(_why_follow_ended(backend, run.name, attempt or run.current_attempt))
-
-
-def _why_follow_ended(backend, name: str, followed: int) -> str:
-    """One line on why a followed stream ended: the attempt ended, a retry superseded it,
-    or the run went away."""
     from launcher.errors import NotFoundError
 
     try:
-        run = backend.get(name)
+        for line in backend.logs(run.name, rank=rank, attempt=attempt, tail=tail, follow=follow):
+            echo_line(line.text, line.rank, many)
+        if follow:
+            info(_why_follow_ended(backend, run.name, attempt or run.current_attempt))
     except NotFoundError:
-        return f"run {name} was deleted"
+        if not follow:
+            raise
+        raise _deleted(run.name) from None
+
+
+def _deleted(name: str) -> Exception:
+    """A followed run deleted under the follow: its logs ended with nothing more to say, an error."""
+    from launcher.errors import LauncherError
+
+    return LauncherError(f"run {name} was deleted while following its logs")
+
+
+def _why_follow_ended(backend, name: str, followed: int) -> str:
+    """One line on why a followed stream ended: the attempt ended, or a retry superseded
+    it (a run that went away raises NotFoundError)."""
+    run = backend.get(name)
     chosen = next((a for a in run.attempts if a.index == followed), None)
     if run.current_attempt > followed:
         why = f" ({chosen.status.value}: {chosen.reason})" if chosen and chosen.reason else ""

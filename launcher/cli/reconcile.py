@@ -11,15 +11,20 @@ the cluster as a Deployment.
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 
 import click
 
+from launcher.backends.base import utcnow
 from launcher.cli.common import complete_run_names, info, warn
 
 # A single pass is the last thing to act on its runs for a while: it carries a retry it
 # starts through to the next attempt's Job (the old Job must go first) for up to this long.
 # With --watch the next pass carries it on.
 CARRY_SECONDS = 30.0
+# With --watch, a run that changed in a pass is looked at again this soon (its next step may
+# be due), and a retry waiting out its backoff when it is due, whatever --every says.
+SOON_SECONDS = 1.0
 
 
 @click.command()
@@ -51,14 +56,17 @@ def reconcile(name, keep_going, cluster, interval):
     seen: dict[tuple[str | None, str], tuple] = {}
     try:
         while True:
+            due: list[datetime] = []
             for backend in backends:
-                _one_pass(backend, name, seen, tolerant=keep_going or len(backends) > 1,
-                          carry_seconds=0.0 if keep_going else CARRY_SECONDS)
+                due += _one_pass(backend, name, seen, tolerant=keep_going or len(backends) > 1,
+                                 carry_seconds=0.0 if keep_going else CARRY_SECONDS)
             if not keep_going:
                 if not seen:
                     click.echo("No runs.")
                 return
-            time.sleep(interval)
+            # The next pass comes sooner when a retry's backoff ends before it.
+            until_due = [(at - utcnow()).total_seconds() for at in due]
+            time.sleep(max(0.0, min([interval, *until_due])))
     except KeyboardInterrupt:
         click.echo("", err=True)
         info("Stopped reconciling.")
@@ -67,10 +75,11 @@ def reconcile(name, keep_going, cluster, interval):
             backend.close()
 
 
-def _one_pass(backend, name: str | None, seen: dict, *, tolerant: bool, carry_seconds: float) -> None:
+def _one_pass(backend, name: str | None, seen: dict, *, tolerant: bool, carry_seconds: float) -> list[datetime]:
     """Reconcile the backend's runs (or one) and print each run whose state changed since
-    the last pass. `tolerant`: a failure (a cluster away, a run not there) is a warning,
-    so that the other profiles and the next pass go on."""
+    the last pass; returns when the retries that wait out their backoff are due.
+    `tolerant`: a failure (a cluster away, a run not there) is a warning, so that the
+    other profiles and the next pass go on."""
     from launcher.errors import LauncherError, NotFoundError
 
     try:
@@ -78,12 +87,13 @@ def _one_pass(backend, name: str | None, seen: dict, *, tolerant: bool, carry_se
     except NotFoundError:
         if not tolerant:
             raise
-        return
+        return []
     except LauncherError as e:
         if not tolerant:
             raise
         warn(e.message)
-        return
+        return []
+    due: list[datetime] = []
     for run in runs:
         key = (run.cluster, run.name)
         state = (run.status, run.current_attempt, run.reason)
@@ -91,3 +101,7 @@ def _one_pass(backend, name: str | None, seen: dict, *, tolerant: bool, carry_se
             seen[key] = state
             reason = f"  ({run.reason})" if run.reason else ""
             click.echo(f"{run.status.value:<11} {run.name}  attempt {run.current_attempt}{reason}")
+            if not run.status.is_terminal and run.retry_at is None:
+                # Moving (a restart under way, its steps waiting on the cluster): look again soon.
+                due.append(utcnow() + timedelta(seconds=SOON_SECONDS))
+    return due + [run.retry_at for run in runs if run.retry_at is not None]

@@ -177,6 +177,45 @@ class Data(_Model):
         return None if v is None else check_remote(v)
 
 
+DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|min|h)?\s*$")
+DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, None: 1.0}
+
+
+def _seconds(v: Any) -> float:
+    """A duration: a number of seconds, or a number with a unit (500ms, 10s, 5m, 1h)."""
+    if isinstance(v, bool):
+        raise ValueError(f"must be a duration such as 10s, 5m or a number of seconds, got {v!r}")
+    if isinstance(v, int | float):
+        seconds = float(v)
+    else:
+        m = DURATION.match(str(v))
+        if not m:
+            raise ValueError(f"must be a duration such as 10s, 5m or a number of seconds, got {v!r}")
+        seconds = float(m.group(1)) * DURATION_UNITS[m.group(2)]
+    if not 0 <= seconds <= 86400:
+        raise ValueError(f"must be between 0 and 24h, got {v!r}")
+    return seconds
+
+
+class RetryBackoff(_Model):
+    """How long a retry waits after a failed attempt: `first` after the first failure,
+    doubling after each, at most `max` (the Kubernetes Job controller's exponential backoff)."""
+
+    first: float = 10.0
+    max: float = 300.0
+
+    @field_validator("first", "max", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float:
+        return _seconds(v)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryBackoff:
+        if self.max < self.first:
+            raise ValueError(f"max ({self.max:g} s) must be at least first ({self.first:g} s)")
+        return self
+
+
 # mcli's documented priorities, and its default: `auto`, the cluster's own default priority.
 MCLI_PRIORITIES = ("lowest", "low", "medium", "high", "highest")
 AUTO_PRIORITY = "auto"
@@ -194,6 +233,8 @@ class Scheduling(_Model):
     """mcli accepts it (slated for removal there); it changes nothing here."""
     watchdog_enabled: bool | None = Field(default=None, alias="watchdogEnabled")
     """The MosaicML platform's watchdog; accepted and ignored here."""
+    retry_backoff: RetryBackoff | None = None
+    """Not an mcli field: the wait before each retry (launcher.spec.retry); None is 10 s doubling to 5 min."""
 
     @model_validator(mode="before")
     @classmethod

@@ -11,14 +11,21 @@ Each backend classifies how an attempt failed into one of the failure classes be
 and asks `RetryPolicy.allows`; what a backend cannot honour it names in its
 `unhonoured` warnings:
 
-  * local: the supervisor retries at once; nothing but the run itself ends its
-    ranks on this machine, so every failure is USER (or DEADLINE) and
+  * local: the supervisor retries after the backoff; nothing but the run itself ends
+    its ranks on this machine, so every failure is USER (or DEADLINE) and
     retry_on_system_failure is named as not honoured;
   * Kubernetes, Job form: the reconciler (`launcher reconcile`, `run --follow`)
-    classifies from the pods (a DisruptionTarget condition or an eviction is SYSTEM);
+    classifies from the pods (a DisruptionTarget condition or an eviction is SYSTEM),
+    and starts a retry once its backoff has passed since the failed attempt ended;
   * Kubernetes, JobSet form: the JobSet controller, whose failurePolicy is rendered
     from this policy (maxRestarts, and a rule that ignores maxRestarts for a disruption:
-    it has no cap on those, which its warning names).
+    it has no cap on those, which its warning names). JobSet restarts at once: its
+    failurePolicy has no backoff (maxRestarts, restartStrategy and rules only), which
+    a named warning (a retry_backoff in the spec) and describe say.
+
+Successive attempts are spaced as the Kubernetes Job controller spaces a failed pod's
+restarts: an exponential backoff, `first` seconds after the first failure, doubling
+after each, at most `max` (scheduling.retry_backoff; 10 s and 5 min by default).
 
 Plain dataclasses, no pydantic: a Kubernetes record's spec is a plain mapping, and
 `launcher --help` must not import pydantic.
@@ -47,6 +54,18 @@ RETRYABLE = frozenset({USER, SYSTEM})
 # At most this many free (system-failure) retries, so a broken node pool cannot loop forever.
 MAX_SYSTEM_RETRIES = 20
 
+# The default backoff: the Job controller's first delay (10 s), doubling to 5 min (it caps at 6).
+BACKOFF_FIRST_SECONDS = 10.0
+BACKOFF_MAX_SECONDS = 300.0
+
+# JobSet's failurePolicy (maxRestarts, restartStrategy, rules: jobset.x-k8s.io/v1alpha2 up to
+# v0.12) has no delay between restarts; its controller recreates the Jobs at once.
+JOBSET_NO_BACKOFF = "the JobSet controller restarts the group at once (JobSet's failurePolicy has no backoff)"
+
+# An attempt that fails within this long of starting crashed rather than ran: when every
+# attempt of a run did (two at least), describe calls it a crash loop.
+CRASH_SECONDS = 10.0
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -54,9 +73,10 @@ class RetryPolicy:
     """Failed attempts (other than free system failures) that may be followed by another."""
     retry_on_system_failure: bool = False
     """A SYSTEM failure is retried without counting against max_retries (at most MAX_SYSTEM_RETRIES)."""
-    backoff_seconds: float = 0.0
-    """How long after a failed attempt the next one starts. No run field sets it: every
-    backend restarts the group at once, as mcli does."""
+    backoff_first: float = BACKOFF_FIRST_SECONDS
+    """Seconds between the end of the first failed attempt and the start of the next."""
+    backoff_max: float = BACKOFF_MAX_SECONDS
+    """The backoff doubles after each failed attempt up to this many seconds."""
     max_system_retries: int = MAX_SYSTEM_RETRIES
 
     @classmethod
@@ -65,10 +85,16 @@ class RetryPolicy:
         if scheduling is None:
             return cls()
         if isinstance(scheduling, Mapping):
+            backoff = scheduling.get("retry_backoff") or {}
             return cls(max_retries=int(scheduling.get("max_retries") or 0),
-                       retry_on_system_failure=bool(scheduling.get("retry_on_system_failure")))
+                       retry_on_system_failure=bool(scheduling.get("retry_on_system_failure")),
+                       backoff_first=float(backoff.get("first", BACKOFF_FIRST_SECONDS)),
+                       backoff_max=float(backoff.get("max", BACKOFF_MAX_SECONDS)))
+        backoff = scheduling.retry_backoff
         return cls(max_retries=int(scheduling.max_retries or 0),
-                   retry_on_system_failure=bool(scheduling.retry_on_system_failure))
+                   retry_on_system_failure=bool(scheduling.retry_on_system_failure),
+                   backoff_first=backoff.first if backoff else BACKOFF_FIRST_SECONDS,
+                   backoff_max=backoff.max if backoff else BACKOFF_MAX_SECONDS)
 
     @classmethod
     def from_spec(cls, spec: Any) -> RetryPolicy:
@@ -76,6 +102,22 @@ class RetryPolicy:
         if isinstance(spec, Mapping):
             return cls.from_scheduling(spec.get("scheduling"))
         return cls.from_scheduling(spec.scheduling)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds from the end of failed attempt `attempt` (1-based) to the start of the
+        next: `backoff_first`, doubled for each attempt before it, at most `backoff_max`."""
+        if self.backoff_first <= 0:
+            return 0.0
+        # Past 2**32 the cap has long been reached; the bound keeps the float finite.
+        return min(self.backoff_max, self.backoff_first * 2.0 ** min(max(attempt - 1, 0), 32))
+
+    def describe_backoff(self) -> str:
+        """The backoff in words, as describe shows it: '10 s doubling to 5 min'."""
+        if self.backoff_first <= 0:
+            return "none (each retry starts at once)"
+        if self.backoff_max <= self.backoff_first:
+            return f"{seconds_text(self.backoff_first)} before each retry"
+        return f"{seconds_text(self.backoff_first)} doubling to {seconds_text(self.backoff_max)}"
 
     def free(self, failure: str | None) -> bool:
         """Does a failure of this class not count against max_retries?"""
@@ -90,3 +132,16 @@ class RetryPolicy:
         if self.free(failure):
             return sum(1 for f in earlier if self.free(f)) < self.max_system_retries
         return sum(1 for f in earlier if not self.free(f)) < self.max_retries
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration in its largest whole unit where it is one: '10 s', '5 min', '1.5 s', '2 h'."""
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)} {unit}"
+    return f"{seconds:g} s"
+
+
+def crashed(runtime_seconds: float | None) -> bool:
+    """Did an attempt that failed after this long crash (end within seconds of starting)?"""
+    return runtime_seconds is not None and runtime_seconds < CRASH_SECONDS

@@ -161,7 +161,7 @@ def test_retries_restart_the_group_and_attempts_are_visible(cli):
         command: |
           if [ ! -e marker ]; then touch marker; echo first; exit 7; fi
           echo second
-        scheduling: {max_retries: 1}
+        scheduling: {max_retries: 1, retry_backoff: {first: 0.1s}}
         """)
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -178,7 +178,7 @@ def test_retry_on_system_failure_is_named_as_not_honoured_and_every_failure_coun
     spec = cli.spec("system", """\
         name: system-retries
         command: echo attempt $LAUNCHER_ATTEMPT; exit 3
-        scheduling: {max_retries: 1, retry_on_system_failure: true}
+        scheduling: {max_retries: 1, retry_on_system_failure: true, retry_backoff: {first: 0.1s}}
         """)
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 1, r.stdout + r.stderr

@@ -27,7 +27,8 @@ ESCAPING = """
 
 
 def spec_text(token: str, body: str, *, nodes: int = 1, retries: int = 0) -> str:
-    return (f"name: owned\ncompute: {{nodes: {nodes}}}\nscheduling: {{max_retries: {retries}}}\n"
+    return (f"name: owned\ncompute: {{nodes: {nodes}}}\n"
+            f"scheduling: {{max_retries: {retries}, retry_backoff: {{first: 0.1s}}}}\n"
             f"env_variables: {{FAULT_TOKEN: {token}}}\ncommand: |\n{body}")
 
 

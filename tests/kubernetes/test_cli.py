@@ -167,7 +167,7 @@ def test_run_follow_end_to_end(fake_kube, tmp_path, capsys):
 
 def test_run_follow_failing_rank_exits_1_after_retry(fake_kube, tmp_path, capsys):
     spec = _spec_file(tmp_path, command=worker("--lines", "4", "--fail-rank", "1", "--fail-code", "3"),
-                      compute={"nodes": 2}, scheduling={"max_retries": 1})
+                      compute={"nodes": 2}, scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
     code = launcher("run", "-f", str(spec), "--cluster", "fake", "--follow")
     out, err = capsys.readouterr()
     assert code == 1

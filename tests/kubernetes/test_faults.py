@@ -55,7 +55,7 @@ def test_watch_relists_after_410_gone(fake_kube, backend):
 def test_failed_pod_restarts_the_group_as_attempt_2(fake_kube, backend):
     spec = run_spec("retry-abc123", worker("--lines", "6", "--interval", "0.02", "--fail-rank", "1",
                                            "--fail-attempt", "1", "--fail-code", "3"),
-                    compute={"nodes": 2}, scheduling={"max_retries": 1})
+                    compute={"nodes": 2}, scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
     backend.submit(spec, [])
     seen = follow(backend, spec.name)
     final = seen[-1]
@@ -78,7 +78,7 @@ def test_failed_pod_restarts_the_group_as_attempt_2(fake_kube, backend):
 
 def test_retries_run_out(fake_kube, backend):
     spec = run_spec("out-abc123", worker("--lines", "2", "--fail-rank", "0", "--fail-code", "5"),
-                    scheduling={"max_retries": 1})
+                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
     backend.submit(spec, [])
     final = follow(backend, spec.name)[-1]
     assert final.status is RunStatus.FAILED and final.reason == "rank 0 exited with code 5"
@@ -87,7 +87,8 @@ def test_retries_run_out(fake_kube, backend):
 
 def test_preemption_is_a_free_retry_with_retry_on_system_failure(fake_kube, backend):
     spec = run_spec("preempt-abc123", worker("--lines", "40", "--interval", "0.05"), compute={"nodes": 2},
-                    scheduling={"max_retries": 0, "retry_on_system_failure": True})
+                    scheduling={"max_retries": 0, "retry_on_system_failure": True,
+                                "retry_backoff": {"first": "0.1s"}})
     backend.submit(spec, [])
     wait_for(backend, spec.name, RunStatus.RUNNING)
     pod = next(p for p in fake_kube.pods(labels=f"launcher.dev/run={spec.name}")
@@ -172,7 +173,7 @@ def test_transient_api_errors_are_retried(fake_kube, backend):
 
 def test_max_duration_ends_the_run(fake_kube, backend):
     spec = run_spec("slow-abc123", worker("--forever", "--interval", "0.1"),
-                    scheduling={"max_duration": 0.0005, "max_retries": 3})
+                    scheduling={"max_duration": 0.0005, "max_retries": 3, "retry_backoff": {"first": "0.1s"}})
     backend.submit(spec, [])
     final = follow(backend, spec.name)[-1]
     assert final.status is RunStatus.FAILED

@@ -26,7 +26,7 @@ def test_stop_during_a_restart_lets_no_pod_of_the_next_attempt_run(fake_kube_fac
     # launcher process, an eager reconciler here, waits to create attempt 2.
     kube = fake_kube_factory(orphan_delay=1.5)
     spec = run_spec("race-abc123", worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
-                    scheduling={"max_retries": 1})
+                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
     backend = make_backend()
     backend.submit(spec, [])
     observer = make_backend()
@@ -64,7 +64,7 @@ def test_stop_during_a_restart_lets_no_pod_of_the_next_attempt_run(fake_kube_fac
 def test_a_read_never_waits_for_somebody_elses_restart(fake_kube_factory):
     kube = fake_kube_factory(orphan_delay=3.0)
     spec = run_spec("reader-abc123", worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
-                    scheduling={"max_retries": 1})
+                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
     backend = make_backend()
     backend.submit(spec, [])
     # The attempt fails; a reconciler's pass starts the restart, and must not wait out the old
@@ -149,7 +149,7 @@ def test_a_stop_while_the_next_attempt_is_being_created_wins(fake_kube):
     # meanwhile. The Job then appears, but held (suspended), and the restarter's
     # compare-and-swap on the record fails on the stop's write: the Job goes unstarted.
     spec = run_spec("held-abc123", worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
-                    scheduling={"max_retries": 1})
+                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
     backend = make_backend()
     backend.submit(spec, [])
     held = fake_kube.faults.inject("create", "jobs", delay=1.5, times=1)

@@ -101,7 +101,7 @@ def test_two_nodes_complete_with_logs_and_masked_secret(cluster):
 def test_failing_rank_restarts_the_group(cluster):
     backend, _, made, _ = cluster
     spec = spec_with_worker(made, "--lines", "4", "--fail-rank", "1", "--fail-attempt", "1",
-                            compute={"nodes": 2}, scheduling={"max_retries": 1})
+                            compute={"nodes": 2}, scheduling={"max_retries": 1, "retry_backoff": {"first": "1s"}})
     backend.submit(spec, [])
     final = until_terminal(backend, spec.name)
     assert final.status is RunStatus.COMPLETED, final.reason

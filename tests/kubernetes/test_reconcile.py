@@ -33,7 +33,7 @@ def jobs_added(kube, name: str) -> list[dict]:
 def failing_once(name: str, **fields):
     """Attempt 1 fails (rank 0 exits 3); attempt 2 completes."""
     return run_spec(name, worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1", "--fail-code", "3"),
-                    scheduling={"max_retries": 1}, **fields)
+                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}}, **fields)
 
 
 def due(backend, name: str):

@@ -122,3 +122,52 @@ def test_retry_accounting():
     run, action = derive(Observed("r", record=record({"name": "r", "command": "x", "scheduling": {"max_retries": 1}}),
                                   job=j, pods=[pod(0, phase="Failed", state=terminated(2))]))
     assert action.kind == "retry" and action.next_attempt == 2 and run.status is RunStatus.PENDING
+
+
+def test_a_retry_is_due_only_once_its_backoff_has_passed_since_the_attempt_failed():
+    from datetime import datetime, timedelta
+
+    from launcher.spec.retry import RetryPolicy
+
+    failed_at = datetime.fromisoformat(T1)
+    spec = {"name": "r", "command": "x", "scheduling": {"max_retries": 3, "retry_backoff": {"first": 10, "max": 30}}}
+    policy = RetryPolicy.from_spec(spec)
+    assert [policy.delay(n) for n in (1, 2, 3, 4)] == [10, 20, 30, 30]
+    assert RetryPolicy().delay(1) == 10 and RetryPolicy().delay(20) == 300  # the default: 10 s doubling to 5 min
+
+    def at(seconds: float, attempt: int = 1):
+        return derive(Observed("r", record=record(spec), job=job([("Failed", "PodFailurePolicy", "m")], attempt=attempt,
+                                                                 nodes=1),
+                               pods=[pod(0, phase="Failed", state=terminated(2), attempt=attempt)]),
+                      now=failed_at + timedelta(seconds=seconds))
+
+    run, action = at(9.5)
+    assert action is None and run.status is RunStatus.PENDING
+    assert run.retry_at == failed_at + timedelta(seconds=10)
+    local = run.retry_at.astimezone().strftime("%H:%M:%S")
+    assert run.reason == f"attempt 1 failed (rank 0 exited with code 2); a retry is due at {local}"
+    run, action = at(10)
+    assert action.kind == "retry" and action.next_attempt == 2 and run.retry_at is None
+    # The second failure waits twice as long.
+    run, action = at(19, attempt=2)
+    assert action is None and run.retry_at == failed_at + timedelta(seconds=20)
+    assert at(20, attempt=2)[1].kind == "retry"
+
+
+def test_a_run_whose_every_attempt_fails_within_seconds_is_a_crash_loop():
+    from datetime import datetime, timedelta
+
+    from launcher.backends.base import Attempt, Run
+
+    t = datetime.fromisoformat(T0)
+
+    def run_of(*runtimes: float, last: RunStatus = RunStatus.FAILED) -> Run:
+        attempts = [Attempt(i + 1, RunStatus.FAILED, t, t + timedelta(seconds=s)) for i, s in enumerate(runtimes)]
+        attempts[-1].status = last
+        return Run("r", "kubernetes", last, t, {}, attempts=attempts)
+
+    assert run_of(1, 2).crash_loop and run_of(0.1, 0.1, 9.9).crash_loop
+    assert not run_of(1).crash_loop                       # one attempt is no loop
+    assert not run_of(1, 12).crash_loop                   # one attempt ran
+    assert not run_of(1, 2, last=RunStatus.COMPLETED).crash_loop
+    assert run_of(1, 2, 0, last=RunStatus.RUNNING).crash_loop  # the attempts that ended crashed

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +25,10 @@ def _submit(home: Path, work: Path, name: str, command: str, *, retries: int = 0
     spec = work / "spec.yaml"
     indented = "\n".join("  " + line for line in command.splitlines())
     spec.write_text(f"name: {name}\nimage: x\ncommand: |\n{indented}\ncompute: {{gpus: 0}}\n"
-                    f"scheduling: {{max_retries: {retries}}}\n")
+                    f"scheduling: {{max_retries: {retries}, retry_backoff: {{first: 0.1s}}}}\n")
     env = {"LAUNCHER_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": str(home)}
+    if os.environ.get("PYTHONPATH"):  # the launcher under test, where the tests run from a checkout
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     proc = subprocess.run([sys.executable, "-m", "launcher", "run", "-f", str(spec), *(["--follow"] if follow else [])],
                           cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -29,7 +29,7 @@ class Named:
         self.trained = runs.submit("metrics", f"""\
             name: ui-metrics
             command: python3 {metric_script(tmp / 'fake_trainer.py')}
-            scheduling: {{max_retries: 1}}
+            scheduling: {{max_retries: 1, retry_backoff: {{first: 0.1s}}}}
             """)
         self.gated = runs.submit("gated", "name: ui-gated\ncommand: |\n"
                                  + "".join(f"  {line}\n" for line in gate_command(5, 5, self.gate).splitlines()))

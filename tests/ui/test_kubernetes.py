@@ -45,7 +45,7 @@ def test_the_dashboard_shows_a_due_retry_and_writes_nothing(fake_kube) -> None:
 
     backend = make_backend()
     spec = run_spec("ui-due", worker("--lines", "1", "--fail-rank", "0", "--fail-attempt", "1"),
-                    scheduling={"max_retries": 1})
+                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
     try:
         backend.submit(spec, [])
         due = wait_until(lambda: "a retry is due" in (backend.get(spec.name).reason or ""), 30,

@@ -40,7 +40,7 @@ from launcher.backends.kubernetes.attempts import (
     true_condition,
     ts,
 )
-from launcher.spec.retry import FATAL
+from launcher.spec.retry import FATAL, JOBSET_NO_BACKOFF
 
 JOB_FAILURE_REASONS = ("PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded")
 EXIT_MESSAGE = re.compile(r"Container \S+ for pod [^/\s]+/(?P<pod>\S+) failed with exit code (?P<code>-?\d+)")
@@ -234,6 +234,7 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
     events.sort(key=lambda e: e.at)
     run = Run(name=obs.name, backend="kubernetes", status=status, created_at=created, spec=spec,
               cluster=obs.cluster, started_at=min(started) if started else None, ended_at=ended_at,
-              reason=reason, exit_code=exit_code, attempts=attempts, events=events)
+              reason=reason, exit_code=exit_code, attempts=attempts, events=events,
+              backoff=f"none: {JOBSET_NO_BACKOFF}")
     return run, action
 

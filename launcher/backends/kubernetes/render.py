@@ -48,7 +48,7 @@ from launcher.pod.plan import PLAN_FILE, ZIPAPP_FILE
 from launcher.secrets.kinds import project
 from launcher.spec.models import AUTO_PRIORITY, MCLI_PRIORITIES
 from launcher.spec.plan import parameters_text, plan_text
-from launcher.spec.retry import RetryPolicy
+from launcher.spec.retry import JOBSET_NO_BACKOFF, RetryPolicy
 
 if TYPE_CHECKING:
     from launcher.config import Profile
@@ -396,6 +396,9 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> li
         out.append(f"scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without "
                    f"limit; the launcher's cap of {policy.max_system_retries} free retries holds only for "
                    "Indexed Jobs (clusters without JobSet)")
+    if jobset and s.retry_backoff is not None:
+        out.append(f"scheduling.retry_backoff: {JOBSET_NO_BACKOFF}; it applies on clusters without JobSet "
+                   "(Indexed Jobs) and on the local backend")
     if not jobset:
         out.append(no_jobset_warning(profile.name))
     return out

@@ -14,9 +14,10 @@ command asks it to (`launcher reconcile`, `run --follow`).
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
-from launcher.backends.base import Attempt, Run, RunStatus, StatusEvent
+from launcher.backends.base import Attempt, Run, RunStatus, StatusEvent, retry_due, utcnow
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.attempts import (
     Action,
@@ -41,10 +42,13 @@ def retry_allowed(spec: dict[str, Any], finished: list[dict[str, Any]], failure:
     return RetryPolicy.from_spec(spec).allows(earlier, failure)
 
 
-def derive(obs: Observed) -> tuple[Run, Action | None]:
-    """The run as a user sees it, and what must happen next (or None)."""
+def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | None]:
+    """The run as a user sees it, and what must happen next (or None) at `now` (by default
+    the present): a failed attempt's retry is due only once its backoff has passed."""
     if obs.is_jobset:
         return derive_jobset(obs)
+    now = now or utcnow()
+    retry_at: datetime | None = None
     record, job = obs.record, obs.job
     spec = spec_of(record)
     finished: list[dict[str, Any]] = record_json(record, keys.RECORD_ATTEMPTS, [])
@@ -94,9 +98,15 @@ def derive(obs: Observed) -> tuple[Run, Action | None]:
             if failure == FATAL:
                 action = Action("fail", summary=summary, reason=reason)
             elif record is not None and retry_allowed(spec, finished, failure):
-                action = Action("retry", summary=summary, next_attempt=job_attempt + 1)
-                status, reason = RunStatus.PENDING, (f"attempt {job_attempt} failed ({reason}); a retry is due "
-                                                     "(`launcher reconcile` starts it)")
+                # The backoff counts from the end of the failed attempt (its Job's Failed condition).
+                due = (live.ended_at or now) + timedelta(seconds=RetryPolicy.from_spec(spec).delay(job_attempt))
+                if now >= due:
+                    action = Action("retry", summary=summary, next_attempt=job_attempt + 1)
+                    status, reason = RunStatus.PENDING, (f"attempt {job_attempt} failed ({reason}); a retry is due "
+                                                         "(`launcher reconcile` starts it)")
+                else:
+                    retry_at = due
+                    status, reason = RunStatus.PENDING, f"attempt {job_attempt} failed ({reason}); {retry_due(due)}"
         elif live.status is RunStatus.COMPLETED:
             exit_code = 0
     if status is RunStatus.COMPLETED:
@@ -112,6 +122,6 @@ def derive(obs: Observed) -> tuple[Run, Action | None]:
     run = Run(
         name=obs.name, backend="kubernetes", status=status, created_at=created, spec=spec,
         cluster=obs.cluster, started_at=min(started) if started else None, ended_at=ended_at,
-        reason=reason, exit_code=exit_code, attempts=attempts, events=events,
+        reason=reason, exit_code=exit_code, attempts=attempts, events=events, retry_at=retry_at,
     )
     return run, action

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from launcher.backends.base import Run
+from launcher.backends.base import Run, utcnow
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.informer import Informer
 from launcher.backends.kubernetes.kubeapi import KubeApi
@@ -65,8 +65,12 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5, reconcile: 
                 yield run
             if run.status.is_terminal:
                 return
-            # Wake on a change; look again now and then for events and time-based states.
-            changed.wait(2.0 if waiting else 30.0)
+            # Wake on a change; look again now and then for events and time-based states, and
+            # when a retry's backoff is over (nothing in the cluster changes then).
+            timeout = 2.0 if waiting else 30.0
+            if run.retry_at is not None:
+                timeout = min(timeout, max(0.0, (run.retry_at - utcnow()).total_seconds()))
+            changed.wait(timeout)
             time.sleep(poll_seconds)
     finally:
         for inf in informers.values():

@@ -22,7 +22,7 @@ import yaml
 from launcher.backends.base import Backend, Capabilities, LocalArtifacts, LogLine, Plan, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.logs import rank_chunks, rank_lines
-from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts
+from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts, remove_mount_points
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.backends.local.supervisor import KILL_AFTER, read_exit_file
@@ -272,6 +272,7 @@ class LocalBackend(Backend, LocalArtifacts):
             self.state.set_status(name, RunStatus.FAILED,
                                   f"the run's supervisor process died unexpectedly; {failed[0]}")
         shutil.rmtree(layout.private, ignore_errors=True)
+        remove_mount_points(layout.root)
 
     def _kill_leftovers(self, name: str, layout: RunLayout) -> None:
         """Every process of the run, found by the token they all inherit, and the ranks'
@@ -350,16 +351,21 @@ class LocalBackend(Backend, LocalArtifacts):
         run = self.get(name)
         if run.status.is_terminal:
             return run
-        row = self.state.row(name)
         self.state.request_stop(name)
+        self._stop_processes(name)
+        return self.get(name)
+
+    def _stop_processes(self, name: str) -> None:
+        """Have the supervisor stop the run's ranks, and stop them here if it is gone or stuck."""
+        row = self.state.row(name)
         pid = row["supervisor_pid"]
         if pid and alive(pid, row["supervisor_started"]):
             os.kill(pid, 15)
             deadline = time.monotonic() + KILL_AFTER + 5
             while time.monotonic() < deadline:
-                run = self.get(name)
-                if run.status.is_terminal:
-                    return run
+                self._reconcile(name)
+                if RunStatus(self.state.row(name)["status"]).is_terminal:
+                    return
                 time.sleep(0.1)
         # The supervisor is gone or stuck: stop the ranks ourselves.
         pids = [r["pid"] for r in self.state.active_ranks(name) if alive(r["pid"], r["pid_started"])]
@@ -368,13 +374,17 @@ class LocalBackend(Backend, LocalArtifacts):
         terminate_groups(pids, KILL_AFTER)
         self._kill_leftovers(name, RunLayout(self.home, name))
         self.state.set_status(name, RunStatus.STOPPED, "stopped by the user")
-        return self.get(name)
+        remove_mount_points(RunLayout(self.home, name).root)
 
     def delete(self, name: str) -> None:
         run = self.get(name)
+        # From here on no read finds the run (a follower of its logs says it was deleted),
+        # while its ranks are stopped and its files removed.
+        self.state.mark_deleting(name)
         if not run.status.is_terminal:
-            self.stop(name)
+            self._stop_processes(name)
         self.state.delete_run(name)
+        remove_mount_points(RunLayout(self.home, name).root)  # its record goes with the run's files
         shutil.rmtree(RunLayout(self.home, name).root, ignore_errors=True)
 
 

@@ -8,7 +8,10 @@ the same paths in one of two ways, chosen at submit:
 - namespace: each rank starts in a private mount namespace (as root, or through an
   unprivileged user namespace) where the run's config directory is bind-mounted at
   /mnt/config and each file secret's directory at its mount path. Nothing is mounted
-  on the host. As root, missing mount points are created (empty directories stay).
+  on the host. As root, missing mount points are created by the supervisor before the
+  first rank starts, recorded in the run's mountpoints.json, and removed (the empty
+  directories it created, deepest first, never one that was there before) when the run
+  ends, unless another mount namespace still mounts something there (another run's ranks).
 - rewrite: where no private namespace is possible (not Linux, user namespaces
   disabled, a mount point that cannot be created), those absolute paths are rewritten
   in the command, the parameters and env_variables to the run's own directories, and
@@ -40,6 +43,7 @@ CONFIG_MOUNT = "/mnt/config"
 PLAN_FILE = "mounts.json"
 RANK_SPEC_FILE = "spec.ranks.json"
 RANK_PLAN_FILE = "plan.ranks.json"
+CREATED_FILE = "mountpoints.json"
 
 NAMESPACE, REWRITE = "namespace", "rewrite"
 
@@ -150,6 +154,86 @@ def _bind(source: str, target: str) -> None:
         os.makedirs(target, exist_ok=True)  # root only: namespace_problem refused the rest
     _check(_libc().mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
            f"bind-mounting {source} at {target}")
+
+
+def create_mount_points(run_root: Path) -> None:
+    """Create the missing mount points of a namespace plan on this machine (as root), and
+    record each directory created, so that remove_mount_points takes away those only."""
+    plan = MountPlan.load(run_root / PLAN_FILE)
+    if plan is None or plan.mode != NAMESPACE:
+        return
+    record = run_root / CREATED_FILE
+    created = _created(record)
+    for _, target in plan.binds:
+        missing = []
+        path = target
+        while not os.path.lexists(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for path in reversed(missing):  # the shallowest first
+            try:
+                os.mkdir(path, 0o755)
+            except FileExistsError:
+                continue  # another run made it a moment ago: it is not ours to remove
+            created.append(path)
+            _write_atomically(record, json.dumps(created))
+
+
+def remove_mount_points(run_root: Path) -> None:
+    """Remove the mount points create_mount_points made for a run that has ended: each
+    directory it recorded, deepest first, if it is empty and no mount namespace mounts
+    anything there (removing it would unmount another run's secrets from under its ranks).
+    Safe to call again: what is gone is skipped."""
+    record = run_root / CREATED_FILE
+    created = _created(record)
+    if not created:
+        return
+    mounted = _mount_points_elsewhere()
+    kept = []
+    for path in sorted(created, key=len, reverse=True):
+        if path in mounted:
+            kept.append(path)
+            continue
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            continue
+        except OSError:  # not empty (someone put a file there), or busy: it stays
+            kept.append(path)
+    if kept:
+        _write_atomically(record, json.dumps(sorted(kept, key=len)))
+    else:
+        record.unlink(missing_ok=True)
+
+
+def _created(record: Path) -> list[str]:
+    try:
+        return [p for p in json.loads(record.read_text()) if isinstance(p, str)]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def _mount_points_elsewhere() -> set[str]:
+    """Every path at which some mount namespace of this machine has a mount, as far as
+    /proc shows (each namespace read once, through one of its processes)."""
+    seen: set[str] = set()
+    points: set[str] = set()
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not pid.isdigit():
+            continue
+        try:
+            ns = os.readlink(f"/proc/{pid}/ns/mnt")
+            if ns in seen:
+                continue
+            text = Path(f"/proc/{pid}/mountinfo").read_text()
+        except OSError:
+            continue
+        seen.add(ns)
+        for line in text.splitlines():
+            fields = line.split(" ")
+            if len(fields) > 4:  # the mount point, with space, tab, newline and \ octal-escaped
+                points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return points
 
 
 def _probe() -> str | None:

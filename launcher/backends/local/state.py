@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, utcnow
+from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, retry_due, utcnow
 from launcher.backends.statedb import enable_wal
 from launcher.errors import StateFileError
+from launcher.spec.retry import RetryPolicy
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -50,6 +51,9 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_run ON events (run);
 """
 
+
+# runs.stop_requested: 0, a stop asked (1), or the run being deleted (2, also a stop).
+STOP_REQUESTED, DELETING = 1, 2
 
 _ACTIVE = tuple(s.value for s in RunStatus if not s.is_terminal)
 
@@ -137,20 +141,28 @@ class State:
             if status.is_terminal:
                 a_fields["ended_at"] = now
             sets = ", ".join(f"{k} = COALESCE(started_at, ?)" if k == "started_at" else f"{k} = ?" for k in a_fields)
-            db.execute(f"UPDATE attempts SET {sets} WHERE run = ? AND idx = ?", (*a_fields.values(), name, attempt))
+            # An attempt already ended (a stop while a retry waits out its backoff) keeps its outcome.
+            db.execute(f"UPDATE attempts SET {sets} WHERE run = ? AND idx = ? AND ended_at IS NULL",
+                       (*a_fields.values(), name, attempt))
             if status.is_terminal:
                 _end_ranks(db, name, attempt, status)
             db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, status.value, now, reason))
             return True
 
-    def end_attempt(self, name: str, status: RunStatus, reason: str | None) -> None:
-        now = utcnow().isoformat()
+    def await_retry(self, name: str, reason: str | None, delay: float) -> None:
+        """End the current attempt FAILED (`reason`) and leave the run PENDING until the next
+        attempt starts, `delay` seconds from now (the retry's backoff)."""
+        ended = utcnow()
+        now, due = ended.isoformat(), ended + timedelta(seconds=delay)
         with self.tx() as db:
             attempt = db.execute("SELECT attempt FROM runs WHERE name = ?", (name,)).fetchone()["attempt"]
             db.execute("UPDATE attempts SET status = ?, reason = ?, ended_at = ? WHERE run = ? AND idx = ?",
-                       (status.value, reason, now, name, attempt))
-            _end_ranks(db, name, attempt, status)
-            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, status.value, now, reason))
+                       (RunStatus.FAILED.value, reason, now, name, attempt))
+            _end_ranks(db, name, attempt, RunStatus.FAILED)
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.FAILED.value, now, reason))
+            waiting = f"attempt {attempt} failed ({reason}); {retry_due(due)}"
+            db.execute("UPDATE runs SET status = ?, reason = ? WHERE name = ?", (RunStatus.PENDING.value, waiting, name))
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.PENDING.value, now, waiting))
 
     def new_attempt(self, name: str) -> int:
         now = utcnow().isoformat()
@@ -181,7 +193,13 @@ class State:
 
     def request_stop(self, name: str) -> None:
         with self.tx() as db:
-            db.execute("UPDATE runs SET stop_requested = 1 WHERE name = ?", (name,))
+            db.execute("UPDATE runs SET stop_requested = ? WHERE name = ? AND stop_requested < ?",
+                       (STOP_REQUESTED, name, STOP_REQUESTED))
+
+    def mark_deleting(self, name: str) -> None:
+        """The run is being deleted: it is stopped, and `load` no longer finds it."""
+        with self.tx() as db:
+            db.execute("UPDATE runs SET stop_requested = ? WHERE name = ?", (DELETING, name))
 
     def delete_run(self, name: str) -> None:
         with self.tx() as db:
@@ -205,7 +223,7 @@ class State:
     def load(self, name: str) -> Run | None:
         with self._connect() as db:
             r = db.execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
-            if r is None:
+            if r is None or r["stop_requested"] == DELETING:
                 return None
             attempts = db.execute("SELECT * FROM attempts WHERE run = ? ORDER BY idx", (name,)).fetchall()
             ranks = db.execute("SELECT * FROM ranks WHERE run = ? ORDER BY attempt, rank", (name,)).fetchall()
@@ -216,12 +234,21 @@ class State:
                 RankState(rank=k["rank"], status=RunStatus(k["status"]), exit_code=k["exit_code"], reason=k["reason"],
                           node="localhost")
             )
+        status = RunStatus(r["status"])
+        spec = json.loads(r["spec"])
+        retry_at = None
+        if status is RunStatus.PENDING and attempts and attempts[-1]["status"] == RunStatus.FAILED.value \
+                and attempts[-1]["ended_at"]:
+            # Waiting out the backoff (await_retry): the supervisor starts the next attempt then.
+            retry_at = _ts(attempts[-1]["ended_at"]) + timedelta(
+                seconds=RetryPolicy.from_spec(spec).delay(attempts[-1]["idx"]))
         return Run(
             name=r["name"],
             backend="local",
-            status=RunStatus(r["status"]),
+            status=status,
             created_at=_ts(r["created_at"]),
-            spec=json.loads(r["spec"]),
+            spec=spec,
+            retry_at=retry_at,
             cluster="local",
             started_at=_ts(r["started_at"]),
             ended_at=_ts(r["ended_at"]),

@@ -1,6 +1,6 @@
 """One detached process per local run: it starts the ranks, records what happens to
-them, restarts the whole group on failure as the run's RetryPolicy allows (up to max_retries), and
-ends the run.
+them, restarts the whole group on failure as the run's RetryPolicy allows (up to max_retries,
+each retry after the policy's backoff, the run PENDING meanwhile), and ends the run.
 
 Started by `LocalBackend.submit` in a new session, so it outlives the CLI and a
 Ctrl-C in the user's terminal. Its environment already holds the run's secret
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from launcher.backends.base import RunStatus
 from launcher.backends.local.layout import RunLayout
-from launcher.backends.local.mounts import rank_launch
+from launcher.backends.local.mounts import create_mount_points, rank_launch, remove_mount_points
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.pod import contract, reaper
@@ -69,15 +69,30 @@ class Supervisor:
         deadline = time.monotonic() + float(hours) * 3600 if hours else None
         failed = [USER] * (self.attempt - 1)  # how each earlier attempt failed
         try:
+            try:
+                create_mount_points(self.layout.root)
+            except OSError:
+                pass  # each rank's own mount then fails, and says why in its log
             while True:
                 status, reason, code = self._attempt(deadline)
                 # Nothing but the run itself ends its ranks on this machine: a failure is the
                 # run's own (USER), or the deadline's; a stop never fails.
                 failure = DEADLINE if deadline and time.monotonic() >= deadline else USER
-                if status is RunStatus.FAILED and not self.stop.is_set() and policy.allows(failed, failure) \
-                        and not self.stop.wait(policy.backoff_seconds):
+                if status is RunStatus.FAILED and not self.stop.is_set() and policy.allows(failed, failure):
                     failed.append(failure)
-                    self.state.end_attempt(self.name, RunStatus.FAILED, reason)
+                    # The run waits PENDING for its backoff; a stop or the deadline may end it meanwhile.
+                    delay = policy.delay(self.attempt)
+                    self.state.await_retry(self.name, reason, delay)
+                    if deadline is not None:
+                        delay = min(delay, max(0.0, deadline - time.monotonic()))
+                    if self.stop.wait(delay):
+                        self.state.set_status(self.name, RunStatus.STOPPED, "stopped by the user")
+                        return
+                    if deadline is not None and time.monotonic() >= deadline:
+                        hours = scheduling["max_duration"]
+                        self.state.set_status(self.name, RunStatus.FAILED, f"exceeded max_duration of {hours}h",
+                                              exit_code=code)
+                        return
                     self.attempt = self.state.new_attempt(self.name)
                     continue
                 self.state.set_status(self.name, status, reason, exit_code=code)
@@ -87,8 +102,9 @@ class Supervisor:
             raise
         finally:
             self._sweep()
-            # File secrets live only as long as the run.
+            # File secrets, and the mount points made for them, live only as long as the run.
             shutil.rmtree(self.layout.private, ignore_errors=True)
+            remove_mount_points(self.layout.root)
 
     def _sweep(self) -> None:
         """Kill and reap every process left below the supervisor: all of them belong to
