@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import wait_until
-from tests.faults.conftest import describe
+from tests.faults.conftest import describe, processes, ps_of
 from tests.faults.test_processes import entrypoints, supervisor_of
 
 
@@ -132,3 +133,31 @@ def test_item10_the_mount_points_a_run_created_are_removed_when_it_ends(cli, tok
                 path.rmdir()
             created.rmdir()
 
+
+
+def test_a_delete_interrupted_after_it_hid_the_run_is_finished_by_deleting_it_again(cli, token, kill_leftovers):
+    """A delete killed between hiding the run and stopping its ranks leaves what the state
+    file holds below: stop_requested 2 and a deleter that is gone, the ranks alive. The run
+    shows again, and deleting it by name stops its ranks and removes it: nothing is orphaned."""
+    import sqlite3
+
+    cli.spec("hidden", f"""\
+        name: hidden
+        command: sleep 300
+        env_variables: {{FAULT_TOKEN: {token}}}
+        """)
+    assert cli("run", "-f", str(cli.cwd / "hidden.yaml")).returncode == 0
+    cli.wait_status("hidden", {"RUNNING"})
+    name = describe(cli, "hidden")["name"]
+    wait_until(lambda: any("sleep 300" in c for c in processes(token).values()), timeout=60,
+               message="the run's command never started")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # the deleter: a process that is no longer alive
+    with sqlite3.connect(cli.home / "state.db") as db:
+        db.execute("UPDATE runs SET stop_requested = 2, deleter = ? WHERE name = ?", (f"{gone.pid} 0", name))
+    assert cli("describe", "run", name).returncode == 0, "the run of an interrupted delete is hidden for good"
+    r = cli("delete", "run", name, "-y")
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: not processes(token), timeout=60, message=f"ranks left after the delete: {ps_of(token)}")
+    assert not (cli.home / "runs" / name).exists()
+    assert cli("describe", "run", name).returncode == 2

@@ -7,6 +7,7 @@ write is a short transaction and readers never block writers.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, retry_due, utcnow
+from launcher.backends.local.procs import alive, start_time
 from launcher.backends.statedb import enable_wal
 from launcher.errors import StateFileError
 from launcher.spec.retry import RetryPolicy
@@ -33,7 +35,8 @@ CREATE TABLE IF NOT EXISTS runs (
     attempt INTEGER NOT NULL DEFAULT 1,
     supervisor_pid INTEGER,
     supervisor_started TEXT,        -- the pid's start time, so a reused pid is not mistaken for ours
-    stop_requested INTEGER NOT NULL DEFAULT 0
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    deleter TEXT                    -- "pid started" of the process deleting the run
 );
 CREATE TABLE IF NOT EXISTS attempts (
     run TEXT NOT NULL, idx INTEGER NOT NULL, status TEXT NOT NULL,
@@ -68,11 +71,33 @@ def _ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
+def _add_deleter_column(db) -> None:
+    """A state.db written before runs.deleter existed gets the column (once: a second
+    process adding it at the same moment finds it there)."""
+    if "deleter" in {c["name"] for c in db.execute("PRAGMA table_info(runs)")}:
+        return
+    try:
+        db.execute("ALTER TABLE runs ADD COLUMN deleter TEXT")
+    except sqlite3.OperationalError as e:
+        if "duplicate column" not in str(e):
+            raise
+
+
+def _being_deleted(r: sqlite3.Row) -> bool:
+    """The run is hidden while a live process deletes it. A delete that was interrupted (its
+    process killed) shows the run again, so that deleting it by name finishes the job."""
+    if r["stop_requested"] != DELETING:
+        return False
+    pid, _, started = (r["deleter"] or "").partition(" ")
+    return pid.isdigit() and alive(int(pid), started or None)
+
+
 class State:
     def __init__(self, home: Path):
         self.path = home / "state.db"
         with self._connect() as db:
             db.executescript(SCHEMA)
+            _add_deleter_column(db)
 
     @contextmanager
     def _connect(self):
@@ -197,9 +222,11 @@ class State:
                        (STOP_REQUESTED, name, STOP_REQUESTED))
 
     def mark_deleting(self, name: str) -> None:
-        """The run is being deleted: it is stopped, and `load` no longer finds it."""
+        """This process deletes the run: it is stopped, and `load` does not find it while
+        this process lives."""
+        deleter = f"{os.getpid()} {start_time(os.getpid())}"
         with self.tx() as db:
-            db.execute("UPDATE runs SET stop_requested = ? WHERE name = ?", (DELETING, name))
+            db.execute("UPDATE runs SET stop_requested = ?, deleter = ? WHERE name = ?", (DELETING, deleter, name))
 
     def delete_run(self, name: str) -> None:
         with self.tx() as db:
@@ -223,7 +250,7 @@ class State:
     def load(self, name: str) -> Run | None:
         with self._connect() as db:
             r = db.execute("SELECT * FROM runs WHERE name = ?", (name,)).fetchone()
-            if r is None or r["stop_requested"] == DELETING:
+            if r is None or _being_deleted(r):
                 return None
             attempts = db.execute("SELECT * FROM attempts WHERE run = ? ORDER BY idx", (name,)).fetchall()
             ranks = db.execute("SELECT * FROM ranks WHERE run = ? ORDER BY attempt, rank", (name,)).fetchall()
