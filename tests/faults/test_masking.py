@@ -210,3 +210,196 @@ def test_a_secret_files_last_newline_survives_masking(cli):
     spec = cli.spec("cat", "name: cat\ncommand: |\n  cat \"$SECRET_PATH_CRED\"; echo NEXT\n")
     assert cli("run", "-f", str(spec), "--follow").returncode == 0
     assert "\n****\nNEXT\n" in cli("logs", "cat").stdout
+
+
+# ---------------------------------------------------------------- item 1: the property
+# Random secret values: a JSON credentials document (strings, PEM keys and nested objects
+# in it), a PEM-like block, random bytes as the store takes a file (UTF-8 text: invalid
+# sequences replaced). No value of 4 or more characters, nor any line of one, nor its
+# JSON-escaped form, may survive the masker. No generated text holds "*": a value made of
+# the mask's own characters would be found in the masked output without having leaked.
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from launcher.secrets.mask import PUBLIC_JSON_FIELDS  # noqa: E402
+
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+UNMASKABLE = "*+*+*+*+*"  # no value can be part of it: the program's output lies between two
+
+
+def texts(**size) -> st.SearchStrategy[str]:
+    return st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="*"), **size)
+
+
+@st.composite
+def pem_blocks(draw) -> tuple[str, list[str]]:
+    """(the block, what it holds): its text and its base64 body as one line."""
+    label = draw(st.sampled_from(["PRIVATE KEY", "RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "EC PRIVATE KEY"]))
+    body = base64.b64encode(draw(st.binary(min_size=1, max_size=700))).decode()
+    width = draw(st.sampled_from([64, 70, 76]))
+    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    text = (f"-----BEGIN {label}-----{newline}" + "".join(body[i:i + width] + newline
+                                                           for i in range(0, len(body), width))
+            + f"-----END {label}-----{newline}")
+    return text, [text, body]
+
+
+def strings_in(doc) -> list[str]:
+    if isinstance(doc, dict):
+        return [s for v in doc.values() for s in strings_in(v)]
+    return [doc] if isinstance(doc, str) else []
+
+
+@st.composite
+def credentials_documents(draw) -> tuple[str, list[str]]:
+    """(the document, what it holds): its text and every string in it."""
+    keys = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz_"), min_size=1, max_size=16).filter(
+        lambda k: k not in PUBLIC_JSON_FIELDS)  # Google's public fields are not secret
+    leaf = st.one_of(texts(max_size=60), pem_blocks().map(lambda p: p[0]))
+    doc = draw(st.dictionaries(keys, st.one_of(leaf, st.dictionaries(keys, leaf, max_size=3)), min_size=1, max_size=6))
+    text = json.dumps(doc, indent=draw(st.sampled_from([None, 2])), ensure_ascii=draw(st.booleans()))
+    return text, [text, *strings_in(doc)]
+
+
+binary_values = st.binary(min_size=1, max_size=300).map(
+    lambda b: (lambda text: (text, [text]))(b.decode("utf-8", "replace").replace("*", "")))
+
+secret_values = st.one_of(credentials_documents(), pem_blocks(), binary_values)
+
+
+def must_not_appear(held: list[str]) -> set[str]:
+    """Each value of 4 or more characters (stripped), each such line of it, its JSON-escaped form."""
+    out = set()
+    for value in held:
+        for piece in [value, *value.split("\n"), *value.splitlines()]:
+            if len(piece.strip()) >= MIN_MASK_LEN:
+                out.add(piece.strip())
+                out.add(json.dumps(piece.strip())[1:-1])
+    return out
+
+
+def printed(held: list[str], noise: str) -> str:
+    """What a program prints of these values: each whole, line by line, JSON-escaped,
+    between other text."""
+    parts = []
+    for value in held:
+        parts += [noise, value, "\n", json.dumps(value), noise, json.dumps(value, ensure_ascii=False), "\n"]
+        parts += [f"{noise}{line}{noise}\n" for line in value.split("\n")]
+    return "".join(parts)
+
+
+@settings(max_examples=250, deadline=None, database=None)
+@given(secrets=st.lists(secret_values, min_size=1, max_size=3), noise=texts(max_size=8),
+       cuts=st.lists(st.integers(1, 4096), max_size=30))
+def test_item1_property_no_value_nor_line_of_it_survives_the_masker(secrets, noise, cuts):
+    masker = Masker(c for text, _ in secrets for c in mask_candidates(text))
+    held = [v for _, values in secrets for v in values]
+    data = printed(held, noise).encode()
+    stream, out, at = MaskingStream(masker), b"", 0
+    for n in cuts:  # the pipe cuts the output anywhere, inside a UTF-8 character too
+        out += stream.feed(data[at:at + n])
+        at += n
+    out += stream.feed(data[at:]) + stream.flush()
+    masked = out.decode()
+    assert masked == masker.mask(data.decode())
+    assert [v for v in must_not_appear(held) if v in masked] == []
+
+
+# End to end, a few examples per backend (a run each): the three values as file secrets,
+# printed by the run whole, line by line, JSON-escaped, and each string of the document.
+PROPERTY_PRINTER = r"""
+import json, os
+def strings(doc):
+    if isinstance(doc, dict):
+        for v in doc.values():
+            yield from strings(v)
+    elif isinstance(doc, str):
+        yield doc
+def read(name):
+    with open(os.environ["SECRET_PATH_" + name], encoding="utf-8", newline="") as f:
+        return f.read()
+doc, pem, raw = read("PDOC"), read("PPEM"), read("PBIN")
+print("%(marker)s")
+for text in (doc, pem, raw, "".join(pem.splitlines()[1:-1]), *strings(json.loads(doc))):
+    print(text)
+    print(json.dumps(text), json.dumps(text, ensure_ascii=False))
+    for line in text.split("\n"):
+        print(line)
+print("%(marker)s")
+""" % {"marker": UNMASKABLE}
+
+e2e_examples = st.tuples(credentials_documents(), pem_blocks(), binary_values)
+# No shrinking: a failing example is reported as it is (shrinking would take a run per try).
+E2E = settings(max_examples=3, deadline=None, database=None, phases=[Phase.generate],
+               suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def create_file_secrets(run, directory: Path, example, *cluster: str) -> list[str]:
+    held = []
+    for name, (text, values) in zip(("pdoc", "ppem", "pbin"), example):
+        path = directory / name
+        path.write_bytes(text.encode())
+        r = run("secret", "create", "file", name, "--from", str(path), "--mount-path", f"/secrets/{name}",
+                "--replace", *cluster)
+        assert r.returncode == 0, r.stderr
+        held += values
+    return held
+
+
+def program_output(text: str) -> str:
+    """What the program printed: the text between its two markers, which it printed."""
+    assert text.count(UNMASKABLE) == 2, text
+    return text.split(UNMASKABLE)[1]
+
+
+def property_spec(directory: Path, name: str, image: str = "") -> Path:
+    path = directory / f"{name}.yaml"
+    path.write_text(f"name: {name}\n{image}command: |\n  python - <<'EOF'\n"
+                    + "".join(f"  {line}\n" for line in PROPERTY_PRINTER.strip().splitlines()) + "  EOF\n")
+    return path
+
+
+def test_item1_property_end_to_end_on_the_local_backend(cli):
+    runs = iter(range(1000))
+
+    @E2E
+    @given(example=e2e_examples)
+    def check(example):
+        held = create_file_secrets(cli, cli.cwd, example)
+        name = f"prop-{next(runs)}"
+        r = cli("run", "-f", str(property_spec(cli.cwd, name)), "--follow")
+        assert r.returncode == 0, r.stderr
+        hidden = must_not_appear(held)
+        (log,) = (cli.home / "runs" / cli.describe()["name"]).rglob("rank-0.log")
+        for what, text in (("rank-0.log", log.read_text()), ("launcher logs", cli("logs", name).stdout)):
+            assert [v[:20] for v in hidden if v in program_output(text)] == [], what
+
+    check()
+
+
+def test_item1_property_end_to_end_on_the_fake_cluster(fake_kube_factory, launcher_home, tmp_path):
+    fake_kube = fake_kube_factory(profile={"entrypoint_mode": "zipapp"})
+    env = {**os.environ, "LAUNCHER_HOME": str(launcher_home)}
+    runs = iter(range(1000))
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "launcher", *args], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+
+    @E2E
+    @given(example=e2e_examples)
+    def check(example):
+        held = create_file_secrets(run, tmp_path, example, "--cluster", "fake")
+        name = f"prop-{next(runs)}"
+        before = set(fake_kube.containers)
+        r = run("run", "-f", str(property_spec(tmp_path, name, "image: python:3.11\n")), "--cluster", "fake",
+                "--follow")
+        assert r.returncode == 0, r.stderr
+        hidden = must_not_appear(held)
+        pods = wait_until(lambda: set(fake_kube.containers) - before, 30, message="the run's pod to have run")
+        pod_log = "\n".join(text for uid in pods for _, text in fake_kube.containers[uid].lines)
+        for what, text in (("the pod's log", pod_log), ("launcher logs", run("logs", name).stdout)):
+            assert [v[:20] for v in hidden if v in program_output(text)] == [], what
+
+    check()
