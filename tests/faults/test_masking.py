@@ -201,6 +201,23 @@ def test_item1_docker_registry_password_and_auth_are_masked():
     assert Masker(mask_candidates(json.dumps(only_auth))).mask("hunter2-registry-pass") == "****"
 
 
+def test_each_line_of_an_ssh_key_and_its_body_are_masked():
+    """As before issue 21 (a guard: the key is multi-line, not structured)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    from launcher.secrets.kinds import Secret, SecretKind
+
+    key = ed25519.Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()).decode()
+    masker = Masker(Secret("deploy", SecretKind.GIT_SSH, {"private_key": key}).masked_values())
+    body = key.splitlines()[1:-1]
+    assert len(body) >= 3
+    for line in body:
+        assert masker.mask(f"line: {line}!") == "line: ****!"
+    assert masker.mask("".join(body)) == "****"
+
+
 def test_a_secret_files_last_newline_survives_masking(cli):
     """`cat` of a file secret, then the next line: the newline that ends the file is no
     part of what is masked (issue 22: it was swallowed, `****NEXT`)."""
