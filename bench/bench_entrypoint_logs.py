@@ -1,7 +1,8 @@
 """The entrypoint's log throughput: a command printing 2 million 100-byte lines, run
 through `python -m launcher.entrypoint` with masking on (three secret values, one of
-them multi-line) and its stdout a file, as on the local backend, against the same
-command writing straight to a file. Goal: >= 0.8x.
+them multi-line; then a GCP service-account file, whose every value is masked) and
+its stdout a file, as on the local backend, against the same command writing straight
+to a file. Goal: >= 0.8x.
 
 The command times itself (from its first to its last line written), so the figure is
 what the command sees: how fast the pipeline takes its output. The entrypoint's total
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -36,6 +38,31 @@ SECRET_SETS = {
     "2 tokens + 4-line key": {"TOKEN_A": "hf_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "TOKEN_B": "bench-secret-value-2",
                               "KEY_C": "-----BEGIN KEY-----\nline-one-of-the-key\nline-two-of-the-key\n-----END KEY-----"},
 }
+
+
+
+def service_account_json() -> str:
+    """A GCP service-account key file of the real shape (a 2048-bit key's PEM: 26 lines of
+    base64), made up, the same every time."""
+    rng = random.Random(21)
+    b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    body = "".join(rng.choice(b64) for _ in range(1624)) + "=="
+    pem = "-----BEGIN PRIVATE KEY-----\n" + "".join(body[i:i + 64] + "\n" for i in range(0, len(body), 64))
+    email = "bench-runner@bench-project-123456.iam.gserviceaccount.com"
+    return json.dumps({
+        "type": "service_account", "project_id": "bench-project-123456",
+        "private_key_id": "".join(rng.choice("0123456789abcdef") for _ in range(40)),
+        "private_key": pem + "-----END PRIVATE KEY-----\n", "client_email": email,
+        "client_id": "".join(rng.choice("0123456789") for _ in range(21)),
+        "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": "https://oauth2.googleapis.com/token",
+        "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
+        "client_x509_cert_url": f"https://www.googleapis.com/robot/v1/metadata/x509/{email.replace('@', '%40')}",
+        "universe_domain": "googleapis.com"}, indent=2) + "\n"
+
+
+# Secret files (LAUNCHER_MASK_FILES) beside the env secrets of a set.
+SECRET_FILES = {"2 tokens + gcp service-account file": {"credentials.json": service_account_json()}}
+SECRET_SETS["2 tokens + gcp service-account file"] = SECRET_SETS["2 tokens"]
 
 
 def timed_command(generator: str, stamps: Path) -> str:
@@ -66,9 +93,11 @@ def direct(cmd: str, tmp: Path) -> tuple[float, float, float]:
 
 
 def through_entrypoint(cmd: str, tmp: Path, secrets: dict[str, str],
-                       extra_env: dict[str, str] | None = None) -> tuple[float, float, float]:
+                       extra_env: dict[str, str] | None = None,
+                       files: dict[str, str] | None = None) -> tuple[float, float, float]:
     """(MB/s the command saw, MB/s of the entrypoint's wall time, CPU seconds); `extra_env`
-    for the entrypoint too (bench_log_archive.py: LAUNCHER_LOG_ARCHIVE)."""
+    for the entrypoint too (bench_log_archive.py: LAUNCHER_LOG_ARCHIVE); `files` are
+    secret files (name -> text), masked as a file secret is."""
     stamps = tmp / "entry"
     spec = tmp / "spec.json"
     spec.write_text(json.dumps({"name": "bench", "command": timed_command(cmd, stamps)}))
@@ -77,6 +106,11 @@ def through_entrypoint(cmd: str, tmp: Path, secrets: dict[str, str],
     env.update({"LAUNCHER_SPEC": str(spec), "LAUNCHER_BACKEND": "local", "LAUNCHER_CONFIG_DIR": str(tmp / "config"),
                 "LAUNCHER_WORKDIR": str(tmp), "LAUNCHER_NODES": "1", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": "29500", "LAUNCHER_MASK_ENV": ",".join(secrets)})
+    paths = []
+    for fname, text in (files or {}).items():
+        paths.append(tmp / fname)
+        paths[-1].write_text(text)
+    env["LAUNCHER_MASK_FILES"] = os.pathsep.join(map(str, paths))
     env.update(extra_env or {})
     out = tmp / "entry.log"
     began, cpu = time.monotonic(), cpu_seconds()
@@ -103,7 +137,8 @@ def main() -> None:
             base = max(direct(cmd, tmp) for _ in range(args.repeat))
             print(f"{name}: to a file {base[0] / mb:.0f} MB/s ({base[2]:.2f} CPU-s)")
             for label, secrets in SECRET_SETS.items():
-                ours = max(through_entrypoint(cmd, tmp, secrets) for _ in range(args.repeat))
+                ours = max(through_entrypoint(cmd, tmp, secrets, files=SECRET_FILES.get(label))
+                           for _ in range(args.repeat))
                 print(f"  through the entrypoint, masking {label}: {ours[0] / mb:.0f} MB/s = {ours[0] / base[0]:.2f}x"
                       f"  (wall time, start-up and drain included: {ours[1] / mb:.0f} vs {base[1] / mb:.0f} MB/s"
                       f" = {ours[1] / base[1]:.2f}x; {ours[2]:.2f} CPU-s)")

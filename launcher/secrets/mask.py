@@ -3,6 +3,8 @@
 Values shorter than MIN_MASK_LEN are never masked (masking "1" or "ab" would
 shred every line); `secret create` warns about them. A multi-line value is
 masked whole and line by line, since a program may print one line of a key.
+A structured value is masked by every value it holds as well (`mask_candidates`):
+a program reads its credentials file and prints one field of it.
 
 `MaskingStream` masks output as it flows, chunk by chunk, holding back only the
 end of a chunk that could be the start of a value, so a value is caught however
@@ -11,7 +13,12 @@ the writer or the pipe splits it, across lines included.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import base64
+import binascii
+import json
+import re
+import sys
+from collections.abc import Iterable, Iterator
 
 MASK = "****"
 # One threshold, used by every masker and by the warning at `secret create`.
@@ -19,22 +26,150 @@ MIN_MASK_LEN = 4
 
 
 def mask_candidates(value: str) -> list[str]:
-    """The strings to mask for one secret value: the value, its stripped form and,
-    for a multi-line value, each of its lines."""
-    out = [c for c in (value, value.strip()) if len(c) >= MIN_MASK_LEN]
-    if "\n" in value or "\r" in value:
-        out.extend(s for s in (line.strip() for line in value.splitlines()) if len(s) >= MIN_MASK_LEN)
-    return out
+    """The strings to mask for one secret value, whatever its kind: the value stripped
+    and, for a multi-line value, each of its lines; then the same for every
+    value it holds, read as what it looks like: each string of a JSON document (a GCP
+    service-account key, a docker config), each value of a KEY=VALUE or INI line (AWS
+    credentials and config), the base64 body of a PEM block joined into one line, the
+    password inside a docker "auth"; and each of these as JSON writes it inside a string
+    (a key's newlines as \\n: programs print json.dumps output). One function for the host
+    (`launcher logs`) and the entrypoint, which reads the same values from the run's
+    environment and secret files, so both mask alike."""
+    out: dict[str, None] = {}  # ordered, without repeats
+    todo, done = [(value, 0)], set()
+    while todo:
+        text, depth = todo.pop()
+        if text in done:
+            continue
+        done.add(text)
+        out.update(dict.fromkeys([*_plain(text), *_escaped(text.strip())]))
+        if depth < MAX_DEPTH:
+            todo.extend((inner, depth + 1) for inner in _held_values(text))
+    return list(out)
+
+
+# How deep values inside values are followed: a PEM key in a JSON string in an env value.
+MAX_DEPTH = 3
+# Values of these JSON fields are the same in every Google credentials file (its type,
+# Google's public endpoints): masking them would only shred URLs in the run's logs.
+PUBLIC_JSON_FIELDS = frozenset({"type", "auth_uri", "token_uri", "auth_provider_x509_cert_url", "universe_domain"})
+# Settings of an AWS config file that are no secret and would mask common words ("json").
+PUBLIC_INI_KEYS = frozenset({"region", "output"})
+_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----[ \t]*\r?\n(.*?)-----END [A-Z0-9 ]+-----", re.S)
+_ASSIGNMENT = re.compile(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*=[ \t]*(.*?)[ \t\r]*$", re.M)
+
+
+def _plain(text: str) -> list[str]:
+    """The text stripped (the newline that ends a file is left to the output: `cat` of a
+    secret file then the next line is ****, newline, the line) and each of its lines,
+    split at newlines and wherever str.splitlines splits."""
+    out = [text.strip()]
+    for line in [*text.split("\n"), *text.splitlines()]:
+        if line.strip() not in out:
+            out.append(line.strip())
+    return [c for c in out if len(c) >= MIN_MASK_LEN]
+
+
+def _escaped(text: str) -> list[str]:
+    """`text` as it appears inside a JSON string (ASCII-only or not), where that differs.
+    Its lines are not escaped one by one: a line holds no newline to write as \\n."""
+    forms = {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
+    return [f for f in forms if f != text and len(f) >= MIN_MASK_LEN]
+
+
+def _held_values(text: str) -> Iterator[str]:
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            yield from _json_values(json.loads(text))
+        except ValueError:
+            pass
+    for m in _PEM.finditer(text):
+        # The base64 body, less RFC 1421 headers (Proc-Type: ...), as one line: DER as base64.
+        yield "".join(line.strip() for line in m.group(1).splitlines() if ":" not in line)
+    if "=" in text:
+        for m in _ASSIGNMENT.finditer(text):
+            key, v = m.group(1), m.group(2)
+            if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+                v = v[1:-1]
+            if key.lower() not in PUBLIC_INI_KEYS:
+                yield v
+
+
+def _json_values(doc, key: str | None = None) -> Iterator[str]:
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if not (k in PUBLIC_JSON_FIELDS and isinstance(v, str)):
+                yield from _json_values(v, k)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _json_values(v, key)
+    elif isinstance(doc, str):
+        yield doc
+        if key == "auth":  # a docker config's base64 of "user:password"
+            try:
+                decoded = base64.b64decode(doc, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return
+            yield decoded
+            yield decoded.partition(":")[2]
+    elif isinstance(doc, (int, float)) and not isinstance(doc, bool):
+        yield json.dumps(doc)
 
 
 def too_short_to_mask(value: str) -> bool:
     return len(value.strip()) < MIN_MASK_LEN
 
 
-def _spans(data, values, derived=()) -> list[tuple[int, int]]:
+# The prefilter reads one BLOCK-byte block in every STRIDE of the data (memoryview "Q"
+# items, every STRIDE // BLOCK-th), so it takes values that cannot miss one:
+# STRIDE + BLOCK - 1 bytes or more; and it runs where enough of them would cost as many
+# find() passes as it costs.
+BLOCK = 8
+STRIDE = 32
+PREFILTER_MIN = 3
+
+
+class _Prefilter:
+    """Which of many long values may occur in some bytes, from one pass over them. An
+    occurrence of a value of STRIDE + BLOCK - 1 bytes or more covers a whole block of the
+    data starting at a multiple of STRIDE, and that block is the value's bytes at one of
+    its first STRIDE offsets: one set intersection (in C) over those blocks stands for a
+    find() pass per value, and find() is left for the values whose blocks are there. A
+    PEM key's 26 lines cost one pass, not 26 (and find() steps a byte at a time where the
+    data is full of a value's own characters)."""
+
+    def __init__(self, values: list[bytes]):
+        self.owners: dict[int, list[bytes]] = {}
+        for v in values:
+            for k in range(STRIDE):
+                owners = self.owners.setdefault(int.from_bytes(v[k:k + BLOCK], sys.byteorder), [])
+                if v not in owners:
+                    owners.append(v)
+        self.blocks = frozenset(self.owners)
+
+    def present(self, data: bytes) -> list[bytes]:
+        n = len(data) - len(data) % BLOCK
+        if n == 0:
+            return []
+        hits = self.blocks.intersection(memoryview(data)[:n].cast("Q")[::STRIDE // BLOCK])
+        return list({v: None for h in hits for v in self.owners[h]})
+
+    @staticmethod
+    def split(values: list[bytes]) -> tuple[list[bytes], _Prefilter | None]:
+        """(values for find(), a prefilter for the rest), when enough values are long."""
+        long = [v for v in values if len(v) >= STRIDE + BLOCK - 1]
+        if len(long) < PREFILTER_MIN:
+            return values, None
+        return [v for v in values if len(v) < STRIDE + BLOCK - 1], _Prefilter(long)
+
+
+def _spans(data, values, derived=(), prefilter: _Prefilter | None = None) -> list[tuple[int, int]]:
     """Every occurrence of every value (overlaps included), merged, in order. A value in
     `derived` (value, contained, offset) is not searched for: it is checked where the
-    value it contains was found, which saves a pass over the data per such value."""
+    value it contains was found, which saves a pass over the data per such value. The
+    prefilter's values are searched for where it finds they may be."""
+    if prefilter is not None:
+        values = [*values, *prefilter.present(data)]
     found = []
     for v in values:
         i = data.find(v)
@@ -88,9 +223,11 @@ class Masker:
     def __init__(self, values: Iterable[str]):
         vals = sorted({v for v in values if v and len(v) >= MIN_MASK_LEN}, key=len, reverse=True)
         self.values = vals
-        self._bytes = [v.encode("utf-8") for v in vals]
+        # surrogateescape: a value read from the environment keeps the bytes it was given.
+        self._bytes = [v.encode("utf-8", "surrogateescape") for v in vals]
         self._search, self._derived = _split(vals)
-        self._search_bytes, self._derived_bytes = _split(self._bytes)
+        search_bytes, self._derived_bytes = _split(self._bytes)
+        self._search_bytes, self._prefilter = _Prefilter.split(search_bytes)
 
     def __bool__(self) -> bool:
         return bool(self.values)
@@ -107,7 +244,7 @@ class Masker:
     def mask_bytes(self, data: bytes) -> bytes:
         if not self._bytes:
             return data
-        spans = _spans(data, self._search_bytes, self._derived_bytes)
+        spans = _spans(data, self._search_bytes, self._derived_bytes, self._prefilter)
         return _replace(data, spans, MASK.encode()) if spans else data
 
     def _partial_start(self, data: bytes, lo: int) -> int:
@@ -141,7 +278,7 @@ class MaskingStream:
         if not m._bytes:
             return chunk
         data = self._pending + chunk if self._pending else chunk
-        spans = _spans(data, m._search_bytes, m._derived_bytes)
+        spans = _spans(data, m._search_bytes, m._derived_bytes, m._prefilter)
         cut = m._partial_start(data, 0)
         while True:
             # Never cut through a value: hold back all of it (it may go on overlapping the
