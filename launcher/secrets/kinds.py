@@ -207,8 +207,8 @@ def collision(secrets: list[Secret]) -> str | None:
         if proj.mount_path:
             for other, path in mounts.items():
                 if other != s.name and _nested(proj.mount_path, path):
-                    return (f"secret {s.name!r} mounts at {proj.mount_path}, inside or around secret {other!r}'s "
-                            f"mount path {path}: one would hide the other; give one another --mount-path, or "
+                    return (f"secrets {other!r} and {s.name!r} mount one inside the other ({path} and "
+                            f"{proj.mount_path}): one would hide the other; give one another --mount-path, or "
                             "choose one with `secrets:` in the run YAML")
             mounts[s.name] = proj.mount_path
     return None
