@@ -161,3 +161,21 @@ def test_item10_secrets_mounted_one_inside_another_or_stored_before_the_rule_are
     store.write_text(json.dumps(doc))
     assert_same_refusal(cli, spec, "✗ secret 'outer': the mount path /etc would hide the run's /etc",
                         "--backend", "local")
+
+
+def test_item6_a_cluster_run_whose_secrets_pass_arg_max_is_refused_before_anything_is_created(cli, fake_kube):
+    """A cluster's secrets are read by `run` alone (validate and the dry-run never contact
+    the cluster): run refuses, naming the secrets, and creates nothing."""
+    from launcher.backends.registry import open_secret_store
+    from launcher.config import load_config
+    from launcher.secrets.kinds import Secret, SecretKind
+
+    store = open_secret_store(load_config().profile("fake"))
+    for i in range(18):
+        store.create(Secret(f"big{i:02d}", SecretKind.ENV, {"value": uuid.uuid4().hex * 3750},
+                            {"env_key": f"BIG{i:02d}"}))
+    spec = cli.spec("plain", "name: plain\nimage: python:3.11-slim\ncommand: echo hi\n")
+    err = refused(cli("run", "-f", str(spec), "--cluster", "fake"),
+                  "a Linux exec accepts (ARG_MAX). The largest parts: secret 'big")
+    assert "secrets:" in err
+    assert not [r for r in fake_kube.requests if r[0] == "POST" and r[1] != "Secret"], fake_kube.requests
