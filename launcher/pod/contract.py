@@ -87,3 +87,9 @@ EXIT_INTEGRATION = 65   # an integration step (git, pip, apt) failed
 EXIT_RENDEZVOUS = 66    # rank 0's address never resolved
 EXIT_SETUP = 67         # parameters or environment could not be prepared
 EXIT_LOGS = 68          # the command's output could not be written (a full disk)
+
+MAX_ARG_STRLEN = 128 * 1024
+"""The most bytes one string of a rank's argv or environment may have, its NUL included
+(for an env var: NAME=VALUE and the NUL). It is Linux's MAX_ARG_STRLEN, 32 pages of 4 KiB
+(more where pages are larger): past it, exec fails with "Argument list too long", in a pod
+as on this machine. An env secret is checked against it when it is created."""

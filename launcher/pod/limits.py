@@ -13,12 +13,12 @@ No string of argv or the environment can hold a NUL byte either (it would end it
 The host checks a run against these before it starts anything (the spec's command
 and env_variables at load, the secrets' values at submit), so a run never fails in
 its first exec; the secret store refuses an env value past MAX_ARG_STRLEN at create.
+MAX_ARG_STRLEN itself is defined in launcher.pod.contract, beside the rest of what a rank gets.
 """
 
 from __future__ import annotations
 
-MAX_ARG_STRLEN = 32 * 4096
-"""The longest single argument or NAME=value environment string, its NUL included."""
+from launcher.pod.contract import MAX_ARG_STRLEN  # the one definition; the secret store checks it at create
 POINTER_SIZE = 8
 """What each argument and environment string costs beside its bytes (64-bit)."""
 STACK_ARG_MAX_CAP = 6 * 1024 * 1024
