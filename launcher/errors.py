@@ -35,6 +35,16 @@ class InputError(LauncherError):
     exit_code = 2
 
 
+class FieldError(InputError):
+    """Bad input in one field of a resolved spec, found after it loaded (a backend's check):
+    the CLI places it in the spec file (file:line: field: message), as a load's own errors."""
+
+    def __init__(self, field: str, message: str, *, hint: str | None = None):
+        super().__init__(f"{field}: {message}", hint=hint)
+        self.field = field
+        self.detail = message
+
+
 class NotFoundError(InputError):
     """A named run, secret or cluster that does not exist."""
 
@@ -86,9 +96,9 @@ class SpecIssue:
 class SpecError(InputError):
     """One or more problems in a spec; each is rendered as file:line:col: field: message."""
 
-    def __init__(self, issues: list[SpecIssue]):
+    def __init__(self, issues: list[SpecIssue], *, hint: str | None = None):
         self.issues = list(issues)
-        super().__init__("\n".join(i.render() for i in self.issues))
+        super().__init__("\n".join(i.render() for i in self.issues), hint=hint)
 
 
 def internal_error_line(e: BaseException) -> str:

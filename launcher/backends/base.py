@@ -194,9 +194,51 @@ class Backend(abc.ABC):
         """Raise an InputError for what submit(spec) would refuse, offline, before anything
         starts: `launcher validate`, `run --dry-run` and `run` all ask this, so that validate
         refuses what run refuses. `spec` is named as the run will be (its name counts).
+        Every backend asks check_exec here (its ranks' exec takes the command and the
+        environment); check_secrets() adds the secrets.
         Returns the named warnings about fields this backend cannot fully honour, the ones
         plan() and submit() give, so that validate says them too."""
         return []
+
+    def check_secrets(self, spec: RunSpec, secrets: list[Secret]) -> None:
+        """Raise an InputError for what submit(spec, secrets) would refuse of the secrets the
+        run gets, values included: a mount path no run may use (one stored before the rule,
+        or made outside the launcher), two that collide, env values that no exec of the rank
+        takes with its command. The CLI asks it after check() wherever it has the secrets
+        (`run`; `validate` and `run --dry-run` where they live on this machine); submit()
+        asks it again."""
+        from launcher.errors import InputError
+        from launcher.secrets.kinds import check_mount_path, collision, project
+
+        for s in secrets:
+            mount = project(s).mount_path
+            problem = check_mount_path(mount) if mount else None
+            if problem:
+                raise InputError(f"secret {s.name!r}: {problem}",
+                                 hint=f"create it again with another --mount-path (`launcher secret create "
+                                      f"{s.kind.value} {s.name} ... --mount-path /secrets/{s.name} --replace`)")
+        problem = collision(secrets)
+        if problem:
+            raise InputError(problem)
+        self.check_exec(spec, secrets)
+
+    def check_exec(self, spec: RunSpec, secrets: list[Secret]) -> None:
+        """Raise an InputError where a rank's exec of `bash -c COMMAND` could not take the
+        command and environment (a NUL byte, a string or a total past Linux's limits),
+        counting what the rank inherits (rank_exec_limits). check() asks it of the spec,
+        check_secrets() with the secrets' values."""
+        from launcher.backends.rankexec import check_rank_exec
+
+        inherited, arg_max = self.rank_exec_limits()
+        check_rank_exec(spec, secrets, inherited=inherited, arg_max=arg_max, where=self.name)
+
+    def rank_exec_limits(self) -> tuple[dict[str, str], int]:
+        """What a rank's exec gets beside its spec and secrets, as far as this backend knows
+        offline: the environment it inherits, and ARG_MAX where it runs (a pod's own image
+        environment is unknown: launcher.pod.limits.HEADROOM stands for it)."""
+        from launcher.pod.limits import DEFAULT_ARG_MAX
+
+        return {}, DEFAULT_ARG_MAX
 
     def plan(self, spec: RunSpec, secrets: list[Secret] | None = None) -> Plan:
         """What `submit(spec, secrets)` would create, computed offline: it never contacts a

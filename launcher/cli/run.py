@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -37,7 +39,44 @@ def _load(spec_file, name, image, gpus, gpu_type, nodes, cluster, priority, max_
     loaded = load_spec(spec_file, overrides)
     for w in loaded.warnings:
         warn(w)
-    return loaded.spec
+    return loaded
+
+
+@dataclass
+class _Checked:
+    """A spec checked for its target as `run` checks it before anything starts."""
+
+    profile: Any
+    target: Any
+    spec: Any
+    """Named as the run will be (the name counts in the checks: pod hostnames)."""
+    name: str
+    """The name the spec asks for."""
+    secrets: list | None
+    """The secrets the run gets, values included; None where they live in the cluster and a
+    dry-run or validate does not read them (the backend names them)."""
+    warnings: list[str]
+
+
+def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool) -> _Checked:
+    """Every check `run` makes before it starts anything, for `validate`, `run --dry-run`
+    and `run` alike (this one function, so that they cannot drift): the spec's load, the
+    target's check (offline, before any secret is read), the secrets the run gets (read
+    where they live on this machine, or for a real run), and the target's checks of them.
+    An error about one field of the spec is placed in the file, as a load's own."""
+    from launcher.errors import FieldError, SpecError
+
+    loaded = _load(spec_file, **kw)
+    profile, target, store = _target(loaded.spec, kw.get("cluster"), backend, dry_run=dry_run)
+    spec = _named(loaded.spec)
+    try:
+        warnings = target.check(spec)
+        secrets = store.for_run(spec.secrets) if store is not None else None
+        if secrets is not None:
+            target.check_secrets(spec, secrets)
+    except FieldError as e:
+        raise SpecError([loaded.issue(e.field, e.detail)], hint=e.hint) from None
+    return _Checked(profile, target, spec, loaded.spec.name, secrets, warnings)
 
 
 def _backend_option(help: str):
@@ -50,8 +89,10 @@ def _backend_option(help: str):
 @_spec_options
 @_backend_option("Check for this backend (default: the current profile's).")
 def validate(spec_file, backend, **kw):
-    """Check a run YAML offline as `run` would: fields, the name, the gpu_type and how the
-    GPUs fit the nodes. Prints the spec it resolves to, named as the run would be.
+    """Check a run YAML offline as `run` would, with the same checks: fields, the name, the
+    gpu_type and how the GPUs fit the nodes, what the backend refuses, the command and
+    environment a rank's exec must take, and the secrets where they live on this machine.
+    Prints the spec it resolves to, named as the run would be.
 
     \b
     Examples:
@@ -60,18 +101,17 @@ def validate(spec_file, backend, **kw):
     """
     from launcher.spec.names import MAX_BASE, sanitize
 
-    spec = _load(spec_file, **kw)
-    _, target, _ = _target(spec, kw.get("cluster"), backend, dry_run=True)
-    named = _named(spec)
-    for warning in target.check(named):  # what `run` refuses before anything starts, the same call
+    checked = _checked(spec_file, backend, kw, dry_run=True)  # what `run` refuses, the same call
+    for warning in checked.warnings:
         warn(warning)  # and what it warns of, in the same words
-    if sanitize(spec.name) != spec.name:
+    name = checked.name
+    if sanitize(name) != name:
         why = "lowercase letters, digits and '-'"
-        if len(spec.name) > MAX_BASE:
+        if len(name) > MAX_BASE:
             why += f"; at most {MAX_BASE} characters before the suffix, so every pod name fits Kubernetes"
-        info(f"name {spec.name!r} becomes {sanitize(spec.name)!r} ({why})")
+        info(f"name {name!r} becomes {sanitize(name)!r} ({why})")
     click.echo(f"{OK} {spec_file} is a valid run spec")
-    dump(named.to_submitted(), "yaml")
+    dump(checked.spec.to_submitted(), "yaml")
 
 
 def _named(spec):
@@ -131,17 +171,15 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
     from launcher.cli.common import run_record
     from launcher.errors import InputError
 
-    spec = _load(spec_file, **kw)
-    profile, target, store = _target(spec, kw.get("cluster"), backend, dry_run=dry_run)
-    spec = _named(spec)
-    target.check(spec)  # as `validate` does: before any secret is read or anything starts
+    checked = _checked(spec_file, backend, kw, dry_run=dry_run)  # as `validate` does
+    profile, target, spec, secrets = checked.profile, checked.target, checked.spec, checked.secrets
 
     if dry_run:
         if not target.capabilities.dry_run:
             raise InputError(f"the {target.name} backend cannot show a dry-run")
         # From the profile alone: a cluster's secrets are not read (the backend names them),
         # so no cluster is contacted, even one that is down.
-        plan = target.plan(spec, store.for_run(spec.secrets) if store is not None else None)
+        plan = target.plan(spec, secrets)
         for note in plan.notes:
             info(note)
         for warning in plan.warnings:
@@ -149,7 +187,6 @@ def run(spec_file, follow, dry_run, output, backend, **kw):
         dump(plan.document, output or "yaml")
         return
 
-    secrets = store.for_run(spec.secrets)
     # Recorded first, started second: a run that starts is always findable, and an
     # index that cannot be written stops us before anything runs.
     index = RunIndex()

@@ -7,6 +7,8 @@ and the in-container program (launcher.entrypoint, which is the rank).
 - packages: the rule on system packages that the local backend checks before it starts a
   run and the entrypoint applies when it would install them;
 - plan: the JSON plan of a run that the host writes and the entrypoint reads;
+- limits: what a Linux exec takes of a rank's command and environment (ARG_MAX), which
+  the host checks a run against before it starts;
 - zipapp: the entrypoint as a zipapp, and the sh shim that runs it with an image's python3.
 
 A local rank is a pod without a container: the same contract holds there. This package

@@ -138,17 +138,44 @@ def check_name(name: str) -> str | None:
     return None
 
 
+# What a run's processes rely on finding where it is: a mount at, above or (for the
+# kernel's and the config's own mounts) below one of these would hide it.
+RESERVED_MOUNTS = {
+    "/etc": "the run's /etc (users, hosts, certificates)",
+    "/mnt/config": "the run's config mount (parameters.yaml, run_config.yaml)",
+    "/proc": "the kernel's /proc",
+    "/sys": "the kernel's /sys",
+    "/dev": "the run's devices (/dev, its GPUs and /dev/shm)",
+}
+# A new directory under /etc (mcli's /etc/secret, /etc/ssh-key) hides nothing of it.
+RESERVED_INSIDE = ("/mnt/config", "/proc", "/sys", "/dev")
+
+
 def check_mount_path(path: str) -> str | None:
     """Why `path` cannot be where a secret is mounted, or None. It must be absolute and
-    normalised (no `.`, `..`, `//` or trailing `/`): a relative or climbing path would
-    land somewhere else on every machine."""
+    normalised (no `.`, `..`, `//`, trailing `/` or control character): a relative or
+    climbing path would land somewhere else on every machine. It must not hide what a run
+    relies on (RESERVED_MOUNTS): not /etc itself or a parent of it, nor /mnt/config, /proc,
+    /sys or /dev, a parent of one or a path inside one."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return f"the mount path must not hold a control character (a newline, a tab), got {path!r}"
     if not path.startswith("/"):
         return f"the mount path must be absolute (start with /), got {path!r}"
     if ".." in path.split("/"):
         return f"the mount path must not contain '..', got {path!r}"
-    if path == "/" or normpath(path) != path:
-        return f"the mount path must be a normalised directory other than / (e.g. {normpath(path) if path != '/' else '/secrets/NAME'!r}), got {path!r}"
+    if path == "/" or normpath(path) != path or path.startswith("//"):
+        better = "/" + normpath(path).lstrip("/") if path != "/" else "/secrets/NAME"
+        return f"the mount path must be a normalised directory other than / (e.g. {better!r}), got {path!r}"
+    for reserved, what in RESERVED_MOUNTS.items():
+        inside = reserved in RESERVED_INSIDE and path.startswith(reserved + "/")
+        if path == reserved or reserved.startswith(path + "/") or inside:
+            how = "would lie inside" if inside else "would hide"
+            return f"the mount path {path} {how} {what}; pick a directory of its own, such as /secrets/NAME"
     return None
+
+
+def _nested(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
 def exposed(secret: Secret) -> list[str]:
@@ -164,8 +191,10 @@ def exposed(secret: Secret) -> list[str]:
 
 def collision(secrets: list[Secret]) -> str | None:
     """Why these secrets cannot go into one run together: two of them set the same
-    env var or mount at the same path (mcli silently lets one win). None if they can."""
+    env var or mount at the same path, or one inside the other (mcli silently lets one
+    win). None if they can."""
     seen: dict[str, str] = {}
+    mounts: dict[str, str] = {}
     for s in secrets:
         proj = project(s)
         places = [f"env var {v}" for v in [*proj.env, *proj.plain_env]]
@@ -176,6 +205,13 @@ def collision(secrets: list[Secret]) -> str | None:
             if other != s.name:
                 return (f"secrets {other!r} and {s.name!r} both set the {place}; "
                         f"choose one with `secrets:` in the run YAML")
+        if proj.mount_path:
+            for other, path in mounts.items():
+                if other != s.name and _nested(proj.mount_path, path):
+                    return (f"secrets {other!r} and {s.name!r} mount one inside the other ({path} and "
+                            f"{proj.mount_path}): one would hide the other; give one another --mount-path, or "
+                            "choose one with `secrets:` in the run YAML")
+            mounts[s.name] = proj.mount_path
     return None
 
 

@@ -45,6 +45,17 @@ class LoadedSpec:
     spec: RunSpec
     warnings: list[str]
     file: str | None
+    located: Located | None = None
+    sources: dict[tuple, str] = field(default_factory=dict)
+    """The flag that set each overridden path."""
+
+    def issue(self, dotted: str, message: str) -> SpecIssue:
+        """`message` about the field `dotted` (compute.nodes, integrations.0), placed where the
+        file (or the flag that set it) has it: for the checks that run after loading."""
+        if self.located is None:
+            return SpecIssue(message, field=dotted, file=self.file)
+        path = tuple(int(p) if p.isdigit() else p for p in dotted.split("."))
+        return _issue(path, path, message, False, self.located, self.sources)
 
 
 OVERRIDE = "command line"
@@ -70,7 +81,7 @@ def load_spec_text(text: str | bytes, file: str | None = None, overrides: Overri
         spec = RunSpec.model_validate(located.data)
     except ValidationError as e:
         raise SpecError(_issues_from(e, located, sources)) from None
-    return LoadedSpec(spec=spec, warnings=warnings, file=file)
+    return LoadedSpec(spec=spec, warnings=warnings, file=file, located=located, sources=sources)
 
 
 # ---------------------------------------------------------------- overrides
@@ -142,15 +153,19 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
 # ---------------------------------------------------------------- errors
 
 
+def _issue(path: tuple, at: tuple, message: str, key: bool, located: Located, sources: dict[tuple, str]) -> SpecIssue:
+    dotted = ".".join(str(p) for p in path)
+    # The flag that set this field, or that created it (--set bogus.field=1 makes `bogus`).
+    source = next((flag for p, flag in sources.items() if path[: len(p)] == p or p[: len(path)] == path), None)
+    if source:
+        return SpecIssue(message, field=dotted, file=source)
+    line, col = located.where(at, key=key)
+    return SpecIssue(message, field=dotted, file=located.file, line=line, column=col)
+
+
 def _issues_from(e: ValidationError, located: Located, sources: dict[tuple, str]) -> list[SpecIssue]:
     def make(path: tuple, at: tuple, message: str, key: bool) -> SpecIssue:
-        dotted = ".".join(str(p) for p in path)
-        # The flag that set this field, or that created it (--set bogus.field=1 makes `bogus`).
-        source = next((flag for p, flag in sources.items() if path[: len(p)] == p or p[: len(path)] == path), None)
-        if source:
-            return SpecIssue(message, field=dotted, file=source)
-        line, col = located.where(at, key=key)
-        return SpecIssue(message, field=dotted, file=located.file, line=line, column=col)
+        return _issue(path, at, message, key, located, sources)
 
     issues = validation_issues(e, RunSpec, located.data, make, what="the run spec", aliases=list(LEGACY_TOP_LEVEL))
     issues.sort(key=lambda i: (i.line or 0, i.column or 0))

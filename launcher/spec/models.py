@@ -34,8 +34,8 @@ class _Model(BaseModel):
 
 class Compute(_Model):
     cluster: str | None = None
-    gpus: Annotated[int, Field(ge=0)] | None = None
-    """Total GPUs across all nodes, as in mcli."""
+    gpus: Annotated[int, Field(ge=0, strict=True)] | None = None
+    """Total GPUs across all nodes, as in mcli: an integer (`gpus: true` is not 1)."""
     gpu_type: str | None = None
     nodes: Annotated[int, Field(ge=1)] | None = None
     cpus: Annotated[float, Field(gt=0)] | None = None
@@ -49,6 +49,39 @@ class Compute(_Model):
         if v is not None and not QUANTITY.match(str(v)):
             raise ValueError(f"must be a Kubernetes quantity such as 64Gi or 512Mi, got {v!r}")
         return v
+
+
+def _userinfo(url: str) -> str:
+    """What may be a user and password in `url`: everything between the scheme and the last
+    '@' (a password may hold '/', so this may take more than the userinfo, never less)."""
+    rest = url.partition("://")[2] if "://" in url else url.removeprefix("//")
+    return rest.rpartition("@")[0]
+
+
+def masked_url(url: str) -> str:
+    """`url` with its user and password (userinfo) replaced by ***, for messages."""
+    userinfo = _userinfo(url)
+    return url.replace(userinfo + "@", "***@", 1) if userinfo else url
+
+
+def check_url(url: str, *, what: str = "a URL") -> None:
+    """Raise ValueError, with the user and password masked, where urllib cannot read `url`
+    as the pod's entrypoint would (a password holding '[' or ']', a port that is not a
+    number): there it would fail the clone, and its message would quote the URL."""
+    from urllib.parse import urlsplit
+
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise ValueError(f"must not hold a control character (a newline, a NUL byte): {masked_url(url)!r}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+        parts.hostname  # noqa: B018
+    except ValueError as e:
+        if not _userinfo(url):
+            raise ValueError(f"is not {what} urllib can read ({e}): {url}") from None
+        # urllib's own words may quote part of the password (a "port" cut from it): not shown.
+        raise ValueError(f"is not {what} urllib can read: {masked_url(url)} (a user or password with '[', ']', "
+                         "':', '@', '/', '?' or '#' must be percent-encoded, e.g. %5B for '[')") from None
 
 
 class GitRepoIntegration(_Model):
@@ -67,7 +100,16 @@ class GitRepoIntegration(_Model):
     def _repo(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must name a repository, such as org/repo or a URL")
-        return v.strip()
+        v = v.strip()
+        if "://" in v:
+            check_url(v)
+        return v
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        check_url(f"//{v.strip().removeprefix('https://').removeprefix('http://').strip('/')}", what="a host name")
+        return v
 
     @field_validator("git_commit")
     @classmethod
@@ -89,6 +131,13 @@ class PipPackagesIntegration(_Model):
     packages: list[str]
     upgrade: bool = False
     index_url: str | None = None
+
+    @field_validator("index_url")
+    @classmethod
+    def _index_url(cls, v: str | None) -> str | None:
+        if v is not None:
+            check_url(v)
+        return v
 
 
 class AptPackagesIntegration(_Model):
@@ -216,6 +265,11 @@ class RetryBackoff(_Model):
         return self
 
 
+# Each retry restarts the whole group and keeps its attempt in the run's record (a Kubernetes
+# ConfigMap holds at most 256 KiB of annotations); a command that failed 100 times fails
+# for a reason another restart will not fix.
+MAX_RETRIES = 100
+
 # mcli's documented priorities, and its default: `auto`, the cluster's own default priority.
 MCLI_PRIORITIES = ("lowest", "low", "medium", "high", "highest")
 AUTO_PRIORITY = "auto"
@@ -224,7 +278,7 @@ AUTO_PRIORITY = "auto"
 class Scheduling(_Model):
     priority: str | None = None
     """Free text, as in mcli; a cluster profile maps it to a priority class."""
-    max_retries: Annotated[int, Field(ge=0)] = 0
+    max_retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] = 0
     retry_on_system_failure: bool = False
     preemptible: bool | None = None
     max_duration: Annotated[float, Field(gt=0)] | None = None

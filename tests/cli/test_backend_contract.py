@@ -102,7 +102,7 @@ def test_more_nodes_than_this_machine_runs_are_refused_by_validate_as_by_run(cli
         command: "true"
     """)
     lines = refusals(cli, spec, "--backend", "local")
-    assert set(lines.values()) == {f"✗ compute.nodes: {nodes} is more than the local backend runs on this machine: "
+    assert set(lines.values()) == {f"✗ {spec}:4:18: compute.nodes: {nodes} is more than the local backend runs on this machine: "
                                    f"at most {max_local_nodes()} (4 per CPU core, {max_local_nodes() // 4} cores); "
                                    "each node is a process here"}, lines
 

@@ -196,6 +196,16 @@ BAD = [
     ("name: a\ncommand: x\nparameters: [1]\n", "spec.yaml:3:13: parameters: must be a mapping, got a list"),
     ("name: a\ncommand: !!python/object/apply:os.system [ls]\n", "spec.yaml:2:10: unsupported YAML tag"),
     ("a: 1\n---\nb: 2\n", "spec.yaml:3:1: file holds several YAML documents"),
+    ("name: a\ncommand: x\ncompute: {gpus: true}\n", "spec.yaml:3:17: compute.gpus: must be an integer, got True"),
+    ("name: a\ncommand: x\ncompute: {gpus: '8'}\n", "spec.yaml:3:17: compute.gpus: must be an integer, got '8'"),
+    ("name: a\ncommand: x\nscheduling: {max_retries: 101}\n",
+     "spec.yaml:3:27: scheduling.max_retries: must be less than or equal to 100, got 101"),
+    ("name: a\ncommand: x\nintegrations:\n  - {integration_type: git_repo, git_repo: 'https://u:pa[ss@h.com/o/r'}\n",
+     "spec.yaml:4:44: integrations.0.git_repo: is not a URL urllib can read: https://***@h.com/o/r"),
+    ("name: a\ncommand: x\nintegrations:\n  - {integration_type: git_repo, git_repo: o/r, host: 'git[hub.com'}\n",
+     "integrations.0.host: is not a host name urllib can read (Invalid IPv6 URL)"),
+    ("name: a\ncommand: x\nintegrations:\n  - {integration_type: pip_packages, packages: [x], index_url: 'https://u:p]w@h/simple'}\n",
+     "integrations.0.index_url: is not a URL urllib can read: https://***@h/simple"),
 ]
 
 
@@ -250,3 +260,20 @@ def test_values_yaml_cannot_construct_are_spec_errors():
         "spec.yaml:3:15: cannot read the value '2020-13-45'")
     assert load("name: ._a\ncommand: x\nmetadata: {v: ._}\n").spec.metadata == {"v": "._"}  # not a float
     assert load("name: a\ncommand: x\nparameters: {lr: 1e-4, w: .5}\n").spec.parameters == {"lr": 1e-4, "w": 0.5}
+
+
+def test_a_url_the_entrypoint_cannot_read_is_refused_without_its_password():
+    for password in ("Qz[Wk", "Qz/Wk[Yv", "Xy]Zq:80Qw"):
+        errs = errors_of(f"name: a\ncommand: x\nintegrations:\n  - integration_type: git_repo\n"
+                         f"    git_repo: 'https://alice:{password}@github.com/o/r'\n")
+        assert len(errs) == 1 and "https://***@github.com/o/r" in errs[0], errs
+        # urllib's own message would quote a "port" cut from the password: no piece of it shows.
+        pieces = [p for p in re.split(r"[\[\]/:]", password) if p]
+        assert not [p for p in ["alice", *pieces] if p in errs[0]], errs
+
+
+def test_strict_fields_keep_what_mcli_yamls_hold():
+    spec = load_spec_text("name: a\ncommand: x\ncompute: {gpus: 8}\nscheduling: {max_retries: 100}\n"
+                          "integrations:\n  - {integration_type: git_repo, git_repo: 'https://tok@github.com/o/r',"
+                          " host: 'https://gitlab.example.com:8443/'}\n", "spec.yaml").spec
+    assert spec.compute.gpus == 8 and spec.scheduling.max_retries == 100

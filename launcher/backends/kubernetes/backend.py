@@ -88,8 +88,10 @@ class KubernetesBackend(Backend):
         """Everything rendering refuses (a gpu_type the profile lacks, GPUs that do not fit
         its nodes, a name too long for the pods' hostnames, an unknown priority, labels),
         in the form the profile records, and its warnings; submit renders again in the form
-        the cluster serves."""
-        return plan_run(spec, self.profile, [], placement=self._placement(spec)).warnings
+        the cluster serves. And what no pod's exec of the command takes (check_exec)."""
+        warnings = plan_run(spec, self.profile, [], placement=self._placement(spec)).warnings
+        self.check_exec(spec, [])
+        return warnings
 
     def secret_store(self) -> KubernetesSecretStore:
         from launcher.backends.kubernetes.secrets import KubernetesSecretStore
@@ -160,7 +162,9 @@ class KubernetesBackend(Backend):
     def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
         from launcher.backends.kubernetes.submit import submit_run
 
-        return submit_run(self.api, spec, self._with_log_store_secret(secrets), placement=self._placement(spec))
+        secrets = self._with_log_store_secret(secrets)
+        self.check_secrets(spec, secrets)
+        return submit_run(self.api, spec, secrets, placement=self._placement(spec))
 
     def _with_log_store_secret(self, secrets: list[Secret]) -> list[Secret]:
         """The run's secrets and the profile's log_store_secret, which every rank needs to

@@ -145,7 +145,22 @@ def plan_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Sec
         manifests = [configmap, render_jobset(spec, cp, secrets, placement)]
     else:
         manifests = [configmap, render_service(spec, cp), render_job(spec, cp, secrets, placement)]
+        kept_job(manifests[-1])  # the record must hold it: refused here, by check and dry-run as by submit
     return Rendered(manifests, plan_warnings(spec, cp, jobset=use_jobset), use_jobset)
+
+
+# The API server holds at most 256 KiB of annotations on an object; the rest is the secrets' references.
+KEPT_JOB_LIMIT = 200_000
+
+
+def kept_job(job: dict) -> str:
+    """The Job as the record keeps it for retries: its JSON (secretKeyRefs and Secret volumes
+    name the secrets; no value is in it), within what a ConfigMap's annotations may hold."""
+    text = json.dumps(job, sort_keys=True, separators=(",", ":"))
+    if len(text.encode()) > KEPT_JOB_LIMIT:
+        raise InputError(f"the run's Job takes {len(text.encode())} bytes; its record keeps it for retries and "
+                         f"holds at most {KEPT_JOB_LIMIT} (move large env values into files the command reads)")
+    return text
 
 
 def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None, *,

@@ -23,7 +23,7 @@ from launcher.backends.base import Run
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi, KubeError
 from launcher.backends.kubernetes.discovery import serves_jobset
-from launcher.backends.kubernetes.render import owner_reference, plan_run
+from launcher.backends.kubernetes.render import kept_job, owner_reference, plan_run
 from launcher.backends.kubernetes.attempts import Observed, labels
 from launcher.backends.kubernetes.status import derive
 from launcher.errors import InputError, LauncherError
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from launcher.spec.models import RunSpec
 
 KINDS_IN_ORDER = ("JobSet", "Job", "ConfigMap", "Service")
-# The API server holds at most 256 KiB of annotations on an object; the rest is the secrets' references.
-KEPT_JOB_LIMIT = 200_000
 
 
 def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement: Placement | None = None) -> Run:
@@ -98,16 +96,6 @@ def reconcile_namespace(api: KubeApi) -> list[str]:
     except LauncherError as e:
         return [f"reconcile: {e.message}; the run was submitted"]
     return []
-
-
-def kept_job(job: dict) -> str:
-    """The Job as the record keeps it for retries: its JSON (secretKeyRefs and Secret volumes
-    name the secrets; no value is in it), within what a ConfigMap's annotations may hold."""
-    text = json.dumps(job, sort_keys=True, separators=(",", ":"))
-    if len(text.encode()) > KEPT_JOB_LIMIT:
-        raise InputError(f"the run's Job takes {len(text.encode())} bytes; its record keeps it for retries and "
-                         f"holds at most {KEPT_JOB_LIMIT} (move large env values into files the command reads)")
-    return text
 
 
 def _clean_up(api: KubeApi, name: str, token: str) -> list[str]:

@@ -26,8 +26,9 @@ from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts, re
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.backends.local.supervisor import KILL_AFTER, read_exit_file
-from launcher.errors import InputError, LauncherError, NotFoundError
+from launcher.errors import FieldError, InputError, LauncherError, NotFoundError
 from launcher.pod import contract, reaper
+from launcher.pod.limits import arg_max_here
 from launcher.pod.packages import ALLOW_HOST_PACKAGES_SETTING, host_packages_refusal
 from launcher.secrets.kinds import PUBLIC_ENV, Secret, project
 from launcher.secrets.mask import Masker
@@ -102,16 +103,22 @@ class LocalBackend(Backend, LocalArtifacts):
             raise InputError(f"compute: {c.gpus} GPUs do not split evenly over {c.nodes} nodes")
         cap = max_local_nodes()
         if spec.nodes > cap:
-            raise InputError(
-                f"compute.nodes: {spec.nodes} is more than the local backend runs on this machine: at most "
+            raise FieldError(
+                "compute.nodes", f"{spec.nodes} is more than the local backend runs on this machine: at most "
                 f"{cap} ({NODES_PER_CORE} per CPU core, {os.cpu_count() or 1} cores); each node is a process here",
                 hint="use fewer nodes, or a Kubernetes cluster (--cluster)")
         from launcher.spec.models import AptPackagesIntegration
 
-        apt = [p for i in spec.integrations if isinstance(i, AptPackagesIntegration) for p in i.packages]
+        apt = [i for i in spec.integrations if isinstance(i, AptPackagesIntegration)]
         if apt and self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is not True:
-            raise InputError(host_packages_refusal(apt))
+            raise FieldError(f"integrations.{spec.integrations.index(apt[0])}",
+                             host_packages_refusal([p for i in apt for p in i.packages]))
+        self.check_exec(spec, [])
         return unhonoured(spec)
+
+    def rank_exec_limits(self) -> tuple[dict[str, str], int]:
+        """A local rank inherits this process's environment (submit passes it on), under its stack limit."""
+        return dict(os.environ), arg_max_here()
 
     def plan(self, spec, secrets: list[Secret] | None = None) -> Plan:
         """The run as it would start here; secrets by reference only."""
@@ -131,6 +138,7 @@ class LocalBackend(Backend, LocalArtifacts):
 
     def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None) -> Run:
         warnings = self.check(spec)
+        self.check_secrets(spec, secrets)
         name = spec.name
         layout = RunLayout(self.home, name)
         if self.state.row(name) is not None or layout.root.exists():
