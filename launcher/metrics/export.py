@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.errors import InputError, LauncherError
+from launcher.errors import InputError, LauncherError, file_boundary
 
 TARGETS = ("mlflow", "tensorboard")
 BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics per call
@@ -71,15 +71,16 @@ def to_tensorboard(rm: Any, logdir: str) -> Exported:
     except ImportError:
         raise InputError(f"--to tensorboard needs tensorboardX: {EXTRA}") from None
     target = Path(logdir).expanduser() / rm.run
-    writer = SummaryWriter(logdir=str(target))
     n = 0
-    try:
-        for name, s in rm.series.items():
-            for step, v, t in _points(s):
-                writer.add_scalar(name, float(v), global_step=int(step), walltime=float(t))
-                n += 1
-    finally:
-        writer.close()
+    with file_boundary(target, "write TensorBoard events to"):
+        writer = SummaryWriter(logdir=str(target))
+        try:
+            for name, s in rm.series.items():
+                for step, v, t in _points(s):
+                    writer.add_scalar(name, float(v), global_step=int(step), walltime=float(t))
+                    n += 1
+        finally:
+            writer.close()
     return Exported(rm.run, n, len(rm.series), str(target))
 
 
