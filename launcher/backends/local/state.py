@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, utcnow
-from launcher.backends.statedb import enable_wal
+from launcher.backends.statedb import connect
 from launcher.errors import StateFileError
 
 SCHEMA = """
@@ -73,10 +73,9 @@ class State:
     @contextmanager
     def _connect(self):
         try:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db = connect(self.path, isolation_level=None)
             db.row_factory = sqlite3.Row
             try:
-                enable_wal(db)
                 db.execute("PRAGMA busy_timeout=30000")
                 yield db
             finally:
@@ -94,7 +93,8 @@ class State:
                 yield db
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite rolled back already after a full disk (SQLITE_FULL)
+                    db.execute("ROLLBACK")
                 raise
 
     # ------------------------------------------------------------ writes

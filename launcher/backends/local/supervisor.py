@@ -31,7 +31,9 @@ from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.mounts import rank_launch
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
 from launcher.backends.local.state import State
+from launcher.errors import StateFileError
 from launcher.pod import contract, reaper
+from launcher.pod.reserved import ReservedFile, read_reserved
 from launcher.spec.retry import DEADLINE, USER, RetryPolicy
 
 # The entrypoint passes a stop to its command's process group and escalates to SIGKILL
@@ -54,6 +56,8 @@ class Supervisor:
         self.workdir = row["workdir"]
         self.stop = threading.Event()
         self.attempt = row["attempt"]
+        self.known: tuple[RunStatus, str | None, int | None] | None = None
+        """The outcome of the attempt that just ended, once it is known."""
 
     def _on_signal(self, signum, _frame) -> None:
         self.stop.set()
@@ -68,8 +72,10 @@ class Supervisor:
         hours = scheduling.get("max_duration")
         deadline = time.monotonic() + float(hours) * 3600 if hours else None
         failed = [USER] * (self.attempt - 1)  # how each earlier attempt failed
+        outcome_file = ReservedFile(str(self.layout.outcome_file))
         try:
             while True:
+                self.known = None
                 status, reason, code = self._attempt(deadline)
                 # Nothing but the run itself ends its ranks on this machine: a failure is the
                 # run's own (USER), or the deadline's; a stop never fails.
@@ -82,6 +88,14 @@ class Supervisor:
                     continue
                 self.state.set_status(self.name, status, reason, exit_code=code)
                 return
+        except StateFileError as e:
+            # The state database cannot be written (a full disk): the outcome goes to the
+            # file reserved for it, where a reader finds it once this process has gone.
+            status, reason, code = self.known or (RunStatus.FAILED, f"the run's state could not be written: {e.message}",
+                                                  None)
+            if outcome_file.write({"status": status.value, "reason": reason, "exit_code": code,
+                                   "state_error": e.message}) is not None:
+                raise
         except Exception as e:  # noqa: BLE001 - record why, never leave the run hanging
             self.state.set_status(self.name, RunStatus.FAILED, f"supervisor error: {type(e).__name__}: {e}")
             raise
@@ -187,21 +201,21 @@ class Supervisor:
 
         self._sweep()
         outcomes = {rank: read_exit_file(self.layout.exit_file(attempt, rank)) for rank in codes}
+        if ending is None:
+            self.known = RunStatus.COMPLETED, None, 0
+        else:
+            status, reason = ending
+            # A rank that could not write its log says why; its exit code alone cannot.
+            why = next((o["reason"] for o in outcomes.values() if o.get("reason")), None)
+            self.known = status, why if why and status is RunStatus.FAILED else reason, \
+                first_failure[1] if first_failure else None
         for rank, code in codes.items():
             if ending and ending[0] is RunStatus.STOPPED:
                 st = RunStatus.STOPPED
             else:
                 st = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
             self.state.set_rank(self.name, attempt, rank, st, exit_code=code, reason=outcomes[rank].get("reason"))
-        if ending is None:
-            return RunStatus.COMPLETED, None, 0
-        status, reason = ending
-        code = first_failure[1] if first_failure else None
-        # A rank that could not write its log says why; its exit code alone cannot.
-        why = next((o["reason"] for o in outcomes.values() if o.get("reason")), None)
-        if why and status is RunStatus.FAILED:
-            reason = why
-        return status, reason, code
+        return self.known
 
     def _failed_start(self, attempt: int, rank: int, started: dict[int, subprocess.Popen],
                       error: OSError) -> tuple[RunStatus, str, None]:
@@ -220,11 +234,21 @@ class Supervisor:
 
 def read_exit_file(path: Path) -> dict:
     """A rank's outcome as its entrypoint wrote it; {} when there is none (it died)."""
+    data = read_reserved(path)
+    return data if isinstance(data.get("exit_code"), int) else {}
+
+
+def read_outcome_file(path: Path) -> tuple[RunStatus, str | None, int | None, str] | None:
+    """The run's outcome as its supervisor wrote it when the state could not be written:
+    status, reason, exit code and why the state could not be written; None without one."""
+    data = read_reserved(path)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) and isinstance(data.get("exit_code"), int) else {}
+        status = RunStatus(data.get("status"))
+    except ValueError:
+        return None
+    code = data.get("exit_code")
+    return (status, data.get("reason") if isinstance(data.get("reason"), str) else None,
+            code if isinstance(code, int) else None, str(data.get("state_error") or ""))
 
 
 def main() -> None:
