@@ -89,7 +89,11 @@ class VolumeStore(Store):
             denied_hint="the token's user needs READ VOLUME on the Volume (WRITE VOLUME to write to it)",
             reach_hint="check DATABRICKS_HOST, and that this machine can reach it",
         )
-        check_reachable(host, self.service, "opening", self.url, timeout=min(patience.http_s, CONNECT_PROBE_S))
+        self.probe_s = min(patience.http_s, CONNECT_PROBE_S)
+
+    def _call(self, action: str, rel: str = ""):
+        check_reachable(self.host, self.service, action, self.url_of(rel), timeout=self.probe_s)
+        return super()._call(action, rel)
 
     def _path(self, rel: str) -> str:
         rel = rel.strip("/")

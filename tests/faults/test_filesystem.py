@@ -78,12 +78,12 @@ def test_item4_outside_calls_to_a_refused_port_fail_at_once(cli, tmp_path):
         open_store(volume, Credentials(token)).exists()
     took = time.monotonic() - began
     assert took < 5, f"a Databricks Volume took {took:.1f} s to fail"
-    assert e.value.message == f"cannot reach DATABRICKS_HOST {uri} while opening {volume}: connection refused"
+    assert e.value.message == f"cannot reach DATABRICKS_HOST {uri} while checking {volume}: connection refused"
     pytest.importorskip("streaming")
     (cli.cwd / "in.jsonl").write_text('{"text": "a b c"}\n')
     cli.env.update(token)
     err = refused(cli("data", "convert", "in.jsonl", "--out", volume, "--tokenizer", "unused", "--concat-tokens", "8"),
-                  f"✗ cannot reach DATABRICKS_HOST {uri} while opening {volume}: connection refused")
+                  f"✗ cannot reach DATABRICKS_HOST {uri} while checking {volume}: connection refused")
     assert "dapi-not-a-real-token" not in err
 
     # A cluster (a kubeconfig pointing at a refused port): the cluster-unreachable error, exit 1.

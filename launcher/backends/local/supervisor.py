@@ -76,7 +76,7 @@ class Supervisor:
         try:
             while True:
                 self.known = None
-                status, reason, code = self._attempt(deadline)
+                status, reason, code = self.known = self._attempt(deadline)
                 # Nothing but the run itself ends its ranks on this machine: a failure is the
                 # run's own (USER), or the deadline's; a stop never fails.
                 failure = DEADLINE if deadline and time.monotonic() >= deadline else USER
