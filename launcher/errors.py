@@ -129,7 +129,8 @@ class FileSystemError(InputError):
         if e.errno == errno.ENOTDIR and where:
             blocking = _blocking_file(Path(e.filename if e.filename is not None else where))
             if blocking is not None:
-                return cls(f"{blocking} is a file, not a directory" + (f" (needed for {where})" if str(blocking) != where else ""),
+                what = "is a file, not a directory" if blocking.is_file() else "is not a directory"
+                return cls(f"{blocking} {what}" + (f" (needed for {where})" if str(blocking) != where else ""),
                            hint=f"move {blocking} away, or choose another path")
         cause = os_error_words(e)
         if doing and where:
