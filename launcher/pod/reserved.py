@@ -42,6 +42,17 @@ class ReservedFile:
             return e
         return None
 
+    def discard(self) -> None:
+        """Not needed after all (the outcome went elsewhere): the file and its space go."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.path:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
 
 def read_reserved(path) -> dict:
     """The document, or {} while there is none (only the reserved space, or no file)."""

@@ -46,7 +46,10 @@ def run_with_metrics(cli, name: str = "m") -> str:
     spec = cli.spec(name, f"name: {name}\ncommand: cat log.txt\n")
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stderr
-    return describe(cli)["name"]
+    name = describe(cli)["name"]
+    # The space reserved for an outcome the state could not record is given back.
+    assert not (cli.home / "runs" / name / "outcome.json").exists()
+    return name
 
 
 # A refused port fails in milliseconds; a whole command's bound leaves room for its

@@ -66,14 +66,16 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         reaper.become_subreaper()
-        self.state.set_supervisor(self.name, os.getpid(), start_time(os.getpid()))
+        # Taken first, while the disk may still have room: only used if the state cannot be written.
+        outcome_file = ReservedFile(str(self.layout.outcome_file))
+        written = False
         scheduling = self.spec.get("scheduling") or {}
         policy = RetryPolicy.from_scheduling(scheduling)
         hours = scheduling.get("max_duration")
         deadline = time.monotonic() + float(hours) * 3600 if hours else None
         failed = [USER] * (self.attempt - 1)  # how each earlier attempt failed
-        outcome_file = ReservedFile(str(self.layout.outcome_file))
         try:
+            self.state.set_supervisor(self.name, os.getpid(), start_time(os.getpid()))
             while True:
                 self.known = None
                 status, reason, code = self.known = self._attempt(deadline)
@@ -96,6 +98,7 @@ class Supervisor:
             if outcome_file.write({"status": status.value, "reason": reason, "exit_code": code,
                                    "state_error": e.message}) is not None:
                 raise
+            written = True
         except Exception as e:  # noqa: BLE001 - record why, never leave the run hanging
             self.state.set_status(self.name, RunStatus.FAILED, f"supervisor error: {type(e).__name__}: {e}")
             raise
@@ -103,6 +106,8 @@ class Supervisor:
             self._sweep()
             # File secrets live only as long as the run.
             shutil.rmtree(self.layout.private, ignore_errors=True)
+            if not written:
+                outcome_file.discard()
 
     def _sweep(self) -> None:
         """Kill and reap every process left below the supervisor: all of them belong to
