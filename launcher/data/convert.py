@@ -15,7 +15,7 @@ from launcher.data.pool import Counts, Job, Progress, run_pool, run_single
 from launcher.data.remote import INDEX_NAME, destination
 from launcher.data.tokenizer import EOS_TOKEN, TRAIN_EXTRA, load_tokenizer
 from launcher.data.writer import DEFAULT_SHARD_SIZE, quiet_streaming_logs
-from launcher.errors import InputError, open_file_limit
+from launcher.errors import InputError, file_boundary, open_file_limit
 
 ENGINES = ("local", "spark")
 BATCH_DOCS = 1024
@@ -165,10 +165,11 @@ def convert(
     stage = dest.open()
     progress = progress or Progress()
     try:
-        if engine == "spark":
-            counts = _run_spark(inputs, dest, job, text_column, workers)
-        else:
-            counts = _run_local(files, dest, job, text_column, split, workers, (batch_docs, batch_bytes), progress)
+        with file_boundary(stage, "write"):  # a full disk, named: the shards are written there first
+            if engine == "spark":
+                counts = _run_spark(inputs, dest, job, text_column, workers)
+            else:
+                counts = _run_local(files, dest, job, text_column, split, workers, (batch_docs, batch_bytes), progress)
         if counts.samples == 0:
             raise InputError(
                 f"the inputs make {counts.tokens:,} tokens, fewer than --concat-tokens {concat_tokens}: no sample to write"

@@ -169,3 +169,16 @@ def test_item8_a_full_disk_reports_the_runs_own_outcome(cli, full_home, token, k
     assert rec["reason"].startswith(f"disk full writing logs under {full_home}/runs/{name}/attempt-1"), rec["reason"]
     assert "supervisor" not in json.dumps(rec)
     assert not processes(token)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_item5_a_conversion_onto_a_full_disk_names_where_it_wrote(cli, small_tmpfs, workers):
+    pytest.importorskip("streaming")
+    out = small_tmpfs(cli.cwd / "small", "300k") / "mds"
+    assert cli("data", "synthetic", "--samples", "20000", "--out", "docs.jsonl").returncode == 0
+    assert cli("data", "tokenizer", "train", "docs.jsonl", "--vocab-size", "300", "--out", "tok").returncode == 0
+    r = cli("data", "convert", "docs.jsonl", "--out", str(out), "--tokenizer", "tok", "--concat-tokens", "16",
+            "--compression", "none", "--workers", workers)
+    err = refused(r, f"✗ cannot write {out}/.train.partial-", ": the disk is full (ENOSPC)")
+    assert "worker" not in err
+    assert not any(out.iterdir())  # nothing that looks like a dataset is left
