@@ -268,7 +268,7 @@ class LocalBackend(Backend, LocalArtifacts):
                 failed.append(f"rank {rank}: {why}")
         recorded = read_outcome_file(layout.outcome_file)
         if recorded is not None:  # the run's own outcome: its supervisor did not die of anything else
-            status, reason, code, _ = recorded
+            status, reason, code = recorded
         elif stopped:
             status, reason, code = RunStatus.STOPPED, "stopped by the user", None
         elif not failed:
@@ -283,6 +283,7 @@ class LocalBackend(Backend, LocalArtifacts):
             return _Unwritten(status, reason, code, e.message)
         finally:
             shutil.rmtree(layout.private, ignore_errors=True)
+        layout.outcome_file.unlink(missing_ok=True)  # recorded now
         return None
 
     def _kill_leftovers(self, name: str, layout: RunLayout) -> None:
@@ -405,9 +406,9 @@ def _with(run: Run, unwritten: _Unwritten | None) -> Run:
     """The run as it is: with the outcome the state could not record."""
     if unwritten is None:
         return run
+    note = f"run {run.name}: its outcome could not be recorded ({unwritten.error})"
     return replace(run, status=unwritten.status, reason=unwritten.reason, exit_code=unwritten.exit_code,
-                               warnings=[*run.warnings, f"run {run.name}: its outcome could not be recorded "
-                                         f"({unwritten.error})"])
+                   warnings=[*run.warnings, note])
 
 
 def _age(iso: str) -> float:

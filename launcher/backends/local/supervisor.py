@@ -243,17 +243,16 @@ def read_exit_file(path: Path) -> dict:
     return data if isinstance(data.get("exit_code"), int) else {}
 
 
-def read_outcome_file(path: Path) -> tuple[RunStatus, str | None, int | None, str] | None:
-    """The run's outcome as its supervisor wrote it when the state could not be written:
-    status, reason, exit code and why the state could not be written; None without one."""
+def read_outcome_file(path: Path) -> tuple[RunStatus, str | None, int | None] | None:
+    """The run's outcome (status, reason, exit code) as its supervisor wrote it when the
+    state could not be written; None without one."""
     data = read_reserved(path)
     try:
         status = RunStatus(data.get("status"))
     except ValueError:
         return None
-    code = data.get("exit_code")
-    return (status, data.get("reason") if isinstance(data.get("reason"), str) else None,
-            code if isinstance(code, int) else None, str(data.get("state_error") or ""))
+    reason, code = data.get("reason"), data.get("exit_code")
+    return status, reason if isinstance(reason, str) else None, code if isinstance(code, int) else None
 
 
 def main() -> None:
