@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from launcher import debug, homefile
-from launcher.errors import InputError, NotFoundError
+from launcher.errors import InputError, NotFoundError, os_error_words
 
 LOCAL = "local"
 BACKENDS = ("local", "kubernetes")
@@ -52,7 +52,7 @@ def launcher_home() -> Path:
         raise InputError(f"LAUNCHER_HOME {home} is not a directory",
                          hint="point LAUNCHER_HOME at a directory, or move the file away and run again") from None
     except OSError as e:
-        raise InputError(f"LAUNCHER_HOME {home}: cannot create it ({e.strerror})",
+        raise InputError(f"LAUNCHER_HOME {home}: cannot create it: {os_error_words(e)}",
                          hint="point LAUNCHER_HOME at a writable directory") from None
     if not home.is_dir():
         raise InputError(f"LAUNCHER_HOME {home} is not a directory",

@@ -6,7 +6,12 @@ name), 1 for a run or an operation that failed.
 
 from __future__ import annotations
 
+import errno
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 
 class LauncherError(Exception):
@@ -68,6 +73,103 @@ class StateFileError(InputError):
                        hint="wait for it to finish and run again")
         return cls(f"{path} is corrupt ({text})",
                    hint=f"move it away and run again (mv {path} {path}.corrupt); {forgets}")
+
+
+def open_file_limit() -> int:
+    """This process's open-file limit (ulimit -n, the soft RLIMIT_NOFILE)."""
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def os_error_words(e: OSError) -> str:
+    """Why a filesystem call failed, in words, with the errno's name for a search: one
+    place for every message that names an OSError's cause."""
+    code = e.errno
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        words = "the disk is full" if code == errno.ENOSPC else "the disk quota is used up"
+    elif code == errno.EROFS:
+        words = "the file system is read-only"
+    elif code in (errno.EACCES, errno.EPERM):
+        words = "permission denied"
+    elif code == errno.ENOTDIR:
+        words = "not a directory"
+    elif code == errno.EISDIR:
+        words = "is a directory"
+    elif code == errno.EMFILE:
+        words = f"too many open files (this process may open {open_file_limit()}: ulimit -n)"
+    elif code == errno.ENFILE:
+        words = "too many open files on this machine"
+    elif code == errno.ENOENT:
+        words = "no such file or directory"
+    elif code is not None:
+        words = (e.strerror or os.strerror(code)).lower()
+    else:
+        return str(e) or type(e).__name__
+    name = errno.errorcode.get(code)
+    return f"{words} ({name})" if name else words
+
+
+FILESYSTEM_ERRNOS = frozenset({
+    errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR,
+    errno.EMFILE, errno.ENFILE, errno.ENOENT, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP, errno.EIO,
+    errno.ENXIO, errno.ENODEV, errno.ETXTBSY, errno.EFBIG, errno.EXDEV,
+})
+
+
+def _blocking_file(path: Path) -> Path | None:
+    """The file that stands where `path` needs a directory (ENOTDIR): the first ancestor
+    that exists and is not one."""
+    for parent in [path, *path.parents]:
+        if parent.exists() or parent.is_symlink():
+            return None if parent.is_dir() else parent
+    return None
+
+
+class FileSystemError(InputError):
+    """A file or directory the launcher cannot use: the launcher home, an output or an
+    input path. Names the path and the cause; exit 2, no traceback."""
+
+    @classmethod
+    def of(cls, e: OSError, path: str | os.PathLike | None = None, doing: str = "") -> FileSystemError:
+        """`path`: what the command was using (the OSError's own filename when not given);
+        `doing`: what it was doing to it, a verb that takes the path ("write"), for
+        'cannot write PATH: the disk is full (ENOSPC)'."""
+        where = os.fspath(path) if path is not None else (os.fsdecode(e.filename) if e.filename is not None else "")
+        if e.errno == errno.ENOTDIR and where:
+            blocking = _blocking_file(Path(e.filename if e.filename is not None else where))
+            if blocking is not None:
+                what = "is a file, not a directory" if blocking.is_file() else "is not a directory"
+                return cls(f"{blocking} {what}" + (f" (needed for {where})" if str(blocking) != where else ""),
+                           hint=f"move {blocking} away, or choose another path")
+        cause = os_error_words(e)
+        if doing and where:
+            message = f"cannot {doing} {where}: {cause}"
+        elif where:
+            message = f"{where}: {cause}"
+        else:
+            message = f"cannot {doing}: {cause}" if doing else cause
+        hint = None
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) and where:
+            hint = f"free some space on the disk that holds {where} and run again"
+        elif e.errno == errno.EMFILE:
+            hint = "raise the limit (ulimit -n) or do less at once"
+        return cls(message, hint=hint)
+
+
+@contextmanager
+def file_boundary(path: str | os.PathLike, doing: str) -> Iterator[None]:
+    """Filesystem work on `path` (an output or input the user named, or the launcher home):
+    an OSError it raises leaves as a FileSystemError naming the path and the cause; a
+    write to a full disk raises one without a filename, so only the caller can name it."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in FILESYSTEM_ERRNOS:
+            raise
+        if e.filename is not None and os.fsdecode(e.filename) != os.fspath(path):
+            raise FileSystemError.of(e) from None  # another file than `path`: it names itself
+        raise FileSystemError.of(e, path, doing) from None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import stat
 
+from launcher.errors import os_error_words
+
 
 class InputFileError(Exception):
     """Why a named file cannot be read; the message does not repeat the path."""
@@ -40,14 +42,14 @@ def read_input_file(path: str | os.PathLike, *, what: str, max_bytes: int) -> by
     except FileNotFoundError:
         raise InputFileError("no such file") from None
     except OSError as e:
-        raise InputFileError(f"cannot read: {e.strerror}") from None
+        raise InputFileError(f"cannot read: {os_error_words(e)}") from None
     kind = _kind(before.st_mode)
     if kind:
         raise InputFileError(f"is {kind}, not {what}; give the path of a regular file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        raise InputFileError(f"cannot read: {e.strerror}") from None
+        raise InputFileError(f"cannot read: {os_error_words(e)}") from None
     try:
         st = os.fstat(fd)
         kind = _kind(st.st_mode)
@@ -67,7 +69,7 @@ def read_input_file(path: str | os.PathLike, *, what: str, max_bytes: int) -> by
                 raise InputFileError(f"is larger than {what} may be ({_size(max_bytes)})")
         return b"".join(chunks)
     except OSError as e:
-        raise InputFileError(f"cannot read: {e.strerror}") from None
+        raise InputFileError(f"cannot read: {os_error_words(e)}") from None
     finally:
         os.close(fd)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from launcher.backends.base import Backend, Run
-from launcher.backends.statedb import enable_wal
+from launcher.backends.statedb import connect
 from launcher.config import Config, Profile, launcher_home, load_config
 from launcher.errors import InputError, LauncherError, NotFoundError, StateFileError
 
@@ -118,8 +118,7 @@ class RunIndex:
         """A connection in a transaction; a corrupt or unwritable index is an error that
         names the file and how to recover."""
         try:
-            with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
-                enable_wal(db)
+            with closing(connect(self.path)) as db, db:
                 db.execute(
                     "CREATE TABLE IF NOT EXISTS submissions (name TEXT PRIMARY KEY, profile TEXT NOT NULL,"
                     " backend TEXT NOT NULL, created_at TEXT NOT NULL)"

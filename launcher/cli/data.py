@@ -57,10 +57,12 @@ def convert(
     INPUT: JSON Lines, Parquet, CSV, text files (one document per file) or a Hugging Face
     dataset saved with save_to_disk; local or remote (fsspec); globs expand.
     """
+    from launcher.data.convert import check_workers
     from launcher.data.convert import convert as run_convert
     from launcher.data.progress import RichProgress
     from launcher.errors import InputError
 
+    check_workers(workers)  # before streaming's import, which takes seconds
     try:
         from streaming.base.util import bytes_to_int
 
@@ -139,8 +141,10 @@ def synthetic(kind: str, samples: int, out: str, seed: int) -> None:
     """Write a synthetic dataset as JSON Lines: the seed tutorial's number-saying text
     ("text"), or learnable sentiment reviews ("text", "label": positive/negative)."""
     from launcher.data.synthetic import write_number_say, write_sentiment
+    from launcher.errors import file_boundary
 
-    count = (write_sentiment if kind == "sentiment" else write_number_say)(out, samples, seed=seed)
+    with file_boundary(out, "write"):
+        count = (write_sentiment if kind == "sentiment" else write_number_say)(out, samples, seed=seed)
     click.echo(f"✔ Wrote {count:,} {kind} documents to {out}")
 
 

@@ -8,7 +8,7 @@ import traceback
 
 import click
 
-from launcher.errors import LauncherError, internal_error_line
+from launcher.errors import FILESYSTEM_ERRNOS, FileSystemError, LauncherError, internal_error_line
 
 
 def _debug_requested(argv: list[str] | None) -> bool:
@@ -37,14 +37,7 @@ def _run(group: click.Group, argv: list[str] | None, debug: bool) -> int:
         result = group.main(args=argv, prog_name="launcher", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except LauncherError as e:
-        if debug:
-            traceback.print_exc()
-        for warning in e.warnings:
-            click.echo(f"! {warning}", err=True)
-        click.echo(f"✗ {e.message}", err=True)
-        if e.hint:
-            click.echo(f"  {e.hint}", err=True)
-        return e.exit_code
+        return _show(e, debug)
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.ClickException as e:
@@ -63,10 +56,31 @@ def _run(group: click.Group, argv: list[str] | None, debug: bool) -> int:
         except OSError:
             pass
         return 0
+    except OSError as e:
+        if e.errno not in FILESYSTEM_ERRNOS:
+            return _internal(e, debug)
+        # The filesystem boundary's last line: a path the launcher home, an output or an
+        # input holds that no caller named (the OSError names it itself).
+        return _show(FileSystemError.of(e), debug)
     except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback for users
-        if debug:
-            traceback.print_exc()
-        click.echo(f"✗ {internal_error_line(e)}", err=True)
-        if not debug:
-            click.echo("  run again with --debug to see the traceback", err=True)
-        return 1
+        return _internal(e, debug)
+
+
+def _show(e: LauncherError, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    for warning in e.warnings:
+        click.echo(f"! {warning}", err=True)
+    click.echo(f"✗ {e.message}", err=True)
+    if e.hint:
+        click.echo(f"  {e.hint}", err=True)
+    return e.exit_code
+
+
+def _internal(e: BaseException, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    click.echo(f"✗ {internal_error_line(e)}", err=True)
+    if not debug:
+        click.echo("  run again with --debug to see the traceback", err=True)
+    return 1

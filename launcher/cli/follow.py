@@ -156,6 +156,8 @@ def _follow(backend: Backend, name: str, live: LiveProgress) -> int:
 
 
 def report_outcome(run: Run) -> int:
+    for warning in run.warnings:  # an outcome the state could not record (a full disk)
+        click.echo(f"! {warning}", err=True)
     if run.status is RunStatus.COMPLETED:
         click.echo(f"{OK} Run {run.name} completed", err=True)
         return 0

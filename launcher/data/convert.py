@@ -15,7 +15,7 @@ from launcher.data.pool import Counts, Job, Progress, run_pool, run_single
 from launcher.data.remote import INDEX_NAME, destination
 from launcher.data.tokenizer import EOS_TOKEN, TRAIN_EXTRA, load_tokenizer
 from launcher.data.writer import DEFAULT_SHARD_SIZE, quiet_streaming_logs
-from launcher.errors import InputError
+from launcher.errors import InputError, file_boundary, open_file_limit
 
 ENGINES = ("local", "spark")
 BATCH_DOCS = 1024
@@ -66,11 +66,39 @@ def _compression(value: str | None) -> str | None:
     return value
 
 
+# Workers tokenize on the CPU: past a few per core they only compete. Each one holds
+# about 4 descriptors open in this process (its queue's pipe, its sentinel); 8 leaves room.
+WORKERS_PER_CORE = 4
+FILES_PER_WORKER = 8
+FILES_RESERVED = 64  # the inputs, the shards being written, the tokenizer, the libraries
+
+
+def max_workers() -> tuple[int, str]:
+    """The most --workers this machine takes, and why, in words."""
+    cores = os.cpu_count() or 1
+    by_cores = WORKERS_PER_CORE * cores
+    limit = open_file_limit()
+    by_files = max(1, (limit - FILES_RESERVED) // FILES_PER_WORKER)
+    if by_files < by_cores:
+        return by_files, f"the open-file limit (ulimit -n) is {limit}, {FILES_PER_WORKER} per worker"
+    return by_cores, f"{WORKERS_PER_CORE} per CPU core, {cores} cores"
+
+
+def check_workers(workers: int) -> None:
+    """--workers past what this machine runs is refused at once, not after the workers
+    have started and the last of them failed with "Too many open files"."""
+    cap, why = max_workers()
+    if workers > cap:
+        raise InputError(f"--workers {workers} is more than this machine runs: at most {cap} ({why})",
+                         hint=f"use --workers {cap} or fewer")
+
+
 def _check_args(concat_tokens: int, workers: int, engine: str, split: str) -> None:
     if concat_tokens < 1:
         raise InputError(f"--concat-tokens must be at least 1, got {concat_tokens}")
     if workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
+    check_workers(workers)
     if engine not in ENGINES:
         raise InputError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if not split or "/" in split or split.startswith("."):
@@ -137,10 +165,11 @@ def convert(
     stage = dest.open()
     progress = progress or Progress()
     try:
-        if engine == "spark":
-            counts = _run_spark(inputs, dest, job, text_column, workers)
-        else:
-            counts = _run_local(files, dest, job, text_column, split, workers, (batch_docs, batch_bytes), progress)
+        with file_boundary(stage, "write"):  # a full disk, named: the shards are written there first
+            if engine == "spark":
+                counts = _run_spark(inputs, dest, job, text_column, workers)
+            else:
+                counts = _run_local(files, dest, job, text_column, split, workers, (batch_docs, batch_bytes), progress)
         if counts.samples == 0:
             raise InputError(
                 f"the inputs make {counts.tokens:,} tokens, fewer than --concat-tokens {concat_tokens}: no sample to write"

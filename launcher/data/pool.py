@@ -23,7 +23,7 @@ from launcher.data.concat import TokenConcatenator, cut
 from launcher.data.format import narrowest_dtype, numpy_dtype
 from launcher.data.inputs import TextBatch
 from launcher.data.writer import PartitionWriter
-from launcher.errors import LauncherError
+from launcher.errors import FILESYSTEM_ERRNOS, FileSystemError, LauncherError
 
 QUEUE_DEPTH = 4  # batches in flight per worker: enough to hide reading, bounded memory
 POLL_SECONDS = 0.1
@@ -107,6 +107,12 @@ def _worker_main(index: int, job: Job, stage: str, inbox: mp.Queue, outbox: mp.Q
         outbox.put(("done", index, (concat.documents, concat.tokens, writer.samples, shards, writer.shard_bytes(), rest.tobytes())))
     except LauncherError as e:
         outbox.put(("error", index, (e.exit_code, e.message)))
+    except OSError as e:
+        if e.errno not in FILESYSTEM_ERRNOS:
+            outbox.put(("error", index, (1, f"worker {index}: {type(e).__name__}: {e}")))
+        else:  # a full disk: in the words of the filesystem boundary, naming where it wrote
+            error = FileSystemError.of(e, stage, "write")
+            outbox.put(("error", index, (error.exit_code, error.message)))
     except BaseException as e:  # noqa: BLE001 - report anything to the parent, then exit
         if os.environ.get("LAUNCHER_DEBUG", "") not in ("", "0", "false"):
             traceback.print_exc()

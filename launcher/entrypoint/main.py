@@ -25,7 +25,6 @@ writes the outcome to $LAUNCHER_EXIT_FILE when the backend asks for it.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import platform
 import signal
@@ -43,6 +42,7 @@ from launcher.entrypoint.venv import use_current_environment
 from launcher.pod import contract
 from launcher.pod.plan import Plan
 from launcher.pod.plan import read as read_plan_file
+from launcher.pod.reserved import ReservedFile
 from launcher.secrets.mask import MIN_MASK_LEN, too_short_to_mask
 
 
@@ -78,35 +78,17 @@ def write_parameters(plan: Plan, config_dir: Path) -> Path:
 
 
 class ExitFile:
-    """The rank's outcome for the backend. Space for it is taken at the start, and the
-    outcome is written over it in place, so a disk that fills up meanwhile cannot
-    keep it from being written."""
-
-    SIZE = 4096
+    """The rank's outcome for the backend, in a file whose space is taken at the start
+    (launcher.pod.reserved), so a disk that fills up meanwhile cannot keep it from being
+    written."""
 
     def __init__(self, path: str | None):
-        self.path = path
-        self.fd: int | None = None
-        if not path:
-            return
-        try:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            os.write(self.fd, b" " * self.SIZE)
-        except OSError:
-            pass  # written the plain way at the end, if the disk allows
+        self.file = ReservedFile(path)
 
     def write(self, code: int, reason: str | None) -> None:
-        if not self.path:
-            return
-        data = json.dumps({"exit_code": code, "reason": reason}).encode()[: self.SIZE]
-        try:
-            if self.fd is None:
-                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            os.pwrite(self.fd, data.ljust(self.SIZE), 0)  # over the reserved space: no new blocks
-            os.ftruncate(self.fd, len(data))
-            os.close(self.fd)
-        except OSError as e:
-            log(f"error: cannot write the exit file {self.path}: {e.strerror or e}")
+        error = self.file.write({"exit_code": code, "reason": reason})
+        if error is not None:
+            log(f"error: cannot write the exit file {self.file.path}: {error.strerror or error}")
 
 
 def log_failure_reason() -> str | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.errors import InputError, LauncherError
+from launcher.errors import InputError, LauncherError, file_boundary
 
 TARGETS = ("mlflow", "tensorboard")
 BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics per call
@@ -42,6 +42,36 @@ def allow_file_store(uri: str | None) -> None:
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 
 
+# MLflow's own defaults wait 120 s per request and retry 7 times with a backoff doubling
+# from 2 s: a refused port took 249 s to fail. Each request here gets 30 s (connect and
+# read) and 2 retries without backoff (a 429's Retry-After is still honoured), so a
+# tracker that is down fails within a second and a request that hangs within about 91 s.
+# A value the user set in the environment wins.
+MLFLOW_HTTP = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+}
+
+
+def bound_mlflow_requests() -> None:
+    """MLflow reads these at each request (os.environ: the CLI is one command)."""
+    for name, value in MLFLOW_HTTP.items():
+        os.environ.setdefault(name, value)
+
+
+def _mlflow_failure(e: BaseException, uri: str) -> LauncherError:
+    """One line: MLflow's text of an unreachable server runs to several nested reprs."""
+    from launcher.storage.errors import connection_cause
+
+    text = str(e)
+    if "Max retries exceeded" in text or "Failed to establish a new connection" in text or "timed out" in text:
+        return InputError(f"--to mlflow {uri}: cannot reach the tracking server: {connection_cause(e)}",
+                          hint="check the URI and that the server is up")
+    return LauncherError(f"--to mlflow {uri}: {text.strip().splitlines()[0][:300] if text.strip() else type(e).__name__}")
+
+
 def to_mlflow(rm: Any, uri: str, experiment: str = "launcher") -> Exported:
     try:
         from mlflow.entities import Metric
@@ -50,6 +80,7 @@ def to_mlflow(rm: Any, uri: str, experiment: str = "launcher") -> Exported:
     except ImportError:
         raise InputError(f"--to mlflow needs mlflow: {EXTRA}") from None
     allow_file_store(uri)
+    bound_mlflow_requests()
     try:
         client = MlflowClient(tracking_uri=uri)
         exp = client.get_experiment_by_name(experiment)
@@ -61,7 +92,7 @@ def to_mlflow(rm: Any, uri: str, experiment: str = "launcher") -> Exported:
             client.log_batch(run.info.run_id, metrics=points[i : i + BATCH])
         client.set_terminated(run.info.run_id, "FINISHED")
     except MlflowException as e:
-        raise LauncherError(f"--to mlflow {uri}: {str(e).splitlines()[0]}") from None
+        raise _mlflow_failure(e, uri) from None
     return Exported(rm.run, len(points), len(rm.series), f"{uri} (experiment {experiment}, run {run.info.run_id})")
 
 
@@ -71,15 +102,16 @@ def to_tensorboard(rm: Any, logdir: str) -> Exported:
     except ImportError:
         raise InputError(f"--to tensorboard needs tensorboardX: {EXTRA}") from None
     target = Path(logdir).expanduser() / rm.run
-    writer = SummaryWriter(logdir=str(target))
     n = 0
-    try:
-        for name, s in rm.series.items():
-            for step, v, t in _points(s):
-                writer.add_scalar(name, float(v), global_step=int(step), walltime=float(t))
-                n += 1
-    finally:
-        writer.close()
+    with file_boundary(target, "write TensorBoard events to"):
+        writer = SummaryWriter(logdir=str(target))
+        try:
+            for name, s in rm.series.items():
+                for step, v, t in _points(s):
+                    writer.add_scalar(name, float(v), global_step=int(step), walltime=float(t))
+                    n += 1
+        finally:
+            writer.close()
     return Exported(rm.run, n, len(rm.series), str(target))
 
 

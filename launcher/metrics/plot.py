@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from launcher.errors import InputError
+from launcher.errors import file_boundary
 from launcher.metrics.render import Chosen
 
 
@@ -122,10 +122,8 @@ def write_png(chosen: list[Chosen], path: Path) -> None:
     runs = list(dict.fromkeys(c.run.run for c in chosen))
     # PNG text chunks, so a file found later still says what it shows.
     metadata = {"Title": ", ".join(runs), "Description": "metrics: " + ", ".join(_by_metric(chosen))}
-    try:
+    with file_boundary(path, "write"):
         fig.savefig(path, format="png", metadata=metadata)
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def png_figure(chosen: list[Chosen]):

@@ -19,10 +19,18 @@ from typing import Any, BinaryIO
 
 from launcher.errors import InputError
 from launcher.storage.base import Credentials, Patience, Store
-from launcher.storage.errors import Service, StorageAccessError, StorageError, StorageNotFoundError, first_line
+from launcher.storage.errors import (
+    Service,
+    StorageAccessError,
+    StorageError,
+    StorageNotFoundError,
+    check_reachable,
+    first_line,
+)
 
 RUN_SECRET = "add a databricks secret to the run (it provides DATABRICKS_HOST and DATABRICKS_TOKEN)"
 VOLUME_FORM = "dbfs:/Volumes/<catalog>/<schema>/<volume>/..."
+CONNECT_PROBE_S = 5  # the first TCP connect to the workspace (then the SDK's own timeouts)
 
 
 def other_auth(env: Mapping[str, str]) -> bool:
@@ -81,6 +89,11 @@ class VolumeStore(Store):
             denied_hint="the token's user needs READ VOLUME on the Volume (WRITE VOLUME to write to it)",
             reach_hint="check DATABRICKS_HOST, and that this machine can reach it",
         )
+        self.probe_s = min(patience.http_s, CONNECT_PROBE_S)
+
+    def _call(self, action: str, rel: str = ""):
+        check_reachable(self.host, self.service, action, self.url_of(rel), timeout=self.probe_s)
+        return super()._call(action, rel)
 
     def _path(self, rel: str) -> str:
         rel = rel.strip("/")

@@ -55,7 +55,7 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0][:300] if text else ""
 
 
-def _connection_cause(e: BaseException) -> str:
+def connection_cause(e: BaseException) -> str:
     """A connection error in a few words: requests' text runs to several nested reprs."""
     text = str(e)
     for needle, words in (
@@ -137,10 +137,39 @@ def _google(e: BaseException, service: Service, doing: str) -> LauncherError | N
     return StorageError(_with_text(f"{service.name} failed ({e.code}) while {doing}", text))
 
 
-def _unreachable(cause: BaseException, service: Service, doing: str) -> StorageError:
-    after = f" (gave up after {service.retry_s:g} s)" if service.retry_s else ""
-    return StorageError(f"cannot reach {service.address or service.name}{after} while {doing}: {_connection_cause(cause)}",
+def _unreachable(cause: BaseException, service: Service, doing: str, *, retried: bool = True) -> StorageError:
+    after = f" (gave up after {service.retry_s:g} s)" if service.retry_s and retried else ""
+    return StorageError(f"cannot reach {service.address or service.name}{after} while {doing}: {connection_cause(cause)}",
                         hint=service.reach_hint)
+
+
+_reached: set[tuple[str, int]] = set()
+
+
+def check_reachable(url: str, service: Service, action: str, target: str, *, timeout: float) -> None:
+    """One TCP connect to `url`'s host before a client's first call, within `timeout`.
+    databricks-sdk retries a refused connection for its whole retry window (it takes one
+    for a network glitch), so a workspace that is down took 20 s to fail; this fails in
+    milliseconds. Skipped where a proxy carries the requests (the proxy answers, not the
+    host); once per host and process."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:
+        return
+    host = parts.hostname
+    if not host or port is None or (host, port) in _reached:
+        return
+    if parts.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(host):
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise _unreachable(e, service, f"{action} {target}", retried=False) from None
+    _reached.add((host, port))
 
 
 def _is_connection_error(e: BaseException) -> bool:

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -25,8 +26,8 @@ from launcher.backends.local.logs import rank_chunks, rank_lines
 from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts, remove_mount_points
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
-from launcher.backends.local.supervisor import KILL_AFTER, read_exit_file
-from launcher.errors import FieldError, InputError, LauncherError, NotFoundError
+from launcher.backends.local.supervisor import KILL_AFTER, read_exit_file, read_outcome_file
+from launcher.errors import FieldError, InputError, LauncherError, NotFoundError, StateFileError
 from launcher.pod import contract, reaper
 from launcher.pod.limits import arg_max_here
 from launcher.pod.packages import ALLOW_HOST_PACKAGES_SETTING, host_packages_refusal
@@ -226,61 +227,73 @@ class LocalBackend(Backend, LocalArtifacts):
     # ------------------------------------------------------------ read
 
     def get(self, name: str) -> Run:
-        self._reconcile(name)
+        unwritten = self._reconcile(name)
         run = self.state.load(name)
         if run is None:
             raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`")
-        return run
+        return _with(run, unwritten)
 
     def list(self) -> list[Run]:
         out = []
         for name in self.state.names():
-            self._reconcile(name)
+            unwritten = self._reconcile(name)
             run = self.state.load(name)
             if run is not None:
-                out.append(run)
+                out.append(_with(run, unwritten))
         return out
 
-    def _reconcile(self, name: str) -> None:
+    def _reconcile(self, name: str) -> _Unwritten | None:
         """A run whose supervisor died while nobody watched ends with what its ranks' exit
         files say (a command that exited 0 is COMPLETED); a rank without one was killed
-        or is stopped now, and every process of the run left behind is killed."""
+        or is stopped now, and every process of the run left behind is killed. A supervisor
+        that could not write the state (a full disk) left the outcome in its outcome file.
+        When the outcome cannot be written now either, it is returned, to be shown as it is."""
         row = self.state.row(name)
         if row is None or RunStatus(row["status"]).is_terminal:
-            return
+            return None
         if row["supervisor_pid"] is None:
             # Submitted a moment ago; the supervisor pid is recorded right after spawning.
             if _age(row["created_at"]) < 30:
-                return
+                return None
         elif alive(row["supervisor_pid"], row["supervisor_started"]):
-            return
+            return None
         layout = RunLayout(self.home, name)
         self._kill_leftovers(name, layout)
         attempt = row["attempt"]
         stopped = bool(row["stop_requested"])
         failed: list[str] = []
+        ranks: list[tuple[int, RunStatus, int | None, str | None]] = []
         for rank in range(int((json.loads(row["spec"]).get("compute") or {}).get("nodes") or 1)):
             outcome = read_exit_file(layout.exit_file(attempt, rank))
             if outcome:
                 code = outcome["exit_code"]
                 if code:
                     failed.append(outcome.get("reason") or f"rank {rank} exited with code {code}")
-                self.state.set_rank(name, attempt, rank, RunStatus.COMPLETED if code == 0 else RunStatus.FAILED,
-                                    exit_code=code, reason=outcome.get("reason"))
+                ranks.append((rank, RunStatus.COMPLETED if code == 0 else RunStatus.FAILED, code, outcome.get("reason")))
             else:
                 why = "stopped by the user" if stopped else "its supervisor died before it ended; stopped"
-                self.state.set_rank(name, attempt, rank, RunStatus.STOPPED if stopped else RunStatus.FAILED,
-                                    reason=why)
+                ranks.append((rank, RunStatus.STOPPED if stopped else RunStatus.FAILED, None, why))
                 failed.append(f"rank {rank}: {why}")
-        if stopped:
-            self.state.set_status(name, RunStatus.STOPPED, "stopped by the user")
+        recorded = read_outcome_file(layout.outcome_file)
+        if recorded is not None:  # the run's own outcome: its supervisor did not die of anything else
+            status, reason, code = recorded
+        elif stopped:
+            status, reason, code = RunStatus.STOPPED, "stopped by the user", None
         elif not failed:
-            self.state.set_status(name, RunStatus.COMPLETED, None, exit_code=0)
+            status, reason, code = RunStatus.COMPLETED, None, 0
         else:
-            self.state.set_status(name, RunStatus.FAILED,
-                                  f"the run's supervisor process died unexpectedly; {failed[0]}")
-        shutil.rmtree(layout.private, ignore_errors=True)
-        remove_mount_points(layout.root)
+            status, reason, code = RunStatus.FAILED, f"the run's supervisor process died unexpectedly; {failed[0]}", None
+        try:
+            for rank, rank_status, rank_code, why in ranks:
+                self.state.set_rank(name, attempt, rank, rank_status, exit_code=rank_code, reason=why)
+            self.state.set_status(name, status, reason, exit_code=code)
+        except StateFileError as e:
+            return _Unwritten(status, reason, code, e.message)
+        finally:
+            shutil.rmtree(layout.private, ignore_errors=True)
+            remove_mount_points(layout.root)
+        layout.outcome_file.unlink(missing_ok=True)  # recorded now
+        return None
 
     def _kill_leftovers(self, name: str, layout: RunLayout) -> None:
         """Every process of the run, found by the token they all inherit, and the ranks'
@@ -394,6 +407,26 @@ class LocalBackend(Backend, LocalArtifacts):
         self.state.delete_run(name)
         remove_mount_points(RunLayout(self.home, name).root)  # its record goes with the run's files
         shutil.rmtree(RunLayout(self.home, name).root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class _Unwritten:
+    """A run's outcome that its supervisor and this process know but cannot record (the
+    state database cannot be written: a full disk)."""
+
+    status: RunStatus
+    reason: str | None
+    exit_code: int | None
+    error: str
+
+
+def _with(run: Run, unwritten: _Unwritten | None) -> Run:
+    """The run as it is: with the outcome the state could not record."""
+    if unwritten is None:
+        return run
+    note = f"run {run.name}: its outcome could not be recorded ({unwritten.error})"
+    return replace(run, status=unwritten.status, reason=unwritten.reason, exit_code=unwritten.exit_code,
+                   warnings=[*run.warnings, note])
 
 
 def _age(iso: str) -> float:

@@ -50,6 +50,12 @@ class RunLayout:
         return self.attempt_dir(attempt) / f"rank-{rank}.exit.json"
 
     @property
+    def outcome_file(self) -> Path:
+        """The run's outcome, written by its supervisor only when the state database
+        cannot be written (a full disk); its space is taken when the supervisor starts."""
+        return self.root / "outcome.json"
+
+    @property
     def owner(self) -> str:
         """The token every process of the run inherits (contract.OWNER): unique per
         LAUNCHER_HOME and run name, so the run's processes are found even without

@@ -16,7 +16,7 @@ from typing import Any
 
 from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, retry_due, utcnow
 from launcher.backends.local.procs import alive, start_time
-from launcher.backends.statedb import enable_wal
+from launcher.backends.statedb import connect
 from launcher.errors import StateFileError
 from launcher.spec.retry import RetryPolicy
 
@@ -102,10 +102,9 @@ class State:
     @contextmanager
     def _connect(self):
         try:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db = connect(self.path, isolation_level=None)
             db.row_factory = sqlite3.Row
             try:
-                enable_wal(db)
                 db.execute("PRAGMA busy_timeout=30000")
                 yield db
             finally:
@@ -123,7 +122,8 @@ class State:
                 yield db
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite rolled back already after a full disk (SQLITE_FULL)
+                    db.execute("ROLLBACK")
                 raise
 
     # ------------------------------------------------------------ writes

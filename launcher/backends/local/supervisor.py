@@ -31,7 +31,9 @@ from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.mounts import create_mount_points, rank_launch, remove_mount_points
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
 from launcher.backends.local.state import State
+from launcher.errors import StateFileError
 from launcher.pod import contract, reaper
+from launcher.pod.reserved import ReservedFile, read_reserved
 from launcher.spec.retry import DEADLINE, USER, RetryPolicy
 
 # The entrypoint passes a stop to its command's process group and escalates to SIGKILL
@@ -54,6 +56,8 @@ class Supervisor:
         self.workdir = row["workdir"]
         self.stop = threading.Event()
         self.attempt = row["attempt"]
+        self.known: tuple[RunStatus, str | None, int | None] | None = None
+        """The outcome of the attempt that just ended, once it is known."""
 
     def _on_signal(self, signum, _frame) -> None:
         self.stop.set()
@@ -62,19 +66,23 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         reaper.become_subreaper()
-        self.state.set_supervisor(self.name, os.getpid(), start_time(os.getpid()))
+        # Taken first, while the disk may still have room: only used if the state cannot be written.
+        outcome_file = ReservedFile(str(self.layout.outcome_file))
+        written = False
         scheduling = self.spec.get("scheduling") or {}
         policy = RetryPolicy.from_scheduling(scheduling)
         hours = scheduling.get("max_duration")
         deadline = time.monotonic() + float(hours) * 3600 if hours else None
         failed = [USER] * (self.attempt - 1)  # how each earlier attempt failed
         try:
+            self.state.set_supervisor(self.name, os.getpid(), start_time(os.getpid()))
             try:
                 create_mount_points(self.layout.root)
             except OSError:
                 pass  # each rank's own mount then fails, and says why in its log
             while True:
-                status, reason, code = self._attempt(deadline)
+                self.known = None
+                status, reason, code = self.known = self._attempt(deadline)
                 # Nothing but the run itself ends its ranks on this machine: a failure is the
                 # run's own (USER), or the deadline's; a stop never fails.
                 failure = DEADLINE if deadline and time.monotonic() >= deadline else USER
@@ -97,6 +105,15 @@ class Supervisor:
                     continue
                 self.state.set_status(self.name, status, reason, exit_code=code)
                 return
+        except StateFileError as e:
+            # The state database cannot be written (a full disk): the outcome goes to the
+            # file reserved for it, where a reader finds it once this process has gone.
+            status, reason, code = self.known or (RunStatus.FAILED, f"the run's state could not be written: {e.message}",
+                                                  None)
+            if outcome_file.write({"status": status.value, "reason": reason, "exit_code": code,
+                                   "state_error": e.message}) is not None:
+                raise
+            written = True
         except Exception as e:  # noqa: BLE001 - record why, never leave the run hanging
             self.state.set_status(self.name, RunStatus.FAILED, f"supervisor error: {type(e).__name__}: {e}")
             raise
@@ -105,6 +122,8 @@ class Supervisor:
             # File secrets, and the mount points made for them, live only as long as the run.
             shutil.rmtree(self.layout.private, ignore_errors=True)
             remove_mount_points(self.layout.root)
+            if not written:
+                outcome_file.discard()
 
     def _sweep(self) -> None:
         """Kill and reap every process left below the supervisor: all of them belong to
@@ -203,21 +222,21 @@ class Supervisor:
 
         self._sweep()
         outcomes = {rank: read_exit_file(self.layout.exit_file(attempt, rank)) for rank in codes}
+        if ending is None:
+            self.known = RunStatus.COMPLETED, None, 0
+        else:
+            status, reason = ending
+            # A rank that could not write its log says why; its exit code alone cannot.
+            why = next((o["reason"] for o in outcomes.values() if o.get("reason")), None)
+            self.known = status, why if why and status is RunStatus.FAILED else reason, \
+                first_failure[1] if first_failure else None
         for rank, code in codes.items():
             if ending and ending[0] is RunStatus.STOPPED:
                 st = RunStatus.STOPPED
             else:
                 st = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
             self.state.set_rank(self.name, attempt, rank, st, exit_code=code, reason=outcomes[rank].get("reason"))
-        if ending is None:
-            return RunStatus.COMPLETED, None, 0
-        status, reason = ending
-        code = first_failure[1] if first_failure else None
-        # A rank that could not write its log says why; its exit code alone cannot.
-        why = next((o["reason"] for o in outcomes.values() if o.get("reason")), None)
-        if why and status is RunStatus.FAILED:
-            reason = why
-        return status, reason, code
+        return self.known
 
     def _failed_start(self, attempt: int, rank: int, started: dict[int, subprocess.Popen],
                       error: OSError) -> tuple[RunStatus, str, None]:
@@ -236,11 +255,20 @@ class Supervisor:
 
 def read_exit_file(path: Path) -> dict:
     """A rank's outcome as its entrypoint wrote it; {} when there is none (it died)."""
+    data = read_reserved(path)
+    return data if isinstance(data.get("exit_code"), int) else {}
+
+
+def read_outcome_file(path: Path) -> tuple[RunStatus, str | None, int | None] | None:
+    """The run's outcome (status, reason, exit code) as its supervisor wrote it when the
+    state could not be written; None without one."""
+    data = read_reserved(path)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) and isinstance(data.get("exit_code"), int) else {}
+        status = RunStatus(data.get("status"))
+    except ValueError:
+        return None
+    reason, code = data.get("reason"), data.get("exit_code")
+    return status, reason if isinstance(reason, str) else None, code if isinstance(code, int) else None
 
 
 def main() -> None:
