@@ -170,21 +170,24 @@ def test_secret_values_are_masked_in_the_output(entry):
 
 
 def test_an_unexpected_error_leaves_its_masked_traceback_in_the_rank_log(entry):
-    # A token pasted into the clone URL between brackets: Python's URL parser takes it for an
-    # IPv6 host and raises a ValueError that quotes it, an error the entrypoint does not expect.
-    # The token is also the run's secret, so the traceback is masked with the run's values.
+    # A backend that breaks the entrypoint's contract: the restart count it passes with a
+    # log archive is not a number (here, a secret's value), and int() raises a ValueError
+    # that quotes it, an error the entrypoint does not expect. The value is also the run's secret, so the
+    # traceback is masked with the run's values. (A clone URL that urllib cannot read was
+    # the example before: the spec refuses it now, on the host and here.)
     token = "s3cr3t-value-456"
-    spec = {"command": "echo never runs",
-            "integrations": [{"integration_type": "git_repo", "git_repo": f"https://me:[{token}]@example.com/o/r"}]}
-    r = entry.run(spec, extra={"GIT_TOKEN": token, "LAUNCHER_MASK_ENV": "GIT_TOKEN"})
+    r = entry.run({"command": "echo never runs"},
+                  extra={contract.RESTART_ATTEMPT: token, "LAUNCHER_LOG_ARCHIVE": str(entry.run_dir / "archive"),
+                         "GIT_TOKEN": token, "LAUNCHER_MASK_ENV": "GIT_TOKEN"})
     assert r.code == contract.EXIT_SETUP, r.out
     lines = r.out.splitlines()
+    assert "[launcher] Traceback (most recent call last):" in lines, r.out
     start = lines.index("[launcher] Traceback (most recent call last):")
     summary = lines.index("[launcher] error: the entrypoint failed: ValueError: "
-                          "'****' does not appear to be an IPv4 or IPv6 address")
+                          "invalid literal for int() with base 10: '****'")
     traceback = lines[start:summary]
-    assert any("launcher/entrypoint/integrations.py" in line and "run_integrations" in line for line in traceback)
-    assert traceback[-1] == "[launcher] ValueError: '****' does not appear to be an IPv4 or IPv6 address"
+    assert any("launcher/entrypoint/main.py" in line and "start_archive" in line for line in traceback)
+    assert traceback[-1] == "[launcher] ValueError: invalid literal for int() with base 10: '****'"
     assert token not in r.out
     assert "never runs" not in r.out and lines[-1].startswith("[launcher] exit code 67 after ")
 

@@ -39,9 +39,11 @@ def test_run_follow_waits_out_a_doubling_backoff_and_describe_says_crash_loop(fa
     out, err = capsys.readouterr()
     assert code == 1, err
     name = re.search(r"Run (crashing-[a-z0-9]{6}) failed: rank 0 exited with code 4", err).group(1)
-    # The follow said when each retry was due, and waited for it.
-    assert len(re.findall(rf"Run {name} is PENDING: attempt \d failed \(rank 0 exited with code 4\); "
-                          r"a retry is due at \d\d:\d\d:\d\d \(in \d+ s\)", err)) == 2, err
+    # The follow said when each retry was due, and waited for it: as "Run X is PENDING: ... (in N s)"
+    # once it follows the logs, or in its status lines when the attempts fail before it
+    # saw the run start (a loaded machine).
+    said = re.findall(r"attempt (\d) failed \(rank 0 exited with code 4\); a retry is due at \d\d:\d\d:\d\d", err)
+    assert set(said) == {"1", "2"}, err
     run = make_backend().get(name)
     assert [a.status for a in run.attempts] == [RunStatus.FAILED] * 3
     # The cluster's times are whole seconds, as are the delays: each gap is at least its delay.
