@@ -102,7 +102,8 @@ def not_found(arg: str, names: list[str], warnings: list[str] | None = None) -> 
 
 def resolve_run(arg: str | None) -> tuple[Backend, Run]:
     """The backend holding the run `arg` means (None: the latest run), and its record."""
-    from launcher.backends.registry import RunIndex, find_run
+    from launcher.backends.registry import RunIndex, find_run, list_runs
+    from launcher.config import load_config
 
     index = RunIndex()
     if arg is None:
@@ -116,4 +117,12 @@ def resolve_run(arg: str | None) -> tuple[Backend, Run]:
     try:
         return find_run(arg)  # a full name from another machine's submissions
     except NotFoundError as e:
-        raise not_found(arg, names, e.warnings) from None
+        missing = e
+    # The start of a run name submitted from another machine: only the listings know it.
+    # (Asked only when nothing else matched; a profile that failed is already a warning.)
+    pairs, _ = list_runs(load_config().profiles())
+    listed = [r.name for _, r in pairs]
+    chosen = select(arg, listed)
+    if chosen:
+        return next((b, r) for b, r in pairs if r.name == chosen[0])
+    raise not_found(arg, list(dict.fromkeys(names + listed)), missing.warnings)

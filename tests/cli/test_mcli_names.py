@@ -96,3 +96,23 @@ def test_describe_no_yaml_leaves_the_submitted_spec_out(cli):
 
     both = cli("describe", "run", name, "--no-yaml", "--yaml-only")
     assert both.returncode == 2 and "pass one of them" in both.stderr
+
+
+def test_a_prefix_of_a_run_this_machine_did_not_submit_resolves_from_the_listing(cli, fake_kube):
+    """Runs another machine submitted are in no index here: the clusters' listings name them."""
+    from tests.kubernetes.conftest import make_backend
+    from tests.kubernetes.test_backend import run_spec
+
+    backend = make_backend()
+    try:
+        backend.submit(run_spec("elsewhere-abc123", "echo submitted elsewhere"), [])
+        backend.submit(run_spec("elsewise-def456", "echo submitted elsewhere"), [])
+    finally:
+        backend.close()
+    assert cli.describe("elsewhere-a")["name"] == "elsewhere-abc123"
+    assert cli.describe("elsewhere")["name"] == "elsewhere-abc123"  # its spec name, as for runs from here
+    r = cli("describe", "else")
+    assert r.returncode == 2 and "'else' is the start of 2 run names: " in r.stderr, r.stderr
+    assert "elsewhere-abc123" in r.stderr and "elsewise-def456" in r.stderr
+    missing = cli("describe", "elsewhera")
+    assert missing.returncode == 2 and "did you mean 'elsewhere'?" in missing.stderr, missing.stderr
