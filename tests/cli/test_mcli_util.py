@@ -72,6 +72,20 @@ def test_util_counts_the_fake_clusters_gpus_by_type_with_a_half_used_node(cli, h
     assert "local" not in table.stdout
 
 
+def test_util_names_gpu_types_by_the_profiles_own_entries_first_then_its_label_scheme(cli, fake_kube_factory):
+    kube = fake_kube_factory(
+        nodes=[node("l4-0", 4, {"cloud.google.com/gke-accelerator": "nvidia-l4"}),
+               node("big-0", 8, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "pool": "big"}),
+               node("bare-0", 2, {})],
+        run_controllers=False,
+        profile={"gpu_labels": "gke", "gpu_types": {"big_h100": {"node_selector": {"pool": "big"}, "gpus_per_node": 8}}})
+    kube.store.create("Pod", "default", pod("on-l4", node="l4-0", phase="Running", gpus=[1]))
+    r = cli("util", "--cluster", "fake", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert [(u["gpu_type"], u["gpus"], u["used"]) for u in json.loads(r.stdout)] == [
+        ("big_h100", 8, 0), ("l4", 4, 1), ("unlabelled", 2, 0)]
+
+
 def test_util_with_the_cluster_away_warns_and_still_shows_this_machine(cli, half_used):
     half_used.close()
     r = cli("util")
@@ -115,7 +129,7 @@ def test_config_reads_versions_without_importing_the_libraries(cli):
     r = subprocess.run([sys.executable, "-c", probe], env=cli.env, cwd=cli.cwd, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stderr
-    assert "imported: []" in r.stdout
+    assert re.search(r"^  torch\s", r.stdout, re.M) and "imported: []" in r.stdout, r.stdout
 
 
 def schema_validator(cli) -> jsonschema.Draft202012Validator:
