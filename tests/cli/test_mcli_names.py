@@ -28,6 +28,8 @@ def test_a_unique_prefix_of_a_run_name_resolves_in_every_command(cli):
     logs = cli("logs", "thr")
     assert logs.returncode == 0 and f"hello from {three}" in logs.stdout, logs.stderr
     assert cli("reconcile", "two-w").returncode == 0
+    metrics = cli("metrics", "thr")  # resolved: the run it names has none
+    assert f"run {three} ended (COMPLETED) without any metrics" in metrics.stderr, metrics.stderr
 
     sleeper = cli.spec("sleeper", "name: sleeper\ncommand: sleep 60\n")
     r = cli("run", "-f", str(sleeper))

@@ -103,6 +103,28 @@ def test_util_on_this_machine_without_a_gpu_says_cpu_only(cli):
     assert re.search(r"^local\s+none \(CPU only\)\s+1\s+0\s+0\s+0$", r.stdout, re.M), r.stdout
 
 
+def test_util_on_a_machine_with_gpus_counts_what_its_unfinished_runs_ask_for(cli, tmp_path):
+    """nvidia-smi, as a stand-in on PATH that answers as on a two-GPU machine."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n"
+                   "case \"$*\" in *--query-gpu=name*) printf 'NVIDIA H100 80GB HBM3\\nNVIDIA H100 80GB HBM3\\n';; esac\n")
+    smi.chmod(0o755)
+    cli.env["PATH"] = f"{bin_dir}:{cli.env['PATH']}"
+    cli.env.pop("CUDA_VISIBLE_DEVICES", None)
+    spec = cli.spec("holds-a-gpu", "name: holds-a-gpu\ncompute: {gpus: 1}\ncommand: sleep 60\n")
+    assert cli("run", "-f", str(spec)).returncode == 0
+    cli.wait_status(None, {"RUNNING"})
+    r = cli("util", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [{"cluster": "local", "backend": "local", "gpu_type": "NVIDIA H100 80GB HBM3",
+                                     "nodes": 1, "gpus": 2, "used": 1, "free": 1}]
+    assert cli("stop", "holds-a-gpu", "-y").returncode == 0
+    after = json.loads(cli("util", "-o", "json").stdout)
+    assert (after[0]["used"], after[0]["free"]) == (0, 2)
+
+
 def test_config_shows_the_profile_the_home_and_versions(cli, fake_kube):
     r = cli("config")
     assert r.returncode == 0, r.stderr
