@@ -70,7 +70,8 @@ def select(arg: str, names: list[str]) -> list[str]:
     latest = [n for n in names if of_spec(arg, n)][:1]
     if latest:
         return latest
-    started = [n for n in names if n.startswith(arg)]
+    start = arg.lower()  # run names are lowercase (sanitize), as their spec names match either case
+    started = [n for n in names if n.startswith(start)]
     if len(started) > 1:
         raise ambiguous(arg, started)
     return started

@@ -25,6 +25,7 @@ def test_a_unique_prefix_of_a_run_name_resolves_in_every_command(cli):
 
     assert cli.describe(prefix)["name"] == two
     assert cli.describe("thr")["name"] == three
+    assert cli.describe(prefix.upper())["name"] == two  # as spec names, in either case
     logs = cli("logs", "thr")
     assert logs.returncode == 0 and f"hello from {three}" in logs.stdout, logs.stderr
     assert cli("reconcile", "two-w").returncode == 0
