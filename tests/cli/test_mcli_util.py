@@ -72,6 +72,30 @@ def test_util_counts_the_fake_clusters_gpus_by_type_with_a_half_used_node(cli, h
     assert "local" not in table.stdout
 
 
+def test_util_counts_a_runs_pods_once_the_scheduler_binds_them(cli, fake_kube_factory):
+    from tests.conftest import wait_until
+    from tests.kubernetes.conftest import make_backend
+    from tests.kubernetes.test_backend import run_spec
+
+    fake_kube_factory(nodes=[node("h100-0", 8, H100)])
+    backend = make_backend()
+    try:
+        backend.submit(run_spec("holder-abc123", "sleep 30", compute={"gpus": 4, "gpu_type": "h100_80gb"}), [])
+
+        def h100() -> dict:
+            r = cli("util", "--cluster", "fake", "-o", "json")
+            assert r.returncode == 0, r.stderr
+            return json.loads(r.stdout)[0]
+
+        wait_until(lambda: h100()["used"] == 4, 30, interval=0.2, message=lambda: f"4 GPUs used: {h100()}")
+        assert h100() == {"cluster": "fake", "backend": "kubernetes", "gpu_type": "h100_80gb", "nodes": 1,
+                          "gpus": 8, "used": 4, "free": 4}
+        backend.stop("holder-abc123")
+        wait_until(lambda: h100()["used"] == 0, 30, interval=0.2, message=lambda: f"no GPU used: {h100()}")
+    finally:
+        backend.close()
+
+
 def test_util_names_gpu_types_by_the_profiles_own_entries_first_then_its_label_scheme(cli, fake_kube_factory):
     kube = fake_kube_factory(
         nodes=[node("l4-0", 4, {"cloud.google.com/gke-accelerator": "nvidia-l4"}),
