@@ -16,23 +16,25 @@ LIBRARIES = ("click", "pydantic", "PyYAML", "rich", "fsspec", "kubernetes", "dat
 
 
 @click.command()
-@click.option("--cluster", help="Only this cluster profile (default: every profile).")
+@click.argument("clusters", nargs=-1, metavar="[CLUSTER]...")
+@click.option("--cluster", "one", help="Only this cluster profile (the same as naming it: mcli's form).")
 @click.option("-o", "--output", type=FORMATS, default="table", show_default=True)
-def util(cluster, output):
+def util(clusters, one, output):
     """Free and used GPUs per cluster profile and GPU type: each node's allocatable GPUs,
     less what the pods on it request (on Kubernetes), or this machine's GPUs, less what
     its unfinished runs ask for (locally). gpu_type `none` counts nodes without GPUs.
 
     \b
     Examples:
-      launcher util
-      launcher util --cluster gke -o json
+      launcher util                  # every cluster profile
+      launcher util gke -o json
     """
     from launcher.backends.registry import ask_some, open_backend
     from launcher.config import load_config
 
     config = load_config()
-    profiles = [config.profile(cluster)] if cluster else config.profiles()
+    named = list(dict.fromkeys([*clusters, *([one] if one else [])]))
+    profiles = [config.profile(name) for name in named] if named else config.profiles()
 
     def usage(profile):
         backend = open_backend(profile)

@@ -57,7 +57,8 @@ def _add_field_names(schema: dict, model: type[BaseModel]) -> None:
 
 
 def _legacy(target: dict, since: str) -> dict:
-    return {**copy.deepcopy(target), "deprecated": True, "description": f"Deprecated (mcli's older spelling): use {since}."}
+    return {**copy.deepcopy(target), "deprecated": True,
+            "description": f"Deprecated (mcli's older spelling): use {since}."}
 
 
 def run_spec_schema() -> dict[str, Any]:

@@ -70,6 +70,9 @@ def test_util_counts_the_fake_clusters_gpus_by_type_with_a_half_used_node(cli, h
     assert re.search(r"^fake\s+h100_80gb\s+1\s+8\s+4\s+4$", table.stdout, re.M), table.stdout
     assert re.search(r"^CLUSTER\s+GPU TYPE\s+NODES\s+GPUS\s+USED\s+FREE$", table.stdout, re.M)
     assert "local" not in table.stdout
+    assert cli("util", "fake").stdout == table.stdout  # mcli names the cluster without a flag
+    unknown = cli("util", "nope")
+    assert unknown.returncode == 2 and "nope" in unknown.stderr and "Traceback" not in unknown.stderr
 
 
 def test_util_counts_a_runs_pods_once_the_scheduler_binds_them(cli, fake_kube_factory):
