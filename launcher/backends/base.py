@@ -160,6 +160,22 @@ class ImagePull:
 
 
 @dataclass(frozen=True)
+class GpuUsage:
+    """The GPUs of one type where a backend runs (`launcher util`): how many its nodes can
+    give (allocatable) and how many its pods or runs hold (requests). gpu_type "none":
+    nodes without GPUs."""
+
+    gpu_type: str
+    nodes: int
+    gpus: int
+    used: int
+
+    @property
+    def free(self) -> int:
+        return max(0, self.gpus - self.used)
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a backend offers beyond the core of the contract, declared once on its class
     (as dstack's ComputeWith... classes), so that callers ask for a capability, not a name."""
@@ -263,6 +279,11 @@ class Backend(abc.ABC):
     def run_images(self) -> list[str]:
         """The images every run of this profile pulls besides its spec's own (offline)."""
         return []
+
+    def gpu_usage(self) -> list[GpuUsage]:
+        """The GPUs of each type on the machines this backend runs on, and how many are in
+        use, one entry per gpu_type (with "none" for nodes without GPUs)."""
+        raise NotImplementedError(f"the {self.name} backend cannot count its GPUs")
 
     def probe_image(self, image: str, *, timeout: float = 60.0) -> ImagePull:
         """Whether the cluster can pull `image` for a run's pods, asked by starting (and then

@@ -1,10 +1,16 @@
 """What a run argument on the command line means: a full run name, the spec's name
-(the latest run of that name), or a glob; with a did-you-mean from recent runs.
+(the latest run of that name), a glob, or a unique prefix of a run name; with a
+did-you-mean from recent runs.
 
 A run is named `<sanitized spec name>-<6 characters>`, so `hello`, `Hello` and
-`hello-x7k2pq` all lead to the latest run of runspecs/hello.yaml. The submissions
-index answers without asking any cluster; a full name it does not know is still
-looked up on every profile, for runs submitted from another machine.
+`hello-x7k2pq` all lead to the latest run of runspecs/hello.yaml, and `hello-x7`
+(a prefix only one run name has) to that run. A prefix more than one run name has
+is an error listing them (exit 2), not a guess. The submissions index answers
+without asking any cluster; a full name it does not know is still looked up on
+every profile, for runs submitted from another machine.
+
+`resolve_run` is the one resolver: every command that takes one run name, and the
+SDK's get_run, call it; `select` is what commands that take several use.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import fnmatch
 import re
 from typing import TYPE_CHECKING
 
-from launcher.errors import NotFoundError
+from launcher.errors import InputError, NotFoundError
 from launcher.spec.names import SUFFIX_LEN, sanitize
 
 if TYPE_CHECKING:
@@ -39,14 +45,36 @@ def of_spec(arg: str, run_name: str) -> bool:
     return bool(base) and spec_name_of(run_name) == base and run_name != base
 
 
+# How many of an ambiguous prefix's matches the error lists.
+SHOWN_MATCHES = 10
+
+
+def ambiguous(arg: str, matched: list[str]) -> InputError:
+    shown = ", ".join(matched[:SHOWN_MATCHES]) + (f" and {len(matched) - SHOWN_MATCHES} more"
+                                                  if len(matched) > SHOWN_MATCHES else "")
+    spec_names = {spec_name_of(n) for n in matched}
+    hint = "type more of the name"
+    if len(spec_names) == 1:
+        hint += f", or the spec name {next(iter(spec_names))!r} for its latest run"
+    return InputError(f"{arg!r} is the start of {len(matched)} run names: {shown}", hint=hint)
+
+
 def select(arg: str, names: list[str]) -> list[str]:
-    """The names (newest first) `arg` means: itself, every glob match, or the latest run
-    of the spec named `arg`."""
+    """The names (newest first) `arg` means: itself, every glob match, the latest run of
+    the spec named `arg`, or the one run name that starts with `arg`. Raises InputError
+    when `arg` is the start of several run names."""
     if arg in names:
         return [arg]
     if is_glob(arg):
         return [n for n in names if fnmatch.fnmatch(n, arg)]
-    return [n for n in names if of_spec(arg, n)][:1]
+    latest = [n for n in names if of_spec(arg, n)][:1]
+    if latest:
+        return latest
+    start = arg.lower()  # run names are lowercase (sanitize), as their spec names match either case
+    started = [n for n in names if n.startswith(start)]
+    if len(started) > 1:
+        raise ambiguous(arg, started)
+    return started
 
 
 def matches(arg: str, run_name: str) -> bool:
@@ -75,7 +103,8 @@ def not_found(arg: str, names: list[str], warnings: list[str] | None = None) -> 
 
 def resolve_run(arg: str | None) -> tuple[Backend, Run]:
     """The backend holding the run `arg` means (None: the latest run), and its record."""
-    from launcher.backends.registry import RunIndex, find_run
+    from launcher.backends.registry import RunIndex, find_run, list_runs
+    from launcher.config import load_config
 
     index = RunIndex()
     if arg is None:
@@ -89,4 +118,12 @@ def resolve_run(arg: str | None) -> tuple[Backend, Run]:
     try:
         return find_run(arg)  # a full name from another machine's submissions
     except NotFoundError as e:
-        raise not_found(arg, names, e.warnings) from None
+        missing = e
+    # The start of a run name submitted from another machine: only the listings know it.
+    # (Asked only when nothing else matched; a profile that failed is already a warning.)
+    pairs, _ = list_runs(load_config().profiles())
+    listed = [r.name for _, r in pairs]
+    chosen = select(arg, listed)
+    if chosen:
+        return next((b, r) for b, r in pairs if r.name == chosen[0])
+    raise not_found(arg, list(dict.fromkeys(names + listed)), missing.warnings)

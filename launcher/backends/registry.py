@@ -240,15 +240,24 @@ def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[
         backend = open_backend(profile)
         return [(backend, run) for run in backend.list()]
 
-    answers, failed = ask_each(profiles, list_one)
+    answers, warnings = ask_some(profiles, list_one, "listed")
+    pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
+    pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
+    return pairs, warnings
+
+
+def ask_some(profiles: list[Profile], ask: Callable[[Profile], T], done: str) -> tuple[dict[str, T], list[str]]:
+    """ask_each, when an answer from some profiles is an answer: the answers, and one
+    warning per profile that could not be asked. When not one of them could be (one
+    profile that is down, or all of them), that is the error: an empty answer would say
+    there is nothing. `done`: what was asked of them, for that error ("listed")."""
+    answers, failed = ask_each(profiles, ask)
     if profiles and len(failed) == len(profiles):
         errors = list(failed.values())
         if len(errors) == 1:
             raise errors[0]
         # Bad input (a kubeconfig, credentials) everywhere is exit 2; a cluster that is away, 1.
-        raise LauncherError(f"none of the {len(errors)} cluster profiles could be listed",
+        raise LauncherError(f"none of the {len(errors)} cluster profiles could be {done}",
                             exit_code=2 if all(e.exit_code == 2 for e in errors) else 1,
                             warnings=[e.message for e in errors])
-    pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
-    pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
-    return pairs, [e.message for e in failed.values()]
+    return answers, [e.message for e in failed.values()]

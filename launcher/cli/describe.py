@@ -20,16 +20,23 @@ def describe(ctx):
 @describe.command("run")
 @click.argument("name", required=False, shell_complete=complete_run_names)
 @click.option("--yaml-only", is_flag=True, help="Print only the spec as submitted.")
+@click.option("--no-yaml", is_flag=True, help="Leave the submitted spec out (in -o json/yaml too).")
 @click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
-def describe_run(name, yaml_only, output):
+def describe_run(name, yaml_only, no_yaml, output):
     """The spec as submitted, the statuses with times, per-rank exit codes and the reason.
-    NAME is a run name, a spec name (its latest run) or a glob; without it, the latest run."""
+    NAME is a run name, a spec name (its latest run), a glob or the start of one run's name;
+    without it, the latest run."""
+    if yaml_only and no_yaml:
+        raise click.UsageError("--yaml-only prints only the spec and --no-yaml leaves it out: pass one of them")
     _, run = find_run(name)
     if yaml_only:
         dump(run.spec, "yaml")
         return
     if output != "text":
-        dump(run_record(run), output)
+        record = run_record(run)
+        if no_yaml:
+            record.pop("spec", None)
+        dump(record, output)
         return
     echo = click.echo
     echo(f"Run:        {run.name}")
@@ -70,6 +77,8 @@ def describe_run(name, yaml_only, output):
     echo("Events:")
     for e in run.events:
         echo(f"  {when(e.at)}  attempt {e.attempt}  {e.status.value:<12}{e.reason or ''}")
+    if no_yaml:
+        return
     echo("")
     echo("Submitted spec:")
     for line in to_yaml(run.spec).splitlines():

@@ -32,7 +32,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "completion": ("launcher.cli.aliases", "completion", "Print a bash, zsh or fish completion script."),
     # The dashboard's command lives with the dashboard: neither cli nor ui imports the other.
     "ui": ("launcher.ui.command", "ui", "Serve a read-only web dashboard: runs, live logs, loss curves."),
+    "util": ("launcher.cli.util", "util", "Show free and used GPUs per cluster profile and GPU type."),
+    "config": ("launcher.cli.util", "config", "Show the current profile, the launcher home and versions."),
+    "schema": ("launcher.cli.util", "schema", "Print the run YAML's JSON Schema, for editors."),
 }
+
+# mcli's short spellings -> the command they stand for.
+ALIASES: dict[str, str] = {"g": "get", "r": "run", "log": "logs", "del": "delete"}
 
 
 class LazyGroup(click.Group):
@@ -40,13 +46,21 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        name = ALIASES.get(name, name)
         if name not in COMMANDS:
             return None
         module_name, attr, _ = COMMANDS[name]
         return getattr(importlib.import_module(module_name), attr)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        # Usage lines and errors name the command, not the alias typed (`launcher get`, not `launcher g`).
+        _, cmd, rest = super().resolve_command(ctx, args)
+        return (cmd.name if cmd is not None else None), cmd, rest
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        short = {command: alias for alias, command in ALIASES.items()}
+        rows = [(f"{name} ({short[name]})" if name in short else name, COMMANDS[name][2])
+                for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -46,9 +46,9 @@ def reconcile(name, keep_going, cluster, interval):
     from launcher.config import load_config
 
     if name is not None and cluster is None:
-        from launcher.backends.registry import find_run
+        from launcher.backends.names import resolve_run
 
-        backend, run = find_run(name)  # the profile that holds it
+        backend, run = resolve_run(name)  # the profile that holds it
         backends, name = [backend], run.name
     else:
         config = load_config()

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Backend, Capabilities, ImagePull, LogLine, Plan, Run
+from launcher.backends.base import Backend, Capabilities, GpuUsage, ImagePull, LogLine, Plan, Run
 from launcher.backends.kubernetes.profiles import (
     RUNTIME_IMAGE,
     ClusterProfile,
@@ -141,6 +141,13 @@ class KubernetesBackend(Backend):
     def gpu_types(self) -> list[str]:
         """The gpu_type names a spec may ask for on this cluster."""
         return sorted(self.profile.all_gpu_types())
+
+    def gpu_usage(self) -> list[GpuUsage]:
+        """Every node's allocatable GPUs by gpu_type, less the requests of the pods bound to
+        it, in every namespace (usage.py)."""
+        from launcher.backends.kubernetes.usage import gpu_usage
+
+        return gpu_usage(self.api, self.profile)
 
     @property
     def api(self) -> KubeApi:

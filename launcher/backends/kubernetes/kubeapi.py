@@ -74,7 +74,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "Event": ("/api/v1", "events"),
     "Job": ("/apis/batch/v1", "jobs"),
     "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
+    "Node": ("/api/v1", "nodes"),
 }
+CLUSTER_SCOPED = {"Node"}
 
 
 def status_of(e: BaseException) -> int:
@@ -298,9 +300,12 @@ class KubeApi:
         existing = json.loads(data)
         return _Stored(existing) if (existing["metadata"].get("labels") or {}).get(keys.SUBMISSION) == token else None
 
-    def _path(self, kind: str, name: str | None = None, sub: str | None = None) -> str:
+    def _path(self, kind: str, name: str | None = None, sub: str | None = None, *, every_namespace: bool = False) -> str:
         prefix, plural = KINDS[kind]
-        path = f"{prefix}/namespaces/{quote(self.namespace, safe='')}/{plural}"
+        if kind in CLUSTER_SCOPED or every_namespace:
+            path = f"{prefix}/{plural}"
+        else:
+            path = f"{prefix}/namespaces/{quote(self.namespace, safe='')}/{plural}"
         if name is not None:
             path += f"/{quote(name, safe='')}"
         return f"{path}/{sub}" if sub else path
@@ -331,9 +336,11 @@ class KubeApi:
             raise
 
     def list(self, kind: str, *, labels: str | None = None, fields: str | None = None,
-             policy: RequestRetry | None = None) -> tuple[list[dict], str]:
-        """Items and the list's resourceVersion (where a watch resumes)."""
-        body = self._json(self._call(f"list {kind}s", "GET", self._path(kind), policy=policy,
+             policy: RequestRetry | None = None, every_namespace: bool = False) -> tuple[list[dict], str]:
+        """Items and the list's resourceVersion (where a watch resumes). Of the profile's
+        namespace, unless `every_namespace` (or the kind has none, as Node)."""
+        body = self._json(self._call(f"list {kind}s", "GET", self._path(kind, every_namespace=every_namespace),
+                                     policy=policy,
                                      query={"labelSelector": labels, "fieldSelector": fields}))
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
 

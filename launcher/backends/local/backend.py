@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from launcher.backends.base import Backend, Capabilities, LocalArtifacts, LogLine, Plan, Run, RunStatus
+from launcher.backends.base import Backend, Capabilities, GpuUsage, LocalArtifacts, LogLine, Plan, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.logs import rank_chunks, rank_lines
 from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts, remove_mount_points
@@ -65,13 +65,19 @@ def visible_gpus() -> int:
     """GPUs this machine can give a local run (0 without an NVIDIA driver)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
         return len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip() and d.strip() != "-1"])
+    return len(gpu_names())
+
+
+def gpu_names() -> list[str]:
+    """The product name of each GPU nvidia-smi sees ("NVIDIA H100 80GB HBM3"); none without it."""
     if not shutil.which("nvidia-smi"):
-        return 0
+        return []
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
 
 
 class LocalBackend(Backend, LocalArtifacts):
@@ -225,6 +231,20 @@ class LocalBackend(Backend, LocalArtifacts):
         return env
 
     # ------------------------------------------------------------ read
+
+    def gpu_usage(self) -> list[GpuUsage]:
+        """This machine's GPUs (nvidia-smi; CUDA_VISIBLE_DEVICES limits them) and what its
+        unfinished runs ask for; one "none" entry on a machine without GPUs."""
+        from launcher.backends.kubernetes.profiles import CPU_TYPE
+
+        count = visible_gpus()
+        if not count:
+            return [GpuUsage(gpu_type=CPU_TYPE, nodes=1, gpus=0, used=0)]
+        names = gpu_names()
+        # nvidia-smi names every GPU of the machine; a local run gets the first `count` of them.
+        product = (names[0] if len(set(names[:count])) == 1 else "mixed") if names else "unknown"
+        used = sum((r.spec.get("compute") or {}).get("gpus") or 0 for r in self.list() if not r.status.is_terminal)
+        return [GpuUsage(gpu_type=product, nodes=1, gpus=count, used=min(used, count))]
 
     def get(self, name: str) -> Run:
         unwritten = self._reconcile(name)

@@ -1,0 +1,128 @@
+"""mcli's `util` (free GPUs per cluster) and `config` (what the CLI is set up with), and
+`schema`, the run YAML's JSON Schema for editors."""
+
+from __future__ import annotations
+
+import click
+
+from launcher.cli.common import dump, print_table, warn
+
+FORMATS = click.Choice(["table", "json", "yaml"])
+
+# The libraries a run or a command leans on, by distribution name: their versions are
+# read from the installed metadata, so `config` imports none of them (torch takes seconds).
+LIBRARIES = ("click", "pydantic", "PyYAML", "rich", "fsspec", "kubernetes", "databricks-sdk", "torch", "mosaicml",
+             "mosaicml-streaming", "transformers", "mlflow-skinny", "starlette", "uvicorn")
+
+
+@click.command()
+@click.argument("clusters", nargs=-1, metavar="[CLUSTER]...")
+@click.option("--cluster", "one", help="Only this cluster profile (the same as naming it: mcli's form).")
+@click.option("-o", "--output", type=FORMATS, default="table", show_default=True)
+def util(clusters, one, output):
+    """Free and used GPUs per cluster profile and GPU type: each node's allocatable GPUs,
+    less what the pods on it request (on Kubernetes), or this machine's GPUs, less what
+    its unfinished runs ask for (locally). gpu_type `none` counts nodes without GPUs.
+
+    \b
+    Examples:
+      launcher util                  # every cluster profile
+      launcher util gke -o json
+    """
+    from launcher.backends.registry import ask_some, open_backend
+    from launcher.config import load_config
+
+    config = load_config()
+    named = list(dict.fromkeys([*clusters, *([one] if one else [])]))
+    profiles = [config.profile(name) for name in named] if named else config.profiles()
+
+    def usage(profile):
+        backend = open_backend(profile)
+        try:
+            return backend.gpu_usage()
+        finally:
+            backend.close()
+
+    answers, warnings = ask_some(profiles, usage, "asked")
+    for message in warnings:
+        warn(message)
+    rows = [{"cluster": p.name, "backend": p.backend, "gpu_type": u.gpu_type, "nodes": u.nodes, "gpus": u.gpus,
+             "used": u.used, "free": u.free} for p in profiles for u in answers.get(p.name, [])]
+    if output != "table":
+        dump(rows, output)
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("CLUSTER", "GPU TYPE", "NODES", "GPUS", "USED", "FREE"):
+        table.add_column(col, justify="left" if col in ("CLUSTER", "GPU TYPE") else "right")
+    for r in rows:
+        gpu_type = f"{r['gpu_type']} (CPU only)" if not r["gpus"] else r["gpu_type"]
+        table.add_row(r["cluster"], gpu_type, str(r["nodes"]), str(r["gpus"]), str(r["used"]), str(r["free"]))
+    print_table(table)
+
+
+def versions() -> dict[str, str | None]:
+    """launcher's, Python's and each installed library's version (None: not installed)."""
+    import platform
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(dist: str) -> str | None:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return None
+
+    return {"launcher": installed("launcher"), "python": f"{platform.python_version()} ({sys.executable})",
+            **{dist: installed(dist) for dist in LIBRARIES}}
+
+
+@click.command()
+@click.option("-o", "--output", type=FORMATS, default="table", show_default=True)
+def config(output):
+    """The current cluster profile, the launcher home and the versions of the launcher,
+    Python and the libraries runs use. Change the profile with `launcher cluster use`."""
+    import os
+
+    from launcher.config import config_path, launcher_home, load_config
+
+    loaded = load_config()
+    current = loaded.profile()
+    home = launcher_home()
+    record = {
+        "current": {"name": current.name, "backend": current.backend},
+        "profiles": [p.name for p in loaded.profiles()],
+        "home": str(home),
+        "home_from": "LAUNCHER_HOME" if os.environ.get("LAUNCHER_HOME") else "the default (~/.launcher)",
+        "config": str(config_path()),
+        "versions": versions(),
+    }
+    if output != "table":
+        dump(record, output)
+        return
+    echo = click.echo
+    echo(f"Profile:   {current.name} ({current.backend} backend)")
+    echo(f"Profiles:  {', '.join(record['profiles'])}")
+    echo(f"Home:      {home} (from {record['home_from']})")
+    echo(f"Config:    {record['config']}" + ("" if config_path().exists() else " (not written yet)"))
+    echo("Versions:")
+    for name, v in record["versions"].items():
+        echo(f"  {name:<20}{v or 'not installed'}")
+
+
+@click.command()
+def schema():
+    """Print the run YAML's JSON Schema, generated from the spec's models, with mcli's
+    older spellings accepted. Point an editor's YAML language server at it:
+
+    \b
+      launcher schema > launcher-run.schema.json
+      # then, as the first line of a run YAML:
+      # yaml-language-server: $schema=./launcher-run.schema.json
+    """
+    import json
+
+    from launcher.spec.schema import run_spec_schema
+
+    click.echo(json.dumps(run_spec_schema(), indent=2))
