@@ -302,4 +302,4 @@ def _restart(source, follow: bool, output: str | None) -> None:
         return
     from launcher.cli.follow import follow_run
 
-    sys.exit(follow_run(target, restarted.name))
+    sys.exit(follow_run(target, restarted.name, from_attempt=restarted.current_attempt))
