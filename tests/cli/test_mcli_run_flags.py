@@ -183,3 +183,16 @@ def test_update_max_duration_ends_a_running_run_and_priority_is_refused(cli):
         assert rec["status"] == "FAILED" and rec["reason"] == "exceeded max_duration of 0.0003h"
     finally:
         cli("stop", name, "-y")
+
+
+def test_a_restart_counts_its_retries_afresh(cli):
+    spec = cli.spec("thrice", """\
+        name: thrice
+        command: if [ "$LAUNCHER_ATTEMPT" -lt 4 ]; then exit 3; fi; echo "attempt $LAUNCHER_ATTEMPT done"
+        scheduling: {max_retries: 1, retry_backoff: {first: 0.1s}}
+        """)
+    assert cli("run", "-f", str(spec), "--follow").returncode == 1  # attempts 1 and 2 fail
+    r = cli("run", "-r", "thrice", "--follow")  # attempt 3 fails, and its retry is attempt 4
+    assert r.returncode == 0, r.stderr
+    assert "attempt 4 done" in r.stdout
+    assert [a["status"] for a in cli.describe()["attempts"]] == ["FAILED", "FAILED", "FAILED", "COMPLETED"]

@@ -40,7 +40,7 @@ def retry_allowed(spec: dict[str, Any], finished: list[dict[str, Any]], failure:
     already recorded before this one (stopped ones do not count, nor those before attempt
     `since`, where a user's restart began)."""
     earlier = [a.get("failure") for a in finished
-               if a.get("status") == RunStatus.FAILED.value and int(a.get("index") or 0) >= since]
+               if a.get("status") == RunStatus.FAILED.value and (since <= 1 or int(a.get("index") or 0) >= since)]
     return RetryPolicy.from_spec(spec).allows(earlier, failure)
 
 
