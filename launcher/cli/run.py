@@ -275,8 +275,9 @@ def _source(spec_file, restart, clone, dry_run, backend, kw):
         if overrides or backend or dry_run:
             flags = [f"--{k.replace('_', '-')}" for k in overrides] + (["--backend"] if backend else []) + (
                 ["--dry-run"] if dry_run else [])
-            raise click.UsageError(f"-r restarts a run as it was submitted, where it ran; it takes no {', '.join(flags)} "
-                                   f"(`launcher run --clone {restart} ...` submits a copy with overrides)")
+            raise click.UsageError(f"-r restarts a run as it was submitted, where it ran; it takes no "
+                                   f"{', '.join(flags)} (`launcher run --clone {restart} ...` submits a copy "
+                                   "with overrides)")
     if spec_file:
         return None
     from launcher.backends.names import resolve_run

@@ -124,7 +124,8 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
         sources[path] = flag
 
     for attr, path in (("name", ("name",)), ("image", ("image",)), ("priority", ("scheduling", "priority")),
-                       ("max_retries", ("scheduling", "max_retries")), ("max_duration", ("scheduling", "max_duration"))):
+                       ("max_retries", ("scheduling", "max_retries")),
+                       ("max_duration", ("scheduling", "max_duration"))):
         value = getattr(o, attr)
         if value is not None:
             put(path, value, f"--{attr.replace('_', '-')} {value}")

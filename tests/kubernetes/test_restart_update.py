@@ -171,7 +171,8 @@ def test_a_jobset_run_refuses_restart_and_update_naming_why(fake_kube_factory, t
 
 
 def test_a_restart_counts_its_retries_afresh(fake_kube, tmp_path, capsys):
-    spec = spec_file(tmp_path, 'if [ "$LAUNCHER_ATTEMPT" -lt 4 ]; then exit 3; fi; echo "attempt $LAUNCHER_ATTEMPT done"',
+    spec = spec_file(tmp_path, 'if [ "$LAUNCHER_ATTEMPT" -lt 4 ]; then exit 3; fi; '
+                               'echo "attempt $LAUNCHER_ATTEMPT done"',
                      scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
     assert launcher("run", "-f", str(spec), "--cluster", "fake", "--follow") == 1  # attempts 1 and 2 fail
     name = re.search(r"Run (again-[a-z0-9]{6}) failed", capsys.readouterr().err).group(1)

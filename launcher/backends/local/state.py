@@ -216,8 +216,9 @@ class State:
             db.execute("UPDATE runs SET attempt = ?, status = ?, reason = ?, ended_at = NULL, exit_code = NULL,"
                        " stop_requested = 0, supervisor_pid = ?, supervisor_started = ? WHERE name = ?",
                        (attempt, RunStatus.PENDING.value, reason, me, start_time(me), name))
-            db.execute("INSERT INTO attempts (run, idx, status) VALUES (?, ?, ?)", (name, attempt, RunStatus.PENDING.value))
-            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.PENDING.value, now, reason))
+            pending = RunStatus.PENDING.value
+            db.execute("INSERT INTO attempts (run, idx, status) VALUES (?, ?, ?)", (name, attempt, pending))
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, pending, now, reason))
         return attempt
 
     def update_scheduling(self, name: str, changes: dict[str, Any]) -> bool:
