@@ -192,6 +192,22 @@ class Capabilities:
     image_probe: bool = False
     """probe_image() asks the cluster, with a short-lived pod, whether it can pull an image
     (`cluster check`)."""
+    restart: bool = False
+    """restart() starts a new attempt of a stopped or failed run (`run -r NAME`)."""
+    updatable: frozenset[str] = frozenset()
+    """The scheduling fields (UPDATABLE) that update() changes on a run that has not ended."""
+    not_updatable: tuple[tuple[str, str], ...] = ()
+    """(field, why) for each of UPDATABLE it cannot change, in the words update()'s refusal gives."""
+
+    def cannot_update(self, field: str) -> str | None:
+        """Why update() cannot change `field` (a scheduling field), or None where it can."""
+        if field in self.updatable:
+            return None
+        return dict(self.not_updatable).get(field, "this backend cannot change it on a run")
+
+
+# What `update run` may change: scheduling fields, as the spec names them.
+UPDATABLE = ("max_duration", "priority", "max_retries")
 
 
 class Backend(abc.ABC):
@@ -341,6 +357,59 @@ class Backend(abc.ABC):
         even while it waits for a line, without draining; an iterator ended that way, or
         closed, or failed, has released its threads and connections (a long-lived reader,
         the dashboard, follows logs for clients that may leave at any time)."""
+
+    def restart(self, name: str) -> Run:
+        """Start a new attempt of a run that ended STOPPED or FAILED (`run -r NAME`): the same
+        run, its spec and secrets as submitted, attempt N+1; its retry budget (max_retries)
+        counts afresh from it. A COMPLETED run, or one still active, is refused with an
+        InputError saying why. Capabilities.restart says whether the backend can."""
+        from launcher.errors import InputError
+
+        raise InputError(f"the {self.name} backend cannot restart a run", hint=f"`launcher run --clone {name}` "
+                         "submits a copy of it")
+
+    @staticmethod
+    def refuse_restart(run: Run) -> None:
+        """A restart is for a run that ended STOPPED or FAILED: say why any other is refused."""
+        from launcher.errors import InputError
+
+        if run.status is RunStatus.COMPLETED:
+            raise InputError(f"run {run.name} completed: only a stopped or failed run can be restarted",
+                             hint=f"`launcher run --clone {run.name}` submits a copy of it")
+        if not run.status.is_terminal:
+            raise InputError(f"run {run.name} is {run.status.value}: only a stopped or failed run can be restarted",
+                             hint=f"stop it first (`launcher stop {run.name}`)")
+
+    def update(self, name: str, *, max_duration: float | None = None, priority: str | None = None,
+               max_retries: int | None = None) -> Run:
+        """Change scheduling fields of a run that has not ended (`update run`): the record keeps
+        the new values (describe shows them) and the run acts on them from now on. A field the
+        backend cannot change (Capabilities.cannot_update) or an ended run is refused with an
+        InputError that says why, before anything changes."""
+        from launcher.errors import InputError
+
+        raise InputError(f"the {self.name} backend cannot update a run")
+
+    def refuse_update(self, run: Run, changes: dict[str, Any]) -> None:
+        """The checks every update() makes before it writes: something to change, a run that
+        has not ended, and only fields this backend can change on it."""
+        from launcher.errors import InputError
+
+        if not changes:
+            raise InputError("nothing to update", hint="give --max-duration HOURS, --priority P or --max-retries N")
+        if run.status.is_terminal:
+            raise InputError(f"run {run.name} has ended ({run.status.value}): there is nothing to update",
+                             hint=f"`launcher run -r {run.name}` starts it again"
+                             if run.status is not RunStatus.COMPLETED else None)
+        for field_name in changes:
+            why = self.capabilities.cannot_update(field_name)
+            if why:
+                raise InputError(f"the {self.name} backend cannot change scheduling.{field_name} of run "
+                                 f"{run.name}: {why}")
+        if changes.get("max_retries") is not None and changes["max_retries"] < 0:
+            raise InputError(f"--max-retries must be 0 or more, got {changes['max_retries']}")
+        if changes.get("max_duration") is not None and not changes["max_duration"] > 0:
+            raise InputError(f"--max-duration must be more than 0 hours, got {changes['max_duration']}")
 
     @abc.abstractmethod
     def stop(self, name: str) -> Run:

@@ -102,11 +102,12 @@ def _width() -> int:
     return max(20, shutil.get_terminal_size().columns - 1)
 
 
-def follow_run(backend: Backend, name: str) -> int:
-    """Print statuses then logs until the run ends; return the CLI exit code for its outcome."""
+def follow_run(backend: Backend, name: str, *, from_attempt: int = 1) -> int:
+    """Print statuses then logs until the run ends; return the CLI exit code for its outcome.
+    `from_attempt`: the first attempt whose logs are shown (a restarted run's new one)."""
     live = LiveProgress()
     try:
-        return _follow(backend, name, live)
+        return _follow(backend, name, live, from_attempt)
     except KeyboardInterrupt:
         live.close()
         click.echo("", err=True)
@@ -115,7 +116,7 @@ def follow_run(backend: Backend, name: str) -> int:
         return 130
 
 
-def _follow(backend: Backend, name: str, live: LiveProgress) -> int:
+def _follow(backend: Backend, name: str, live: LiveProgress, from_attempt: int = 1) -> int:
     run = None
     # Following a run reconciles it (its retries start here on a cluster without JobSet).
     for run in backend.watch(name, reconcile=True):
@@ -127,7 +128,8 @@ def _follow(backend: Backend, name: str, live: LiveProgress) -> int:
     assert run is not None
     if run.started_at is not None:
         info(f"Run {name} started")
-    attempt = 1  # a just-submitted run: show every attempt, even one that ended before we looked
+    # A just-submitted run: show every attempt, even one that ended before we looked.
+    attempt = from_attempt
     many = run.nodes > 1
     while True:
         # A backend's follow stream returns once the attempt is over.

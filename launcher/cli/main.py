@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "reconcile": ("launcher.cli.reconcile", "reconcile",
                   "Start due retries and clean up after failed submits, once or --watch."),
     "delete": ("launcher.cli.stop", "delete", "Delete runs and everything they created."),
+    "update": ("launcher.cli.update", "update", "Change a running run's max_duration, priority or max_retries."),
     "secret": ("launcher.cli.secret", "secret", "Create, list and delete secrets."),
     "cluster": ("launcher.cli.cluster", "cluster", "Add, check, list and choose cluster profiles."),
     "data": ("launcher.cli.data", "data", "Prepare training data: tokenizers, synthetic text, MDS conversion."),

@@ -8,20 +8,32 @@ from typing import Any
 
 import click
 
-from launcher.cli.common import OK, dump, info, warn
+from launcher.cli.common import OK, complete_run_names, dump, info, warn
 
 
-def _spec_options(f):
+def _spec_options(f=None, *, file_required: bool = True):
+    """The spec file and its overrides, shared by `validate` and `run`. mcli 0.8.3's
+    spellings (--run-name, --gpu-num, --max_retries) are other names of the same options."""
+    if f is None:
+        return lambda g: _spec_options(g, file_required=file_required)
     opts = [
-        click.option("-f", "--file", "spec_file", required=True, type=click.Path(dir_okay=False), help="The run YAML."),
-        click.option("--name", help="Override the run name."),
+        click.option("-f", "--file", "spec_file", required=file_required, type=click.Path(dir_okay=False),
+                     help="The run YAML."),
+        click.option("--name", "--run-name", "name", help="Override the run name."),
         click.option("--image", help="Override the Docker image."),
-        click.option("--gpus", type=int, help="Override compute.gpus (total GPUs)."),
+        click.option("--gpus", "--gpu-num", "gpus", type=int, help="Override compute.gpus (total GPUs)."),
         click.option("--gpu-type", help="Override compute.gpu_type."),
         click.option("--nodes", type=int, help="Override compute.nodes."),
+        click.option("--instance", help="Override compute.instance."),
+        click.option("--node-names", "node_names", multiple=True, metavar="NODE[,NODE...]",
+                     help="Override compute.node_names (comma-separated, or the flag repeated)."),
         click.option("--cluster", help="Run on this cluster profile (see `launcher cluster list`)."),
         click.option("--priority", help="Override scheduling.priority."),
-        click.option("--max-retries", type=int, help="Override scheduling.max_retries."),
+        click.option("--preemptible/--no-preemptible", default=None, help="Override scheduling.preemptible."),
+        click.option("--max-retries", "--max_retries", "max_retries", type=int,
+                     help="Override scheduling.max_retries."),
+        click.option("--max-duration", "max_duration", type=float, metavar="HOURS",
+                     help="Override scheduling.max_duration (hours; the run fails past it)."),
         click.option("--env", "env", multiple=True, metavar="K=V", help="Add or override an env variable."),
         click.option("--set", "sets", multiple=True, metavar="PATH=V",
                      help="Set any field, e.g. --set parameters.optimizer.lr=1e-4 (VALUE is YAML)."),
@@ -31,12 +43,17 @@ def _spec_options(f):
     return f
 
 
-def _load(spec_file, name, image, gpus, gpu_type, nodes, cluster, priority, max_retries, env, sets):
-    from launcher.spec.load import Overrides, load_spec
+def _load(spec_file, env, sets, node_names, clone_of=None, **fields):
+    """The spec of `spec_file`, or of the run `clone_of` as submitted (`run --clone`), with
+    the command line's overrides."""
+    from launcher.spec.load import Overrides, load_spec, load_spec_text
 
-    overrides = Overrides(name=name, image=image, gpus=gpus, gpu_type=gpu_type, nodes=nodes, cluster=cluster,
-                          priority=priority, max_retries=max_retries, env=list(env), set=list(sets))
-    loaded = load_spec(spec_file, overrides)
+    names = [n.strip() for item in node_names for n in item.split(",") if n.strip()]
+    overrides = Overrides(**fields, node_names=names or None, env=list(env), set=list(sets))
+    if clone_of is not None:
+        loaded = load_spec_text(_clone_text(clone_of), f"run {clone_of.name}", overrides)
+    else:
+        loaded = load_spec(spec_file, overrides)
     for w in loaded.warnings:
         warn(w)
     return loaded
@@ -58,7 +75,19 @@ class _Checked:
     warnings: list[str]
 
 
-def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool) -> _Checked:
+def _clone_text(run) -> str:
+    """A run's spec as submitted, as YAML again, under the name its spec had (so that the
+    copy gets a name of its own)."""
+    import yaml
+
+    from launcher.backends.names import spec_name_of
+
+    spec = dict(run.spec)
+    spec["name"] = spec_name_of(str(spec.get("name") or run.name))
+    return yaml.safe_dump(spec, sort_keys=False)
+
+
+def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_of=None) -> _Checked:
     """Every check `run` makes before it starts anything, for `validate`, `run --dry-run`
     and `run` alike (this one function, so that they cannot drift): the spec's load, the
     target's check (offline, before any secret is read), the secrets the run gets (read
@@ -66,8 +95,10 @@ def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool) -> _Che
     An error about one field of the spec is placed in the file, as a load's own."""
     from launcher.errors import FieldError, SpecError
 
-    loaded = _load(spec_file, **kw)
-    profile, target, store = _target(loaded.spec, kw.get("cluster"), backend, dry_run=dry_run)
+    loaded = _load(spec_file, clone_of=clone_of, **kw)
+    # A copy goes where its run went, unless the command line says otherwise.
+    cluster = kw.get("cluster") or (clone_of.cluster if clone_of is not None and not backend else None)
+    profile, target, store = _target(loaded.spec, cluster, backend, dry_run=dry_run)
     spec = _named(loaded.spec)
     try:
         warnings = target.check(spec)
@@ -152,26 +183,39 @@ def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool):
 
 
 @click.command()
-@_spec_options
-@click.option("--follow", is_flag=True, help="Show status changes, then stream the logs until the run ends.")
+@_spec_options(file_required=False)
+@click.option("--follow/--no-follow", default=False,
+              help="Show status changes, then stream the logs until the run ends (--no-follow, the "
+                   "default: return once it is submitted).")
+@click.option("-r", "--restart", "restart", metavar="NAME", shell_complete=complete_run_names,
+              help="Restart a stopped or failed run as its next attempt, with its spec as submitted.")
+@click.option("--clone", "clone", metavar="NAME", shell_complete=complete_run_names,
+              help="Submit a copy of a run's spec as submitted, with this command line's overrides.")
 @click.option("--dry-run", is_flag=True, help="Resolve and print what would be submitted; start nothing.")
 @click.option("-o", "--output", type=click.Choice(["yaml", "json"]),
               help="Print what --dry-run would submit in this format (default yaml), or, without "
                    "--dry-run, the submitted run's record (as `describe run -o`).")
 @_backend_option("Pick the backend (default: the current profile's).")
-def run(spec_file, follow, dry_run, output, backend, **kw):
+def run(spec_file, follow, restart, clone, dry_run, output, backend, **kw):
     """Submit a run. Exits 0 when a followed run completes, 1 when it fails or stops, 2 on bad input.
 
     \b
     Examples:
       launcher run -f runspecs/hello.yaml --follow
       launcher run -f runspecs/hello.yaml --dry-run --backend kubernetes
+      launcher run -r hello-x7k2pq           # restart a stopped or failed run
+      launcher run --clone hello --gpus 16   # a copy of the latest hello run, on 16 GPUs
     """
     from launcher.backends.registry import RunIndex
     from launcher.cli.common import run_record
     from launcher.errors import InputError
 
-    checked = _checked(spec_file, backend, kw, dry_run=dry_run)  # as `validate` does
+    source = _source(spec_file, restart, clone, dry_run, backend, kw)
+    if restart is not None:
+        _restart(source, follow, output)
+        return
+    clone_of = source[1] if source is not None else None
+    checked = _checked(spec_file, backend, kw, dry_run=dry_run, clone_of=clone_of)  # as `validate` does
     profile, target, spec, secrets = checked.profile, checked.target, checked.spec, checked.secrets
 
     if dry_run:
@@ -217,3 +261,46 @@ def _forget(index, name: str) -> None:
     except LauncherError:
         pass  # the submit's own error is the one to show
 
+
+
+def _source(spec_file, restart, clone, dry_run, backend, kw):
+    """The run that -r or --clone names (None for -f), after the checks of how they combine."""
+    given = [flag for flag, value in (("-f", spec_file), ("-r", restart), ("--clone", clone)) if value]
+    if len(given) > 1:
+        raise click.UsageError(f"{' and '.join(given)} cannot be combined: give one of -f FILE, -r NAME, --clone NAME")
+    if not given:
+        raise click.UsageError("Missing option '-f' / '--file' (or -r NAME to restart a run, --clone NAME to copy one)")
+    if restart is not None:
+        overrides = [k for k, v in kw.items() if v is not None and v != ()]
+        if overrides or backend or dry_run:
+            flags = [f"--{k.replace('_', '-')}" for k in overrides] + (["--backend"] if backend else []) + (
+                ["--dry-run"] if dry_run else [])
+            raise click.UsageError(f"-r restarts a run as it was submitted, where it ran; it takes no "
+                                   f"{', '.join(flags)} (`launcher run --clone {restart} ...` submits a copy "
+                                   "with overrides)")
+    if spec_file:
+        return None
+    from launcher.backends.names import resolve_run
+
+    return resolve_run(restart or clone)
+
+
+def _restart(source, follow: bool, output: str | None) -> None:
+    """`run -r NAME`: the run's next attempt, on the backend that holds it."""
+    from launcher.cli.common import run_record
+    from launcher.errors import InputError
+
+    target, old = source
+    if not target.capabilities.restart:
+        raise InputError(f"the {target.name} backend cannot restart a run",
+                         hint=f"`launcher run --clone {old.name}` submits a copy of it")
+    restarted = target.restart(old.name)
+    if output:
+        dump(run_record(restarted), output)
+    click.echo(f"{OK} Run {restarted.name} restarted: attempt {restarted.current_attempt}.", err=bool(output))
+    if not follow:
+        info(f"See its status with `launcher get runs` and its logs with `launcher logs {restarted.name} -f`.")
+        return
+    from launcher.cli.follow import follow_run
+
+    sys.exit(follow_run(target, restarted.name, from_attempt=restarted.current_attempt))

@@ -34,6 +34,10 @@ class Overrides:
     cluster: str | None = None
     priority: str | None = None
     max_retries: int | None = None
+    max_duration: float | None = None
+    preemptible: bool | None = None
+    instance: str | None = None
+    node_names: list[str] | None = None
     env: list[str] = field(default_factory=list)
     """KEY=VALUE"""
     set: list[str] = field(default_factory=list)
@@ -120,14 +124,19 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
         sources[path] = flag
 
     for attr, path in (("name", ("name",)), ("image", ("image",)), ("priority", ("scheduling", "priority")),
-                       ("max_retries", ("scheduling", "max_retries"))):
+                       ("max_retries", ("scheduling", "max_retries")),
+                       ("max_duration", ("scheduling", "max_duration"))):
         value = getattr(o, attr)
         if value is not None:
             put(path, value, f"--{attr.replace('_', '-')} {value}")
-    for attr in ("gpus", "gpu_type", "nodes", "cluster"):
+    if o.preemptible is not None:
+        put(("scheduling", "preemptible"), o.preemptible, "--preemptible" if o.preemptible else "--no-preemptible")
+    for attr in ("gpus", "gpu_type", "nodes", "cluster", "instance"):
         value = getattr(o, attr)
         if value is not None:
             put(("compute", attr), value, f"--{attr.replace('_', '-')} {value}")
+    if o.node_names is not None:
+        put(("compute", "node_names"), list(o.node_names), f"--node-names {','.join(o.node_names)}")
     for item in o.env:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -64,7 +64,17 @@ def newest_first(runs: list[Run]) -> list[Run]:
 
 class KubernetesBackend(Backend):
     name = "kubernetes"
-    capabilities = Capabilities(dry_run=True, secrets_in_cluster=True, cluster_probe=True, image_probe=True)
+    capabilities = Capabilities(
+        dry_run=True, secrets_in_cluster=True, cluster_probe=True, image_probe=True,
+        # A Job-form run: the reconciler starts attempt N+1 from the Job its record keeps. A
+        # JobSet run is refused, saying why (lifecycle.JOBSET_RESTART_REFUSAL).
+        restart=True,
+        # A Job's activeDeadlineSeconds may change while it runs; max_retries is read from the
+        # record by the reconciler. A JobSet run refuses both (lifecycle.JOBSET_UPDATE_REFUSAL).
+        updatable=frozenset({"max_duration", "max_retries"}),
+        not_updatable=(("priority", "a pod's priority is fixed when it is created (priorityClassName cannot change "
+                                    "on a pod, nor in a Job's pod template; Kueue reads the priority class when it "
+                                    "creates the run's workload)"),))
 
     def __init__(self, profile: Profile | ClusterProfile, home: Path | None = None):
         self.profile = profile if isinstance(profile, ClusterProfile) else load_profile(profile)
@@ -232,6 +242,19 @@ class KubernetesBackend(Backend):
         from launcher.backends.kubernetes.lifecycle import stop_run
 
         return stop_run(self.api, name)
+
+    def restart(self, name: str) -> Run:
+        from launcher.backends.kubernetes.lifecycle import restart_run
+
+        return restart_run(self.api, name)
+
+    def update(self, name: str, *, max_duration: float | None = None, priority: str | None = None,
+               max_retries: int | None = None) -> Run:
+        from launcher.backends.kubernetes.lifecycle import update_run
+
+        changes = {k: v for k, v in (("max_duration", max_duration), ("priority", priority),
+                                     ("max_retries", max_retries)) if v is not None}
+        return update_run(self.api, name, changes, lambda run: self.refuse_update(run, changes))
 
     def delete(self, name: str) -> None:
         from launcher.backends.kubernetes.lifecycle import delete_run

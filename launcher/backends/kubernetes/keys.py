@@ -13,6 +13,7 @@ RECORD_SECRETS = "launcher.dev/secrets"          # JSON [{name, kind, options, k
 RECORD_ATTEMPTS = "launcher.dev/attempts"        # JSON list of finished attempts
 RECORD_FINAL = "launcher.dev/final"              # JSON {status, reason, at}: ended by the launcher
 RECORD_RESTART = "launcher.dev/restart"          # the attempt being started by a retry
+RECORD_RESTARTED = "launcher.dev/restarted"      # the attempt a user's restart (`run -r`) began: retries count from it
 RECORD_FORM = "launcher.dev/form"                # JobSet or Job: what runs the attempts
 RECORD_JOB = "launcher.dev/job"                  # JSON: the Job form's Job as submitted (no secret values)
 RECORD_LOG_ARCHIVE = "launcher.dev/log-archive"  # the run's directory in the profile's log_store

@@ -35,11 +35,29 @@ from launcher.backends.kubernetes.jobset_status import derive_jobset
 from launcher.spec.retry import FATAL, RetryPolicy
 
 
-def retry_allowed(spec: dict[str, Any], finished: list[dict[str, Any]], failure: str | None) -> bool:
+def retry_allowed(spec: dict[str, Any], finished: list[dict[str, Any]], failure: str | None, since: int = 1) -> bool:
     """May a failed attempt be followed by another? `finished` are the attempt summaries
-    already recorded before this one (stopped ones do not count)."""
-    earlier = [a.get("failure") for a in finished if a.get("status") == RunStatus.FAILED.value]
+    already recorded before this one (stopped ones do not count, nor those before attempt
+    `since`, where a user's restart began)."""
+    earlier = [a.get("failure") for a in finished
+               if a.get("status") == RunStatus.FAILED.value and (since <= 1 or int(a.get("index") or 0) >= since)]
     return RetryPolicy.from_spec(spec).allows(earlier, failure)
+
+
+def live_attempt(obs: Observed) -> tuple[Attempt, str | None, list[StatusEvent]] | None:
+    """The attempt of the run's current Job as its pods tell it (with how it failed, and its
+    events), or None where there is no Job or its attempt is already recorded."""
+    record, job = obs.record, obs.job
+    if job is None:
+        return None
+    spec = spec_of(record)
+    recorded = {int(s.get("index") or 0) for s in record_json(record, keys.RECORD_ATTEMPTS, [])}
+    job_attempt = attempt_of(job)
+    if job_attempt in recorded:
+        return None
+    nodes = int((job.get("spec") or {}).get("completions") or (spec.get("compute") or {}).get("nodes") or 1)
+    pods = [p for p in obs.pods if attempt_of(p) == job_attempt]
+    return attempt_view(job_attempt, job, pods, obs.events, nodes)
 
 
 def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | None]:
@@ -97,7 +115,8 @@ def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | No
             summary = summary_of(live, failure, live_events)
             if failure == FATAL:
                 action = Action("fail", summary=summary, reason=reason)
-            elif record is not None and retry_allowed(spec, finished, failure):
+            elif record is not None and retry_allowed(spec, finished, failure,
+                                                      int(annotations(record).get(keys.RECORD_RESTARTED) or 1)):
                 # The backoff counts from the end of the failed attempt (its Job's Failed condition).
                 due = (live.ended_at or now) + timedelta(seconds=RetryPolicy.from_spec(spec).delay(job_attempt))
                 if now >= due:

@@ -82,7 +82,12 @@ def gpu_names() -> list[str]:
 
 class LocalBackend(Backend, LocalArtifacts):
     name = "local"
-    capabilities = Capabilities(dry_run=True, local_artifacts=True)
+    capabilities = Capabilities(
+        dry_run=True, local_artifacts=True, restart=True,
+        # The supervisor reads both from the state every second.
+        updatable=frozenset({"max_duration", "max_retries"}),
+        not_updatable=(("priority", "there are no priorities on this machine (every rank runs at once; "
+                                    "scheduling.priority is ignored here)"),))
 
     def __init__(self, home: Path, settings: dict | None = None):
         self.home = home
@@ -154,22 +159,35 @@ class LocalBackend(Backend, LocalArtifacts):
         submitted = spec.to_submitted()
         layout.spec_file.write_text(json.dumps(submitted, indent=1))
         layout.plan_file.write_text(plan_text(spec))
+        layout.config_dir.mkdir()
+        # As in mcli (and on Kubernetes): the full submitted config beside parameters.yaml.
+        (layout.config_dir / "run_config.yaml").write_text(yaml.safe_dump(submitted, sort_keys=False))
+        env = self._supervisor_env(submitted, secrets, layout)
+        self.state.insert_run(name, submitted, [s.name for s in secrets], workdir or self._workdir(spec, layout))
+        self._start_supervisor(name, layout, env)
+        run = self.get(name)
+        run.warnings = warnings
+        return run
+
+    def _supervisor_env(self, submitted: dict, secrets: list[Secret], layout: RunLayout) -> dict[str, str]:
+        """The environment of a run's supervisor and ranks (values of its secrets included, its
+        file secrets written into its private directory): for a submit, and again for a restart."""
         env = dict(os.environ)
         env["LAUNCHER_HOME"] = str(self.home)
         env[contract.OWNER] = layout.owner
         if self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is True:
             env[contract.ALLOW_HOST_PACKAGES] = "1"
-        layout.config_dir.mkdir()
-        # As in mcli (and on Kubernetes): the full submitted config beside parameters.yaml.
-        (layout.config_dir / "run_config.yaml").write_text(yaml.safe_dump(submitted, sort_keys=False))
         mounts = plan_mounts(layout.config_dir, {project(s).mount_path: layout.private / s.name
                                                  for s in secrets if project(s).files})
         mounts.save(layout.root / PLAN_FILE)
         env.update(self._secret_env(secrets, layout, mounts))
-        nodes = spec.nodes
-        wanted = (spec.compute.gpus or 0) // nodes if spec.compute.gpus else 0
+        compute = submitted.get("compute") or {}
+        nodes = int(compute.get("nodes") or 1)
+        wanted = int(compute.get("gpus") or 0) // nodes
         env[contract.GPUS_PER_NODE] = str(min(wanted, visible_gpus()))
-        self.state.insert_run(name, submitted, [s.name for s in secrets], workdir or self._workdir(spec, layout))
+        return env
+
+    def _start_supervisor(self, name: str, layout: RunLayout, env: dict[str, str]) -> None:
         try:
             sup = subprocess.Popen(
                 [sys.executable, "-m", "launcher.backends.local.supervisor", name],
@@ -184,9 +202,37 @@ class LocalBackend(Backend, LocalArtifacts):
             self.state.set_status(name, RunStatus.FAILED, f"could not start the run's supervisor: {e}")
             raise LauncherError(f"could not start run {name}: {e}") from None
         self.state.set_supervisor(name, sup.pid, start_time(sup.pid))
+
+    def restart(self, name: str) -> Run:
+        """Attempt N+1 of a stopped or failed run, by a new supervisor: the spec and the secrets
+        the run was submitted with (their values as stored now), in the same workdir."""
         run = self.get(name)
-        run.warnings = warnings
-        return run
+        self.refuse_restart(run)
+        row = self.state.row(name)
+        submitted = json.loads(row["spec"])
+        secrets = LocalSecretStore(self.home).for_run(json.loads(row["secrets"]))
+        layout = RunLayout(self.home, name)
+        if self.state.restart(name) is None:  # it changed since we looked
+            self.refuse_restart(self.get(name))
+            raise InputError(f"run {name} cannot be restarted now")
+        try:
+            shutil.rmtree(layout.private, ignore_errors=True)  # the last supervisor's, if it left any
+            env = self._supervisor_env(submitted, secrets, layout)
+        except OSError as e:
+            self.state.set_status(name, RunStatus.FAILED, f"could not restart the run: {e}")
+            raise LauncherError(f"could not restart run {name}: {e}") from None
+        self._start_supervisor(name, layout, env)
+        return self.get(name)
+
+    def update(self, name: str, *, max_duration: float | None = None, priority: str | None = None,
+               max_retries: int | None = None) -> Run:
+        changes = {k: v for k, v in (("max_duration", max_duration), ("priority", priority),
+                                     ("max_retries", max_retries)) if v is not None}
+        run = self.get(name)
+        self.refuse_update(run, changes)
+        if not self.state.update_scheduling(name, changes):
+            self.refuse_update(self.get(name), changes)  # it ended meanwhile: say so
+        return self.get(name)
 
     @staticmethod
     def _workdir(spec, layout: RunLayout) -> str:

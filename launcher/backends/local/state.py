@@ -200,6 +200,39 @@ class State:
                        (name, attempt, RunStatus.STARTING.value, now, f"retry: attempt {attempt}"))
         return attempt
 
+    def restart(self, name: str) -> int | None:
+        """Begin attempt N+1 of a run that ended STOPPED or FAILED (`run -r`), PENDING until its
+        new supervisor starts it; None, changing nothing, if the run is not such a run now.
+        Until that supervisor records itself, this process stands in for it: a look at the run
+        while this process lives waits, and one after it died ends the attempt."""
+        now = utcnow().isoformat()
+        me = os.getpid()
+        with self.tx() as db:
+            row = db.execute("SELECT status, attempt FROM runs WHERE name = ?", (name,)).fetchone()
+            if row is None or row["status"] not in (RunStatus.STOPPED.value, RunStatus.FAILED.value):
+                return None
+            attempt = row["attempt"] + 1
+            reason = f"restarted by the user: attempt {attempt}"
+            db.execute("UPDATE runs SET attempt = ?, status = ?, reason = ?, ended_at = NULL, exit_code = NULL,"
+                       " stop_requested = 0, supervisor_pid = ?, supervisor_started = ? WHERE name = ?",
+                       (attempt, RunStatus.PENDING.value, reason, me, start_time(me), name))
+            pending = RunStatus.PENDING.value
+            db.execute("INSERT INTO attempts (run, idx, status) VALUES (?, ?, ?)", (name, attempt, pending))
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, pending, now, reason))
+        return attempt
+
+    def update_scheduling(self, name: str, changes: dict[str, Any]) -> bool:
+        """Set scheduling fields of the run's spec (`update run`), which its supervisor reads
+        again every second; False, changing nothing, if the run has ended."""
+        with self.tx() as db:
+            row = db.execute("SELECT status, spec FROM runs WHERE name = ?", (name,)).fetchone()
+            if row is None or RunStatus(row["status"]).is_terminal:
+                return False
+            spec = json.loads(row["spec"])
+            spec.setdefault("scheduling", {}).update(changes)
+            db.execute("UPDATE runs SET spec = ? WHERE name = ?", (json.dumps(spec), name))
+        return True
+
     def set_supervisor(self, name: str, pid: int, started: str | None) -> None:
         with self.tx() as db:
             db.execute("UPDATE runs SET supervisor_pid = ?, supervisor_started = ? WHERE name = ?", (pid, started, name))

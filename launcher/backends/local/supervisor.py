@@ -58,6 +58,34 @@ class Supervisor:
         self.attempt = row["attempt"]
         self.known: tuple[RunStatus, str | None, int | None] | None = None
         """The outcome of the attempt that just ended, once it is known."""
+        self.started = time.monotonic()
+        self.scheduling: dict = {}
+        self.policy = RetryPolicy()
+        self.deadline: float | None = None
+        """When max_duration runs out (monotonic), counted from this supervisor's start."""
+        self._limits(self.spec)
+
+    def _limits(self, spec: dict) -> None:
+        self.scheduling = spec.get("scheduling") or {}
+        self.policy = RetryPolicy.from_scheduling(self.scheduling)
+        hours = self.scheduling.get("max_duration")
+        self.deadline = self.started + float(hours) * 3600 if hours else None
+
+    def reload(self) -> None:
+        """The run's scheduling as the state has it now: `update run` changes max_duration and
+        max_retries of a running run there, and this process acts on them within a second."""
+        try:
+            row = self.state.row(self.name)
+        except StateFileError:
+            return  # unreadable for now: the limits stay as they were
+        if row is not None:
+            self._limits(json.loads(row["spec"]))
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def _deadline_reason(self) -> str:
+        return f"exceeded max_duration of {self.scheduling.get('max_duration')}h"
 
     def _on_signal(self, signum, _frame) -> None:
         self.stop.set()
@@ -69,11 +97,9 @@ class Supervisor:
         # Taken first, while the disk may still have room: only used if the state cannot be written.
         outcome_file = ReservedFile(str(self.layout.outcome_file))
         written = False
-        scheduling = self.spec.get("scheduling") or {}
-        policy = RetryPolicy.from_scheduling(scheduling)
-        hours = scheduling.get("max_duration")
-        deadline = time.monotonic() + float(hours) * 3600 if hours else None
-        failed = [USER] * (self.attempt - 1)  # how each earlier attempt failed
+        # How each attempt of this supervisor failed: a restart (`run -r`) starts a new
+        # supervisor, and the retry budget counts afresh from it.
+        failed: list[str] = []
         try:
             self.state.set_supervisor(self.name, os.getpid(), start_time(os.getpid()))
             try:
@@ -82,24 +108,27 @@ class Supervisor:
                 pass  # each rank's own mount then fails, and says why in its log
             while True:
                 self.known = None
-                status, reason, code = self.known = self._attempt(deadline)
+                status, reason, code = self.known = self._attempt()
+                self.reload()
                 # Nothing but the run itself ends its ranks on this machine: a failure is the
                 # run's own (USER), or the deadline's; a stop never fails.
-                failure = DEADLINE if deadline and time.monotonic() >= deadline else USER
-                if status is RunStatus.FAILED and not self.stop.is_set() and policy.allows(failed, failure):
+                failure = DEADLINE if self._past_deadline() else USER
+                if status is RunStatus.FAILED and not self.stop.is_set() and self.policy.allows(failed, failure):
                     failed.append(failure)
                     # The run waits PENDING for its backoff; a stop or the deadline may end it meanwhile.
-                    delay = policy.delay(self.attempt)
+                    delay = self.policy.delay(self.attempt)
                     self.state.await_retry(self.name, reason, delay)
-                    if deadline is not None:
-                        delay = min(delay, max(0.0, deadline - time.monotonic()))
-                    if self.stop.wait(delay):
+                    due = time.monotonic() + delay
+                    while not self.stop.is_set() and not self._past_deadline() and time.monotonic() < due:
+                        deadline = self.deadline if self.deadline is not None else due
+                        if self.stop.wait(max(0.0, min(due, deadline, time.monotonic() + 1.0) - time.monotonic())):
+                            break
+                        self.reload()  # an update may move the deadline while the retry waits
+                    if self.stop.is_set():
                         self.state.set_status(self.name, RunStatus.STOPPED, "stopped by the user")
                         return
-                    if deadline is not None and time.monotonic() >= deadline:
-                        hours = scheduling["max_duration"]
-                        self.state.set_status(self.name, RunStatus.FAILED, f"exceeded max_duration of {hours}h",
-                                              exit_code=code)
+                    if self._past_deadline():
+                        self.state.set_status(self.name, RunStatus.FAILED, self._deadline_reason(), exit_code=code)
                         return
                     self.attempt = self.state.new_attempt(self.name)
                     continue
@@ -153,7 +182,7 @@ class Supervisor:
         })
         return env
 
-    def _attempt(self, deadline: float | None) -> tuple[RunStatus, str | None, int | None]:
+    def _attempt(self) -> tuple[RunStatus, str | None, int | None]:
         nodes = int((self.spec.get("compute") or {}).get("nodes") or 1)
         attempt = self.attempt
         self.state.set_status(self.name, RunStatus.STARTING)
@@ -189,7 +218,11 @@ class Supervisor:
         codes: dict[int, int] = {}
         first_failure: tuple[int, int] | None = None
         ending: tuple[RunStatus, str | None] | None = None
+        reload_at = time.monotonic() + 1.0
         while len(codes) < len(procs):
+            if time.monotonic() >= reload_at:
+                self.reload()
+                reload_at = time.monotonic() + 1.0
             for rank, p in procs.items():
                 if rank in codes:
                     continue
@@ -206,9 +239,8 @@ class Supervisor:
                 by_launcher = True
                 if self.stop.is_set():
                     ending = (RunStatus.STOPPED, "stopped by the user")
-                elif deadline and time.monotonic() >= deadline:
-                    hours = self.spec["scheduling"]["max_duration"]
-                    ending = (RunStatus.FAILED, f"exceeded max_duration of {hours}h")
+                elif self._past_deadline():
+                    ending = (RunStatus.FAILED, self._deadline_reason())
                 elif first_failure is not None:
                     rank, code = first_failure
                     ending = (RunStatus.FAILED, f"rank {rank} exited with code {code}")
