@@ -137,6 +137,9 @@ class LogLine:
     attempt: int = 1
     timestamp: datetime | None = None
 
+    def __str__(self) -> str:
+        return self.text
+
 
 @dataclass
 class Plan:
