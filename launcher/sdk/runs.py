@@ -214,9 +214,14 @@ def _local(t: datetime | None) -> datetime | None:
     return t.astimezone() if t is not None else None
 
 
-def _gpu_type(run: Run) -> str:
+def _gpu_types(run: Run) -> set[str]:
+    """The gpu_type filter values a run matches: its compute.gpu_type; "none" and "cpu"
+    (as listings show it) for a run without GPUs."""
     compute = run.spec.get("compute") or {}
-    return str(compute.get("gpu_type") or ("cpu" if not compute.get("gpus") else "")).lower()
+    gpu_type = str(compute.get("gpu_type") or "").lower()
+    if gpu_type in ("", "none") and not compute.get("gpus"):
+        return {"none", "cpu"}
+    return {gpu_type}
 
 
 def get_runs(runs: RunRef | Iterable[RunRef] | None = None, *, cluster: str | Iterable[str] | None = None,
@@ -226,7 +231,7 @@ def get_runs(runs: RunRef | Iterable[RunRef] | None = None, *, cluster: str | It
              latest: bool = False, ids: Iterable[str] | None = None) -> RunList:
     """Runs, newest first, with mcli's filters (each takes one value or several):
     `runs` names, spec names (every run of that spec) or globs; `ids` full run names;
-    `cluster` profiles; `status`; `gpu_type` (compute.gpu_type, "cpu" for none);
+    `cluster` profiles; `status`; `gpu_type` (compute.gpu_type; "none" or "cpu" for none);
     `gpu_num` (compute.gpus); created `before`/`after` (a naive time is local);
     `limit` at most that many; `latest` only the newest. A profile that cannot be asked
     is a line in the result's `warnings`; when none can be, the error (ClusterUnreachable
@@ -249,7 +254,7 @@ def get_runs(runs: RunRef | Iterable[RunRef] | None = None, *, cluster: str | It
               if (not patterns or any(matches(p, r.name) for p in patterns))
               and (not exact or r.name in exact)
               and (not statuses or r.status in statuses)
-              and (not gpu_types or _gpu_type(r) in gpu_types)
+              and (not gpu_types or bool(_gpu_types(r) & gpu_types))
               and (not gpu_nums or int((r.spec.get("compute") or {}).get("gpus") or 0) in gpu_nums)
               and (before is None or r.created_at < before) and (after is None or r.created_at > after)]
     if latest:
