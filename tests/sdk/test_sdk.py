@@ -208,3 +208,21 @@ def test_a_cluster_that_is_away_is_cluster_unreachable(launcher_home, specs):
         assert len(everywhere.warnings) == 1 and everywhere.warnings[0].startswith("cluster dead: cannot reach")
         with pytest.raises(launcher.ClusterUnreachable):
             launcher.create_run(launcher.RunConfig.from_file(spec_file(specs, "there", "true")), cluster="dead")
+
+
+def test_follow_run_goes_on_across_a_retry(specs):
+    from launcher.backends.base import LogLine
+    from launcher.sdk.logs import follow_run
+
+    path = spec_file(specs, "retried", 'echo "attempt $LAUNCHER_ATTEMPT"; [ "$LAUNCHER_ATTEMPT" != 1 ] || exit 3')
+    path.write_text(path.read_text() + "scheduling:\n  max_retries: 1\n  retry_backoff: {first: 0.1s}\n")
+    run = launcher.create_run(launcher.RunConfig.from_file(path))
+    items = list(follow_run(run))
+    texts = [i.text for i in items if isinstance(i, LogLine) and i.text.startswith("attempt ")]
+    assert texts == ["attempt 1", "attempt 2"]
+    kinds = [i.kind for i in items if not isinstance(i, LogLine)]
+    assert "restarted" in kinds and kinds[-1] == "ended"
+    restarted = next(i for i in items if not isinstance(i, LogLine) and i.kind == "restarted")
+    assert restarted.attempt == 1
+    assert items[-1].run.status == "COMPLETED" and items[-1].attempt == 2
+    assert [line.attempt for line in launcher.follow_run_logs(run) if line.text.startswith("attempt ")] == [1, 2]
