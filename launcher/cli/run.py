@@ -48,10 +48,7 @@ def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool):
     from launcher.sdk.runs import prepare_run
 
     config = _load(spec_file, **kw)
-    prepared = prepare_run(config, cluster=kw.get("cluster"), backend=backend, dry_run=dry_run)
-    for note in prepared.notes:
-        info(note)
-    return prepared
+    return prepare_run(config, cluster=kw.get("cluster"), backend=backend, dry_run=dry_run, on_note=info)
 
 
 def _backend_option(help: str):

@@ -8,7 +8,7 @@ backends' own `Run` records and raise launcher.sdk.errors' types; they never pri
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Union
@@ -110,16 +110,20 @@ class PreparedRun:
 
 
 def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: str | None = None,
-                backend: str | None = None, dry_run: bool = False) -> PreparedRun:
+                backend: str | None = None, dry_run: bool = False,
+                on_note: Callable[[str], None] | None = None) -> PreparedRun:
     """Every check a submit makes before it starts anything: the target's check (offline,
     before any secret is read), the secrets the run gets (read where they live on this
     machine, or for a real run) and the target's checks of them. An error about one field
-    of the config is a ValidationError placed at its line."""
+    of the config is a ValidationError placed at its line. `on_note` is called with each
+    note on the target chosen as it is made, before a check may fail (the CLI shows them)."""
     from launcher.errors import FieldError
     from launcher.sdk.config import RunConfig
 
     config = RunConfig.of(config)
     profile, target, store, notes = _target(config, cluster, backend, dry_run=dry_run)
+    for note in notes if on_note is not None else ():
+        on_note(note)
     spec = _named(config)
     try:
         warnings = target.check(spec)
