@@ -54,7 +54,8 @@ def create_secret(kind: str, name: str, data: dict[str, str] | str, *, cluster: 
     try:
         secret_kind = SecretKind(kind)
     except ValueError:
-        raise InputError(f"{kind!r} is not a kind of secret; use one of {', '.join(k.value for k in SecretKind)}") from None
+        kinds = ", ".join(k.value for k in SecretKind)
+        raise InputError(f"{kind!r} is not a kind of secret; use one of {kinds}") from None
     values = {"value": data} if isinstance(data, str) else dict(data)
     opts = dict(options or {})
     if secret_kind is SecretKind.ENV:

@@ -88,12 +88,13 @@ def test_stop_run_all_and_latest_count_what_they_stop(cli):
     assert f"Stop 2 runs ({two}, {one})?" in refused.stdout and "Nothing stopped" in refused.stdout
     assert cli.describe(one)["status"] == "RUNNING"
     # --latest is the latest run, as in mcli: `done`, which has ended.
-    assert cli("stop", "run", "--latest", "-y").stdout.strip() == "Nothing to stop: the matching runs have already ended."
+    nothing = "Nothing to stop: the matching runs have already ended."
+    assert cli("stop", "run", "--latest", "-y").stdout.strip() == nothing
     r = cli("stop", "run", "one", "two", "--latest", "-y")  # the latest of the runs named
     assert r.returncode == 0 and r.stdout.strip() == f"✔ Run {two} stopped", r.stdout + r.stderr
     r = cli("stop", "-a", "-y")
     assert r.returncode == 0 and r.stdout.strip() == f"✔ Run {one} stopped", r.stdout + r.stderr
-    assert cli("stop", "run", "-a", "-y").stdout.strip() == "Nothing to stop: the matching runs have already ended."
+    assert cli("stop", "run", "-a", "-y").stdout.strip() == nothing
     assert cli.describe(done)["status"] == "COMPLETED"
     cli("delete", "run", "--all", "-y")
 
