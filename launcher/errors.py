@@ -54,6 +54,15 @@ class NotFoundError(InputError):
     """A named run, secret or cluster that does not exist."""
 
 
+class ClusterUnreachable(LauncherError):
+    """A cluster whose API server could not be reached at all (refused, timed out, no
+    route): the cluster is away, not the request wrong. Exit code 1."""
+
+
+class RunNotFound(NotFoundError):
+    """No run of that name (or spec name, or glob) where the launcher could look."""
+
+
 class StateFileError(InputError):
     """A file the launcher keeps its state in (a database, the secret store) that cannot
     be used; the message names it, the hint says how to recover."""

@@ -121,6 +121,11 @@ class Run:
             and crashed((a.ended_at - a.started_at).total_seconds()) for a in ended)
 
     @property
+    def config(self) -> dict[str, Any]:
+        """The spec as submitted (mcli's Run.config): `spec` by its SDK name."""
+        return self.spec
+
+    @property
     def nodes(self) -> int:
         return int(self.spec.get("compute", {}).get("nodes") or 1)
 
@@ -136,6 +141,9 @@ class LogLine:
     """One line without its trailing newline, secrets already masked."""
     attempt: int = 1
     timestamp: datetime | None = None
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass

@@ -20,7 +20,7 @@ import fnmatch
 import re
 from typing import TYPE_CHECKING
 
-from launcher.errors import InputError, NotFoundError
+from launcher.errors import InputError, NotFoundError, RunNotFound
 from launcher.spec.names import SUFFIX_LEN, sanitize
 
 if TYPE_CHECKING:
@@ -92,12 +92,12 @@ def suggestion(arg: str, names: list[str]) -> str | None:
     return guess[0] if guess else None
 
 
-def not_found(arg: str, names: list[str], warnings: list[str] | None = None) -> NotFoundError:
+def not_found(arg: str, names: list[str], warnings: list[str] | None = None) -> RunNotFound:
     """`warnings`: one line for each cluster profile that could not be asked."""
     guess = suggestion(arg, names)
     hint = f"did you mean {guess!r}? " if guess else ""
     what = "matches" if is_glob(arg) else "named"
-    return NotFoundError(f"no run {what} {arg!r}", hint=f"{hint}list runs with `launcher get runs`",
+    return RunNotFound(f"no run {what} {arg!r}", hint=f"{hint}list runs with `launcher get runs`",
                          warnings=warnings)
 
 

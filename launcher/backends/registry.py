@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from launcher.backends.base import Backend, Run
 from launcher.backends.statedb import connect
 from launcher.config import Config, Profile, launcher_home, load_config
-from launcher.errors import InputError, LauncherError, NotFoundError, StateFileError
+from launcher.errors import ClusterUnreachable, InputError, LauncherError, NotFoundError, RunNotFound, StateFileError
 
 if TYPE_CHECKING:
     from launcher.secrets.store import SecretStore
@@ -159,7 +159,7 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
     if name is None:
         name = index.latest()
         if name is None:
-            raise NotFoundError("there are no runs yet", hint="start one with `launcher run -f SPEC`")
+            raise RunNotFound("there are no runs yet", hint="start one with `launcher run -f SPEC`")
     config = load_config()
     recorded = index.profile_of(name)
     candidates = [p for p in config.profiles() if p.name == recorded] if recorded else config.profiles()
@@ -182,9 +182,9 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
     if len(failed) == len(candidates):
         # No profile could be asked: that is the answer, not that the run does not exist.
         first = next(iter(failed.values()))
-        raise LauncherError(first.message, exit_code=first.exit_code, hint=first.hint, warnings=unasked[1:])
+        raise type(first)(first.message, exit_code=first.exit_code, hint=first.hint, warnings=unasked[1:])
     # Not found where we could look; each profile we could not ask is a warning.
-    raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`", warnings=unasked)
+    raise RunNotFound(f"no run named {name!r}", hint="list runs with `launcher get runs`", warnings=unasked)
 
 
 # How long one look across every profile waits for the slowest: a stalled cluster becomes a warning.
@@ -227,7 +227,9 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T]) -> tuple[dict
         message = e.message.splitlines()[0] if e.message else type(e).__name__
         if not message.startswith(f"cluster {name}"):
             message = f"cluster {name}: {message}"
-        failed[name] = LauncherError(message, exit_code=e.exit_code, hint=e.hint)
+        # A cluster that is away stays one (the SDK's ClusterUnreachable), in the profile's words.
+        kind = ClusterUnreachable if isinstance(e, ClusterUnreachable) else LauncherError
+        failed[name] = kind(message, exit_code=e.exit_code, hint=e.hint)
     return answers, failed
 
 
@@ -257,7 +259,8 @@ def ask_some(profiles: list[Profile], ask: Callable[[Profile], T], done: str) ->
         if len(errors) == 1:
             raise errors[0]
         # Bad input (a kubeconfig, credentials) everywhere is exit 2; a cluster that is away, 1.
-        raise LauncherError(f"none of the {len(errors)} cluster profiles could be {done}",
+        kind = ClusterUnreachable if all(isinstance(e, ClusterUnreachable) for e in errors) else LauncherError
+        raise kind(f"none of the {len(errors)} cluster profiles could be {done}",
                             exit_code=2 if all(e.exit_code == 2 for e in errors) else 1,
                             warnings=[e.message for e in errors])
     return answers, [e.message for e in failed.values()]

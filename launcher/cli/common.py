@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
-# Commands take any form of run name: full, the spec's name, or a glob (launcher.backends.names).
-from launcher.backends.names import resolve_run as find_run  # noqa: F401 - re-exported for commands
+# Commands take any form of run name: full, the spec's name, or a glob (launcher.backends.names),
+# resolved as the SDK resolves a run argument (a run that is not there is RunNotFound).
+from launcher.sdk.runs import resolve as find_run  # noqa: F401 - re-exported for commands
 # How runs read (records, times, durations) is shared with the dashboard: it lives beside Run.
 from launcher.backends.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
 

@@ -117,44 +117,34 @@ def follow_run(backend: Backend, name: str, *, from_attempt: int = 1) -> int:
 
 
 def _follow(backend: Backend, name: str, live: LiveProgress, from_attempt: int = 1) -> int:
-    run = None
-    # Following a run reconciles it (its retries start here on a cluster without JobSet).
-    for run in backend.watch(name, reconcile=True):
-        if run.status.is_terminal:
-            break
-        click.echo(_status_line(run), err=True)
-        if run.status in (RunStatus.RUNNING, RunStatus.TERMINATING):
-            break
-    assert run is not None
-    if run.started_at is not None:
-        info(f"Run {name} started")
-    # A just-submitted run: show every attempt, even one that ended before we looked.
-    attempt = from_attempt
-    many = run.nodes > 1
-    while True:
-        # A backend's follow stream returns once the attempt is over.
-        for line in backend.logs(name, attempt=attempt, follow=True):
-            live.print(line.text, line.rank, many)
-        run = backend.get(name)
-        if not run.status.is_terminal and run.current_attempt == attempt:
-            said = False
-            for run in backend.watch(name, reconcile=True):
-                if run.status.is_terminal or run.current_attempt > attempt:
-                    break
-                if run.retry_at is not None and not said:  # waiting out the backoff
-                    live.close()
-                    info(f"Run {name} is {run.status.value}: {run.reason} ({until(run.retry_at)})")
-                    said = True
-        if run.current_attempt > attempt:
-            live.close()
-            previous = next((a for a in run.attempts if a.index == attempt), None)
-            why = f": {previous.reason}" if previous and previous.reason else ""
-            info(f"Attempt {attempt} ended{why}. Restarting the whole group: attempt {attempt + 1}.")
-            attempt += 1
+    """Print what the SDK's follow_run yields: statuses to stderr, log lines with the live
+    progress, a line for each retry, and the outcome."""
+    from launcher.backends.base import LogLine
+    from launcher.sdk.logs import follow_run as events
+
+    many = False
+    for event in events(name, backend=backend, from_attempt=from_attempt):
+        if isinstance(event, LogLine):
+            live.print(event.text, event.rank, many)
             continue
-        break
-    live.close()
-    return report_outcome(run)
+        run = event.run
+        many = run.nodes > 1
+        if event.kind == "status":
+            click.echo(_status_line(run), err=True)
+        elif event.kind == "started":
+            info(f"Run {name} started")
+        elif event.kind == "retry_due":
+            live.close()
+            info(f"Run {name} is {run.status.value}: {run.reason} ({until(run.retry_at)})")
+        elif event.kind == "restarted":
+            live.close()
+            previous = next((a for a in run.attempts if a.index == event.attempt), None)
+            why = f": {previous.reason}" if previous and previous.reason else ""
+            info(f"Attempt {event.attempt} ended{why}. Restarting the whole group: attempt {event.attempt + 1}.")
+        elif event.kind == "ended":
+            live.close()
+            return report_outcome(run)
+    raise AssertionError("a followed run ends with an 'ended' event")
 
 
 def report_outcome(run: Run) -> int:

@@ -12,22 +12,29 @@ TIME = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "
                                "%Y-%m-%d %H:%M:%S"])
 
 
-def all_runs(cluster: str | None = None):
-    """Runs from every profile (or one), newest first. An unreachable cluster is a warning."""
-    return [run for _, run in runs_with_backends(cluster)]
+def _comma(values: tuple[str, ...]) -> list[str]:
+    """mcli's comma-separated lists, and repeated options: `-s failed,stopped -s pending`."""
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
-def runs_with_backends(cluster: str | None = None):
-    """(backend, run) for every run of every profile (or one), newest first. A profile that
-    cannot be listed is a warning; when none can be, an error (registry.list_runs)."""
-    from launcher.backends.registry import list_runs
-    from launcher.config import load_config
+def _gpu_nums(values: tuple[str, ...]) -> list[int]:
+    out = []
+    for v in _comma(values):
+        try:
+            out.append(int(v))
+        except ValueError:
+            raise click.BadParameter(f"{v!r} is not a number of GPUs", param_hint="'-n' / '--gpu-num'") from None
+    return out
 
-    config = load_config()
-    pairs, warnings = list_runs([config.profile(cluster)] if cluster else config.profiles())
-    for message in warnings:
-        warn(message)
-    return pairs
+
+def _statuses(values: tuple[str, ...]):
+    from launcher.errors import InputError
+    from launcher.sdk.runs import parse_status
+
+    try:
+        return [parse_status(s) for s in _comma(values)]
+    except InputError as e:
+        raise click.BadParameter(e.message, param_hint="'-s' / '--status'") from None
 
 
 @click.group(cls=NounGroup, default="runs", strict=True, subcommand_metavar="runs|secrets|clusters [ARGS]...")
@@ -37,37 +44,38 @@ def get():
 
 @get.command("runs")
 @click.argument("patterns", nargs=-1, shell_complete=complete_run_names)
-@click.option("--status", "statuses", multiple=True, help="Only runs with this status (repeatable).")
-@click.option("--cluster", help="Only runs of this cluster profile.")
+@click.option("-c", "--cluster", "clusters", multiple=True, metavar="CLUSTER",
+              help="Only runs of these cluster profiles (comma-separated or repeated).")
+@click.option("-s", "--status", "statuses", multiple=True, metavar="STATUS",
+              help="Only runs with these statuses, e.g. failed,pending (comma-separated or repeated).")
+@click.option("-t", "--gpu-type", "gpu_types", multiple=True, metavar="GPU",
+              help="Only runs of these compute.gpu_type values, e.g. a100_80gb ('cpu' for none).")
+@click.option("-n", "--gpu-num", "gpu_nums", multiple=True, metavar="N",
+              help="Only runs with these numbers of GPUs (compute.gpus), e.g. 1,8.")
+@click.option("--ids", "ids", multiple=True, metavar="NAME",
+              help="Only the runs with these full names (a run's name is its id), comma-separated or repeated.")
+@click.option("-l", "--latest", is_flag=True, help="Only the latest run (of those the other filters leave).")
 @click.option("--before", type=TIME, help="Only runs created before this local time (e.g. 2026-11-29T18:00).")
 @click.option("--after", type=TIME, help="Only runs created after this local time (e.g. '2026-11-29 09:30').")
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("-o", "--output", type=click.Choice(["table", "name", "json", "yaml"]), default="table", show_default=True)
-def get_runs(patterns, statuses, cluster, before, after, limit, output):
+def get_runs(patterns, clusters, statuses, gpu_types, gpu_nums, ids, latest, before, after, limit, output):
     """List runs, newest first. PATTERNS are run names, spec names (every run of that
-    spec) or globs.
+    spec) or globs. The filters are mcli's (launcher.get_runs takes the same).
 
     \b
     Examples:
       launcher get runs hello --status completed
+      launcher get runs -s failed,stopped -t a100_80gb -n 8
       launcher get runs --after 2026-11-29T18:00 -o json
     """
-    from launcher.backends.names import matches
-    from launcher.backends.base import RunStatus
+    from launcher import sdk
 
-    # Naive times on the command line are the user's local time.
-    before, after = (t.astimezone() if t else None for t in (before, after))
-
-    wanted = set()
-    for s in statuses:
-        try:
-            wanted.add(RunStatus(s.upper()))
-        except ValueError:
-            raise click.BadParameter(f"{s!r} is not a status; use one of {', '.join(x.value for x in RunStatus)}",
-                                     param_hint="--status") from None
-    runs = [r for r in all_runs(cluster) if (not wanted or r.status in wanted)
-            and (not patterns or any(matches(p, r.name) for p in patterns))
-            and (before is None or r.created_at < before) and (after is None or r.created_at > after)][:limit]
+    runs = sdk.get_runs(list(patterns), cluster=_comma(clusters), status=_statuses(statuses),
+                        gpu_type=_comma(gpu_types), gpu_num=_gpu_nums(gpu_nums), ids=_comma(ids),
+                        latest=latest, before=before, after=after, limit=limit)
+    for message in runs.warnings:
+        warn(message)
     if output == "name":
         for r in runs:
             click.echo(r.name)

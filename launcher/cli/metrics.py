@@ -73,11 +73,19 @@ def metrics(
     if list_only and (plot or png or follow):
         raise InputError("--list only lists metric names; leave out --plot, --png and --follow")
 
-    from launcher.cli.common import find_run
-    from launcher.metrics.collect import Collector
+    from launcher.sdk.metrics import collect, latest_with_metrics  # one reader of a run's metrics
+    from launcher.sdk.runs import resolve
 
-    targets = [find_run(name) for name in dict.fromkeys(runs)] if runs else [_latest_with_metrics()]
-    collectors = [Collector(backend, run, follow=follow) for backend, run in targets]
+    if runs:
+        targets = [resolve(name) for name in dict.fromkeys(runs)]
+    else:
+        backend, run, note = latest_with_metrics()
+        if note:
+            from launcher.cli.common import info
+
+            info(note)
+        targets = [(backend, run)]
+    collectors = [collect(backend, run, follow=follow) for backend, run in targets]
     try:
         if export_to is not None:
             _export([c.refresh() for c in collectors], *export_to, experiment)
@@ -99,37 +107,6 @@ def _export(results: list[RunMetrics], target: str, dest: str, experiment: str) 
     for rm in results:
         done = export(rm, target, dest, experiment)
         click.echo(f"✔ Exported {done.points:,} points of {done.metrics} metrics of {done.run} to {done.where}")
-
-
-LATEST_SCAN = 20
-
-
-def _latest_with_metrics() -> tuple[Backend, Run]:
-    """The latest run, unless it ended without metrics (a hello-world run): then the
-    latest of the recent runs that has some."""
-    from launcher.backends.registry import RunIndex
-    from launcher.cli.common import find_run, info
-    from launcher.errors import LauncherError
-    from launcher.metrics.collect import Collector
-
-    latest = find_run(None)
-    if not latest[1].status.is_terminal:
-        return latest  # still going: its metrics may be on their way
-    for name in RunIndex().names()[:LATEST_SCAN]:
-        try:
-            backend, run = latest if name == latest[1].name else find_run(name)
-            collector = Collector(backend, run)
-            try:
-                has = bool(collector.refresh().series)
-            finally:
-                collector.close()
-        except LauncherError:
-            continue
-        if has:
-            if run.name != latest[1].name:
-                info(f"showing {run.name}, the latest run with metrics ({latest[1].name} has none)")
-            return backend, run
-    return latest
 
 
 def _require_metrics(results: list[RunMetrics]) -> None:

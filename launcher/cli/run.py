@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Any
-
 import click
 
 from launcher.cli.common import OK, complete_run_names, dump, info, warn
@@ -44,70 +41,42 @@ def _spec_options(f=None, *, file_required: bool = True):
 
 
 def _load(spec_file, env, sets, node_names, clone_of=None, **fields):
-    """The spec of `spec_file`, or of the run `clone_of` as submitted (`run --clone`), with
-    the command line's overrides."""
-    from launcher.spec.load import Overrides, load_spec, load_spec_text
+    """The RunConfig of `spec_file`, or of the run `clone_of` as submitted (`run --clone`),
+    with the command line's overrides."""
+    from launcher.sdk.config import RunConfig
+    from launcher.spec.load import Overrides
 
     names = [n.strip() for item in node_names for n in item.split(",") if n.strip()]
     overrides = Overrides(**fields, node_names=names or None, env=list(env), set=list(sets))
     if clone_of is not None:
-        loaded = load_spec_text(_clone_text(clone_of), f"run {clone_of.name}", overrides)
+        config = RunConfig.from_dict(_clone_spec(clone_of), overrides)
     else:
-        loaded = load_spec(spec_file, overrides)
-    for w in loaded.warnings:
+        config = RunConfig.from_file(spec_file, overrides)
+    for w in config.warnings:
         warn(w)
-    return loaded
+    return config
 
 
-@dataclass
-class _Checked:
-    """A spec checked for its target as `run` checks it before anything starts."""
-
-    profile: Any
-    target: Any
-    spec: Any
-    """Named as the run will be (the name counts in the checks: pod hostnames)."""
-    name: str
-    """The name the spec asks for."""
-    secrets: list | None
-    """The secrets the run gets, values included; None where they live in the cluster and a
-    dry-run or validate does not read them (the backend names them)."""
-    warnings: list[str]
-
-
-def _clone_text(run) -> str:
-    """A run's spec as submitted, as YAML again, under the name its spec had (so that the
-    copy gets a name of its own)."""
-    import yaml
-
+def _clone_spec(run) -> dict:
+    """A run's spec as submitted, under the name its spec had (so that the copy gets a name
+    of its own)."""
     from launcher.backends.names import spec_name_of
 
     spec = dict(run.spec)
     spec["name"] = spec_name_of(str(spec.get("name") or run.name))
-    return yaml.safe_dump(spec, sort_keys=False)
+    return spec
 
 
-def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_of=None) -> _Checked:
+def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_of=None):
     """Every check `run` makes before it starts anything, for `validate`, `run --dry-run`
-    and `run` alike (this one function, so that they cannot drift): the spec's load, the
-    target's check (offline, before any secret is read), the secrets the run gets (read
-    where they live on this machine, or for a real run), and the target's checks of them.
-    An error about one field of the spec is placed in the file, as a load's own."""
-    from launcher.errors import FieldError, SpecError
+    and `run` alike: the SDK's prepare_run (launcher.sdk.runs), which create_run makes too.
+    Prints the load's warnings and the notes on the target chosen."""
+    from launcher.sdk.runs import prepare_run
 
-    loaded = _load(spec_file, clone_of=clone_of, **kw)
+    config = _load(spec_file, clone_of=clone_of, **kw)
     # A copy goes where its run went, unless the command line says otherwise.
     cluster = kw.get("cluster") or (clone_of.cluster if clone_of is not None and not backend else None)
-    profile, target, store = _target(loaded.spec, cluster, backend, dry_run=dry_run)
-    spec = _named(loaded.spec)
-    try:
-        warnings = target.check(spec)
-        secrets = store.for_run(spec.secrets) if store is not None else None
-        if secrets is not None:
-            target.check_secrets(spec, secrets)
-    except FieldError as e:
-        raise SpecError([loaded.issue(e.field, e.detail)], hint=e.hint) from None
-    return _Checked(profile, target, spec, loaded.spec.name, secrets, warnings)
+    return prepare_run(config, cluster=cluster, backend=backend, dry_run=dry_run, on_note=info)
 
 
 def _backend_option(help: str):
@@ -145,43 +114,6 @@ def validate(spec_file, backend, **kw):
     dump(checked.spec.to_submitted(), "yaml")
 
 
-def _named(spec):
-    """The spec named as its run will be: the name counts in the checks (pod hostnames)."""
-    from launcher.spec.names import unique_run_name
-
-    return spec.model_copy(update={"name": unique_run_name(spec.name)})
-
-
-def _target(spec, cluster: str | None, backend: str | None, *, dry_run: bool):
-    """The profile a run goes to, its backend (the profile read once, here) and its secret store: None
-    for a dry-run where the secrets live in the cluster (the backend names them without
-    asking). A spec's compute.cluster that names no profile here (an mcli cluster such as
-    r1z1) is a note, never an error."""
-    from launcher.backends.registry import open_backend, resolve_profile
-    from launcher.config import Profile, launcher_home, load_config
-    from launcher.secrets.store import LocalSecretStore
-
-    config = load_config()
-    if cluster is None and backend != "local" and spec.compute.cluster:
-        if spec.compute.cluster in {p.name for p in config.profiles()}:
-            cluster = spec.compute.cluster
-        else:
-            info(f"compute.cluster {spec.compute.cluster!r} names no cluster profile here: "
-                 f"using {'the ' + backend + ' backend' if backend else 'the current profile, ' + config.current}")
-    if dry_run and backend and not cluster and not any(p.backend == backend for p in config.profiles()):
-        # Show what a run becomes before any cluster is configured: the shipped defaults
-        # (namespace default, GPU Feature Discovery labels) and the local secrets' names.
-        info("no Kubernetes cluster profile yet: rendering with the shipped defaults "
-             "(add one with `launcher cluster add`)")
-        profile = Profile("default", backend, {})
-        return profile, open_backend(profile), LocalSecretStore(launcher_home())
-    profile = resolve_profile(cluster=cluster, backend=backend, config=config)
-    target = open_backend(profile)
-    if dry_run and target.capabilities.secrets_in_cluster:
-        return profile, target, None
-    return profile, target, target.secret_store()
-
-
 @click.command()
 @_spec_options(file_required=False)
 @click.option("--follow/--no-follow", default=False,
@@ -206,9 +138,7 @@ def run(spec_file, follow, restart, clone, dry_run, output, backend, **kw):
       launcher run -r hello-x7k2pq           # restart a stopped or failed run
       launcher run --clone hello --gpus 16   # a copy of the latest hello run, on 16 GPUs
     """
-    from launcher.backends.registry import RunIndex
     from launcher.cli.common import run_record
-    from launcher.errors import InputError
 
     source = _source(spec_file, restart, clone, dry_run, backend, kw)
     if restart is not None:
@@ -216,14 +146,11 @@ def run(spec_file, follow, restart, clone, dry_run, output, backend, **kw):
         return
     clone_of = source[1] if source is not None else None
     checked = _checked(spec_file, backend, kw, dry_run=dry_run, clone_of=clone_of)  # as `validate` does
-    profile, target, spec, secrets = checked.profile, checked.target, checked.spec, checked.secrets
 
     if dry_run:
-        if not target.capabilities.dry_run:
-            raise InputError(f"the {target.name} backend cannot show a dry-run")
         # From the profile alone: a cluster's secrets are not read (the backend names them),
         # so no cluster is contacted, even one that is down.
-        plan = target.plan(spec, secrets)
+        plan = checked.plan()
         for note in plan.notes:
             info(note)
         for warning in plan.warnings:
@@ -231,15 +158,7 @@ def run(spec_file, follow, restart, clone, dry_run, output, backend, **kw):
         dump(plan.document, output or "yaml")
         return
 
-    # Recorded first, started second: a run that starts is always findable, and an
-    # index that cannot be written stops us before anything runs.
-    index = RunIndex()
-    index.record(spec.name, profile)
-    try:
-        submitted = target.submit(spec, secrets)
-    except BaseException:
-        _forget(index, spec.name)
-        raise
+    submitted = checked.submit()
     for warning in submitted.warnings:
         warn(warning)
     if output:
@@ -250,17 +169,7 @@ def run(spec_file, follow, restart, clone, dry_run, output, backend, **kw):
         return
     from launcher.cli.follow import follow_run
 
-    sys.exit(follow_run(target, submitted.name))
-
-
-def _forget(index, name: str) -> None:
-    from launcher.errors import LauncherError
-
-    try:
-        index.forget(name)
-    except LauncherError:
-        pass  # the submit's own error is the one to show
-
+    sys.exit(follow_run(checked.backend, submitted.name))
 
 
 def _source(spec_file, restart, clone, dry_run, backend, kw):

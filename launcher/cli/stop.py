@@ -5,26 +5,35 @@ from __future__ import annotations
 
 import click
 
-from launcher.cli.common import FAIL, OK, NounGroup, complete_run_names, confirm
+from launcher.cli.common import FAIL, OK, NounGroup, complete_run_names, confirm, warn
 
 yes_opt = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 
 
-def _match(patterns: tuple[str, ...]):
-    """(backend, run) for each run a name, spec name or glob means; the backend that
-    listed it acts on it."""
-    from launcher.backends.names import not_found, select
-    from launcher.cli.get import runs_with_backends
+all_opt = click.option("-a", "--all", "every", is_flag=True, help="Every run (of every cluster profile).")
+latest_opt = click.option("-l", "--latest", is_flag=True, help="Only the latest run (of those NAMES mean, if given).")
 
-    pairs = runs_with_backends()
-    names = [r.name for _, r in pairs]
-    wanted: dict[str, None] = {}
-    for p in patterns:
-        chosen = select(p, names)
-        if not chosen:
-            raise not_found(p, names)
-        wanted.update(dict.fromkeys(chosen))
-    return [(b, r) for b, r in pairs if r.name in wanted]
+
+def _selected(names: tuple[str, ...], every: bool, latest: bool):
+    """The runs the names, --all or --latest mean (launcher.sdk.runs.select_runs)."""
+    from launcher.errors import InputError
+    from launcher.sdk.runs import select_runs
+
+    try:
+        runs = select_runs(names, all=every, latest=latest)
+    except InputError as e:
+        if not names and not every and not latest:
+            raise click.UsageError(e.message) from None
+        raise
+    for message in runs.warnings:
+        warn(message)
+    return runs
+
+
+def _counted(verb: str, runs) -> str:
+    """`Stop 3 runs (a, b, c)?`: how many an action touches, then which."""
+    shown = ", ".join(r.name for r in runs[:10]) + (f", and {len(runs) - 10} more" if len(runs) > 10 else "")
+    return f"{verb} {len(runs)} run{'s' if len(runs) != 1 else ''} ({shown})?"
 
 
 @click.group(cls=NounGroup, default="run", subcommand_metavar="[run] NAME...")
@@ -33,26 +42,31 @@ def stop():
 
 
 @stop.command("run")
-@click.argument("names", nargs=-1, required=True, shell_complete=complete_run_names)
+@click.argument("names", nargs=-1, shell_complete=complete_run_names)
+@all_opt
+@latest_opt
 @yes_opt
-def stop_run(names, yes):
-    """Stop runs by name, spec name (its latest run) or glob.
+def stop_run(names, every, latest, yes):
+    """Stop runs by name, spec name (its latest run) or glob; or every run (-a) or the
+    latest (-l). The confirmation counts the runs it will stop.
 
     \b
     Examples:
       launcher stop hello -y          # the latest run of runspecs/hello.yaml
       launcher stop run 'hello-*' -y  # every run of it
+      launcher stop run --all         # every run still going, after a y/N
     """
-    runs = [(b, r) for b, r in _match(names) if not r.status.is_terminal]
+    from launcher import sdk
+
+    runs = [r for r in _selected(names, every, latest) if not r.status.is_terminal]
     if not runs:
         click.echo("Nothing to stop: the matching runs have already ended.")
         return
-    if not confirm(f"Stop {', '.join(r.name for _, r in runs)}?", yes):
+    if not confirm(_counted("Stop", runs), yes):
         click.echo(f"{FAIL} Nothing stopped.")
         return
-    for backend, r in runs:
-        ended = backend.stop(r.name)
-        click.echo(f"{OK} Run {r.name} {ended.status.value.lower()}")
+    for ended in sdk.stop_runs(runs):
+        click.echo(f"{OK} Run {ended.name} {ended.status.value.lower()}")
 
 
 @click.group(cls=NounGroup, default="run", subcommand_metavar="[run|secret] NAME...")
@@ -61,28 +75,31 @@ def delete():
 
 
 @delete.command("run")
-@click.argument("names", nargs=-1, required=True, shell_complete=complete_run_names)
+@click.argument("names", nargs=-1, shell_complete=complete_run_names)
+@all_opt
+@latest_opt
 @yes_opt
-def delete_run(names, yes):
-    """Delete runs (stopping them first) and everything they created.
+def delete_run(names, every, latest, yes):
+    """Delete runs (stopping them first) and everything they created; or every run (-a)
+    or the latest (-l). The confirmation counts the runs it will delete.
 
     \b
     Examples:
       launcher delete run 'hello-*' -y  # every run of runspecs/hello.yaml
+      launcher delete run --latest -y
     """
-    from launcher.backends.registry import RunIndex
-    from launcher.metrics.cache import forget_run
+    from launcher import sdk
 
-    runs = _match(names)
-    listing = ", ".join(r.name for _, r in runs)
-    if not confirm(f"Delete {listing}?", yes):
+    runs = _selected(names, every, latest)
+    if not runs:
+        click.echo("Nothing to delete: there are no runs.")
+        return
+    if not confirm(_counted("Delete", runs), yes):
         click.echo(f"{FAIL} Nothing deleted.")
         return
-    for backend, r in runs:
-        backend.delete(r.name)
-        RunIndex().forget(r.name)
-        forget_run(r.name)
-        click.echo(f"{OK} Deleted run {r.name}")
+    for run in runs:  # one at a time, so each deleted run is said before the next
+        sdk.delete_run(run)
+        click.echo(f"{OK} Deleted run {run.name}")
 
 
 @delete.command("secret")

@@ -29,10 +29,9 @@ def update_run(name, max_duration, priority, max_retries, output):
       launcher update run hello --max-duration 12
       launcher update run hello-x7k2pq --max-retries 3
     """
-    from launcher.backends.names import resolve_run
+    from launcher.sdk.runs import update_run as update_the_run
 
-    backend, run = resolve_run(name)
-    updated = backend.update(run.name, max_duration=max_duration, priority=priority, max_retries=max_retries)
+    updated = update_the_run(name, max_duration=max_duration, priority=priority, max_retries=max_retries)
     scheduling = updated.spec.get("scheduling") or {}
     changed = {k: scheduling.get(k) for k, v in (("max_duration", max_duration), ("priority", priority),
                                                   ("max_retries", max_retries)) if v is not None}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import socket
 
-from launcher.errors import LauncherError
+from launcher.errors import ClusterUnreachable, LauncherError
 
 # Statuses the server answers without having done the request: safe to repeat, even a create.
 UNDONE_STATUSES = {429, 503}
@@ -35,6 +35,11 @@ class KubeError(LauncherError):
         self.reason = reason
         self.retryable = retryable
         self.maybe_done = maybe_done
+
+
+class KubeUnreachable(KubeError, ClusterUnreachable):
+    """A connection to the API server that failed before any answer (refused, timed out,
+    unresolvable): the SDK's ClusterUnreachable."""
 
 
 def connect_failure(cause: BaseException) -> tuple[str, str]:

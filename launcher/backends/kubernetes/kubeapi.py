@@ -56,8 +56,12 @@ from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is t
     MAYBE_DONE_STATUSES,
     UNDONE_STATUSES,
     KubeError,
+    KubeUnreachable,
     connect_failure,
 )
+
+# The connection failures that got no answer at all: the cluster is away.
+UNREACHABLE_REASONS = frozenset({"ConnectTimeout", "ConnectFailed"})
 from launcher.backends.kubernetes.profiles import ClusterProfile
 from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path, read_kubeconfig
 
@@ -236,7 +240,9 @@ class KubeApi:
                             maybe_done=code in MAYBE_DONE_STATUSES) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             what, reason, maybe_done = _connection_error(e)
-            raise KubeError(f"{where}: cannot {doing}: {what} ({self.server})", reason=reason,
+            # A connection that never got an answer is a cluster away (ClusterUnreachable).
+            error = KubeUnreachable if reason in UNREACHABLE_REASONS else KubeError
+            raise error(f"{where}: cannot {doing}: {what} ({self.server})", reason=reason,
                             retryable=True, maybe_done=maybe_done,
                             exit_code=2 if reason == "TLS" else 1,
                             hint="check the certificate-authority in the kubeconfig" if reason == "TLS" else None,

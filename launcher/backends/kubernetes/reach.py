@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from launcher import debug
-from launcher.backends.kubernetes.errors import KubeError, connect_failure
+from launcher.backends.kubernetes.errors import KubeUnreachable, connect_failure
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 # The connect timeout of a look across every profile (`get runs`, the dashboard).
@@ -148,7 +148,7 @@ def server_address(kubeconfig: str | None, context: str | None) -> tuple[str, st
 
 
 def check_reachable(name: str, settings: dict, *, timeout: float = LIST_CONNECT_TIMEOUT) -> None:
-    """Raise a KubeError naming profile `name` when its server (or proxy) refuses or
+    """Raise a KubeUnreachable (a ClusterUnreachable) naming profile `name` when its server (or proxy) refuses or
     does not take a TCP connection within `timeout` seconds. `settings` is the raw
     `clusters.<name>` entry of config.yaml, not yet validated."""
     kubeconfig, context = settings.get("kubeconfig"), settings.get("context")
@@ -161,5 +161,5 @@ def check_reachable(name: str, settings: dict, *, timeout: float = LIST_CONNECT_
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as e:
         what, reason = connect_failure(e)
-        raise KubeError(f"cluster {name}: cannot reach the API server: {what} ({server})", reason=reason,
+        raise KubeUnreachable(f"cluster {name}: cannot reach the API server: {what} ({server})", reason=reason,
                         retryable=True) from None

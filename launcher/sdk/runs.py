@@ -1,0 +1,416 @@
+"""Runs: create, find, list with mcli's filters, wait for, stop, delete, update.
+
+A run argument is a `Run` or a name: a full run name, a spec name (its latest run) or a
+glob, as on the command line (launcher.backends.names). The functions return the
+backends' own `Run` records and raise launcher.sdk.errors' types; they never print.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Union
+
+from launcher.backends.base import Backend, Run, RunStatus
+from launcher.errors import InputError, NotFoundError
+from launcher.sdk.errors import NotSupported, WaitTimeout, run_not_found
+
+if TYPE_CHECKING:
+    from launcher.config import Profile
+    from launcher.sdk.config import RunConfig
+    from launcher.spec.models import RunSpec
+
+__all__ = ["Run", "RunList", "RunStatus", "create_run", "delete_run", "delete_runs", "get_run", "get_runs",
+           "stop_run", "stop_runs", "update_run", "wait_for_run_status"]
+
+RunRef = Union[Run, str]
+"""A Run, or a name: full, a spec name (its latest run) or a glob."""
+
+
+class RunList(list):
+    """Runs, newest first. `warnings`: one line for each cluster profile that could not be
+    asked (the list holds the runs of the others)."""
+
+    def __init__(self, runs: Iterable[Run] = (), warnings: Iterable[str] = ()):
+        super().__init__(runs)
+        self.warnings = list(warnings)
+
+
+def name_of(run: RunRef) -> str:
+    return run.name if isinstance(run, Run) else run
+
+
+def resolve(run: RunRef | None) -> tuple[Backend, Run]:
+    """The backend that holds the run and its current record (None: the latest run)."""
+    from launcher.backends.names import resolve_run
+
+    try:
+        return resolve_run(None if run is None else name_of(run))
+    except NotFoundError as e:
+        raise run_not_found(e) from None
+
+
+def get_run(run: RunRef | None = None) -> Run:
+    """The run's current record; None: the latest run submitted from this machine."""
+    backend, record = resolve(run)
+    backend.close()
+    return record
+
+
+# --- creating ------------------------------------------------------------------------------
+
+
+@dataclass
+class PreparedRun:
+    """A run config checked for its target as a submit would check it, nothing started:
+    what `validate`, `run --dry-run` and `run` share, so that they cannot drift."""
+
+    config: RunConfig
+    profile: Profile
+    backend: Backend
+    spec: RunSpec
+    """Named as the run will be (the name counts in the checks: pod hostnames)."""
+    secrets: list | None
+    """The secrets the run gets, values included; None where they live in the cluster and a
+    dry-run does not read them (the backend names them)."""
+    warnings: list[str] = field(default_factory=list)
+    """What the target cannot fully honour, in the words the dry-run and submit use."""
+    notes: list[str] = field(default_factory=list)
+    """How the target was chosen (a compute.cluster that names no profile here)."""
+
+    @property
+    def name(self) -> str:
+        """The name the config asks for (the run's own has a suffix)."""
+        return self.config.name
+
+    def plan(self):
+        """What submit would create (`run --dry-run`), computed offline."""
+        if not self.backend.capabilities.dry_run:
+            raise NotSupported(f"the {self.backend.name} backend cannot show a dry-run")
+        return self.backend.plan(self.spec, self.secrets)
+
+    def submit(self) -> Run:
+        """Start the run. Recorded first, started second: a run that starts is always
+        findable, and an index that cannot be written stops us before anything runs."""
+        from launcher.backends.registry import RunIndex
+        from launcher.errors import LauncherError
+
+        index = RunIndex()
+        index.record(self.spec.name, self.profile)
+        try:
+            return self.backend.submit(self.spec, self.secrets)
+        except BaseException:
+            try:
+                index.forget(self.spec.name)
+            except LauncherError:
+                pass  # the submit's own error is the one to show
+            raise
+
+
+def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: str | None = None,
+                backend: str | None = None, dry_run: bool = False,
+                on_note: Callable[[str], None] | None = None) -> PreparedRun:
+    """Every check a submit makes before it starts anything: the target's check (offline,
+    before any secret is read), the secrets the run gets (read where they live on this
+    machine, or for a real run) and the target's checks of them. An error about one field
+    of the config is a ValidationError placed at its line. `on_note` is called with each
+    note on the target chosen as it is made, before a check may fail (the CLI shows them)."""
+    from launcher.errors import FieldError
+    from launcher.sdk.config import RunConfig
+
+    config = RunConfig.of(config)
+    profile, target, store, notes = _target(config, cluster, backend, dry_run=dry_run)
+    for note in notes if on_note is not None else ():
+        on_note(note)
+    spec = _named(config)
+    try:
+        warnings = target.check(spec)
+        secrets = store.for_run(spec.secrets) if store is not None else None
+        if secrets is not None:
+            target.check_secrets(spec, secrets)
+    except FieldError as e:
+        raise config.placed(e) from None
+    return PreparedRun(config, profile, target, spec, secrets, warnings, notes)
+
+
+def create_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: str | None = None,
+               backend: str | None = None) -> Run:
+    """Submit a run (a RunConfig, a mapping of its fields, or a YAML path) to a cluster
+    profile (default: compute.cluster where it names one, else the current profile).
+    The returned Run's `warnings` name what the target cannot fully honour."""
+    return prepare_run(config, cluster=cluster, backend=backend).submit()
+
+
+def _named(spec: RunSpec) -> RunSpec:
+    from launcher.spec.names import unique_run_name
+
+    return spec.model_copy(update={"name": unique_run_name(spec.name)})
+
+
+def _target(spec: RunSpec, cluster: str | None, backend: str | None, *, dry_run: bool):
+    """The profile a run goes to, its backend (the profile read once, here), its secret
+    store (None for a dry-run where the secrets live in the cluster) and notes on the
+    choice. A compute.cluster that names no profile here (an mcli cluster such as r1z1)
+    is a note, never an error."""
+    from launcher.backends.registry import open_backend, resolve_profile
+    from launcher.config import Profile, launcher_home, load_config
+    from launcher.secrets.store import LocalSecretStore
+
+    config = load_config()
+    notes: list[str] = []
+    if cluster is None and backend != "local" and spec.compute.cluster:
+        if spec.compute.cluster in {p.name for p in config.profiles()}:
+            cluster = spec.compute.cluster
+        else:
+            notes.append(f"compute.cluster {spec.compute.cluster!r} names no cluster profile here: using "
+                         f"{'the ' + backend + ' backend' if backend else 'the current profile, ' + config.current}")
+    if dry_run and backend and not cluster and not any(p.backend == backend for p in config.profiles()):
+        # Show what a run becomes before any cluster is configured: the shipped defaults
+        # (namespace default, GPU Feature Discovery labels) and the local secrets' names.
+        notes.append("no Kubernetes cluster profile yet: rendering with the shipped defaults "
+                     "(add one with `launcher cluster add`)")
+        profile = Profile("default", backend, {})
+        return profile, open_backend(profile), LocalSecretStore(launcher_home()), notes
+    profile = resolve_profile(cluster=cluster, backend=backend, config=config)
+    target = open_backend(profile)
+    if dry_run and target.capabilities.secrets_in_cluster:
+        return profile, target, None, notes
+    return profile, target, target.secret_store(), notes
+
+
+# --- listing ---------------------------------------------------------------------------------
+
+
+def parse_status(value: RunStatus | str) -> RunStatus:
+    """A RunStatus from itself or its name, any case ("completed")."""
+    if isinstance(value, RunStatus):
+        return value
+    try:
+        return RunStatus(str(value).strip().upper())
+    except ValueError:
+        raise InputError(f"{value!r} is not a status; use one of {', '.join(s.value for s in RunStatus)}") from None
+
+
+def _listed(cluster: str | Iterable[str] | None = None):
+    """(backend, run) for every run of every profile (or those named), newest first, and
+    one warning per profile that could not be listed; when none could be, the error."""
+    from launcher.backends.registry import list_runs
+    from launcher.config import load_config
+
+    config = load_config()
+    names = _strings(cluster)
+    profiles = [config.profile(n) for n in names] if names else config.profiles()
+    return list_runs(profiles)
+
+
+def _strings(value: str | Iterable[Any] | None) -> list:
+    if value is None:
+        return []
+    if isinstance(value, str | int | RunStatus | Run):
+        return [value]
+    return list(value)
+
+
+def _local(t: datetime | None) -> datetime | None:
+    """A naive time is the user's local time, as on the command line."""
+    return t.astimezone() if t is not None else None
+
+
+def _gpu_types(run: Run) -> set[str]:
+    """The gpu_type filter values a run matches: its compute.gpu_type; "none" and "cpu"
+    (as listings show it) for a run without GPUs."""
+    compute = run.spec.get("compute") or {}
+    gpu_type = str(compute.get("gpu_type") or "").lower()
+    if gpu_type in ("", "none") and not compute.get("gpus"):
+        return {"none", "cpu"}
+    return {gpu_type}
+
+
+def get_runs(runs: RunRef | Iterable[RunRef] | None = None, *, cluster: str | Iterable[str] | None = None,
+             status: RunStatus | str | Iterable[RunStatus | str] | None = None,
+             gpu_type: str | Iterable[str] | None = None, gpu_num: int | Iterable[int] | None = None,
+             before: datetime | None = None, after: datetime | None = None, limit: int | None = None,
+             latest: bool = False, ids: Iterable[str] | None = None) -> RunList:
+    """Runs, newest first, with mcli's filters (each takes one value or several):
+    `runs` names, spec names (every run of that spec) or globs; `ids` full run names;
+    `cluster` profiles; `status`; `gpu_type` (compute.gpu_type; "none" or "cpu" for none);
+    `gpu_num` (compute.gpus); created `before`/`after` (a naive time is local);
+    `limit` at most that many; `latest` only the newest. A profile that cannot be asked
+    is a line in the result's `warnings`; when none can be, the error (ClusterUnreachable
+    for clusters that are away)."""
+    from launcher.backends.names import matches
+
+    pairs, warnings = _listed(cluster)
+    patterns = [name_of(r) for r in _strings(runs)]
+    exact = set(_strings(ids))
+    statuses = {parse_status(s) for s in _strings(status)}
+    gpu_types = {str(t).lower() for t in _strings(gpu_type)}
+    gpu_nums = set()
+    for n in _strings(gpu_num):
+        try:
+            gpu_nums.add(int(n))
+        except (TypeError, ValueError):
+            raise InputError(f"gpu_num: {n!r} is not a number of GPUs") from None
+    before, after = _local(before), _local(after)
+    chosen = [r for _, r in pairs
+              if (not patterns or any(matches(p, r.name) for p in patterns))
+              and (not exact or r.name in exact)
+              and (not statuses or r.status in statuses)
+              and (not gpu_types or bool(_gpu_types(r) & gpu_types))
+              and (not gpu_nums or int((r.spec.get("compute") or {}).get("gpus") or 0) in gpu_nums)
+              and (before is None or r.created_at < before) and (after is None or r.created_at > after)]
+    if latest:
+        chosen = chosen[:1]
+    if limit is not None:
+        chosen = chosen[:max(limit, 0)]
+    return RunList(chosen, warnings)
+
+
+def select_runs(names: Iterable[RunRef] = (), *, all: bool = False, latest: bool = False) -> RunList:
+    """The runs an action (stop, delete) is for: each name as the command line means it
+    (a full name, a spec name's latest run, a glob; none matching is RunNotFound), every
+    run (`all`), or only the newest of those (`latest`). Naming none of them is an
+    InputError: an action never falls back to every run."""
+    from launcher.backends.names import not_found, select
+
+    names = [name_of(n) for n in names]
+    if not names and not all and not latest:
+        raise InputError("name the runs, or choose every run with --all or the latest with --latest")
+    pairs, warnings = _listed()
+    listed = [r.name for _, r in pairs]
+    if names:
+        wanted: dict[str, None] = {}
+        for n in names:
+            chosen = select(n, listed)
+            if not chosen:
+                raise not_found(n, listed, warnings)
+            wanted.update(dict.fromkeys(chosen))
+        runs = [r for _, r in pairs if r.name in wanted]
+    else:
+        runs = [r for _, r in pairs]
+    return RunList(runs[:1] if latest else runs, warnings)
+
+
+# --- acting ----------------------------------------------------------------------------------
+
+
+class _Backends:
+    """The backend of each run acted on, opened once per profile; closed at the end."""
+
+    def __init__(self) -> None:
+        self.opened: dict[str, Backend] = {}
+
+    def of(self, run: RunRef) -> tuple[Backend, str]:
+        if isinstance(run, Run) and run.cluster:
+            if run.cluster not in self.opened:
+                from launcher.backends.registry import open_backend
+                from launcher.config import load_config
+
+                self.opened[run.cluster] = open_backend(load_config().profile(run.cluster))
+            return self.opened[run.cluster], run.name
+        backend, record = resolve(run)
+        self.opened.setdefault(f"#{len(self.opened)}", backend)
+        return backend, record.name
+
+    def __enter__(self) -> _Backends:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for backend in self.opened.values():
+            backend.close()
+
+
+def stop_run(run: RunRef) -> Run:
+    """Stop the run's processes and keep its record and logs; returns it as it ended."""
+    return stop_runs([run])[0]
+
+
+def stop_runs(runs: Iterable[RunRef]) -> RunList:
+    """Stop each run; the records as they ended, in the order given."""
+    out = RunList()
+    with _Backends() as backends:
+        for run in runs:
+            backend, name = backends.of(run)
+            try:
+                out.append(backend.stop(name))
+            except NotFoundError as e:
+                raise run_not_found(e) from None
+    return out
+
+
+def delete_run(run: RunRef) -> Run:
+    """Stop the run if needed and remove everything it created, its record included;
+    returns the record as it was."""
+    return delete_runs([run])[0]
+
+
+def delete_runs(runs: Iterable[RunRef]) -> RunList:
+    """Delete each run (as delete_run); the records as they were, in the order given."""
+    from launcher.backends.registry import RunIndex
+    from launcher.metrics.cache import forget_run
+
+    out = RunList()
+    index = RunIndex()
+    with _Backends() as backends:
+        for run in runs:
+            backend, name = backends.of(run)
+            try:
+                record = run if isinstance(run, Run) else backend.get(name)
+                backend.delete(name)
+            except NotFoundError as e:
+                raise run_not_found(e) from None
+            index.forget(name)
+            forget_run(name)
+            out.append(record)
+    return out
+
+
+def update_run(run: RunRef, *, max_duration: float | None = None, priority: str | None = None,
+               max_retries: int | None = None) -> Run:
+    """Change a run's scheduling (max_duration in hours, priority, max_retries) where its
+    backend can (Capabilities.updatable); otherwise the backend's InputError says why not."""
+    with _Backends() as backends:
+        backend, name = backends.of(run)
+        try:
+            return backend.update(name, max_duration=max_duration, priority=priority, max_retries=max_retries)
+        except NotFoundError as e:
+            raise run_not_found(e) from None
+
+
+# --- waiting ---------------------------------------------------------------------------------
+
+# The order a run's statuses come in; every terminal one is past them all.
+_ORDER = {s: i for i, s in enumerate((RunStatus.PENDING, RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING,
+                                      RunStatus.TERMINATING))}
+
+
+def reached(status: RunStatus, wanted: RunStatus) -> bool:
+    """Whether a run in `status` has reached `wanted` (or gone past it, or ended)."""
+    if status.is_terminal or status is RunStatus.UNKNOWN:
+        return True
+    return wanted in _ORDER and _ORDER[status] >= _ORDER[wanted]
+
+
+def wait_for_run_status(run: RunRef, status: RunStatus | str, timeout: float | None = None, *,
+                        poll_seconds: float = 0.5) -> Run:
+    """Wait until the run reaches `status` (a RunStatus or its name), goes past it, or
+    ends (COMPLETED, FAILED, STOPPED), and return it as it is then. Past `timeout`
+    seconds, raise WaitTimeout (a TimeoutError). While it waits it acts for the run as
+    `run --follow` does (a retry that is due starts)."""
+    wanted = parse_status(status)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _Backends() as backends:
+        backend, name = backends.of(run)
+        while True:
+            try:
+                current = backend.reconcile(name)[0]
+            except NotFoundError as e:
+                raise run_not_found(e) from None
+            if reached(current.status, wanted):
+                return current
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"run {name} did not reach {wanted.value} within {timeout:g} s "
+                                  f"(it is {current.status.value})", current)
+            time.sleep(poll_seconds if deadline is None else max(0.0, min(poll_seconds, deadline - time.monotonic())))
