@@ -10,7 +10,6 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import launcher
-from launcher.backends.base import Backend
 from tests.sdk.conftest import REPO, spec_file, worker
 
 
@@ -139,16 +138,19 @@ def test_stop_runs_and_delete_runs_take_runs_and_names(specs):
     assert launcher.get_runs() == []
 
 
-def test_update_run_is_not_supported_without_a_backend_update(specs):
-    run = finished(specs, "upd")
-    if not hasattr(Backend, "update"):
-        with pytest.raises(launcher.NotSupported, match="the local backend cannot update a run") as no:
-            launcher.update_run(run, max_retries=2)
-        assert no.value.exit_code == 2
-    else:  # once the backends can (issue 22, part R)
-        assert launcher.update_run(run, max_retries=2).spec["scheduling"]["max_retries"] == 2
-    with pytest.raises(launcher.LauncherError, match="give max_duration, priority or max_retries"):
-        launcher.update_run(run)
+def test_update_run_changes_a_running_run_and_refuses_an_ended_one(specs):
+    run = launcher.create_run(launcher.RunConfig.from_file(spec_file(specs, "upd", "sleep 60")))
+    try:
+        launcher.wait_for_run_status(run, "RUNNING", timeout=60)
+        updated = launcher.update_run(run, max_retries=2)
+        assert updated.spec["scheduling"]["max_retries"] == 2
+        assert launcher.get_run(run.name).spec["scheduling"]["max_retries"] == 2
+        with pytest.raises(launcher.LauncherError, match="nothing to update"):
+            launcher.update_run(run)
+    finally:
+        launcher.stop_run(run)
+    with pytest.raises(launcher.LauncherError, match="has ended"):
+        launcher.update_run(run, max_retries=3)
 
 
 def test_metrics_points_and_to_pandas(specs):
