@@ -10,6 +10,7 @@ commands. What a secret of each kind holds is launcher.secrets.shapes'.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -240,7 +241,7 @@ def create_mounted(path, mount_path, value, name, no_input, cluster, replace):
         raise InputError("two values: PATH and --value; give one")
     name = name or (name_from_path(path) if path else None)
     name = _ask(name, "secret name", "--name", no_input)
-    text = _read_file(path, "PATH") if path else _value(value, "--value", "the file's text", name, no_input)
+    text = _read_file(path, "PATH") if path else _value(value, "--value", "file text", name, no_input)
     _save(cluster, file_secret(text, name=name, mount_path=mount_path), replace)
 
 
@@ -290,6 +291,9 @@ def _key_secret_command(kind: str, doc: str):
 
         path, name = key_path_and_name(argument, source or old_source, name)
         path = _ask(path, "private key file", "KEYFILE", no_input)
+        if not (source or old_source) and not os.path.lexists(path):
+            raise InputError(f"no key file {path!r}",
+                             hint=f"mcli's form is `{kind} KEYFILE [--name NAME]`, ours `{kind} NAME --from KEYFILE`")
         name = name or name_from_path(path)
         hosts = None
         if sftp:
