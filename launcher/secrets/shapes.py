@@ -72,14 +72,10 @@ def file_secret(value: str, *, name: str, mount_path: str | None = None) -> Secr
 
 
 def docker_registry_secret(*, name: str, server: str, username: str, password: str, email: str = "") -> Secret:
-    """Image pull credentials, kept as the .dockerconfigjson a kubelet reads."""
-    import base64
-    import json
-
-    auth = base64.b64encode(f"{username}:{password}".encode()).decode()
-    config = {"auths": {server: {"username": username, "password": password, "email": email, "auth": auth}}}
-    return checked(Secret(name, SecretKind.DOCKER_REGISTRY, {".dockerconfigjson": json.dumps(config)},
-                          {"server": server}))
+    """Image pull credentials, kept as their parts: the Kubernetes store makes them the
+    .dockerconfigjson of a kubernetes.io/dockerconfigjson Secret, which a kubelet reads."""
+    data = {"server": server, "username": username, "password": password, **({"email": email} if email else {})}
+    return checked(Secret(name, SecretKind.DOCKER_REGISTRY, data, {"server": server}))
 
 
 def key_secret(kind: SecretKind, private_key: str, *, name: str, mount_path: str | None = None,

@@ -5,6 +5,7 @@ checked by hash) and masks in its log. Also mcli's value flags with their warnin
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -360,3 +361,51 @@ def test_mcli_names_are_listed_and_complete(cli):
     env = {**cli.env, "_LAUNCHER_COMPLETE": "bash_complete", "COMP_WORDS": "launcher create secret h", "COMP_CWORD": "3"}
     done = subprocess.run([sys.executable, "-m", "launcher"], env=env, capture_output=True, text=True, cwd=cli.cwd)
     assert {line.split(",", 1)[1] for line in done.stdout.splitlines()} == {"hf", "hugging_face", "hugging-face"}
+
+
+def test_kubernetes_store_env_and_mounted_both_ways_reach_a_run(cli, fake_kube, files):
+    """mcli's env and mounted shapes and ours, as Kubernetes Secrets of the fake cluster:
+    the same Secrets, then a run on it sees the variable and the file, masked."""
+    commands = {
+        "mcli": [(["create", "secret", "env", f"API_KEY={ENV_VALUE}", "--cluster", "fake"], None),
+                 (["create", "secret", "mounted", str(files["creds.txt"]), "--name", "creds",
+                   "--mount-path", "/secrets/creds", "--cluster", "fake"], None),
+                 (["create", "secret", "docker", "--name", "reg", "--server", "ghcr.io", "--username", "me",
+                   "--password", DOCKER_PASSWORD, "--cluster", "fake"], None)],
+        "ours": [(["secret", "create", "env", "API_KEY", "--cluster", "fake"], ENV_VALUE),
+                 (["secret", "create", "file", "creds", "--from", str(files["creds.txt"]),
+                   "--mount-path", "/secrets/creds", "--cluster", "fake"], None),
+                 (["secret", "create", "docker-registry", "reg", "--server", "ghcr.io", "--username", "me",
+                   "--cluster", "fake"], DOCKER_PASSWORD)],
+    }
+    stored = {}
+    for form, steps in commands.items():
+        for args, stdin in steps:
+            r = cli(*args, input=stdin if stdin is not None else "")
+            assert r.returncode == 0, (args, r.stderr)
+            assert "in namespace default of cluster fake" in r.stdout, r.stdout
+        secrets = {name: fake_kube.get("Secret", "default", name) for name in ("api-key", "creds", "reg")}
+        stored[form] = {name: (obj["type"], obj["data"], obj["metadata"]["labels"], obj["metadata"]["annotations"])
+                        for name, obj in secrets.items()}
+        r = cli("get", "secrets", "--cluster", "fake", "--type", "mounted", "-o", "json")
+        assert [s["name"] for s in json.loads(r.stdout)] == ["creds"], r.stderr
+        if form == "mcli":
+            r = cli("delete", "secret", "-a", "-y", "--cluster", "fake")
+            assert r.returncode == 0 and r.stdout.count("Deleted secret") == 3, r.stderr
+            assert not [o for o in fake_kube.list("Secret", "default")[0] if o["metadata"]["name"] in secrets]
+    assert stored["mcli"] == stored["ours"]
+    assert ENV_VALUE not in json.dumps(stored["ours"]["api-key"][2:])  # nor in labels or annotations
+    kind, data, _, _ = stored["ours"]["reg"]  # a Secret a pod's imagePullSecrets can name
+    assert kind == "kubernetes.io/dockerconfigjson"
+    auth = json.loads(base64.b64decode(data[".dockerconfigjson"]))["auths"]["ghcr.io"]["auth"]
+    assert base64.b64decode(auth).decode() == f"me:{DOCKER_PASSWORD}"
+
+    spec = cli.spec("probe", "name: probe\nimage: python:3.11\ncommand: |\n"
+                    '  echo "env $(printf %s "$API_KEY" | sha256sum | cut -c1-16) raw $API_KEY"\n'
+                    '  echo "mounted $(sha256sum < /secrets/creds/secret | cut -c1-16) $SECRET_PATH_CREDS"\n'
+                    "  cat /secrets/creds/secret\n")
+    r = cli("run", "-f", str(spec), "--cluster", "fake", "--follow", timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"env {_h(ENV_VALUE)} raw ****" in r.stdout, r.stdout
+    assert f"mounted {_h(FILE_TEXT)} /secrets/creds/secret\n****" in r.stdout
+    assert ENV_VALUE not in r.stdout + r.stderr and FILE_TEXT.strip() not in r.stdout + r.stderr
