@@ -23,9 +23,8 @@ ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def name_from(text: str) -> str:
     """A secret name made of `text` (an env var, a file's stem): lowercase, '-' for the rest,
     as mcli's ensure_rfc1123_compatibility does. `API_TOKEN` is `api-token`, `id_ed25519` is
-    `id-ed25519`."""
-    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:63].rstrip("-")
-    return name or "secret"
+    `id-ed25519`. A name too long is check_name's error, not cut short."""
+    return re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-") or "secret"
 
 
 def name_from_path(path: str) -> str:
