@@ -301,8 +301,8 @@ def test_key_file_shapes_and_their_mistakes(cli, files):
     r = cli("create", "secret", "mounted", str(files["creds.txt"]), "--mount-path", "/etc")
     assert r.returncode == 2 and "--mount-path: the mount path /etc would hide" in r.stderr
     r = cli("create", "secret", "s3", "--credentials-file", str(files["aws_credentials"]), "--profile", "nope")
-    assert r.returncode == 2 and "--profile 'nope' is not a profile of its credentials file (profiles: default, other)" \
-        in r.stderr
+    assert r.returncode == 2
+    assert "--profile 'nope' is not a profile of its credentials file (profiles: default, other)" in r.stderr
     r = cli("create", "secret", "oci", "--config-file", str(files["aws_config"]), "--key-file", str(files["id_git"]))
     assert r.returncode == 2 and "its config file has no profile with user, fingerprint, tenancy, region" in r.stderr
     r = cli("create", "secret", "mounted", str(files["creds.txt"]))  # the name from the file: creds
@@ -358,13 +358,14 @@ def test_mcli_names_are_listed_and_complete(cli):
     assert r.returncode == 0
     for word in ("mounted", "sftp-ssh", "oci", "environment", "docker", "hugging_face"):
         assert re.search(rf"^\s+{word}\s", r.stdout, re.M), (word, r.stdout)
-    env = {**cli.env, "_LAUNCHER_COMPLETE": "bash_complete", "COMP_WORDS": "launcher create secret h", "COMP_CWORD": "3"}
+    env = {**cli.env, "_LAUNCHER_COMPLETE": "bash_complete", "COMP_WORDS": "launcher create secret h",
+           "COMP_CWORD": "3"}
     done = subprocess.run([sys.executable, "-m", "launcher"], env=env, capture_output=True, text=True, cwd=cli.cwd)
     assert {line.split(",", 1)[1] for line in done.stdout.splitlines()} == {"hf", "hugging_face", "hugging-face"}
 
 
-def test_kubernetes_store_env_and_mounted_both_ways_reach_a_run(cli, fake_kube, files):
-    """mcli's env and mounted shapes and ours, as Kubernetes Secrets of the fake cluster:
+def test_kubernetes_store_env_mounted_and_docker_both_ways_reach_a_run(cli, fake_kube, files):
+    """mcli's env, mounted and docker shapes and ours, as Kubernetes Secrets of the fake cluster:
     the same Secrets, then a run on it sees the variable and the file, masked."""
     commands = {
         "mcli": [(["create", "secret", "env", f"API_KEY={ENV_VALUE}", "--cluster", "fake"], None),
