@@ -6,6 +6,7 @@ import click
 
 from launcher.backends.records import status_detail
 from launcher.cli.common import NounGroup, ago, complete_run_names, dump, duration, instance, print_table, run_record, warn
+from launcher.cli.secret import type_opt as secret_type_opt
 
 # click's defaults plus minutes without seconds, the way people write times.
 TIME = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S",
@@ -99,12 +100,13 @@ def get_runs(patterns, clusters, statuses, gpu_types, gpu_nums, ids, latest, bef
 
 @get.command("secrets")
 @click.option("--cluster", help="The cluster profile whose secrets to list.")
+@secret_type_opt
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
-def get_secrets(cluster, output):
+def get_secrets(cluster, types, output):
     """List secrets: names, kinds and dates, never values."""
     from launcher.cli.secret import list_secrets
 
-    list_secrets(cluster, output)
+    list_secrets(cluster, output, types)
 
 
 @get.command("clusters")

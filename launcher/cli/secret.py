@@ -1,14 +1,17 @@
 """`launcher secret create|list|delete`.
 
 Values never come from the command line unless the user puts them there
-(`env NAME=VALUE`): they are read from a file, from stdin, or from a hidden
-prompt, so they stay out of shell history.
+(`env NAME=VALUE`, mcli's --value, --token, --password, each with a warning): they
+are read from a file, from stdin, or from a hidden prompt, so they stay out of shell
+history. mcli's shapes (`create secret mounted PATH --name N`, `ssh KEYFILE`) and ours
+(`secret create file NAME --from PATH`, `ssh NAME --from KEYFILE`) are one set of
+commands. What a secret of each kind holds is launcher.secrets.shapes'.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
 
 import click
 
@@ -25,9 +28,9 @@ def _store(cluster: str | None):
 MAX_SECRET_FILE = 1 << 20
 
 
-def _read_value(what: str, name: str) -> str:
+def _read_value(what: str, name: str, no_input: bool = False) -> str:
     """A secret value from stdin (piped) or a hidden prompt; `what` is the prompt, `name`
-    the secret's."""
+    the secret's. With `no_input` there is no prompt: a terminal on stdin is a missing value."""
     from launcher.errors import InputError
 
     if not sys.stdin.isatty():
@@ -40,11 +43,62 @@ def _read_value(what: str, name: str) -> str:
             raise InputError(f"secret {name!r}: stdin gave bytes that are not UTF-8 text, which no run could use",
                              hint="a secret value is text; binary data can go base64-encoded in a file secret") from None
         value = value[:-1] if value.endswith("\n") else value
+        if not value and no_input:
+            raise InputError(f"--no-input: no {what}: stdin was empty", hint=f"pipe it in: {_stdin_form()}")
+    elif no_input:
+        raise InputError(f"--no-input: no {what}, and no prompt is shown", hint=f"pipe it in: {_stdin_form()}")
     else:
         value = click.prompt(what, hide_input=True)
     if not value:
         raise click.BadParameter(f"{what} is empty")
     return value
+
+
+def _stdin_form(drop: tuple[str, ...] = (), swap: dict[str, str] | None = None) -> str:
+    """This command as it reads its value from stdin: the words typed after the command's
+    name, without the value's flags (`drop`: each a flag taking a value), and with `swap`'s
+    words replaced (KEY=VALUE by KEY), behind `printf %s "$VALUE" |`."""
+    import shlex
+
+    ctx = click.get_current_context()
+    argv = sys.argv[1:]
+    typed = argv[argv.index(ctx.info_name) + 1:] if ctx.info_name in argv else []
+    words, skip = [], False
+    for word in typed:
+        if skip:
+            skip = False
+            continue
+        if word.split("=", 1)[0] in drop:
+            skip = "=" not in word
+            continue
+        words.append((swap or {}).get(word, word))
+    return 'printf %s "$VALUE" | ' + " ".join([ctx.command_path, *(shlex.quote(w) for w in words)])
+
+
+def _value(given: str | None, flag: str, what: str, name: str, no_input: bool, *,
+           swap: dict[str, str] | None = None) -> str:
+    """The secret value a flag gave (with a warning that argv shows it), else from stdin or a
+    hidden prompt."""
+    if given is None:
+        return _read_value(what, name, no_input)
+    warn(f"{flag} puts the value in the process list and your shell history; pipe it instead: "
+         f"{_stdin_form((flag,), swap)}")
+    if not given:
+        raise click.BadParameter(f"{what} is empty", param_hint=flag)
+    return given
+
+
+def _ask(given: str | None, what: str, flag: str, no_input: bool, default: str | None = None) -> str:
+    """A setting that is not secret (a path, a key, a host): the flag's, else a prompt on a
+    terminal; never a prompt with --no-input, nor when stdin is a pipe (it may carry the value)."""
+    from launcher.errors import InputError
+
+    if given:
+        return given
+    if no_input or not sys.stdin.isatty():
+        why = "--no-input" if no_input else "stdin is not a terminal"
+        raise InputError(f"no {what} ({why}, so nothing is asked)", hint=f"pass {flag}")
+    return click.prompt(what, default=default)
 
 
 def _read_file(path: str, option: str) -> str:
@@ -60,36 +114,56 @@ def _read_file(path: str, option: str) -> str:
         raise click.BadParameter(f"{path}: is not UTF-8 text", param_hint=option) from None
 
 
-def _create(cluster: str | None, name: str, kind: str, data: dict[str, str], options: dict[str, str], replace: bool):
+def _one_name(positional: str | None, flag: str | None) -> str | None:
     from launcher.errors import InputError
-    from launcher.secrets.kinds import MIN_MASK_LEN, Secret, SecretKind, check_mount_path, check_name, check_new
 
-    problem = check_name(name)
-    if problem:
-        raise InputError(problem)
-    if "mount_path" in options:
-        problem = check_mount_path(options["mount_path"])
-        if problem:
-            raise InputError(f"--mount-path: {problem}")
-    secret = Secret(name=name, kind=SecretKind(kind), data=data, options=options)
-    problem = check_new(secret)  # what no run could use is refused here, not in every run after
-    if problem:
-        raise InputError(f"secret {name!r}: {problem}")
+    if positional and flag and positional != flag:
+        raise InputError(f"two names: {positional!r} and --name {flag!r}; give one")
+    return flag or positional
+
+
+def _save(cluster: str | None, secret, replace: bool) -> None:
+    from launcher.secrets.kinds import MIN_MASK_LEN
+
     store = _store(cluster)
     store.create(secret, replace=replace)
-    click.echo(f"{OK} Created {kind} secret {name} in {store.where}")
+    click.echo(f"{OK} Created {secret.kind.value} secret {secret.name} in {store.where}")
     for key in secret.too_short_keys():
         what = "its value" if key == "value" else f"its {key}"
         warn(f"{what} is shorter than {MIN_MASK_LEN} characters: too short to be masked in logs")
 
 
-def _default_name(key: str) -> str:
-    return key.lower().replace("_", "-").strip("-")
-
-
 cluster_opt = click.option("--cluster", help="The cluster profile whose store to use (default: the current one).")
 replace_opt = click.option("--replace", is_flag=True, help="Replace a secret of the same name.")
 name_opt = click.option("--name", help="The secret's name (default: from the key or file).")
+no_input_opt = click.option("--no-input", is_flag=True,
+                            help="Never prompt: a value not given (on stdin, or a path by its flag) is an error.")
+
+
+def _common(f):
+    for option in (replace_opt, cluster_opt, no_input_opt, name_opt):
+        f = option(f)
+    return f
+
+
+class KindGroup(click.Group):
+    """The kinds, with mcli's other names for some (`environment`, `docker`, `hugging_face`)."""
+
+    ALIASES = {"environment": "env", "docker": "docker-registry", "hugging_face": "hf", "hugging-face": "hf"}
+
+    def get_command(self, ctx, cmd_name):
+        return super().get_command(ctx, self.ALIASES.get(cmd_name, cmd_name))
+
+    def format_commands(self, ctx, formatter):
+        super().format_commands(ctx, formatter)
+        with formatter.section("mcli's names"):
+            formatter.write_dl([(alias, f"= {kind}") for alias, kind in self.ALIASES.items()])
+
+    def shell_complete(self, ctx, incomplete):
+        from click.shell_completion import CompletionItem
+
+        return [*super().shell_complete(ctx, incomplete),
+                *(CompletionItem(a) for a in self.ALIASES if a.startswith(incomplete))]
 
 
 @click.group()
@@ -97,28 +171,46 @@ def secret():
     """Create, list and delete secrets."""
 
 
-@secret.group("create")
+@secret.group("create", cls=KindGroup)
 def create():
-    """Create a secret of a kind."""
+    """Create a secret of a kind. Values come from stdin or a hidden prompt; mcli's value
+    flags (--value, --token, --password, KEY=VALUE) work too, with a warning that they show
+    in the process list.
+
+    \b
+    Examples:
+      printf %s "$WANDB_API_KEY" | launcher create secret env WANDB_API_KEY
+      launcher create secret mounted ./creds.json --name creds --mount-path /secrets/creds
+      launcher create secret ssh ~/.ssh/id_ed25519 --name deploy-key
+    """
 
 
 @create.command("env")
-@click.argument("assignment", metavar="KEY[=VALUE]")
-@name_opt
-@cluster_opt
-@replace_opt
-def create_env(assignment, name, cluster, replace):
+@click.argument("assignment", metavar="[KEY[=VALUE]]", required=False)
+@click.option("--key", help="The KEY of KEY=VALUE (older mcli's spelling).")
+@click.option("--value", help="The VALUE (visible in the process list: prefer stdin).")
+@_common
+def create_env(assignment, key, value, name, no_input, cluster, replace):
     """An env var for every run. Omit =VALUE to read it from stdin or a hidden prompt."""
     from launcher.errors import InputError
-    from launcher.spec.models import ENV_NAME
+    from launcher.secrets.shapes import env_secret, name_from, split_env_pair
 
-    key, sep, value = assignment.partition("=")
-    if not ENV_NAME.match(key):
-        raise InputError(f"{key!r} is not a valid environment variable name")
-    name = name or _default_name(key)
-    if not sep:
-        value = _read_value(f"value of {key}", name)
-    _create(cluster, name, "env", {"value": value}, {"env_key": key}, replace)
+    typed = None
+    if assignment:
+        key_given, typed = split_env_pair(assignment)
+        if key and key != key_given:
+            raise InputError(f"two keys: {key_given!r} and --key {key!r}; give one")
+        key = key_given
+    key = _ask(key, "KEY of the variable", "KEY=VALUE, or KEY with the value on stdin", no_input)
+    split_env_pair(key)
+    if typed is not None and value is not None:
+        raise InputError("two values: KEY=VALUE and --value; give one (on stdin, best)")
+    name = name or name_from(key)
+    if typed is not None:
+        value = _value(typed, "KEY=VALUE", f"value of {key}", name, no_input, swap={assignment: key})
+    else:
+        value = _value(value, "--value", f"value of {key}", name, no_input)
+    _save(cluster, env_secret(key, value, name=name), replace)
 
 
 @create.command("file")
@@ -129,104 +221,215 @@ def create_env(assignment, name, cluster, replace):
 @replace_opt
 def create_file(name, source, mount_path, cluster, replace):
     """A file mounted into every run, with SECRET_PATH_<NAME> pointing at it."""
-    _create(cluster, name, "file", {"value": _read_file(source, "--from")}, {"mount_path": mount_path}, replace)
+    from launcher.secrets.shapes import file_secret
+
+    _save(cluster, file_secret(_read_file(source, "--from"), name=name, mount_path=mount_path), replace)
+
+
+@create.command("mounted")
+@click.argument("path", metavar="[PATH]", required=False)
+@click.option("--mount-path", help="Directory where the run sees it, as <mount-path>/secret (default /secrets/NAME).")
+@click.option("--value", help="The file's text instead of PATH (visible in the process list: prefer stdin).")
+@_common
+def create_mounted(path, mount_path, value, name, no_input, cluster, replace):
+    """mcli's file secret: PATH's text at <mount-path>/secret, with SECRET_PATH_<NAME>.
+    Without PATH the text comes from stdin or a hidden prompt."""
+    from launcher.errors import InputError
+    from launcher.secrets.shapes import file_secret, name_from_path
+
+    if path and value is not None:
+        raise InputError("two values: PATH and --value; give one")
+    name = name or (name_from_path(path) if path else None)
+    name = _ask(name, "secret name", "--name", no_input)
+    text = _read_file(path, "PATH") if path else _value(value, "--value", "file text", name, no_input)
+    _save(cluster, file_secret(text, name=name, mount_path=mount_path), replace)
 
 
 @create.command("databricks")
-@click.argument("name", default="databricks")
-@click.option("--host", required=True, help="The workspace URL.")
-@cluster_opt
-@replace_opt
-def create_databricks(name, host, cluster, replace):
+@click.argument("positional_name", metavar="[NAME]", required=False)
+@click.option("--host", help="The workspace URL.")
+@click.option("--token", help="The token (visible in the process list: prefer stdin).")
+@_common
+def create_databricks(positional_name, host, token, name, no_input, cluster, replace):
     """DATABRICKS_HOST and DATABRICKS_TOKEN (the token from stdin or a prompt)."""
-    _create(cluster, name, "databricks", {"host": host, "token": _read_value("Databricks token", name)}, {}, replace)
+    from launcher.secrets.shapes import databricks_secret
+
+    name = _one_name(positional_name, name) or "databricks"
+    host = _ask(host, "Databricks workspace URL", "--host", no_input)
+    _save(cluster, databricks_secret(host, _value(token, "--token", "Databricks token", name, no_input), name=name),
+          replace)
 
 
 @create.command("hf")
-@click.argument("name", default="hf")
-@cluster_opt
-@replace_opt
-def create_hf(name, cluster, replace):
+@click.argument("positional_name", metavar="[NAME]", required=False)
+@click.option("--token", help="The token (visible in the process list: prefer stdin).")
+@_common
+def create_hf(positional_name, token, name, no_input, cluster, replace):
     """HF_TOKEN (from stdin or a prompt)."""
-    _create(cluster, name, "hf", {"token": _read_value("Hugging Face token", name)}, {}, replace)
+    from launcher.secrets.shapes import hf_secret
+
+    name = _one_name(positional_name, name) or "hf"
+    _save(cluster, hf_secret(_value(token, "--token", "Hugging Face token", name, no_input), name=name), replace)
 
 
 def _key_secret_command(kind: str, doc: str):
-    """`secret create ssh|git-ssh NAME --from KEYFILE`: the two differ only in what the run gets."""
+    """`ssh|git-ssh|sftp-ssh KEYFILE [--name N]` (mcli's) or `NAME --from KEYFILE` (ours): the
+    three differ in what the run gets."""
+    from launcher.secrets.kinds import SecretKind
 
-    @create.command(kind, help=doc)
-    @click.argument("name")
-    @click.option("--from", "source", required=True, type=click.Path(dir_okay=False), help="The private key file.")
+    sftp = kind == "sftp-ssh"
+
+    @click.argument("argument", metavar="[KEYFILE | NAME --from KEYFILE]", required=False)
+    @click.option("--from", "source", type=click.Path(dir_okay=False), help="The private key file (ours; NAME first).")
+    @click.option("--ssh-private-key", "old_source", type=click.Path(dir_okay=False), hidden=True)
     @click.option("--mount-path", help="Where the key is mounted (default /secrets/NAME).")
-    @cluster_opt
-    @replace_opt
-    def command(name, source, mount_path, cluster, replace):
-        opts = {"mount_path": mount_path} if mount_path else {}
-        _create(cluster, name, kind, {"private_key": _read_file(source, "--from")}, opts, replace)
+    @_common
+    def command(argument, source, old_source, mount_path, name, no_input, cluster, replace,
+                host_name=None, no_host_check=False, known_hosts=None):
+        from launcher.errors import InputError
+        from launcher.secrets.shapes import key_path_and_name, key_secret, name_from_path, scan_known_hosts
 
-    return command
+        path, name = key_path_and_name(argument, source or old_source, name)
+        path = _ask(path, "private key file", "KEYFILE", no_input)
+        if not (source or old_source) and not os.path.lexists(path):
+            raise InputError(f"no key file {path!r}",
+                             hint=f"mcli's form is `{kind} KEYFILE [--name NAME]`, ours `{kind} NAME --from KEYFILE`")
+        name = name or name_from_path(path)
+        hosts = None
+        if sftp:
+            if known_hosts:
+                hosts = _read_file(known_hosts, "--known-hosts")
+            else:
+                host_name = _ask(host_name, "SFTP server host name", "--host-name (or --known-hosts FILE)", no_input)
+                hosts = scan_known_hosts(host_name)
+                if no_host_check:
+                    warn("--no-host-check: the host keys were not confirmed; a server pretending to be "
+                         f"{host_name} would be trusted")
+                elif no_input or not sys.stdin.isatty():
+                    raise InputError(f"the host keys of {host_name} need confirming, and nothing is asked "
+                                     f"({'--no-input' if no_input else 'stdin is not a terminal'})",
+                                     hint="check them and pass --known-hosts FILE, or pass --no-host-check")
+                elif not click.confirm(f"Host keys of {host_name}:\n\n{hosts}\nTrust them in the run's known_hosts?"):
+                    raise InputError("the host keys were not confirmed; nothing was created")
+        key = _read_file(path, "KEYFILE" if not (source or old_source) else "--from")
+        _save(cluster, key_secret(SecretKind(kind), key, name=name, mount_path=mount_path, known_hosts=hosts), replace)
+
+    if sftp:
+        command = click.option(
+            "--known-hosts", type=click.Path(dir_okay=False),
+            help="The server's host keys as a known_hosts file, instead of scanning --host-name.")(command)
+        command = click.option("--no-host-check", is_flag=True,
+                               help="Trust the scanned host keys without asking (a security risk).")(command)
+        command = click.option("--host-name", help="The SFTP server, whose host keys ssh-keyscan reads.")(command)
+    return create.command(kind, help=doc)(command)
 
 
 _key_secret_command("git-ssh", "An SSH key for cloning, with GIT_SSH_COMMAND set.")
 _key_secret_command("ssh", "An SSH key file at mode 0400.")
+_key_secret_command("sftp-ssh", "An SSH key and the server's host keys for SFTP (COMPOSER_SFTP_KEY_FILE, "
+                                "COMPOSER_SFTP_KNOWN_HOSTS_FILE).")
+
+
+def _mount_opts(f):
+    f = click.option("--mount-path", "--mount-directory", "mount_path",
+                     help="Directory where the run sees the files (default /secrets/NAME).")(f)
+    return f
 
 
 @create.command("s3")
-@click.argument("name", default="s3")
-@click.option("--credentials", required=True, type=click.Path(dir_okay=False), help="An AWS credentials file.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="An AWS config file.")
-@cluster_opt
-@replace_opt
-def create_s3(name, credentials, config_file, cluster, replace):
+@click.argument("positional_name", metavar="[NAME]", required=False)
+@click.option("--credentials", "--credentials-file", "credentials", type=click.Path(dir_okay=False),
+              help="An AWS credentials file (~/.aws/credentials).")
+@click.option("--config", "--config-file", "config_file", type=click.Path(dir_okay=False),
+              help="An AWS config file (~/.aws/config).")
+@click.option("--profile", help="The profile the run uses (AWS_PROFILE).")
+@_mount_opts
+@_common
+def create_s3(positional_name, credentials, config_file, profile, mount_path, name, no_input, cluster, replace):
     """AWS_SHARED_CREDENTIALS_FILE (and AWS_CONFIG_FILE)."""
-    data = {"credentials": _read_file(credentials, "--credentials")}
-    if config_file:
-        data["config"] = _read_file(config_file, "--config")
-    _create(cluster, name, "s3", data, {}, replace)
+    from launcher.secrets.shapes import s3_secret
+
+    name = _one_name(positional_name, name) or "s3"
+    credentials = _ask(credentials, "AWS credentials file", "--credentials-file", no_input)
+    data = _read_file(credentials, "--credentials-file")
+    config = _read_file(config_file, "--config-file") if config_file else None
+    _save(cluster, s3_secret(data, config=config, name=name, mount_path=mount_path, profile=profile), replace)
 
 
 @create.command("gcp")
-@click.argument("name", default="gcp")
-@click.option("--from", "source", required=True, type=click.Path(dir_okay=False), help="A service-account JSON key.")
-@cluster_opt
-@replace_opt
-def create_gcp(name, source, cluster, replace):
+@click.argument("positional_name", metavar="[NAME]", required=False)
+@click.option("--from", "--credentials-file", "source", type=click.Path(dir_okay=False),
+              help="A service-account JSON key.")
+@_mount_opts
+@_common
+def create_gcp(positional_name, source, mount_path, name, no_input, cluster, replace):
     """GOOGLE_APPLICATION_CREDENTIALS."""
-    _create(cluster, name, "gcp", {"credentials": _read_file(source, "--from")}, {}, replace)
+    from launcher.secrets.shapes import gcp_secret
+
+    name = _one_name(positional_name, name) or "gcp"
+    source = _ask(source, "GCP credentials file", "--credentials-file", no_input)
+    _save(cluster, gcp_secret(_read_file(source, "--credentials-file"), name=name, mount_path=mount_path), replace)
+
+
+@create.command("oci")
+@click.argument("positional_name", metavar="[NAME]", required=False)
+@click.option("--config-file", type=click.Path(dir_okay=False), help="Your OCI config file (~/.oci/config).")
+@click.option("--key-file", type=click.Path(dir_okay=False), help="Your OCI API signing key (~/.oci/oci_api_key.pem).")
+@_mount_opts
+@_common
+def create_oci(positional_name, config_file, key_file, mount_path, name, no_input, cluster, replace):
+    """OCI_CLI_CONFIG_FILE and OCI_CLI_KEY_FILE; the config's key_file points at the mounted key."""
+    from launcher.secrets.shapes import oci_secret
+
+    name = _one_name(positional_name, name) or "oci"
+    config_file = _ask(config_file, "OCI config file", "--config-file", no_input)
+    key_file = _ask(key_file, "OCI API key file", "--key-file", no_input)
+    _save(cluster, oci_secret(_read_file(config_file, "--config-file"), _read_file(key_file, "--key-file"),
+                              name=name, mount_path=mount_path), replace)
 
 
 @create.command("docker-registry")
-@click.argument("name")
-@click.option("--server", required=True)
-@click.option("--username", required=True)
+@click.argument("positional_name", metavar="[NAME]", required=False)
+@click.option("--server", help="The registry's URL (Docker Hub: https://index.docker.io/v1/).")
+@click.option("--username")
+@click.option("--password", help="The password or token (visible in the process list: prefer stdin).")
 @click.option("--email", default="")
-@cluster_opt
-@replace_opt
-def create_docker(name, server, username, email, cluster, replace):
+@_common
+def create_docker(positional_name, server, username, password, email, name, no_input, cluster, replace):
     """Image pull credentials (the password from stdin or a prompt)."""
-    import base64
-    import json
+    from launcher.secrets.shapes import DOCKER_HUB, docker_registry_secret
 
-    password = _read_value("registry password", name)
-    auth = base64.b64encode(f"{username}:{password}".encode()).decode()
-    config = {"auths": {server: {"username": username, "password": password, "email": email, "auth": auth}}}
-    _create(cluster, name, "docker-registry", {".dockerconfigjson": json.dumps(config)}, {"server": server}, replace)
+    name = _ask(_one_name(positional_name, name), "secret name", "NAME or --name", no_input)
+    server = _ask(server, "registry URL", "--server", no_input, default=DOCKER_HUB)
+    username = _ask(username, "registry username", "--username", no_input)
+    password = _value(password, "--password", "registry password", name, no_input)
+    _save(cluster, docker_registry_secret(name=name, server=server, username=username, password=password,
+                                          email=email), replace)
 
 
-def list_secrets(cluster: str | None, output: str) -> None:
+type_opt = click.option("--type", "types", multiple=True, metavar="KIND",
+                        help="Only secrets of this kind (repeatable; mcli's names too: environment, mounted, ...).")
+all_opt = click.option("-a", "--all", "all_", is_flag=True,
+                       help="Every secret of the store (the confirmation counts them).")
+
+
+def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = ()) -> None:
     from launcher.secrets.kinds import exposed
+    from launcher.secrets.shapes import kinds_named
 
+    wanted = kinds_named(types)  # a misspelt kind fails before the store is read
     store = _store(cluster)
     rows = [{"name": s.name, "kind": s.kind.value, "exposed_as": exposed(s),
              "created_at": s.created_at.isoformat() if s.created_at else None,
              **({"env_key": s.options["env_key"]} if "env_key" in s.options else {}),
              **({"mount_path": s.options["mount_path"]} if "mount_path" in s.options else {})}
-            for s in store.list()]
+            for s in store.list() if not wanted or s.kind in wanted]
     if output in ("json", "yaml"):
         dump(rows, output)
         return
     if not rows:
-        click.echo(f"No secrets in {store.where}.")
+        of = f" of kind {', '.join(sorted(k.value for k in wanted))}" if wanted else ""
+        click.echo(f"No secrets{of} in {store.where}.")
         return
     from rich.table import Table
 
@@ -240,26 +443,39 @@ def list_secrets(cluster: str | None, output: str) -> None:
 
 @secret.command("list")
 @cluster_opt
+@type_opt
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
-def list_cmd(cluster, output):
+def list_cmd(cluster, types, output):
     """Names, kinds and dates; never values."""
-    list_secrets(cluster, output)
+    list_secrets(cluster, output, types)
 
 
 @secret.command("delete")
-@click.argument("names", nargs=-1, required=True)
+@click.argument("names", nargs=-1)
+@all_opt
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @cluster_opt
-def delete_cmd(names, yes, cluster):
-    """Delete secrets."""
-    delete_secrets(names, yes, cluster)
+def delete_cmd(names, all_, yes, cluster):
+    """Delete secrets by NAME, or all of them with -a."""
+    delete_secrets(names, yes, cluster, all_=all_)
 
 
-def delete_secrets(names, yes: bool, cluster: str | None) -> None:
+def delete_secrets(names, yes: bool, cluster: str | None, *, all_: bool = False) -> None:
     from launcher.errors import NotFoundError
 
+    if all_ and names:
+        raise click.UsageError("give secret NAMEs or -a/--all, not both")
+    if not all_ and not names:
+        raise click.UsageError("give the NAMEs of the secrets to delete, or -a/--all for every one")
     store = _store(cluster)
     known = store.names()  # not list(): a record no run can use must still be deletable
+    if all_:
+        if not known:
+            click.echo(f"No secrets in {store.where}.")
+            return
+        if not confirm(f"Delete all {len(known)} secret(s) in {store.where} ({', '.join(known)})?", yes):
+            return
+        names, yes = known, True
     for n in names:
         if n not in known:  # fail before asking if one does not exist
             raise NotFoundError(f"no secret named {n!r} in {store.where}")

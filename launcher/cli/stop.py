@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from launcher.cli.common import FAIL, OK, NounGroup, complete_run_names, confirm, warn
+from launcher.cli.secret import all_opt as secret_all_opt
 
 yes_opt = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 
@@ -103,11 +104,12 @@ def delete_run(names, every, latest, yes):
 
 
 @delete.command("secret")
-@click.argument("names", nargs=-1, required=True)
+@click.argument("names", nargs=-1)
+@secret_all_opt
 @yes_opt
 @click.option("--cluster", help="The cluster profile whose store to use (default: the current one).")
-def delete_secret(names, yes, cluster):
-    """Delete secrets (the same as `launcher secret delete`)."""
+def delete_secret(names, all_, yes, cluster):
+    """Delete secrets by NAME, or all of them with -a (the same as `launcher secret delete`)."""
     from launcher.cli.secret import delete_secrets
 
-    delete_secrets(names, yes, cluster)
+    delete_secrets(names, yes, cluster, all_=all_)

@@ -27,13 +27,34 @@ class SecretKind(str, enum.Enum):
     DOCKER_REGISTRY = "docker-registry"
     SSH = "ssh"
     GIT_SSH = "git-ssh"
+    SFTP_SSH = "sftp-ssh"
     S3 = "s3"
     GCP = "gcp"
     DATABRICKS = "databricks"
     HF = "hf"
+    OCI = "oci"
 
     def __str__(self) -> str:
         return self.value
+
+
+# Other names a user types for a kind: mcli's (`create secret environment|mounted|docker|hugging_face`,
+# and its SecretType values that `get secrets --type` shows).
+KIND_ALIASES = {
+    "environment": SecretKind.ENV, "mounted": SecretKind.FILE, "docker": SecretKind.DOCKER_REGISTRY,
+    "docker_registry": SecretKind.DOCKER_REGISTRY, "git": SecretKind.GIT_SSH, "git_ssh": SecretKind.GIT_SSH,
+    "sftp": SecretKind.SFTP_SSH, "sftp_ssh": SecretKind.SFTP_SSH, "hugging_face": SecretKind.HF,
+    "hugging-face": SecretKind.HF, "huggingface": SecretKind.HF,
+}
+
+
+def kind_named(text: str) -> SecretKind | None:
+    """The kind `text` names, in our spelling or mcli's (any case), or None."""
+    word = text.strip().lower()
+    try:
+        return SecretKind(word)
+    except ValueError:
+        return KIND_ALIASES.get(word)
 
 
 SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -114,13 +135,27 @@ def project(secret: Secret) -> Projection:
                 "GIT_SSH_COMMAND": "ssh -o StrictHostKeyChecking=no -o IdentitiesOnly=yes -i {mount}/id",
             },
         )
+    if k is SecretKind.SFTP_SSH:  # the variables Composer's SFTP object store reads
+        return Projection(
+            files={"id": "private_key", "known_hosts": "known_hosts"}, mount_path=mount,
+            plain_env={
+                f"SECRET_PATH_{env_suffix(n)}": "{mount}/id",
+                "COMPOSER_SFTP_KEY_FILE": "{mount}/id",
+                "COMPOSER_SFTP_KNOWN_HOSTS_FILE": "{mount}/known_hosts",
+            },
+        )
     if k is SecretKind.S3:
         files = {"credentials": "credentials"}
         env = {"AWS_SHARED_CREDENTIALS_FILE": "{mount}/credentials"}
         if "config" in secret.data:
             files["config"] = "config"
             env["AWS_CONFIG_FILE"] = "{mount}/config"
+        if o.get("profile"):
+            env["AWS_PROFILE"] = o["profile"]
         return Projection(files=files, mount_path=mount, plain_env=env)
+    if k is SecretKind.OCI:  # the variables the OCI CLI and SDKs read
+        return Projection(files={"config": "config", "key_file": "key_file"}, mount_path=mount,
+                          plain_env={"OCI_CLI_CONFIG_FILE": "{mount}/config", "OCI_CLI_KEY_FILE": "{mount}/key_file"})
     if k is SecretKind.GCP:
         return Projection(files={"credentials.json": "credentials"}, mount_path=mount,
                           plain_env={"GOOGLE_APPLICATION_CREDENTIALS": "{mount}/credentials.json"})
@@ -331,24 +366,29 @@ def _gcp_problem(data: dict[str, str]) -> str | None:
     return None
 
 
-def _ini_sections(text: str, what: str) -> tuple[dict[str, dict[str, str]], str | None]:
-    """The sections of an AWS INI file, read as botocore reads it (RawConfigParser), or why not."""
+# A section name no INI file has: [DEFAULT] then reads as a profile of its own (OCI's main one).
+NO_DEFAULT_SECTION = "\0"
+
+
+def ini_sections(text: str, what: str, *, kind: str = "AWS",
+                  default_section: str = "DEFAULT") -> tuple[dict[str, dict[str, str]], str | None]:
+    """The sections of an AWS (or OCI) INI file, read as botocore reads it (RawConfigParser), or why not."""
     import configparser
 
-    parser = configparser.RawConfigParser()
+    parser = configparser.RawConfigParser(default_section=default_section)
     try:
         parser.read_string(text)
     except configparser.MissingSectionHeaderError as e:  # its message quotes the line: a key, maybe
-        return {}, f"its {what} file is not an AWS INI file: line {e.lineno} comes before any [profile] header"
+        return {}, f"its {what} file is not an {kind} INI file: line {e.lineno} comes before any [profile] header"
     except configparser.DuplicateSectionError as e:
         return {}, f"its {what} file has the section [{e.section}] twice (line {e.lineno})"
     except configparser.DuplicateOptionError as e:
         return {}, f"its {what} file has {e.option} twice in [{e.section}] (line {e.lineno})"
     except configparser.ParsingError as e:
         lines = ", ".join(str(n) for n, _ in e.errors[:5])
-        return {}, f"its {what} file is not an AWS INI file: line {lines} is not a [section] or key = value"
+        return {}, f"its {what} file is not an {kind} INI file: line {lines} is not a [section] or key = value"
     except configparser.Error as e:
-        return {}, f"its {what} file is not an AWS INI file ({type(e).__name__})"
+        return {}, f"its {what} file is not an {kind} INI file ({type(e).__name__})"
     sections = {name: dict(parser.items(name)) for name in parser.sections()}
     if not sections:
         return {}, f"its {what} file has no [profile] section"
@@ -356,20 +396,44 @@ def _ini_sections(text: str, what: str) -> tuple[dict[str, dict[str, str]], str 
 
 
 def _s3_problem(data: dict[str, str]) -> str | None:
-    profiles, problem = _ini_sections(data["credentials"], "credentials")
+    profiles, problem = ini_sections(data["credentials"], "credentials")
     if problem:
         return problem
     if not any(p.get("aws_access_key_id") and p.get("aws_secret_access_key") for p in profiles.values()):
         return ("its credentials file has no profile with both aws_access_key_id and aws_secret_access_key "
                 f"(profiles: {', '.join(profiles)})")
     if "config" in data:
-        return _ini_sections(data["config"], "config")[1]
+        return ini_sections(data["config"], "config")[1]
     return None
 
 
 def _ssh_problem(data: dict[str, str]) -> str | None:
     problem = private_key_problem(data["private_key"])
     return f"its key file is not a private key: {problem}" if problem else None
+
+
+def _sftp_problem(data: dict[str, str]) -> str | None:
+    problem = _ssh_problem(data)
+    if problem:
+        return problem
+    hosts = [line for line in data.get("known_hosts", "").splitlines() if line.strip() and not line.startswith("#")]
+    if not hosts or not all(len(line.split()) >= 3 for line in hosts):
+        return "its known_hosts holds no host key lines (HOST KEYTYPE KEY, as ssh-keyscan prints them)"
+    return None
+
+
+# What the OCI SDK needs of a config profile (oci.config.validate_config); key_file is the mounted key.
+OCI_NEEDS = ("user", "fingerprint", "tenancy", "region")
+
+
+def _oci_problem(data: dict[str, str]) -> str | None:
+    profiles, problem = ini_sections(data["config"], "config", kind="OCI", default_section=NO_DEFAULT_SECTION)
+    if problem:
+        return problem
+    if not any(all(p.get(k) for k in OCI_NEEDS) for p in profiles.values()):
+        return f"its config file has no profile with {', '.join(OCI_NEEDS)} (profiles: {', '.join(profiles)})"
+    problem = private_key_problem(data["key_file"])
+    return f"its key file is not a PEM private key: {problem}" if problem else None
 
 
 def _docker_registry_problem(data: dict[str, str]) -> str | None:
@@ -425,6 +489,8 @@ _CONTENT_CHECKS = {
     SecretKind.S3: _s3_problem,
     SecretKind.SSH: _ssh_problem,
     SecretKind.GIT_SSH: _ssh_problem,
+    SecretKind.SFTP_SSH: _sftp_problem,
+    SecretKind.OCI: _oci_problem,
     SecretKind.DOCKER_REGISTRY: _docker_registry_problem,
     SecretKind.DATABRICKS: _databricks_problem,
 }
