@@ -18,12 +18,6 @@ import click
 from launcher.cli.common import OK, confirm, dump, print_table, warn
 
 
-def _store(cluster: str | None):
-    from launcher.backends.registry import open_secret_store, resolve_profile
-
-    return open_secret_store(resolve_profile(cluster=cluster))
-
-
 # A Kubernetes Secret holds at most 1 MiB; so does a local one.
 MAX_SECRET_FILE = 1 << 20
 
@@ -123,12 +117,12 @@ def _one_name(positional: str | None, flag: str | None) -> str | None:
 
 
 def _save(cluster: str | None, secret, replace: bool) -> None:
+    from launcher.sdk.secrets import save_secret
     from launcher.secrets.kinds import MIN_MASK_LEN
 
-    store = _store(cluster)
-    store.create(secret, replace=replace)
-    click.echo(f"{OK} Created {secret.kind.value} secret {secret.name} in {store.where}")
-    for key in secret.too_short_keys():
+    saved = save_secret(secret, cluster=cluster, replace=replace)
+    click.echo(f"{OK} Created {saved.kind} secret {saved.name} in {saved.where}")
+    for key in saved.too_short_to_mask:
         what = "its value" if key == "value" else f"its {key}"
         warn(f"{what} is shorter than {MIN_MASK_LEN} characters: too short to be masked in logs")
 
@@ -414,22 +408,21 @@ all_opt = click.option("-a", "--all", "all_", is_flag=True,
 
 
 def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = ()) -> None:
-    from launcher.secrets.kinds import exposed
-    from launcher.secrets.shapes import kinds_named
+    from launcher.sdk.secrets import get_secrets
 
-    wanted = kinds_named(types)  # a misspelt kind fails before the store is read
-    store = _store(cluster)
-    rows = [{"name": s.name, "kind": s.kind.value, "exposed_as": exposed(s),
+    secrets = get_secrets(cluster=cluster, kinds=types)
+    rows = [{"name": s.name, "kind": s.kind, "exposed_as": s.exposed_as,
              "created_at": s.created_at.isoformat() if s.created_at else None,
-             **({"env_key": s.options["env_key"]} if "env_key" in s.options else {}),
-             **({"mount_path": s.options["mount_path"]} if "mount_path" in s.options else {})}
-            for s in store.list() if not wanted or s.kind in wanted]
+             **{k: s.options[k] for k in ("env_key", "mount_path") if k in s.options}}
+            for s in secrets]
     if output in ("json", "yaml"):
         dump(rows, output)
         return
     if not rows:
-        of = f" of kind {', '.join(sorted(k.value for k in wanted))}" if wanted else ""
-        click.echo(f"No secrets{of} in {store.where}.")
+        from launcher.secrets.shapes import kinds_named
+
+        of = f" of kind {', '.join(sorted(k.value for k in kinds_named(types)))}" if types else ""
+        click.echo(f"No secrets{of} in {secrets.where}.")
         return
     from rich.table import Table
 
@@ -462,25 +455,24 @@ def delete_cmd(names, all_, yes, cluster):
 
 def delete_secrets(names, yes: bool, cluster: str | None, *, all_: bool = False) -> None:
     from launcher.errors import NotFoundError
+    from launcher.sdk import secrets as sdk
 
     if all_ and names:
         raise click.UsageError("give secret NAMEs or -a/--all, not both")
     if not all_ and not names:
         raise click.UsageError("give the NAMEs of the secrets to delete, or -a/--all for every one")
-    store = _store(cluster)
-    known = store.names()  # not list(): a record no run can use must still be deletable
+    known = sdk.get_secret_names(cluster=cluster)  # a record no run can use must still be deletable
     if all_:
         if not known:
-            click.echo(f"No secrets in {store.where}.")
+            click.echo(f"No secrets in {known.where}.")
             return
-        if not confirm(f"Delete all {len(known)} secret(s) in {store.where} ({', '.join(known)})?", yes):
+        if not confirm(f"Delete all {len(known)} secret(s) in {known.where} ({', '.join(known)})?", yes):
             return
-        names, yes = known, True
+        names, yes = list(known), True
     for n in names:
         if n not in known:  # fail before asking if one does not exist
-            raise NotFoundError(f"no secret named {n!r} in {store.where}")
+            raise NotFoundError(f"no secret named {n!r} in {known.where}")
     if not confirm(f"Delete secret(s) {', '.join(names)}?", yes):
         return
-    for n in names:
-        store.delete(n)
+    for n in sdk.delete_secrets(names, cluster=cluster):
         click.echo(f"{OK} Deleted secret {n}")

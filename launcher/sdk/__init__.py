@@ -31,6 +31,7 @@ EXPORTS = {
     "create_secret": "secrets",
     "get_secrets": "secrets",
     "delete_secrets": "secrets",
+    "save_secret": "secrets",
     "get_clusters": "clusters",
     "Cluster": "clusters",
     "get_run_metrics": "metrics",
