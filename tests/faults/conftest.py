@@ -29,6 +29,15 @@ def token() -> str:
     return uuid.uuid4().hex
 
 
+def refused(r, *texts: str) -> str:
+    """A clean refusal: exit 2, one message naming the cause, no traceback."""
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+    for t in texts:
+        assert t in r.stderr, r.stderr
+    return r.stderr
+
+
 def processes(token: str) -> dict[int, str]:
     """pid -> command line of every live process whose environment holds FAULT_TOKEN=token."""
     needle = f"FAULT_TOKEN={token}".encode()

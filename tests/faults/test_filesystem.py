@@ -12,20 +12,11 @@ import time
 import pytest
 import yaml
 
-from tests.faults.conftest import describe, processes
+from tests.faults.conftest import describe, processes, refused
 from tests.metrics.logdata import step_line
 
 LOUD = ("  for i in $(seq 40); do head -c 1000000 /dev/zero | tr '\\\\0' x; echo; done\n"
         "  echo the command finished\n")
-
-
-def refused(r, *texts: str) -> str:
-    """A clean refusal: exit 2, the message naming the cause, no traceback."""
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
-    for t in texts:
-        assert t in r.stderr, r.stderr
-    return r.stderr
 
 
 def refused_port() -> int:

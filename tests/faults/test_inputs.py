@@ -9,16 +9,7 @@ import time
 
 import pytest
 
-from tests.faults.conftest import describe, processes
-
-
-def refused(r, *texts: str) -> str:
-    """A clean refusal: exit 2, one message naming the cause, no traceback."""
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
-    for t in texts:
-        assert t in r.stderr, r.stderr
-    return r.stderr
+from tests.faults.conftest import describe, processes, refused
 
 
 def test_item4_a_full_disk_ends_the_run_failed_and_says_so(cli, small_tmpfs, token):
