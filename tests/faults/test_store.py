@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from launcher.pod.contract import MAX_ARG_STRLEN
-from tests.faults.test_inputs import refused
+from tests.faults.conftest import refused
 
 cryptography = pytest.importorskip("cryptography", reason="real keys need the dev extra's cryptography")
 from cryptography.hazmat.primitives import serialization  # noqa: E402

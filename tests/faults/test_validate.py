@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from tests.faults.test_inputs import refused
+from tests.faults.conftest import refused
 
 COMMANDS = (["validate"], ["run", "--dry-run"], ["run"])
 
