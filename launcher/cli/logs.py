@@ -112,8 +112,12 @@ def _print_first_exception(backend, run, rank: int | None, attempt: int) -> None
     where = f"attempt {attempt} of run {run.name}" + (f", rank {rank}" if rank is not None else "")
     if tb is None:
         raise LauncherError(f"{where} has no Python traceback in its logs")
-    how = ("the earliest by time" if found.by_time else
-           "the first in rank order: these log lines carry no times") if rank is None and run.nodes > 1 else "its first"
+    if rank is not None or run.nodes == 1:
+        how = "its first"
+    elif found.by_time:
+        how = "the earliest by time"
+    else:
+        how = "the first in rank order: these log lines carry no times"
     info(f"rank {tb.rank}, attempt {attempt}: {tb.exception} ({how})")
     for line in tb.lines:
         click.echo(line.text)
