@@ -9,7 +9,6 @@ rule is written once and works alike on every backend.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -119,25 +118,37 @@ def without_records(lines: Iterable[LogLine]) -> Iterator[LogLine]:
     return (line for line in lines if METRIC_PREFIX not in line.text)
 
 
-_RECORD_LINES = re.compile(rb"^[^\n]*" + re.escape(METRIC_PREFIX.encode()) + rb"[^\n]*\n", re.MULTILINE)
-
-
 def without_record_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
     """`without_records` for a log read as large byte chunks (cut anywhere): each chunk's
-    whole lines go out with the records removed by one regex pass; a cut line waits for
-    the next chunk."""
+    whole lines go out with the record lines cut out; a cut line waits for the next chunk."""
     marker = METRIC_PREFIX.encode()
     carry = b""
     for chunk in chunks:
         data = carry + chunk if carry else chunk
         cut = data.rfind(b"\n") + 1
-        whole, carry = data[:cut], data[cut:]
+        whole, carry = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
         if marker in whole:
-            whole = _RECORD_LINES.sub(b"", whole)
+            whole = _cut_record_lines(whole, marker)
         if whole:
             yield whole
     if carry and marker not in carry:
         yield carry
+
+
+def _cut_record_lines(whole: bytes, marker: bytes) -> bytes:
+    """Whole lines without those holding `marker`: a find per record, not a look at each
+    line (records are a small part of a log)."""
+    kept = []
+    start = 0  # the start of a line: what is kept from here on is not cut yet
+    at = whole.find(marker)
+    while at >= 0:
+        line = whole.rfind(b"\n", start, at) + 1 or start
+        end = whole.find(b"\n", at) + 1  # whole lines: one ends every record
+        kept.append(whole[start:line])
+        start = end
+        at = whole.find(marker, start)
+    kept.append(whole[start:])
+    return b"".join(kept)
 
 
 def tail_lines(read: Callable[[int], Iterable[LogLine]], tail: int, *, raw: bool) -> tuple[list[LogLine], int]:
