@@ -135,7 +135,7 @@ class LauncherMetricsLogger(LoggerDestination):
         elif every.unit == TimeUnit.DURATION and self.max_batches(state):
             n = every.value * (self.max_batches(state) or 0)
         else:
-            n = 1
+            n = 1  # a fraction of a run whose length in batches is not known: every batch
         return max(1, math.ceil(n))
 
     # ------------------------------------------------------------ LoggerDestination
