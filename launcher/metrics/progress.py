@@ -1,4 +1,5 @@
-"""A one-line training status for `launcher run --follow`, built from the log lines it shows.
+"""A one-line training status, built from the metric records: `launcher run --follow` shows it
+from the log lines it reads, and the MPT trainer prints it every console_log_interval.
 
     step 12/50 · loss 2.31 · 14.2k tok/s · ETA 0:00:31
 """
@@ -48,7 +49,12 @@ class ProgressLine:
 
     def feed(self, text: str) -> None:
         record = parse_record(text)
-        if record is None or record_rank(record) != 0:
+        if record is not None:
+            self.feed_record(record)
+
+    def feed_record(self, record: dict[str, Any]) -> None:
+        """One metric record (the trainer feeds its own as it writes them)."""
+        if record_rank(record) != 0:
             return
         if record.get("event") == FIT_START:
             self.max_duration = record.get("max_duration") if isinstance(record.get("max_duration"), str) else None

@@ -17,7 +17,8 @@ import json
 import re
 from typing import Any
 
-METRIC_PREFIX = "@@launcher.metrics "
+from launcher.pod.contract import METRIC_PREFIX
+
 METRICS_FILE = "metrics.jsonl"
 
 

@@ -93,3 +93,9 @@ MAX_ARG_STRLEN = 128 * 1024
 (for an env var: NAME=VALUE and the NUL). It is Linux's MAX_ARG_STRLEN, 32 pages of 4 KiB
 (more where pages are larger): past it, exec fails with "Argument list too long", in a pod
 as on this machine. An env secret is checked against it when it is created."""
+
+METRIC_PREFIX = "@@launcher.metrics "
+"""What starts each metric record a trainer prints to its rank's log (the format is in
+launcher.metrics.records). It is the metrics channel between the pod and the host's
+readers: `launcher metrics` reads those lines, and the log views hide them
+(launcher.backends.logview)."""

@@ -181,6 +181,7 @@ def build_trainer(cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[
             folders=metric_folders(cfg),
             global_batch_size=cfg.global_train_batch_size,
             seq_len=cfg.model.max_seq_len,
+            console_interval=cfg.console_log_interval if cfg.log_to_console else None,
         ),
         *extra_loggers(cfg),
     ]
@@ -201,8 +202,9 @@ def build_trainer(cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[
         loggers=loggers,
         run_name=cfg.run_name,
         progress_bar=cfg.progress_bar,
-        log_to_console=cfg.log_to_console,
-        console_log_interval=cfg.console_log_interval,
+        # The console gets our one progress line per interval (LauncherMetricsLogger), not
+        # Composer's block of every metric: those are in the records, for `launcher metrics`.
+        log_to_console=False,
         python_log_level=cfg.python_log_level,
         load_path=cfg.load_path,
         load_weights_only=cfg.load_weights_only,

@@ -13,12 +13,19 @@ Only global rank 0 writes: to stdout with the fixed prefix of
 launcher.metrics.records, and appended to metrics.jsonl in each configured
 folder (LAUNCHER_ARTIFACTS_DIR, and `loggers.jsonl.folder`), from a background
 thread (launcher.train.records).
+
+The records are the metrics channel, which the log views hide. For people, rank 0 also
+prints one progress line every `console_interval` (the config's console_log_interval,
+as Composer's console logger prints its block), and one for the last step:
+
+    [train] step 12/50 · loss 2.31 · 14.2k tok/s · ETA 0:00:31
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -27,7 +34,10 @@ from composer.core import State, Time, TimeUnit
 from composer.loggers import Logger, LoggerDestination
 from composer.utils import dist
 
+from launcher.metrics.progress import ProgressLine
 from launcher.train.records import RecordWriter
+
+PROGRESS_PREFIX = "[train] "
 
 # Counters Composer logs at the *start* of a batch (one batch behind); we log exact ones at flush.
 _STALE_COUNTERS = {
@@ -61,16 +71,23 @@ class LauncherMetricsLogger(LoggerDestination):
         global_batch_size: int,
         seq_len: int,
         stream: IO[str] | None = None,
+        console_interval: str | None = None,
     ):
+        """`console_interval`: how often to print the progress line, a Composer time
+        ("10ba", "1ep", "0.1dur", samples or tokens); None: never."""
         super().__init__()
         self.folders = [Path(f) for f in folders]
         self.global_batch_size = global_batch_size
         self.seq_len = seq_len
         self.stream = stream
+        self.console_interval = Time.from_timestring(console_interval) if console_interval else None
         self.enabled = False
         self.state: State | None = None
         self.buffer: dict[str, float] = {}
         self.writer: RecordWriter | None = None
+        self.progress = ProgressLine()
+        self.every_batches: int | None = None
+        self.said_step: int | None = None
 
     # ------------------------------------------------------------ output
 
@@ -78,10 +95,11 @@ class LauncherMetricsLogger(LoggerDestination):
         if self.enabled and self.writer is not None:
             self.writer.emit(record)
 
-    def _flush(self) -> None:
+    def _flush(self) -> bool:
+        """Write the buffered metrics as the step's record; False when there were none."""
         if not self.buffer or self.state is None:
             self.buffer.clear()
-            return
+            return False
         ts = self.state.timestamp
         metrics = dict(self.buffer)
         metrics["time/sample"] = float(ts.sample.value)
@@ -89,7 +107,36 @@ class LauncherMetricsLogger(LoggerDestination):
         if ts.token.value:
             metrics["time/token"] = float(ts.token.value)
         self.buffer.clear()
-        self._emit({"step": int(ts.batch.value), "metrics": metrics})
+        step = int(ts.batch.value)
+        self._emit({"step": step, "metrics": metrics})
+        if self.enabled:
+            self.progress.feed_record({"step": step, "time": time.time(), "rank": 0, "metrics": metrics})
+        return True
+
+    def _say_progress(self) -> None:
+        """The progress line, once per step."""
+        line = self.progress.render()
+        if self.writer is None or line is None or self.progress.step == self.said_step:
+            return
+        self.said_step = self.progress.step
+        self.writer.say(PROGRESS_PREFIX + line)
+
+    def _batches_between_lines(self, state: State) -> int | None:
+        """The console interval in batches; None for an interval in epochs (or none)."""
+        every = self.console_interval
+        if every is None or every.unit == TimeUnit.EPOCH:
+            return None
+        if every.unit == TimeUnit.BATCH:
+            n: float = every.value
+        elif every.unit == TimeUnit.SAMPLE:
+            n = every.value / self.global_batch_size
+        elif every.unit == TimeUnit.TOKEN:
+            n = every.value / (self.global_batch_size * self.seq_len)
+        elif every.unit == TimeUnit.DURATION and self.max_batches(state):
+            n = every.value * (self.max_batches(state) or 0)
+        else:
+            n = 1  # a fraction of a run whose length in batches is not known: every batch
+        return max(1, math.ceil(n))
 
     # ------------------------------------------------------------ LoggerDestination
 
@@ -116,6 +163,10 @@ class LauncherMetricsLogger(LoggerDestination):
 
     def fit_start(self, state: State, logger: Logger) -> None:
         del logger
+        self.every_batches = self._batches_between_lines(state)
+        if self.enabled:
+            self.progress.feed_record({"event": "fit_start", "rank": 0, "max_duration": str(state.max_duration),
+                                       "max_batches": self.max_batches(state)})
         self._emit(
             {
                 "event": "fit_start",
@@ -131,13 +182,20 @@ class LauncherMetricsLogger(LoggerDestination):
         )
 
     def batch_checkpoint(self, state: State, logger: Logger) -> None:
-        self._flush()
+        if self._flush() and self.every_batches and int(state.timestamp.batch.value) % self.every_batches == 0:
+            self._say_progress()
 
     def epoch_checkpoint(self, state: State, logger: Logger) -> None:
         self._flush()
+        every = self.console_interval
+        if every is not None and every.unit == TimeUnit.EPOCH and int(state.timestamp.epoch.value) % max(
+                1, int(every.value)) == 0:
+            self._say_progress()
 
     def fit_end(self, state: State, logger: Logger) -> None:
         self._flush()
+        if self.console_interval is not None:
+            self._say_progress()  # the last step's, unless the interval just printed it
 
     def close(self, state: State, logger: Logger) -> None:
         self._flush()

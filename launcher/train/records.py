@@ -2,7 +2,7 @@
 
 Both trainers (Composer's MPT and the Hugging Face recipe) emit one record per step on
 global rank 0: to stdout with the record prefix, and appended to metrics.jsonl in each
-folder. The writes (JSON encoding, the pipe, the files, their flushes) happen on a
+folder. A line for people (the MPT trainer's progress line) goes to stdout in order with them. The writes (JSON encoding, the pipe, the files, their flushes) happen on a
 background thread, so a slow reader of stdout or a slow disk never stalls a step; `close`
 drains the queue, so no record is lost at the end of a run.
 """
@@ -15,12 +15,20 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from launcher.metrics.records import METRIC_PREFIX, METRICS_FILE, format_record
 
 _STOP = object()
+
+
+@dataclass(frozen=True)
+class _Text:
+    """A line for people among the queued records."""
+
+    text: str
 
 
 class RecordWriter:
@@ -45,6 +53,12 @@ class RecordWriter:
         head = {"step": record.pop("step")} if "step" in record else {}
         self._queue.put({**head, "time": round(time.time(), 3), "rank": 0, **record})
 
+    def say(self, text: str) -> None:
+        """Queue one line for people (a progress line): to the stream, after the records
+        queued before it, and not to metrics.jsonl."""
+        if self._thread is not None:
+            self._queue.put(_Text(text))
+
     def _run(self) -> None:
         stream = self.stream or sys.stdout
         while True:
@@ -55,13 +69,21 @@ class RecordWriter:
                 except queue.Empty:
                     break
             stop = any(r is _STOP for r in batch)
-            lines = [format_record(r) for r in batch if r is not _STOP]
-            if lines:
-                stream.write("".join(line + "\n" for line in lines))
+            out: list[str] = []
+            body: list[str] = []
+            for item in batch:
+                if isinstance(item, _Text):
+                    out.append(item.text)
+                elif item is not _STOP:
+                    line = format_record(item)
+                    out.append(line)
+                    body.append(line[len(METRIC_PREFIX) :] + "\n")
+            if out:
+                stream.write("".join(line + "\n" for line in out))
                 stream.flush()
-                body = "".join(line[len(METRIC_PREFIX) :] + "\n" for line in lines)
-                for f in self._files:
-                    f.write(body)
+                data = "".join(body)
+                for f in self._files if data else ():
+                    f.write(data)
                     f.flush()
             if stop:
                 return

@@ -140,6 +140,7 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         backend, run = await run_in_threadpool(source.find, name)
         rank = _int(request, "rank", None, 0, run.nodes - 1)
         follow = request.query_params.get("follow", "1") not in ("0", "false", "no")
+        raw = request.query_params.get("raw", "0") not in ("0", "false", "no")  # the metric records too
         resume = request.headers.get("last-event-id") or request.query_params.get("cursor")
         if resume:
             try:
@@ -149,9 +150,9 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         else:
             attempt = _int(request, "attempt", run.current_attempt, 1, run.current_attempt)
             tail = _int(request, "tail", None, 0)
-            cursor = (await run_in_threadpool(tail_cursor, backend, name, attempt, rank, tail)
+            cursor = (await run_in_threadpool(lambda: tail_cursor(backend, name, attempt, rank, tail, raw=raw))
                       if tail is not None else Cursor(attempt))
-        return EventSourceResponse(log_events(backend, run, cursor, rank, follow), ping=10,
+        return EventSourceResponse(log_events(backend, run, cursor, rank, follow, raw=raw), ping=10,
                                    headers={"Cache-Control": "no-store"})
 
     # --- errors: JSON for the API, a page otherwise ------------------------------------------

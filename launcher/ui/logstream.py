@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 from launcher.backends.base import Backend, LogLine, Run
+from launcher.backends.logview import is_metric_record
 
 _CURSOR_RE = re.compile(r"^a(\d+):((?:\d+=\d+)(?:,\d+=\d+)*)?$")
 BATCH_LINES = 2000
@@ -53,12 +54,25 @@ class Cursor:
         return cls(int(m.group(1)), counts)
 
 
-def tail_cursor(backend: Backend, name: str, attempt: int, rank: int | None, tail: int) -> Cursor:
-    """A cursor that skips all but the last `tail` lines of each rank written so far."""
+def tail_cursor(backend: Backend, name: str, attempt: int, rank: int | None, tail: int, *,
+                raw: bool = False) -> Cursor:
+    """A cursor that skips all but the last `tail` lines of each rank written so far (of
+    the lines shown: without `raw`, the metric records are not counted among them)."""
     counts: dict[int, int] = {}
+    shown: dict[int, list[int]] = {}  # per rank, how many lines came before each shown one
     for line in backend.logs(name, rank=rank, attempt=attempt, follow=False):
-        counts[line.rank] = counts.get(line.rank, 0) + 1
-    return Cursor(attempt, {r: max(n - tail, 0) for r, n in counts.items()})
+        n = counts.get(line.rank, 0)
+        counts[line.rank] = n + 1
+        if raw or not is_metric_record(line.text):
+            shown.setdefault(line.rank, []).append(n)
+
+    def skipped(r: int, n: int) -> int:
+        if tail == 0:
+            return n
+        before = shown.get(r, [])
+        return before[-tail] if len(before) >= tail else 0
+
+    return Cursor(attempt, {r: skipped(r, n) for r, n in counts.items()})
 
 
 def line_json(line: LogLine) -> dict:
@@ -132,10 +146,12 @@ class _Reader:
 
 
 async def log_events(backend: Backend, run: Run, cursor: Cursor, rank: int | None,
-                     follow: bool) -> AsyncIterator[dict]:
+                     follow: bool, *, raw: bool = False) -> AsyncIterator[dict]:
     """The SSE events (sse-starlette dicts) of one attempt's log from `cursor` on:
     `lines` events (id: the cursor after them), then one `end` event when the attempt is
-    over (or, without follow, when the lines written so far are sent)."""
+    over (or, without follow, when the lines written so far are sent). Without `raw`,
+    the trainer's metric records are not sent (the charts show them), though the
+    cursor counts them: it is a position in the log as written."""
     from launcher.errors import LauncherError
 
     sent = dict(cursor.counts)
@@ -157,7 +173,8 @@ async def log_events(backend: Backend, run: Run, cursor: Cursor, rank: int | Non
                     continue
                 assert isinstance(item, LogLine)
                 sent[item.rank] = sent.get(item.rank, 0) + 1
-                batch.append(line_json(item))
+                if raw or not is_metric_record(item.text):
+                    batch.append(line_json(item))
             if not reader.queue.empty():
                 reader.wake.set()  # more than one batch was waiting
             now = Cursor(cursor.attempt, dict(sent))

@@ -312,8 +312,8 @@ def test_follow_turns_metric_records_into_progress_lines(cli):
     progress = [line for line in r.stdout.splitlines() if line.startswith("[progress] ")]
     assert progress[0].startswith("[progress] step 1/3 · loss 3.5")
     assert progress[-1].startswith("[progress] step 3/3 · loss 1.5")
-    # The records stay in the run's log for `launcher metrics`.
-    assert cli("logs").stdout.count("@@launcher.metrics") == 4
+    # The records stay in the run's log for `launcher metrics` (and `logs --raw`).
+    assert cli("logs", "--raw").stdout.count("@@launcher.metrics") == 4
 
 
 def test_get_runs_filters_by_status_name_and_time(cli):

@@ -178,8 +178,9 @@ def test_with_a_log_store_logs_and_metrics_outlive_a_restart_and_a_stop(archived
     code, out, err = cli(capsys, "logs", name, "--attempt", "1", "--rank", "1", "--tail", "1")
     assert code == 0 and out.splitlines()[-1].startswith("[launcher] exit code 3"), (out, err)
 
-    # The stopped attempt: every line of each rank, once and in order, to the entrypoint's last.
-    code, out, err = cli(capsys, "logs", name)
+    # The stopped attempt: every line of each rank, once and in order, to the entrypoint's last
+    # (--raw: the metric records too, which the follow below got).
+    code, out, err = cli(capsys, "logs", name, "--raw")
     assert code == 0, err
     for rank in (0, 1):
         lines = numbered(out, rank)

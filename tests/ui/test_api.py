@@ -172,6 +172,22 @@ def test_log_stream_picks_the_rank_and_the_attempt(client: TestClient, named: Na
     assert client.get(url + "&attempt=3").status_code == 400
 
 
+def test_the_log_view_hides_metric_records_unless_raw(client: TestClient, named: Named) -> None:
+    url = f"/api/runs/{named.trained}/logs?follow=0"
+    shown, events = read_log(client, url)
+    raw, raw_events = read_log(client, url + "&raw=1")
+    assert not [t for t in shown if "@@launcher.metrics" in t]
+    assert len([t for t in raw if "@@launcher.metrics" in t]) == 1 + 296  # attempt 2: fit_start, steps 5..300
+    assert shown == [t for t in raw if "@@launcher.metrics" not in t]
+    assert "training step 300" in shown
+    # The cursor counts the log as written, records too, so a reconnect resumes at the same place.
+    assert events[-1]["id"] == raw_events[-1]["id"]
+    # A tail counts the lines shown: the records between them take none of its places.
+    last, _ = read_log(client, url + "&tail=3")
+    assert last == shown[-3:]
+    assert 'id="log-raw"' in client.get(f"/runs/{named.trained}").text
+
+
 def test_pages_show_runs_statuses_and_a_run_in_full(client: TestClient, named: Named) -> None:
     page = client.get("/")
     assert page.status_code == 200

@@ -120,13 +120,18 @@ def test_run_page_log_shows_lines_as_they_arrive(trained: Trained, page, tmp_pat
     page.wait_for_function("document.getElementById('log').textContent.includes('ui-test: waiting for gate 1')",
                            timeout=TRAIN_SECONDS * 1000)
     text = log_text(page)
-    assert "ui-test: training" in text and "@@launcher.metrics" in text
+    # The trainer's progress lines are shown; its metric records (the charts') are not.
+    assert "ui-test: training" in text and "[train] step 20/24 · loss " in text
+    assert "@@launcher.metrics" not in text
     assert "gate 1 opened" not in text
     trained.gate1.touch()
     page.wait_for_function("document.getElementById('log').textContent.includes('ui-test: gate 1 opened')")
     assert not_reloaded(page)
     assert log_text(page).count("ui-test: training") == 1  # no line repeated
     assert page.locator("#run-status").text_content() == "RUNNING"
+    page.check("#log-raw")  # the records too
+    page.wait_for_function("document.getElementById('log').textContent.includes('@@launcher.metrics')")
+    assert log_text(page).count("ui-test: training") == 1
     page.screenshot(path=str(tmp_path / "run-log.png"), full_page=True)
 
 

@@ -90,6 +90,7 @@
   const rankSel = document.getElementById("log-rank");
   const attemptSel = document.getElementById("log-attempt");
   const follow = document.getElementById("log-follow");
+  const raw = document.getElementById("log-raw");
   const MAX_LINES = 20000;  // each batch is one text node; the oldest go first past this
   let shownLines = 0;
   let source = null;
@@ -100,6 +101,7 @@
     shownLines = 0;
     const q = new URLSearchParams();
     if (rankSel.value !== "") q.set("rank", rankSel.value);
+    if (raw.checked) q.set("raw", "1");
     if (attempt) q.set("attempt", attempt);
     else q.set("tail", "5000");
     const showRank = rankSel.value === "" && Number(details.dataset.nodes) > 1;
@@ -142,6 +144,7 @@
   }
   rankSel.addEventListener("change", () => openLog(attemptSel.value));
   attemptSel.addEventListener("change", () => openLog(attemptSel.value));
+  raw.addEventListener("change", () => openLog(attemptSel.value));
 
   // --- the loop ---------------------------------------------------------------------------
   // Charts poll until one answer came after the run ended: a failed first fetch on the
