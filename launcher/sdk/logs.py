@@ -28,19 +28,29 @@ class FollowEvent:
 
 
 def get_run_logs(run: RunRef | None, rank: int | None = None, attempt: int | None = None,
-                 tail: int | None = None) -> Iterator[LogLine]:
+                 tail: int | None = None, *, raw: bool = False) -> Iterator[LogLine]:
     """The run's log lines as they are now, secrets masked (`str(line)` is its text).
     rank None: every rank; attempt None: the latest (counted from 1); tail: the last N
-    lines of each rank."""
+    lines of each rank. The trainer's metric records are left out unless `raw` (they are
+    get_run_metrics' channel), as `launcher logs` does."""
+    from launcher.backends import logview
+
     backend, record = resolve(run)
-    return _closing(backend, backend.logs(record.name, rank=rank, attempt=attempt, tail=tail))
+    if tail is not None:
+        lines, _ = logview.tail_lines(lambda n: backend.logs(record.name, rank=rank, attempt=attempt, tail=n),
+                                      tail, raw=raw)
+        return _closing(backend, iter(lines))
+    stream = backend.logs(record.name, rank=rank, attempt=attempt)
+    return _closing(backend, stream if raw else logview.without_records(stream))
 
 
-def follow_run_logs(run: RunRef | None, rank: int | None = None) -> Iterator[LogLine]:
-    """The run's log lines as they come, across its attempts, until it ends."""
-    for item in follow_run(run, rank=rank):
-        if isinstance(item, LogLine):
-            yield item
+def follow_run_logs(run: RunRef | None, rank: int | None = None, *, raw: bool = False) -> Iterator[LogLine]:
+    """The run's log lines as they come, across its attempts, until it ends (metric
+    records left out unless `raw`)."""
+    from launcher.backends import logview
+
+    lines = (item for item in follow_run(run, rank=rank) if isinstance(item, LogLine))
+    yield from lines if raw else logview.without_records(lines)
 
 
 def follow_run(run: RunRef | None, *, backend: Backend | None = None, rank: int | None = None,

@@ -167,6 +167,11 @@ def test_metrics_points_and_to_pandas(specs):
         launcher.get_run_metrics(run, "loss/train/totl")
     assert "did you mean" in (unknown.value.message + (unknown.value.hint or ""))
     assert launcher.get_run_metrics(finished(specs, "quiet")) == []
+    # The records are the metrics' channel: the logs leave them out unless asked, as `launcher logs` does.
+    shown, raw = (["@@launcher.metrics" in str(line) for line in lines]
+                  for lines in (launcher.get_run_logs(run), launcher.get_run_logs(run, raw=True)))
+    assert shown and not any(shown) and raw.count(True) == 5
+    assert not any("@@launcher.metrics" in str(line) for line in launcher.get_run_logs(run, tail=3))
 
 
 def test_secrets_never_show_a_value(specs):
