@@ -32,14 +32,14 @@ from launcher.cli.common import complete_run_names, find_run, info
               help="Also the trainer's @@launcher.metrics records, hidden by default (`launcher metrics` reads them).")
 def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, previous, failed, first_exception, raw):
     """Print a run's logs; without NAME, the latest run's. NAME is a run name, a spec name
-    (its latest run) or a glob.
+    (its latest run), the start of a run name, or a glob. `--first-exception` prints the
+    first Python traceback of the run's ranks instead (exit 1 when there is none).
 
     \b
     Examples:
       launcher logs hello --tail 20
       launcher logs hello --rank 0 --attempt 1
-      launcher logs hello --resumption 0     (mcli's count: the first attempt)
-      launcher logs hello --first-exception
+      launcher logs hello --resumption 0     # mcli's count: the first attempt
     """
     from launcher.backends import logview
     from launcher.backends.base import RunStatus

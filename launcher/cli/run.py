@@ -130,12 +130,12 @@ def validate(spec_file, backend, **kw):
 @_backend_option("Pick the backend (default: the current profile's).")
 def run(spec_file, follow, restart, clone, dry_run, output, backend, **kw):
     """Submit a run. Exits 0 when a followed run completes, 1 when it fails or stops, 2 on bad input.
+    `-r NAME` starts a stopped or failed run again, as its next attempt.
 
     \b
     Examples:
       launcher run -f runspecs/hello.yaml --follow
       launcher run -f runspecs/hello.yaml --dry-run --backend kubernetes
-      launcher run -r hello-x7k2pq           # restart a stopped or failed run
       launcher run --clone hello --gpus 16   # a copy of the latest hello run, on 16 GPUs
     """
     from launcher.cli.common import run_record

@@ -55,7 +55,7 @@ def stop_run(names, every, latest, yes):
     Examples:
       launcher stop hello -y          # the latest run of runspecs/hello.yaml
       launcher stop run 'hello-*' -y  # every run of it
-      launcher stop run --all         # every run still going, after a y/N
+      launcher stop run --all -y      # every run still going (without -y, after a y/N)
     """
     from launcher import sdk
 
