@@ -27,6 +27,8 @@ class FakeKube:
         self.store = Store(self.registry, history_limit=history_limit, orphan_delay=orphan_delay)
         self.lock, self.changed, self.objects = self.store.lock, self.store.changed, self.store.objects
         self.faults = Faults()
+        self.streams: list[tuple[str, str]] = []
+        """(subresource, negotiated subprotocol) of each exec and portforward WebSocket."""
         self.requests: list[tuple[str, str, str]] = []
         """(method, kind, verb) of every API request."""
         self.nodes = nodes if nodes is not None else default_nodes()

@@ -48,9 +48,11 @@ def resource_list(group_version: str, resources: list[Resource]) -> dict:
             entry["categories"] = list(r.categories)
         out.append(entry)
         for sub in r.subresources:
-            verbs = {"log": ["get"], "status": ["get", "patch", "update"]}[sub]
+            verbs = {"log": ["get"], "status": ["get", "patch", "update"], "exec": ["create", "get"],
+                     "portforward": ["create", "get"]}[sub]
+            kind = {"log": "Pod", "exec": "PodExecOptions", "portforward": "PodPortForwardOptions"}.get(sub, r.kind)
             out.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                        "kind": "Pod" if sub == "log" else r.kind, "verbs": verbs})
+                        "kind": kind, "verbs": verbs})
         if r.kind == "Pod":
             out.append({"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy",
                         "version": "v1", "kind": "Eviction", "verbs": ["create"]})

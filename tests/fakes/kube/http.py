@@ -8,7 +8,7 @@ Routes:
       get, list (limit/continue, label and field selectors), watch (bookmarks, 410 Gone),
       create (dryRun), update, patch (merge, strategic treated as merge, json-patch),
       delete (propagationPolicy, preconditions, gracePeriodSeconds), deletecollection,
-      pods/log, pods/eviction, <resource>/status
+      pods/log, pods/eviction, <resource>/status, pods/exec and pods/portforward (streams.py)
   /_fake/...                                                   the admin API (see the package docstring)
 
 kubectl's `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` gets meta.k8s.io/v1
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 from tests.fakes.http import LoopbackServer
-from tests.fakes.kube import crd, discovery, openapi
+from tests.fakes.kube import crd, discovery, openapi, streams
 from tests.fakes.kube.common import (
     ApiError,
     fields_match,
@@ -275,6 +275,13 @@ class Handler(BaseHTTPRequestHandler):
                     "DELETE": "delete" if name else "deletecollection"}[method]
         if sub == "log":
             verb = "log"
+        if sub in ("exec", "portforward"):
+            if method not in ("GET", "POST"):
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                                                        "resource")
+            with k.lock:
+                k.requests.append((method, res.kind, sub))
+            return streams.serve(self, ns, name, sub, parse_qs(urlparse(self.path).query))
         if name is None and verb in ("update", "patch"):
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         with k.lock:

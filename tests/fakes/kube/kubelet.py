@@ -58,6 +58,7 @@ from tests.fakes.kube.jobs import CONTROLLER_UID
 from tests.fakes.kube.store import Store, record_event
 
 UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
+NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"
 # Runs inside the new mount namespace: bind each (source, target, rw|ro), then exec the command.
 MOUNT_SCRIPT = r'''set -e
 while [ "$1" != "--" ]; do
@@ -81,6 +82,9 @@ class Container:
     restarts: int = 0
     previous: list[tuple[int, str]] | None = None
     """The lines of the instance before the last restart (pods/log?previous=true)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """The process's whole environment and working directory, for pods/exec."""
+    cwd: str = ""
 
 
 @dataclass
@@ -135,6 +139,15 @@ class Kubelet:
         if rt is None:
             return None
         return rt.containers.get(name or pod["spec"]["containers"][0]["name"])
+
+    def exec_argv(self, c: Container, command: list[str]) -> list[str]:
+        """argv that runs `command` inside running container c, as the runtime's exec does: in its
+        mount namespace (when containers have one), with its environment (c.env) and working dir."""
+        if command and command[0] in ("python", "python3") and not self.images:
+            command = [sys.executable, *command[1:]]
+        if not self.isolated:
+            return command
+        return [NSENTER, f"--target={c.proc.pid}", "--mount", f"--wd={c.cwd}", "--", *command]
 
     def evict(self, ns: str, name: str, reason: str = "PreemptionByScheduler",
               message: str = "Preempted in order to admit critical pod") -> None:
@@ -443,6 +456,7 @@ class Kubelet:
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as e:
             return self._spawn_failed(ns, name, group, index, c, ct, str(e))
+        c.env, c.cwd = {**base, **env}, cwd
         c.started_ns = now_ns()
         started = rfc3339(c.started_ns)
 

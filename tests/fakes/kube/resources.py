@@ -38,7 +38,8 @@ class Resource:
 
 
 CORE = [
-    Resource("Pod", "pods", "", "v1", short_names=("po",), subresources=("log", "status"), categories=("all",)),
+    Resource("Pod", "pods", "", "v1", short_names=("po",), subresources=("log", "status", "exec", "portforward"),
+             categories=("all",)),
     Resource("Service", "services", "", "v1", short_names=("svc",), subresources=("status",), categories=("all",)),
     Resource("ConfigMap", "configmaps", "", "v1", short_names=("cm",)),
     Resource("Secret", "secrets", "", "v1"),
