@@ -33,7 +33,7 @@ This class is a thin facade over the Backend contract:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -69,6 +69,8 @@ class KubernetesBackend(Backend):
         # A Job-form run: the reconciler starts attempt N+1 from the Job its record keeps. A
         # JobSet run is refused, saying why (lifecycle.JOBSET_RESTART_REFUSAL).
         restart=True,
+        # pods/exec and pods/portforward of the rank's pod (podexec.py).
+        exec=True, port_forward=True,
         # A Job's activeDeadlineSeconds may change while it runs; max_retries is read from the
         # record by the reconciler. A JobSet run refuses both (lifecycle.JOBSET_UPDATE_REFUSAL).
         updatable=frozenset({"max_duration", "max_retries"}),
@@ -237,6 +239,33 @@ class KubernetesBackend(Backend):
 
         return run_logs(self.api, name, rank=rank, attempt=attempt, tail=tail, follow=follow, previous=previous,
                         cancel=cancel)
+
+    def _rank_pod(self, name: str, rank: int) -> str:
+        from launcher.backends.kubernetes.podexec import rank_pod
+        from launcher.errors import InputError
+
+        pod = rank_pod(self.api, name, rank)
+        if pod is None:
+            run = self.get(name)  # a run that does not exist says so here
+            raise InputError(f"run {name} has no running pod for rank {rank} (the run is {run.status}"
+                             f"{'' if rank < run.nodes else f'; it has {run.nodes} rank(s)'})",
+                             hint=f"`launcher describe {name}` shows its pods")
+        return pod
+
+    def exec(self, name: str, argv: list[str], *, rank: int = 0, tty: bool = False) -> int:
+        """argv in the main container of rank `rank`'s running pod (pods/exec)."""
+        from launcher.backends.kubernetes.podexec import exec_in_pod
+
+        return exec_in_pod(self.api, self._rank_pod(name, rank), argv, tty=tty)
+
+    def port_forward(self, name: str, *, rank: int, local_port: int, remote_port: int,
+                     ready: Callable[[int], None] | None = None, stop: threading.Event | None = None) -> None:
+        """127.0.0.1:local_port to remote_port of rank `rank`'s pod (pods/portforward); the pod is
+        found once, as kubectl port-forward does."""
+        from launcher.backends.kubernetes.podexec import forward_port
+
+        forward_port(self.api, self._rank_pod(name, rank), local_port=local_port, remote_port=remote_port,
+                     ready=ready, stop=stop)
 
     def stop(self, name: str) -> Run:
         from launcher.backends.kubernetes.lifecycle import stop_run

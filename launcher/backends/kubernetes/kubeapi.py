@@ -204,6 +204,8 @@ class KubeApi:
         self.retry = retry
         self.client = _api_client(profile)
         self.server = self.client.configuration.host
+        # kubernetes.stream swaps the ApiClient's call_api while it opens a WebSocket.
+        self._stream_lock = threading.Lock()
 
     def close(self) -> None:
         self.client.close()
@@ -419,11 +421,66 @@ class KubeApi:
             stopper.attach(None)
             resp.release_conn()
 
+    # --- WebSocket subresources (podexec.py relays them) ---------------------------------------
+    @contextmanager
+    def _mapped_stream(self, doing: str) -> Iterator[None]:
+        """The boundary for the stream client, which wraps every failure as a status-0
+        ApiException whose reason is the text of the WebSocket library's exception."""
+        try:
+            with self._mapped(doing):
+                try:
+                    yield
+                except ApiException as e:
+                    if status_of(e) != 0:
+                        raise
+                    raise _stream_failure(e) from None
+        except KubeError as e:
+            if e.status is None and e.reason == "StreamFailed":
+                raise KubeError(f"cluster {self.profile.name}: cannot {doing}: {e}", reason=e.reason) from None
+            raise
+
+    def exec_stream(self, pod: str, argv: list[str], *, tty: bool) -> Any:
+        """pods/exec of argv in the pod's main container, stdin, stdout and stderr attached: the
+        client's open WSClient (v5.channel.k8s.io, else v4), binary."""
+        from kubernetes.stream import stream
+
+        core = kubernetes.client.CoreV1Api(self.client)
+        with self._mapped_stream(f"exec in pod {pod}"), self._stream_lock:
+            return stream(core.connect_get_namespaced_pod_exec, pod, self.namespace, command=argv,
+                          container=keys.CONTAINER, stdin=True, stdout=True, stderr=not tty, tty=tty,
+                          _preload_content=False, binary=True)
+
+    def portforward(self, pod: str, port: int) -> Any:
+        """pods/portforward of one port: the client's PortForward (its socket(port) is the
+        remote end of one TCP connection)."""
+        from kubernetes.stream import portforward
+
+        core = kubernetes.client.CoreV1Api(self.client)
+        with self._mapped_stream(f"forward port {port} of pod {pod}"), self._stream_lock:
+            return portforward(core.connect_get_namespaced_pod_portforward, pod, self.namespace, ports=str(port))
+
     def pod_log(self, pod: str, **params: Any) -> Any:
         """A streaming log response (urllib3), unread; params are the API's query
         parameters (follow, timestamps, sinceSeconds, previous, tailLines)."""
         return self._call(f"read the log of pod {pod}", "GET", self._path("Pod", pod, "log"),
                           query={"container": keys.CONTAINER, **params}, read_timeout=LOG_READ_TIMEOUT)
+
+
+def _stream_failure(e: ApiException) -> Exception:
+    """What a failed WebSocket open said: the API's Status for a refused handshake (whose
+    text carries the response headers, never shown), else the connection's failure."""
+    text = str(e.reason or "")
+    if text.startswith("Handshake status "):
+        head, _, body = text.partition(" -+-+- ")
+        body = body.rpartition(" -+-+- ")[2]
+        words = head.split()
+        refused = ApiException(status=int(words[2]) if words[2:3] and words[2].isdigit() else 0,
+                               reason=" ".join(words[3:]) or None)
+        refused.body = body or None
+        return refused
+    if "Errno" in text or "refused" in text.lower():
+        return ConnectionRefusedError(text)
+    return KubeError(text.splitlines()[0] if text else "the WebSocket failed", reason="StreamFailed")
 
 
 def _query_value(value: Any) -> str:

@@ -190,8 +190,10 @@ def serve_exec(handler: Handler, ns: str, name: str, q: dict[str, list[str]]) ->
                                     start_new_session=True)
             outputs = [(proc.stdout.fileno(), STDOUT), (proc.stderr.fileno(), STDERR)]
     except OSError as e:  # not found / not executable: the runtime's exec fails before the process runs
-        ws.send(bytes([ERROR]) + json.dumps({**_status(127 if isinstance(e, FileNotFoundError) else 126, command),
-                                             "message": f"exec failed: {e}"}).encode())
+        ws.send(bytes([ERROR]) + json.dumps({
+            "metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500,
+            "message": f"Internal error occurred: error executing command in container: OCI runtime exec failed: "
+                       f'exec failed: unable to start container process: exec: "{command[0]}": {e.strerror}'}).encode())
         ws.close()
         return
 

@@ -1,0 +1,200 @@
+"""exec and port-forward into a rank's pod: the pods/exec and pods/portforward WebSockets of
+the official client (kubernetes.stream), relayed to this process's terminal and to a local
+TCP port. The client's failures become KubeErrors in kubeapi (exec_stream, portforward).
+
+exec speaks v5.channel.k8s.io where the server does (the end of stdin is a close of
+channel 0, so `cat` ends), else v4; the exit code is the final Status on channel 3. With a
+TTY, this terminal is in raw mode for the session and restored on every way out, and its
+size goes to channel 4 at the start and on each SIGWINCH.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import sys
+import termios
+import threading
+import tty as ttymode
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.attempts import pod_rank
+from launcher.backends.kubernetes.errors import KubeError
+from launcher.errors import InputError
+
+if TYPE_CHECKING:
+    from launcher.backends.kubernetes.kubeapi import KubeApi
+
+STDOUT, STDERR, ERROR, RESIZE = 1, 2, 3, 4
+
+
+def rank_pod(api: KubeApi, name: str, rank: int) -> str | None:
+    """The running pod of rank `rank` of run `name` (its completion index) in the newest
+    attempt that has one; None when no such pod runs."""
+    running = [p for p in api.list("Pod", labels=keys.run_selector(name))[0]
+               if pod_rank(p) == rank and (p.get("status") or {}).get("phase") == "Running"
+               and not (p.get("metadata") or {}).get("deletionTimestamp")]
+    if not running:
+        return None
+    newest = max(running, key=lambda p: (int((p["metadata"].get("labels") or {}).get(keys.ATTEMPT) or 0),
+                                         p["metadata"].get("creationTimestamp") or ""))
+    return newest["metadata"]["name"]
+
+
+# --- exec -----------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def raw_terminal(fd: int) -> Iterator[None]:
+    """This terminal in raw mode (keys go to the pod as typed), restored however we leave."""
+    saved = termios.tcgetattr(fd)
+    try:
+        ttymode.setraw(fd, termios.TCSANOW)  # not setraw's TCSAFLUSH, which drops what was typed ahead
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _send_size(ws: Any) -> None:
+    size = shutil.get_terminal_size()
+    ws.write_channel(RESIZE, json.dumps({"Width": size.columns, "Height": size.lines}).encode())
+
+
+def exec_in_pod(api: KubeApi, pod: str, argv: list[str], *, tty: bool) -> int:
+    """Run argv in the pod, attached to this process's stdin, stdout and stderr; its exit code."""
+    ws = api.exec_stream(pod, argv, tty=tty)
+    stdin_fd = sys.stdin.fileno()
+    previous_winch = None
+    try:
+        with raw_terminal(stdin_fd) if tty else contextlib.nullcontext():
+            if tty:
+                _send_size(ws)
+                if threading.current_thread() is threading.main_thread():
+                    previous_winch = signal.signal(signal.SIGWINCH, lambda *_: _send_size(ws))
+            _relay(ws, stdin_fd)
+    except (OSError, ConnectionError) as e:  # the WebSocket broke under us
+        raise KubeError(f"cluster {api.profile.name}: exec in pod {pod}: the connection broke: {e}",
+                        reason="ConnectionBroken") from None
+    finally:
+        if previous_winch is not None:
+            signal.signal(signal.SIGWINCH, previous_winch)
+        ws.close()
+    return _exit_code(api, pod, ws)
+
+
+def _relay(ws: Any, stdin_fd: int) -> None:
+    out, err = sys.stdout.buffer, sys.stderr.buffer
+    with selectors.DefaultSelector() as sel:
+        sel.register(ws.sock.sock, selectors.EVENT_READ, "ws")
+        try:
+            sel.register(stdin_fd, selectors.EVENT_READ, "stdin")
+        except (ValueError, OSError, PermissionError):  # a stdin select cannot watch (a regular file): read it now
+            data = os.read(stdin_fd, 1 << 20)
+            while data:
+                ws.write_stdin(data)
+                data = os.read(stdin_fd, 1 << 20)
+            ws.close_channel(0)
+        while ws.is_open():
+            for key, _ in sel.select(1.0):
+                if key.data == "stdin":
+                    data = os.read(stdin_fd, 65536)
+                    if data:
+                        ws.write_stdin(data)
+                    else:  # end of our input: the command's stdin ends (v5; v4 has no way to say so)
+                        sel.unregister(stdin_fd)
+                        ws.close_channel(0)
+                else:
+                    ws.update(timeout=0)
+            for channel, stream in ((STDOUT, out), (STDERR, err)):
+                data = ws.read_channel(channel)
+                if data:
+                    stream.write(data)
+                    stream.flush()
+
+
+def _exit_code(api: KubeApi, pod: str, ws: Any) -> int:
+    raw = ws.read_channel(ERROR)
+    if not raw:
+        raise KubeError(f"cluster {api.profile.name}: exec in pod {pod}: the connection closed before the command "
+                        "ended", reason="ConnectionBroken")
+    try:
+        status = json.loads(raw)
+    except ValueError:
+        raise KubeError(f"cluster {api.profile.name}: exec in pod {pod}: the server's exit status is not a Status",
+                        reason="BadStatus") from None
+    if status.get("status") == "Success":
+        return 0
+    causes = (status.get("details") or {}).get("causes") or []
+    code = next((c.get("message") for c in causes if c.get("reason") == "ExitCode"), None)
+    if status.get("reason") == "NonZeroExitCode" and code is not None and str(code).isdigit():
+        return int(code)
+    raise KubeError(f"cluster {api.profile.name}: exec in pod {pod}: {status.get('message') or 'failed'}",
+                    reason=str(status.get("reason") or "ExecFailed"))
+
+
+# --- port-forward -----------------------------------------------------------------------------------
+def forward_port(api: KubeApi, pod: str, *, local_port: int, remote_port: int,
+                 ready: Callable[[int], None] | None, stop: threading.Event | None) -> None:
+    """Serve the pod's remote_port on 127.0.0.1:local_port: one pods/portforward WebSocket per
+    accepted connection (a WebSocket carries one connection of each port), until stop is set."""
+    stop = stop or threading.Event()
+    try:
+        server = socket.create_server(("127.0.0.1", local_port))
+    except OSError as e:
+        raise InputError(f"cannot listen on 127.0.0.1:{local_port}: {e.strerror or e}") from None
+    relays: list[threading.Thread] = []
+    with server:
+        server.settimeout(0.2)
+        if ready is not None:
+            ready(server.getsockname()[1])
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            t = threading.Thread(target=_forward_one, args=(api, pod, remote_port, conn, stop), daemon=True)
+            t.start()
+            relays = [r for r in relays if r.is_alive()] + [t]
+    for t in relays:
+        t.join(2)
+
+
+def _forward_one(api: KubeApi, pod: str, port: int, conn: socket.socket, stop: threading.Event) -> None:
+    with conn:
+        try:
+            forward = api.portforward(pod, port)
+        except KubeError as e:
+            print(f"launcher: port-forward: {e}", file=sys.stderr)
+            return
+        remote = forward.socket(port)
+        try:
+            _pipe(conn, remote, stop)
+        finally:
+            remote.close()
+            error = forward.error(port)
+            if error:
+                print(f"launcher: port-forward: {error}", file=sys.stderr)
+
+
+def _pipe(a: socket.socket, b: Any, stop: threading.Event) -> None:
+    """Copy both ways until either side ends (or stop): half-closes are not kept."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(a, selectors.EVENT_READ, b)
+        sel.register(b, selectors.EVENT_READ, a)
+        while not stop.is_set():
+            for key, _ in sel.select(0.5):
+                try:
+                    data = key.fileobj.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                try:
+                    key.data.sendall(data)
+                except OSError:
+                    return
