@@ -143,8 +143,7 @@ class Kubelet:
     def exec_argv(self, c: Container, command: list[str]) -> list[str]:
         """argv that runs `command` inside running container c, as the runtime's exec does: in its
         mount namespace (when containers have one), with its environment (c.env) and working dir."""
-        if command and command[0] in ("python", "python3") and not self.images:
-            command = [sys.executable, *command[1:]]
+        # A bare name is looked up on c.env's PATH (subprocess, or nsenter, does), as the container's own.
         if not self.isolated:
             return command
         return [NSENTER, f"--target={c.proc.pid}", "--mount", f"--wd={c.cwd}", "--", *command]

@@ -30,7 +30,6 @@ import termios
 import threading
 from typing import TYPE_CHECKING, Any
 
-from websockets.exceptions import InvalidHandshake
 from websockets.frames import Opcode
 from websockets.http11 import Request
 from websockets.server import ServerProtocol
@@ -53,8 +52,6 @@ class WebSocket:
         self.protocol = ServerProtocol(subprotocols=subprotocols)
         self._send_lock = threading.Lock()
         self._pending: collections.deque[bytes] = collections.deque()
-        if "websocket" not in (handler.headers.get("Upgrade") or "").lower():
-            raise ApiError(400, "BadRequest", "Upgrade request required (this fake serves WebSocket, not SPDY)")
         # The handler has read the request already; the protocol parses it again from its bytes.
         head = f"{handler.command} {handler.path} HTTP/1.1\r\n" + "".join(
             f"{key}: {value}\r\n" for key, value in handler.headers.items()) + "\r\n"
@@ -94,8 +91,10 @@ class WebSocket:
                     self._flush()
                 except OSError:
                     return None
-            if self.protocol.close_expected() or self.protocol.state.name == "CLOSED":
+            if self.protocol.state.name == "CLOSED":
                 return None
+            if self.protocol.close_expected():  # we said close: wait a little for the client's reply
+                self.sock.settimeout(5)
             try:
                 data = self.handler.rfile.read1(65536)
             except (OSError, ValueError):
@@ -143,6 +142,9 @@ def _running_container(handler: Handler, ns: str, name: str, q: dict[str, list[s
 
 
 def serve(handler: Handler, ns: str, name: str, sub: str, q: dict[str, list[str]]) -> None:
+    if "websocket" not in (handler.headers.get("Upgrade") or "").lower():
+        raise ApiError(400, "BadRequest", "Upgrade request required: this fake serves exec and portforward "
+                                          "over WebSocket only, not SPDY")
     try:
         if sub == "exec":
             serve_exec(handler, ns, name, q)
@@ -262,6 +264,9 @@ def serve_exec(handler: Handler, ns: str, name: str, q: dict[str, list[str]]) ->
 
 # --- portforward ------------------------------------------------------------------------------------
 def serve_portforward(handler: Handler, ns: str, name: str, q: dict[str, list[str]]) -> None:
+    if "SPDY/3.1+portforward.k8s.io" in (handler.headers.get("Sec-WebSocket-Protocol") or ""):
+        raise ApiError(400, "BadRequest", "this fake does not serve SPDY tunnelled in a WebSocket (kubectl "
+                                          "port-forward); it serves portforward over v4.channel.k8s.io")
     ports = [int(p) for v in q.get("ports") or [] for p in v.split(",") if p.strip()]
     if not ports or any(not 0 < p < 65536 for p in ports):
         raise ApiError(400, "BadRequest", "query parameter \"ports\" is required and must be valid ports")
