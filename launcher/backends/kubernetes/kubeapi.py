@@ -204,8 +204,6 @@ class KubeApi:
         self.retry = retry
         self.client = _api_client(profile)
         self.server = self.client.configuration.host
-        # kubernetes.stream swaps the ApiClient's call_api while it opens a WebSocket.
-        self._stream_lock = threading.Lock()
 
     def close(self) -> None:
         self.client.close()
@@ -439,25 +437,34 @@ class KubeApi:
                 raise KubeError(f"cluster {self.profile.name}: cannot {doing}: {e}", reason=e.reason) from None
             raise
 
+    def _stream_request(self, path: str, params: list[tuple[str, str]]) -> tuple[str, dict]:
+        """The URL and headers (auth) of a WebSocket request, serialized by the ApiClient as
+        _send's are: kubernetes.stream's wrapper needs a generated API class (0.7 s to import)."""
+        _, url, headers, _, _ = self.client.param_serialize("GET", path, query_params=params, header_params={},
+                                                            auth_settings=["BearerToken"])
+        return url, headers
+
     def exec_stream(self, pod: str, argv: list[str], *, tty: bool) -> Any:
         """pods/exec of argv in the pod's main container, stdin, stdout and stderr attached: the
-        client's open WSClient (v5.channel.k8s.io, else v4), binary."""
-        from kubernetes.stream import stream
+        official client's open WSClient (v5.channel.k8s.io, else v4), binary."""
+        from kubernetes.stream import ws_client
 
-        core = kubernetes.client.CoreV1Api(self.client)
-        with self._mapped_stream(f"exec in pod {pod}"), self._stream_lock:
-            return stream(core.connect_get_namespaced_pod_exec, pod, self.namespace, command=argv,
-                          container=keys.CONTAINER, stdin=True, stdout=True, stderr=not tty, tty=tty,
-                          _preload_content=False, binary=True)
+        params = [("command", a) for a in argv] + [("container", keys.CONTAINER), ("stdin", "true"),
+                                                   ("stdout", "true"), ("stderr", _query_value(not tty)),
+                                                   ("tty", _query_value(tty))]
+        url, headers = self._stream_request(self._path("Pod", pod, "exec"), params)
+        with self._mapped_stream(f"exec in pod {pod}"):
+            return ws_client.websocket_call(self.client.configuration, "GET", url, headers=headers,
+                                            _preload_content=False, binary=True)
 
     def portforward(self, pod: str, port: int) -> Any:
         """pods/portforward of one port: the client's PortForward (its socket(port) is the
         remote end of one TCP connection)."""
-        from kubernetes.stream import portforward
+        from kubernetes.stream import ws_client
 
-        core = kubernetes.client.CoreV1Api(self.client)
-        with self._mapped_stream(f"forward port {port} of pod {pod}"), self._stream_lock:
-            return portforward(core.connect_get_namespaced_pod_portforward, pod, self.namespace, ports=str(port))
+        url, headers = self._stream_request(self._path("Pod", pod, "portforward"), [("ports", str(port))])
+        with self._mapped_stream(f"forward port {port} of pod {pod}"):
+            return ws_client.portforward_call(self.client.configuration, "GET", url, headers=headers)
 
     def pod_log(self, pod: str, **params: Any) -> Any:
         """A streaming log response (urllib3), unread; params are the API's query

@@ -88,28 +88,36 @@ def exec_in_pod(api: KubeApi, pod: str, argv: list[str], *, tty: bool) -> int:
 
 
 def _relay(ws: Any, stdin_fd: int) -> None:
+    from websocket import WebSocketException
+
     out, err = sys.stdout.buffer, sys.stderr.buffer
+
+    def send(data: bytes) -> bool:
+        """stdin to the command (b"": its end); False once the session is closing (the command
+        ended while we wrote): its output and status are still read."""
+        try:
+            ws.write_stdin(data) if data else ws.close_channel(0)  # v4 has no way to end stdin
+            return bool(data)
+        except (OSError, WebSocketException):
+            return False
+
     with selectors.DefaultSelector() as sel:
         sel.register(ws.sock.sock, selectors.EVENT_READ, "ws")
         try:
             sel.register(stdin_fd, selectors.EVENT_READ, "stdin")
-        except (ValueError, OSError, PermissionError):  # a stdin select cannot watch (a regular file): read it now
-            data = os.read(stdin_fd, 1 << 20)
-            while data:
-                ws.write_stdin(data)
-                data = os.read(stdin_fd, 1 << 20)
-            ws.close_channel(0)
+        except (ValueError, OSError):  # a stdin select cannot watch (a regular file, /dev/null): read it now
+            while send(os.read(stdin_fd, 1 << 20)):
+                pass
         while ws.is_open():
             for key, _ in sel.select(1.0):
                 if key.data == "stdin":
-                    data = os.read(stdin_fd, 65536)
-                    if data:
-                        ws.write_stdin(data)
-                    else:  # end of our input: the command's stdin ends (v5; v4 has no way to say so)
+                    if not send(os.read(stdin_fd, 65536)):
                         sel.unregister(stdin_fd)
-                        ws.close_channel(0)
                 else:
-                    ws.update(timeout=0)
+                    try:
+                        ws.update(timeout=0)
+                    except (OSError, WebSocketException):  # closed under us: the status, if it came, says how
+                        ws.close()
             for channel, stream in ((STDOUT, out), (STDERR, err)):
                 data = ws.read_channel(channel)
                 if data:
