@@ -16,6 +16,7 @@ import urllib.request
 import pexpect
 import pytest
 
+from launcher.backends.kubernetes.errors import KubeError
 from launcher.backends.kubernetes.secrets import KubernetesSecretStore
 from launcher.config import load_config
 from launcher.errors import InputError, NotFoundError
@@ -125,6 +126,7 @@ def test_exec_refuses_a_rank_without_a_pod_and_an_unknown_run(backend, sleeper):
 
 
 def test_port_forward_serves_an_http_server_in_the_pod(backend, fake_kube):
+    assert backend.capabilities.exec and backend.capabilities.port_forward
     port = free_port()
     start_run(backend, fake_kube, "web-abc123", f"python -m http.server {port} --bind 127.0.0.1", nodes=1)
     ready: list[int] = []
@@ -173,3 +175,10 @@ def test_port_forward_to_a_closed_port_says_so_and_keeps_serving(backend, fake_k
         stop.set()
         forwarder.join(10)
         backend.stop("quiet-abc123")
+
+
+def test_a_refused_exec_handshake_is_one_line_with_the_apis_message(backend, fake_kube):
+    with pytest.raises(KubeError) as e:
+        backend.api.exec_stream("no-such-pod", ["true"], tty=False)
+    assert str(e.value) == 'cluster fake: cannot exec in pod no-such-pod: 404 NotFound: pods "no-such-pod" not found'
+    assert e.value.status == 404 and e.value.exit_code == 2

@@ -1,6 +1,7 @@
 """exec and port-forward into a rank's pod: the pods/exec and pods/portforward WebSockets of
-the official client (kubernetes.stream), relayed to this process's terminal and to a local
-TCP port. The client's failures become KubeErrors in kubeapi (exec_stream, portforward).
+the official client (kubernetes.stream.ws_client, opened by kubeapi's exec_stream and
+portforward, where its failures become KubeErrors), relayed to this process's terminal and
+to a local TCP port.
 
 exec speaks v5.channel.k8s.io where the server does (the end of stdin is a close of
 channel 0, so `cat` ends), else v4; the exit code is the final Status on channel 3. With a

@@ -12,6 +12,7 @@ Modules, one job each:
   scheduler   binds pods to fake nodes, or says why not
   kubelet     runs containers (init containers, volumes, private mounts, image map)
   http        REST routing, watch, logs; discovery and tables print for kubectl
+  streams     pods/exec and pods/portforward over WebSocket (v5/v4 channel protocols)
   faults      scripted trouble; admin and client expose it over HTTP
   cluster     FakeKube: all of the above in this process
   program     the same as a program; fixtures holds the pytest fixtures

@@ -30,8 +30,10 @@ import termios
 import threading
 from typing import TYPE_CHECKING, Any
 
+from websockets.exceptions import InvalidState
 from websockets.frames import Opcode
 from websockets.http11 import Request
+from websockets.protocol import State
 from websockets.server import ServerProtocol
 
 from tests.fakes.kube.common import ApiError
@@ -76,22 +78,22 @@ class WebSocket:
                 self.protocol.send_binary(payload)
                 self._flush()
                 return True
-            except Exception:  # the client went away (a closed protocol raises its own errors)
+            except (OSError, InvalidState):  # the client went away, or the session is closing
                 return False
 
     def recv(self) -> bytes | None:
         """The next data message's payload; None once the connection is closed."""
         while True:
-            self._pending.extend(e.data for e in self.protocol.events_received() if e.opcode in (Opcode.BINARY,
-                                                                                                   Opcode.TEXT))
-            if self._pending:
-                return self._pending.popleft()
-            with self._send_lock:  # pongs and the close handshake
+            with self._send_lock:  # the protocol is shared with the senders; flushed: pongs, the close reply
+                self._pending.extend(e.data for e in self.protocol.events_received()
+                                     if e.opcode in (Opcode.BINARY, Opcode.TEXT))
                 try:
                     self._flush()
                 except OSError:
                     return None
-            if self.protocol.state.name == "CLOSED":
+            if self._pending:
+                return self._pending.popleft()
+            if self.protocol.state is State.CLOSED:
                 return None
             if self.protocol.close_expected():  # we said close: wait a little for the client's reply
                 self.sock.settimeout(5)
@@ -99,10 +101,12 @@ class WebSocket:
                 data = self.handler.rfile.read1(65536)
             except (OSError, ValueError):
                 data = b""
-            if data:
-                self.protocol.receive_data(data)
-            else:
-                self.protocol.receive_eof()
+            with self._send_lock:
+                if data:
+                    self.protocol.receive_data(data)
+                else:
+                    self.protocol.receive_eof()
+            if not data:
                 return None
 
     def close(self) -> None:
@@ -111,7 +115,7 @@ class WebSocket:
                 self.protocol.send_close(1000)
                 self._flush()
                 self.sock.shutdown(socket.SHUT_WR)
-            except Exception:
+            except (OSError, InvalidState):  # closed already
                 pass
 
 
