@@ -106,7 +106,10 @@ def test_exec_with_a_tty_is_a_terminal_and_exits_with_the_shells_code(sleeper):
         child.sendline("test -t 0 && echo is-a-tty-$((6*7))")
         child.expect("is-a-tty-42")
         child.sendline("stty size")
-        child.expect(r"\d+ \d+")
+        child.expect(r"24 80")  # pexpect's terminal
+        child.setwinsize(31, 97)  # SIGWINCH: the new size goes to the pod's terminal
+        wait_until(lambda: child.sendline("stty size") and child.expect([r"31 97", pexpect.TIMEOUT], timeout=1) == 0,
+                   20, message="the new terminal size in the pod")
         child.sendline("exit 3")
         child.expect(pexpect.EOF)
         child.close()

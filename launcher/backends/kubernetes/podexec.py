@@ -61,8 +61,11 @@ def raw_terminal(fd: int) -> Iterator[None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-def _send_size(ws: Any) -> None:
-    size = shutil.get_terminal_size()
+def _send_size(ws: Any, fd: int) -> None:
+    try:
+        size = os.get_terminal_size(fd)
+    except OSError:
+        size = shutil.get_terminal_size()
     ws.write_channel(RESIZE, json.dumps({"Width": size.columns, "Height": size.lines}).encode())
 
 
@@ -71,24 +74,35 @@ def exec_in_pod(api: KubeApi, pod: str, argv: list[str], *, tty: bool) -> int:
     ws = api.exec_stream(pod, argv, tty=tty)
     stdin_fd = sys.stdin.fileno()
     previous_winch = None
+    # SIGWINCH only wakes the relay (through this pair), which sends the size: a handler that
+    # wrote to the WebSocket itself could interrupt a write holding its lock.
+    resized, wake = socket.socketpair()
+    wake.setblocking(False)
     try:
         with raw_terminal(stdin_fd) if tty else contextlib.nullcontext():
             if tty:
-                _send_size(ws)
+                _send_size(ws, stdin_fd)
                 if threading.current_thread() is threading.main_thread():
-                    previous_winch = signal.signal(signal.SIGWINCH, lambda *_: _send_size(ws))
-            _relay(ws, stdin_fd)
-    except (OSError, ConnectionError) as e:  # the WebSocket broke under us
+                    previous_winch = signal.signal(signal.SIGWINCH, lambda *_: _poke(wake))
+            _relay(ws, stdin_fd, resized if tty else None)
+    except OSError as e:  # the WebSocket broke under us
         raise KubeError(f"cluster {api.profile.name}: exec in pod {pod}: the connection broke: {e}",
                         reason="ConnectionBroken") from None
     finally:
         if previous_winch is not None:
             signal.signal(signal.SIGWINCH, previous_winch)
+        resized.close()
+        wake.close()
         ws.close()
     return _exit_code(api, pod, ws)
 
 
-def _relay(ws: Any, stdin_fd: int) -> None:
+def _poke(wake: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # full: a wake-up is pending already
+        wake.send(b"\0")
+
+
+def _relay(ws: Any, stdin_fd: int, resized: socket.socket | None) -> None:
     from websocket import WebSocketException
 
     out, err = sys.stdout.buffer, sys.stderr.buffer
@@ -104,6 +118,8 @@ def _relay(ws: Any, stdin_fd: int) -> None:
 
     with selectors.DefaultSelector() as sel:
         sel.register(ws.sock.sock, selectors.EVENT_READ, "ws")
+        if resized is not None:
+            sel.register(resized, selectors.EVENT_READ, "resized")
         try:
             sel.register(stdin_fd, selectors.EVENT_READ, "stdin")
         except (ValueError, OSError):  # a stdin select cannot watch (a regular file, /dev/null): read it now
@@ -114,6 +130,10 @@ def _relay(ws: Any, stdin_fd: int) -> None:
                 if key.data == "stdin":
                     if not send(os.read(stdin_fd, 65536)):
                         sel.unregister(stdin_fd)
+                elif key.data == "resized":
+                    resized.recv(4096)
+                    with contextlib.suppress(OSError, WebSocketException):
+                        _send_size(ws, stdin_fd)
                 else:
                     try:
                         ws.update(timeout=0)
