@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import enum
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -206,6 +206,10 @@ class Capabilities:
     """The scheduling fields (UPDATABLE) that update() changes on a run that has not ended."""
     not_updatable: tuple[tuple[str, str], ...] = ()
     """(field, why) for each of UPDATABLE it cannot change, in the words update()'s refusal gives."""
+    exec: bool = False
+    """exec() runs a command in a rank of a run (`launcher exec`, `connect`, `interactive`)."""
+    port_forward: bool = False
+    """port_forward() serves a rank's port on 127.0.0.1 (`launcher port-forward`)."""
 
     def cannot_update(self, field: str) -> str | None:
         """Why update() cannot change `field` (a scheduling field), or None where it can."""
@@ -418,6 +422,21 @@ class Backend(abc.ABC):
             raise InputError(f"--max-retries must be 0 or more, got {changes['max_retries']}")
         if changes.get("max_duration") is not None and not changes["max_duration"] > 0:
             raise InputError(f"--max-duration must be more than 0 hours, got {changes['max_duration']}")
+
+    def exec(self, name: str, argv: list[str], *, rank: int = 0, tty: bool = False) -> int:
+        """Run argv in rank `rank` of run `name` (its environment, secrets and working directory),
+        attached to this process's stdin/stdout/stderr (a pseudo-terminal when tty); return its exit code."""
+        from launcher.errors import InputError
+
+        raise InputError(f"the {self.name} backend cannot exec")
+
+    def port_forward(self, name: str, *, rank: int, local_port: int, remote_port: int,
+                     ready: Callable[[int], None] | None = None, stop: threading.Event | None = None) -> None:
+        """Serve rank `rank`'s remote_port on 127.0.0.1:local_port (0: any free port; ready(port) is called once
+        listening) until stop is set."""
+        from launcher.errors import InputError
+
+        raise InputError(f"the {self.name} backend cannot port-forward")
 
     @abc.abstractmethod
     def stop(self, name: str) -> Run:

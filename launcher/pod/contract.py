@@ -73,6 +73,9 @@ RESTART_ATTEMPT = "LAUNCHER_RESTART_ATTEMPT"
 RUNTIME = "LAUNCHER_RUNTIME"
 IMAGE = "LAUNCHER_IMAGE"
 EXIT_FILE = "LAUNCHER_EXIT_FILE"
+# Where the entrypoint writes the command's environment, working directory and its own pid
+# (JSON, mode 0600, secrets included: the rank's own data), for `launcher exec` on the local backend.
+EXEC_RECORD = "LAUNCHER_EXEC_RECORD"
 OWNER = "LAUNCHER_OWNER"
 ALLOW_HOST_PACKAGES = "LAUNCHER_ALLOW_HOST_PACKAGES"
 RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"

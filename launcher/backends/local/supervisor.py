@@ -178,6 +178,7 @@ class Supervisor:
             contract.ATTEMPT: str(self.attempt),
             contract.GRACE_SECONDS: str(GRACE_SECONDS),
             contract.EXIT_FILE: str(self.layout.exit_file(self.attempt, rank)),
+            contract.EXEC_RECORD: str(self.layout.exec_record(rank)),
             contract.OWNER: self.layout.owner,
         })
         return env
@@ -188,6 +189,9 @@ class Supervisor:
         self.state.set_status(self.name, RunStatus.STARTING)
         adir = self.layout.attempt_dir(attempt)
         adir.mkdir(parents=True, exist_ok=True)
+        self.layout.private.mkdir(mode=0o700, exist_ok=True)
+        for rank in range(nodes):  # the last attempt's: exec waits for this attempt's own
+            self.layout.exec_record(rank).unlink(missing_ok=True)
         self.layout.artifacts.mkdir(parents=True, exist_ok=True)
         port = free_port()
         procs: dict[int, subprocess.Popen] = {}

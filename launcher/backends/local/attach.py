@@ -1,0 +1,151 @@
+"""`launcher exec` and `port-forward` on the local backend: a command in a rank's world, and a TCP relay.
+
+A rank's command runs with the environment and in the working directory its entrypoint
+recorded (contract.EXEC_RECORD: the run's secret values included, in the run's private
+directory, 0600), never read from /proc of another process. Where the rank got a private
+mount namespace (launcher/backends/local/mounts.py) the command joins it, with setns(2) on
+the rank's namespaces, so /mnt/config and the file secrets' mount paths are the ones the
+rank sees: as root the mount namespace alone; otherwise first the user namespace the rank
+made, whose owner (this user) holds every capability in it. The command inherits this
+process's stdin, stdout and stderr: on a terminal, the terminal itself.
+
+Ranks run on this machine and share its network, so a rank's port is 127.0.0.1:PORT, and
+port-forward is a plain relay to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import socketserver
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from launcher.backends.local.mounts import NAMESPACE, MountPlan, _check, _libc
+from launcher.backends.local.procs import alive, start_time
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+
+
+class ExecRecord:
+    """What a rank's entrypoint recorded for exec: the command's environment, working directory, pid."""
+
+    def __init__(self, env: dict[str, str], cwd: str, pid: int):
+        self.env, self.cwd, self.pid = env, cwd, pid
+
+    @classmethod
+    def read(cls, path: Path) -> ExecRecord | None:
+        try:
+            raw = json.loads(path.read_text())
+            return cls(dict(raw["env"]), str(raw["cwd"]), int(raw["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # not written yet (the rank is still in its integrations), or mid-replace
+
+
+def _namespaces(pid: int) -> list[tuple[str, int]]:
+    """The rank's namespaces this process must join, in order: (path, CLONE_ flag)."""
+    joins = []
+    for kind, flag in (("user", _CLONE_NEWUSER), ("mnt", _CLONE_NEWNS)):
+        theirs = f"/proc/{pid}/ns/{kind}"
+        if os.readlink(theirs) != os.readlink(f"/proc/self/ns/{kind}"):
+            joins.append((theirs, flag))
+    return joins
+
+
+def _enter(joins: list[tuple[str, int]], cwd: str) -> Callable[[], None]:
+    """The child's step between fork and exec: join the namespaces, then go to the rank's
+    working directory (joining a mount namespace moves the cwd to its root)."""
+    fds = [(os.open(path, os.O_RDONLY | os.O_CLOEXEC), flag) for path, flag in joins]
+
+    def enter() -> None:
+        libc = _libc()
+        for fd, flag in fds:
+            _check(libc.setns(fd, flag), "setns")
+        os.chdir(cwd)
+
+    enter.fds = [fd for fd, _ in fds]  # type: ignore[attr-defined]
+    return enter
+
+
+def run_in_rank(record: ExecRecord, plan: MountPlan | None, argv: list[str], *, tty: bool) -> int:
+    """Run argv as `record` describes, in the rank's namespaces where it has them; its exit code
+    (128+N for a signal N). Raises OSError when the command or the namespace cannot be entered."""
+    env = dict(record.env)
+    if tty and os.environ.get("TERM"):
+        env["TERM"] = os.environ["TERM"]  # this terminal's, whatever the run was submitted from
+    joins: list[tuple[str, int]] = []
+    if plan is not None and plan.mode == NAMESPACE:
+        started = start_time(record.pid)
+        if not alive(record.pid, started):
+            raise ProcessLookupError(f"the rank's entrypoint (pid {record.pid}) has exited")
+        joins = _namespaces(record.pid)
+    enter = _enter(joins, record.cwd)
+    # The command gets the terminal's signals (Ctrl-C reaches its foreground group); this
+    # process waits them out and passes a stop it gets itself on to the command.
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        proc = subprocess.Popen(argv, env=env, preexec_fn=enter if joins else None,
+                                cwd=None if joins else record.cwd)
+    finally:
+        for fd in enter.fds:  # type: ignore[attr-defined]
+            os.close(fd)
+    term = signal.signal(signal.SIGTERM, lambda s, _f: proc.send_signal(s))
+    try:
+        code = proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, term)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return code if code >= 0 else 128 - code
+
+
+class _Relay(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.server.remote_port), timeout=10)  # type: ignore[attr-defined]
+        except OSError:
+            return  # nothing listens there (yet): the client sees its connection closed
+        upstream.settimeout(None)
+        with upstream, selectors.DefaultSelector() as sel:
+            pairs = {self.request: upstream, upstream: self.request}
+            for s in pairs:
+                sel.register(s, selectors.EVENT_READ)
+            open_ends = 2
+            while open_ends:
+                for key, _ in sel.select(timeout=1.0):
+                    data = key.fileobj.recv(1 << 16)
+                    if not data:  # that side is done sending: pass the half-close on
+                        sel.unregister(key.fileobj)
+                        open_ends -= 1
+                        try:
+                            pairs[key.fileobj].shutdown(socket.SHUT_WR)
+                        except OSError:
+                            open_ends = 0
+                        continue
+                    pairs[key.fileobj].sendall(data)
+                if self.server.stopping.is_set():  # type: ignore[attr-defined]
+                    return
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def relay(local_port: int, remote_port: int, *, ready: Callable[[int], None] | None,
+          stop: threading.Event | None) -> None:
+    """Serve 127.0.0.1:remote_port on 127.0.0.1:local_port until `stop` is set (forever without one)."""
+    stop = stop or threading.Event()
+    with _Server(("127.0.0.1", local_port), _Relay) as server:
+        server.remote_port = remote_port  # type: ignore[attr-defined]
+        server.stopping = stop  # type: ignore[attr-defined]
+        threading.Thread(target=lambda: (stop.wait(), server.shutdown()), daemon=True).start()
+        if ready is not None:
+            ready(server.server_address[1])
+        server.serve_forever(poll_interval=0.2)
