@@ -27,6 +27,9 @@ or the zipapp of it: launcher.pod.zipapp) with:
     LAUNCHER_EXIT_FILE     (optional) where to write this rank's outcome as JSON when it ends:
                            {"exit_code": N, "reason": "..." or null}. Its space is reserved
                            when the entrypoint starts, so it is written even on a full disk.
+    LAUNCHER_EXEC_RECORD   (optional; local) where to write, as the command starts, its
+                           environment, working directory and the entrypoint's pid (JSON,
+                           0600: it holds the run's secrets), which `launcher exec` runs with
     LAUNCHER_OWNER         (optional) a token naming the run; every process of the rank
                            inherits it, so a backend finds them all through /proc
     LAUNCHER_LOG_ARCHIVE   (optional; Kubernetes with a log_store) where the rank also
