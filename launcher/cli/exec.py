@@ -18,7 +18,9 @@ def _shell_argv(tmux: bool) -> list[str]:
     """The rank's shell: $SHELL, else bash, else sh, found in the rank; in tmux when asked and there."""
     shell = ('s="${SHELL:-}"; [ -n "$s" ] && command -v "$s" >/dev/null 2>&1 || s=$(command -v bash) || s=sh; ')
     if tmux:
-        shell += (f'if command -v tmux >/dev/null 2>&1; then exec tmux new -A -s {TMUX_SESSION}; fi; '
+        # A socket per run and rank: on the local backend every rank shares this machine's /tmp.
+        shell += (f'if command -v tmux >/dev/null 2>&1; then exec tmux -L "launcher-$RUN_NAME-$NODE_RANK" '
+                  f'new -A -s {TMUX_SESSION}; fi; '
                   'echo "[launcher] tmux is not installed in this rank: a plain shell instead" >&2; ')
     return ["/bin/sh", "-c", shell + 'exec "$s" -i']
 

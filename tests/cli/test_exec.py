@@ -5,7 +5,9 @@ capped (a small max_duration) and stopped at the end."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,7 +39,7 @@ def runs(cli):
 
 def spawn(cli, *args: str) -> pexpect.spawn:
     return pexpect.spawn(sys.executable, ["-m", "launcher", *args], cwd=str(cli.cwd),
-                         env={**cli.env, "SHELL": "/bin/bash", "PS1": "$ "}, encoding="utf-8",
+                         env={**cli.env, "SHELL": "/bin/bash", "PS1": "$ ", "TERM": "xterm"}, encoding="utf-8",
                          timeout=SHELL_UP, dimensions=(40, 200))
 
 
@@ -73,6 +75,22 @@ def test_interactive_opens_a_shell_in_rank_0_and_connect_gets_back_in(cli, runs)
     again.expect(pexpect.EOF)
     again.wait()
     assert again.exitstatus == 5
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed here")
+def test_interactive_tmux_keeps_the_session_across_a_dropped_connection(cli, runs):
+    shell = spawn(cli, "interactive", "--max-duration", "3m", "--tmux")
+    shell.expect(r"[Ii]nteractive run (\S+) submitted")
+    runs.append(shell.match.group(1))
+    shell.sendline('export MARK=kept-4417; echo "in-tmux:${TMUX:+yes}"')
+    shell.expect("in-tmux:yes")
+    shell.kill(9)
+    shell.close(force=True)
+    again = spawn(cli, "connect", runs[0], "--tmux")
+    again.sendline('echo "mark:$MARK"')
+    again.expect("mark:kept-4417")  # the same tmux session, its shell's variable still set
+    again.sendline("exit")
+    again.expect(pexpect.EOF)
 
 
 def test_interactive_requires_max_duration(cli):
@@ -122,9 +140,22 @@ def test_exec_runs_in_the_ranks_namespace_with_its_secrets_and_exit_code(cli, ru
     r = cli("exec", name)
     assert r.returncode == 2 and "no command to run" in r.stderr
 
+    # What exec leaves in the background ends with the run, as the rank's own processes do.
+    r = cli("exec", name, "--", "sh", "-c", "setsid sleep 300 >/dev/null 2>&1 & echo $!")
+    left = int(r.stdout)
+    assert os.path.exists(f"/proc/{left}")
     assert cli("stop", "run", "-y", name).returncode == 0
+    wait_until(lambda: ended(left), 30, message="the background process exec started to end with the run")
     r = cli("exec", name, "--", "true")
     assert r.returncode == 2 and "has ended (STOPPED)" in r.stderr
+
+
+def ended(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"  # exited, not yet reaped
+    except FileNotFoundError:
+        return True
 
 
 def free_port() -> int:

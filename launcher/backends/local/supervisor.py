@@ -155,10 +155,13 @@ class Supervisor:
                 outcome_file.discard()
 
     def _sweep(self) -> None:
-        """Kill and reap every process left below the supervisor: all of them belong to
-        ranks whose entrypoint has exited (or died)."""
+        """Kill and reap every process left below the supervisor (all of them belong to
+        ranks whose entrypoint has exited, or died), and every one `launcher exec` started."""
         me = os.getpid()
         reaper.kill_all(lambda: reaper.descendants(me), reap=True)
+        # What `launcher exec` started in the ranks is not below this process, yet it has the
+        # run's environment (its OWNER token): a command left in the background, a tmux server.
+        reaper.kill_all(lambda: reaper.owned_by(self.layout.owner, contract.OWNER), reap=False)
 
     def _rank_env(self, rank: int, nodes: int, port: int) -> dict[str, str]:
         env = dict(os.environ)
