@@ -93,6 +93,26 @@ def test_interactive_tmux_keeps_the_session_across_a_dropped_connection(cli, run
     again.expect(pexpect.EOF)
 
 
+def test_interactive_from_a_spec_keeps_its_environment_and_replaces_its_command(cli, runs):
+    spec = cli.spec("dev", """\
+        name: devbox
+        command: echo this command is replaced; exit 9
+        env_variables: {FROM_SPEC: kept-2291}
+        """)
+    shell = spawn(cli, "interactive", "-f", str(spec), "--max-duration", "90s")
+    shell.expect(r"[Ii]nteractive run (devbox-\S+) submitted")
+    name = shell.match.group(1)
+    runs.append(name)
+    shell.sendline('echo "spec:$FROM_SPEC"')
+    shell.expect("spec:kept-2291")
+    shell.sendline("exit")
+    shell.expect(pexpect.EOF)
+    record = cli.describe(name)
+    assert record["status"] == "RUNNING"
+    assert record["spec"]["scheduling"]["max_duration"] == pytest.approx(90 / 3600)
+    assert "sleep 90" in record["spec"]["command"]
+
+
 def test_interactive_requires_max_duration(cli):
     r = cli("interactive")
     assert r.returncode == 2
