@@ -39,9 +39,27 @@ def test_exec_in_run_returns_the_exit_code_and_runs_in_the_ranks_environment(sta
     assert exec_in_run(run.name, ["test", "-f", "/mnt/config/parameters.yaml"]) == 0
     with pytest.raises(launcher.LauncherError, match="has no rank 1"):
         exec_in_run(run, ["true"], rank=1)
+    # From another thread too (a notebook's), where no signal handler can be set.
+    codes: list[int] = []
+    other = threading.Thread(target=lambda: codes.append(exec_in_run(run, ["sh", "-c", "exit 3"])))
+    other.start()
+    other.join(timeout=30)
+    assert codes == [3]
     launcher.stop_run(run)
     with pytest.raises(launcher.LauncherError, match=r"has ended \(STOPPED\)"):
         exec_in_run(run, ["true"])
+
+
+def test_exec_in_a_rank_that_has_ended_while_the_run_goes_on(started):
+    run = launcher.create_run({"name": "one-done", "compute": {"nodes": 2}, "scheduling": {"max_duration": 0.02},
+                               "command": '[ "$NODE_RANK" = 1 ] && exit 0; exec sleep 70'})
+    started.append(run)
+    # The run records its ranks' outcomes when the attempt ends; rank 1's log says it ended now.
+    wait_until(lambda: any("exit code 0" in str(line) for line in launcher.get_run_logs(run, rank=1)), 60,
+               interval=0.2, message="rank 1's entrypoint to end")
+    assert exec_in_run(run, ["true"], rank=0) == 0
+    with pytest.raises(launcher.LauncherError, match="rank 1 of run .* has ended; the run goes on"):
+        exec_in_run(run, ["true"], rank=1)
 
 
 def test_port_forward_serves_until_stop_is_set(started, tmp_path):

@@ -26,11 +26,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from launcher.backends.local.mounts import NAMESPACE, MountPlan, _check, _libc
+from launcher.backends.local.mounts import _CLONE_NEWNS, _CLONE_NEWUSER, NAMESPACE, MountPlan, _check, _libc
 from launcher.backends.local.procs import alive, start_time
-
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUSER = 0x10000000
 
 
 class ExecRecord:
@@ -88,18 +85,21 @@ def run_in_rank(record: ExecRecord, plan: MountPlan | None, argv: list[str], *, 
     enter = _enter(joins, record.cwd)
     # The command gets the terminal's signals (Ctrl-C reaches its foreground group); this
     # process waits them out and passes a stop it gets itself on to the command.
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+    # Signal handlers belong to the main thread; the SDK may be called from another.
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)} if main else {}
     try:
         proc = subprocess.Popen(argv, env=env, preexec_fn=enter if joins else None,
                                 cwd=None if joins else record.cwd)
     finally:
         for fd in enter.fds:  # type: ignore[attr-defined]
             os.close(fd)
-    term = signal.signal(signal.SIGTERM, lambda s, _f: proc.send_signal(s))
+    term = signal.signal(signal.SIGTERM, lambda s, _f: proc.send_signal(s)) if main else None
     try:
         code = proc.wait()
     finally:
-        signal.signal(signal.SIGTERM, term)
+        if main:
+            signal.signal(signal.SIGTERM, term)
         for s, handler in previous.items():
             signal.signal(s, handler)
     return code if code >= 0 else 128 - code

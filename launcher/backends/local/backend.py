@@ -455,7 +455,9 @@ class LocalBackend(Backend, LocalArtifacts):
         while True:
             self._live_rank(name, rank)
             record = ExecRecord.read(layout.exec_record(rank))
-            if record is not None and alive(record.pid, None):
+            if record is not None:
+                if not alive(record.pid, None):  # this attempt's rank ran its command and ended
+                    raise InputError(f"rank {rank} of run {name} has ended; the run goes on in its other ranks")
                 break
             time.sleep(0.2)
         try:
