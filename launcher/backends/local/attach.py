@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launcher.backends.local.mounts import _CLONE_NEWNS, _CLONE_NEWUSER, NAMESPACE, MountPlan, _check, _libc
-from launcher.backends.local.procs import alive, start_time
+from launcher.backends.local.procs import alive
 
 
 class ExecRecord:
@@ -55,10 +55,9 @@ def _namespaces(pid: int) -> list[tuple[str, int]]:
     return joins
 
 
-def _enter(joins: list[tuple[str, int]], cwd: str) -> Callable[[], None]:
-    """The child's step between fork and exec: join the namespaces, then go to the rank's
-    working directory (joining a mount namespace moves the cwd to its root)."""
-    fds = [(os.open(path, os.O_RDONLY | os.O_CLOEXEC), flag) for path, flag in joins]
+def _enter(fds: list[tuple[int, int]], cwd: str) -> Callable[[], None]:
+    """The child's step between fork and exec: join the namespaces (fd, CLONE_ flag), then go
+    to the rank's working directory (joining a mount namespace moves the cwd to its root)."""
 
     def enter() -> None:
         libc = _libc()
@@ -66,49 +65,65 @@ def _enter(joins: list[tuple[str, int]], cwd: str) -> Callable[[], None]:
             _check(libc.setns(fd, flag), "setns")
         os.chdir(cwd)
 
-    enter.fds = [fd for fd, _ in fds]  # type: ignore[attr-defined]
     return enter
 
 
 def run_in_rank(record: ExecRecord, plan: MountPlan | None, argv: list[str], *, tty: bool) -> int:
     """Run argv as `record` describes, in the rank's namespaces where it has them; its exit code
-    (128+N for a signal N). Raises OSError when the command or the namespace cannot be entered."""
+    (128+N for a signal N). Raises ProcessLookupError when the rank has exited, and OSError when
+    the command cannot be started."""
     env = dict(record.env)
     if tty and os.environ.get("TERM"):
         env["TERM"] = os.environ["TERM"]  # this terminal's, whatever the run was submitted from
-    joins: list[tuple[str, int]] = []
+    fds: list[tuple[int, int]] = []
     if plan is not None and plan.mode == NAMESPACE:
-        started = start_time(record.pid)
-        if not alive(record.pid, started):
-            raise ProcessLookupError(f"the rank's entrypoint (pid {record.pid}) has exited")
-        joins = _namespaces(record.pid)
-    enter = _enter(joins, record.cwd)
+        try:
+            if not alive(record.pid, None):
+                raise FileNotFoundError
+            for path, flag in _namespaces(record.pid):
+                fds.append((os.open(path, os.O_RDONLY | os.O_CLOEXEC), flag))
+        except FileNotFoundError:  # its /proc entry went away: the rank exited
+            for fd, _ in fds:
+                os.close(fd)
+            raise ProcessLookupError(f"the rank's entrypoint (pid {record.pid}) has exited") from None
     # The command gets the terminal's signals (Ctrl-C reaches its foreground group); this
-    # process waits them out and passes a stop it gets itself on to the command.
-    # Signal handlers belong to the main thread; the SDK may be called from another.
+    # process waits them out and passes a stop it gets itself on to the command. Signal
+    # handlers belong to the main thread; the SDK may be called from another.
     main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)} if main else {}
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)} if main else {}
     try:
-        proc = subprocess.Popen(argv, env=env, preexec_fn=enter if joins else None,
-                                cwd=None if joins else record.cwd)
-    finally:
-        for fd in enter.fds:  # type: ignore[attr-defined]
-            os.close(fd)
-    term = signal.signal(signal.SIGTERM, lambda s, _f: proc.send_signal(s)) if main else None
-    try:
+        if main:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+        try:
+            proc = subprocess.Popen(argv, env=env, preexec_fn=_enter(fds, record.cwd) if fds else None,
+                                    cwd=None if fds else record.cwd)
+        finally:
+            for fd, _ in fds:
+                os.close(fd)
+        if main:
+            signal.signal(signal.SIGTERM, lambda s, _f: proc.send_signal(s))
         code = proc.wait()
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, term)
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            if handler is not None:  # None: set outside Python, left as it is
+                signal.signal(s, handler)
     return code if code >= 0 else 128 - code
 
 
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    remote_port: int
+    stopping: threading.Event
+
+
 class _Relay(socketserver.BaseRequestHandler):
+    server: _Server
+
     def handle(self) -> None:
         try:
-            upstream = socket.create_connection(("127.0.0.1", self.server.remote_port), timeout=10)  # type: ignore[attr-defined]
+            upstream = socket.create_connection(("127.0.0.1", self.server.remote_port), timeout=10)
         except OSError:
             return  # nothing listens there (yet): the client sees its connection closed
         upstream.settimeout(None)
@@ -129,13 +144,8 @@ class _Relay(socketserver.BaseRequestHandler):
                             open_ends = 0
                         continue
                     pairs[key.fileobj].sendall(data)
-                if self.server.stopping.is_set():  # type: ignore[attr-defined]
+                if self.server.stopping.is_set():
                     return
-
-
-class _Server(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 def relay(local_port: int, remote_port: int, *, ready: Callable[[int], None] | None,
@@ -143,8 +153,8 @@ def relay(local_port: int, remote_port: int, *, ready: Callable[[int], None] | N
     """Serve 127.0.0.1:remote_port on 127.0.0.1:local_port until `stop` is set (forever without one)."""
     stop = stop or threading.Event()
     with _Server(("127.0.0.1", local_port), _Relay) as server:
-        server.remote_port = remote_port  # type: ignore[attr-defined]
-        server.stopping = stop  # type: ignore[attr-defined]
+        server.remote_port = remote_port
+        server.stopping = stop
         threading.Thread(target=lambda: (stop.wait(), server.shutdown()), daemon=True).start()
         if ready is not None:
             ready(server.server_address[1])
