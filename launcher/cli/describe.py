@@ -77,6 +77,15 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo("Events:")
     for e in run.events:
         echo(f"  {when(e.at)}  attempt {e.attempt}  {e.status.value:<12}{e.reason or ''}")
+    ports = [p for p in run.spec.get("ports") or [] if isinstance(p, dict) and p.get("port")]
+    if ports:
+        from launcher.cli.exec import port_forward_command
+
+        echo("")
+        echo("Ports:")
+        for p in ports:
+            label = f"{p['port']} ({p['name']})" if p.get("name") else str(p["port"])
+            echo(f"  {label:<22}{port_forward_command(run.name, p['port'])}")
     if no_yaml:
         return
     echo("")

@@ -251,6 +251,7 @@ def _main(timing: dict[str, float]) -> int:
         if code:
             return code
 
+    write_exec_record(env, workdir)
     log(f"running the command with bash in {workdir}")
     began = time.monotonic()
     try:
@@ -260,6 +261,25 @@ def _main(timing: dict[str, float]) -> int:
         return contract.EXIT_SETUP
     timing["command"] = time.monotonic() - began
     return code
+
+
+def write_exec_record(env: dict[str, str], workdir: Path) -> None:
+    """Leave the command's environment and working directory where the backend asks
+    (EXEC_RECORD), so that `launcher exec` runs in the same; 0600 from its creation, since
+    it holds the run's secret values, as the rank's own environment does."""
+    path = env.get(contract.EXEC_RECORD)
+    if not path:
+        return
+    import json
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"env": env, "cwd": str(workdir), "pid": os.getpid()}, f)
+        os.replace(tmp, path)
+    except OSError as e:  # the run goes on; only exec cannot find it
+        log(f"note: cannot write the exec record {path}: {e.strerror or e}; `launcher exec` cannot enter this rank")
 
 
 def _note_missing_gpus(plan, env: dict[str, str]) -> None:

@@ -27,6 +27,9 @@ or the zipapp of it: launcher.pod.zipapp) with:
     LAUNCHER_EXIT_FILE     (optional) where to write this rank's outcome as JSON when it ends:
                            {"exit_code": N, "reason": "..." or null}. Its space is reserved
                            when the entrypoint starts, so it is written even on a full disk.
+    LAUNCHER_EXEC_RECORD   (optional; local) where to write, as the command starts, its
+                           environment, working directory and the entrypoint's pid (JSON,
+                           0600: it holds the run's secrets), which `launcher exec` runs with
     LAUNCHER_OWNER         (optional) a token naming the run; every process of the rank
                            inherits it, so a backend finds them all through /proc
     LAUNCHER_LOG_ARCHIVE   (optional; Kubernetes with a log_store) where the rank also
@@ -73,6 +76,9 @@ RESTART_ATTEMPT = "LAUNCHER_RESTART_ATTEMPT"
 RUNTIME = "LAUNCHER_RUNTIME"
 IMAGE = "LAUNCHER_IMAGE"
 EXIT_FILE = "LAUNCHER_EXIT_FILE"
+# Where the entrypoint writes the command's environment, working directory and its own pid
+# (JSON, mode 0600, secrets included: the rank's own data), for `launcher exec` on the local backend.
+EXEC_RECORD = "LAUNCHER_EXEC_RECORD"
 OWNER = "LAUNCHER_OWNER"
 ALLOW_HOST_PACKAGES = "LAUNCHER_ALLOW_HOST_PACKAGES"
 RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"

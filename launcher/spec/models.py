@@ -275,6 +275,14 @@ MCLI_PRIORITIES = ("lowest", "low", "medium", "high", "highest")
 AUTO_PRIORITY = "auto"
 
 
+class Port(_Model):
+    """A port the run serves (TensorBoard, Jupyter, a debugger): `describe` shows the
+    `launcher port-forward` command that reaches it."""
+
+    port: Annotated[int, Field(ge=1, le=65535, strict=True)]
+    name: str | None = None
+
+
 class Scheduling(_Model):
     priority: str | None = None
     """Free text, as in mcli; a cluster profile maps it to a priority class."""
@@ -321,6 +329,8 @@ class RunSpec(_Model):
     parameters: dict[str, Any] = Field(default_factory=dict)
     scheduling: Scheduling = Field(default_factory=Scheduling)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    ports: list[Port] | None = None
+    """Ports the command serves; a bare number is {port: N}."""
     # Fields that only mean something on the MosaicML platform: accepted, noted, ignored.
     optimization_level: Any = None
     platform: str | None = None
@@ -334,6 +344,13 @@ class RunSpec(_Model):
 
         if not sanitize(v):
             raise ValueError(f"must contain at least one letter or digit, got {v!r}")
+        return v
+
+    @field_validator("ports", mode="before")
+    @classmethod
+    def _ports(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"port": p} if isinstance(p, int) and not isinstance(p, bool) else p for p in v]
         return v
 
     @field_validator("image")

@@ -83,7 +83,7 @@ def gpu_names() -> list[str]:
 class LocalBackend(Backend, LocalArtifacts):
     name = "local"
     capabilities = Capabilities(
-        dry_run=True, local_artifacts=True, restart=True,
+        dry_run=True, local_artifacts=True, restart=True, exec=True, port_forward=True,
         # The supervisor reads both from the state every second.
         updatable=frozenset({"max_duration", "max_retries"}),
         not_updatable=(("priority", "there are no priorities on this machine (every rank runs at once; "
@@ -431,6 +431,56 @@ class LocalBackend(Backend, LocalArtifacts):
         attempt, ranks = self._select(name, rank, attempt, previous)
         masker = self._masker(name)
         yield from rank_chunks(RunLayout(self.home, name), attempt, ranks, masker, prefix_ranks=prefix_ranks)
+
+    # ------------------------------------------------------------ exec / port-forward
+
+    def _live_rank(self, name: str, rank: int) -> Run:
+        run = self.get(name)
+        if run.status.is_terminal:
+            raise InputError(f"run {name} has ended ({run.status.value}): there is no rank to reach",
+                             hint=f"`launcher run -r {name}` starts it again" if run.status is not RunStatus.COMPLETED
+                             else None)
+        if not 0 <= rank < run.nodes:
+            raise InputError(f"run {name} has no rank {rank}: its ranks are 0 to {run.nodes - 1}")
+        return run
+
+    def exec(self, name: str, argv: list[str], *, rank: int = 0, tty: bool = False) -> int:
+        """argv in the rank's mount namespace (where it has one) with the environment and working
+        directory its entrypoint recorded; waits while the rank is still setting up (integrations)."""
+        from launcher.backends.local.attach import ExecRecord, run_in_rank
+
+        if not argv:
+            raise InputError("no command to run", hint="give it after --: `launcher exec RUN -- CMD...`")
+        layout = RunLayout(self.home, name)
+        while True:
+            self._live_rank(name, rank)
+            record = ExecRecord.read(layout.exec_record(rank))
+            if record is not None:
+                if not alive(record.pid, None):  # this attempt's rank ran its command and ended
+                    raise InputError(f"rank {rank} of run {name} has ended; the run goes on in its other ranks")
+                break
+            time.sleep(0.2)
+        try:
+            return run_in_rank(record, MountPlan.load(layout.root / PLAN_FILE), argv, tty=tty)
+        except ProcessLookupError:
+            self._live_rank(name, rank)
+            raise InputError(f"rank {rank} of run {name} has ended") from None
+        except FileNotFoundError as e:
+            raise InputError(f"cannot run {argv[0]!r} in rank {rank} of run {name}: "
+                             f"{e.strerror or e}") from None
+        except OSError as e:
+            raise LauncherError(f"cannot enter rank {rank} of run {name}: {e.strerror or e}") from None
+
+    def port_forward(self, name: str, *, rank: int, local_port: int, remote_port: int,
+                     ready=None, stop: threading.Event | None = None) -> None:
+        """A TCP relay from 127.0.0.1:local_port to the rank's 127.0.0.1:remote_port: the ranks run here."""
+        from launcher.backends.local.attach import relay
+
+        self._live_rank(name, rank)
+        try:
+            relay(local_port, remote_port, ready=ready, stop=stop)
+        except OSError as e:
+            raise InputError(f"cannot listen on 127.0.0.1:{local_port}: {e.strerror or e}") from None
 
     # ------------------------------------------------------------ stop / delete
 

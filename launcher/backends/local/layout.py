@@ -49,6 +49,11 @@ class RunLayout:
         """The rank's outcome, written by its entrypoint when it ends."""
         return self.attempt_dir(attempt) / f"rank-{rank}.exit.json"
 
+    def exec_record(self, rank: int) -> Path:
+        """The rank's command environment, working directory and pid, as its entrypoint
+        wrote them for `launcher exec` (contract.EXEC_RECORD); private, gone with the run."""
+        return self.private / f"rank-{rank}.exec.json"
+
     @property
     def outcome_file(self) -> Path:
         """The run's outcome, written by its supervisor only when the state database

@@ -155,10 +155,13 @@ class Supervisor:
                 outcome_file.discard()
 
     def _sweep(self) -> None:
-        """Kill and reap every process left below the supervisor: all of them belong to
-        ranks whose entrypoint has exited (or died)."""
+        """Kill and reap every process left below the supervisor (all of them belong to
+        ranks whose entrypoint has exited, or died), and every one `launcher exec` started."""
         me = os.getpid()
         reaper.kill_all(lambda: reaper.descendants(me), reap=True)
+        # What `launcher exec` started in the ranks is not below this process, yet it has the
+        # run's environment (its OWNER token): a command left in the background, a tmux server.
+        reaper.kill_all(lambda: reaper.owned_by(self.layout.owner, contract.OWNER), reap=False)
 
     def _rank_env(self, rank: int, nodes: int, port: int) -> dict[str, str]:
         env = dict(os.environ)
@@ -178,6 +181,7 @@ class Supervisor:
             contract.ATTEMPT: str(self.attempt),
             contract.GRACE_SECONDS: str(GRACE_SECONDS),
             contract.EXIT_FILE: str(self.layout.exit_file(self.attempt, rank)),
+            contract.EXEC_RECORD: str(self.layout.exec_record(rank)),
             contract.OWNER: self.layout.owner,
         })
         return env
@@ -188,6 +192,9 @@ class Supervisor:
         self.state.set_status(self.name, RunStatus.STARTING)
         adir = self.layout.attempt_dir(attempt)
         adir.mkdir(parents=True, exist_ok=True)
+        self.layout.private.mkdir(mode=0o700, exist_ok=True)
+        for rank in range(nodes):  # the last attempt's: exec waits for this attempt's own
+            self.layout.exec_record(rank).unlink(missing_ok=True)
         self.layout.artifacts.mkdir(parents=True, exist_ok=True)
         port = free_port()
         procs: dict[int, subprocess.Popen] = {}
