@@ -583,10 +583,21 @@ def _condition(pod: dict, type_: str, status: str, reason: str = "", message: st
 
 
 def _kill(proc: subprocess.Popen, sig: int) -> None:
+    """Signal the container's process group. A SIGKILL ends every process below it too, as
+    a container's PID namespace ends with its first process (the entrypoint runs the
+    command in a process group of its own, which killpg alone would leave running)."""
+    from launcher.pod.reaper import descendants
+
+    below = descendants(proc.pid) if sig == signal.SIGKILL else []
     try:
         os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _free_port() -> int:
