@@ -300,6 +300,26 @@ class Scheduling(_Model):
         return v
 
 
+class Code(_Model):
+    """Not an mcli field: a snapshot of a working tree shipped with the run and laid over
+    each rank's working directory (over the first git_repo's clone where there is one)."""
+    path: str = "."
+    """The directory to pack, relative to the directory `launcher run` is started from."""
+    include: list[str] = Field(default_factory=list)
+    """Outside a git checkout: glob patterns of the files to pack (default: every file)."""
+    exclude: list[str] = Field(default_factory=list)
+    """Glob patterns of files or directories left out (in a git checkout too)."""
+    digest: str | None = None
+    """The packed snapshot's sha256, set when the run is submitted (one in a spec is replaced)."""
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+
 def _env_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -321,6 +341,8 @@ class RunSpec(_Model):
     parameters: dict[str, Any] = Field(default_factory=dict)
     scheduling: Scheduling = Field(default_factory=Scheduling)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    code: Code | None = None
+    """Not an mcli field: the working tree shipped with the run (`launcher run --code DIR`)."""
     # Fields that only mean something on the MosaicML platform: accepted, noted, ignored.
     optimization_level: Any = None
     platform: str | None = None
