@@ -172,16 +172,21 @@ class KubernetesBackend(Backend):
             self._api.close()
             self._api = None
 
-    def plan(self, spec: RunSpec, secrets: list[Secret] | None = None) -> Plan:
+    def plan(self, spec: RunSpec, secrets: list[Secret] | None = None, *, code=None) -> Plan:
         # From the profile alone: no API call.
-        return dry_run(spec, self.profile, secrets, placement=self._placement(spec))
+        return dry_run(spec, self.profile, secrets, placement=self._placement(spec), code=code)
 
-    def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
+    def code_limit(self) -> int | None:
+        from launcher.backends.kubernetes.render import CODE_LIMIT
+
+        return CODE_LIMIT
+
+    def submit(self, spec: RunSpec, secrets: list[Secret], *, code=None) -> Run:
         from launcher.backends.kubernetes.submit import submit_run
 
         secrets = self._with_log_store_secret(secrets)
         self.check_secrets(spec, secrets)
-        return submit_run(self.api, spec, secrets, placement=self._placement(spec))
+        return submit_run(self.api, spec, secrets, placement=self._placement(spec), code=code)
 
     def _with_log_store_secret(self, secrets: list[Secret]) -> list[Secret]:
         """The run's secrets and the profile's log_store_secret, which every rank needs to

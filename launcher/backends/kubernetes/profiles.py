@@ -222,6 +222,9 @@ class ClusterProfile(BaseModel):
     log_store_secret: str | None = None
     """The secret (in the profile's namespace) whose env vars or files give the pods the
     log_store's credentials, as a run's own secrets are given."""
+    code_in_secret: bool = False
+    """A run's code snapshot (`run --code`) travels in a Secret <run>-code rather than a
+    ConfigMap of that name (where the working tree is not for every reader of ConfigMaps)."""
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """ttlSecondsAfterFinished of the JobSet or Job: the cluster deletes a finished run's
     objects (its record too) this long after it ends; the log archive stays."""
