@@ -3,7 +3,8 @@ over the first git_repo's clone where the spec has one (before its pip_install r
 over the working directory before the integrations run.
 
 The snapshot comes from a file the backend placed (the local run's directory, a mounted
-ConfigMap). Its
+ConfigMap or Secret) or from the profile's code_store, fetched with the stdlib clients of the
+log archive (launcher.entrypoint.archive_stores) and the credentials of code_store_secret. Its
 sha256 must match the plan's digest: a mismatch stops the rank with contract.EXIT_SETUP.
 """
 
@@ -21,7 +22,13 @@ class CodeRefused(Exception):
 
 def _fetch(code: dict, env: dict[str, str]) -> bytes:
     if not code.get("file"):
-        raise CodeRefused(f"this entrypoint cannot fetch a code snapshot from {code.get('url')!r}")
+        from launcher.entrypoint.archive_stores import open_pod_store
+
+        where, _, name = code["url"].rpartition("/")
+        try:
+            return open_pod_store(where, env).get(name)
+        except Exception as e:  # noqa: BLE001 - every store's failure says the same: no snapshot
+            raise CodeRefused(f"cannot fetch the code snapshot {code['url']}: {e}") from None
     try:
         return Path(code["file"]).read_bytes()
     except OSError as e:

@@ -149,7 +149,8 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
     snapshot = None
     if spec.code is not None:
         snapshot = _pack_code(spec, target, secrets, tuple(allow_files))
-        spec = spec.model_copy(update={"code": spec.code.model_copy(update={"digest": snapshot.digest})})
+        spec = spec.model_copy(update={"code": spec.code.model_copy(update={"digest": snapshot.digest,
+                                                                                    "size": snapshot.size})})
         for note in snapshot.notes if on_note is not None else ():
             on_note(f"code: {note}")
     return PreparedRun(config, profile, target, spec, secrets, warnings, notes, code=snapshot)

@@ -311,6 +311,8 @@ class Code(_Model):
     """Glob patterns of files or directories left out (in a git checkout too)."""
     digest: str | None = None
     """The packed snapshot's sha256, set when the run is submitted (one in a spec is replaced)."""
+    size: int | None = None
+    """The packed snapshot's bytes, set with the digest."""
 
     @field_validator("path")
     @classmethod

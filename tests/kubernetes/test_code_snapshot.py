@@ -113,3 +113,40 @@ def test_the_code_object_and_the_pod_that_mounts_it_validate(in_secret, tmp_path
     assert json.loads(plain[0]["data"]["plan.json"])["code"] is None
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate({**obj, "binaryData": 1}, NEWEST, strict=True)
+
+
+def test_a_large_tree_goes_through_the_code_store(fake_kube_program, s3, tmp_path, capsys):
+    """Past 700 KiB packed, the snapshot goes to the profile's code_store (moto S3 here), with
+    the credentials of its code_store_secret, and the zipapp's stdlib S3 client fetches it."""
+    from launcher.backends.kubernetes.secrets import KubernetesSecretStore
+    from launcher.config import load_config
+    from launcher.secrets.kinds import Secret, SecretKind
+
+    tree = git_tree(tmp_path / "tree")
+    (tree / "assets").mkdir()
+    blob = os.urandom(900 * 1024)
+    (tree / "assets" / "blob.bin").write_bytes(blob)
+    image_bin = image_dir(tmp_path / "image", SYSTEM_PYTHON)
+    env = s3.env()
+    kube = fake_kube_program("--jobset", "--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile={
+        **ZIPAPP, "code_store": f"s3://{s3.bucket}/code/", "code_store_secret": "code-s3"})
+    KubernetesSecretStore(load_config().profile("fake")).create(Secret("code-s3", SecretKind.S3, {
+        "credentials": f"[default]\naws_access_key_id = {env['AWS_ACCESS_KEY_ID']}\n"
+                       f"aws_secret_access_key = {env['AWS_SECRET_ACCESS_KEY']}\n",
+        "config": f"[default]\nregion = us-east-1\nendpoint_url = {s3.endpoint}\n"}))
+    capsys.readouterr()
+    check = ("python3 main.py && python3 -c 'import hashlib; "
+             "print(\"BLOB\", hashlib.sha256(open(\"assets/blob.bin\", \"rb\").read()).hexdigest())'")
+    code = launcher("run", "-f", str(code_spec(tmp_path, "big-code", check)), "--cluster", "fake",
+                    "--code", str(tree), "--follow")
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "helper says uncommitted" in out
+    import hashlib
+
+    assert f"BLOB {hashlib.sha256(blob).hexdigest()}" in out
+    name = re.search(r"Run (\S+) started", out + err).group(1)
+    assert s3.keys(f"code/{name}/") == [f"code/{name}/code.tar.gz"]
+    assert api_get(kube, f"/api/v1/namespaces/default/configmaps/{name}-code") is None
+    pod = pods_of(kube, name)[0]
+    assert all(v["name"] != "code" for v in pod["spec"]["volumes"])

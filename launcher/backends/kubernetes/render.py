@@ -179,15 +179,32 @@ def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None
     rendered = plan_run(spec, profile, secrets, placement=placement)
     if code is not None:
         kind = "Secret" if profile.code_in_secret else "ConfigMap"
-        notes.append(f"code: the snapshot {code.digest} ({code.files} files, {code.size} bytes packed) goes in the "
-                     f"{kind} {keys.code_object_name(spec.name)}, left out of this listing")
+        where = code_url(profile, spec.name) if code_in_store(spec, profile) else \
+            f"the {kind} {keys.code_object_name(spec.name)}, left out of this listing"
+        notes.append(f"code: the snapshot {code.digest} ({code.files} files, {code.size} bytes packed) goes to "
+                     f"{where}")
     return Plan({"apiVersion": "v1", "kind": "List", "items": rendered.manifests}, rendered.warnings, notes)
 
 
-def _code_plan(spec: RunSpec) -> dict[str, Any] | None:
-    """Where a rank finds the run's code snapshot: the digest the spec records, the mounted file."""
+def code_in_store(spec: RunSpec, profile: ClusterProfile) -> bool:
+    """A snapshot past what a ConfigMap holds goes to the profile's code_store."""
+    return bool(profile.code_store and spec.code is not None and (spec.code.size or 0) > CODE_LIMIT)
+
+
+def code_url(profile: ClusterProfile, name: str) -> str:
+    return f"{profile.code_store.rstrip('/')}/{name}/{ARCHIVE_NAME}"
+
+
+def _code_plan(spec: RunSpec, profile: ClusterProfile) -> dict[str, Any] | None:
+    """Where a rank finds the run's code snapshot: the digest the spec records, and the
+    mounted file or the code_store's URL."""
     if spec.code is None or not spec.code.digest:
         return None
+    if code_in_store(spec, profile):
+        problem = pod_store_problem(profile.code_store)
+        if problem:
+            raise InputError(f"config.yaml: clusters.{profile.name}.code_store: {problem}")
+        return {"digest": spec.code.digest, "url": code_url(profile, spec.name)}
     return {"digest": spec.code.digest, "file": f"{keys.CODE_MOUNT}/{ARCHIVE_NAME}"}
 
 
@@ -211,7 +228,7 @@ def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secre
         # Byte-for-byte what the entrypoint would write, so it accepts the read-only mount as is.
         keys.PARAMETERS_FILE: parameters_text(spec),
         keys.RUN_CONFIG_FILE: yaml.safe_dump(submitted, sort_keys=False),
-        PLAN_FILE: plan_text(spec, parameters_in_place=True, code=_code_plan(spec)),  # beside parameters.yaml
+        PLAN_FILE: plan_text(spec, parameters_in_place=True, code=_code_plan(spec, profile)),  # beside parameters.yaml
     }
     binary = {}
     if profile.entrypoint_mode == "zipapp":
@@ -535,7 +552,7 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
         ],
     }
     code_volume = []
-    if _code_plan(spec) is not None:
+    if _code_plan(spec, profile) is not None and not code_in_store(spec, profile):
         container["volumeMounts"].append({"name": "code", "mountPath": keys.CODE_MOUNT, "readOnly": True})
         source = {"secret": {"secretName": keys.code_object_name(name)}} if profile.code_in_secret else \
             {"configMap": {"name": keys.code_object_name(name)}}

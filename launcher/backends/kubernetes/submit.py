@@ -23,7 +23,8 @@ from launcher.backends.base import Run
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi, KubeError
 from launcher.backends.kubernetes.discovery import serves_jobset
-from launcher.backends.kubernetes.render import kept_job, owner_reference, plan_run, render_code_object
+from launcher.backends.kubernetes.render import (code_in_store, code_url, kept_job, owner_reference, plan_run,
+                                                 render_code_object)
 from launcher.backends.kubernetes.attempts import Observed, labels
 from launcher.backends.kubernetes.status import derive
 from launcher.errors import InputError, LauncherError
@@ -47,7 +48,9 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
     rendered = plan_run(spec, profile, secrets, jobset=jobset, placement=placement)
     token = uuid.uuid4().hex
     configmap, *others = rendered.manifests
-    if code is not None:
+    if code is not None and code_in_store(spec, profile):
+        upload_code(api, spec.name, code)  # before any pod could look for it
+    elif code is not None:
         others.insert(0, render_code_object(spec, profile, code.data))
         others[0]["metadata"]["labels"][keys.SUBMISSION] = token
     owner_manifest = others[-1]  # the JobSet, or the Job
@@ -89,6 +92,19 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
         run.warnings.insert(0, f"cluster {profile.name} {'now serves' if jobset else 'no longer serves'} JobSet "
                                f"(its profile says jobset: {str(profile.jobset).lower()}): the run is a {kind}")
     return run
+
+
+def upload_code(api: KubeApi, name: str, code: Snapshot) -> None:
+    """Write the run's code snapshot to <code_store>/<run>/code.tar.gz with the credentials of
+    the profile's code_store_secret (launcher.storage, the store the log archive's readers use)."""
+    from launcher.backends.kubernetes.archive import store_credentials
+    from launcher.storage import open_store
+
+    profile = api.profile
+    url = code_url(profile, name)
+    where, _, file_name = url.rpartition("/")
+    store = open_store(where, store_credentials(api, where, profile.code_store_secret), what=f"the code store {where}")
+    store.write(file_name, code.data)
 
 
 def reconcile_namespace(api: KubeApi) -> list[str]:
