@@ -32,7 +32,9 @@ MAX_FILE_BYTES = 50 * 1000 * 1000
 DEFAULT_LIMIT = 200 * 1024 * 1024  # the local backend's: a snapshot is a copy in the run's directory
 NEVER_DIRS = {".git", "__pycache__"}
 CREDENTIAL_NAMES = {".env", ".netrc", "_netrc"}
-PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
+# A whole PEM block, as a key file holds it: the header alone is also in code that writes keys.
+PRIVATE_KEY = re.compile(rb"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----\r?\n[A-Za-z0-9+/=\r\n:,\- ]{16,}?"
+                         rb"-----END \1PRIVATE KEY-----")
 AWS_CREDENTIALS = re.compile(rb"^\s*aws_secret_access_key\s*=", re.MULTILINE)
 
 

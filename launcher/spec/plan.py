@@ -27,7 +27,7 @@ def plan_of(spec: RunSpec, *, parameters_in_place: bool = False,
     `parameters_in_place`: the backend puts parameters.yaml in the config directory itself
     (Kubernetes: the ConfigMap), so the plan does not carry the text a second time.
     `code`: where the rank finds the run's code snapshot and its digest (launcher.pod.plan)."""
-    return {
+    plan = {
         "version": pod_plan.VERSION,
         "name": spec.name,
         "image": spec.image,
@@ -38,8 +38,10 @@ def plan_of(spec: RunSpec, *, parameters_in_place: bool = False,
         "gpus": spec.compute.gpus or 0,
         "integrations": [i.model_dump(mode="json") for i in spec.integrations],
         "parameters": None if parameters_in_place else parameters_text(spec),
-        "code": code,
     }
+    if code is not None:  # a plan without a snapshot reads as before
+        plan["code"] = code
+    return plan
 
 
 def plan_text(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[str, Any] | None = None) -> str:
