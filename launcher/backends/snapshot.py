@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from launcher.errors import InputError
+from launcher.errors import FieldError, InputError
 from launcher.pod import snapshot as pod_snapshot
 from launcher.secrets.mask import too_short_to_mask
 
@@ -162,7 +162,7 @@ def build(code, *, secrets=None, allow_files: tuple[str, ...] = (), limit: int =
     InputError (exit 2) for a refused file or a snapshot past `limit`, before anything is submitted."""
     root = (base or Path.cwd()) / Path(code.path).expanduser()
     if not root.is_dir():
-        raise InputError(f"code.path: {root} is not a directory")
+        raise FieldError("code.path", f"{root} is not a directory")
     root = root.resolve()
     allowed = {(Path.cwd() / a).resolve() for a in allow_files}
     files, notes = select(root, code.include, code.exclude)

@@ -144,13 +144,12 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
         secrets = store.for_run(spec.secrets) if store is not None else None
         if secrets is not None:
             target.check_secrets(spec, secrets)
+        snapshot = _pack_code(spec, target, secrets, tuple(allow_files)) if spec.code is not None else None
     except FieldError as e:
         raise config.placed(e) from None
-    snapshot = None
-    if spec.code is not None:
-        snapshot = _pack_code(spec, target, secrets, tuple(allow_files))
-        spec = spec.model_copy(update={"code": spec.code.model_copy(update={"digest": snapshot.digest,
-                                                                                    "size": snapshot.size})})
+    if snapshot is not None:
+        code = spec.code.model_copy(update={"digest": snapshot.digest, "size": snapshot.size})
+        spec = spec.model_copy(update={"code": code})
         for note in snapshot.notes if on_note is not None else ():
             on_note(f"code: {note}")
     return PreparedRun(config, profile, target, spec, secrets, warnings, notes, code=snapshot)

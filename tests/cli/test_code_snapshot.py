@@ -143,3 +143,13 @@ def test_dry_run_shows_the_snapshot(cli):
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     assert plan["code"]["files"] == 3 and plan["code"]["digest"] == plan["run"]["code"]["digest"]
+
+
+def test_a_bad_code_field_is_placed_in_the_spec(cli):
+    spec = cli.spec("bad", "name: bad\ncommand: 'true'\ncode:\n  path: no-such-dir\n")
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert re.search(r"bad\.yaml:\d+(:\d+)?: code\.path: \S+/no-such-dir is not a directory", r.stderr), r.stderr
+    spec = cli.spec("typo", "name: typo\ncommand: 'true'\ncode: {paht: .}\n")
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 2 and "typo.yaml:3" in r.stderr and "paht" in r.stderr, r.stderr
