@@ -150,3 +150,24 @@ def test_a_large_tree_goes_through_the_code_store(fake_kube_program, s3, tmp_pat
     assert api_get(kube, f"/api/v1/namespaces/default/configmaps/{name}-code") is None
     pod = pods_of(kube, name)[0]
     assert all(v["name"] != "code" for v in pod["spec"]["volumes"])
+
+
+def test_the_runs_own_code_secret_not_yet_there_is_no_failure():
+    """A pod may try to mount <run>-code before submit has created it: only a user's missing
+    secret is fatal."""
+    from launcher.backends.base import RunStatus
+    from launcher.backends.kubernetes.attempts import rank_view
+
+    pod = {"metadata": {"name": "r-0-abcde", "labels": {"launcher.dev/run": "r"},
+                        "annotations": {"batch.kubernetes.io/job-completion-index": "0"}},
+           "spec": {"nodeName": "n1"},
+           "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+                      "containerStatuses": [{"name": "main", "state": {"waiting": {"reason": "ContainerCreating"}}}]}}
+
+    def event(secret: str) -> dict:
+        return {"reason": "FailedMount", "involvedObject": {"kind": "Pod", "name": "r-0-abcde"},
+                "lastTimestamp": "2025-01-01T00:00:01Z",
+                "message": f'MountVolume.SetUp failed for volume "v" : secret "{secret}" not found'}
+
+    assert rank_view(pod, [event("r-code")]).status is RunStatus.STARTING
+    assert rank_view(pod, [event("hf-token")]).status is RunStatus.FAILED

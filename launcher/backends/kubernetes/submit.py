@@ -71,9 +71,10 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
     for obj in (configmap, *others[:-1]):
         obj["metadata"]["ownerReferences"] = owner
     try:
-        record = api.create("ConfigMap", configmap)
+        # The code snapshot before the record: once a pod mounts its config, its code is there too.
         for obj in others[:-1]:  # the code snapshot, the Service of the Job form
             api.create(obj["kind"], obj)
+        record = api.create("ConfigMap", configmap)
     except KubeError as e:
         left = _clean_up(api, spec.name, token)
         raise KubeError(f"{e.message}; " + (f"could not remove what was created ({', '.join(left)}): "
