@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
+    from launcher.backends.snapshot import Snapshot
     from launcher.config import Profile
     from launcher.secrets.kinds import Secret
     from launcher.secrets.store import SecretStore
@@ -284,9 +285,10 @@ class Backend(abc.ABC):
 
         return {}, DEFAULT_ARG_MAX
 
-    def plan(self, spec: RunSpec, secrets: list[Secret] | None = None) -> Plan:
+    def plan(self, spec: RunSpec, secrets: list[Secret] | None = None, *, code: Snapshot | None = None) -> Plan:
         """What `submit(spec, secrets)` would create, computed offline: it never contacts a
-        cluster. `secrets` None means the secrets this backend can name without asking one."""
+        cluster. `secrets` None means the secrets this backend can name without asking one;
+        `code` the run's packed code snapshot."""
         raise NotImplementedError(f"the {self.name} backend cannot show a dry-run")
 
     def secret_store(self) -> SecretStore:
@@ -319,9 +321,15 @@ class Backend(abc.ABC):
         Capabilities.image_probe says whether there is a cluster to ask."""
         raise NotImplementedError(f"the {self.name} backend pulls no images")
 
+    def code_limit(self) -> int | None:
+        """The most bytes a code snapshot (launcher.backends.snapshot) may pack to for a run of
+        this backend; None where it cannot ship one."""
+        return None
+
     @abc.abstractmethod
-    def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
-        """Start a run. `secrets` are the secrets it uses, values included."""
+    def submit(self, spec: RunSpec, secrets: list[Secret], *, code: Snapshot | None = None) -> Run:
+        """Start a run. `secrets` are the secrets it uses, values included; `code` is the
+        run's packed code snapshot where its spec has `code:`."""
 
     @abc.abstractmethod
     def get(self, name: str) -> Run:

@@ -46,6 +46,9 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo(f"Backend:    {run.backend}" + (f" (cluster {run.cluster})" if run.cluster and run.cluster != run.backend else ""))
     echo(f"Image:      {run.spec.get('image', '-')}")
     echo(f"Compute:    {instance(run.spec)}")
+    code = run.spec.get("code")
+    if isinstance(code, dict) and code.get("digest"):  # the snapshot each rank checked before unpacking
+        echo(f"Code:       {code['digest']} (snapshot of {code.get('path', '.')})")
     echo(f"Created:    {when(run.created_at)}")
     echo(f"Started:    {when(run.started_at)}")
     echo(f"Ended:      {when(run.ended_at)}")

@@ -67,7 +67,8 @@ def _clone_spec(run) -> dict:
     return spec
 
 
-def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_of=None):
+def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_of=None, code: str | None = None,
+             allow_files: tuple[str, ...] = ()):
     """Every check `run` makes before it starts anything, for `validate`, `run --dry-run`
     and `run` alike: the SDK's prepare_run (launcher.sdk.runs), which create_run makes too.
     Prints the load's warnings and the notes on the target chosen."""
@@ -76,7 +77,8 @@ def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_o
     config = _load(spec_file, clone_of=clone_of, **kw)
     # A copy goes where its run went, unless the command line says otherwise.
     cluster = kw.get("cluster") or (clone_of.cluster if clone_of is not None and not backend else None)
-    return prepare_run(config, cluster=cluster, backend=backend, dry_run=dry_run, on_note=info)
+    return prepare_run(config, cluster=cluster, backend=backend, dry_run=dry_run, on_note=info, code=code,
+                       allow_files=allow_files)
 
 
 def _backend_option(help: str):
@@ -127,8 +129,13 @@ def validate(spec_file, backend, **kw):
 @click.option("-o", "--output", type=click.Choice(["yaml", "json"]),
               help="Print what --dry-run would submit in this format (default yaml), or, without "
                    "--dry-run, the submitted run's record (as `describe run -o`).")
+@click.option("--code", "code", metavar="DIR", type=click.Path(file_okay=False),
+              help="Ship this working tree with the run (git's tracked and untracked-but-not-ignored files), "
+                   "laid over each rank's working directory: the spec's code.path.")
+@click.option("--allow-file", "allow_files", multiple=True, metavar="PATH", type=click.Path(dir_okay=False),
+              help="Pack this file into the code snapshot though it looks like a credentials file.")
 @_backend_option("Pick the backend (default: the current profile's).")
-def run(spec_file, follow, restart, clone, dry_run, output, backend, **kw):
+def run(spec_file, follow, restart, clone, dry_run, output, code, allow_files, backend, **kw):
     """Submit a run. Exits 0 when a followed run completes, 1 when it fails or stops, 2 on bad input.
     `-r NAME` starts a stopped or failed run again, as its next attempt.
 
@@ -140,12 +147,16 @@ def run(spec_file, follow, restart, clone, dry_run, output, backend, **kw):
     """
     from launcher.cli.common import run_record
 
+    if restart is not None and (code or allow_files):
+        raise click.UsageError("-r restarts a run with the code it was submitted with; it takes no --code or "
+                               "--allow-file")
     source = _source(spec_file, restart, clone, dry_run, backend, kw)
     if restart is not None:
         _restart(source, follow, output)
         return
     clone_of = source[1] if source is not None else None
-    checked = _checked(spec_file, backend, kw, dry_run=dry_run, clone_of=clone_of)  # as `validate` does
+    checked = _checked(spec_file, backend, kw, dry_run=dry_run, clone_of=clone_of, code=code,
+                       allow_files=allow_files)  # as `validate` does
 
     if dry_run:
         # From the profile alone: a cluster's secrets are not read (the backend names them),

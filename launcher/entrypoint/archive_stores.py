@@ -80,6 +80,14 @@ class DirectoryStore:
             f.write(data)
         os.replace(tmp, path)  # a reader never sees half a chunk
 
+    def get(self, rel: str) -> bytes:
+        path = os.path.join(self.root, rel.strip("/"))
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise ArchiveStoreError(f"cannot read {path}: {e.strerror or e}") from None
+
     def list(self, rel: str) -> List[str]:
         path = os.path.join(self.root, rel.strip("/"))
         try:
@@ -232,6 +240,9 @@ class S3Store:
     def put(self, rel: str, data: bytes) -> None:
         self._call("PUT", _join(self.prefix, rel), {}, data)
 
+    def get(self, rel: str) -> bytes:
+        return self._call("GET", _join(self.prefix, rel), {})
+
     def list(self, rel: str) -> List[str]:
         prefix = _join(self.prefix, rel) + "/"
         names: List[str] = []
@@ -276,6 +287,9 @@ class VolumeStore:
         headers = dict(self._auth, **{"Content-Type": "application/octet-stream"})
         _request(self.service, "PUT", self._url("files", rel, {"overwrite": "true"}), headers, data,
                  _databricks_error)
+
+    def get(self, rel: str) -> bytes:
+        return _request(self.service, "GET", self._url("files", rel, {}), self._auth, None, _databricks_error)
 
     def list(self, rel: str) -> List[str]:
         names: List[str] = []

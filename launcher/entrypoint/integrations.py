@@ -17,6 +17,7 @@ from pathlib import Path
 
 from launcher.entrypoint import runtime
 from launcher.entrypoint import log as out
+from launcher.entrypoint.code import CodeRefused, lay_code
 from launcher.entrypoint.git import clone, url_password
 from launcher.entrypoint.locks import file_lock
 from launcher.entrypoint.packages import apt_install, pip_install, pip_install_args, pip_packages_args
@@ -49,16 +50,21 @@ def describe(integ) -> str:
 
 
 class _Runner:
-    def __init__(self, workdir: Path, env: dict[str, str], python: Path | str):
+    def __init__(self, workdir: Path, env: dict[str, str], python: Path | str, code: dict | None = None):
         self.workdir = workdir
         self.env = env
         self.python = python
         self.local = env.get(contract.BACKEND) == contract.LOCAL
+        self.code = code
+        """The code snapshot still to lay: over the first clone, else over the working directory."""
 
     def run(self, integ) -> None:
         kind = integ.integration_type
         if kind == GIT_REPO:
             target, genv = clone(integ, self.workdir, self.env)
+            if self.code is not None:  # the user's uncommitted tree over the repository, then its install
+                lay_code(self.code, target, self.env)
+                self.code = None
             if integ.pip_install:
                 out.log(f"git_repo: pip install {integ.pip_install} in {target}")
                 pip_install(self.python, pip_install_args(integ.pip_install), cwd=target, env=genv)
@@ -77,6 +83,9 @@ class _Runner:
             raise StepFailed(f"this launcher cannot run integrations of type {integ.integration_type!r}")
 
     def run_all(self, integrations) -> None:
+        if self.code is not None and not any(i.integration_type == GIT_REPO for i in integrations):
+            lay_code(self.code, self.workdir, self.env)
+            self.code = None
         n = len(integrations)
         for i, integ in enumerate(integrations, 1):
             label = f"integration {i}/{n}: {describe(integ)}"
@@ -96,10 +105,11 @@ def _report(e: StepFailed) -> None:
 
 
 def run_integrations(plan, workdir: Path, env: dict[str, str]) -> int:
-    """Run the plan's integrations; return 0 or contract.EXIT_INTEGRATION. When they
-    use the run's virtualenv, `env` is changed so that the command runs in it.
-    Raises supervise.Stopped on a stop signal."""
-    if not plan.integrations:
+    """Lay the plan's code snapshot and run its integrations; return 0, contract.EXIT_INTEGRATION,
+    or contract.EXIT_SETUP for a snapshot that cannot be laid. When they use the run's
+    virtualenv, `env` is changed so that the command runs in it. Raises supervise.Stopped on
+    a stop signal."""
+    if not plan.integrations and not plan.code:
         return 0
     passwords = [url_password(i.git_repo) for i in plan.integrations if i.integration_type == GIT_REPO]
     out.add_masker(Masker([p for p in passwords if p]))
@@ -116,6 +126,10 @@ def run_integrations(plan, workdir: Path, env: dict[str, str]) -> int:
     except OSError as e:  # the working directory, the virtualenv or the lock cannot be written
         _report(StepFailed(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "), step="integrations"))
         return contract.EXIT_INTEGRATION
+    except CodeRefused as e:
+        out.log(f"error: code: {e}")
+        out.log(f"the run stops here: the code snapshot was not laid (exit code {contract.EXIT_SETUP})")
+        return contract.EXIT_SETUP
     if venv is not None:
         activate(env, venv)
         out.log(f"the command runs in the virtualenv {venv}")
@@ -131,7 +145,7 @@ def _run(plan, workdir: Path, env: dict[str, str], venv: Path | None) -> None:
         except StepFailed as e:
             e.step = "the run's virtualenv"
             raise
-    _Runner(workdir, env, python).run_all(plan.integrations)
+    _Runner(workdir, env, python, plan.code).run_all(plan.integrations)
 
 
 def _once_per_run(plan, workdir: Path, env: dict[str, str], venv: Path | None) -> None:

@@ -7,7 +7,8 @@ JSON plan the host wrote from the validated spec (launcher.pod.plan).
 In order, with a log line for each step:
 1. read the plan ($LAUNCHER_PLAN; or the submitted spec $LAUNCHER_SPEC, where the spec
    models are importable: the image and inject modes);
-2. run the integrations (git clones, pip and apt installs), in YAML order;
+2. lay the code snapshot over the working directory (launcher.entrypoint.code), and run the
+   integrations (git clones, pip and apt installs), in YAML order;
 3. write parameters.yaml and export PARAMETERS;
 4. set the environment: the run's variables, the rank variables for composer and
    torchrun, PYTHONUNBUFFERED (the integrations already see the run's variables:
@@ -215,7 +216,7 @@ def _main(timing: dict[str, float]) -> int:
         log(f"error: bad rank environment from the backend: {e}")
         return contract.EXIT_SETUP
 
-    if plan.integrations:
+    if plan.integrations or plan.code:
         from launcher.entrypoint.integrations import run_integrations
 
         code = run_integrations(plan, workdir, env)

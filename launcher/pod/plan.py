@@ -11,7 +11,10 @@ zipapp a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
      "nodes": N, "gpus": total GPUs the spec asks for (0: CPU),
      "integrations": [each integration as its fields, integration_type first],
      "parameters": "the text of parameters.yaml, rendered by the host", or null where the
-                   backend places parameters.yaml in the config directory itself (a ConfigMap)}
+                   backend places parameters.yaml in the config directory itself (a ConfigMap),
+     "code": (absent without one) the code snapshot (launcher.pod.snapshot) to lay over the working
+             directory: {"digest": "sha256:...", "size": BYTES, "file": where the rank
+             finds the .tar.gz, or "url": the object store URL it fetches it from}}
 
 No secret value is ever in a plan: secrets reach the rank through its environment and
 files (contract.MASK_ENV, contract.MASK_FILES), as before.
@@ -45,6 +48,7 @@ class Plan:
     gpus: int
     integrations: tuple[SimpleNamespace, ...]
     parameters: str | None
+    code: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: Any) -> Plan:
@@ -70,10 +74,14 @@ class Plan:
             if not isinstance(integ, dict) or not isinstance(integ.get("integration_type"), str):
                 raise PlanError(f"plan integration {i + 1} has no integration_type")
             integrations.append(SimpleNamespace(**integ))
+        code = field("code", dict, optional=True)
+        if code is not None and not (isinstance(code.get("digest"), str)
+                                     and isinstance(code.get("file") or code.get("url"), str)):
+            raise PlanError("plan field 'code' must hold a digest and a file or url")
         return cls(name=field("name", str), image=field("image", str, optional=True), command=field("command", str),
                    env=dict(env), env_variables=[str(n) for n in field("env_variables", list)],
                    nodes=field("nodes", int), gpus=field("gpus", int), integrations=tuple(integrations),
-                   parameters=field("parameters", str, optional=True))
+                   parameters=field("parameters", str, optional=True), code=code)
 
 
 def read(path: str | Path) -> Plan:

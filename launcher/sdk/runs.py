@@ -79,6 +79,8 @@ class PreparedRun:
     """What the target cannot fully honour, in the words the dry-run and submit use."""
     notes: list[str] = field(default_factory=list)
     """How the target was chosen (a compute.cluster that names no profile here)."""
+    code: Any = None
+    """The run's packed code snapshot (launcher.backends.snapshot.Snapshot) where its spec has `code:`."""
 
     @property
     def name(self) -> str:
@@ -89,6 +91,8 @@ class PreparedRun:
         """What submit would create (`run --dry-run`), computed offline."""
         if not self.backend.capabilities.dry_run:
             raise NotSupported(f"the {self.backend.name} backend cannot show a dry-run")
+        if self.code is not None:
+            return self.backend.plan(self.spec, self.secrets, code=self.code)
         return self.backend.plan(self.spec, self.secrets)
 
     def submit(self) -> Run:
@@ -100,6 +104,8 @@ class PreparedRun:
         index = RunIndex()
         index.record(self.spec.name, self.profile)
         try:
+            if self.code is not None:
+                return self.backend.submit(self.spec, self.secrets, code=self.code)
             return self.backend.submit(self.spec, self.secrets)
         except BaseException:
             try:
@@ -111,16 +117,24 @@ class PreparedRun:
 
 def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: str | None = None,
                 backend: str | None = None, dry_run: bool = False,
-                on_note: Callable[[str], None] | None = None) -> PreparedRun:
+                on_note: Callable[[str], None] | None = None, code: str | None = None,
+                allow_files: Iterable[str] = ()) -> PreparedRun:
     """Every check a submit makes before it starts anything: the target's check (offline,
     before any secret is read), the secrets the run gets (read where they live on this
     machine, or for a real run) and the target's checks of them. An error about one field
     of the config is a ValidationError placed at its line. `on_note` is called with each
-    note on the target chosen as it is made, before a check may fail (the CLI shows them)."""
+    note on the target chosen as it is made, before a check may fail (the CLI shows them).
+    `code` (a directory) ships that working tree with the run, as the spec's `code: {path: DIR}`
+    does; it is packed here, and refused here (too large, a secret in it) before anything is
+    submitted. `allow_files`: files the snapshot may pack though they look like credentials."""
     from launcher.errors import FieldError
     from launcher.sdk.config import RunConfig
 
     config = RunConfig.of(config)
+    if code is not None:
+        from launcher.spec.models import Code
+
+        config = config.model_copy(update={"code": (config.code or Code()).model_copy(update={"path": code})})
     profile, target, store, notes = _target(config, cluster, backend, dry_run=dry_run)
     for note in notes if on_note is not None else ():
         on_note(note)
@@ -130,9 +144,27 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
         secrets = store.for_run(spec.secrets) if store is not None else None
         if secrets is not None:
             target.check_secrets(spec, secrets)
+        snapshot = _pack_code(spec, target, secrets, tuple(allow_files)) if spec.code is not None else None
     except FieldError as e:
         raise config.placed(e) from None
-    return PreparedRun(config, profile, target, spec, secrets, warnings, notes)
+    if snapshot is not None:
+        code = spec.code.model_copy(update={"digest": snapshot.digest, "size": snapshot.size})
+        spec = spec.model_copy(update={"code": code})
+        for note in snapshot.notes if on_note is not None else ():
+            on_note(f"code: {note}")
+    return PreparedRun(config, profile, target, spec, secrets, warnings, notes, code=snapshot)
+
+
+def _pack_code(spec: RunSpec, target: Backend, secrets, allow_files: tuple[str, ...]):
+    """The spec's working tree, packed for `target` with the secrets the run gets (where a
+    dry-run leaves them in the cluster, the credential-file checks alone apply)."""
+    from launcher.backends.snapshot import build
+
+    limit = target.code_limit()
+    if limit is None:
+        raise InputError(f"code: the {target.name} backend cannot ship a code snapshot")
+    return build(spec.code, secrets=secrets, allow_files=allow_files, limit=limit,
+                 where=f"a run of the {target.name} backend")
 
 
 def create_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: str | None = None,

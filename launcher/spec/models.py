@@ -308,6 +308,28 @@ class Scheduling(_Model):
         return v
 
 
+class Code(_Model):
+    """Not an mcli field: a snapshot of a working tree shipped with the run and laid over
+    each rank's working directory (over the first git_repo's clone where there is one)."""
+    path: str = "."
+    """The directory to pack, relative to the directory `launcher run` is started from."""
+    include: list[str] = Field(default_factory=list)
+    """Outside a git checkout: glob patterns of the files to pack (default: every file)."""
+    exclude: list[str] = Field(default_factory=list)
+    """Glob patterns of files or directories left out (in a git checkout too)."""
+    digest: str | None = None
+    """The packed snapshot's sha256, set when the run is submitted (one in a spec is replaced)."""
+    size: int | None = None
+    """The packed snapshot's bytes, set with the digest."""
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+
 def _env_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -331,6 +353,8 @@ class RunSpec(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     ports: list[Port] | None = None
     """Ports the command serves; a bare number is {port: N}."""
+    code: Code | None = None
+    """Not an mcli field: the working tree shipped with the run (`launcher run --code DIR`)."""
     # Fields that only mean something on the MosaicML platform: accepted, noted, ignored.
     optimization_level: Any = None
     platform: str | None = None

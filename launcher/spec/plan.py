@@ -21,11 +21,13 @@ def parameters_text(spec: RunSpec) -> str:
     return yaml.safe_dump(spec.parameters_for_file(), sort_keys=False)
 
 
-def plan_of(spec: RunSpec, *, parameters_in_place: bool = False) -> dict[str, Any]:
+def plan_of(spec: RunSpec, *, parameters_in_place: bool = False,
+            code: dict[str, Any] | None = None) -> dict[str, Any]:
     """The plan of `spec` as the JSON object the entrypoint reads: no secret value in it.
     `parameters_in_place`: the backend puts parameters.yaml in the config directory itself
-    (Kubernetes: the ConfigMap), so the plan does not carry the text a second time."""
-    return {
+    (Kubernetes: the ConfigMap), so the plan does not carry the text a second time.
+    `code`: where the rank finds the run's code snapshot and its digest (launcher.pod.plan)."""
+    plan = {
         "version": pod_plan.VERSION,
         "name": spec.name,
         "image": spec.image,
@@ -37,10 +39,13 @@ def plan_of(spec: RunSpec, *, parameters_in_place: bool = False) -> dict[str, An
         "integrations": [i.model_dump(mode="json") for i in spec.integrations],
         "parameters": None if parameters_in_place else parameters_text(spec),
     }
+    if code is not None:  # a plan without a snapshot reads as before
+        plan["code"] = code
+    return plan
 
 
-def plan_text(spec: RunSpec, *, parameters_in_place: bool = False) -> str:
-    return json.dumps(plan_of(spec, parameters_in_place=parameters_in_place), sort_keys=True)
+def plan_text(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[str, Any] | None = None) -> str:
+    return json.dumps(plan_of(spec, parameters_in_place=parameters_in_place, code=code), sort_keys=True)
 
 
 def plan_of_spec_file(path: str | Path) -> pod_plan.Plan:

@@ -89,17 +89,22 @@ def open_archive(api: KubeApi, record: dict | None) -> LogArchive | None:
     url = ann.get(keys.RECORD_LOG_ARCHIVE)
     if not url:
         return None
+    return LogArchive(open_store(url, store_credentials(api, url, ann.get(keys.RECORD_LOG_ARCHIVE_SECRET)),
+                                 what=f"the log archive {url}"))
+
+
+def store_credentials(api: KubeApi, url: str, secret_name: str | None) -> Credentials:
+    """The credentials for a profile's store (log_store, code_store) on this machine: the
+    values of its secret in the cluster, as the pods get them, over this machine's environment
+    (and, for dbfs:/, the local databricks secret)."""
     env: dict[str, str] = dict(os.environ)
-    secret_name = ann.get(keys.RECORD_LOG_ARCHIVE_SECRET)
     if secret_name:
         env.update(_secret_env(api, secret_name))
     if url.startswith("dbfs:/"):
         from launcher.data.credentials import local_credentials
 
-        credentials = local_credentials(url, env)
-    else:
-        credentials = Credentials(env)
-    return LogArchive(open_store(url, credentials, what=f"the log archive {url}"))
+        return local_credentials(url, env)
+    return Credentials(env)
 
 
 def _secret_env(api: KubeApi, name: str) -> dict[str, str]:

@@ -231,7 +231,10 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
         why = (ev or {}).get("message") or scheduled.get("message")
         return view(RunStatus.QUEUED, reason=f"rank {rank} is waiting for a node: {why}" if why else None)
     mount = newest_event(events, pod["metadata"]["name"], "FailedMount")
-    if mount and "secret" in (mount.get("message") or "") and "not found" in mount.get("message", ""):
+    # A missing secret of the user's is fatal; the run's own code Secret is created right after its pods' owner.
+    ours = f'"{keys.code_object_name(labels(pod).get(keys.RUN, ""))}"'
+    if mount and "secret" in (mount.get("message") or "") and "not found" in mount.get("message", "") \
+            and ours not in mount["message"]:
         return view(RunStatus.FAILED, failure=FATAL, reason=f"rank {rank}: {mount['message']}")
     why = waiting.get("reason")
     return view(RunStatus.STARTING, reason=f"rank {rank}: {why}" if why and why != "ContainerCreating" else None)

@@ -174,37 +174,53 @@ class KubernetesBackend(Backend):
             self._api.close()
             self._api = None
 
-    def plan(self, spec: RunSpec, secrets: list[Secret] | None = None) -> Plan:
+    def plan(self, spec: RunSpec, secrets: list[Secret] | None = None, *, code=None) -> Plan:
         # From the profile alone: no API call.
-        return dry_run(spec, self.profile, secrets, placement=self._placement(spec))
+        return dry_run(spec, self.profile, secrets, placement=self._placement(spec), code=code)
 
-    def submit(self, spec: RunSpec, secrets: list[Secret]) -> Run:
+    def code_limit(self) -> int | None:
+        from launcher.backends.kubernetes.render import CODE_LIMIT
+        from launcher.backends.snapshot import DEFAULT_LIMIT
+
+        return DEFAULT_LIMIT if self.profile.code_store else CODE_LIMIT
+
+    def submit(self, spec: RunSpec, secrets: list[Secret], *, code=None) -> Run:
         from launcher.backends.kubernetes.submit import submit_run
 
         secrets = self._with_log_store_secret(secrets)
+        from launcher.backends.kubernetes.render import code_in_store
+
+        if code is not None and code_in_store(spec, self.profile):
+            secrets = self._with_store_secret(secrets, "code_store", self.profile.code_store,
+                                              self.profile.code_store_secret)
         self.check_secrets(spec, secrets)
-        return submit_run(self.api, spec, secrets, placement=self._placement(spec))
+        return submit_run(self.api, spec, secrets, placement=self._placement(spec), code=code)
 
     def _with_log_store_secret(self, secrets: list[Secret]) -> list[Secret]:
         """The run's secrets and the profile's log_store_secret, which every rank needs to
         write its log archive (and which is masked in its logs like the others)."""
-        name = self.profile.log_store_secret
-        if not self.profile.log_store or not name or any(s.name == name for s in secrets):
+        return self._with_store_secret(secrets, "log_store", self.profile.log_store, self.profile.log_store_secret)
+
+    def _with_store_secret(self, secrets: list[Secret], field: str, store: str | None,
+                           name: str | None) -> list[Secret]:
+        """The run's secrets and the secret of the profile's `field` store (log_store's, or
+        code_store's, which every rank needs to fetch the code snapshot)."""
+        if not store or not name or any(s.name == name for s in secrets):
             return secrets
         from launcher.errors import InputError
 
         found = [s for s in self.secret_store().list() if s.name == name]
         if not found:
-            raise InputError(f"config.yaml: clusters.{self.profile.name}.log_store_secret: no secret named "
+            raise InputError(f"config.yaml: clusters.{self.profile.name}.{field}_secret: no secret named "
                              f"{name!r} in {self.profile.where}",
                              hint=f"create a secret of that name (`launcher secret create ... --cluster "
-                                  f"{self.profile.name}`), or remove log_store_secret from the profile")
+                                  f"{self.profile.name}`), or remove {field}_secret from the profile")
         from launcher.secrets.kinds import collision
 
         problem = collision([*secrets, found[0]])
         if problem:
-            raise InputError(f"config.yaml: clusters.{self.profile.name}.log_store_secret: {problem}, or make "
-                             "log_store_secret the run's own secret")
+            raise InputError(f"config.yaml: clusters.{self.profile.name}.{field}_secret: {problem}, or make "
+                             f"{field}_secret the run's own secret")
         return [*secrets, found[0]]
 
     def get(self, name: str) -> Run:

@@ -31,6 +31,8 @@ KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
 
 CONTAINER = "main"
 CONFIG_MOUNT = "/mnt/config"
+CODE_MOUNT = "/mnt/code"
+"""Where a run's code snapshot (its ConfigMap or Secret <run>-code) is mounted."""
 # The pod's scratch volume for the run's caches (streaming shards, prepared datasets): an
 # emptyDir, so it is node-local disk outside the image's writable layer and goes with the pod.
 CACHE_VOLUME = "launcher-cache"
@@ -45,3 +47,13 @@ def run_selector(name: str) -> str:
 
 
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+
+
+CODE_OF = "launcher.dev/code-of"
+"""The label of a run's code snapshot object: not the run's own labels, which mark its record
+and its pods (observe_all takes every ConfigMap with them for a record)."""
+
+
+def code_object_name(run: str) -> str:
+    """The ConfigMap or Secret that carries a run's code snapshot."""
+    return f"{run}-code"

@@ -64,6 +64,9 @@ def delete_run(api: KubeApi, name: str) -> None:
     found = api.delete("Job", name, propagation="Background") or found
     found = api.delete("ConfigMap", name) or found
     found = api.delete("Service", name) or found
+    # The code snapshot is owned by the run too; deleted here so that nothing waits on the garbage collector.
+    api.delete("ConfigMap", keys.code_object_name(name))
+    api.delete("Secret", keys.code_object_name(name))
     pods, _ = api.list("Pod", labels=keys.run_selector(name))
     if pods:
         api.delete_collection("Pod", keys.run_selector(name))

@@ -222,11 +222,20 @@ class ClusterProfile(BaseModel):
     log_store_secret: str | None = None
     """The secret (in the profile's namespace) whose env vars or files give the pods the
     log_store's credentials, as a run's own secrets are given."""
+    code_store: str | None = None
+    """Where a run's code snapshot goes when it packs past what a ConfigMap holds (700 KiB):
+    <code_store>/<run>/code.tar.gz, written at submit and fetched by each rank's entrypoint;
+    s3://, dbfs:/Volumes/... or a path every pod mounts, as log_store."""
+    code_store_secret: str | None = None
+    """The secret whose env vars or files give the host and the pods the code_store's credentials."""
+    code_in_secret: bool = False
+    """A run's code snapshot (`run --code`) travels in a Secret <run>-code rather than a
+    ConfigMap of that name (where the working tree is not for every reader of ConfigMaps)."""
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """ttlSecondsAfterFinished of the JobSet or Job: the cluster deletes a finished run's
     objects (its record too) this long after it ends; the log archive stays."""
 
-    @field_validator("log_store")
+    @field_validator("log_store", "code_store")
     @classmethod
     def _log_store(cls, v: str | None) -> str | None:
         if v is not None and not v.strip():

@@ -45,6 +45,7 @@ from launcher.errors import InputError
 from launcher.pod import contract, zipapp
 from launcher.pod.logarchive import LOG_ARCHIVE, archive_url, pod_store_problem
 from launcher.pod.plan import PLAN_FILE, ZIPAPP_FILE
+from launcher.pod.snapshot import ARCHIVE_NAME
 from launcher.secrets.kinds import project
 from launcher.spec.models import AUTO_PRIORITY, MCLI_PRIORITIES
 from launcher.spec.plan import parameters_text, plan_text
@@ -70,6 +71,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 DISRUPTION_MESSAGE = "condition DisruptionTarget"
 TERMINATION_GRACE_SECONDS = 45
 CONFIGMAP_LIMIT = 1_000_000  # the API server refuses ConfigMaps over 1 MiB
+# A snapshot travels base64-encoded in one object: 700 KiB packed is some 956 kB, under CONFIGMAP_LIMIT.
+CODE_LIMIT = 700 * 1024
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # Exit codes that mean "the user's program failed": everything but success.
@@ -164,7 +167,7 @@ def kept_job(job: dict) -> str:
 
 
 def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None, *,
-            placement: Placement | None = None) -> Plan:
+            placement: Placement | None = None, code=None) -> Plan:
     """`run --dry-run`: the manifests as a List, from the profile alone. Secrets live in the
     cluster, so with `secrets` None they are not read and the note says which the run would use."""
     notes = []
@@ -174,7 +177,48 @@ def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None
                      f"the secrets the run would use ({which or 'none'}, in {profile.where})")
         secrets = []
     rendered = plan_run(spec, profile, secrets, placement=placement)
+    if code is not None:
+        kind = "Secret" if profile.code_in_secret else "ConfigMap"
+        where = code_url(profile, spec.name) if code_in_store(spec, profile) else \
+            f"the {kind} {keys.code_object_name(spec.name)}, left out of this listing"
+        notes.append(f"code: the snapshot {code.digest} ({code.files} files, {code.size} bytes packed) goes to "
+                     f"{where}")
     return Plan({"apiVersion": "v1", "kind": "List", "items": rendered.manifests}, rendered.warnings, notes)
+
+
+def code_in_store(spec: RunSpec, profile: ClusterProfile) -> bool:
+    """A snapshot past what a ConfigMap holds goes to the profile's code_store."""
+    return bool(profile.code_store and spec.code is not None and (spec.code.size or 0) > CODE_LIMIT)
+
+
+def code_url(profile: ClusterProfile, name: str) -> str:
+    return f"{profile.code_store.rstrip('/')}/{name}/{ARCHIVE_NAME}"
+
+
+def _code_plan(spec: RunSpec, profile: ClusterProfile) -> dict[str, Any] | None:
+    """Where a rank finds the run's code snapshot: the digest the spec records, and the
+    mounted file or the code_store's URL."""
+    if spec.code is None or not spec.code.digest:
+        return None
+    if code_in_store(spec, profile):
+        problem = pod_store_problem(profile.code_store)
+        if problem:
+            raise InputError(f"config.yaml: clusters.{profile.name}.code_store: {problem}")
+        return {"digest": spec.code.digest, "url": code_url(profile, spec.name)}
+    return {"digest": spec.code.digest, "file": f"{keys.CODE_MOUNT}/{ARCHIVE_NAME}"}
+
+
+def render_code_object(spec: RunSpec, profile: ClusterProfile, data: bytes) -> dict[str, Any]:
+    """The ConfigMap (or, with the profile's code_in_secret, the Secret) <run>-code that
+    carries the run's packed code snapshot; its digest is in the spec and the plan."""
+    kind = "Secret" if profile.code_in_secret else "ConfigMap"
+    encoded = base64.b64encode(data).decode()
+    body: dict[str, Any] = {"type": "Opaque", "data": {ARCHIVE_NAME: encoded}} if kind == "Secret" else \
+        {"binaryData": {ARCHIVE_NAME: encoded}}
+    return {"apiVersion": "v1", "kind": kind,
+            "metadata": {"name": keys.code_object_name(spec.name), "namespace": profile.namespace,
+                         "labels": {keys.CODE_OF: spec.name}},
+            **body}
 
 
 def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret]) -> dict[str, Any]:
@@ -184,7 +228,7 @@ def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secre
         # Byte-for-byte what the entrypoint would write, so it accepts the read-only mount as is.
         keys.PARAMETERS_FILE: parameters_text(spec),
         keys.RUN_CONFIG_FILE: yaml.safe_dump(submitted, sort_keys=False),
-        PLAN_FILE: plan_text(spec, parameters_in_place=True),  # beside parameters.yaml
+        PLAN_FILE: plan_text(spec, parameters_in_place=True, code=_code_plan(spec, profile)),  # beside parameters.yaml
     }
     binary = {}
     if profile.entrypoint_mode == "zipapp":
@@ -507,6 +551,12 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
             *s_mounts,
         ],
     }
+    code_volume = []
+    if _code_plan(spec, profile) is not None and not code_in_store(spec, profile):
+        container["volumeMounts"].append({"name": "code", "mountPath": keys.CODE_MOUNT, "readOnly": True})
+        source = {"secret": {"secretName": keys.code_object_name(name)}} if profile.code_in_secret else \
+            {"configMap": {"name": keys.code_object_name(name)}}
+        code_volume.append({"name": "code", **source})
     container["resources"] = _resources(spec, profile, placement)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -525,6 +575,7 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
         {"name": keys.CACHE_VOLUME, "emptyDir": {}},
         *r_volumes,
         *s_volumes,
+        *code_volume,
     ]
     if profile.service_account:
         pod_spec["serviceAccountName"] = profile.service_account

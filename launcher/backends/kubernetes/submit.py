@@ -23,29 +23,38 @@ from launcher.backends.base import Run
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi, KubeError
 from launcher.backends.kubernetes.discovery import serves_jobset
-from launcher.backends.kubernetes.render import kept_job, owner_reference, plan_run
+from launcher.backends.kubernetes.render import (code_in_store, code_url, kept_job, owner_reference, plan_run,
+                                                 render_code_object)
 from launcher.backends.kubernetes.attempts import Observed, labels
 from launcher.backends.kubernetes.status import derive
 from launcher.errors import InputError, LauncherError
 
 if TYPE_CHECKING:
     from launcher.backends.kubernetes.profiles import Placement
+    from launcher.backends.snapshot import Snapshot
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
 
 KINDS_IN_ORDER = ("JobSet", "Job", "ConfigMap", "Service")
 
 
-def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement: Placement | None = None) -> Run:
+def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement: Placement | None = None,
+               code: Snapshot | None = None) -> Run:
     """Named warnings (no JobSet, fields the cluster cannot honour) ride on the returned Run.
-    `placement`: the one the backend's check resolved (None: resolved here)."""
+    `placement`: the one the backend's check resolved (None: resolved here); `code`: the
+    run's packed code snapshot, created as <run>-code beside the record."""
     profile = api.profile
     jobset = serves_jobset(api)  # a JobSet installed or removed since `cluster add` counts
     rendered = plan_run(spec, profile, secrets, jobset=jobset, placement=placement)
+    token = uuid.uuid4().hex
     configmap, *others = rendered.manifests
+    if code is not None and code_in_store(spec, profile):
+        upload_code(api, spec.name, code)  # before any pod could look for it
+    elif code is not None:
+        others.insert(0, render_code_object(spec, profile, code.data))
+        others[0]["metadata"]["labels"][keys.SUBMISSION] = token
     owner_manifest = others[-1]  # the JobSet, or the Job
     kind = owner_manifest["kind"]
-    token = uuid.uuid4().hex
     for obj in rendered.manifests:
         obj["metadata"].setdefault("labels", {})[keys.SUBMISSION] = token
     if kind == "Job":
@@ -62,9 +71,10 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
     for obj in (configmap, *others[:-1]):
         obj["metadata"]["ownerReferences"] = owner
     try:
-        record = api.create("ConfigMap", configmap)
-        for obj in others[:-1]:  # the Service of the Job form
+        # The code snapshot before the record: once a pod mounts its config, its code is there too.
+        for obj in others[:-1]:  # the code snapshot, the Service of the Job form
             api.create(obj["kind"], obj)
+        record = api.create("ConfigMap", configmap)
     except KubeError as e:
         left = _clean_up(api, spec.name, token)
         raise KubeError(f"{e.message}; " + (f"could not remove what was created ({', '.join(left)}): "
@@ -83,6 +93,19 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
         run.warnings.insert(0, f"cluster {profile.name} {'now serves' if jobset else 'no longer serves'} JobSet "
                                f"(its profile says jobset: {str(profile.jobset).lower()}): the run is a {kind}")
     return run
+
+
+def upload_code(api: KubeApi, name: str, code: Snapshot) -> None:
+    """Write the run's code snapshot to <code_store>/<run>/code.tar.gz with the credentials of
+    the profile's code_store_secret (launcher.storage, the store the log archive's readers use)."""
+    from launcher.backends.kubernetes.archive import store_credentials
+    from launcher.storage import open_store
+
+    profile = api.profile
+    url = code_url(profile, name)
+    where, _, file_name = url.rpartition("/")
+    store = open_store(where, store_credentials(api, where, profile.code_store_secret), what=f"the code store {where}")
+    store.write(file_name, code.data)
 
 
 def reconcile_namespace(api: KubeApi) -> list[str]:
@@ -104,11 +127,12 @@ def _clean_up(api: KubeApi, name: str, token: str) -> list[str]:
     Job, so the Job's deletion takes them too; they are deleted here as well so that
     nothing waits on the garbage collector."""
     left = []
-    for kind in KINDS_IN_ORDER:
+    for kind, obj_name in [*((k, name) for k in KINDS_IN_ORDER), ("ConfigMap", keys.code_object_name(name)),
+                           ("Secret", keys.code_object_name(name))]:
         try:
-            obj = api.get(kind, name)
+            obj = api.get(kind, obj_name)
             if obj is not None and labels(obj).get(keys.SUBMISSION) == token:
-                api.delete(kind, name, propagation="Background", uid=obj["metadata"]["uid"])
+                api.delete(kind, obj_name, propagation="Background", uid=obj["metadata"]["uid"])
         except KubeError:
-            left.append(f"{kind} {name}")
+            left.append(f"{kind} {obj_name}")
     return left

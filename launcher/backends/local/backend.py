@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from launcher.backends import snapshot
 from launcher.backends.base import Backend, Capabilities, GpuUsage, LocalArtifacts, LogLine, Plan, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.logs import rank_chunks, rank_lines
@@ -132,7 +133,7 @@ class LocalBackend(Backend, LocalArtifacts):
         """A local rank inherits this process's environment (submit passes it on), under its stack limit."""
         return dict(os.environ), arg_max_here()
 
-    def plan(self, spec, secrets: list[Secret] | None = None) -> Plan:
+    def plan(self, spec, secrets: list[Secret] | None = None, *, code: snapshot.Snapshot | None = None) -> Plan:
         """The run as it would start here; secrets by reference only."""
         if secrets is None:
             secrets = LocalSecretStore(self.home).for_run(spec.secrets)
@@ -143,12 +144,19 @@ class LocalBackend(Backend, LocalArtifacts):
                 env[var] = f"<from secret {s.name}>"
             for var in proj.plain_env:
                 env[var] = f"<path into secret {s.name}>"
-        return Plan({"backend": "local", "run": spec.to_submitted(), "environment": env,
-                     "secrets": [{"name": s.name, "kind": s.kind.value} for s in secrets]}, unhonoured(spec))
+        document = {"backend": "local", "run": spec.to_submitted(), "environment": env,
+                    "secrets": [{"name": s.name, "kind": s.kind.value} for s in secrets]}
+        if code is not None:
+            document["code"] = code.record()
+        return Plan(document, unhonoured(spec))
 
     # ------------------------------------------------------------ submit
 
-    def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None) -> Run:
+    def code_limit(self) -> int | None:
+        return snapshot.DEFAULT_LIMIT
+
+    def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None,
+               code: snapshot.Snapshot | None = None) -> Run:
         warnings = self.check(spec)
         self.check_secrets(spec, secrets)
         name = spec.name
@@ -158,7 +166,11 @@ class LocalBackend(Backend, LocalArtifacts):
         layout.root.mkdir(parents=True, mode=0o700)
         submitted = spec.to_submitted()
         layout.spec_file.write_text(json.dumps(submitted, indent=1))
-        layout.plan_file.write_text(plan_text(spec))
+        code_plan = None
+        if code is not None:  # the ranks read it from the run's directory
+            layout.code_file.write_bytes(code.data)
+            code_plan = {"digest": code.digest, "size": code.size, "file": str(layout.code_file)}
+        layout.plan_file.write_text(plan_text(spec, code=code_plan))
         layout.config_dir.mkdir()
         # As in mcli (and on Kubernetes): the full submitted config beside parameters.yaml.
         (layout.config_dir / "run_config.yaml").write_text(yaml.safe_dump(submitted, sort_keys=False))
@@ -236,12 +248,13 @@ class LocalBackend(Backend, LocalArtifacts):
 
     @staticmethod
     def _workdir(spec, layout: RunLayout) -> str:
-        """Where the command runs. A spec that clones code gets a fresh directory of its own,
-        as a container would, so two runs never clone into the same place; otherwise the
+        """Where the command runs. A spec that clones code or ships a snapshot gets a fresh
+        directory of its own, as a container would, so two runs never unpack into the same
+        place (nor over the tree the snapshot was packed from); otherwise the
         directory `launcher run` was started from, so relative paths in the spec work."""
         from launcher.spec.models import GitRepoIntegration
 
-        if any(isinstance(i, GitRepoIntegration) for i in spec.integrations):
+        if spec.code is not None or any(isinstance(i, GitRepoIntegration) for i in spec.integrations):
             work = layout.root / "work"
             work.mkdir(exist_ok=True)
             return str(work)

@@ -19,6 +19,11 @@ class RunLayout:
         return self.root / "plan.json"
 
     @property
+    def code_file(self) -> Path:
+        """The run's code snapshot (launcher.pod.snapshot), which every rank unpacks."""
+        return self.root / "code.tar.gz"
+
+    @property
     def config_dir(self) -> Path:
         return self.root / "config"
 
