@@ -73,7 +73,9 @@ def masker_from_env(env: dict[str, str]) -> Masker:
             values.extend(mask_candidates(env[name]))
     for path in filter(None, env.get(contract.MASK_FILES, "").split(os.pathsep)):
         try:
-            text = Path(path).read_text(errors="replace")
+            # Bytes, then text: read_text would turn a '\r' into '\n' (universal newlines),
+            # and the value's forms (JSON-escaped, its lines) would no longer be what the run prints.
+            text = Path(path).read_bytes().decode("utf-8", errors="replace")
         except OSError:
             continue
         values.extend(mask_candidates(text))

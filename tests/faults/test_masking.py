@@ -420,3 +420,18 @@ def test_item1_property_end_to_end_on_the_fake_cluster(fake_kube_factory, launch
             assert [v[:20] for v in hidden if v in program_output(text)] == [], what
 
     check()
+
+
+def test_item1_a_file_secret_with_a_carriage_return_is_masked_as_the_run_prints_it(tmp_path):
+    """Found by the end-to-end property test: the entrypoint read secret files with universal
+    newlines, so a '\\r' became '\\n' and the JSON-escaped form the run printed ("...\\r...")
+    was not among the strings masked."""
+    from launcher.entrypoint.supervise import masker_from_env
+    from launcher.pod import contract
+
+    value = "\x7f\ufffd\r$\ufffd-tail"
+    secret = tmp_path / "secret"
+    secret.write_bytes(value.encode())
+    masker = masker_from_env({contract.MASK_FILES: str(secret)})
+    for printed_form in (json.dumps(value), json.dumps(value, ensure_ascii=False), value):
+        assert masker.mask(printed_form).strip('"') == "****", printed_form
