@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -57,12 +58,33 @@ def read_terminal(master: int) -> bytes:
 
 
 @pytest.fixture
-def launcher_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private LAUNCHER_HOME, so tests never touch ~/.launcher."""
+def launcher_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private LAUNCHER_HOME, so tests never touch ~/.launcher. At teardown, whatever is
+    still running with it (a run that a failing test never stopped) is killed: nothing a
+    test starts outlives it."""
     home = tmp_path / "launcher-home"
     home.mkdir()
     monkeypatch.setenv("LAUNCHER_HOME", str(home))
-    return home
+    yield home
+    kill_processes_of_home(home)
+
+
+def kill_processes_of_home(home: Path) -> list[int]:
+    """SIGKILL every process started with LAUNCHER_HOME=home (the supervisors and ranks
+    of its local runs inherit it); the pids killed."""
+    needle = f"LAUNCHER_HOME={home}".encode()
+    killed = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            if needle not in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                continue
+            os.kill(int(name), signal.SIGKILL)
+            killed.append(int(name))
+        except OSError:
+            continue
+    return killed
 
 
 @pytest.fixture(autouse=True)
