@@ -69,19 +69,29 @@ def launcher_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     kill_processes_of_home(home)
 
 
-def kill_processes_of_home(home: Path) -> list[int]:
-    """SIGKILL every process started with LAUNCHER_HOME=home (the supervisors and ranks
-    of its local runs inherit it); the pids killed."""
-    needle = f"LAUNCHER_HOME={home}".encode()
-    killed = []
+def pids_with_env(entry: str) -> list[int]:
+    """Every process (this one aside) whose environment holds `entry` ("NAME=value")."""
+    needle = entry.encode()
+    found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
-            if needle not in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
-                continue
-            os.kill(int(name), signal.SIGKILL)
-            killed.append(int(name))
+            if needle in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def kill_processes_of_home(home: Path) -> list[int]:
+    """SIGKILL every process started with LAUNCHER_HOME=home (the supervisors and ranks
+    of its local runs inherit it); the pids killed."""
+    killed = []
+    for pid in pids_with_env(f"LAUNCHER_HOME={home}"):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
         except OSError:
             continue
     return killed

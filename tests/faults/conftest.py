@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import CLI
+from tests.conftest import pids_with_env
 
 
 @pytest.fixture
@@ -40,18 +41,13 @@ def refused(r, *texts: str) -> str:
 
 def processes(token: str) -> dict[int, str]:
     """pid -> command line of every live process whose environment holds FAULT_TOKEN=token."""
-    needle = f"FAULT_TOKEN={token}".encode()
     found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+    for pid in pids_with_env(f"FAULT_TOKEN={token}"):
         try:
-            if needle not in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
-                continue
-            stat = Path(f"/proc/{name}/stat").read_text()
+            stat = Path(f"/proc/{pid}/stat").read_text()
             if stat[stat.rfind(")") + 2] == "Z":
                 continue
-            found[int(name)] = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
         except OSError:
             continue
     return found
