@@ -1,90 +1,33 @@
-"""The `launcher` command group.
+"""The `launcher` command: its table of subcommands, and its entry point.
 
 Subcommands are imported only when they are invoked, so `launcher --help` stays
-fast and never pulls in pydantic, kubernetes, torch or databricks-sdk.
+fast and never pulls in pydantic, kubernetes, torch or databricks-sdk. The click group
+itself is launcher.cli.group (`cli` here is it, imported on first use): the top-level
+`--help` is printed from launcher.cli.helpcache without importing click at all.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-import click
-
-# name -> (module, attribute, one-line help shown by `launcher --help`)
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "run": ("launcher.cli.run", "run", "Submit a run from a run YAML, optionally following it."),
-    "validate": ("launcher.cli.run", "validate", "Validate a run YAML offline and print the resolved spec."),
-    "get": ("launcher.cli.get", "get", "List runs or secrets."),
-    "describe": ("launcher.cli.describe", "describe", "Show a run's spec, statuses, ranks and reason."),
-    "logs": ("launcher.cli.logs", "logs", "Print or follow a run's logs."),
-    "stop": ("launcher.cli.stop", "stop", "Stop runs, keeping their records."),
-    "reconcile": ("launcher.cli.reconcile", "reconcile",
-                  "Start due retries and clean up after failed submits, once or --watch."),
-    "delete": ("launcher.cli.stop", "delete", "Delete runs and everything they created."),
-    "update": ("launcher.cli.update", "update", "Change a running run's max_duration, priority or max_retries."),
-    "exec": ("launcher.cli.exec", "exec_command", "Run a command in a rank of a run, with its environment."),
-    "connect": ("launcher.cli.exec", "connect", "Open a shell in a rank of a run."),
-    "interactive": ("launcher.cli.exec", "interactive", "Start a run that waits, and open a shell in it."),
-    "port-forward": ("launcher.cli.exec", "port_forward", "Serve a rank's port on 127.0.0.1."),
-    "secret": ("launcher.cli.secret", "secret", "Create, list and delete secrets."),
-    "cluster": ("launcher.cli.cluster", "cluster", "Add, check, list and choose cluster profiles."),
-    "data": ("launcher.cli.data", "data", "Prepare training data: tokenizers, synthetic text, MDS conversion."),
-    "metrics": ("launcher.cli.metrics", "metrics", "Show a run's metrics as tables, plots and files."),
-    "train": ("launcher.cli.train", "train", "Run the built-in MPT trainer on a config file."),
-    "create": ("launcher.cli.aliases", "create", "mcli's `create secret <kind>`: the same as `secret create`."),
-    "version": ("launcher.cli.aliases", "version", "Print the launcher's version."),
-    "completion": ("launcher.cli.aliases", "completion", "Print a bash, zsh or fish completion script."),
-    # The dashboard's command lives with the dashboard: neither cli nor ui imports the other.
-    "ui": ("launcher.ui.command", "ui", "Serve a read-only web dashboard: runs, live logs, loss curves."),
-    "util": ("launcher.cli.util", "util", "Show free and used GPUs per cluster profile and GPU type."),
-    "config": ("launcher.cli.util", "config", "Show the current profile, the launcher home and versions."),
-    "schema": ("launcher.cli.util", "schema", "Print the run YAML's JSON Schema, for editors."),
-}
-
-# mcli's short spellings -> the command they stand for.
-ALIASES: dict[str, str] = {"g": "get", "r": "run", "log": "logs", "del": "delete"}
+from launcher.cli.commands import ALIASES, COMMANDS  # noqa: F401 - the table, where it always was
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+def __getattr__(name: str):
+    # `from launcher.cli.main import cli` keeps working; click is imported only then.
+    if name == "cli":
+        from launcher.cli.group import cli
 
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        name = ALIASES.get(name, name)
-        if name not in COMMANDS:
-            return None
-        module_name, attr, _ = COMMANDS[name]
-        return getattr(importlib.import_module(module_name), attr)
-
-    def resolve_command(self, ctx: click.Context, args: list[str]):
-        # Usage lines and errors name the command, not the alias typed (`launcher get`, not `launcher g`).
-        _, cmd, rest = super().resolve_command(ctx, args)
-        return (cmd.name if cmd is not None else None), cmd, rest
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        short = {command: alias for alias, command in ALIASES.items()}
-        rows = [(f"{name} ({short[name]})" if name in short else name, COMMANDS[name][2])
-                for name in self.list_commands(ctx)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, envvar="LAUNCHER_DEBUG",
-              help="Show tracebacks for errors, and count what the command reads (config, profiles, kubeconfigs).")
-@click.version_option(package_name="launcher", prog_name="launcher")
-@click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
-    """launcher: run LLM training on Kubernetes or on this machine.
-
-    Start with `launcher run -f runspecs/hello.yaml --follow`.
-    """
-    ctx.ensure_object(dict)
-    ctx.obj["debug"] = debug
+        return cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:
+    from launcher.cli import helpcache
+
+    if helpcache.print_cached(sys.argv[1:] if argv is None else argv):
+        sys.exit(0)
     from launcher.cli.errors import run_cli
+    from launcher.cli.group import cli
 
     sys.exit(run_cli(cli, argv))
