@@ -31,8 +31,9 @@ from pathlib import Path
 
 import launcher
 
-# What the entrypoint imports beyond the standard library (spec models, YAML).
-REQUIREMENTS = ("pydantic", "PyYAML")
+# What the entrypoint imports beyond the standard library (spec models, YAML, the log
+# masker's one-pass search).
+REQUIREMENTS = ("pydantic", "PyYAML", "ahocorasick-rs")
 # Must not load with the entrypoint: it runs in every pod of every image.
 HEAVY = ("torch", "composer", "transformers", "kubernetes", "databricks", "numpy", "streaming", "rich", "click")
 PROBE = (

@@ -55,6 +55,25 @@ def test_a_value_split_at_the_end_is_held_back_until_it_is_known():
     assert stream.flush() == b"secret-v"  # the stream ended: it was not the value
 
 
+def test_the_masker_without_its_one_pass_search_masks_alike():
+    """Where ahocorasick_rs is missing (a zipapp pod's interpreter), every chunk is searched
+    value by value: the same output, chunk by chunk."""
+    program = (
+        "import sys, random; sys.modules['ahocorasick_rs'] = None\n"
+        "from tests.faults.test_masking import masked_in_chunks, TEXT, VALUES\n"
+        "from launcher.secrets.mask import Masker\n"
+        "assert Masker(VALUES)._occurs is None\n"
+        "rng = random.Random(3)\n"
+        "for _ in range(50):\n"
+        "    print(repr(masked_in_chunks(TEXT, [rng.choice([1, 5, 64, 500]) for _ in range(len(TEXT))])))\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    assert Masker(VALUES)._occurs is not None  # this environment has it: the other path
+    whole = repr(Masker(VALUES).mask(TEXT))
+    assert done.stdout.splitlines() == [whole] * 50
+
+
 def test_one_threshold_for_what_is_masked():
     assert mask_candidates("abc") == [] and mask_candidates("abcd") == ["abcd"] == mask_candidates(" abcd\n")
     assert "xy" not in mask_candidates("long-enough-line\nxy\n") and MIN_MASK_LEN == 4
@@ -199,6 +218,13 @@ def test_item1_docker_registry_password_and_auth_are_masked():
     # An auth without a password beside it (a config written by `docker login`).
     only_auth = {"auths": {"reg.example.com": {"auth": auth}}}
     assert Masker(mask_candidates(json.dumps(only_auth))).mask("hunter2-registry-pass") == "****"
+
+
+def test_a_json_auth_field_that_is_not_base64_still_leaves_the_other_values_masked():
+    # base64 of a non-ASCII string raises ValueError, not binascii.Error: it once ended the
+    # walk over the document, and the values after it went unmasked.
+    candidates = mask_candidates(json.dumps({"auth": "\u00e9t\u00e9", "password": "hunter-22"}))
+    assert "hunter-22" in candidates
 
 
 def test_each_line_of_an_ssh_key_and_its_body_are_masked():
