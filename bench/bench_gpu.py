@@ -1,7 +1,7 @@
 """Both built-in trainers on one GPU, for a fixed number of steps: tokens/s, samples/s and
 MFU against the GPU's peak dense bf16 throughput.
 
-    .venv/bin/python bench/bench_gpu.py [--which mpt,hf] [--steps 60] [--warmup 10] [--peak-tflops N]
+    .venv/bin/python bench/bench_gpu.py [--which mpt,hf] [--steps 60] [--warmup 10] [--peak-tflops N] [--quick] [--rows FILE]
 
 - mpt: MPT-125M (d_model 768, 12 layers, 12 heads, vocab 50368), seq 2048, amp_bf16, FSDP
   off, through `python -m launcher.train` on synthetic MDS token data (random ids, made
@@ -12,7 +12,8 @@ MFU against the GPU's peak dense bf16 throughput.
   built from a config, seq 512, bf16, on a synthetic tokenized dataset.
 Throughput is taken from the trainers' own metric records after `--warmup` steps; MFU uses
 6 x parameters x tokens plus the attention term (12 x layers x d_model x seq per token).
-Without a GPU it says so and exits 2.
+Without a GPU it says so and exits 2 (with --rows, after writing a row that says so).
+--quick runs 30 steps, the throughput after 10.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+from rows import Row, add_row_args, write_rows  # noqa: E402
 
 # Peak dense bf16 tensor throughput, TFLOP/s, by a substring of torch.cuda.get_device_name().
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0, "L4": 121.0, "A10": 125.0}
@@ -36,14 +39,17 @@ BERT_BASE = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, 
              "intermediate_size": 3072, "max_position_embeddings": HF_SEQ}
 
 
+class NoGpu(Exception):
+    pass
+
+
 def gpu() -> tuple[str, float | None]:
     try:
         import torch
     except ImportError:
-        sys.exit("bench_gpu.py needs the train extra: pip install -e '.[train]'")
+        raise NoGpu("bench_gpu.py needs the train extra: pip install -e '.[train]'") from None
     if not torch.cuda.is_available():
-        print("✗ no CUDA GPU here: bench_gpu.py measures GPU throughput; run it on a GPU machine", file=sys.stderr)
-        sys.exit(2)
+        raise NoGpu("no CUDA GPU here: bench_gpu.py measures GPU throughput; run it on a GPU machine")
     name = torch.cuda.get_device_name(0)
     peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
     return name, peak
@@ -100,12 +106,14 @@ def step_rate(recs: list[dict], warmup: int) -> float:
     return (after[-1] - after[0]) / (stamps[after[-1]] - stamps[after[0]])
 
 
-def report(name: str, tokens_s: float, samples_s: float, flops_per_token: float, peak: float | None) -> None:
+def report(name: str, tokens_s: float, samples_s: float, flops_per_token: float, peak: float | None) -> Row:
     mfu = f"{100 * tokens_s * flops_per_token / (peak * 1e12):.1f} %" if peak else "n/a (pass --peak-tflops)"
     print(f"[{name}] tokens/s {tokens_s:,.0f}  samples/s {samples_s:,.2f}  MFU {mfu}")
+    return Row(f"GPU: {name}", f"peak bf16 {peak:g} TFLOP/s" if peak else "peak unknown",
+               f"{tokens_s:,.0f} tokens/s, MFU {mfu}", None, "recorded (issue 25)", None)
 
 
-def bench_mpt(root: Path, steps: int, warmup: int, batch: int, peak: float | None) -> None:
+def bench_mpt(root: Path, steps: int, warmup: int, batch: int, peak: float | None) -> Row:
     tok = _tokenizer(root)
     mds = mpt_data(root, batch * (steps + 2))
     cfg = root / "mpt.yaml"
@@ -121,10 +129,10 @@ def bench_mpt(root: Path, steps: int, warmup: int, batch: int, peak: float | Non
     d, n_layers, seq, vocab = MPT["d_model"], MPT["n_layers"], MPT["max_seq_len"], MPT["vocab_size"]
     params = 12 * n_layers * d * d + vocab * d  # blocks (attn 4d^2 + mlp 8d^2) + tied embedding
     flops_per_token = 6 * params + 12 * n_layers * d * seq
-    report(f"MPT-125M seq {seq} bf16 batch {batch}", rate * batch * seq, rate * batch, flops_per_token, peak)
+    return report(f"MPT-125M seq {seq} bf16 batch {batch}", rate * batch * seq, rate * batch, flops_per_token, peak)
 
 
-def bench_hf(root: Path, steps: int, warmup: int, batch: int, peak: float | None) -> None:
+def bench_hf(root: Path, steps: int, warmup: int, batch: int, peak: float | None) -> Row:
     import datasets
     import numpy as np
 
@@ -153,7 +161,7 @@ def bench_hf(root: Path, steps: int, warmup: int, batch: int, peak: float | None
     rate = step_rate(recs, warmup)
     d, layers = BERT_BASE["hidden_size"], BERT_BASE["num_hidden_layers"]
     params = 12 * layers * d * d + 512 * d
-    report(f"HF recipe BERT-base seq {HF_SEQ} bf16 batch {batch}", rate * batch * HF_SEQ, rate * batch,
+    return report(f"HF recipe BERT-base seq {HF_SEQ} bf16 batch {batch}", rate * batch * HF_SEQ, rate * batch,
            6 * params + 12 * layers * d * HF_SEQ, peak)
 
 
@@ -165,15 +173,26 @@ def main() -> None:
     ap.add_argument("--mpt-batch", type=int, default=16)
     ap.add_argument("--hf-batch", type=int, default=32)
     ap.add_argument("--peak-tflops", type=float, help="the GPU's peak dense bf16 TFLOP/s, when not in the table")
+    add_row_args(ap)
     args = ap.parse_args()
-    name, peak = gpu()
+    if args.quick:
+        args.steps, args.warmup = 30, 10
+    try:
+        name, peak = gpu()
+    except NoGpu as e:
+        print(f"✗ {e}", file=sys.stderr)
+        write_rows(args, [Row("GPU: MPT-125M and the HF recipe, tokens/s and MFU", "", f"not run: {e}", None,
+                              "recorded where a GPU is lent", None)])
+        sys.exit(2)
     peak = args.peak_tflops or peak
     print(f"GPU: {name}; peak bf16 {peak or '?'} TFLOP/s; {args.steps} steps, throughput after {args.warmup}")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for which in args.which.split(","):
-            {"mpt": bench_mpt, "hf": bench_hf}[which.strip()](
+            rows.append({"mpt": bench_mpt, "hf": bench_hf}[which.strip()](
                 Path(tmp) / which, args.steps, args.warmup,
-                args.mpt_batch if which.strip() == "mpt" else args.hf_batch, peak)
+                args.mpt_batch if which.strip() == "mpt" else args.hf_batch, peak))
+    write_rows(args, rows)
 
 
 if __name__ == "__main__":
