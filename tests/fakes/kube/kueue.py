@@ -79,6 +79,32 @@ OWNER_VERSIONS = {"JobSet": "jobset.x-k8s.io/v1alpha2", "Job": "batch/v1"}
 NODE_CAPACITY = {"cpu": Decimal(16), "memory": Decimal(64 * 2 ** 30)}  # scheduler.node_object's
 
 
+def topology_nodes(count: int, gpus: int, topology: dict[str, list[str]] | None = None,
+                   labels: dict[str, str] | None = None) -> list[dict]:
+    """FakeKube nodes fake-node-<i>, each key of `topology` spread over its values in
+    contiguous blocks (4 nodes over r1,r2: r1 r1 r2 r2)."""
+    topology = topology or {}
+    return [{"name": f"fake-node-{i}", "gpus": gpus,
+             "labels": {HOSTNAME: f"fake-node-{i}", **(labels or {}),
+                        **{k: v[min(len(v) - 1, i * len(v) // count)] for k, v in topology.items()}}}
+            for i in range(count)]
+
+
+def configure(kueue: KueueController, *, queues: dict[str, int] | None = None, preempt: bool | set[str] = False,
+              priority_classes: dict[str, int] | None = None, topology: list[str] | None = None) -> None:
+    """The objects of a small Kueue setup: a Topology `default` (levels: `topology`, then
+    kubernetes.io/hostname) when given, WorkloadPriorityClasses, and per queue name a
+    ClusterQueue and LocalQueue (KueueController.add_queue) with that many GPUs; preempt
+    True (or the set of queue names) turns on withinClusterQueue LowerPriority."""
+    if topology:
+        kueue.add_topology("default", list(topology) + [HOSTNAME])
+    for name, value in (priority_classes or {}).items():
+        kueue.add_priority_class(name, value)
+    for name, gpus in (queues or {}).items():
+        kueue.add_queue(name, gpus, preempt=name in preempt if isinstance(preempt, set) else preempt,
+                        topology="default" if topology else None)
+
+
 def workload_name(kind: str, name: str, uid: str) -> str:
     """jobframework.GetWorkloadNameForOwnerWithGVK (long names)."""
     h = hashlib.sha1(f"{kind}\n{OWNER_GROUPS[kind]}\n{name}\n{uid}".encode()).hexdigest()[:5]

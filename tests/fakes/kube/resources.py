@@ -115,7 +115,7 @@ class Registry:
         for r in self.resources:
             if r.group and r.version not in out.setdefault(r.group, []):
                 out[r.group].append(r.version)
-        return tuple(out)
+        return out
 
     def in_group(self, group: str, version: str) -> list[Resource]:
         return [r for r in self.resources if r.group == group and r.version == version]
