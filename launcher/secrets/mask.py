@@ -224,18 +224,28 @@ def _replace(data, spans, mask):
     return data[:0].join(parts)
 
 
+DETECT_PREFIX = 64
+
+
 def _detector(values: list[bytes]) -> Callable[[bytes], bool] | None:
     """A function telling whether any of `values` occurs in some bytes, in one pass; None
     without ahocorasick_rs. Leftmost-longest matching without overlaps finds a match
     wherever any value occurs (the leftmost occurrence is always one), and it keeps the
-    automaton's prefilter, which overlapping matching turns off (10-20x slower)."""
+    automaton's prefilter, which overlapping matching turns off (10-20x slower). A yes may
+    be wrong (a value's start without the rest); a no never is."""
     if not values:
         return None
     try:
         import ahocorasick_rs
     except ImportError:
         return None
-    automaton = ahocorasick_rs.BytesAhoCorasick(values, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest)
+    # Where a value occurs, so does its start: the automaton holds each value's first
+    # DETECT_PREFIX bytes, so a long value (a 128 KiB env secret) costs no more to build
+    # than a short one (a DFA of the whole value took 100 s), and the contiguous NFA builds
+    # 10x faster than the DFA for the same search speed here.
+    prefixes = list(dict.fromkeys(v[:DETECT_PREFIX] for v in values))
+    automaton = ahocorasick_rs.BytesAhoCorasick(prefixes, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest,
+                                                implementation=ahocorasick_rs.Implementation.ContiguousNFA)
     return lambda data: bool(automaton.find_matches_as_indexes(data))
 
 
