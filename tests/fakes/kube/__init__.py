@@ -9,6 +9,8 @@ Modules, one job each:
   validation  the server-side validation a real API server does
   jobs        the Job controller (Indexed/NonIndexed, podFailurePolicy, backoffLimit)
   jobset      the JobSet controller (jobset.x-k8s.io/v1alpha2) and CRD schema validation
+  kueue_api   Kueue's API (kueue.x-k8s.io v1beta2 stored, v1beta1 converted) from its CRDs
+  kueue       Kueue simulated: Workloads, admission, preemption, topology, visibility API
   scheduler   binds pods to fake nodes, or says why not
   kubelet     runs containers (init containers, volumes, private mounts, image map)
   http        REST routing, watch, logs; discovery and tables print for kubectl
@@ -33,7 +35,12 @@ and always stops it):
 
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N --gpus-per-node G]
         [--node-label K=V] [--jobset] [--image REF_GLOB=DIR] [--no-isolation]
-        [--exit-with-parent]
+        [--exit-with-parent] [--kueue [--kueue-queue NAME:GPUS[:preempt]]
+        [--priority-class NAME=VALUE] [--topology KEY=V1,V2]]   (program.py says more)
+
+Kueue in-process: FakeKube(kueue=True); kube.kueue.add_queue(name, gpus, preempt=,
+topology=), add_priority_class(name, value), add_topology(name, levels); fixture
+fake_kueue (fixtures.py).
 
 It writes PATH only once it listens; SIGTERM/SIGINT kill every pod process and exit 0
 (so does the death of its parent, with --exit-with-parent, which the fixture passes).

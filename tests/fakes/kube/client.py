@@ -98,6 +98,6 @@ class RemoteKube:
 
 
 def _collection(kind: str, ns: str | None) -> str:
-    res = Registry(jobset=True).by_kind[kind]
+    res = Registry(jobset=True, kueue=True).by_kind[kind]
     base = f"/apis/{res.group}/{res.version}" if res.group else "/api/v1"
     return f"{base}/namespaces/{ns}/{res.plural}" if res.namespaced and ns else f"{base}/{res.plural}"

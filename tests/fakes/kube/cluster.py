@@ -1,5 +1,5 @@
 """FakeKube: one fake cluster in this process, the API server over HTTP on 127.0.0.1
-plus the control loop (garbage collector, JobSet and Job controllers, scheduler, kubelet)."""
+plus the control loop (garbage collector, Kueue, JobSet and Job controllers, scheduler, kubelet)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ class FakeKube:
     def __init__(self, *, nodes: list[dict] | None = None, run_controllers: bool = True,
                  log_resolution_ns: int = 1_000, grace_seconds: float = 3.0, orphan_delay: float = 0.2,
                  jobset: bool = False, images: dict[str, str] | None = None, isolate: bool | None = None,
-                 history_limit: int = 10_000, bookmark_seconds: float = 1.0):
-        self.registry = Registry(jobset=jobset)
+                 history_limit: int = 10_000, bookmark_seconds: float = 1.0, kueue: bool = False):
+        self.registry = Registry(jobset=jobset, kueue=kueue)
         self.store = Store(self.registry, history_limit=history_limit, orphan_delay=orphan_delay)
         self.lock, self.changed, self.objects = self.store.lock, self.store.changed, self.store.objects
         self.faults = Faults()
@@ -47,6 +47,16 @@ class FakeKube:
         self.store.admit.update({
             "Job": default_job, "Pod": validation.validate_pod, "Service": validation.validate_service,
             "ConfigMap": validation.validate_data("ConfigMap"), "Secret": validation.validate_data("Secret")})
+        self.kueue = None
+        """The Kueue simulation (kueue.py), with kueue=True: add_queue, add_priority_class, add_topology."""
+        if kueue:
+            from tests.fakes.kube import kueue_api
+            from tests.fakes.kube.kueue import KueueController
+            for res in self.registry.resources:
+                if res.crd and res.storage and res.group == kueue_api.KUEUE_GROUP:
+                    self.store.admit[res.kind] = kueue_api.admit(res)
+            self.kueue = KueueController(self.store, self.nodes)
+            self.kueue.install()
         for ns in ("default", "kube-system", "kube-public"):
             self.store.ensure_namespace(ns)
         for node in self.nodes:
@@ -136,7 +146,8 @@ class FakeKube:
     def _control_loop(self) -> None:
         loops = [self.store.finish_pending_deletes]
         if self.run_controllers:
-            loops += ([self.jobset.sync] if self.jobset else []) + [self.jobs.sync, self.scheduler.sync,
+            loops += ([self.kueue.sync] if self.kueue else []) + ([self.jobset.sync] if self.jobset else []) + [
+                self.jobs.sync, self.scheduler.sync,
                                                                     self.kubelet.sync]
         while not self._stop.is_set():
             for loop in loops:

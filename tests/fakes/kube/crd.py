@@ -22,13 +22,21 @@ STRICT = contextvars.ContextVar("strict_field_validation", default=False)
 
 
 @functools.lru_cache(maxsize=None)
-def schema_of(filename: str, version: str) -> dict:
+def load(filename: str) -> dict:
     with open(CRDS / filename) as f:
-        crd = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    for v in crd["spec"]["versions"]:
+        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def version_of(filename: str, version: str) -> dict:
+    """One entry of the CRD's spec.versions."""
+    for v in load(filename)["spec"]["versions"]:
         if v["name"] == version:
-            return v["schema"]["openAPIV3Schema"]
+            return v
     raise KeyError(f"{filename} has no version {version}")
+
+
+def schema_of(filename: str, version: str) -> dict:
+    return version_of(filename, version)["schema"]["openAPIV3Schema"]
 
 
 def apply_defaults(obj: Any, schema: dict) -> None:

@@ -49,8 +49,9 @@ def resource_list(group_version: str, resources: list[Resource]) -> dict:
         out.append(entry)
         for sub in r.subresources:
             verbs = {"log": ["get"], "status": ["get", "patch", "update"], "exec": ["create", "get"],
-                     "portforward": ["create", "get"]}[sub]
-            kind = {"log": "Pod", "exec": "PodExecOptions", "portforward": "PodPortForwardOptions"}.get(sub, r.kind)
+                     "portforward": ["create", "get"], "pendingworkloads": ["get"]}[sub]
+            kind = {"log": "Pod", "exec": "PodExecOptions", "portforward": "PodPortForwardOptions",
+                    "pendingworkloads": "PendingWorkloadsSummary"}.get(sub, r.kind)
             out.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
                         "kind": kind, "verbs": verbs})
         if r.kind == "Pod":

@@ -1,5 +1,5 @@
-"""pytest fixtures: the fake in this process (fake_kube, fake_kube_factory) or run as a
-program (fake_kube_program), and write_profile for a launcher cluster profile."""
+"""pytest fixtures: the fake in this process (fake_kube, fake_kube_factory, fake_kueue) or
+run as a program (fake_kube_program), and write_profile for a launcher cluster profile."""
 
 from __future__ import annotations
 
@@ -134,3 +134,26 @@ def fake_kube_program(launcher_home: Path, tmp_path: Path):
     finally:
         for prog in made:
             prog.stop()
+
+
+@pytest.fixture
+def fake_kueue(fake_kube_factory):
+    """A factory for an in-process fake with JobSet and Kueue and a profile:
+    fake_kueue(queues={"team": 8}, preempt=True, priority_classes={"high": 1000, "low": 10},
+    topology={"rack": ["r1", "r2"]}, nodes=4, gpus_per_node=4, profile={...}, **FakeKube options).
+    Each queue name is a ClusterQueue (its GPUs' nominalQuota, the nodes' cpu and memory)
+    and a LocalQueue in namespace default; topology spreads the nodes over the values in
+    blocks and makes Topology `default` for flavor `default` (kueue.configure)."""
+    from tests.fakes.kube.kueue import configure, topology_nodes
+
+    def make(*, queues: dict[str, int] | None = None, preempt: bool | set[str] = False,
+             priority_classes: dict[str, int] | None = None, topology: dict[str, list[str]] | None = None,
+             nodes: int = 4, gpus_per_node: int = 4, profile: dict | None = None, **options: Any) -> FakeKube:
+        options.setdefault("jobset", True)
+        kube = fake_kube_factory(nodes=topology_nodes(nodes, gpus_per_node, topology), kueue=True, profile=profile,
+                                 **options)
+        configure(kube.kueue, queues={"team": 8} if queues is None else queues, preempt=preempt,
+                  priority_classes=priority_classes, topology=list(topology or {}))
+        return kube
+
+    return make

@@ -18,6 +18,7 @@ Tables (tables.py) for get, list and watch.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import selectors
 import socket
@@ -40,7 +41,7 @@ from tests.fakes.kube.common import (
     status_body,
 )
 from tests.fakes.kube.faults import FaultRule
-from tests.fakes.kube.resources import Resource
+from tests.fakes.kube.resources import VISIBILITY_GROUP, Resource
 from tests.fakes.kube.store import Gone
 
 if TYPE_CHECKING:
@@ -298,10 +299,18 @@ class Handler(BaseHTTPRequestHandler):
         store = k.store
         if verb == "log":
             return self.pod_log(ns, name, q)
+        if res.group == VISIBILITY_GROUP:
+            if verb != "get" or sub != "pendingworkloads" or k.kueue is None:
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                                                        "resource")
+            return self.answer(rule, 200, k.kueue.pending_workloads(res, ns, name, q))
+        out = functools.partial(served_as, res)
+        if body is not None and verb in ("create", "update", "patch") and not res.storage:
+            body = stored_as(res, body, whole=verb != "patch")
         if verb == "watch":
             return self.watch(res, ns, q, table)
         if verb == "get":
-            obj = store.get(res.kind, ns, name)
+            obj = out(store.get(res.kind, ns, name))
             return self.answer(rule, 200, self.tables.one(res, obj) if table else obj)
         if verb == "list":
             items, rv, token, rest = store.list_page(res.kind, ns, q.get("labelSelector"), q.get("fieldSelector"),
@@ -311,6 +320,7 @@ class Handler(BaseHTTPRequestHandler):
             meta: dict[str, Any] = {"resourceVersion": rv}
             if token:
                 meta.update({"continue": token, "remainingItemCount": rest})
+            items = [out(o) for o in items]
             if table:
                 return self.answer(rule, 200, self.tables.table(res, items, meta))
             return self.answer(rule, 200, {"kind": f"{res.kind}List", "apiVersion": res.api_version,
@@ -330,24 +340,24 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace "
                                                   "sent on the request")
             if q.get("dryRun") == "All":
-                return self.answer(rule, 201, self.dry_run_create(res, ns, body))
-            return self.answer(rule, 201, store.create(res.kind, ns, body))
+                return self.answer(rule, 201, out(self.dry_run_create(res, ns, body)))
+            return self.answer(rule, 201, out(store.create(res.kind, ns, body)))
         if verb == "update":
-            return self.answer(rule, 200, store.replace(res.kind, ns, name, body, status_only=sub == "status"))
+            return self.answer(rule, 200, out(store.replace(res.kind, ns, name, body, status_only=sub == "status")))
         if verb == "patch":
             ctype = self.headers.get("Content-Type", "")
             if "apply-patch" in ctype:
                 raise ApiError(415, "UnsupportedMediaType", "server-side apply is not supported by the fake")
             if "json-patch" in ctype:
-                body = json_patch(store.get(res.kind, ns, name), body)
-                return self.answer(rule, 200, store.replace(res.kind, ns, name, body, status_only=sub == "status"))
-            return self.answer(rule, 200, store.patch(res.kind, ns, name, body, status_only=sub == "status"))
+                body = stored_as(res, json_patch(out(store.get(res.kind, ns, name)), body), whole=True)
+                return self.answer(rule, 200, out(store.replace(res.kind, ns, name, body, status_only=sub == "status")))
+            return self.answer(rule, 200, out(store.patch(res.kind, ns, name, body, status_only=sub == "status")))
         opts = dict(body or {})
         for key in ("propagationPolicy", "gracePeriodSeconds"):
             if q.get(key):
                 opts[key] = int(q[key]) if key == "gracePeriodSeconds" else q[key]
         if verb == "delete":
-            return self.answer(rule, 200, store.delete(res.kind, ns, name, opts))
+            return self.answer(rule, 200, out(store.delete(res.kind, ns, name, opts)))
         items, rv = store.list(res.kind, ns, q.get("labelSelector"), q.get("fieldSelector"))
         for it in items:
             try:
@@ -355,7 +365,7 @@ class Handler(BaseHTTPRequestHandler):
             except ApiError:
                 pass
         return self.answer(rule, 200, {"kind": f"{res.kind}List", "apiVersion": res.api_version,
-                                       "metadata": {"resourceVersion": rv}, "items": items})
+                                       "metadata": {"resourceVersion": rv}, "items": [out(o) for o in items]})
 
     def answer(self, rule: FaultRule | None, code: int, body: Any) -> None:
         if rule is not None and rule.lose_response:
@@ -403,6 +413,8 @@ class Handler(BaseHTTPRequestHandler):
 
         def send(type_: str, obj: dict) -> None:
             nonlocal first
+            if type_ not in ("ERROR", "BOOKMARK"):
+                obj = served_as(res, obj)
             if table and type_ != "ERROR":
                 obj = self.tables.table(res, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion")},
                                         headers=first)
@@ -548,6 +560,25 @@ class Handler(BaseHTTPRequestHandler):
             self.end_stream()
         except (BrokenPipeError, ConnectionResetError, OSError):
             return
+
+
+def served_as(res: Resource, obj: dict) -> dict:
+    """A stored object as the version the request named (Kueue's v1beta1 is converted)."""
+    if res.storage or not res.crd:
+        return obj
+    from tests.fakes.kube import kueue_api
+    return kueue_api.convert(obj, res.kind, res.version)
+
+
+def stored_as(res: Resource, body: Any, *, whole: bool) -> Any:
+    """A request body in a served, non-stored version, as the stored version: a whole object
+    is first decoded with its own version's schema (defaults, pruning), a patch is not."""
+    if res.storage or not res.crd or not isinstance(body, dict):
+        return body
+    from tests.fakes.kube import kueue_api
+    if whole:
+        kueue_api.decode(res, body)
+    return kueue_api.convert(body, res.kind, kueue_api.STORAGE)
 
 
 def json_patch(obj: dict, ops: list[dict]) -> dict:

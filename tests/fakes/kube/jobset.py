@@ -29,7 +29,9 @@ Reconcile, per JobSet:
     when counted) and sets RestartingJobSet=True;
   * successPolicy All/Any over targetReplicatedJobs: Completed (AllJobsCompleted);
   * Completed or Failed set status.terminalState and delete the Jobs still active;
-  * suspend suspends and resumes the child Jobs (condition Suspended);
+  * suspend suspends and resumes the child Jobs (condition Suspended); a resumed Job's pod
+    template first takes the replicated job's labels, annotations, nodeSelector and
+    tolerations (what Kueue sets while the JobSet is suspended);
   * status.replicatedJobsStatus counts ready, succeeded, failed, active, suspended Jobs.
 """
 
@@ -243,6 +245,8 @@ class JobSetController:
                         self.store.create("Job", js["metadata"]["namespace"], self._job(js, rjob, index))
         for job in jobs["active"]:
             if bool(job["spec"].get("suspend")) != suspended:
+                if not suspended:
+                    self._resume(js, job)
                 self.store.patch("Job", job["metadata"]["namespace"], job["metadata"]["name"],
                                  {"spec": {"suspend": suspended}})
         if suspended:
@@ -251,6 +255,25 @@ class JobSetController:
         elif any(c["type"] == "Suspended" for c in status.get("conditions") or []):
             set_condition(js, "Suspended", "False", "ResumeJobs", "jobset is resumed")
         return None
+
+    def _resume(self, js: dict, job: dict) -> None:
+        """Before a Job resumes, its pod template takes the replicated job's labels,
+        annotations, nodeSelector and tolerations (what Kueue set on the JobSet while it
+        was suspended), as JobSet's resumeJob merges them."""
+        rjob = next((r for r in js["spec"].get("replicatedJobs") or []
+                     if r["name"] == job["metadata"]["labels"].get(REPLICATED_JOB)), None)
+        if rjob is None:
+            return
+        source = rjob["template"]["spec"].get("template") or {}
+        target = job["spec"].setdefault("template", {})
+        for key in ("labels", "annotations"):
+            target.setdefault("metadata", {}).setdefault(key, {}).update((source.get("metadata") or {}).get(key) or {})
+        spec, source_spec = target.setdefault("spec", {}), source.get("spec") or {}
+        if source_spec.get("nodeSelector"):
+            spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **source_spec["nodeSelector"]}
+        for toleration in source_spec.get("tolerations") or []:
+            if toleration not in spec.setdefault("tolerations", []):
+                spec["tolerations"].append(toleration)
 
     def _succeeded(self, js: dict, successful: list[dict]) -> bool:
         policy = js["spec"].get("successPolicy") or {"operator": "All"}

@@ -1,6 +1,6 @@
 """/openapi/v2 and /openapi/v3, generated from the schemas the tests already check manifests
 against: kubernetes-validate's bundled definitions for the Kubernetes minor the fake reports
-(discovery.VERSION), and the vendored JobSet CRD (crds/). kubectl reads them as it reads a
+(discovery.VERSION), and the vendored JobSet and Kueue CRDs (crds/). kubectl reads them as it reads a
 real API server's:
 
   * /openapi/v3 lists a document per group-version; /openapi/v3/api/v1 and
@@ -31,12 +31,11 @@ import json
 from typing import Any
 
 from tests.fakes.kube.common import status_body
-from tests.fakes.kube.resources import JOBSET, Registry, Resource
+from tests.fakes.kube.resources import VISIBILITY_GROUP, Registry, Resource
 
 PROTOBUF_V2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 # What the answer says it is: a media type without the `@`, which Go's mime parser refuses.
 PROTOBUF_V2_ANSWER = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
-JOBSET_CRD = "jobset.x-k8s.io_jobsets.yaml"
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 # The bundled schemas' spelling of the two kinds of value that are a string or a number.
 STRING_FORMATS = {"io.k8s.apimachinery.pkg.util.intstr.IntOrString": "int-or-string",
@@ -47,19 +46,19 @@ def answer(registry: Registry, parts: list[str], accept: str) -> tuple[int, str,
     """(status, content type, body) for GET /openapi/..."""
     if parts == ["openapi", "v2"]:
         if PROTOBUF_V2 in accept or PROTOBUF_V2_ANSWER in accept:
-            return 200, PROTOBUF_V2_ANSWER, v2_protobuf(registry.jobset_served)
-        return 200, "application/json", json.dumps(v2_document(registry.jobset_served)).encode()
+            return 200, PROTOBUF_V2_ANSWER, v2_protobuf(registry.flags)
+        return 200, "application/json", json.dumps(v2_document(registry.flags)).encode()
     if parts == ["openapi", "v3"]:
         # kubectl caches each document on disk under its hash, as it would a real server's.
         paths = {_gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash="
-                                  + hashlib.sha256(v3_bytes(registry.jobset_served, g, v)).hexdigest()}
+                                  + hashlib.sha256(v3_bytes(registry.flags, g, v)).hexdigest()}
                  for g, v in _group_versions(registry)}
         return 200, "application/json", json.dumps({"paths": paths}).encode()
     if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
         gv = "/".join(parts[2:])
         for g, v in _group_versions(registry):
             if _gv_path(g, v) == gv:
-                return 200, "application/json", v3_bytes(registry.jobset_served, g, v)
+                return 200, "application/json", v3_bytes(registry.flags, g, v)
     return 404, "application/json", json.dumps(status_body(404, "NotFound", "the server could not find the "
                                                                             "requested resource")).encode()
 
@@ -77,20 +76,22 @@ def kubernetes_definitions() -> dict[str, dict]:
     return utils.schema_contents(f"kubernetes-json-schema/v{version}-local/_definitions.json", version)["$defs"]
 
 
-@functools.lru_cache(maxsize=2)
-def swagger_definitions(jobset: bool) -> dict[str, dict]:
-    """Every definition the served kinds refer to, transitively, as swagger 2.0 schemas."""
+@functools.lru_cache(maxsize=4)
+def swagger_definitions(flags: tuple[bool, bool]) -> dict[str, dict]:
+    """Every definition the served kinds refer to, transitively, as swagger 2.0 schemas
+    (flags: Registry.flags, which custom resources are served)."""
     defs = {name: _from_json_schema(schema, name) for name, schema in kubernetes_definitions().items()}
-    if jobset:
-        defs[definition_name(JOBSET)] = jobset_definition()
-    roots = [definition_name(r) for r in Registry(jobset=jobset).resources]
-    return {name: defs[name] for name in _closure(roots, defs)}
+    resources = [r for r in Registry(jobset=flags[0], kueue=flags[1]).resources if r.group != VISIBILITY_GROUP]
+    for r in resources:
+        if r.crd:
+            defs[definition_name(r)] = crd_definition(r)
+    return {name: defs[name] for name in _closure([definition_name(r) for r in resources], defs)}
 
 
 def definition_name(resource: Resource) -> str:
     """The name a real API server gives the kind's definition."""
-    if resource is JOBSET:
-        return "io.x-k8s.jobset." + resource.version + "." + resource.kind
+    if resource.crd:  # a custom resource: the group reversed (io.x-k8s.jobset.v1alpha2.JobSet)
+        return ".".join(reversed(resource.group.split("."))) + "." + resource.version + "." + resource.kind
     for name, schema in kubernetes_definitions().items():
         if {"group": resource.group, "version": resource.version, "kind": resource.kind} in \
                 schema.get("x-kubernetes-group-version-kind", []):
@@ -98,14 +99,14 @@ def definition_name(resource: Resource) -> str:
     raise KeyError(f"kubernetes-validate has no schema for {resource.api_version} {resource.kind}")
 
 
-def jobset_definition() -> dict:
+def crd_definition(resource: Resource) -> dict:
     from tests.fakes.kube.crd import schema_of
 
-    schema = _from_crd(copy.deepcopy(schema_of(JOBSET_CRD, JOBSET.version)))
+    schema = _from_crd(copy.deepcopy(schema_of(resource.crd, resource.version)))
     schema["properties"]["metadata"] = {"$ref": f"#/definitions/{OBJECT_META}",
                                         "description": "Standard object's metadata."}
-    schema["x-kubernetes-group-version-kind"] = [{"group": JOBSET.group, "kind": JOBSET.kind,
-                                                  "version": JOBSET.version}]
+    schema["x-kubernetes-group-version-kind"] = [{"group": resource.group, "kind": resource.kind,
+                                                  "version": resource.version}]
     return schema
 
 
@@ -181,18 +182,18 @@ def _closure(roots: list[str], defs: dict[str, dict]) -> list[str]:
 
 
 # --- v2 -------------------------------------------------------------------------------------------
-def v2_document(jobset: bool) -> dict:
+def v2_document(flags: tuple[bool, bool]) -> dict:
     from tests.fakes.kube.discovery import VERSION
 
     return {"swagger": "2.0", "info": {"title": "Kubernetes (fake)", "version": VERSION["gitVersion"]},
-            "paths": {}, "definitions": swagger_definitions(jobset)}
+            "paths": {}, "definitions": swagger_definitions(flags)}
 
 
-@functools.lru_cache(maxsize=2)
-def v2_protobuf(jobset: bool) -> bytes:
+@functools.lru_cache(maxsize=4)
+def v2_protobuf(flags: tuple[bool, bool]) -> bytes:
     from tests.fakes.kube import openapi_v2_proto as pb
 
-    doc = v2_document(jobset)
+    doc = v2_document(flags)
     message = pb.Document(swagger=doc["swagger"], info=pb.Info(**doc["info"]))
     message.definitions.additional_properties.extend(
         pb.NamedSchema(name=name, value=pb.schema(schema)) for name, schema in doc["definitions"].items())
@@ -200,17 +201,16 @@ def v2_protobuf(jobset: bool) -> bytes:
 
 
 # --- v3 -------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=8)
-def v3_bytes(jobset: bool, group: str, version: str) -> bytes:
-    return json.dumps(v3_document(Registry(jobset=jobset).in_group(group, version))).encode()
+@functools.lru_cache(maxsize=16)
+def v3_bytes(flags: tuple[bool, bool], group: str, version: str) -> bytes:
+    return json.dumps(v3_document(flags, Registry(jobset=flags[0], kueue=flags[1]).in_group(group, version))).encode()
 
 
-def v3_document(resources: list[Resource]) -> dict:
+def v3_document(flags: tuple[bool, bool], resources: list[Resource]) -> dict:
     """The group-version's operations (with fieldValidation) and the schemas of its kinds."""
     from tests.fakes.kube.discovery import VERSION
 
-    jobset = any(r is JOBSET for r in resources)
-    defs = swagger_definitions(jobset)
+    defs = swagger_definitions(flags)
     paths = {}
     for r in resources:
         base = "/" + _gv_path(r.group, r.version) + ("/namespaces/{namespace}" if r.namespaced else "")
@@ -243,7 +243,7 @@ def _v3_schema(node: Any) -> Any:
 
 
 def _group_versions(registry: Registry) -> list[tuple[str, str]]:
-    return sorted({(r.group, r.version) for r in registry.resources})
+    return sorted({(r.group, r.version) for r in registry.resources if r.group != VISIBILITY_GROUP})
 
 
 def _gv_path(group: str, version: str) -> str:

@@ -3,6 +3,19 @@
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N] [--gpus-per-node G]
         [--node-label KEY=VALUE ...] [--jobset] [--image REF_GLOB=DIR ...] [--no-isolation]
         [--history-limit N] [--grace-seconds S] [--exit-with-parent]
+        [--kueue [--kueue-queue NAME:GPUS[:preempt] ...] [--priority-class NAME=VALUE ...]
+                 [--topology KEY=V1,V2,... ...]]
+
+Kueue (kueue.py; kueue.x-k8s.io v1beta2 and v1beta1, and the visibility API):
+  --kueue                       serve Kueue's API and run its simulation
+  --kueue-queue team:8:preempt  ResourceFlavor `default` (made once), ClusterQueue `team`
+                                with nominalQuota nvidia.com/gpu 8 (and the nodes' cpu and
+                                memory), withinClusterQueue LowerPriority with `preempt`
+                                (Never without), and LocalQueue `team` in namespace default
+  --priority-class high=1000    a WorkloadPriorityClass (label kueue.x-k8s.io/priority-class)
+  --topology rack=r1,r2         nodes get label rack in contiguous blocks (4 nodes: r1 r1 r2
+                                r2); a Topology `default` with levels [each --topology key in
+                                order, kubernetes.io/hostname] and the flavor's topologyName
 
 It serves the API server and runs its control plane and kubelet until SIGTERM or SIGINT,
 then kills every pod process and exits 0. The kubeconfig is written (atomically) only
@@ -36,17 +49,47 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--grace-seconds", type=float, default=3.0, help="longest SIGTERM-to-SIGKILL wait for a pod")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop (and kill every pod) when the process that started it dies")
+    p.add_argument("--kueue", action="store_true", help="serve kueue.x-k8s.io and run a Kueue simulation")
+    p.add_argument("--kueue-queue", action="append", default=[], metavar="NAME:GPUS[:preempt]",
+                   help="a ClusterQueue and a LocalQueue NAME (namespace default) with GPUS nvidia.com/gpu quota "
+                        "in flavor default; preempt: withinClusterQueue LowerPriority (repeatable)")
+    p.add_argument("--priority-class", action="append", default=[], metavar="NAME=VALUE",
+                   help="a WorkloadPriorityClass (repeatable)")
+    p.add_argument("--topology", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="spread the nodes over these values of label KEY, in blocks, and make Topology default "
+                        "(levels: the keys in order, then kubernetes.io/hostname) for flavor default (repeatable)")
     args = p.parse_args(argv)
-    for text in args.image + args.node_label:
+    for text in args.image + args.node_label + args.priority_class + args.topology:
         if "=" not in text:
             p.error(f"expected KEY=VALUE, got {text!r}")
+    for text in args.priority_class:
+        if not text.split("=", 1)[1].lstrip("-").isdigit():
+            p.error(f"expected NAME=INTEGER, got {text!r}")
+    for text in args.kueue_queue:
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not parts[1].isdigit() or parts[2:] not in ([], ["preempt"]):
+            p.error(f"expected NAME:GPUS[:preempt], got {text!r}")
+    if (args.kueue_queue or args.priority_class or args.topology) and not args.kueue:
+        p.error("--kueue-queue, --priority-class and --topology need --kueue")
     return args
 
 
 def nodes_from(args: argparse.Namespace) -> list[dict]:
-    extra = dict(t.split("=", 1) for t in args.node_label)
-    return [{"name": f"fake-node-{i}", "gpus": args.gpus_per_node,
-             "labels": {"kubernetes.io/hostname": f"fake-node-{i}", **extra}} for i in range(args.nodes)]
+    from tests.fakes.kube.kueue import topology_nodes
+
+    return topology_nodes(args.nodes, args.gpus_per_node, {k: v.split(",") for k, v in
+                                                           (t.split("=", 1) for t in args.topology)},
+                          dict(t.split("=", 1) for t in args.node_label))
+
+
+def setup_kueue(kube, args: argparse.Namespace) -> None:
+    """The Kueue objects the flags ask for (kueue.configure)."""
+    from tests.fakes.kube.kueue import configure
+
+    queues = {t.split(":")[0]: int(t.split(":")[1]) for t in args.kueue_queue}
+    configure(kube.kueue, queues=queues, preempt={t.split(":")[0] for t in args.kueue_queue if t.endswith(":preempt")},
+              priority_classes={k: int(v) for k, v in (t.split("=", 1) for t in args.priority_class)},
+              topology=[t.split("=", 1)[0] for t in args.topology])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     images = dict(t.split("=", 1) for t in args.image)
     kube = FakeKube(nodes=nodes_from(args), jobset=args.jobset, images=images,
                     isolate=False if args.no_isolation else None, history_limit=args.history_limit,
-                    grace_seconds=args.grace_seconds)
+                    grace_seconds=args.grace_seconds, kueue=args.kueue)
+    if args.kueue:
+        setup_kueue(kube, args)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

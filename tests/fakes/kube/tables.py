@@ -32,11 +32,54 @@ COLUMNS: dict[str, list[Column]] = {
 
 
 def table(res: Resource, items: list[dict], meta: dict, *, headers: bool = True) -> dict:
-    cols = COLUMNS[res.kind]
+    printer = printer_columns(res) if res.kind not in COLUMNS and res.crd else None
+    cols = COLUMNS[res.kind] if printer is None else [("Name", "string", 0)] + [
+        (c["name"], c["type"], c.get("priority", 0)) for c in printer]
+    row = (lambda o: cells(res.kind, o)) if printer is None else (lambda o: crd_cells(printer, o))
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
             "columnDefinitions": [{"name": n, "type": t, "format": "name" if n == "Name" else "", "description": n,
                                    "priority": p} for n, t, p in cols] if headers else [],
-            "rows": [{"cells": cells(res.kind, o), "object": partial(o)} for o in items]}
+            "rows": [{"cells": row(o), "object": partial(o)} for o in items]}
+
+
+def printer_columns(res: Resource) -> list[dict]:
+    """A CRD version's additionalPrinterColumns; without any, Age, as the API server does."""
+    from tests.fakes.kube.crd import version_of
+
+    return version_of(res.crd, res.version).get("additionalPrinterColumns") or [
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+
+
+def crd_cells(columns: list[dict], o: dict) -> list[Any]:
+    """The API server's custom-resource printer: each column's JSONPath (simple paths and
+    [?(@.field=='value')] filters), dates as ages, a missing value as null."""
+    out: list[Any] = [o["metadata"]["name"]]
+    for c in columns:
+        value = json_path(o, c["jsonPath"])
+        if value is not None and c["type"] == "date":
+            value = age(value)
+        elif value is not None and c["type"] == "integer":
+            value = int(value)
+        elif value is not None and c["type"] == "string":
+            value = str(value)
+        out.append(value)
+    return out
+
+
+def json_path(obj: Any, path: str) -> Any:
+    import re
+
+    node = obj
+    for step in re.findall(r"\.?([^.\[]+)|\[\?\(@\.(\w+)=='([^']*)'\)\]", path):
+        key, field, want = step
+        if key:
+            node = node.get(key) if isinstance(node, dict) else None
+        else:
+            node = next((x for x in node if isinstance(x, dict) and x.get(field) == want), None) \
+                if isinstance(node, list) else None
+        if node is None:
+            return None
+    return node
 
 
 def one(res: Resource, obj: dict) -> dict:
