@@ -61,6 +61,9 @@ def describe_run(name, yaml_only, no_yaml, output):
     if run.crash_loop:
         ended = sum(1 for a in run.attempts if a.status.is_terminal)
         echo(f"Crash loop: each of its {ended} attempts failed within {seconds_text(CRASH_SECONDS)} of starting")
+    if run.queue is not None:
+        echo("")
+        queue_section(run, echo)
     echo("")
     previous = None
     for a in run.attempts:
@@ -95,3 +98,28 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo("Submitted spec:")
     for line in to_yaml(run.spec).splitlines():
         echo(f"  {line}")
+
+
+def queue_section(run, echo) -> None:
+    """Where the run stands in its cluster's queue (Kueue): its queues, its place among the
+    pending workloads, Kueue's reason, the time in queue, and what evicted it."""
+    q = run.queue
+    echo("Queue:")
+    echo(f"  LocalQueue:    {q.queue}")
+    echo(f"  ClusterQueue:  {q.cluster_queue or '-'}")
+    if q.workload:
+        echo(f"  Workload:      {q.workload}" + (" (admitted)" if q.admitted else ""))
+    if q.position:
+        place = f"{q.position} of {q.pending} pending in {q.queue}"
+        if q.position_in_cluster_queue:
+            place += f", {q.position_in_cluster_queue} in {q.cluster_queue or 'its ClusterQueue'}"
+        echo(f"  Position:      {place}" + (f" (from {q.position_from})" if q.position_from else ""))
+    if q.reason:
+        echo(f"  Reason:        {q.reason}")
+    if q.since is not None and not q.admitted:
+        echo(f"  In queue:      {duration(q.since, None)} (since {when(q.since)})")
+    for e in q.evictions:
+        times = f"{e.count} time{'s' if e.count != 1 else ''}"
+        at = f", last at {when(e.at)}" if e.at else ""
+        echo(f"  Evicted:       {e.reason}, {times}{at}" + (f": {e.message}" if e.message else "")
+             + " (not counted against max_retries)")

@@ -32,6 +32,28 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=False)
 
 
+# A node label's key: an optional DNS-subdomain prefix and '/', then a name of at most 63
+# characters (what Kubernetes accepts as a label key, and Kueue as a Topology level).
+LABEL_KEY = re.compile(r"^(?:(?=.{1,253}/)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
+                       r"(?=.{1,63}$)[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class Topology(_Model):
+    """Not an mcli field: keep the run's nodes within one domain of a node label (a rack, a
+    block), through Kueue's topology-aware scheduling; `required` waits for such a domain,
+    `preferred` takes the closest Kueue finds."""
+
+    level: str
+    mode: Literal["required", "preferred"] = "required"
+
+    @field_validator("level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        if not LABEL_KEY.match(v):
+            raise ValueError(f"must be a node label key such as cloud.google.com/gce-topology-block, got {v!r}")
+        return v
+
+
 class Compute(_Model):
     cluster: str | None = None
     gpus: Annotated[int, Field(ge=0, strict=True)] | None = None
@@ -42,6 +64,8 @@ class Compute(_Model):
     memory: str | None = None
     instance: str | None = None
     node_names: list[str] | None = None
+    topology: Topology | None = None
+    """Not an mcli field: Kueue's topology-aware placement of the run's nodes."""
 
     @field_validator("memory")
     @classmethod

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Backend, Capabilities, GpuUsage, ImagePull, LogLine, Plan, Run
+from launcher.backends.base import Backend, Capabilities, GpuUsage, ImagePull, LogLine, Plan, QueueUsage, Run
 from launcher.backends.kubernetes.profiles import (
     RUNTIME_IMAGE,
     ClusterProfile,
@@ -160,6 +160,16 @@ class KubernetesBackend(Backend):
         from launcher.backends.kubernetes.usage import gpu_usage
 
         return gpu_usage(self.api, self.profile)
+
+    def queue_usage(self) -> list[QueueUsage]:
+        """The ClusterQueue of the profile's Kueue queue: its GPU quota, usage and what waits (kueue.py)."""
+        if not self.profile.queue:
+            return []
+        from launcher.backends.kubernetes.kueue import queue_usage
+        from launcher.backends.kubernetes.profiles import GPU_RESOURCE
+
+        resources = {GPU_RESOURCE} | {t.resource for t in self.profile.all_gpu_types().values() if t.resource}
+        return queue_usage(self.api, self.profile.queue, resources)
 
     @property
     def api(self) -> KubeApi:
