@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Backend, Capabilities, GpuUsage, ImagePull, LogLine, Plan, Run
+from launcher.backends.base import Backend, Capabilities, FreeGpus, GpuUsage, ImagePull, LogLine, Plan, Run
 from launcher.backends.kubernetes.profiles import (
     RUNTIME_IMAGE,
     ClusterProfile,
@@ -160,6 +160,13 @@ class KubernetesBackend(Backend):
         from launcher.backends.kubernetes.usage import gpu_usage
 
         return gpu_usage(self.api, self.profile)
+
+    def free_gpus(self, spec: RunSpec) -> FreeGpus:
+        """The free GPUs of the gpu_type the spec resolves to here: the ClusterQueue's free
+        quota where the profile has a queue and Kueue serves it, else the nodes' (quota.py)."""
+        from launcher.backends.kubernetes.quota import free_gpus
+
+        return free_gpus(self.api, self.profile, self._placement(spec))
 
     @property
     def api(self) -> KubeApi:

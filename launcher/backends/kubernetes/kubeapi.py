@@ -79,8 +79,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "Job": ("/apis/batch/v1", "jobs"),
     "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
     "Node": ("/api/v1", "nodes"),
+    "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta1", "localqueues"),
+    "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta1", "clusterqueues"),
 }
-CLUSTER_SCOPED = {"Node"}
+CLUSTER_SCOPED = {"Node", "ClusterQueue"}
 
 
 def status_of(e: BaseException) -> int:
