@@ -343,10 +343,30 @@ def _move(index, state: dict, name: str, backend, run: Run, waited: float) -> St
     here, attempt = state["profile"], state["attempt"]
     why = (f"{run.status.value} on {here} for {seconds_text(round(waited))}, past placement.max_queue "
            f"({seconds_text(state['max_queue'])})")
+    from launcher.config import load_config
+
     unreached = []
     withdrawn = False
+    later = state["candidates"][state["position"] + 1:]
+    config = load_config()
+    from launcher.sdk.config import RunConfig
+    from launcher.sdk.runs import named
+
+    asked = ask(named(RunConfig.of(state["spec"]), name), [config.profile(p) for p in later])
+    fitting = [c.profile for c in asked if c.free is not None and c.free.free >= gpus_of(state["spec"])]
+    if not fitting:
+        # Moving to a cluster as full would only queue it there: it waits here, and is looked at again.
+        if state.get("said_full") != attempt:
+            state["said_full"] = attempt
+            index.save_placement(name, state, expect_attempt=attempt)
+            return Step(run, line=f"placement: {why}; no other cluster has {gpus_of(state['spec'])} free "
+                                  f"({', '.join(c.words() for c in asked)}): it waits on {here}",
+                        watching=True, wait=1.0)
+        return Step(run, watching=True, wait=1.0)
     for position in range(state["position"] + 1, len(state["candidates"])):
         there = state["candidates"][position]
+        if there not in fitting:
+            continue
         try:
             prepared = prepare_run(state["spec"], cluster=there, run_name=name,
                                    allow_files=tuple(state.get("allow_files") or ()))
