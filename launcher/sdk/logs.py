@@ -89,7 +89,8 @@ def _while_placed(backend: Backend, owned: bool, name: str):
 
     from launcher.backends.registry import open_backend
     from launcher.config import load_config
-    from launcher.sdk.placement import placement_of, step
+    from launcher.sdk.failover import step
+    from launcher.sdk.placement import placement_of
 
     where = (placement_of(name) or {}).get("profile")
     last = None

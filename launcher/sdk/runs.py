@@ -7,6 +7,7 @@ backends' own `Run` records and raise launcher.sdk.errors' types; they never pri
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Union
 
 from launcher.backends.base import Backend, Run, RunStatus
-from launcher.errors import InputError, NotFoundError
+from launcher.errors import ClusterUnreachable, InputError, NotFoundError
 from launcher.sdk.errors import NotSupported, WaitTimeout, run_not_found
 
 if TYPE_CHECKING:
@@ -102,9 +103,7 @@ class PreparedRun:
         """Start the run (placed across clusters: where the placement put it, or the next
         candidate when that one cannot be reached)."""
         if self.placement is not None:
-            from launcher.sdk.placement import submit
-
-            return submit(self)
+            return _submit_placed(self)
         return self.submit_here()
 
     def submit_here(self) -> Run:
@@ -158,7 +157,7 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
         config = config.model_copy(update={"code": (config.code or Code()).model_copy(update={"path": code})})
     wanted = cluster if cluster is not None else config.compute.cluster
     if backend != "local" and placement.is_placed(wanted):
-        return placement.prepare(config, wanted, dry_run=dry_run, on_note=on_note, allow_files=tuple(allow_files),
+        return _prepare_placed(config, wanted, dry_run=dry_run, on_note=on_note, allow_files=tuple(allow_files),
                                  run_name=run_name)
     profile, target, store, notes = _target(config, cluster, backend, dry_run=dry_run)
     for note in notes if on_note is not None else ():
@@ -194,6 +193,96 @@ def _checked_on(config: RunConfig, spec: RunSpec, profile: Profile, target: Back
         for note in snapshot.notes if on_note is not None else ():
             on_note(f"code: {note}")
     return PreparedRun(config, profile, target, spec, secrets, warnings, notes, code=snapshot)
+
+
+def _prepare_placed(config: RunConfig, cluster: str | list[str], *, dry_run: bool, on_note: Callable[[str], None] | None,
+            allow_files: tuple[str, ...], run_name: str | None) -> PreparedRun:
+    """prepare_run for `auto` or a list: a dry-run (or validate) checks every candidate
+    offline and shows the first that takes the spec; a submit asks them all and prepares
+    the run where decide() puts it."""
+    from launcher.config import load_config
+    from launcher.sdk.placement import ask, candidate_profiles, decide
+
+    spec = named(config, run_name)
+    profiles = candidate_profiles(cluster, load_config())
+    if dry_run:
+        refusals = []
+        for profile in profiles:
+            try:
+                prepared = prepare_on(config, spec, profile, dry_run=True, notes=[], on_note=None,
+                                      allow_files=allow_files)
+            except InputError as e:
+                refusals.append(e)
+                continue
+            note = (f"placement: decided at submit among {', '.join(p.name for p in profiles)} by their free GPUs; "
+                    f"checked for {profile.name}")
+            note += "".join(f"; {r.message.splitlines()[0]}" for r in refusals)
+            if on_note is not None:
+                on_note(note)
+            prepared.notes.insert(0, note)
+            return prepared
+        raise refusals[0]
+    candidates = ask(spec, profiles)
+    decision = decide(spec, candidates)
+    if on_note is not None:
+        on_note(decision.line())
+    if decision.chosen is None:
+        raise ClusterUnreachable(f"none of the {len(profiles)} cluster profiles could take the run",
+                                 warnings=[c.error or "" for c in candidates])
+    names = [p.name for p in profiles]
+    from launcher.sdk.placement import Placed
+
+    placed = Placed(names, names.index(decision.chosen), decision.line(), config, spec.name, allow_files, on_note)
+    prepared = _prepared_at(placed, placed.position, spec)
+    prepared.placement = placed
+    return prepared
+
+
+def _prepared_at(placed, position: int, spec: RunSpec | None = None) -> PreparedRun:
+    from launcher.config import load_config
+
+    spec = spec or named(placed.config, placed.run_name)
+    profile = load_config().profile(placed.candidates[position])
+    return prepare_on(placed.config, spec, profile, dry_run=False, notes=[], on_note=None,
+                      allow_files=placed.allow_files)
+
+
+def _submit_placed(prepared: PreparedRun) -> Run:
+    """Submit where the decision put the run; a cluster that cannot be reached (at the
+    prepare, which reads its secrets, or at the submit) passes it to the next candidate."""
+    from launcher.sdk.placement import max_queue_of, now_text
+
+    placed = prepared.placement
+    assert placed is not None
+    position, current = placed.position, prepared
+    while True:
+        name = placed.candidates[position]
+        try:
+            if current is None:
+                current = _prepared_at(placed, position)
+            run = current.submit_here()
+            break
+        except ClusterUnreachable as e:
+            after = placed.candidates[position + 1:]
+            if not after:
+                raise
+            placed.note(f"placement: {name} could not be reached at submit ({e.message.splitlines()[0]}): "
+                        f"trying {after[0]}")
+            placed.skipped.append({"attempt": 1, "from": name, "to": after[0], "at": now_text(),
+                                   "why": f"{name} could not be reached at submit", "withdrawn": False})
+            position, current = position + 1, None
+    state = {"candidates": placed.candidates, "position": position, "attempt": 1,
+             "profile": name, "backend": current.profile.backend, "placed_at": now_text(),
+             "max_queue": max_queue_of(current.spec), "decision": placed.decision,
+             "spec": current.spec.to_submitted(), "cwd": os.getcwd(), "allow_files": list(placed.allow_files),
+             "moves": placed.skipped, "exhausted": False}
+    from launcher.backends.registry import RunIndex
+    from launcher.sdk.placement import start_watcher
+
+    RunIndex().save_placement(run.name, state)
+    if state["max_queue"] and position + 1 < len(placed.candidates):
+        start_watcher(run.name)
+    return run
 
 
 def _pack_code(spec: RunSpec, target: Backend, secrets, allow_files: tuple[str, ...]):
