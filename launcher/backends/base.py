@@ -243,6 +243,20 @@ class QueueUsage:
 
 
 @dataclass(frozen=True)
+class FreeGpus:
+    """The GPUs of the type a run asks for that a backend could give it now (placement
+    across clusters, launcher.sdk.placement)."""
+
+    gpu_type: str
+    """As this backend names it ("none": the run asks for no GPU)."""
+    free: int
+    total: int
+    source: str = "nodes"
+    """Where the numbers come from: "nodes" (their allocatable GPUs less the pods' requests), or
+    "queue NAME" (a Kueue ClusterQueue's nominal quota less its usage)."""
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a backend offers beyond the core of the contract, declared once on its class
     (as dstack's ComputeWith... classes), so that callers ask for a capability, not a name."""
@@ -377,6 +391,13 @@ class Backend(abc.ABC):
         """The GPU quota of the queues this profile submits to, their use and what waits
         (none where nothing queues runs)."""
         return []
+
+    def free_gpus(self, spec: RunSpec) -> FreeGpus:
+        """The GPUs of the type `spec` asks for, free here now, from gpu_usage(): those of its
+        compute.gpu_type, or of every GPU type where it names none."""
+        wanted = spec.compute.gpu_type if spec.compute.gpus else "none"
+        usage = [u for u in self.gpu_usage() if u.gpu_type == wanted or (wanted is None and u.gpu_type != "none")]
+        return FreeGpus(wanted or "gpu", sum(u.free for u in usage), sum(u.gpus for u in usage))
 
     def probe_image(self, image: str, *, timeout: float = 60.0) -> ImagePull:
         """Whether the cluster can pull `image` for a run's pods, asked by starting (and then

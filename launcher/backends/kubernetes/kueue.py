@@ -316,19 +316,24 @@ def workload_gpus(workload: dict, resources: set[str]) -> int:
                for ps in (workload.get("spec") or {}).get("podSets") or [] for r in resources)
 
 
+def cluster_queue_of(api: KubeApi, queue: str) -> dict | None:
+    """The ClusterQueue the LocalQueue `queue` points at; None where Kueue does not serve
+    them (not installed, no such queue, or not ours to read)."""
+    if use_served_version(api) is None:
+        return None
+    local = _readable(lambda: api.get("LocalQueue", queue), None)
+    name = ((local or {}).get("spec") or {}).get("clusterQueue")
+    return _readable(lambda: api.get("ClusterQueue", name), None) if name else None
+
+
 def queue_usage(api: KubeApi, queue: str, resources: set[str]) -> list[QueueUsage]:
     """The ClusterQueue behind the profile's LocalQueue: its GPU quota and usage, its pending
     workloads (Kueue's count), and the GPUs those of this namespace ask for (a ClusterQueue's
     other namespaces may not be ours to list)."""
-    if use_served_version(api) is None:
-        return []
-    local = _readable(lambda: api.get("LocalQueue", queue), None)
-    name = ((local or {}).get("spec") or {}).get("clusterQueue")
-    if not name:
-        return []
-    cq = _readable(lambda: api.get("ClusterQueue", name), None)
+    cq = cluster_queue_of(api, queue)
     if cq is None:
         return []
+    name = cq["metadata"]["name"]
     quota, used = cluster_queue_gpus(cq, resources)
     workloads = _readable(lambda: api.list("Workload")[0], None)
     pending_gpus = None if workloads is None else sum(workload_gpus(w, resources)
