@@ -88,6 +88,43 @@ class Attempt:
 
 
 @dataclass
+class Eviction:
+    """A run taken off its nodes by its queue (Kueue: the Workload's Evicted condition, with
+    Preempted's detail): a system event, never the run's own failure."""
+
+    reason: str
+    """Kueue's reason: Preempted, InactiveWorkload, PodsReadyTimeout, ..."""
+    message: str = ""
+    at: datetime | None = None
+    count: int = 1
+    """How many times the run was evicted in all (Kueue counts them; the conditions keep the last)."""
+
+
+@dataclass
+class QueueState:
+    """Where a run stands in its cluster's queue (Kueue on Kubernetes): read from its
+    Workload, for `get runs` and describe's Queue section."""
+
+    queue: str
+    """The LocalQueue the run was submitted to."""
+    cluster_queue: str | None = None
+    workload: str | None = None
+    admitted: bool = False
+    position: int | None = None
+    """1-based, among the pending workloads of the LocalQueue (None: not pending, or unknown)."""
+    pending: int | None = None
+    """How many workloads are pending in the LocalQueue (where the position was counted)."""
+    position_in_cluster_queue: int | None = None
+    position_from: str | None = None
+    """Where the position came from: Kueue's visibility API, or the namespace's Workloads."""
+    reason: str | None = None
+    """Why Kueue has not admitted it: the QuotaReserved=False condition's message."""
+    since: datetime | None = None
+    """When it (last) started waiting in the queue."""
+    evictions: list[Eviction] = field(default_factory=list)
+
+
+@dataclass
 class Run:
     name: str
     backend: str
@@ -109,6 +146,8 @@ class Run:
     backoff: str | None = None
     """How this run's retries are spaced, in words, where the backend does not follow the
     spec's RetryPolicy (the JobSet controller restarts at once); None: it follows it."""
+    queue: QueueState | None = None
+    """Its place in the cluster's queue, where one admits it (Kueue); None without a queue."""
 
     @property
     def crash_loop(self) -> bool:
@@ -182,6 +221,39 @@ class GpuUsage:
     @property
     def free(self) -> int:
         return max(0, self.gpus - self.used)
+
+
+@dataclass
+class QueueUsage:
+    """One queue's GPU quota where a backend runs (`launcher util`): Kueue's ClusterQueue of a
+    profile's queue, its nominal GPUs, those its admitted workloads hold, and what waits."""
+
+    queue: str
+    """The profile's LocalQueue."""
+    cluster_queue: str
+    quota: int
+    used: int
+    pending_workloads: int
+    pending_gpus: int | None = None
+    """GPUs the pending workloads ask for, of those the launcher could list (None: none listed)."""
+
+    @property
+    def free(self) -> int:
+        return max(0, self.quota - self.used)
+
+
+@dataclass(frozen=True)
+class FreeGpus:
+    """The GPUs of the type a run asks for that a backend could give it now (placement
+    across clusters, launcher.sdk.placement)."""
+
+    gpu_type: str
+    """As this backend names it ("none": the run asks for no GPU)."""
+    free: int
+    total: int
+    source: str = "nodes"
+    """Where the numbers come from: "nodes" (their allocatable GPUs less the pods' requests), or
+    "queue NAME" (a Kueue ClusterQueue's nominal quota less its usage)."""
 
 
 @dataclass(frozen=True)
@@ -314,6 +386,18 @@ class Backend(abc.ABC):
         """The GPUs of each type on the machines this backend runs on, and how many are in
         use, one entry per gpu_type (with "none" for nodes without GPUs)."""
         raise NotImplementedError(f"the {self.name} backend cannot count its GPUs")
+
+    def queue_usage(self) -> list[QueueUsage]:
+        """The GPU quota of the queues this profile submits to, their use and what waits
+        (none where nothing queues runs)."""
+        return []
+
+    def free_gpus(self, spec: RunSpec) -> FreeGpus:
+        """The GPUs of the type `spec` asks for, free here now, from gpu_usage(): those of its
+        compute.gpu_type, or of every GPU type where it names none."""
+        wanted = spec.compute.gpu_type if spec.compute.gpus else "none"
+        usage = [u for u in self.gpu_usage() if u.gpu_type == wanted or (wanted is None and u.gpu_type != "none")]
+        return FreeGpus(wanted or "gpu", sum(u.free for u in usage), sum(u.gpus for u in usage))
 
     def probe_image(self, image: str, *, timeout: float = 60.0) -> ImagePull:
         """Whether the cluster can pull `image` for a run's pods, asked by starting (and then

@@ -102,5 +102,18 @@ def run_record(run: Run) -> dict[str, Any]:
         ],
         "events": [{"status": e.status.value, "at": e.at.isoformat(), "attempt": e.attempt, "reason": e.reason}
                    for e in run.events],
+        "queue": queue_record(run),
         "spec": run.spec,
     }
+
+
+def queue_record(run: Run) -> dict[str, Any] | None:
+    """Its place in the cluster's queue (Kueue), as plain data; None without a queue."""
+    q = run.queue
+    if q is None:
+        return None
+    return {"queue": q.queue, "cluster_queue": q.cluster_queue, "workload": q.workload, "admitted": q.admitted,
+            "position": q.position, "pending": q.pending, "position_in_cluster_queue": q.position_in_cluster_queue,
+            "position_from": q.position_from, "reason": q.reason, "since": _iso(q.since),
+            "evictions": [{"reason": e.reason, "message": e.message, "at": _iso(e.at), "count": e.count}
+                          for e in q.evictions]}

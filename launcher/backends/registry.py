@@ -9,6 +9,7 @@ query.
 from __future__ import annotations
 
 import importlib
+import json
 import sqlite3
 import threading
 import time
@@ -136,6 +137,8 @@ class RunIndex:
     def forget(self, name: str) -> None:
         with self._db() as db:
             db.execute("DELETE FROM submissions WHERE name = ?", (name,))
+            db.execute("CREATE TABLE IF NOT EXISTS placements (name TEXT PRIMARY KEY, state TEXT NOT NULL)")
+            db.execute("DELETE FROM placements WHERE name = ?", (name,))
 
     def profile_of(self, name: str) -> str | None:
         with self._db() as db:
@@ -150,6 +153,43 @@ class RunIndex:
     def names(self) -> list[str]:
         with self._db() as db:
             return [r[0] for r in db.execute("SELECT name FROM submissions ORDER BY created_at DESC")]
+
+    # A run placed across clusters (launcher.sdk.placement) keeps its placement here: the
+    # candidates, where it is now, and its moves, as one JSON document per run name.
+    @contextmanager
+    def _placements(self) -> Iterator[sqlite3.Connection]:
+        with self._db() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS placements (name TEXT PRIMARY KEY, state TEXT NOT NULL)")
+            yield db
+
+    def placement(self, name: str) -> dict[str, Any] | None:
+        with self._placements() as db:
+            row = db.execute("SELECT state FROM placements WHERE name = ?", (name,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def save_placement(self, name: str, state: dict[str, Any], *, expect_attempt: int | None = None) -> bool:
+        """Write a run's placement. With `expect_attempt`, only where the stored one is still at
+        that attempt (one transaction: of two processes moving the same run, one writes);
+        whether it was written. The submission moves with it to the profile it names."""
+        with self._placements() as db:
+            if expect_attempt is not None:
+                row = db.execute("SELECT state FROM placements WHERE name = ?", (name,)).fetchone()
+                if row is None or json.loads(row[0]).get("attempt") != expect_attempt:
+                    return False
+            db.execute("INSERT OR REPLACE INTO placements VALUES (?, ?)", (name, json.dumps(state)))
+            profile = state.get("profile")
+            if profile:
+                db.execute("UPDATE submissions SET profile = ?, backend = ? WHERE name = ?",
+                           (profile, state.get("backend", "kubernetes"), name))
+        return True
+
+    def withdrawn(self) -> set[tuple[str, str]]:
+        """(run name, profile) of every copy of a run that was withdrawn from a cluster when
+        the run moved on: they keep their record there, and listings leave them out."""
+        with self._placements() as db:
+            rows = db.execute("SELECT name, state FROM placements").fetchall()
+        return {(name, move["from"]) for name, state in rows for move in json.loads(state).get("moves") or []
+                if move.get("withdrawn")}
 
 
 def find_run(name: str | None) -> tuple[Backend, Run]:
@@ -191,9 +231,10 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
 LIST_SECONDS = 8.0
 
 
-def ask_each(profiles: list[Profile], ask: Callable[[Profile], T]) -> tuple[dict[str, T], dict[str, LauncherError]]:
+def ask_each(profiles: list[Profile], ask: Callable[[Profile], T], *,
+             seconds: float = LIST_SECONDS) -> tuple[dict[str, T], dict[str, LauncherError]]:
     """ask(profile) for every profile at once: the answers, and for each profile that
-    failed or did not answer within LIST_SECONDS, a LauncherError whose message is one
+    failed or did not answer within `seconds`, a LauncherError whose message is one
     line that names it. An unreachable cluster costs its connect timeout once, not a
     turn in a queue, and not the import of its client either (check_reachable)."""
     answers: dict[str, T] = {}
@@ -210,7 +251,7 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T]) -> tuple[dict
     threads = [threading.Thread(target=ask_one, args=(p,), name=f"ask-{p.name}", daemon=True) for p in profiles]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + LIST_SECONDS
+    deadline = time.monotonic() + seconds
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
     failed: dict[str, LauncherError] = {}
@@ -220,7 +261,7 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T]) -> tuple[dict
             continue
         e = failures.get(name)
         if e is None:
-            failed[name] = LauncherError(f"cluster {name}: no answer within {LIST_SECONDS:.0f} s")
+            failed[name] = LauncherError(f"cluster {name}: no answer within {seconds:g} s")
             continue
         if not isinstance(e, LauncherError) or isinstance(e, StateFileError):
             raise e  # a bug, or our own state file is broken: not a cluster being away
@@ -243,7 +284,9 @@ def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[
         return [(backend, run) for run in backend.list()]
 
     answers, warnings = ask_some(profiles, list_one, "listed")
-    pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
+    withdrawn = RunIndex().withdrawn()  # a run that moved on is listed where it is now
+    pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])
+             if (pair[1].name, profile.name) not in withdrawn]
     pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
     return pairs, warnings
 

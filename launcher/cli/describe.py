@@ -29,6 +29,9 @@ def describe_run(name, yaml_only, no_yaml, output):
     if yaml_only and no_yaml:
         raise click.UsageError("--yaml-only prints only the spec and --no-yaml leaves it out: pass one of them")
     _, run = find_run(name)
+    from launcher.sdk.placement import placement_of
+
+    placement = placement_of(run.name)
     if yaml_only:
         dump(run.spec, "yaml")
         return
@@ -36,6 +39,8 @@ def describe_run(name, yaml_only, no_yaml, output):
         record = run_record(run)
         if no_yaml:
             record.pop("spec", None)
+        if placement is not None:
+            record["placement"] = {k: v for k, v in placement.items() if k not in ("spec", "cwd", "allow_files")}
         dump(record, output)
         return
     echo = click.echo
@@ -61,6 +66,9 @@ def describe_run(name, yaml_only, no_yaml, output):
     if run.crash_loop:
         ended = sum(1 for a in run.attempts if a.status.is_terminal)
         echo(f"Crash loop: each of its {ended} attempts failed within {seconds_text(CRASH_SECONDS)} of starting")
+    if run.queue is not None:
+        echo("")
+        queue_section(run, echo)
     echo("")
     previous = None
     for a in run.attempts:
@@ -76,6 +84,9 @@ def describe_run(name, yaml_only, no_yaml, output):
         for r in a.ranks:
             code = "-" if r.exit_code is None else str(r.exit_code)
             echo(f"  {r.rank:<6}{(r.node or '-'):<24}{r.status.value:<12}{code:<11}{r.reason or ''}")
+    if placement is not None:
+        echo("")
+        _placement_section(placement, echo)
     echo("")
     echo("Events:")
     for e in run.events:
@@ -95,3 +106,49 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo("Submitted spec:")
     for line in to_yaml(run.spec).splitlines():
         echo(f"  {line}")
+
+
+def queue_section(run, echo) -> None:
+    """Where the run stands in its cluster's queue (Kueue): its queues, its place among the
+    pending workloads, Kueue's reason, the time in queue, and what evicted it."""
+    q = run.queue
+    echo("Queue:")
+    echo(f"  LocalQueue:    {q.queue}")
+    echo(f"  ClusterQueue:  {q.cluster_queue or '-'}")
+    if q.workload:
+        echo(f"  Workload:      {q.workload}" + (" (admitted)" if q.admitted else ""))
+    if q.position:
+        place = f"{q.position} of {q.pending} pending in {q.queue}"
+        if q.position_in_cluster_queue:
+            place += f", {q.position_in_cluster_queue} in {q.cluster_queue or 'its ClusterQueue'}"
+        echo(f"  Position:      {place}" + (f" (from {q.position_from})" if q.position_from else ""))
+    if q.reason:
+        echo(f"  Reason:        {q.reason}")
+    if q.since is not None and not q.admitted:
+        echo(f"  In queue:      {duration(q.since, None)} (since {when(q.since)})")
+    for e in q.evictions:
+        times = f"{e.count} time{'s' if e.count != 1 else ''}"
+        at = f", last at {when(e.at)}" if e.at else ""
+        echo(f"  Evicted:       {e.reason}, {times}{at}" + (f": {e.message}" if e.message else "")
+             + " (not counted against max_retries)")
+
+def _placement_section(state: dict, echo) -> None:
+    """Where a run placed across clusters went, and each move (launcher.sdk.placement)."""
+    from datetime import datetime
+
+    max_queue = state.get("max_queue")
+    echo(f"Placement:  {', '.join(state['candidates'])}"
+         + (f"; moves on after {seconds_text(max_queue)} waiting (placement.max_queue)" if max_queue else ""))
+    echo(f"  {state.get('decision', '')}")
+    for move in state.get("moves") or []:
+        at = when(datetime.fromisoformat(move["at"]))
+        if move.get("withdrawn"):
+            echo(f"  {at}  attempt {move['attempt']} on {move['from']}: withdrawn there ({move['why']}); "
+                 f"moved to {move['to']}")
+        elif move.get("to"):
+            echo(f"  {at}  {move['why']}: submitted to {move['to']}")
+        else:
+            echo(f"  {at}  attempt {move['attempt']} on {move['from']}: withdrawn there ({move['why']}); "
+                 "no other cluster could take it")
+    echo(f"  now: attempt {state['attempt']} on {state['profile']}"
+         + ("; no cluster left to move to" if state.get("exhausted") else ""))

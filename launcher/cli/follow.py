@@ -131,6 +131,8 @@ def _follow(backend: Backend, name: str, live: LiveProgress, from_attempt: int =
         many = run.nodes > 1
         if event.kind == "status":
             click.echo(_status_line(run), err=True)
+        elif event.kind == "moved":
+            info(event.note or f"Run {name} moved to cluster {run.cluster}")
         elif event.kind == "started":
             info(f"Run {name} started")
         elif event.kind == "retry_due":

@@ -24,7 +24,9 @@ def _spec_options(f=None, *, file_required: bool = True):
         click.option("--instance", help="Override compute.instance."),
         click.option("--node-names", "node_names", multiple=True, metavar="NODE[,NODE...]",
                      help="Override compute.node_names (comma-separated, or the flag repeated)."),
-        click.option("--cluster", help="Run on this cluster profile (see `launcher cluster list`)."),
+        click.option("--cluster", metavar="NAME|auto|A,B",
+                     help="Run on this cluster profile (see `launcher cluster list`); `auto` or a comma list: "
+                          "on the first of them whose free GPUs fit the run."),
         click.option("--priority", help="Override scheduling.priority."),
         click.option("--preemptible/--no-preemptible", default=None, help="Override scheduling.preemptible."),
         click.option("--max-retries", "--max_retries", "max_retries", type=int,

@@ -23,6 +23,8 @@ def util(clusters, one, output):
     """Free and used GPUs per cluster profile and GPU type: each node's allocatable GPUs,
     less what the pods on it request (on Kubernetes), or this machine's GPUs, less what
     its unfinished runs ask for (locally). gpu_type `none` counts nodes without GPUs.
+    A profile with a Kueue queue adds its ClusterQueue: GPU quota, usage, pending workloads
+    and the GPUs they ask for (of the profile's namespace).
 
     \b
     Examples:
@@ -39,7 +41,7 @@ def util(clusters, one, output):
     def usage(profile):
         backend = open_backend(profile)
         try:
-            return backend.gpu_usage()
+            return backend.gpu_usage(), backend.queue_usage()
         finally:
             backend.close()
 
@@ -47,9 +49,13 @@ def util(clusters, one, output):
     for message in warnings:
         warn(message)
     rows = [{"cluster": p.name, "backend": p.backend, "gpu_type": u.gpu_type, "nodes": u.nodes, "gpus": u.gpus,
-             "used": u.used, "free": u.free} for p in profiles for u in answers.get(p.name, [])]
+             "used": u.used, "free": u.free} for p in profiles for u in answers.get(p.name, ([], []))[0]]
+    # A profile's Kueue queue: its ClusterQueue's GPU quota, beside the nodes' numbers.
+    queues = [{"cluster": p.name, "backend": p.backend, "queue": q.queue, "cluster_queue": q.cluster_queue,
+               "quota": q.quota, "used": q.used, "free": q.free, "pending_workloads": q.pending_workloads,
+               "pending_gpus": q.pending_gpus} for p in profiles for q in answers.get(p.name, ([], []))[1]]
     if output != "table":
-        dump(rows, output)
+        dump(rows + queues, output)
         return
     from rich.table import Table
 
@@ -59,6 +65,16 @@ def util(clusters, one, output):
     for r in rows:
         gpu_type = f"{r['gpu_type']} (CPU only)" if not r["gpus"] else r["gpu_type"]
         table.add_row(r["cluster"], gpu_type, str(r["nodes"]), str(r["gpus"]), str(r["used"]), str(r["free"]))
+    print_table(table)
+    if not queues:
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("CLUSTER", "QUEUE", "CLUSTERQUEUE", "GPU QUOTA", "USED", "FREE", "PENDING", "PENDING GPUS"):
+        table.add_column(col, justify="left" if col in ("CLUSTER", "QUEUE", "CLUSTERQUEUE") else "right")
+    for q in queues:
+        table.add_row(q["cluster"], q["queue"], q["cluster_queue"], str(q["quota"]), str(q["used"]), str(q["free"]),
+                      str(q["pending_workloads"]), "-" if q["pending_gpus"] is None else str(q["pending_gpus"]))
+    click.echo("")
     print_table(table)
 
 

@@ -20,11 +20,13 @@ class FollowEvent:
     "started"   it started: its log lines follow;
     "retry_due" attempt `attempt` ended and the run waits out the backoff (run.retry_at);
     "restarted" attempt `attempt` ended and attempt `attempt + 1` took over;
+    "moved"     placement's failover acted while it waited (launcher.sdk.placement): `note` says how;
     "ended"     the run ended: `run` is its final record."""
 
     kind: str
     run: Run
     attempt: int
+    note: str | None = None
 
 
 def get_run_logs(run: RunRef | None, rank: int | None = None, attempt: int | None = None,
@@ -59,24 +61,69 @@ def follow_run(run: RunRef | None, *, backend: Backend | None = None, rank: int 
     of each attempt (a retry restarts the whole group: the next attempt's lines follow),
     and last the "ended" event with its final record. `run --follow` prints this.
     Following acts for the run as a reconciler does (a retry that is due starts).
-    `from_attempt`: the first attempt whose lines are given (a restarted run's new one)."""
+    `from_attempt`: the first attempt whose lines are given (a restarted run's new one).
+    A run placed across clusters with placement.max_queue is moved on while it waits, as
+    its watcher would move it (a "moved" event), and followed where it goes."""
+    from launcher.sdk.placement import movable, placement_of
+
+    owned = backend is None
     if backend is None:
         backend, record = resolve(run)
-        try:
-            yield from _follow(backend, record.name, rank, from_attempt)
-        finally:
-            backend.close()
+        name = record.name
     else:
-        yield from _follow(backend, run.name if isinstance(run, Run) else run, rank, from_attempt)
+        name = run.name if isinstance(run, Run) else run
+    try:
+        last = None
+        if movable(placement_of(name)):
+            backend, owned, last = yield from _while_placed(backend, owned, name)
+        yield from _follow(backend, name, rank, from_attempt, last)
+    finally:
+        if owned:
+            backend.close()
 
 
-def _follow(backend: Backend, name: str, rank: int | None, from_attempt: int) -> Iterator[LogLine | FollowEvent]:
+def _while_placed(backend: Backend, owned: bool, name: str):
+    """Statuses while the run waits, and its moves, until it starts or cannot move any more;
+    then (the backend where it is now, whether it is ours to close, its last status shown)."""
+    import time
+
+    from launcher.backends.registry import open_backend
+    from launcher.config import load_config
+    from launcher.sdk.failover import step
+    from launcher.sdk.placement import placement_of
+
+    where = (placement_of(name) or {}).get("profile")
+    last = None
+    while True:
+        done = step(name, poll=1.0)
+        run = done.run
+        if done.line and run is not None:
+            yield FollowEvent("moved", run, run.current_attempt, note=done.line)
+        if run is not None and not run.status.is_terminal and (run.status, run.reason) != last:
+            last = (run.status, run.reason)
+            yield FollowEvent("status", run, run.current_attempt)
+        if not done.watching:
+            break
+        time.sleep(done.wait)
+    now = (placement_of(name) or {}).get("profile")
+    if now and now != where:
+        if owned:
+            backend.close()
+        backend, owned = open_backend(load_config().profile(now)), True
+    return backend, owned, last
+
+
+def _follow(backend: Backend, name: str, rank: int | None, from_attempt: int,
+            last: tuple | None = None) -> Iterator[LogLine | FollowEvent]:
+    """`last`: the status (and reason) already shown, not shown again."""
     try:
         current = None
         for current in backend.watch(name, reconcile=True):
             if current.status.is_terminal:
                 break
-            yield FollowEvent("status", current, current.current_attempt)
+            if (current.status, current.reason) != last:
+                yield FollowEvent("status", current, current.current_attempt)
+            last = None
             if current.status in (RunStatus.RUNNING, RunStatus.TERMINATING):
                 break
         assert current is not None

@@ -7,6 +7,7 @@ backends' own `Run` records and raise launcher.sdk.errors' types; they never pri
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Union
 
 from launcher.backends.base import Backend, Run, RunStatus
-from launcher.errors import InputError, NotFoundError
+from launcher.errors import ClusterUnreachable, InputError, NotFoundError
 from launcher.sdk.errors import NotSupported, WaitTimeout, run_not_found
 
 if TYPE_CHECKING:
@@ -81,6 +82,9 @@ class PreparedRun:
     """How the target was chosen (a compute.cluster that names no profile here)."""
     code: Any = None
     """The run's packed code snapshot (launcher.backends.snapshot.Snapshot) where its spec has `code:`."""
+    placement: Any = None
+    """Where a placement across clusters put it and where it may go next (launcher.sdk.placement.Placed);
+    None: the run goes to `profile` alone."""
 
     @property
     def name(self) -> str:
@@ -96,18 +100,31 @@ class PreparedRun:
         return self.backend.plan(self.spec, self.secrets)
 
     def submit(self) -> Run:
-        """Start the run. Recorded first, started second: a run that starts is always
-        findable, and an index that cannot be written stops us before anything runs."""
+        """Start the run (placed across clusters: where the placement put it, or the next
+        candidate when that one cannot be reached)."""
+        if self.placement is not None:
+            return _submit_placed(self)
+        return self.submit_here()
+
+    def submit_here(self) -> Run:
+        """Start the run on `profile`. Recorded first, started second: a run that starts is
+        always findable, and an index that cannot be written stops us before anything runs."""
         from launcher.backends.registry import RunIndex
         from launcher.errors import LauncherError
 
         index = RunIndex()
+        before = index.profile_of(self.spec.name)  # a run moving here from another cluster keeps its entry
         index.record(self.spec.name, self.profile)
         try:
             if self.code is not None:
                 return self.backend.submit(self.spec, self.secrets, code=self.code)
             return self.backend.submit(self.spec, self.secrets)
         except BaseException:
+            if before is not None:
+                from launcher.config import load_config
+
+                index.record(self.spec.name, load_config().profile(before))
+                raise
             try:
                 index.forget(self.spec.name)
             except LauncherError:
@@ -118,7 +135,7 @@ class PreparedRun:
 def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: str | None = None,
                 backend: str | None = None, dry_run: bool = False,
                 on_note: Callable[[str], None] | None = None, code: str | None = None,
-                allow_files: Iterable[str] = ()) -> PreparedRun:
+                allow_files: Iterable[str] = (), run_name: str | None = None) -> PreparedRun:
     """Every check a submit makes before it starts anything: the target's check (offline,
     before any secret is read), the secrets the run gets (read where they live on this
     machine, or for a real run) and the target's checks of them. An error about one field
@@ -126,8 +143,11 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
     note on the target chosen as it is made, before a check may fail (the CLI shows them).
     `code` (a directory) ships that working tree with the run, as the spec's `code: {path: DIR}`
     does; it is packed here, and refused here (too large, a secret in it) before anything is
-    submitted. `allow_files`: files the snapshot may pack though they look like credentials."""
-    from launcher.errors import FieldError
+    submitted. `allow_files`: files the snapshot may pack though they look like credentials.
+    A compute.cluster (or `cluster`) of `auto` or several profiles is a placement across them
+    (launcher.sdk.placement): a submit asks them for their free GPUs here. `run_name`: the
+    run's full name where it has one already (a run moving to another cluster)."""
+    from launcher.sdk import placement
     from launcher.sdk.config import RunConfig
 
     config = RunConfig.of(config)
@@ -135,16 +155,36 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
         from launcher.spec.models import Code
 
         config = config.model_copy(update={"code": (config.code or Code()).model_copy(update={"path": code})})
+    wanted = cluster if cluster is not None else config.compute.cluster
+    if backend != "local" and placement.is_placed(wanted):
+        return _prepare_placed(config, wanted, dry_run=dry_run, on_note=on_note, allow_files=tuple(allow_files),
+                                 run_name=run_name)
     profile, target, store, notes = _target(config, cluster, backend, dry_run=dry_run)
     for note in notes if on_note is not None else ():
         on_note(note)
-    spec = _named(config)
+    return _checked_on(config, named(config, run_name), profile, target, store, notes, on_note, tuple(allow_files))
+
+
+def prepare_on(config: RunConfig, spec: RunSpec, profile: Profile, *, dry_run: bool, notes: list[str],
+               on_note: Callable[[str], None] | None, allow_files: tuple[str, ...]) -> PreparedRun:
+    """prepare_run's checks for one profile chosen already (a placement's), `spec` named."""
+    from launcher.backends.registry import open_backend
+
+    target = open_backend(profile)
+    store = None if dry_run and target.capabilities.secrets_in_cluster else target.secret_store()
+    return _checked_on(config, spec, profile, target, store, notes, on_note, allow_files)
+
+
+def _checked_on(config: RunConfig, spec: RunSpec, profile: Profile, target: Backend, store, notes: list[str],
+                on_note: Callable[[str], None] | None, allow_files: tuple[str, ...]) -> PreparedRun:
+    from launcher.errors import FieldError
+
     try:
         warnings = target.check(spec)
         secrets = store.for_run(spec.secrets) if store is not None else None
         if secrets is not None:
             target.check_secrets(spec, secrets)
-        snapshot = _pack_code(spec, target, secrets, tuple(allow_files)) if spec.code is not None else None
+        snapshot = _pack_code(spec, target, secrets, allow_files) if spec.code is not None else None
     except FieldError as e:
         raise config.placed(e) from None
     if snapshot is not None:
@@ -153,6 +193,96 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
         for note in snapshot.notes if on_note is not None else ():
             on_note(f"code: {note}")
     return PreparedRun(config, profile, target, spec, secrets, warnings, notes, code=snapshot)
+
+
+def _prepare_placed(config: RunConfig, cluster: str | list[str], *, dry_run: bool, on_note: Callable[[str], None] | None,
+            allow_files: tuple[str, ...], run_name: str | None) -> PreparedRun:
+    """prepare_run for `auto` or a list: a dry-run (or validate) checks every candidate
+    offline and shows the first that takes the spec; a submit asks them all and prepares
+    the run where decide() puts it."""
+    from launcher.config import load_config
+    from launcher.sdk.placement import ask, candidate_profiles, decide
+
+    spec = named(config, run_name)
+    profiles = candidate_profiles(cluster, load_config())
+    if dry_run:
+        refusals = []
+        for profile in profiles:
+            try:
+                prepared = prepare_on(config, spec, profile, dry_run=True, notes=[], on_note=None,
+                                      allow_files=allow_files)
+            except InputError as e:
+                refusals.append(e)
+                continue
+            note = (f"placement: decided at submit among {', '.join(p.name for p in profiles)} by their free GPUs; "
+                    f"checked for {profile.name}")
+            note += "".join(f"; {r.message.splitlines()[0]}" for r in refusals)
+            if on_note is not None:
+                on_note(note)
+            prepared.notes.insert(0, note)
+            return prepared
+        raise refusals[0]
+    candidates = ask(spec, profiles)
+    decision = decide(spec, candidates)
+    if on_note is not None:
+        on_note(decision.line())
+    if decision.chosen is None:
+        raise ClusterUnreachable(f"none of the {len(profiles)} cluster profiles could take the run",
+                                 warnings=[c.error or "" for c in candidates])
+    names = [p.name for p in profiles]
+    from launcher.sdk.placement import Placed
+
+    placed = Placed(names, names.index(decision.chosen), decision.line(), config, spec.name, allow_files, on_note)
+    prepared = _prepared_at(placed, placed.position, spec)
+    prepared.placement = placed
+    return prepared
+
+
+def _prepared_at(placed, position: int, spec: RunSpec | None = None) -> PreparedRun:
+    from launcher.config import load_config
+
+    spec = spec or named(placed.config, placed.run_name)
+    profile = load_config().profile(placed.candidates[position])
+    return prepare_on(placed.config, spec, profile, dry_run=False, notes=[], on_note=None,
+                      allow_files=placed.allow_files)
+
+
+def _submit_placed(prepared: PreparedRun) -> Run:
+    """Submit where the decision put the run; a cluster that cannot be reached (at the
+    prepare, which reads its secrets, or at the submit) passes it to the next candidate."""
+    from launcher.sdk.placement import max_queue_of, now_text
+
+    placed = prepared.placement
+    assert placed is not None
+    position, current = placed.position, prepared
+    while True:
+        name = placed.candidates[position]
+        try:
+            if current is None:
+                current = _prepared_at(placed, position)
+            run = current.submit_here()
+            break
+        except ClusterUnreachable as e:
+            after = placed.candidates[position + 1:]
+            if not after:
+                raise
+            placed.note(f"placement: {name} could not be reached at submit ({e.message.splitlines()[0]}): "
+                        f"trying {after[0]}")
+            placed.skipped.append({"attempt": 1, "from": name, "to": after[0], "at": now_text(),
+                                   "why": f"{name} could not be reached at submit", "withdrawn": False})
+            position, current = position + 1, None
+    state = {"candidates": placed.candidates, "position": position, "attempt": 1,
+             "profile": name, "backend": current.profile.backend, "placed_at": now_text(),
+             "max_queue": max_queue_of(current.spec), "decision": placed.decision,
+             "spec": current.spec.to_submitted(), "cwd": os.getcwd(), "allow_files": list(placed.allow_files),
+             "moves": placed.skipped, "exhausted": False}
+    from launcher.backends.registry import RunIndex
+    from launcher.sdk.placement import start_watcher
+
+    RunIndex().save_placement(run.name, state)
+    if state["max_queue"] and position + 1 < len(placed.candidates):
+        start_watcher(run.name)
+    return run
 
 
 def _pack_code(spec: RunSpec, target: Backend, secrets, allow_files: tuple[str, ...]):
@@ -175,10 +305,11 @@ def create_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: s
     return prepare_run(config, cluster=cluster, backend=backend).submit()
 
 
-def _named(spec: RunSpec) -> RunSpec:
+def named(spec: RunSpec, run_name: str | None = None) -> RunSpec:
+    """The spec named as its run: `run_name`, or a fresh unique name from its own."""
     from launcher.spec.names import unique_run_name
 
-    return spec.model_copy(update={"name": unique_run_name(spec.name)})
+    return spec.model_copy(update={"name": run_name or unique_run_name(spec.name)})
 
 
 def _target(spec: RunSpec, cluster: str | None, backend: str | None, *, dry_run: bool):
@@ -190,13 +321,16 @@ def _target(spec: RunSpec, cluster: str | None, backend: str | None, *, dry_run:
     from launcher.config import Profile, launcher_home, load_config
     from launcher.secrets.store import LocalSecretStore
 
+    from launcher.spec.models import cluster_names
+
     config = load_config()
     notes: list[str] = []
-    if cluster is None and backend != "local" and spec.compute.cluster:
-        if spec.compute.cluster in {p.name for p in config.profiles()}:
-            cluster = spec.compute.cluster
+    named_cluster = (cluster_names(spec.compute.cluster) or [None])[0]  # one: several are a placement
+    if cluster is None and backend != "local" and named_cluster:
+        if named_cluster in {p.name for p in config.profiles()}:
+            cluster = named_cluster
         else:
-            notes.append(f"compute.cluster {spec.compute.cluster!r} names no cluster profile here: using "
+            notes.append(f"compute.cluster {named_cluster!r} names no cluster profile here: using "
                          f"{'the ' + backend + ' backend' if backend else 'the current profile, ' + config.current}")
     if dry_run and backend and not cluster and not any(p.backend == backend for p in config.profiles()):
         # Show what a run becomes before any cluster is configured: the shipped defaults

@@ -32,8 +32,45 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=False)
 
 
+# A node label's key: an optional DNS-subdomain prefix and '/', then a name of at most 63
+# characters (what Kubernetes accepts as a label key, and Kueue as a Topology level).
+LABEL_KEY = re.compile(r"^(?:(?=.{1,253}/)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
+                       r"(?=.{1,63}$)[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class Topology(_Model):
+    """Not an mcli field: keep the run's nodes within one domain of a node label (a rack, a
+    block), through Kueue's topology-aware scheduling; `required` waits for such a domain,
+    `preferred` takes the closest Kueue finds."""
+
+    level: str
+    mode: Literal["required", "preferred"] = "required"
+
+    @field_validator("level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        if not LABEL_KEY.match(v):
+            raise ValueError(f"must be a node label key such as cloud.google.com/gce-topology-block, got {v!r}")
+        return v
+
+
+AUTO_CLUSTER = "auto"
+"""compute.cluster: auto: every cluster profile here but local, in config order (launcher.sdk.placement)."""
+
+
+def cluster_names(value: str | list[str] | None) -> list[str]:
+    """The cluster profiles compute.cluster (or --cluster) names, in order: one name, a
+    comma list or a YAML list, `auto` kept as itself; [] for none."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else value
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
 class Compute(_Model):
-    cluster: str | None = None
+    cluster: str | list[str] | None = None
+    """A cluster profile; or `auto`, a comma list or a YAML list of them: the run goes to the
+    first whose free GPUs fit it (launcher.sdk.placement)."""
     gpus: Annotated[int, Field(ge=0, strict=True)] | None = None
     """Total GPUs across all nodes, as in mcli: an integer (`gpus: true` is not 1)."""
     gpu_type: str | None = None
@@ -42,6 +79,22 @@ class Compute(_Model):
     memory: str | None = None
     instance: str | None = None
     node_names: list[str] | None = None
+    topology: Topology | None = None
+    """Not an mcli field: Kueue's topology-aware placement of the run's nodes."""
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str | list[str] | None) -> str | list[str] | None:
+        if v is None:
+            return v
+        names = cluster_names(v)
+        if not names:
+            raise ValueError("must name a cluster profile, a list of them, or auto")
+        if AUTO_CLUSTER in names and len(names) > 1:
+            raise ValueError(f"auto means every cluster profile; it is not one of a list, got {v!r}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"names a cluster twice: {v!r}")
+        return v
 
     @field_validator("memory")
     @classmethod
@@ -265,6 +318,24 @@ class RetryBackoff(_Model):
         return self
 
 
+class PlacementPolicy(_Model):
+    """Not an mcli field: failover across the clusters compute.cluster lists (launcher.sdk.placement)."""
+
+    max_queue: float | None = None
+    """Seconds a run may wait QUEUED on one cluster before it is withdrawn there and submitted
+    to the next (a duration: 15m, 90s, or a number of seconds); None: it waits where it is."""
+
+    @field_validator("max_queue", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float | None:
+        if v is None:
+            return v
+        seconds = _seconds(v)
+        if seconds <= 0:
+            raise ValueError(f"must be more than 0 s, got {v!r}")
+        return seconds
+
+
 # Each retry restarts the whole group and keeps its attempt in the run's record (a Kubernetes
 # ConfigMap holds at most 256 KiB of annotations); a command that failed 100 times fails
 # for a reason another restart will not fix.
@@ -355,6 +426,8 @@ class RunSpec(_Model):
     """Ports the command serves; a bare number is {port: N}."""
     code: Code | None = None
     """Not an mcli field: the working tree shipped with the run (`launcher run --code DIR`)."""
+    placement: PlacementPolicy | None = None
+    """Not an mcli field: failover across the clusters of compute.cluster (max_queue)."""
     # Fields that only mean something on the MosaicML platform: accepted, noted, ignored.
     optimization_level: Any = None
     platform: str | None = None

@@ -48,8 +48,11 @@ DEADLINE = "deadline"
 """It ran past scheduling.max_duration: never retried (the duration is the run's, not an attempt's)."""
 STOPPED = "stopped"
 """Stopped by the user: never retried."""
+EVICTED = "evicted"
+"""Its queue took it off its nodes (a Kueue eviction or preemption): retried, never counted
+against max_retries (nor needing retry_on_system_failure), within MAX_SYSTEM_RETRIES."""
 
-RETRYABLE = frozenset({USER, SYSTEM})
+RETRYABLE = frozenset({USER, SYSTEM, EVICTED})
 
 # At most this many free (system-failure) retries, so a broken node pool cannot loop forever.
 MAX_SYSTEM_RETRIES = 20
@@ -121,7 +124,7 @@ class RetryPolicy:
 
     def free(self, failure: str | None) -> bool:
         """Does a failure of this class not count against max_retries?"""
-        return failure == SYSTEM and self.retry_on_system_failure
+        return failure == EVICTED or (failure == SYSTEM and self.retry_on_system_failure)
 
     def allows(self, finished: Iterable[str | None], failure: str | None) -> bool:
         """May an attempt that failed with `failure` be followed by another? `finished` are

@@ -185,15 +185,17 @@ def test_suspended_job_is_queued_not_failed(fake_kube_factory):
     kube = fake_kube_factory(profile={"queue": "team-a"})
     backend = make_backend()
     spec = run_spec("kueue-abc123", worker("--lines", "2"), compute={"nodes": 2})
-    # What Kueue's webhook does to a Job with a queue name: suspend it until admitted.
-    kube.faults.hold_pods = True
-    backend.submit(spec, [])
+    # Created suspended, as Kueue's webhook would make it, until Kueue admits it.
+    submitted = backend.submit(spec, [])
     job = kube.get("Job", "default", spec.name)
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    kube.patch("Job", "default", spec.name, {"spec": {"suspend": True}})
-    kube.faults.hold_pods = False
+    assert job["spec"]["suspend"] is True
+    # This fake serves no Kueue: the submit says nothing will admit it, and so does the run.
+    assert any("serves no Kueue API (kueue.x-k8s.io)" in w for w in submitted.warnings), submitted.warnings
     run = wait_for(backend, spec.name, RunStatus.QUEUED)
-    assert run.reason
+    assert "Kueue (kueue.x-k8s.io) is not served by this cluster" in run.reason
+    assert backend.reconcile(spec.name)[0].status is RunStatus.QUEUED  # a reconciler never releases it
+    assert kube.get("Job", "default", spec.name)["spec"]["suspend"] is True
     kube.patch("Job", "default", spec.name, {"spec": {"suspend": False}})  # admitted
     assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
     backend.close()

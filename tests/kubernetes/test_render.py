@@ -142,7 +142,8 @@ def test_jobset_retries_map_onto_its_failure_policy():
                                 "onJobFailureMessagePatterns": ["condition DisruptionTarget"]}]
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch-low"
-    assert "suspend" not in js["spec"]  # Kueue's webhook suspends it itself
+    # Created suspended: a namespace Kueue does not manage would otherwise start it at once.
+    assert js["spec"]["suspend"] is True
 
 
 def test_zipapp_mode_needs_nothing_but_the_images_python():
@@ -382,6 +383,39 @@ def test_kueue_labels_and_priority():
     assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch-low"
     plain = by_kind(plan_run(*CASES["1x8"]()).manifests)["JobSet"]
     assert not any(k.startswith("kueue.x-k8s.io/") for k in plain["metadata"]["labels"])
+
+
+def test_a_queued_run_is_created_suspended_with_its_topology_on_the_pod_template():
+    """With a queue, both forms are created suspended (Kueue admits them) and compute.topology
+    is Kueue's pod-set annotation, required by default, preferred when asked."""
+    for jobset in (True, False):
+        run, profile, _ = CASES["kueue"]()
+        ms = plan_run(run, profile, [], jobset=jobset).manifests
+        for m in ms:
+            validate(m, NEWEST)
+        owner = by_kind(ms)["JobSet" if jobset else "Job"]
+        assert owner["spec"]["suspend"] is True
+        assert job_of(ms)["spec"]["template"]["metadata"]["annotations"] == {
+            "kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block"}
+    preferred = spec("near-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb",
+                                             "topology": {"level": "rack", "mode": "preferred"}})
+    ms = plan_run(preferred, KUEUE_PROFILE, [], jobset=False).manifests
+    assert job_of(ms)["spec"]["template"]["metadata"]["annotations"] == {"kueue.x-k8s.io/podset-preferred-topology": "rack"}
+    assert not [w for w in plan_run(preferred, KUEUE_PROFILE, []).warnings if "topology" in w]
+
+
+def test_topology_without_a_queue_is_a_named_warning_and_renders_nothing():
+    placed = spec("near-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb", "topology": {"level": "rack"}})
+    for profile in (PROFILE, JOB_PROFILE):
+        rendered = plan_run(placed, profile, [])
+        assert "annotations" not in job_of(rendered.manifests)["spec"]["template"]["metadata"]
+        assert "suspend" not in by_kind(rendered.manifests)["JobSet" if profile.jobset else "Job"]["spec"]
+        assert ("compute.topology: Kueue's topology-aware scheduling places the nodes, and cluster gpu-cluster names "
+                "no queue (set clusters.gpu-cluster.queue to a Kueue LocalQueue): the nodes are placed without regard "
+                "to rack") in rendered.warnings
+    from launcher.backends.local.backend import unhonoured
+
+    assert "compute.topology: ignored by the local backend (this machine runs every rank)" in unhonoured(placed)
 
 
 def test_object_count_is_constant_in_nodes():

@@ -98,6 +98,8 @@ class Observed:
     jobset: dict | None = None
     """The JobSet of a run in the JobSet form (its record says so); then `jobs` are its child Jobs."""
     jobs: list[dict] = field(default_factory=list)
+    kueue: Any = None
+    """kueue.KueueView: what Kueue said of the namespace's Workloads (None: not asked)."""
 
     @property
     def is_jobset(self) -> bool:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Backend, Capabilities, GpuUsage, ImagePull, LogLine, Plan, Run
+from launcher.backends.base import Backend, Capabilities, FreeGpus, GpuUsage, ImagePull, LogLine, Plan, QueueUsage, Run
 from launcher.backends.kubernetes.profiles import (
     RUNTIME_IMAGE,
     ClusterProfile,
@@ -160,6 +160,23 @@ class KubernetesBackend(Backend):
         from launcher.backends.kubernetes.usage import gpu_usage
 
         return gpu_usage(self.api, self.profile)
+
+    def queue_usage(self) -> list[QueueUsage]:
+        """The ClusterQueue of the profile's Kueue queue: its GPU quota, usage and what waits (kueue.py)."""
+        if not self.profile.queue:
+            return []
+        from launcher.backends.kubernetes.kueue import queue_usage
+        from launcher.backends.kubernetes.profiles import GPU_RESOURCE
+
+        resources = {GPU_RESOURCE} | {t.resource for t in self.profile.all_gpu_types().values() if t.resource}
+        return queue_usage(self.api, self.profile.queue, resources)
+
+    def free_gpus(self, spec: RunSpec) -> FreeGpus:
+        """The free GPUs of the gpu_type the spec resolves to here: the ClusterQueue's free
+        quota where the profile has a queue and Kueue serves it, else the nodes' (quota.py)."""
+        from launcher.backends.kubernetes.quota import free_gpus
+
+        return free_gpus(self.api, self.profile, self._placement(spec))
 
     @property
     def api(self) -> KubeApi:

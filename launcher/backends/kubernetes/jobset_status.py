@@ -216,6 +216,8 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
         status, reason = live.status, live.reason
         if job is None and restarts:
             status, reason = RunStatus.PENDING, f"restarting the group: attempt {current}"
+        elif live.status is RunStatus.COMPLETED:
+            exit_code = 0  # its Job completed before the JobSet controller marked the set
         elif live.status is RunStatus.FAILED:
             if failure == FATAL:
                 action = Action("fail", summary=summary_of(live, failure, live_events), reason=reason)

@@ -28,6 +28,10 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"        # on a Workload: the uid of the Job or JobSet it admits
+# On a pod template: the node label whose one domain must (or should) hold every pod of the pod set.
+KUEUE_TOPOLOGY = {"required": "kueue.x-k8s.io/podset-required-topology",
+                  "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
 
 CONTAINER = "main"
 CONFIG_MOUNT = "/mnt/config"

@@ -79,8 +79,13 @@ KINDS: dict[str, tuple[str, str]] = {
     "Job": ("/apis/batch/v1", "jobs"),
     "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
     "Node": ("/api/v1", "nodes"),
+    # Kueue's, at the version the cluster serves (kueue.use_served_version sets it per client).
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta1", "workloads"),
+    "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta1", "localqueues"),
+    "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta1", "clusterqueues"),
+    "PendingWorkloads": ("/apis/visibility.kueue.x-k8s.io/v1beta1", "localqueues"),  # .../<queue>/pendingworkloads
 }
-CLUSTER_SCOPED = {"Node"}
+CLUSTER_SCOPED = {"Node", "ClusterQueue"}
 
 
 def status_of(e: BaseException) -> int:
@@ -202,6 +207,10 @@ class KubeApi:
         self.profile = profile
         self.namespace = profile.namespace
         self.retry = retry
+        self.kinds = dict(KINDS)
+        """Kind -> (path prefix, plural) for this cluster: a CRD's served version may differ."""
+        self.served: dict[str, dict | None] = {}
+        """Discovery answers by group version, asked once per client (discover_once)."""
         self.client = _api_client(profile)
         self.server = self.client.configuration.host
 
@@ -307,7 +316,7 @@ class KubeApi:
         return _Stored(existing) if (existing["metadata"].get("labels") or {}).get(keys.SUBMISSION) == token else None
 
     def _path(self, kind: str, name: str | None = None, sub: str | None = None, *, every_namespace: bool = False) -> str:
-        prefix, plural = KINDS[kind]
+        prefix, plural = self.kinds[kind]
         if kind in CLUSTER_SCOPED or every_namespace:
             path = f"{prefix}/{plural}"
         else:
@@ -333,9 +342,15 @@ class KubeApi:
                 return None
             raise
 
-    def get(self, kind: str, name: str) -> dict | None:
+    def discover_once(self, group_version: str) -> dict | None:
+        """discover(), remembered for this client: one look per command is enough."""
+        if group_version not in self.served:
+            self.served[group_version] = self.discover(group_version)
+        return self.served[group_version]
+
+    def get(self, kind: str, name: str, sub: str | None = None) -> dict | None:
         try:
-            return self._json(self._call(f"read {kind} {name}", "GET", self._path(kind, name)))
+            return self._json(self._call(f"read {kind} {name}", "GET", self._path(kind, name, sub)))
         except KubeError as e:
             if e.status == 404:
                 return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.jobset_status import child_job_name, restarts_of
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, RequestRetry
+from launcher.backends.kubernetes.kueue import read_view
 from launcher.backends.kubernetes.attempts import Observed, attempt_of
 from launcher.errors import NotFoundError
 
@@ -59,6 +60,7 @@ def observe(api: KubeApi, name: str) -> Observed:
         raise NotFoundError(f"no run named {name!r} in {api.profile.where}",
                             hint="list runs with `launcher get runs`")
     obs.pods, _ = api.list("Pod", labels=keys.run_selector(name))
+    obs.kueue = read_view(api, [obs.jobset if obs.is_jobset else obs.job])
     if obs.is_jobset:
         obs.jobs, _ = api.list("Job", labels=keys.run_selector(name))
         obs.events = jobset_events(api, obs)
@@ -109,6 +111,10 @@ def observe_all(api: KubeApi, policy: RequestRetry | None = None) -> list[Observ
         name = pod["metadata"].get("labels", {}).get(keys.RUN)
         if name in by_run:
             by_run[name].pods.append(pod)
+    # Where runs name a Kueue queue: one more list (the Workloads), and a look per queue that has a pending one.
+    kueue = read_view(api, [o.jobset if o.is_jobset else o.job for o in by_run.values()])
+    for o in by_run.values():
+        o.kueue = kueue
     waiting = [p for o in by_run.values() if not o.is_jobset for p in waiting_pods(o.job, o.pods)]
     ended = tuple(obj for o in by_run.values() if o.is_jobset and (
         restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState"))

@@ -450,6 +450,10 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> li
         out.append(f"scheduling.priority: {s.priority} becomes the Kueue label {keys.KUEUE_PRIORITY}, which only "
                    f"Kueue reads, and cluster {profile.name} names no queue (set clusters.{profile.name}.queue, "
                    "or priority_class_kind: PriorityClass)")
+    if spec.compute.topology is not None and not profile.queue:
+        out.append(f"compute.topology: Kueue's topology-aware scheduling places the nodes, and cluster {profile.name} "
+                   f"names no queue (set clusters.{profile.name}.queue to a Kueue LocalQueue): the nodes are placed "
+                   f"without regard to {spec.compute.topology.level}")
     policy = RetryPolicy.from_spec(spec)
     if jobset and policy.retry_on_system_failure:
         out.append(f"scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without "
@@ -595,10 +599,27 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
         pod_spec["priorityClassName"] = priority
     labels = run_labels(name) if jobset else {**run_labels(name), keys.ATTEMPT: str(attempt)}
     meta: dict[str, Any] = {"labels": labels}
-    notes = metadata_annotations(spec)
+    notes = {**metadata_annotations(spec), **topology_annotations(spec, profile)}
     if notes:
         meta["annotations"] = notes
     return {"metadata": meta, "spec": pod_spec}
+
+
+def topology_annotations(spec: RunSpec, profile: ClusterProfile) -> dict[str, str]:
+    """compute.topology as Kueue's pod-set annotation, which Kueue's topology-aware scheduling
+    reads from the pod template; only where the profile names a queue (without Kueue nothing
+    reads it: plan_warnings names it)."""
+    topology = spec.compute.topology
+    if topology is None or not profile.queue:
+        return {}
+    return {keys.KUEUE_TOPOLOGY[topology.mode]: topology.level}
+
+
+def kueue_suspend(profile: ClusterProfile) -> dict[str, bool]:
+    """A run for a Kueue queue is created suspended: Kueue's webhook would suspend it, but in
+    a namespace Kueue does not manage it would start at once, ahead of the queue. Kueue
+    unsuspends it on admission; the launcher never does (reconcile.resume)."""
+    return {"suspend": True} if profile.queue else {}
 
 
 def _job_spec(spec: RunSpec, template: dict[str, Any], placement: Placement) -> dict[str, Any]:
@@ -651,7 +672,7 @@ def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], pl
             "labels": {**run_labels(spec.name), **kueue_labels(spec, profile)},
             "annotations": {**metadata_annotations(spec), keys.ATTEMPT: str(attempt)},
         },
-        "spec": {**_job_spec(spec, template, placement), **_ttl(profile)},
+        "spec": {**_job_spec(spec, template, placement), **_ttl(profile), **kueue_suspend(profile)},
     }
 
 
@@ -698,6 +719,7 @@ def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret],
                 },
             }],
             **_ttl(profile),
+            **kueue_suspend(profile),
         },
     }
 

@@ -32,7 +32,8 @@ from launcher.backends.kubernetes.attempts import (
     ts,
 )
 from launcher.backends.kubernetes.jobset_status import derive_jobset
-from launcher.spec.retry import FATAL, RetryPolicy
+from launcher.backends.kubernetes import kueue
+from launcher.spec.retry import EVICTED, FATAL, RetryPolicy
 
 
 def retry_allowed(spec: dict[str, Any], finished: list[dict[str, Any]], failure: str | None, since: int = 1) -> bool:
@@ -64,8 +65,11 @@ def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | No
     """The run as a user sees it, and what must happen next (or None) at `now` (by default
     the present): a failed attempt's retry is due only once its backoff has passed."""
     if obs.is_jobset:
-        return derive_jobset(obs)
+        run, action = derive_jobset(obs)
+        kueue.apply(run, kueue.queue_state(obs.jobset, obs.kueue))
+        return run, action
     now = now or utcnow()
+    queue = kueue.queue_state(obs.job, obs.kueue)
     retry_at: datetime | None = None
     record, job = obs.record, obs.job
     spec = spec_of(record)
@@ -112,6 +116,11 @@ def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | No
         elif live.status is RunStatus.FAILED:
             failed_rank = next((r for r in live.ranks if r.reason == live.reason), None)
             exit_code = failed_rank.exit_code if failed_rank else None
+            evicted = kueue.evicted_during(queue, live.started_at) if failure != FATAL else None
+            if evicted is not None:
+                # Kueue took the run off its nodes and its pods failed of it: not the run's failure.
+                failure, live.reason = EVICTED, f"{kueue.eviction_text(evicted)} (not counted against max_retries)"
+                reason = live.reason
             summary = summary_of(live, failure, live_events)
             if failure == FATAL:
                 action = Action("fail", summary=summary, reason=reason)
@@ -143,4 +152,5 @@ def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | No
         cluster=obs.cluster, started_at=min(started) if started else None, ended_at=ended_at,
         reason=reason, exit_code=exit_code, attempts=attempts, events=events, retry_at=retry_at,
     )
+    kueue.apply(run, queue)
     return run, action

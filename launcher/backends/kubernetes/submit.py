@@ -88,11 +88,24 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
     else:
         obs.job = created
     run, _ = derive(obs)
-    run.warnings = list(rendered.warnings) + reconcile_namespace(api)
+    run.warnings = list(rendered.warnings) + kueue_warnings(api) + reconcile_namespace(api)
     if jobset != profile.jobset:
         run.warnings.insert(0, f"cluster {profile.name} {'now serves' if jobset else 'no longer serves'} JobSet "
                                f"(its profile says jobset: {str(profile.jobset).lower()}): the run is a {kind}")
     return run
+
+
+def kueue_warnings(api: KubeApi) -> list[str]:
+    """A run for a queue is created suspended, for Kueue to admit: where the cluster serves no
+    Kueue, nothing ever will, and the user must hear it now."""
+    from launcher.backends.kubernetes.kueue import GROUP, use_served_version
+
+    profile = api.profile
+    if not profile.queue or use_served_version(api) is not None:
+        return []
+    return [f"clusters.{profile.name}.queue: cluster {profile.name} serves no Kueue API ({GROUP}): the run was "
+            f"created suspended for queue {profile.queue} and nothing will admit it (install Kueue, or remove "
+            f"queue from the profile and `launcher run --clone`)"]
 
 
 def upload_code(api: KubeApi, name: str, code: Snapshot) -> None:

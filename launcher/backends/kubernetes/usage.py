@@ -47,7 +47,7 @@ def node_gpu_type(profile: ClusterProfile, labels: dict[str, str]) -> tuple[str,
     return label, GPU_RESOURCE
 
 
-def _count(value: object) -> int:
+def quantity_count(value: object) -> int:
     try:
         return int(str(value))
     except ValueError:
@@ -61,7 +61,7 @@ def pod_request(pod: dict, resource: str) -> int:
         out = []
         for c in containers:
             res = c.get("resources") or {}
-            out.append(_count((res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource, 0))))
+            out.append(quantity_count((res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource, 0))))
         return out
 
     spec = pod.get("spec") or {}
@@ -80,7 +80,7 @@ def gpu_usage(api: KubeApi, profile: ClusterProfile) -> list[GpuUsage]:
     for node in nodes:
         meta, status = node.get("metadata") or {}, node.get("status") or {}
         name, resource = node_gpu_type(profile, meta.get("labels") or {})
-        gpus = _count((status.get("allocatable") or {}).get(resource, 0))
+        gpus = quantity_count((status.get("allocatable") or {}).get(resource, 0))
         if not gpus:
             name = CPU_TYPE
         used = sum(pod_request(p, resource) for p in on_node.get(meta.get("name", ""), [])) if gpus else 0

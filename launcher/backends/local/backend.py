@@ -51,7 +51,7 @@ def unhonoured(spec) -> list[str]:
 
     c, s = spec.compute, spec.scheduling
     fields = {"compute.instance": c.instance, "compute.node_names": c.node_names, "compute.cpus": c.cpus,
-              "compute.memory": c.memory, "scheduling.preemptible": s.preemptible,
+              "compute.memory": c.memory, "compute.topology": c.topology, "scheduling.preemptible": s.preemptible,
               # auto (mcli's default) asks for nothing beyond the default: nothing is ignored.
               "scheduling.priority": s.priority if s.priority != AUTO_PRIORITY else None}
     out = [f"{field}: ignored by the local backend (this machine runs every rank)"
