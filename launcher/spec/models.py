@@ -29,7 +29,7 @@ PLATFORM_ONLY = ("optimization_level", "platform", "dependent_deployment", "pare
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=False, defer_build=True)
 
 
 class Compute(_Model):
