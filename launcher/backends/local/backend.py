@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -26,7 +25,7 @@ from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.errors import FieldError, InputError, LauncherError, NotFoundError, StateFileError
-from launcher.pod import contract, reaper
+from launcher.pod import contract
 from launcher.pod.limits import arg_max_here
 from launcher.pod.packages import ALLOW_HOST_PACKAGES_SETTING, host_packages_refusal
 from launcher.secrets.kinds import PUBLIC_ENV, Secret, project
@@ -38,8 +37,8 @@ if TYPE_CHECKING:
     from launcher.backends.local.mounts import MountPlan
 
 # What only a submit, a run's logs or its clean-up use (the snapshot packer, the mount plan
-# and its namespaces, the log readers, the plan renderer) is imported there, so that
-# `validate` and listings, which open this backend, do not load them.
+# and its namespaces, the log readers, the plan renderer, subprocess, the reaper and ctypes)
+# is imported there, so that `validate` and listings, which open this backend, do not load it.
 
 # Node ranks are processes on this machine; past a few per core they only compete.
 NODES_PER_CORE = 4
@@ -77,6 +76,8 @@ def gpu_names() -> list[str]:
     """The product name of each GPU nvidia-smi sees ("NVIDIA H100 80GB HBM3"); none without it."""
     if not shutil.which("nvidia-smi"):
         return []
+    import subprocess
+
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                              text=True, timeout=10).stdout
@@ -210,6 +211,8 @@ class LocalBackend(Backend, LocalArtifacts):
         return env
 
     def _start_supervisor(self, name: str, layout: RunLayout, env: dict[str, str]) -> None:
+        import subprocess
+
         try:
             sup = subprocess.Popen(
                 [sys.executable, "-m", "launcher.backends.local.supervisor", name],
@@ -392,6 +395,7 @@ class LocalBackend(Backend, LocalArtifacts):
         """Every process of the run, found by the token they all inherit, and the ranks'
         recorded process groups (in case a process dropped its environment)."""
         from launcher.backends.local.supervisor import KILL_AFTER
+        from launcher.pod import reaper
 
         pids = [r["pid"] for r in self.state.active_ranks(name) if alive(r["pid"], r["pid_started"])]
         if pids:
