@@ -13,12 +13,22 @@ A command should read each once (bench/bench_get_runs.py prints them). Without
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 from collections import Counter
+from typing import Any
 
-log = logging.getLogger("launcher")
+# logging (and the traceback module it loads) is imported when a line is shown: `validate`
+# and listings count their reads without it (a few ms of start-up).
+LOGGER = "launcher"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "log":  # the launcher's logger, as `debug.log` always was
+        import logging
+
+        return logging.getLogger(LOGGER)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 CONFIG_READ = "config read"
 PROFILE_LOAD = "profile load"
@@ -34,7 +44,9 @@ def count(event: str, subject: str) -> None:
     with _lock:
         _counts[(event, subject)] += 1
         total = sum(n for (e, _), n in _counts.items() if e == event)
-    log.debug("%s #%d: %s", event, total, subject)
+    logging = sys.modules.get("logging")
+    if logging is not None:  # unimported, no handler can have been set up to see the line
+        logging.getLogger(LOGGER).debug("%s #%d: %s", event, total, subject)
 
 
 def reset() -> None:
@@ -55,28 +67,42 @@ def summary() -> str:
     return "counted: " + "; ".join(parts)
 
 
-class _Stderr(logging.Handler):
-    """Writes to whatever sys.stderr is at the time (a test's capture, click's runner)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            sys.stderr.write(self.format(record) + "\n")
-        except Exception:  # noqa: BLE001 - logging must never fail a command
-            self.handleError(record)
+_handler: Any = None
 
 
-_handler = _Stderr()
-_handler.setFormatter(logging.Formatter("debug: %(message)s"))
+def _stderr_handler():
+    """The one handler that writes to whatever sys.stderr is at the time (a test's capture,
+    click's runner)."""
+    global _handler
+    if _handler is None:
+        import logging
+
+        class _Stderr(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                try:
+                    sys.stderr.write(self.format(record) + "\n")
+                except Exception:  # noqa: BLE001 - logging must never fail a command
+                    self.handleError(record)
+
+        _handler = _Stderr()
+        _handler.setFormatter(logging.Formatter("debug: %(message)s"))
+    return _handler
 
 
 def enable() -> None:
     """Show the launcher's DEBUG lines on stderr (once, however often it is called)."""
-    if _handler not in log.handlers:
-        log.addHandler(_handler)
+    import logging
+
+    log, handler = logging.getLogger(LOGGER), _stderr_handler()
+    if handler not in log.handlers:
+        log.addHandler(handler)
     log.setLevel(logging.DEBUG)
 
 
 def disable() -> None:
     """Stop showing them: a command run in-process (a test) leaves the next one quiet."""
-    log.removeHandler(_handler)
+    import logging
+
+    log = logging.getLogger(LOGGER)
+    log.removeHandler(_stderr_handler())
     log.setLevel(logging.NOTSET)

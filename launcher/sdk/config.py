@@ -27,7 +27,7 @@ class RunConfig(RunSpec):
         """The run YAML at `path`; a bad one raises ValidationError naming file:line and field.
         The load's notes (a legacy spelling rewritten) are in `warnings`."""
         try:
-            return cls._of(load_spec(path, overrides))
+            return cls._of(load_spec(path, overrides, model=cls))
         except SpecError as e:
             raise ValidationError.of(e) from None
 
@@ -37,7 +37,7 @@ class RunConfig(RunSpec):
         import yaml
 
         try:
-            return cls._of(load_spec_text(yaml.safe_dump(data, sort_keys=False), None, overrides))
+            return cls._of(load_spec_text(yaml.safe_dump(data, sort_keys=False), None, overrides, model=cls))
         except SpecError as e:
             # The lines are those of a YAML the user never saw: the field says where.
             raise ValidationError([replace(i, line=None, column=None) for i in e.issues], hint=e.hint) from None
@@ -57,7 +57,9 @@ class RunConfig(RunSpec):
 
     @classmethod
     def _of(cls, loaded: LoadedSpec) -> RunConfig:
-        config = cls.model_validate(dict(loaded.spec))  # its fields are validated models already
+        config = loaded.spec  # validated as this class: one validator built, not RunSpec's too
+        if not isinstance(config, cls):
+            config = cls.model_validate(dict(loaded.spec))  # its fields are validated models already
         config._loaded = loaded
         return config
 

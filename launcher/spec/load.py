@@ -65,11 +65,15 @@ class LoadedSpec:
 OVERRIDE = "command line"
 
 
-def load_spec(path: str | Path, overrides: Overrides | None = None) -> LoadedSpec:
-    return load_spec_text(read_file(path, "a run spec file"), str(path), overrides)
+def load_spec(path: str | Path, overrides: Overrides | None = None, *, model: type[RunSpec] = RunSpec) -> LoadedSpec:
+    return load_spec_text(read_file(path, "a run spec file"), str(path), overrides, model=model)
 
 
-def load_spec_text(text: str | bytes, file: str | None = None, overrides: Overrides | None = None) -> LoadedSpec:
+def load_spec_text(text: str | bytes, file: str | None = None, overrides: Overrides | None = None, *,
+                   model: type[RunSpec] = RunSpec) -> LoadedSpec:
+    """`model`: RunSpec or a subclass (the SDK's RunConfig), validated into directly: each
+    model class builds its validator on first use (defer_build), so a caller that wants a
+    subclass builds one validator, not two."""
     located = load_located(text, file)
     if not isinstance(located.data, dict):
         kind = "a list" if isinstance(located.data, list) else f"a {type(located.data).__name__} ({located.data!r:.40})"
@@ -82,9 +86,9 @@ def load_spec_text(text: str | bytes, file: str | None = None, overrides: Overri
     if issues:
         raise SpecError(issues)
     try:
-        spec = RunSpec.model_validate(located.data)
+        spec = model.model_validate(located.data)
     except ValidationError as e:
-        raise SpecError(_issues_from(e, located, sources)) from None
+        raise SpecError(_issues_from(e, located, sources, model)) from None
     return LoadedSpec(spec=spec, warnings=warnings, file=file, located=located, sources=sources)
 
 
@@ -172,10 +176,11 @@ def _issue(path: tuple, at: tuple, message: str, key: bool, located: Located, so
     return SpecIssue(message, field=dotted, file=located.file, line=line, column=col)
 
 
-def _issues_from(e: ValidationError, located: Located, sources: dict[tuple, str]) -> list[SpecIssue]:
+def _issues_from(e: ValidationError, located: Located, sources: dict[tuple, str],
+                 model: type[RunSpec] = RunSpec) -> list[SpecIssue]:
     def make(path: tuple, at: tuple, message: str, key: bool) -> SpecIssue:
         return _issue(path, at, message, key, located, sources)
 
-    issues = validation_issues(e, RunSpec, located.data, make, what="the run spec", aliases=list(LEGACY_TOP_LEVEL))
+    issues = validation_issues(e, model, located.data, make, what="the run spec", aliases=list(LEGACY_TOP_LEVEL))
     issues.sort(key=lambda i: (i.line or 0, i.column or 0))
     return issues

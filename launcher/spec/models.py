@@ -29,7 +29,7 @@ PLATFORM_ONLY = ("optimization_level", "platform", "dependent_deployment", "pare
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=False, defer_build=True)
 
 
 # A node label's key: an optional DNS-subdomain prefix and '/', then a name of at most 63

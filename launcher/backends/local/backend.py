@@ -10,32 +10,35 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
-from launcher.backends import snapshot
 from launcher.backends.base import Backend, Capabilities, GpuUsage, LocalArtifacts, LogLine, Plan, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
-from launcher.backends.local.logs import rank_chunks, rank_lines
-from launcher.backends.local.mounts import PLAN_FILE, MountPlan, plan_mounts, remove_mount_points
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.backends.local.state import State
-from launcher.backends.local.supervisor import KILL_AFTER, read_exit_file, read_outcome_file
 from launcher.errors import FieldError, InputError, LauncherError, NotFoundError, StateFileError
-from launcher.pod import contract, reaper
+from launcher.pod import contract
 from launcher.pod.limits import arg_max_here
 from launcher.pod.packages import ALLOW_HOST_PACKAGES_SETTING, host_packages_refusal
 from launcher.secrets.kinds import PUBLIC_ENV, Secret, project
 from launcher.secrets.mask import Masker
 from launcher.secrets.store import LocalSecretStore
-from launcher.spec.plan import plan_text
+
+if TYPE_CHECKING:
+    from launcher.backends import snapshot
+    from launcher.backends.local.mounts import MountPlan
+
+# What only a submit, a run's logs or its clean-up use (the snapshot packer, the mount plan
+# and its namespaces, the log readers, the plan renderer, subprocess, the reaper and ctypes)
+# is imported there, so that `validate` and listings, which open this backend, do not load it.
 
 # Node ranks are processes on this machine; past a few per core they only compete.
 NODES_PER_CORE = 4
@@ -73,6 +76,8 @@ def gpu_names() -> list[str]:
     """The product name of each GPU nvidia-smi sees ("NVIDIA H100 80GB HBM3"); none without it."""
     if not shutil.which("nvidia-smi"):
         return []
+    import subprocess
+
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                              text=True, timeout=10).stdout
@@ -153,6 +158,8 @@ class LocalBackend(Backend, LocalArtifacts):
     # ------------------------------------------------------------ submit
 
     def code_limit(self) -> int | None:
+        from launcher.backends import snapshot
+
         return snapshot.DEFAULT_LIMIT
 
     def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None,
@@ -170,6 +177,8 @@ class LocalBackend(Backend, LocalArtifacts):
         if code is not None:  # the ranks read it from the run's directory
             layout.code_file.write_bytes(code.data)
             code_plan = {"digest": code.digest, "size": code.size, "file": str(layout.code_file)}
+        from launcher.spec.plan import plan_text
+
         layout.plan_file.write_text(plan_text(spec, code=code_plan))
         layout.config_dir.mkdir()
         # As in mcli (and on Kubernetes): the full submitted config beside parameters.yaml.
@@ -186,6 +195,8 @@ class LocalBackend(Backend, LocalArtifacts):
         file secrets written into its private directory): for a submit, and again for a restart."""
         env = dict(os.environ)
         env["LAUNCHER_HOME"] = str(self.home)
+        from launcher.backends.local.mounts import PLAN_FILE, plan_mounts
+
         env[contract.OWNER] = layout.owner
         if self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is True:
             env[contract.ALLOW_HOST_PACKAGES] = "1"
@@ -200,6 +211,8 @@ class LocalBackend(Backend, LocalArtifacts):
         return env
 
     def _start_supervisor(self, name: str, layout: RunLayout, env: dict[str, str]) -> None:
+        import subprocess
+
         try:
             sup = subprocess.Popen(
                 [sys.executable, "-m", "launcher.backends.local.supervisor", name],
@@ -336,6 +349,8 @@ class LocalBackend(Backend, LocalArtifacts):
                 return None
         elif alive(row["supervisor_pid"], row["supervisor_started"]):
             return None
+        from launcher.backends.local.supervisor import read_exit_file, read_outcome_file
+
         layout = RunLayout(self.home, name)
         self._kill_leftovers(name, layout)
         attempt = row["attempt"]
@@ -369,6 +384,8 @@ class LocalBackend(Backend, LocalArtifacts):
         except StateFileError as e:
             return _Unwritten(status, reason, code, e.message)
         finally:
+            from launcher.backends.local.mounts import remove_mount_points
+
             shutil.rmtree(layout.private, ignore_errors=True)
             remove_mount_points(layout.root)
         layout.outcome_file.unlink(missing_ok=True)  # recorded now
@@ -377,6 +394,9 @@ class LocalBackend(Backend, LocalArtifacts):
     def _kill_leftovers(self, name: str, layout: RunLayout) -> None:
         """Every process of the run, found by the token they all inherit, and the ranks'
         recorded process groups (in case a process dropped its environment)."""
+        from launcher.backends.local.supervisor import KILL_AFTER
+        from launcher.pod import reaper
+
         pids = [r["pid"] for r in self.state.active_ranks(name) if alive(r["pid"], r["pid_started"])]
         if pids:
             terminate_groups(pids, KILL_AFTER)
@@ -415,6 +435,8 @@ class LocalBackend(Backend, LocalArtifacts):
 
     def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
              follow: bool = False, previous: bool = False, cancel: threading.Event | None = None) -> Iterator[LogLine]:
+        from launcher.backends.local.logs import rank_lines
+
         attempt, ranks = self._select(name, rank, attempt, previous)
         masker = self._masker(name)
 
@@ -441,6 +463,8 @@ class LocalBackend(Backend, LocalArtifacts):
         """The whole log of each selected rank, in turn, as masked bytes in large chunks
         (what `launcher logs` prints when it neither follows nor tails): no per-line work
         unless each line gets a "[rank N] " prefix. Every rank's part ends with a newline."""
+        from launcher.backends.local.logs import rank_chunks
+
         attempt, ranks = self._select(name, rank, attempt, previous)
         masker = self._masker(name)
         yield from rank_chunks(RunLayout(self.home, name), attempt, ranks, masker, prefix_ranks=prefix_ranks)
@@ -461,6 +485,7 @@ class LocalBackend(Backend, LocalArtifacts):
         """argv in the rank's mount namespace (where it has one) with the environment and working
         directory its entrypoint recorded; waits while the rank is still setting up (integrations)."""
         from launcher.backends.local.attach import ExecRecord, run_in_rank
+        from launcher.backends.local.mounts import PLAN_FILE, MountPlan
 
         if not argv:
             raise InputError("no command to run", hint="give it after --: `launcher exec RUN -- CMD...`")
@@ -507,6 +532,9 @@ class LocalBackend(Backend, LocalArtifacts):
 
     def _stop_processes(self, name: str) -> None:
         """Have the supervisor stop the run's ranks, and stop them here if it is gone or stuck."""
+        from launcher.backends.local.mounts import remove_mount_points
+        from launcher.backends.local.supervisor import KILL_AFTER
+
         row = self.state.row(name)
         pid = row["supervisor_pid"]
         if pid and alive(pid, row["supervisor_started"]):
@@ -527,6 +555,8 @@ class LocalBackend(Backend, LocalArtifacts):
         remove_mount_points(RunLayout(self.home, name).root)
 
     def delete(self, name: str) -> None:
+        from launcher.backends.local.mounts import remove_mount_points
+
         run = self.get(name)
         # From here on no read finds the run (a follower of its logs says it was deleted),
         # while its ranks are stopped and its files removed.

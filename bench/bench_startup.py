@@ -1,0 +1,134 @@
+"""What a user waits for before the CLI answers: `launcher --help`, a Tab (shell
+completion) and `launcher validate -f runspecs/mpt-tiny-local.yaml`, each against its
+yardstick from issue 25:
+
+    --help      python -c pass                      goal <= 1.5x
+    completion  python -c pass                      (no goal stated: it must not import pydantic)
+    validate    python -c 'import pydantic, yaml'   goal <= 1.3x
+
+The machine is shared, so every repeat runs each command once, in a shuffled order;
+times are medians [best], and a ratio is the median of each repeat's ours / its own
+yardstick. The launcher runs as a user types it (the venv's `launcher` script), with a
+fresh LAUNCHER_HOME and a warmed --help cache, from bytecode caches as installed.
+`--imports` also prints, per command, the top-level imports that cost most (-X importtime).
+
+    .venv/bin/python bench/bench_startup.py [--repeat 40] [--imports] [--quick] [--rows FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = "runspecs/mpt-tiny-local.yaml"
+COMPLETION_ENV = {"_LAUNCHER_COMPLETE": "bash_complete", "COMP_WORDS": "launcher lo", "COMP_CWORD": "1"}
+
+
+def launcher_argv() -> list[str]:
+    script = Path(sys.executable).parent / "launcher"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "launcher"]
+
+
+def commands() -> dict[str, tuple[list[str], dict[str, str]]]:
+    launcher = launcher_argv()
+    return {
+        "python -c pass": ([sys.executable, "-c", "pass"], {}),
+        "python -c 'import pydantic, yaml'": ([sys.executable, "-c", "import pydantic, yaml"], {}),
+        "launcher --help": ([*launcher, "--help"], {}),
+        "completion (launcher lo<Tab>)": (launcher, COMPLETION_ENV),
+        f"launcher validate -f {SPEC}": ([*launcher, "validate", "-f", SPEC], {}),
+    }
+
+
+# measure -> (its yardstick, the goal as a ratio or None, the goal's words)
+GOALS = {
+    "launcher --help": ("python -c pass", 1.5, "<= 1.5x the floor"),
+    "completion (launcher lo<Tab>)": ("python -c pass", None, "no pydantic imported"),
+    f"launcher validate -f {SPEC}": ("python -c 'import pydantic, yaml'", 1.3, "<= 1.3x that import"),
+}
+
+
+def once(argv: list[str], env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t
+
+
+def imports(argv: list[str], env: dict[str, str]) -> list[tuple[int, int, str]]:
+    """(self µs, cumulative µs, module) for every module the command imports."""
+    r = subprocess.run([sys.executable, "-X", "importtime", *argv_for_python(argv)], env=env, cwd=ROOT,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = []
+    for line in r.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line and "self [us]" not in line:
+            own, cumulative, name = line[len("import time:"):].split("|")
+            out.append((int(own), int(cumulative), name.rstrip()[1:]))  # nesting: two spaces a level
+    return out
+
+
+def argv_for_python(argv: list[str]) -> list[str]:
+    """The arguments after `python` that run the same command (-X importtime needs the interpreter)."""
+    if argv[0] == sys.executable:
+        return argv[1:]
+    return ["-c", "import sys; from launcher.cli.main import main; sys.argv[0] = 'launcher'; main()", *argv[1:]]
+
+
+def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from rows import Row, add_row_args, write_rows
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=40)
+    parser.add_argument("--imports", action="store_true", help="print the costliest top-level imports of each")
+    add_row_args(parser)
+    args = parser.parse_args()
+    if args.quick:
+        args.repeat = min(args.repeat, 15)
+    cmds = commands()
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "LAUNCHER_HOME": str(Path(d) / "home"), "XDG_CACHE_HOME": str(Path(d) / "cache"),
+               "COLUMNS": "80"}
+        envs = {name: {**env, **extra} for name, (_, extra) in cmds.items()}
+        for name, (argv, _) in cmds.items():  # warm the page cache, the help cache and the home
+            once(argv, envs[name])
+        times: dict[str, list[float]] = {name: [] for name in cmds}
+        rng = random.Random(25)
+        for _ in range(args.repeat):
+            order = list(cmds)
+            rng.shuffle(order)
+            for name in order:
+                times[name].append(once(cmds[name][0], envs[name]))
+        print(f"{args.repeat} repeats, interleaved in a shuffled order; medians [best]")
+        for name, got in times.items():
+            print(f"  {name:<55} {statistics.median(got) * 1000:6.1f} ms [{min(got) * 1000:5.1f}]")
+        rows = []
+        for name, (yardstick, goal, words) in GOALS.items():
+            ratio = statistics.median(o / y for o, y in zip(times[name], times[yardstick]))
+            ours, base = statistics.median(times[name]) * 1000, statistics.median(times[yardstick]) * 1000
+            print(f"  {name}: {ratio:.2f}x {yardstick} (paired median; goal: {words})")
+            met = ratio <= goal if goal is not None else None
+            if goal is None:
+                heavy = {m.strip().split(".")[0] for _, _, m in imports(cmds[name][0], envs[name])}
+                met = "pydantic" not in heavy
+            rows.append(Row(name, f"{yardstick} {base:.0f} ms", f"{ours:.0f} ms", round(ratio, 2), words, met))
+        if args.imports:
+            for name, (argv, _) in cmds.items():
+                if name in GOALS:
+                    found = imports(argv, envs[name])
+                    top = sorted((t for t in found if not t[2].startswith(" ")), key=lambda t: -t[1])[:12]
+                    print(f"\n{name}: {len(found)} modules; top-level imports by cumulative µs (self µs)")
+                    for own, cumulative, module in top:
+                        print(f"  {cumulative:>7} ({own:>6})  {module}")
+    write_rows(args, rows)
+
+
+if __name__ == "__main__":
+    main()
