@@ -69,9 +69,11 @@ def test_a_queued_run_shows_its_place_and_kueues_reason_then_runs_when_quota_fre
 def test_a_preempted_run_goes_back_to_the_queue_and_runs_again_without_spending_a_retry(cli, fake_kueue, jobset):
     fake_kueue(queues={"team": 8}, preempt=True, priority_classes={"high": 1000, "low": 10}, jobset=jobset,
                profile={**PROFILE, "jobset": jobset})
-    low = run(cli, "low", "sleep 6", scheduling="{priority: low, max_retries: 0}")
+    # Long enough, both, that on a loaded machine the low run is preempted before it ends,
+    # and stays QUEUED long enough (while the high one runs) for a poll to see it.
+    low = run(cli, "low", "sleep 20", scheduling="{priority: low, max_retries: 0}")
     cli.wait_status(low, {"RUNNING"})
-    high = run(cli, "high", "sleep 12", scheduling="{priority: high}")
+    high = run(cli, "high", "sleep 15", scheduling="{priority: high}")
 
     evicted = cli.wait_status(low, {"QUEUED"})
     assert evicted["reason"].startswith("evicted by Kueue (Preempted)"), evicted["reason"]
