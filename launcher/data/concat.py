@@ -7,6 +7,8 @@ document and dropped those tokens. The local engine and the Spark UDF share this
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from launcher.data.format import narrowest_dtype, numpy_dtype
@@ -19,6 +21,47 @@ def text_ids(tokenizer, text: str) -> list[int]:
     # The backend's single encode: same ids as a batch, and no thread pool is started, so a
     # process may still fork workers safely afterwards.
     return list(tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def batch_encoder(tokenizer):
+    """The Rust tokenizer's batch encode, called directly rather than through transformers'
+    __call__, which builds a Python dict per document. The backend is set up the way that
+    __call__ sets it for padding=False, truncation=False, so the ids are the same.
+    encode_batch_fast (tokenizers >= 0.21) skips the offsets, which nothing here reads."""
+    backend = tokenizer.backend_tokenizer
+    if backend.truncation is not None:
+        backend.no_truncation()
+    if backend.padding is not None:
+        backend.no_padding()
+    split = bool(getattr(tokenizer, "split_special_tokens", False))
+    if getattr(backend, "encode_special_tokens", split) != split:
+        backend.encode_special_tokens = split
+    return getattr(backend, "encode_batch_fast", backend.encode_batch)
+
+
+def join_documents(ids: list[list[int]], bos: list[int], eos: list[int], dtype) -> np.ndarray:
+    """bos + doc + eos for each document's ids, as one array of `dtype`: one pass over the
+    ids in C (np.fromiter), then the separators put in place by index, with no Python loop
+    per token. Raises OverflowError for an id that does not fit the dtype: never wraps."""
+    lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), np.uint32, count=int(lengths.sum()))
+    if flat.size and int(flat.max()) > np.iinfo(dtype).max:
+        raise OverflowError(f"token id {int(flat.max())} does not fit {np.dtype(dtype).name}")
+    if not bos and not eos:
+        return flat.astype(dtype, copy=False)
+    per_doc = lengths + len(bos) + len(eos)
+    starts = np.cumsum(per_doc) - per_doc  # where each document's bos begins in the stream
+    stream = np.empty(int(per_doc.sum()), dtype)
+    is_text = np.ones(len(stream), bool)
+    for offset, token in enumerate(bos):
+        stream[starts + offset] = token
+        is_text[starts + offset] = False
+    ends = starts + len(bos) + lengths  # where each document's eos begins
+    for offset, token in enumerate(eos):
+        stream[ends + offset] = token
+        is_text[ends + offset] = False
+    stream[is_text] = flat
+    return stream
 
 
 def cut(stream: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -34,6 +77,7 @@ class TokenConcatenator:
         if seq_len < 1:
             raise ValueError("seq_len must be at least 1")
         self.tokenizer = tokenizer
+        self._encode_batch = batch_encoder(tokenizer)
         self.seq_len = seq_len
         self.vocab_size = len(tokenizer)
         self.dtype = narrowest_dtype(self.vocab_size)
@@ -46,21 +90,8 @@ class TokenConcatenator:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """The token stream of a batch: bos + ids + eos for each document, concatenated."""
-        ids = self.tokenizer(
-            texts,
-            add_special_tokens=False,
-            return_attention_mask=False,
-            return_token_type_ids=False,
-            verbose=False,
-        )["input_ids"]
-        flat: list[int] = []
-        bos, eos = self.bos, self.eos
-        for doc in ids:  # list.extend runs in C; one numpy conversion per batch
-            flat += bos
-            flat += doc
-            flat += eos
-        # numpy raises OverflowError if an id does not fit the dtype: never wrap silently.
-        return np.array(flat, dtype=self.np_dtype)
+        ids = [e.ids for e in self._encode_batch(texts, add_special_tokens=False)]
+        return join_documents(ids, self.bos, self.eos, self.np_dtype)
 
     def feed(self, texts: list[str]) -> np.ndarray:
         stream = self.encode(texts)

@@ -24,6 +24,9 @@ from launcher.errors import InputError, LauncherError
 
 SPARK_EXTRA = "--engine spark needs pyspark: pip install 'launcher[spark]'"
 SPARK_READERS = {"jsonl": "json", "parquet": "parquet", "csv": "csv", "text": "text"}
+# Arrow hands the UDF up to 10,000 records at once (tens of MB of text): tokenizing that in
+# one call holds every document's Encoding in memory and runs slower than ~1 MB pieces.
+FEED_CHARS = 1 << 20
 
 
 class TokenizeConcatUDF:
@@ -47,11 +50,25 @@ class TokenizeConcatUDF:
         texts = pdf[self.text_column]
         if texts.isna().any():
             raise ValueError(f"a record has no {self.text_column!r} value")
-        for row in self._concat.feed(texts.astype(str).tolist()):
-            yield {TOKENS_COLUMN: row.tobytes()}
+        texts = texts.astype(str).tolist()
+        for piece in _pieces(texts, FEED_CHARS):
+            for row in self._concat.feed(piece):
+                yield {TOKENS_COLUMN: row.tobytes()}
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_concat": None}
+
+
+def _pieces(texts: list[str], chars: int) -> Iterator[list[str]]:
+    """Consecutive runs of texts, each ending once it holds `chars` characters."""
+    start = size = 0
+    for i, text in enumerate(texts):
+        size += len(text)
+        if size >= chars:
+            yield texts[start : i + 1]
+            start, size = i + 1, 0
+    if start < len(texts):
+        yield texts[start:]
 
 
 @dataclass
@@ -108,6 +125,37 @@ def read_dataframe(spark, inputs: list[str], columns: str | list[str]):
     return df.select(*columns)
 
 
+def _first_json_keys(spark, inputs: list[str]) -> list[str] | None:
+    """The keys of the first JSON record, read from the first non-blank line alone; None when
+    that line is not a JSON object (read_dataframe then infers and reports)."""
+    row = spark.read.text(inputs).where("trim(value) != ''").first()
+    if row is None:
+        return None
+    try:
+        first = json.loads(row.value)
+    except ValueError:
+        return None
+    return list(first) if isinstance(first, dict) else None
+
+
+def read_texts(spark, inputs: list[str], text_column: str):
+    """The inputs as a DataFrame of the one text column. JSON Lines are read with that column's
+    schema given, as the local engine reads them: Spark's schema inference would parse every
+    record once more, and every other field on each pass."""
+    kinds = {kind_of(p.rstrip("/")) for p in inputs}
+    if kinds == {"jsonl"}:
+        try:
+            keys = _first_json_keys(spark, inputs)
+        except Exception:  # noqa: BLE001 - a missing or unreadable path: read_dataframe reports it
+            keys = None
+        if keys is not None and text_column in keys:
+            from pyspark.sql.types import StringType, StructField, StructType
+
+            schema = StructType([StructField(text_column, StringType())])
+            return spark.read.schema(schema).json(inputs)
+    return read_dataframe(spark, inputs, text_column)
+
+
 def _spark_cause(e: Exception) -> str:
     """The last `SomethingError: message` line of a Spark error, which names the cause."""
     lines = [ln.strip() for ln in str(e).splitlines() if re.match(r"^\s*[\w.]+(Error|Exception): ", ln)]
@@ -132,7 +180,7 @@ def run_spark(
     spark = spark_session("launcher data convert")
     from streaming.base.converters import dataframe_to_mds
 
-    df = read_dataframe(spark, inputs, text_column)
+    df = read_texts(spark, inputs, text_column)
     if workers > 1:
         df = df.repartition(workers)
     try:
