@@ -35,23 +35,25 @@ alternates from step to step, and which one leads alternates between runs. With
 
 Throughput is tokens/s over the steady-state steps (after a warm-up), from the whole window
 and from the median step. Prints both loops' tokens/s per run, the median of the paired
-ratios (each run's trainer over its own plain loop; the headline figure) and the ratio of
-medians, the median of adjacent step pairs, and the trainer's time from process start to
+ratios (each run's trainer over its own plain loop) and the ratio of medians, the median
+of each run's adjacent step pairs (in lockstep the headline and the row's ratio: the least
+noisy figure; the row's tokens/s are the median steps'), and the trainer's time from process start to
 the end of its first step.
 
-The step split (unless --no-split): where the trainer's steady-state step goes, as a mean
-per step: data loading, forward, loss, backward, the optimizer's update, Composer's engine
-running events, each callback and logger (ours flagged: goal < 1 % of a realistic step
-each), and Composer's loop between them; the plain loop's data / forward / backward /
-optimizer beside it. It is measured in an extra lockstep run of its own, so the timers
-(about 2 us for each of the ~100 timed calls a step) are not in the ratios: Engine.run_event,
-each callback's run_event, each logger's log_metrics and the optimizer's step are wrapped in
+The step split (unless --no-split): where the trainer's steady-state step goes, each part's
+median over the steps: data loading, forward, loss, backward, the optimizer's update,
+Composer's engine running events, each callback and logger (ours flagged: goal < 1 % of a
+realistic step each), and Composer's loop between them; the plain loop's data / forward /
+backward / optimizer beside it. It is measured in extra steps of each run, after the ratio's
+(the timers go in only then, so they are not in the ratios): Engine.run_event, each
+callback's run_event, each logger's log_metrics and the optimizer's step are wrapped in
 time.perf_counter timers in the benchmark's trainer process (nothing that is trained
-changes); the time a process waits for its turn is taken out of every timer.
+changes; under 1 us for each of the ~130 timed calls a step, estimated and printed); the time
+a process waits for its turn is taken out of every timer.
 
---quick (for bench/all.py): one ratio run and one split run per size, fewer batches: under a
-minute. --rows FILE writes bench/rows.py rows: each size's ratio, and the largest share of a
-realistic step that one of our callbacks takes.
+--quick (for bench/all.py): one run per size, fewer batches: under a minute on a quiet
+machine. --rows FILE writes bench/rows.py rows: each size's ratio, and the largest share of
+a realistic step that one of our callbacks takes.
 """
 
 from __future__ import annotations
@@ -194,8 +196,8 @@ class Turns:
         self.wait()
 
 
-def plain_loop(mds: str, size: Size, batches: int, split_from: int, turns: Turns) -> dict[str, float]:
-    """Trains `batches` steps; returns the seconds spent in each part over the steps from
+def plain_loop(mds: str, size: Size, batches: int, split_from: int, turns: Turns) -> list[dict[str, float]]:
+    """Trains `batches` steps; returns the seconds each part took in each step from
     `split_from` on (five perf_counter calls a step, always on)."""
     import torch
     from composer.optim import DecoupledAdamW
@@ -218,7 +220,7 @@ def plain_loop(mds: str, size: Size, batches: int, split_from: int, turns: Turns
     ds = TokenDataset(dtype=_sidecar(mds)["dtype"], seq_len=size.seq, local=mds, split="train", shuffle=True,
                       batch_size=size.batch)
     loader = DataLoader(ds, batch_size=size.batch, collate_fn=collate, drop_last=True)
-    parts: dict[str, float] = defaultdict(float)
+    split: list[dict[str, float]] = []
     clock = time.perf_counter
     turns.wait()
     step = 0
@@ -240,17 +242,17 @@ def plain_loop(mds: str, size: Size, batches: int, split_from: int, turns: Turns
             out.loss.item()
             t5 = clock()
             if step >= split_from:
-                for part, took in (("data loading", t1 - t0), ("forward (with the loss)", t2 - t1),
-                                   ("backward", t3 - t2), ("optimizer step", t4 - t3), ("zero_grad, loss.item()", t5 - t4)):
-                    parts[part] += took
+                split.append({"data loading": t1 - t0, "forward (with the loss)": t2 - t1, "backward": t3 - t2,
+                              "optimizer step": t4 - t3, "zero_grad, loss.item()": t5 - t4})
             step += 1
             turns.step_done()
-    return dict(parts)
+    return split
 
 
 ENGINE = "Composer's engine running events (callbacks not included)"
 CLOSURE = "Composer's step closure, less forward/loss/backward (zero_grad, batch to device, loss bookkeeping)"
 BENCH_HOOK = "bench: the lockstep turn (not in a user's run)"
+TIMERS = "bench: the split's own timers (estimated; in the parts above, mostly the engine's)"
 
 
 class StepSplit:
@@ -273,9 +275,13 @@ class StepSplit:
         self.parts: dict[str, float] = defaultdict(float)
         self.stack: list[list] = []  # [part, started, time of timed calls inside]
         self.event_ended: dict[str, float] = {}
+        self.calls = 0
+        self.steps: list[dict[str, float]] = []  # each step's parts
+        self._so_far: dict[str, float] = {}
 
     def timed(self, part: str, fn):
         def timed_call(*args, **kwargs):
+            self.calls += 1
             self.stack.append([part, self.clock(), 0.0])
             try:
                 return fn(*args, **kwargs)
@@ -331,8 +337,27 @@ class StepSplit:
             parts[CLOSURE] -= sum(parts.get(p, 0.0) for _, p in list(self.SPANS.values())[1:])
         return parts
 
+    def step_done(self) -> None:
+        """A step of the split ended: its parts are the totals' growth since the last one."""
+        now = self.result()
+        self.steps.append({p: v - self._so_far.get(p, 0.0) for p, v in now.items()})
+        self._so_far = now
 
-def trainer_loop(cfg: str, split_from: int | None, turns: Turns) -> dict[str, float]:
+    def timer_cost(self) -> float:
+        """Seconds the timers themselves took in all: their calls times the cost of one, timed
+        here around nested no-op calls (the timers are in the parts that call timed calls,
+        mostly the engine's)."""
+        calls, n = self.calls, 20000
+        probe = StepSplit(time.perf_counter)
+        inner = probe.timed("inner", lambda: None)
+        outer = probe.timed("outer", inner)
+        began = time.perf_counter()
+        for _ in range(n // 2):
+            outer()
+        return calls * (time.perf_counter() - began) / n
+
+
+def trainer_loop(cfg: str, split_from: int | None, turns: Turns) -> list[dict[str, float]]:
     from composer.core import Callback
 
     from launcher.train.main import train
@@ -344,11 +369,18 @@ def trainer_loop(cfg: str, split_from: int | None, turns: Turns) -> dict[str, fl
             turns.wait()
 
         def batch_end(self, state, logger) -> None:
-            last_of_ratio = len(turns.steps) + 1 == split_from
-            turns.step_done(then=(lambda: split.install(state, (self,))) if last_of_ratio else None)
+            if split_from is None or len(turns.steps) + 1 < split_from:
+                turns.step_done()
+            elif len(turns.steps) + 1 == split_from:
+                turns.step_done(then=lambda: split.install(state, (self,)))
+            else:
+                turns.step_done(then=split.step_done)
 
     train(cfg, extra_callbacks=[TurnEachBatch()])
-    return split.result()
+    if not split.steps:
+        return []
+    per_step = split.timer_cost() / len(split.steps)
+    return [{**parts, TIMERS: per_step} for parts in split.steps]
 
 
 def child(args: argparse.Namespace) -> None:
@@ -477,23 +509,30 @@ class Outcome:
 
 
 def report(runs: list[dict[str, dict]], size: Size, mode: str, batches: int, goal: float) -> Outcome:
+    load = os.getloadavg()[1]
     print(f"[{size.name}] {size.describe()}, {batches} batches, steady state after {size.warmup}, "
-          f"{len(runs)} runs ({mode})")
+          f"{len(runs)} run(s) ({mode}); load average {load:.1f} over the last 5 minutes on {os.cpu_count()} cores"
+          + (": the machine is busy, the figures are noise" if load > 1.5 * (os.cpu_count() or 1) else ""))
     rates = [{name: _rates(r["steps"], size) for name, r in run.items()} for run in runs]
-    headline = None
+    outcome = {}
     for key, label in (("tokens_per_s", "window"), ("median_tokens_per_s", "median step")):
         t = [r["trainer"][key] for r in rates]
         p = [r["plain"][key] for r in rates]
         pairs = statistics.median(a / b for a, b in zip(t, p))
-        headline = headline or Outcome(pairs, statistics.median(t), statistics.median(p), None)
+        outcome[label] = Outcome(pairs, statistics.median(t), statistics.median(p), None)
         print(f"  [{label}] trainer tokens/s {statistics.median(t):,.0f} (runs {', '.join(f'{x:,.0f}' for x in t)}); "
               f"plain loop {statistics.median(p):,.0f} (runs {', '.join(f'{x:,.0f}' for x in p)}); "
-              f"median of paired ratios {pairs:.3f}, ratio of medians {statistics.median(t) / statistics.median(p):.3f} "
-              f"(goal >= {goal})")
+              f"median of paired ratios {pairs:.3f}, ratio of medians {statistics.median(t) / statistics.median(p):.3f}")
+    headline = outcome["window"]
     if mode.startswith("lockstep"):
+        # The headline: a burst of other work on this shared machine falls on a few steps, which
+        # the window's sums take in whole (one run of the quick mode read 2.6x); a median of
+        # adjacent step pairs does not.
         per_run = [step_pair_ratio(run, size) for run in runs]
+        headline = outcome["median step"]
+        headline.ratio = statistics.median(per_run)
         print(f"  [step pairs] trainer speed / plain loop speed, median over each run's adjacent steps: "
-              f"{', '.join(f'{x:.3f}' for x in per_run)}; median of runs {statistics.median(per_run):.3f}")
+              f"{', '.join(f'{x:.3f}' for x in per_run)}; median of runs {headline.ratio:.3f} (goal >= {goal})")
     first = statistics.median(
         r["trainer"]["ready_at"] - r["trainer"]["spawned_at"] + r["trainer"]["steps"][0] for r in runs
     )
@@ -504,23 +543,25 @@ def report(runs: list[dict[str, dict]], size: Size, mode: str, batches: int, goa
 
 
 def print_split(runs: list[dict[str, dict]], size: Size) -> float:
-    """The mean per step of each part, over each run's split steps, the median over runs;
-    returns the largest share of a step that one of our callbacks or loggers takes."""
+    """Each part's median over a run's split steps (robust to a burst of other work on one
+    step; so the parts need not add up to the median step), the median over runs; returns the
+    largest share of a step that one of our callbacks or loggers takes."""
     share_of_ours = 0.0
     for name in ("trainer", "plain"):
+        rest = "the rest: Composer's loop between events" if name == "trainer" else "the rest"
         per_run = []
         for run in runs:
             r = run[name]
-            n, step = len(r["split_steps"]), sum(r["split_steps"])
-            parts = {p: s / n for p, s in r["split"].items()}
-            parts["the rest: Composer's loop between events" if name == "trainer" else "the rest"] = (
-                step - sum(r["split"].values())) / n
-            per_run.append((step / n, parts))
+            steps = [{**parts, rest: took - sum(v for p, v in parts.items() if p != TIMERS)}
+                     for took, parts in zip(r["split_steps"], r["split"])]
+            names = dict.fromkeys(p for parts in steps for p in parts)
+            per_run.append((statistics.median(r["split_steps"]),
+                            {p: statistics.median(parts.get(p, 0.0) for parts in steps) for p in names}))
         step_ms = statistics.median(s for s, _ in per_run) * 1e3
         n = len(runs[0][name]["split_steps"])
-        print(f"  {name} step split: mean over {n} steps after the ratio's, median of {len(runs)} runs: "
-              f"{step_ms:.2f} ms a step")
-        names = list(dict.fromkeys(p for _, parts in per_run for p in parts))
+        print(f"  {name} step split: medians over {n} steps after the ratio's, median of {len(runs)} run(s); "
+              f"median step {step_ms:.2f} ms")
+        names = sorted(dict.fromkeys(p for _, parts in per_run for p in parts), key=_split_order)
         for part in names:
             ms = statistics.median(parts.get(part, 0.0) for _, parts in per_run) * 1e3
             share = statistics.median(parts.get(part, 0.0) / s for s, parts in per_run)
@@ -530,6 +571,17 @@ def print_split(runs: list[dict[str, dict]], size: Size) -> float:
     print(f"  largest part of ours: {share_of_ours * 100:.2f} % of a step" +
           (" (goal < 1 % at the realistic size)" if size.name == "realistic" else ""))
     return share_of_ours
+
+
+def _split_order(part: str) -> tuple[int, str]:
+    """Training's own parts first, then Composer's, the callbacks and loggers, the bench's."""
+    first = ["data loading", "forward (with the loss)", "loss (reads the forward's)", "backward", "optimizer step",
+             "optimizer step (its update)", "zero_grad, loss.item()", CLOSURE, ENGINE]
+    if part in first:
+        return first.index(part), ""
+    if part.startswith(("callback ", "logger ")):
+        return len(first), part
+    return len(first) + 1 + [part.startswith("the rest"), part == BENCH_HOOK, part == TIMERS].index(True), part
 
 
 def step_pair_ratio(run: dict[str, dict], size: Size) -> float:
