@@ -13,6 +13,12 @@ import pytest
 
 T = TypeVar("T")
 
+# The suite runs as two pytest-xdist workers on a machine's cores (README), and many tests
+# start trainers: each process gets one torch/OpenMP thread, as torchrun gives each rank.
+# With torch's default (a thread per core) the processes oversubscribe the cores and
+# OpenMP's spinning threads made a tiny-MPT step 2-3x slower on 2 busy cores.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 pytest_plugins: list[str] = [
     # "tests.fakes.<module>" lines are added as fakes land.
     "tests.fakes.databricks_files",

@@ -5,6 +5,7 @@ config writer for a tiny MPT."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,19 +32,35 @@ class Dataset:
 
 @pytest.fixture(scope="session")
 def number_say(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
-    """Prepared once per session with launcher.data, as `launcher data` does it."""
+    """Prepared once per test session with launcher.data, as `launcher data` does it. The
+    pytest-xdist workers of one session share it (their temporary directories' parent, under
+    a lock): training the tokenizer and converting take about 15 s on a busy 2-core machine.
+    Tests read it; what they write goes to their own directories."""
     pytest.importorskip("streaming")
+    from filelock import FileLock
+
     from launcher.data.convert import convert
     from launcher.data.synthetic import write_number_say
     from launcher.data.tokenizer import train_tokenizer
 
-    root = tmp_path_factory.mktemp("number-say")
-    write_number_say(root / "train.jsonl", 3000, seed=0)
-    write_number_say(root / "val.jsonl", 300, seed=1)
-    tok = train_tokenizer([str(root / "train.jsonl")], VOCAB, root / "tokenizer")
-    convert([str(root / "train.jsonl")], str(root / "mds"), str(tok), SEQ, split="train")
-    convert([str(root / "val.jsonl")], str(root / "mds"), str(tok), SEQ, split="val")
-    return Dataset(mds=root / "mds", tokenizer=tok)
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    root = shared / "number-say"
+    dataset = Dataset(mds=root / "mds", tokenizer=root / "tokenizer")
+    with FileLock(str(shared / "number-say.lock")):
+        if not (root / "done").exists():
+            if root.exists():  # a worker that died half-way
+                shutil.rmtree(root)
+            root.mkdir()
+            write_number_say(root / "train.jsonl", 3000, seed=0)
+            write_number_say(root / "val.jsonl", 300, seed=1)
+            tok = train_tokenizer([str(root / "train.jsonl")], VOCAB, root / "tokenizer")
+            assert Path(tok) == dataset.tokenizer, tok
+            convert([str(root / "train.jsonl")], str(root / "mds"), str(tok), SEQ, split="train")
+            convert([str(root / "val.jsonl")], str(root / "mds"), str(tok), SEQ, split="val")
+            (root / "done").touch()
+    return dataset
 
 
 def upload_tree(fake, local: Path, remote: str) -> list[str]:

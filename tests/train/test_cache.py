@@ -38,16 +38,18 @@ def test_the_same_config_twice_and_two_runs_at_once_on_one_remote(tmp_path: Path
     # No dataset.local: streaming's default (/tmp/<hash of remote>) would refuse the second run.
     cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="4ba",
                       eval_loader=True)
-    for run in ("twice-1", "twice-2"):
-        env, run_dir = local_run_env(databricks_files, tmp_path, run)
-        proc = run_trainer(["-m", "launcher.train", str(cfg)], env)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert sorted(losses(records(proc.stdout))) == [1, 2, 3, 4]
-        assert not (run_dir / "cache" / "streaming" / "train_loader").exists(), "a finished run's cache is removed"
+    # Once alone, then the same config again twice at once: three trainer starts (each pays
+    # Composer's import) show both a second run after a finished one and two runs together.
+    env, run_dir = local_run_env(databricks_files, tmp_path, "alone")
+    proc = run_trainer(["-m", "launcher.train", str(cfg)], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(losses(records(proc.stdout))) == [1, 2, 3, 4]
+    assert not (run_dir / "cache" / "streaming" / "train_loader").exists(), "a finished run's cache is removed"
 
-    procs = []
+    procs, run_dirs = [], []
     for run in ("both-1", "both-2"):
-        env, _ = local_run_env(databricks_files, tmp_path, run)
+        env, run_dir = local_run_env(databricks_files, tmp_path, run)
+        run_dirs.append(run_dir)
         procs.append(subprocess.Popen([sys.executable, "-m", "launcher.train", str(cfg)], cwd=REPO, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
     try:
@@ -57,9 +59,10 @@ def test_the_same_config_twice_and_two_runs_at_once_on_one_remote(tmp_path: Path
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err), run_dir in zip(procs, outs, run_dirs):
         assert p.returncode == 0, err[-3000:]
         assert sorted(losses(records(out))) == [1, 2, 3, 4]
+        assert not (run_dir / "cache" / "streaming" / "train_loader").exists(), "a finished run's cache is removed"
 
 
 def test_a_retry_reuses_the_shards_its_first_attempt_downloaded(tmp_path: Path, databricks_files, uc_data: str,
