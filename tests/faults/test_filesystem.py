@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import socket
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.cli.conftest import CLI
 from tests.faults.conftest import describe, processes, refused
 from tests.metrics.logdata import step_line
 
@@ -162,13 +164,23 @@ def test_item8_a_full_disk_reports_the_runs_own_outcome(cli, full_home, token, k
     assert not processes(token)
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
-def test_item5_a_conversion_onto_a_full_disk_names_where_it_wrote(cli, small_tmpfs, workers):
+@pytest.fixture(scope="module")
+def conversion_inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Documents and a tokenizer trained on them, made once with `launcher data` for both
+    worker counts: what they convert is the same."""
     pytest.importorskip("streaming")
+    work = tmp_path_factory.mktemp("conversion-inputs")
+    make = CLI(work / "home", work)
+    assert make("data", "synthetic", "--samples", "20000", "--out", "docs.jsonl").returncode == 0
+    assert make("data", "tokenizer", "train", "docs.jsonl", "--vocab-size", "300", "--out", "tok").returncode == 0
+    return work
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_item5_a_conversion_onto_a_full_disk_names_where_it_wrote(cli, small_tmpfs, workers, conversion_inputs):
     out = small_tmpfs(cli.cwd / "small", "300k") / "mds"
-    assert cli("data", "synthetic", "--samples", "20000", "--out", "docs.jsonl").returncode == 0
-    assert cli("data", "tokenizer", "train", "docs.jsonl", "--vocab-size", "300", "--out", "tok").returncode == 0
-    r = cli("data", "convert", "docs.jsonl", "--out", str(out), "--tokenizer", "tok", "--concat-tokens", "16",
+    r = cli("data", "convert", str(conversion_inputs / "docs.jsonl"), "--out", str(out), "--tokenizer",
+            str(conversion_inputs / "tok"), "--concat-tokens", "16",
             "--compression", "none", "--workers", workers)
     err = refused(r, f"✗ cannot write {out}/.train.partial-", ": the disk is full (ENOSPC)")
     assert "worker" not in err
