@@ -64,9 +64,13 @@ def read_samples(remote: str, split: str = "train", dtype: str = "uint16") -> li
     from streaming import StreamingDataset
 
     from launcher.data.format import numpy_dtype
+    from launcher.train.data import shared_memory_registration
 
     with tempfile.TemporaryDirectory(prefix="stream-cache-") as cache:
-        ds = StreamingDataset(remote=remote, local=cache, split=split, shuffle=False, batch_size=1)
+        # Take turns with trainings on this host (the other xdist worker's) to register
+        # streaming's shared memory, as the trainer does: else both may pick one prefix.
+        with shared_memory_registration():
+            ds = StreamingDataset(remote=remote, local=cache, split=split, shuffle=False, batch_size=1)
         return [np.frombuffer(ds[i]["tokens"], dtype=numpy_dtype(dtype)).tolist() for i in range(len(ds))]
 
 
