@@ -120,7 +120,7 @@ def _move(index, state: dict, name: str, backend, run: Run, waited: float) -> St
         state.update(position=position, attempt=attempt + 1, profile=there, backend=prepared.profile.backend,
                      placed_at=now_text())
         index.save_placement(name, state, expect_attempt=attempt)
-        line = f"placement: {why}: withdrawn there, attempt {attempt + 1} submitted to {there}"
+        line = move_line(state["moves"][-1])
         if unreached:
             line += f" ({'; '.join(unreached)})"
         return Step(moved, line=line, watching=movable(state), wait=0.05)
@@ -130,11 +130,19 @@ def _move(index, state: dict, name: str, backend, run: Run, waited: float) -> St
                                "withdrawn": False})
     index.save_placement(name, state, expect_attempt=attempt)
     if withdrawn:
-        line = f"placement: {why}: withdrawn there, and no other cluster could take it: the run is stopped"
+        line = move_line(state["moves"][-1])
     else:
         line = f"placement: {why}, and no other cluster can take it: it waits on {here}"
     line += f" ({'; '.join(unreached)})" if unreached else ""
     return Step(backend.get(name) if withdrawn else run, line=line)
+
+
+def move_line(move: dict) -> str:
+    """The line a recorded move is shown as, by the process that made it and by a follower
+    that finds it made by another (the detached watcher)."""
+    if move.get("to"):
+        return f"placement: {move['why']}: withdrawn there, attempt {move['attempt'] + 1} submitted to {move['to']}"
+    return f"placement: {move['why']}: withdrawn there, and no other cluster could take it: the run is stopped"
 
 
 @contextmanager

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from launcher.backends.base import Backend, LogLine, Run, RunStatus
-from launcher.errors import NotFoundError
+from launcher.errors import LauncherError, NotFoundError
 from launcher.sdk.errors import run_not_found
 from launcher.sdk.runs import RunRef, resolve
 
@@ -89,16 +89,25 @@ def _while_placed(backend: Backend, owned: bool, name: str):
 
     from launcher.backends.registry import open_backend
     from launcher.config import load_config
-    from launcher.sdk.failover import step
+    from launcher.sdk.failover import move_line, step
     from launcher.sdk.placement import placement_of
 
+    def moves() -> list[dict]:
+        return (placement_of(name) or {}).get("moves") or []
+
     where = (placement_of(name) or {}).get("profile")
+    shown = len(moves())  # moves made by another process (the detached watcher) are shown too
     last = None
     while True:
         done = step(name, poll=1.0)
         run = done.run
         if done.line and run is not None:
             yield FollowEvent("moved", run, run.current_attempt, note=done.line)
+            shown = len(moves())
+        elif run is not None and len(made := moves()) > shown:
+            for move in made[shown:]:
+                yield FollowEvent("moved", run, run.current_attempt, note=move_line(move))
+            shown = len(made)
         if run is not None and not run.status.is_terminal and (run.status, run.reason) != last:
             last = (run.status, run.reason)
             yield FollowEvent("status", run, run.current_attempt)
@@ -110,6 +119,13 @@ def _while_placed(backend: Backend, owned: bool, name: str):
         if owned:
             backend.close()
         backend, owned = open_backend(load_config().profile(now)), True
+    if len(made := moves()) > shown:  # the watcher moved it, and the run is no longer movable
+        try:
+            run = backend.get(name)
+        except LauncherError:
+            run = None
+        for move in made[shown:] if run is not None else ():
+            yield FollowEvent("moved", run, run.current_attempt, note=move_line(move))
     return backend, owned, last
 
 
