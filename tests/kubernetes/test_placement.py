@@ -125,6 +125,16 @@ def hold_gpus(cli: CLI, cluster: str) -> str:
     return name
 
 
+def both_clusters_full(cli: CLI, clusters) -> str:
+    """gke-a and gke-b started, every GPU of each held by another run; gke-b's holder."""
+    clusters.start("gke-a")
+    clusters.start("gke-b")
+    hold_gpus(cli, "gke-a")
+    holder_b = hold_gpus(cli, "gke-b")
+    wait_until(lambda: free_h100(cli, "gke-a") == free_h100(cli, "gke-b") == 0, 30, interval=0.2)
+    return holder_b
+
+
 def free_h100(cli: CLI, cluster: str) -> int:
     r = cli("util", "--cluster", cluster, "-o", "json")
     assert r.returncode == 0, r.stderr
@@ -159,11 +169,7 @@ def test_a_run_is_placed_on_the_second_cluster_when_the_first_has_no_free_gpus(c
 
 
 def test_a_run_queued_past_max_queue_fails_over_to_the_next_cluster(cli, clusters):
-    clusters.start("gke-a")
-    clusters.start("gke-b")
-    hold_gpus(cli, "gke-a")
-    holder_b = hold_gpus(cli, "gke-b")
-    wait_until(lambda: free_h100(cli, "gke-a") == free_h100(cli, "gke-b") == 0, 30, interval=0.2)
+    holder_b = both_clusters_full(cli, clusters)
     spec = cli.spec("placed", SPEC + "placement:\n  max_queue: 2s\n")
     r = cli("run", "-f", str(spec), "--cluster", "gke-a,gke-b")  # not followed: the watcher moves it
     assert r.returncode == 0, r.stderr
@@ -190,11 +196,7 @@ def test_a_run_queued_past_max_queue_fails_over_to_the_next_cluster(cli, cluster
 
 
 def test_a_followed_run_fails_over_and_each_move_is_a_line(cli, clusters):
-    clusters.start("gke-a")
-    clusters.start("gke-b")
-    hold_gpus(cli, "gke-a")
-    holder_b = hold_gpus(cli, "gke-b")
-    wait_until(lambda: free_h100(cli, "gke-a") == free_h100(cli, "gke-b") == 0, 30, interval=0.2)
+    holder_b = both_clusters_full(cli, clusters)
     spec = cli.spec("placed", SPEC + "placement:\n  max_queue: 2s\n")
     follow = cli.popen("run", "-f", str(spec), "--cluster", "gke-a,gke-b", "--follow")
     try:
