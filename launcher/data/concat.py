@@ -23,28 +23,56 @@ def text_ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids)
 
 
-def batch_encoder(tokenizer):
-    """The Rust tokenizer's batch encode, called directly rather than through transformers'
-    __call__, which builds a Python dict per document. The backend is set up the way that
-    __call__ sets it for padding=False, truncation=False, so the ids are the same.
-    encode_batch_fast (tokenizers >= 0.21) skips the offsets, which nothing here reads."""
-    backend = tokenizer.backend_tokenizer
-    if backend.truncation is not None:
-        backend.no_truncation()
-    if backend.padding is not None:
-        backend.no_padding()
-    split = bool(getattr(tokenizer, "split_special_tokens", False))
-    if getattr(backend, "encode_special_tokens", split) != split:
-        backend.encode_special_tokens = split
-    return getattr(backend, "encode_batch_fast", backend.encode_batch)
+class BatchEncoder:
+    """Token ids of a batch of documents, exactly as the Hugging Face tokenizer's batch encode
+    gives them with add_special_tokens=False, returned flat with each document's length.
+
+    `backend` names what encodes: "tiktoken" where tiktoken reproduces the tokenizer exactly
+    (launcher.data.tiktoken_bpe decides that from its definition: a GPT-2-style byte-level
+    BPE, as train_tokenizer makes), several times faster; otherwise "tokenizers", the
+    tokenizer's own Rust backend, and `fallback_reason` says why. Both encode on the calling
+    thread only: workers are processes, one per core."""
+
+    def __init__(self, tokenizer):
+        from launcher.data.tiktoken_bpe import exact_tiktoken
+
+        backend = tokenizer.backend_tokenizer
+        # Set up as transformers' __call__ sets the backend for padding=False, truncation=False.
+        if backend.truncation is not None:
+            backend.no_truncation()
+        if backend.padding is not None:
+            backend.no_padding()
+        split = bool(getattr(tokenizer, "split_special_tokens", False))
+        if getattr(backend, "encode_special_tokens", split) != split:
+            backend.encode_special_tokens = split
+        exact = exact_tiktoken(backend, split)
+        self.backend = "tiktoken" if exact.encoding is not None else "tokenizers"
+        self.fallback_reason = exact.reason
+        self._encoding = exact.encoding
+        # The Rust batch encode, called directly rather than through transformers' __call__,
+        # which builds a Python dict per document. encode_batch_fast (tokenizers >= 0.21)
+        # skips the offsets, which nothing here reads.
+        self._hf_encode_batch = getattr(backend, "encode_batch_fast", backend.encode_batch)
+
+    def __call__(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(every id of the batch as one uint32 array, each document's number of ids)."""
+        if self._encoding is not None:
+            # "all": the tokenizer's special tokens inside text are its special ids, as the
+            # tokenizers library splits them out (the Encoding holds none under
+            # split_special_tokens). encode_to_numpy: no Python int per token; a loop, not
+            # encode_batch, whose thread pool would take a second core.
+            arrays = [self._encoding.encode_to_numpy(t, allowed_special="all") for t in texts]
+            lengths = np.fromiter(map(len, arrays), np.int64, count=len(arrays))
+            return (np.concatenate(arrays) if arrays else np.empty(0, np.uint32)), lengths
+        ids = [e.ids for e in self._hf_encode_batch(texts, add_special_tokens=False)]
+        lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
+        return np.fromiter(itertools.chain.from_iterable(ids), np.uint32, count=int(lengths.sum())), lengths
 
 
-def join_documents(ids: list[list[int]], bos: list[int], eos: list[int], dtype) -> np.ndarray:
-    """bos + doc + eos for each document's ids, as one array of `dtype`: one pass over the
-    ids in C (np.fromiter), then the separators put in place by index, with no Python loop
-    per token. Raises OverflowError for an id that does not fit the dtype: never wraps."""
-    lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
-    flat = np.fromiter(itertools.chain.from_iterable(ids), np.uint32, count=int(lengths.sum()))
+def join_documents(flat: np.ndarray, lengths: np.ndarray, bos: list[int], eos: list[int], dtype) -> np.ndarray:
+    """bos + doc + eos for each document, as one array of `dtype`, from every document's ids
+    in one array (`flat`) and their `lengths`: the separators put in place by index, with no
+    Python loop per token. Raises OverflowError for an id that does not fit the dtype: never wraps."""
     if flat.size and int(flat.max()) > np.iinfo(dtype).max:
         raise OverflowError(f"token id {int(flat.max())} does not fit {np.dtype(dtype).name}")
     if not bos and not eos:
@@ -77,7 +105,7 @@ class TokenConcatenator:
         if seq_len < 1:
             raise ValueError("seq_len must be at least 1")
         self.tokenizer = tokenizer
-        self._encode_batch = batch_encoder(tokenizer)
+        self.encoder = BatchEncoder(tokenizer)
         self.seq_len = seq_len
         self.vocab_size = len(tokenizer)
         self.dtype = narrowest_dtype(self.vocab_size)
@@ -90,8 +118,8 @@ class TokenConcatenator:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """The token stream of a batch: bos + ids + eos for each document, concatenated."""
-        ids = [e.ids for e in self._encode_batch(texts, add_special_tokens=False)]
-        return join_documents(ids, self.bos, self.eos, self.np_dtype)
+        flat, lengths = self.encoder(texts)
+        return join_documents(flat, lengths, self.bos, self.eos, self.np_dtype)
 
     def feed(self, texts: list[str]) -> np.ndarray:
         stream = self.encode(texts)

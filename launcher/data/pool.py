@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from launcher.data.concat import TokenConcatenator, cut
+from launcher.data.concat import BatchEncoder, TokenConcatenator, cut
 from launcher.data.format import narrowest_dtype, numpy_dtype
 from launcher.data.inputs import TextBatch
 from launcher.data.writer import PartitionWriter
@@ -125,6 +125,9 @@ class _Pool:
         # torch-heavy streaming in each worker). They start before the progress display's
         # and the uploads' threads exist.
         ctx = mp.get_context("fork")
+        # Which encoder the tokenizer gets is decided once, here (launcher.data.tiktoken_bpe
+        # caches it per process): the workers inherit it rather than each checking again.
+        BatchEncoder(job.tokenizer)
         self.n = workers
         self.on_shard = on_shard
         self.progress = progress
