@@ -1,7 +1,9 @@
 """Throughput of `launcher data convert` on a generated corpus, per CPU core, for both engines.
 
-Each repeat runs, interleaved: the yardstick (the Rust tokenizer's batch encode over the same
-texts, one thread, nothing else), then every engine x worker count. Per core is MB of text
+Each repeat runs, interleaved: the yardstick (the tokenizer library convert encodes with, over the
+same texts, one thread, nothing else: tiktoken where it reproduces the tokenizer exactly, as it
+does the byte-level BPE trained here; the tokenizers library's Rust batch encode, the fallback,
+is measured beside it), then every engine x worker count. Per core is MB of text
 per CPU-second of every process of the conversion: this one, the local engine's workers,
 Spark's JVM and its Python workers. Spark's session start-up and first conversion (its
 Python workers importing streaming and the tokenizer) are reported apart, not counted.
@@ -83,17 +85,30 @@ def _tree_cpu_seconds() -> float:
     return total
 
 
-def _encode_all(tokenizer_dir: Path, texts: list[str], batch: int = 1024) -> None:
+def encoder_of(tokenizer_dir: Path, library: str):
+    """A function that encodes a list of texts with `library` alone, one thread: "tokenizers"
+    (the Rust batch encode) or "tiktoken" (the Encoding convert builds for this tokenizer,
+    encode_to_numpy per text, as convert calls it). Built here, outside the measured time."""
+    if library == "tiktoken":
+        from launcher.data.tiktoken_bpe import exact_tiktoken
+        from launcher.data.tokenizer import load_tokenizer
+
+        encoding = exact_tiktoken(load_tokenizer(str(tokenizer_dir)).backend_tokenizer, False).encoding
+        return lambda batch: [encoding.encode_to_numpy(t, allowed_special="all") for t in batch]
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+    return lambda batch: encode(batch, add_special_tokens=False)
+
+
+def _encode_all(encode, texts: list[str], batch: int = 1024) -> None:
     for i in range(0, len(texts), batch):
-        encode(texts[i : i + batch], add_special_tokens=False)
+        encode(texts[i : i + batch])
 
 
-def tokenizer_alone(tokenizer_dir: Path, texts: list[str], processes: int = 1) -> float:
-    """The yardstick: CPU-seconds of the Rust tokenizer's batch encode over the texts on one
+def tokenizer_alone(encode, texts: list[str], processes: int = 1) -> float:
+    """The yardstick: CPU-seconds of one tokenizer library's encode over the texts on one
     thread per process, and nothing else (no reading, no joining, no writing). With N processes
     each encodes 1/N of the texts at the same time, as N workers do: two busy processes on this
     machine's cores each run slower per CPU-second than one alone."""
@@ -101,10 +116,10 @@ def tokenizer_alone(tokenizer_dir: Path, texts: list[str], processes: int = 1) -
 
     began = _tree_cpu_seconds()
     if processes == 1:
-        _encode_all(tokenizer_dir, texts)
+        _encode_all(encode, texts)
         return _tree_cpu_seconds() - began
     ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_encode_all, args=(tokenizer_dir, texts[i::processes])) for i in range(processes)]
+    procs = [ctx.Process(target=_encode_all, args=(encode, texts[i::processes])) for i in range(processes)]
     for p in procs:
         p.start()
     for p in procs:
@@ -144,8 +159,9 @@ def main() -> None:
     # Every number is per core: the tokenizer runs on one thread in each process.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
+    from launcher.data.concat import BatchEncoder
     from launcher.data.convert import convert
-    from launcher.data.tokenizer import train_tokenizer
+    from launcher.data.tokenizer import load_tokenizer, train_tokenizer
 
     root = Path(tempfile.mkdtemp(prefix="bench-data-"))
     try:
@@ -160,8 +176,19 @@ def main() -> None:
                 dst.write(line)
         t = time.monotonic()
         tok = train_tokenizer([str(sample)], args.vocab, root / "tok")
-        print(f"tokenizer: byte-level BPE, vocab {args.vocab}, trained in {time.monotonic() - t:.1f} s; "
+        trained = time.monotonic() - t
+        loaded = load_tokenizer(str(tok))
+        cpu0 = time.process_time()
+        encoder = BatchEncoder(loaded)
+        print(f"tokenizer: byte-level BPE, vocab {args.vocab}, trained in {trained:.1f} s; "
               f"samples of {args.seq} tokens; cores: {os.cpu_count()}")
+        print(f"convert encodes with {encoder.backend}" + (f" ({encoder.fallback_reason})" if encoder.fallback_reason else "")
+              + f"; choosing took {time.process_time() - cpu0:.2f} CPU-s, once per process "
+              "(the conversions below reuse the choice)")
+        # The yardstick is the library convert encodes with; the tokenizers library alone
+        # (the fallback, and the ceiling before tiktoken) is printed beside it.
+        libraries = list(dict.fromkeys([encoder.backend, "tokenizers"]))
+        encoders = {lib: encoder_of(tok, lib) for lib in libraries}
         with corpus.open() as f:
             texts = [json.loads(line)["text"] for line in f]
 
@@ -175,11 +202,14 @@ def main() -> None:
                   "importing streaming and the tokenizer) is a warm-up, not counted")
             convert([str(sample)], str(root / "warm"), str(tok), args.seq, engine="spark", workers=max(args.workers))
             shutil.rmtree(root / "warm")
-        yard: dict[int, list[float]] = {w: [] for w in args.workers}  # MB per CPU-second
+        # MB per CPU-second of each library alone, by worker count
+        yards: dict[str, dict[int, list[float]]] = {lib: {w: [] for w in args.workers} for lib in libraries}
+        yard = yards[encoder.backend]
         got: dict[tuple[str, int], list[tuple[float, float]]] = {c: [] for c in configs}  # (MB/CPU-s, MB/s)
         for r in range(args.repeat):
-            for w in args.workers:
-                yard[w].append(text_bytes / tokenizer_alone(tok, texts, w) / 1e6)
+            for lib in libraries:
+                for w in args.workers:
+                    yards[lib][w].append(text_bytes / tokenizer_alone(encoders[lib], texts, w) / 1e6)
             for engine, workers in configs:
                 out = root / f"out-{engine}-{workers}"
                 cpu0, t0 = _tree_cpu_seconds(), time.monotonic()
@@ -187,8 +217,9 @@ def main() -> None:
                 wall, cpu = time.monotonic() - t0, _tree_cpu_seconds() - cpu0
                 got[(engine, workers)].append((text_bytes / cpu / 1e6, text_bytes / wall / 1e6))
                 shutil.rmtree(out)
-            print(f"  repeat {r + 1}/{args.repeat}: tokenizer alone "
-                  + ", ".join(f"x{w} {v[-1]:.2f}" for w, v in yard.items()) + " MB/CPU-s; "
+            print(f"  repeat {r + 1}/{args.repeat}: "
+                  + "; ".join(f"{lib} alone " + ", ".join(f"x{w} {v[-1]:.2f}" for w, v in yards[lib].items())
+                              for lib in libraries) + " MB/CPU-s; "
                   + "; ".join(f"{e} x{w} {v[-1][0]:.2f}" for (e, w), v in got.items()))
         if spark is not None:
             spark.stop()
@@ -196,19 +227,20 @@ def main() -> None:
         y = {w: statistics.median(v) for w, v in yard.items()}
         print(f"\n{args.repeat} interleaved repeats, medians [best]. Per core = MB of text / CPU-seconds of every "
               "process of the conversion (this one, its workers; Spark's JVM and Python workers).")
-        for w, v in yard.items():
-            print(f"tokenizer alone (Rust batch encode, one thread) in {w} process(es) at once: {y[w]:.2f} MB/s per core "
-                  f"[{max(v):.2f}]")
-        header = f"{'engine':>6} {'workers':>7} {'MB/s/core':>10} {'best':>6} {'x tokenizer in as many processes':>33} {'wall MB/s':>10}"
+        for lib in libraries:
+            for w, v in yards[lib].items():
+                print(f"tokenizer alone, {lib}{' (what convert encodes with)' if lib == encoder.backend else ''}, "
+                      f"one thread, in {w} process(es) at once: {statistics.median(v):.2f} MB/s per core [{max(v):.2f}]")
+        header = f"{'engine':>6} {'workers':>7} {'MB/s/core':>10} {'best':>6} {'x its tokenizer alone, as many procs':>36} {'wall MB/s':>10}"
         print(header + "\n" + "-" * len(header))
         rows = []
         for (engine, workers), v in got.items():
             per_core = statistics.median(x[0] for x in v)
             ratio = statistics.median(x[0] / yd for x, yd in zip(v, yard[workers]))
-            print(f"{engine:>6} {workers:>7} {per_core:>10.2f} {max(x[0] for x in v):>6.2f} {ratio:>33.2f} "
+            print(f"{engine:>6} {workers:>7} {per_core:>10.2f} {max(x[0] for x in v):>6.2f} {ratio:>36.2f} "
                   f"{statistics.median(x[1] for x in v):>10.2f}")
             rows.append(Row(f"`launcher data convert`, text per core, --engine {engine}, {workers} worker(s)",
-                            f"the tokenizer alone, {workers} process(es): {y[workers]:.2f} MB/s per core (same run)", f"{per_core:.2f} MB/s per core",
+                            f"the tokenizer alone ({encoder.backend}), {workers} process(es): {y[workers]:.2f} MB/s per core (same run)", f"{per_core:.2f} MB/s per core",
                             round(ratio, 2), ">= 5 MB/s per core", per_core >= 5))
         print(f"\n{s.tokens:,} tokens -> {s.samples:,} samples of {args.seq}; goal: >= 5 MB/s of text per core "
               "(the seed's Spark notebook: about 0.72)")
