@@ -71,7 +71,7 @@ def _exact_tiktoken(tokenizer_json: str, split_special_tokens: bool) -> Exactnes
         reason = _ranks(spec, {ch: b for b, ch in bytes_to_unicode().items()}, ranks)
         if reason:
             return Exactness(None, reason)
-        specials = {} if split_special_tokens else {t["content"]: t["id"] for t in spec["added_tokens"]}
+        specials = {} if split_special_tokens else {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
         encoding = tiktoken.Encoding(
             f"exact-{len(ranks)}", pat_str=r50k_pat_str, mergeable_ranks=ranks, special_tokens=specials
         )
@@ -105,7 +105,7 @@ def _pipeline_difference(spec: dict) -> str:
 def _added_tokens_difference(spec: dict, split_special_tokens: bool) -> str:
     added = spec.get("added_tokens", [])
     for t in added:
-        if not t["special"]:  # split out of the text even with split_special_tokens
+        if not t.get("special"):  # split out of the text even with split_special_tokens
             return f"added token {t['content']!r} is not special"
         for flag in ("lstrip", "rstrip", "single_word"):
             if t.get(flag):
@@ -125,7 +125,7 @@ def _ranks(spec: dict, byte_of: dict[str, int], ranks: dict[bytes, int]) -> str:
     """Fill `ranks` (bytes -> id) from the model's vocab and check its merges against them;
     the difference found, or ""."""
     model = spec["model"]
-    added_ids = {t["id"] for t in spec["added_tokens"]}
+    added_ids = {t["id"] for t in spec.get("added_tokens", [])}
     alphabet = set(byte_of)
     # byte-level text -> the bytes it stands for, in C: each alphabet character -> chr(byte)
     to_latin1 = str.maketrans({ch: chr(b) for ch, b in byte_of.items()})
