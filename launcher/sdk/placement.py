@@ -102,12 +102,6 @@ def decide(spec: RunSpec | Mapping[str, Any], candidates: Sequence[Candidate]) -
 # --- the candidates ------------------------------------------------------------------------
 
 
-def is_placed(cluster: str | list[str] | None) -> bool:
-    """Whether a compute.cluster (or --cluster) asks for a placement: `auto` or several profiles."""
-    names = cluster_names(cluster)
-    return names == [AUTO_CLUSTER] or len(names) > 1
-
-
 def candidate_profiles(cluster: str | list[str] | None, config: Config) -> list[Profile]:
     """The profiles `auto` or a list names, in order; a name that is no profile is an error."""
     names = cluster_names(cluster)

@@ -147,8 +147,8 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
     A compute.cluster (or `cluster`) of `auto` or several profiles is a placement across them
     (launcher.sdk.placement): a submit asks them for their free GPUs here. `run_name`: the
     run's full name where it has one already (a run moving to another cluster)."""
-    from launcher.sdk import placement
     from launcher.sdk.config import RunConfig
+    from launcher.spec.models import is_placed
 
     config = RunConfig.of(config)
     if code is not None:
@@ -156,7 +156,7 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
 
         config = config.model_copy(update={"code": (config.code or Code()).model_copy(update={"path": code})})
     wanted = cluster if cluster is not None else config.compute.cluster
-    if backend != "local" and placement.is_placed(wanted):
+    if backend != "local" and is_placed(wanted):
         return _prepare_placed(config, wanted, dry_run=dry_run, on_note=on_note, allow_files=tuple(allow_files),
                                  run_name=run_name)
     profile, target, store, notes = _target(config, cluster, backend, dry_run=dry_run)

@@ -67,6 +67,13 @@ def cluster_names(value: str | list[str] | None) -> list[str]:
     return [str(item).strip() for item in items if str(item).strip()]
 
 
+def is_placed(cluster: str | list[str] | None) -> bool:
+    """Whether a compute.cluster (or --cluster) asks for a placement: `auto` or several
+    profiles (launcher.sdk.placement places it; a run on one profile never imports that)."""
+    names = cluster_names(cluster)
+    return names == [AUTO_CLUSTER] or len(names) > 1
+
+
 class Compute(_Model):
     cluster: str | list[str] | None = None
     """A cluster profile; or `auto`, a comma list or a YAML list of them: the run goes to the

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-import secrets
-import string
+# secrets.choice is SystemRandom().choice (os.urandom); the secrets module would also import
+# hmac and OpenSSL's hashlib, a few ms of every command that names a run (validate).
+from random import SystemRandom
 
 SUFFIX_LEN = 6
 # A run's pod names must fit a DNS label (63 characters). JobSet's webhook refuses a JobSet
@@ -14,7 +15,8 @@ SUFFIX_LEN = 6
 # backend, so validate, dry-run and run agree and a spec's name means the same run anywhere.
 MAX_RUN_NAME = 63 - len("-node-0-") - 4 - len("-abcde")
 MAX_BASE = MAX_RUN_NAME - SUFFIX_LEN - 1
-_ALPHABET = string.ascii_lowercase + string.digits
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"  # string.ascii_lowercase + string.digits
+_RANDOM = SystemRandom()
 
 
 def sanitize(name: str) -> str:
@@ -28,5 +30,5 @@ def sanitize(name: str) -> str:
 
 
 def unique_run_name(name: str) -> str:
-    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(SUFFIX_LEN))
+    suffix = "".join(_RANDOM.choice(_ALPHABET) for _ in range(SUFFIX_LEN))
     return f"{sanitize(name)}-{suffix}"

@@ -7,7 +7,8 @@ import pytest
 
 from launcher.backends.base import FreeGpus
 from launcher.errors import SpecError
-from launcher.sdk.placement import Candidate, decide, is_placed
+from launcher.sdk.placement import Candidate, decide
+from launcher.spec.models import is_placed
 from launcher.spec.load import load_spec_text
 
 

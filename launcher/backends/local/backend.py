@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,6 @@ import yaml
 from launcher.backends.base import Backend, Capabilities, GpuUsage, LocalArtifacts, LogLine, Plan, Run, RunStatus
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.procs import alive, start_time, terminate_groups
-from launcher.backends.local.state import State
 from launcher.errors import FieldError, InputError, LauncherError, NotFoundError, StateFileError
 from launcher.pod import contract
 from launcher.pod.limits import arg_max_here
@@ -35,10 +35,12 @@ from launcher.secrets.store import LocalSecretStore
 if TYPE_CHECKING:
     from launcher.backends import snapshot
     from launcher.backends.local.mounts import MountPlan
+    from launcher.backends.local.state import State
 
 # What only a submit, a run's logs or its clean-up use (the snapshot packer, the mount plan
 # and its namespaces, the log readers, the plan renderer, subprocess, the reaper and ctypes)
-# is imported there, so that `validate` and listings, which open this backend, do not load it.
+# is imported there, and the state DB is opened at first use, so that `validate`, which
+# opens this backend to check a spec, loads none of it and writes nothing.
 
 # Node ranks are processes on this machine; past a few per core they only compete.
 NODES_PER_CORE = 4
@@ -98,7 +100,14 @@ class LocalBackend(Backend, LocalArtifacts):
     def __init__(self, home: Path, settings: dict | None = None):
         self.home = home
         self.settings = settings or {}
-        self.state = State(home)
+
+    @cached_property
+    def state(self) -> State:
+        """The runs' records (state.db), opened and created at first use: validate and a
+        dry-run, which open this backend to check a spec, never touch them."""
+        from launcher.backends.local.state import State
+
+        return State(self.home)
 
     @classmethod
     def open(cls, profile, home: Path) -> LocalBackend:
