@@ -85,6 +85,15 @@ def _tree_cpu_seconds() -> float:
     return total
 
 
+def _own_cpu_seconds() -> float:
+    """CPU-seconds of this process and its reaped children (the yardstick's encoders), not
+    of a Spark session's JVM and Python workers, which may still be finishing a conversion."""
+    import resource
+
+    return sum(t for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for t in resource.getrusage(who)[:2])
+
+
 def encoder_of(tokenizer_dir: Path, library: str):
     """A function that encodes a list of texts with `library` alone, one thread: "tokenizers"
     (the Rust batch encode) or "tiktoken" (the Encoding convert builds for this tokenizer,
@@ -114,30 +123,17 @@ def tokenizer_alone(encode, texts: list[str], processes: int = 1) -> float:
     machine's cores each run slower per CPU-second than one alone."""
     import multiprocessing as mp
 
-    began = _tree_cpu_seconds()
+    began = _own_cpu_seconds()
     if processes == 1:
         _encode_all(encode, texts)
-        return _tree_cpu_seconds() - began
+        return _own_cpu_seconds() - began
     ctx = mp.get_context("fork")
     procs = [ctx.Process(target=_encode_all, args=(encode, texts[i::processes])) for i in range(processes)]
     for p in procs:
         p.start()
     for p in procs:
         p.join()
-    return _tree_cpu_seconds() - began
-
-
-def spark_session(cores: int):
-    """A local[cores] session, as tests/data/conftest.py starts one."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName("bench-data-convert")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(cores))
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return _own_cpu_seconds() - began
 
 
 def main() -> None:
@@ -161,6 +157,7 @@ def main() -> None:
 
     from launcher.data.concat import BatchEncoder
     from launcher.data.convert import convert
+    from launcher.data.spark import spark_session
     from launcher.data.tokenizer import load_tokenizer, train_tokenizer
 
     root = Path(tempfile.mkdtemp(prefix="bench-data-"))
@@ -196,7 +193,7 @@ def main() -> None:
         spark = None
         if "spark" in args.engines:
             cpu0, t0 = _tree_cpu_seconds(), time.monotonic()
-            spark = spark_session(max(args.workers))
+            spark = spark_session("bench-data-convert", max(args.workers))  # the session the command starts
             print(f"spark: local[{max(args.workers)}] session started in {time.monotonic() - t0:.1f} s "
                   f"({_tree_cpu_seconds() - cpu0:.1f} CPU-s); its first conversion (Python workers starting, "
                   "importing streaming and the tokenizer) is a warm-up, not counted")

@@ -9,8 +9,11 @@ sidecar follows it (the trainer refuses a split without its sidecar).
 
 from __future__ import annotations
 
+import gc
+import hashlib
 import json
 import os
+import pickle
 import re
 import sys
 from collections.abc import Iterator
@@ -32,10 +35,12 @@ FEED_CHARS = 1 << 20
 class TokenizeConcatUDF:
     """dataframe_to_mds's udf_iterable: pandas DataFrame -> {"tokens": bytes} samples.
 
-    One instance is deserialized per Spark task, so its buffer spans the task's batches."""
+    Spark unpickles one instance per task, so its buffer spans the task's batches. The
+    tokenizer travels as its own pickle, which a reused Python worker (Spark's default)
+    unpickles only at its first task: see _task_concatenator."""
 
     def __init__(self, tokenizer, seq_len: int, text_column: str, eos_text: str, bos_text: str):
-        self.tokenizer = tokenizer
+        self.tokenizer_pickle = pickle.dumps(tokenizer)
         self.seq_len = seq_len
         self.text_column = text_column
         self.eos_text = eos_text
@@ -44,9 +49,7 @@ class TokenizeConcatUDF:
 
     def __call__(self, pdf) -> Iterator[dict]:
         if self._concat is None:
-            self._concat = TokenConcatenator(
-                self.tokenizer, self.seq_len, eos_text=self.eos_text, bos_text=self.bos_text
-            )
+            self._concat = _task_concatenator(self)
         texts = pdf[self.text_column]
         if texts.isna().any():
             raise ValueError(f"a record has no {self.text_column!r} value")
@@ -57,6 +60,48 @@ class TokenizeConcatUDF:
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_concat": None}
+
+
+# This worker process's concatenator, and the UDF settings it was built for.
+_worker_concatenator: tuple[tuple, TokenConcatenator] | None = None
+
+
+def _task_concatenator(udf: TokenizeConcatUDF) -> TokenConcatenator:
+    """A concatenator with an empty buffer, for a task's first batch. A Python worker keeps
+    the one it built at its first task of the conversion: unpickling the tokenizer and
+    choosing its encoder cost 0.1-0.15 CPU-seconds, at every task otherwise (an input of many
+    small files is as many tasks)."""
+    global _worker_concatenator
+    key = (hashlib.sha256(udf.tokenizer_pickle).digest(), udf.seq_len, udf.eos_text, udf.bos_text)
+    if _worker_concatenator is None or _worker_concatenator[0] != key:
+        tokenizer = pickle.loads(udf.tokenizer_pickle)
+        concat = TokenConcatenator(tokenizer, udf.seq_len, eos_text=udf.eos_text, bos_text=udf.bos_text)
+        _worker_concatenator = (key, concat)
+        _freeze_long_lived()
+    concat = _worker_concatenator[1]
+    concat.take_remainder()  # the task before, finished or failed, leaves nothing to this one
+    return concat
+
+
+def _freeze_long_lived() -> None:
+    """Spark's reused Python worker runs gc.collect() after every task (pyspark/daemon.py):
+    with torch imported (streaming imports it) that walks ~390k objects, 0.2 CPU-seconds a
+    task. Moving what exists once the first task is set up (the imports, the concatenator
+    kept above) to the collector's permanent generation, once per process, leaves each
+    collection the task's own objects."""
+    global _frozen
+    if _frozen:
+        return
+    _frozen = True
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return
+    if TaskContext.get() is not None:  # a Spark worker, not a caller's own process
+        gc.freeze()
+
+
+_frozen = False
 
 
 def _pieces(texts: list[str], chars: int) -> Iterator[list[str]]:
@@ -87,15 +132,35 @@ def import_pyspark():
     return SparkSession
 
 
-def spark_session(app: str):
-    """The active SparkSession (a Databricks notebook's, a test's), else a new local one."""
+# A local session's JVM reads the inputs and hands them to the Python workers, a fraction of
+# the work: its JIT's optimizing tier (C2) spent more CPU compiling than it saved, ~1
+# CPU-second of a warm JVM's 10 MB conversion. The quick tier alone (C1) costs less up to
+# about 1 GB of text per session (bench/README.md).
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# Set when a master is already chosen: spark-submit's gateway, its arguments, Spark Connect.
+SESSION_ENV = ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE")
+
+
+def spark_session(app: str, cores: int | None = None):
+    """The active SparkSession (a Databricks notebook's, a test's), else a new one: when
+    nothing chose a master, a local one on `cores` cores (default: all), tuned for one job."""
     SparkSession = import_pyspark()
     spark = SparkSession.getActiveSession()
     if spark is None:
-        # A new local session: run the Python workers with this interpreter, which has
-        # launcher and the tokenizer libraries (Spark would pick `python3` from PATH).
+        # Run the Python workers with this interpreter, which has launcher and the
+        # tokenizer libraries (Spark would pick `python3` from PATH).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        spark = SparkSession.builder.appName(app).getOrCreate()
+        builder = SparkSession.builder.appName(app)
+        if not any(name in os.environ for name in SESSION_ENV):
+            builder = (
+                builder.master(f"local[{cores or '*'}]")
+                .config("spark.driver.extraJavaOptions", LOCAL_JAVA_OPTIONS)
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")  # its stage bars would garble our output
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.driver.host", "127.0.0.1")
+            )
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -177,18 +242,18 @@ def run_spark(
 ) -> SparkResult:
     """Convert with Spark into `mds_out` (a local dir, or (local, remote)); returns counts
     read back from the merged index, which streaming leaves in the local directory."""
-    spark = spark_session("launcher data convert")
+    spark = spark_session("launcher data convert", workers)
     from streaming.base.converters import dataframe_to_mds
 
     df = read_texts(spark, inputs, text_column)
-    if workers > 1:
-        df = df.repartition(workers)
     try:
-        documents = df.count()
+        documents = df.count()  # before the repartition: counting needs no shuffle
     except Exception as e:  # noqa: BLE001
         raise InputError(f"Spark cannot read the inputs: {_spark_cause(e)}") from None
     if documents == 0:
         raise InputError(f"no documents in {', '.join(inputs)}")
+    if workers > 1:
+        df = df.repartition(workers)
     udf = TokenizeConcatUDF(tokenizer, seq_len, text_column, eos_text, bos_text)
     mds_kwargs = {
         "out": mds_out,

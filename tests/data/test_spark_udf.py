@@ -37,6 +37,24 @@ def test_udf_keeps_the_remainder_across_batches_and_pickles(tokenizer_dir: Path)
         list(udf(pd.DataFrame({"text": ["a", None]})))
 
 
+def test_a_task_after_another_in_the_same_worker_gets_none_of_its_tokens(tokenizer_dir: Path) -> None:
+    """Spark unpickles the UDF for every task, and a reused Python worker runs one task after
+    another: the second partition's samples hold its own documents' tokens only."""
+    import pandas as pd
+
+    from launcher.data.spark import TokenizeConcatUDF
+    from launcher.data.tokenizer import load_tokenizer
+
+    udf = TokenizeConcatUDF(load_tokenizer(str(tokenizer_dir)), 48, "text", "<|endoftext|>", "")
+    first, second = documents(50), documents(60, start=50)
+    assert len(expected_stream(tokenizer_dir, first)) % 48  # the first task leaves a remainder
+    list(pickle.loads(pickle.dumps(udf))(pd.DataFrame({"text": first})))
+    rows = list(pickle.loads(pickle.dumps(udf))(pd.DataFrame({"text": second})))
+    stream = expected_stream(tokenizer_dir, second)
+    got = [t for r in rows for t in np.frombuffer(r["tokens"], "<u2").tolist()]
+    assert got == stream[: len(stream) // 48 * 48]
+
+
 @pytest.mark.slow
 def test_spark_engine_end_to_end(tmp_path: Path, tokenizer_dir: Path) -> None:
     """Runs when the spark extra is installed: a local Spark session, streaming's
