@@ -5,14 +5,20 @@ yardstick from issue 25:
     --help      python -c pass                      goal <= 1.5x
     completion  python -c pass                      (no goal stated: it must not import pydantic)
     validate    python -c 'import pydantic, yaml'   goal <= 1.3x
+    validate    python -c 'from pydantic import BaseModel, Field; import yaml, click'
+                                                    reported only: what validate cannot avoid
+                                                    (pydantic's top level is lazy; models need
+                                                    BaseModel and Field, the CLI click)
 
 The machine is shared, so every repeat runs each command once, in a shuffled order;
 times are medians [best], and a ratio is the median of each repeat's ours / its own
 yardstick. The launcher runs as a user types it (the venv's `launcher` script), with a
 fresh LAUNCHER_HOME and a warmed --help cache, from bytecode caches as installed.
-`--imports` also prints, per command, the top-level imports that cost most (-X importtime).
+`--imports` also prints, per command, the top-level imports that cost most (-X importtime);
+`--instructions` counts each command's instructions once under valgrind's callgrind (exact and
+repeatable where wall times are not; PYTHONHASHSEED=0), where valgrind is installed.
 
-    .venv/bin/python bench/bench_startup.py [--repeat 40] [--imports] [--quick] [--rows FILE]
+    .venv/bin/python bench/bench_startup.py [--repeat 40] [--imports] [--instructions] [--quick] [--rows FILE]
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,6 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = "runspecs/mpt-tiny-local.yaml"
 COMPLETION_ENV = {"_LAUNCHER_COMPLETE": "bash_complete", "COMP_WORDS": "launcher lo", "COMP_CWORD": "1"}
+VALIDATE = f"launcher validate -f {SPEC}"
+VALIDATE_FLOOR = "python -c 'from pydantic import BaseModel, Field; import yaml, click'"
 
 
 def launcher_argv() -> list[str]:
@@ -42,9 +51,10 @@ def commands() -> dict[str, tuple[list[str], dict[str, str]]]:
     return {
         "python -c pass": ([sys.executable, "-c", "pass"], {}),
         "python -c 'import pydantic, yaml'": ([sys.executable, "-c", "import pydantic, yaml"], {}),
+        VALIDATE_FLOOR: ([sys.executable, "-c", "from pydantic import BaseModel, Field; import yaml, click"], {}),
         "launcher --help": ([*launcher, "--help"], {}),
         "completion (launcher lo<Tab>)": (launcher, COMPLETION_ENV),
-        f"launcher validate -f {SPEC}": ([*launcher, "validate", "-f", SPEC], {}),
+        VALIDATE: ([*launcher, "validate", "-f", SPEC], {}),
     }
 
 
@@ -52,8 +62,11 @@ def commands() -> dict[str, tuple[list[str], dict[str, str]]]:
 GOALS = {
     "launcher --help": ("python -c pass", 1.5, "<= 1.5x the floor"),
     "completion (launcher lo<Tab>)": ("python -c pass", None, "no pydantic imported"),
-    f"launcher validate -f {SPEC}": ("python -c 'import pydantic, yaml'", 1.3, "<= 1.3x that import"),
+    VALIDATE: ("python -c 'import pydantic, yaml'", 1.3, "<= 1.3x that import"),
 }
+# measure -> a second yardstick, reported only (no goal of its own): what the measure cannot
+# avoid importing. The ratio against it is what the launcher's own code costs.
+REPORTED = {VALIDATE: VALIDATE_FLOOR}
 
 
 def once(argv: list[str], env: dict[str, str]) -> float:
@@ -81,6 +94,21 @@ def argv_for_python(argv: list[str]) -> list[str]:
     return ["-c", "import sys; from launcher.cli.main import main; sys.argv[0] = 'launcher'; main()", *argv[1:]]
 
 
+def instructions(argv: list[str], env: dict[str, str]) -> float | None:
+    """Millions of instructions the command runs (callgrind's total), or None without valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv],
+                       env={**env, "PYTHONHASHSEED": "0"}, cwd=ROOT, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=True)
+        for line in out.read_text(errors="replace").splitlines():
+            if line.startswith("summary:"):
+                return int(line.split()[1]) / 1e6
+    return None
+
+
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from rows import Row, add_row_args, write_rows
@@ -88,6 +116,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--imports", action="store_true", help="print the costliest top-level imports of each")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count each command's instructions once under valgrind's callgrind")
     add_row_args(parser)
     args = parser.parse_args()
     if args.quick:
@@ -108,17 +138,37 @@ def main() -> None:
                 times[name].append(once(cmds[name][0], envs[name]))
         print(f"{args.repeat} repeats, interleaved in a shuffled order; medians [best]")
         for name, got in times.items():
-            print(f"  {name:<55} {statistics.median(got) * 1000:6.1f} ms [{min(got) * 1000:5.1f}]")
+            print(f"  {name:<72} {statistics.median(got) * 1000:6.1f} ms [{min(got) * 1000:5.1f}]")
+
+        def paired(name: str, yardstick: str) -> tuple[float, float, float]:
+            """The median of each repeat's ratio, and the two medians (ms)."""
+            ratio = statistics.median(o / y for o, y in zip(times[name], times[yardstick]))
+            return ratio, statistics.median(times[name]) * 1000, statistics.median(times[yardstick]) * 1000
+
         rows = []
         for name, (yardstick, goal, words) in GOALS.items():
-            ratio = statistics.median(o / y for o, y in zip(times[name], times[yardstick]))
-            ours, base = statistics.median(times[name]) * 1000, statistics.median(times[yardstick]) * 1000
+            ratio, ours, base = paired(name, yardstick)
             print(f"  {name}: {ratio:.2f}x {yardstick} (paired median; goal: {words})")
             met = ratio <= goal if goal is not None else None
             if goal is None:
                 heavy = {m.strip().split(".")[0] for _, _, m in imports(cmds[name][0], envs[name])}
                 met = "pydantic" not in heavy
             rows.append(Row(name, f"{yardstick} {base:.0f} ms", f"{ours:.0f} ms", round(ratio, 2), words, met))
+        for name, yardstick in REPORTED.items():
+            ratio, ours, base = paired(name, yardstick)
+            print(f"  {name}: {ratio:.2f}x {yardstick} (paired median; reported only)")
+            rows.append(Row(f"{name}, against what it cannot avoid importing", f"{yardstick} {base:.0f} ms",
+                            f"{ours:.0f} ms", round(ratio, 2), f"reported (the goal is {GOALS[name][2]})", None))
+        if args.instructions:
+            counts = {name: instructions(argv, envs[name]) for name, (argv, _) in cmds.items()}
+            if None in counts.values():
+                print("\ninstructions: valgrind is not installed")
+            else:
+                print("\ninstructions (callgrind, millions; once each):")
+                for name, count in counts.items():
+                    print(f"  {name:<72} {count:7.1f} M")
+                for name, yardstick in [(n, g[0]) for n, g in GOALS.items()] + list(REPORTED.items()):
+                    print(f"  {name}: {counts[name] / counts[yardstick]:.2f}x {yardstick}")
         if args.imports:
             for name, (argv, _) in cmds.items():
                 if name in GOALS:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,11 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from launcher.backends.base import Backend, Run
-from launcher.backends.statedb import connect
 from launcher.config import Config, Profile, launcher_home, load_config
 from launcher.errors import ClusterUnreachable, InputError, LauncherError, NotFoundError, RunNotFound, StateFileError
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from launcher.secrets.store import SecretStore
 
 T = TypeVar("T")
@@ -117,7 +117,12 @@ class RunIndex:
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
         """A connection in a transaction; a corrupt or unwritable index is an error that
-        names the file and how to recover."""
+        names the file and how to recover. SQLite is loaded here, at the first use of the
+        index: a command that checks a spec (validate) opens a backend but no index."""
+        import sqlite3
+
+        from launcher.backends.statedb import connect
+
         try:
             with closing(connect(self.path)) as db, db:
                 db.execute(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 import click
 
@@ -68,6 +67,8 @@ def _run(group: click.Group, argv: list[str] | None, debug: bool) -> int:
 
 def _show(e: LauncherError, debug: bool) -> int:
     if debug:
+        import traceback  # only --debug shows one
+
         traceback.print_exc()
     for warning in e.warnings:
         click.echo(f"! {warning}", err=True)
@@ -79,6 +80,8 @@ def _show(e: LauncherError, debug: bool) -> int:
 
 def _internal(e: BaseException, debug: bool) -> int:
     if debug:
+        import traceback  # only --debug shows one
+
         traceback.print_exc()
     click.echo(f"✗ {internal_error_line(e)}", err=True)
     if not debug:

@@ -15,10 +15,12 @@ REPO = Path(__file__).resolve().parents[2]
 # Libraries none of these commands uses: a run's, a cluster's, a table's or a chart's.
 HEAVY = {"torch", "kubernetes", "databricks", "composer", "streaming", "transformers", "matplotlib", "numpy",
          "fsspec", "rich", "urllib3", "plotext", "starlette", "uvicorn"}
-# The launcher's parts that only a submit, a run's logs or a cluster use.
+# The launcher's parts that only a submit, a run's logs or a cluster use; a placement across
+# clusters; the local runs' state and the run index (SQLite), which a check never reads.
 NOT_FOR_VALIDATE = ("launcher.backends.kubernetes", "launcher.backends.local.mounts", "launcher.backends.local.supervisor",
                     "launcher.backends.local.logs", "launcher.backends.snapshot", "launcher.spec.plan", "launcher.ui",
-                    "launcher.train", "launcher.metrics", "launcher.data", "launcher.entrypoint")
+                    "launcher.train", "launcher.metrics", "launcher.data", "launcher.entrypoint", "launcher.sdk.placement",
+                    "launcher.sdk.failover", "launcher.backends.local.state", "launcher.backends.statedb")
 LAUNCH = "import sys; from launcher.cli.main import main; sys.argv[0] = 'launcher'; main()"
 
 
@@ -69,6 +71,7 @@ def test_validate_imports_neither_a_cluster_client_nor_a_submit(env):
     assert not top(names) & HEAVY
     assert not {n for n in names if n.startswith(NOT_FOR_VALIDATE)}
     assert "logging" not in names  # the --debug counters import it only to show a line
+    assert not names & {"sqlite3", "subprocess"}  # no state DB or index is opened, nothing is started
 
 
 def test_validate_errors_are_unchanged_by_the_lazy_imports(env, tmp_path):
