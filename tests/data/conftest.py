@@ -96,19 +96,13 @@ def volume_env(databricks_files, monkeypatch: pytest.MonkeyPatch) -> Iterator:
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[1] SparkSession for every Spark test (starting one costs seconds); stopped at the end."""
+    """One local[1] SparkSession for every Spark test (starting one costs seconds), the one
+    `launcher data convert` starts itself (launcher.data.spark.spark_session); stopped at the end."""
     pytest.importorskip("pyspark", reason="needs the spark extra")
-    import os
-    import sys
+    from launcher.data.spark import spark_session
 
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (SparkSession.builder.master("local[1]").appName("launcher-tests")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
-               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = spark_session("launcher-tests", 1)
+    session.conf.set("spark.sql.shuffle.partitions", "1")
     yield session
     session.stop()
 
