@@ -42,14 +42,24 @@ class BackendKind:
     reachable: str | None = None
     """module:function(profile name, raw settings) that raises a LauncherError naming the
     profile when its service cannot be reached (see kubernetes/reach.py); None: always."""
+    looks: tuple[str, ...] = ()
+    """The modules a look across profiles (ask_each: a listing, one run's record, GPU usage,
+    free GPUs, a spec's check) imports on its way; they are imported before its requests,
+    one profile at a time (see load_for_looks)."""
 
 
 # The one table of backends: a profile's `backend` names a row. What each can do is its
 # class's `capabilities`.
 BACKENDS: dict[str, BackendKind] = {
-    "local": BackendKind("launcher.backends.local.backend:LocalBackend"),
+    "local": BackendKind("launcher.backends.local.backend:LocalBackend",
+                         looks=("launcher.backends.local.state", "launcher.backends.kubernetes.profiles",
+                                "launcher.backends.rankexec", "resource")),
     "kubernetes": BackendKind("launcher.backends.kubernetes.backend:KubernetesBackend",
-                              reachable="launcher.backends.kubernetes.reach:check_reachable"),
+                              reachable="launcher.backends.kubernetes.reach:check_reachable",
+                              looks=("launcher.backends.kubernetes.kubeapi", "launcher.backends.kubernetes.observe",
+                                     "launcher.backends.kubernetes.reconcile", "launcher.backends.kubernetes.usage",
+                                     "launcher.backends.kubernetes.kueue", "launcher.backends.kubernetes.quota",
+                                     "launcher.backends.rankexec")),
 }
 
 
@@ -76,6 +86,25 @@ def backend_class(name: str) -> type[Backend]:
 def open_backend(profile: Profile) -> Backend:
     """The profile's backend, its settings parsed once; it contacts nothing yet."""
     return _attribute(_kind(profile).backend).open(profile, launcher_home())
+
+
+# Python 3.11 does not import safely in parallel: two threads importing overlapping modules
+# (the kubernetes client's and the local backend's both reach logging) can trip its import
+# deadlock detector, which hands one of them a module still half run ("partially initialized
+# module 'logging' has no attribute 'getLogger'": one `get runs` in a few hundred, in CI).
+# So the threads of a look take turns to import (load_for_looks); their requests overlap.
+# Threads of this process that import on their own (a dashboard's) are not covered.
+_IMPORTING = threading.Lock()
+
+
+def load_for_looks(profile: Profile) -> None:
+    """Import the profile's backend and the modules its part of a look imports on its way
+    (BackendKind.looks); at once where they are imported already. ask_each does it under
+    _IMPORTING. tests/cli/test_look_imports.py checks that a look, once these are
+    loaded, imports nothing more."""
+    kind = _kind(profile)
+    for where in (kind.backend, *kind.looks):
+        importlib.import_module(where.partition(":")[0])
 
 
 def check_reachable(profile: Profile) -> None:
@@ -244,10 +273,22 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T], *,
     turn in a queue, and not the import of its client either (check_reachable)."""
     answers: dict[str, T] = {}
     failures: dict[str, BaseException] = {}
+    past_deadline = threading.Event()
+    for profile in profiles:  # what every thread calls first, imported here, before there are threads
+        try:
+            kind = _kind(profile)
+        except LauncherError:
+            continue  # that profile's thread reports it
+        if kind.reachable is not None:
+            _attribute(kind.reachable)
 
     def ask_one(profile: Profile) -> None:
         try:
             check_reachable(profile)
+            with _IMPORTING:
+                if past_deadline.is_set():
+                    return  # too late to be an answer: import nothing beside the caller
+                load_for_looks(profile)
             answers[profile.name] = ask(profile)
         except BaseException as e:  # noqa: BLE001 - reported below, in the caller's thread
             failures[profile.name] = e
@@ -259,6 +300,12 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T], *,
     deadline = time.monotonic() + seconds
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in threads):
+        # A thread still importing finishes before the caller goes on to import (its output,
+        # its next step); one not yet begun never begins.
+        past_deadline.set()
+        with _IMPORTING:
+            pass
     failed: dict[str, LauncherError] = {}
     for profile in profiles:
         name = profile.name

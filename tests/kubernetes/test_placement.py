@@ -141,6 +141,13 @@ def free_h100(cli: CLI, cluster: str) -> int:
     return next(u["free"] for u in json.loads(r.stdout) if u["gpu_type"] == "h100_80gb")
 
 
+def listed(cli: CLI) -> list[dict]:
+    """`get runs -o json`, which must succeed each time it is asked."""
+    r = cli("get", "runs", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
 def describe_text(cli: CLI, name: str) -> str:
     r = cli("describe", name, "--no-yaml")
     assert r.returncode == 0, r.stderr
@@ -188,8 +195,7 @@ def test_a_run_queued_past_max_queue_fails_over_to_the_next_cluster(cli, cluster
     assert re.search(r"attempt 1 on gke-a: withdrawn there \(QUEUED on gke-a for \d+ s, past "
                      r"placement.max_queue \(2 s\)\); moved to gke-b", moves[0]), text
     assert "now: attempt 2 on gke-b" in text, text
-    listed = cli("get", "runs", "-o", "json")
-    assert [r["cluster"] for r in json.loads(listed.stdout) if r["name"] == name] == ["gke-b"], listed.stdout
+    assert [r["cluster"] for r in listed(cli) if r["name"] == name] == ["gke-b"]
     # The withdrawn copy keeps its record on gke-a, stopped.
     kept = clusters.programs["gke-a"].get("ConfigMap", "default", name)
     assert kept is not None
@@ -200,8 +206,8 @@ def test_a_followed_run_fails_over_and_each_move_is_a_line(cli, clusters):
     spec = cli.spec("placed", SPEC + "placement:\n  max_queue: 2s\n")
     follow = cli.popen("run", "-f", str(spec), "--cluster", "gke-a,gke-b", "--follow")
     try:
-        wait_until(lambda: any(r["name"].startswith("placed-") and r["status"] == "QUEUED"
-                               for r in json.loads(cli("get", "runs", "-o", "json").stdout)), 60, interval=0.3)
+        wait_until(lambda: any(r["name"].startswith("placed-") and r["status"] == "QUEUED" for r in listed(cli)), 60,
+                   interval=0.3)
         assert cli("stop", holder_b, "-y").returncode == 0
         out, err = follow.communicate(timeout=120)
     finally:

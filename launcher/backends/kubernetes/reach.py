@@ -19,6 +19,7 @@ loader gives the precise error.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import os
 import socket
@@ -30,6 +31,10 @@ import yaml
 
 from launcher import debug
 from launcher.backends.kubernetes.errors import KubeUnreachable, connect_failure
+
+# A connect to a host name looks up the idna codec, which imports it the first time: here,
+# then, in the thread that imports reach.py, not in a look's threads (registry.ask_each).
+codecs.lookup("idna")
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 # The connect timeout of a look across every profile (`get runs`, the dashboard).
