@@ -42,24 +42,27 @@ class BackendKind:
     reachable: str | None = None
     """module:function(profile name, raw settings) that raises a LauncherError naming the
     profile when its service cannot be reached (see kubernetes/reach.py); None: always."""
-    looks: tuple[str, ...] = ()
-    """The modules a look across profiles (ask_each: a listing, one run's record, GPU usage,
-    free GPUs, a spec's check) imports on its way; they are imported before its requests,
-    one profile at a time (see load_for_looks)."""
+    listing: tuple[str, ...] = ()
+    """The modules a look across profiles that lists runs (ask_each: a listing, one run's
+    record) imports on its way; they are imported before its requests, one profile at a
+    time (see load_for_looks)."""
+    beyond_listing: tuple[str, ...] = ()
+    """What the other looks (GPU and queue usage, a spec's check, free GPUs) import
+    besides; a listing does without them (the local backend's are pydantic models)."""
 
 
 # The one table of backends: a profile's `backend` names a row. What each can do is its
 # class's `capabilities`.
 BACKENDS: dict[str, BackendKind] = {
-    "local": BackendKind("launcher.backends.local.backend:LocalBackend",
-                         looks=("launcher.backends.local.state", "launcher.backends.kubernetes.profiles",
-                                "launcher.backends.rankexec", "resource")),
+    "local": BackendKind("launcher.backends.local.backend:LocalBackend", listing=("launcher.backends.local.state",),
+                         beyond_listing=("launcher.backends.kubernetes.profiles", "launcher.backends.rankexec",
+                                         "resource")),
     "kubernetes": BackendKind("launcher.backends.kubernetes.backend:KubernetesBackend",
                               reachable="launcher.backends.kubernetes.reach:check_reachable",
-                              looks=("launcher.backends.kubernetes.kubeapi", "launcher.backends.kubernetes.observe",
-                                     "launcher.backends.kubernetes.reconcile", "launcher.backends.kubernetes.usage",
-                                     "launcher.backends.kubernetes.kueue", "launcher.backends.kubernetes.quota",
-                                     "launcher.backends.rankexec")),
+                              listing=("launcher.backends.kubernetes.kubeapi", "launcher.backends.kubernetes.observe",
+                                       "launcher.backends.kubernetes.reconcile"),
+                              beyond_listing=("launcher.backends.kubernetes.usage", "launcher.backends.kubernetes.kueue",
+                                              "launcher.backends.kubernetes.quota", "launcher.backends.rankexec")),
 }
 
 
@@ -97,13 +100,13 @@ def open_backend(profile: Profile) -> Backend:
 _IMPORTING = threading.Lock()
 
 
-def load_for_looks(profile: Profile) -> None:
+def load_for_looks(profile: Profile, *, listing_only: bool = False) -> None:
     """Import the profile's backend and the modules its part of a look imports on its way
-    (BackendKind.looks); at once where they are imported already. ask_each does it under
-    _IMPORTING. tests/cli/test_look_imports.py checks that a look, once these are
-    loaded, imports nothing more."""
+    (BackendKind.listing, and .beyond_listing unless `listing_only`); at once where they
+    are imported already. ask_each does it under _IMPORTING. tests/cli/test_look_imports.py
+    checks that a look, once these are loaded, imports nothing more."""
     kind = _kind(profile)
-    for where in (kind.backend, *kind.looks):
+    for where in (kind.backend, *kind.listing, *(() if listing_only else kind.beyond_listing)):
         importlib.import_module(where.partition(":")[0])
 
 
@@ -248,7 +251,7 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
         except NotFoundError:
             return None
 
-    answers, failed = ask_each(candidates, get_one)
+    answers, failed = ask_each(candidates, get_one, listing_only=True)
     for profile in candidates:
         if answers.get(profile.name) is not None:
             return answers[profile.name]
@@ -265,12 +268,13 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
 LIST_SECONDS = 8.0
 
 
-def ask_each(profiles: list[Profile], ask: Callable[[Profile], T], *,
-             seconds: float = LIST_SECONDS) -> tuple[dict[str, T], dict[str, LauncherError]]:
+def ask_each(profiles: list[Profile], ask: Callable[[Profile], T], *, seconds: float = LIST_SECONDS,
+             listing_only: bool = False) -> tuple[dict[str, T], dict[str, LauncherError]]:
     """ask(profile) for every profile at once: the answers, and for each profile that
     failed or did not answer within `seconds`, a LauncherError whose message is one
     line that names it. An unreachable cluster costs its connect timeout once, not a
-    turn in a queue, and not the import of its client either (check_reachable)."""
+    turn in a queue, and not the import of its client either (check_reachable).
+    `listing_only`: ask only lists runs or reads one (BackendKind.listing)."""
     answers: dict[str, T] = {}
     failures: dict[str, BaseException] = {}
     past_deadline = threading.Event()
@@ -288,7 +292,7 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T], *,
             with _IMPORTING:
                 if past_deadline.is_set():
                     return  # too late to be an answer: import nothing beside the caller
-                load_for_looks(profile)
+                load_for_looks(profile, listing_only=listing_only)
             answers[profile.name] = ask(profile)
         except BaseException as e:  # noqa: BLE001 - reported below, in the caller's thread
             failures[profile.name] = e
@@ -335,7 +339,7 @@ def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[
         backend = open_backend(profile)
         return [(backend, run) for run in backend.list()]
 
-    answers, warnings = ask_some(profiles, list_one, "listed")
+    answers, warnings = ask_some(profiles, list_one, "listed", listing_only=True)
     withdrawn = RunIndex().withdrawn()  # a run that moved on is listed where it is now
     pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])
              if (pair[1].name, profile.name) not in withdrawn]
@@ -343,12 +347,13 @@ def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[
     return pairs, warnings
 
 
-def ask_some(profiles: list[Profile], ask: Callable[[Profile], T], done: str) -> tuple[dict[str, T], list[str]]:
+def ask_some(profiles: list[Profile], ask: Callable[[Profile], T], done: str, *,
+             listing_only: bool = False) -> tuple[dict[str, T], list[str]]:
     """ask_each, when an answer from some profiles is an answer: the answers, and one
     warning per profile that could not be asked. When not one of them could be (one
     profile that is down, or all of them), that is the error: an empty answer would say
     there is nothing. `done`: what was asked of them, for that error ("listed")."""
-    answers, failed = ask_each(profiles, ask)
+    answers, failed = ask_each(profiles, ask, listing_only=listing_only)
     if profiles and len(failed) == len(profiles):
         errors = list(failed.values())
         if len(errors) == 1:

@@ -120,7 +120,7 @@ class RunsSource:
             backend = self._backend(profile)
             return [(backend, run) for run in backend.list()]
 
-        answers, failed = ask_each(profiles, list_one)
+        answers, failed = ask_each(profiles, list_one, listing_only=True)
         pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
         errors += [e.message for e in failed.values()]
         pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)

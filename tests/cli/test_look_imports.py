@@ -27,22 +27,23 @@ from launcher.errors import LauncherError
 
 profile, spec_path = load_config().profile(sys.argv[1]), sys.argv[2]
 registry.check_reachable(profile)
-registry.load_for_looks(profile)
+registry.load_for_looks(profile, listing_only=True)
 before = set(sys.modules)
-backend = registry.open_backend(profile)  # what `get runs`, `describe` and `util` ask each profile
+backend = registry.open_backend(profile)  # what `get runs` and `describe` ask each profile
 runs = backend.list()
 assert runs, f"{profile.name} lists no run"
 backend.get(runs[0].name)
-backend.gpu_usage()
-backend.queue_usage()
 backend.close()
 imported = set(sys.modules) - before
 
 from launcher.spec.load import load_spec
 
 spec = load_spec(spec_path).spec  # placement parses the spec before it asks
+registry.load_for_looks(profile)
 before = set(sys.modules)
-backend = registry.open_backend(profile)  # what placement asks each profile
+backend = registry.open_backend(profile)  # what `util` and placement ask each profile
+backend.gpu_usage()
+backend.queue_usage()
 try:
     backend.check(spec)
     backend.free_gpus(spec)
@@ -60,7 +61,7 @@ def test_a_look_imports_nothing_past_what_load_for_looks_imported(cli, fake_kueu
     r = cli("run", "-f", str(local), "--cluster", "local", "--follow")
     assert r.returncode == 0, r.stderr
     specs = {"fake": cli.spec("placed", "name: placed\ncommand: echo hi\ncompute: {gpus: 4, gpu_type: gpu}\n"),
-             "local": cli.spec("placed-here", "name: placed-here\ncommand: echo hi\n")}
+             "local": cli.spec("placed-here", "name: placed-here\ncommand: echo hi\ncompute: {gpus: 1, gpu_type: a100_80gb}\n")}
 
     imported = {}
     for profile, spec in specs.items():  # each in a fresh process: one profile's imports hide none of another's
@@ -69,7 +70,7 @@ def test_a_look_imports_nothing_past_what_load_for_looks_imported(cli, fake_kueu
         assert look.returncode == 0, look.stderr
         imported[profile] = json.loads(look.stdout)
     assert imported == {"fake": [], "local": []}, (
-        "modules a look imports in its thread, past BackendKind.looks (add them there): " + json.dumps(imported))
+        "modules a look imports in its thread, past BackendKind.listing or .beyond_listing (add them there): " + json.dumps(imported))
 
 
 # Every import a thread of the look makes, seen by a finder that finds nothing: Python asks
