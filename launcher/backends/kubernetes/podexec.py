@@ -107,6 +107,16 @@ def _relay(ws: Any, stdin_fd: int, resized: socket.socket | None) -> None:
 
     out, err = sys.stdout.buffer, sys.stderr.buffer
 
+    def write_output() -> None:
+        # read_channel on an empty channel reads the socket (ws.update): stdout's next frames,
+        # and the close, may arrive while stderr is read. So it is called once more after
+        # the close, when it only hands over what is buffered (else that output was lost).
+        for channel, stream in ((STDOUT, out), (STDERR, err)):
+            data = ws.read_channel(channel)
+            if data:
+                stream.write(data)
+                stream.flush()
+
     def send(data: bytes) -> bool:
         """stdin to the command (b"": its end); False once the session is closing (the command
         ended while we wrote): its output and status are still read."""
@@ -139,11 +149,8 @@ def _relay(ws: Any, stdin_fd: int, resized: socket.socket | None) -> None:
                         ws.update(timeout=0)
                     except (OSError, WebSocketException):  # closed under us: the status, if it came, says how
                         ws.close()
-            for channel, stream in ((STDOUT, out), (STDERR, err)):
-                data = ws.read_channel(channel)
-                if data:
-                    stream.write(data)
-                    stream.flush()
+            write_output()
+        write_output()
 
 
 def _exit_code(api: KubeApi, pod: str, ws: Any) -> int:
