@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,14 +54,16 @@ class BackendKind:
 # The one table of backends: a profile's `backend` names a row. What each can do is its
 # class's `capabilities`.
 BACKENDS: dict[str, BackendKind] = {
-    "local": BackendKind("launcher.backends.local.backend:LocalBackend", listing=("launcher.backends.local.state",),
+    "local": BackendKind("launcher.backends.local.backend:LocalBackend",
+                         listing=("launcher.backends.local.state",),
                          beyond_listing=("launcher.backends.kubernetes.profiles", "launcher.backends.rankexec",
                                          "resource")),
     "kubernetes": BackendKind("launcher.backends.kubernetes.backend:KubernetesBackend",
                               reachable="launcher.backends.kubernetes.reach:check_reachable",
                               listing=("launcher.backends.kubernetes.kubeapi", "launcher.backends.kubernetes.observe",
                                        "launcher.backends.kubernetes.reconcile"),
-                              beyond_listing=("launcher.backends.kubernetes.usage", "launcher.backends.kubernetes.kueue",
+                              beyond_listing=("launcher.backends.kubernetes.usage",
+                                              "launcher.backends.kubernetes.kueue",
                                               "launcher.backends.kubernetes.quota", "launcher.backends.rankexec")),
 }
 
@@ -114,9 +116,15 @@ def check_reachable(profile: Profile) -> None:
     """Raise a LauncherError naming the profile when its service cannot be reached at all;
     cheap, and done before the backend is opened (see kubernetes/reach.py). May block for
     a connect timeout (half a second)."""
+    check = _reach_check(profile)
+    if check is not None:
+        check(profile.name, profile.settings)
+
+
+def _reach_check(profile: Profile) -> Callable[[str, dict], None] | None:
+    """The profile's backend's reach check (BackendKind.reachable), imported; None: it has none."""
     reachable = _kind(profile).reachable
-    if reachable is not None:
-        _attribute(reachable)(profile.name, profile.settings)
+    return _attribute(reachable) if reachable is not None else None
 
 
 def open_secret_store(profile: Profile) -> SecretStore:
@@ -279,12 +287,8 @@ def ask_each(profiles: list[Profile], ask: Callable[[Profile], T], *, seconds: f
     failures: dict[str, BaseException] = {}
     past_deadline = threading.Event()
     for profile in profiles:  # what every thread calls first, imported here, before there are threads
-        try:
-            kind = _kind(profile)
-        except LauncherError:
-            continue  # that profile's thread reports it
-        if kind.reachable is not None:
-            _attribute(kind.reachable)
+        with suppress(LauncherError):  # an unknown backend: that profile's thread reports it
+            _reach_check(profile)
 
     def ask_one(profile: Profile) -> None:
         try:

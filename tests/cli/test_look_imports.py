@@ -16,6 +16,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.cli.test_kueue import PROFILE
 from tests.cli.test_kueue import run as kube_run
 
@@ -54,14 +56,20 @@ print(json.dumps(sorted(imported | (set(sys.modules) - before))))
 """
 
 
-def test_a_look_imports_nothing_past_what_load_for_looks_imported(cli, fake_kueue):
+@pytest.fixture
+def a_run_on_each(cli, fake_kueue):
+    """Profiles `fake` (a cluster with Kueue, its run sleeping) and `local` (its run done)."""
     fake_kueue(queues={"team": 8}, profile=PROFILE)
     kube_run(cli, "on-kube", "sleep 600", gpus=4)
     local = cli.spec("on-local", "name: on-local\ncommand: echo hi\n")
     r = cli("run", "-f", str(local), "--cluster", "local", "--follow")
     assert r.returncode == 0, r.stderr
+
+
+def test_a_look_imports_nothing_past_what_load_for_looks_imported(cli, a_run_on_each):
     specs = {"fake": cli.spec("placed", "name: placed\ncommand: echo hi\ncompute: {gpus: 4, gpu_type: gpu}\n"),
-             "local": cli.spec("placed-here", "name: placed-here\ncommand: echo hi\ncompute: {gpus: 1, gpu_type: a100_80gb}\n")}
+             "local": cli.spec("placed-here",
+                               "name: placed-here\ncommand: echo hi\ncompute: {gpus: 1, gpu_type: a100_80gb}\n")}
 
     imported = {}
     for profile, spec in specs.items():  # each in a fresh process: one profile's imports hide none of another's
@@ -69,8 +77,8 @@ def test_a_look_imports_nothing_past_what_load_for_looks_imported(cli, fake_kueu
                               capture_output=True, text=True, timeout=120)
         assert look.returncode == 0, look.stderr
         imported[profile] = json.loads(look.stdout)
-    assert imported == {"fake": [], "local": []}, (
-        "modules a look imports in its thread, past BackendKind.listing or .beyond_listing (add them there): " + json.dumps(imported))
+    assert imported == {"fake": [], "local": []}, ("modules a look imports in its thread, past BackendKind.listing "
+                                                   "or .beyond_listing (add them there): " + json.dumps(imported))
 
 
 # Every import a thread of the look makes, seen by a finder that finds nothing: Python asks
@@ -92,20 +100,16 @@ sys.meta_path.insert(0, Observer())
 from launcher import sdk
 
 listed = sdk.get_runs()
-windows = {}
+windows = {}  # thread: [its first import's time, its last's, the modules]
 for thread, name, at in seen:
-    first, last, names = windows.setdefault(thread, [at, at, []])
-    windows[thread] = [first, at, names + [name]]
+    window = windows.setdefault(thread, [at, at, []])
+    window[1] = at
+    window[2].append(name)
 print(json.dumps({"runs": sorted(r.name.rsplit("-", 1)[0] for r in listed), "windows": windows}))
 """
 
 
-def test_the_threads_of_a_look_take_turns_to_import(cli, fake_kueue):
-    fake_kueue(queues={"team": 8}, profile=PROFILE)
-    kube_run(cli, "on-kube", "sleep 600", gpus=4)
-    local = cli.spec("on-local", "name: on-local\ncommand: echo hi\n")
-    assert cli("run", "-f", str(local), "--cluster", "local", "--follow").returncode == 0
-
+def test_the_threads_of_a_look_take_turns_to_import(cli, a_run_on_each):
     look = subprocess.run([sys.executable, "-c", THREADS], cwd=cli.cwd, env=cli.env, capture_output=True, text=True,
                           timeout=120)
     assert look.returncode == 0, look.stderr
