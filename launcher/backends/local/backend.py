@@ -123,9 +123,9 @@ class LocalBackend(Backend, LocalArtifacts):
         c = spec.compute
         if c.gpu_type is not None:
             # The names a cluster would take (the shipped gpu_types), so a spec valid here is valid there.
-            from launcher.backends.kubernetes.profiles import ClusterProfile, resolve_placement
+            from launcher.backends.gpus import resolve_placement, shipped_gpu_types
 
-            resolve_placement(spec, ClusterProfile(name="the shipped defaults"))
+            resolve_placement(spec, shipped_gpu_types())
         elif c.gpus and c.nodes and c.gpus % c.nodes:
             raise InputError(f"compute: {c.gpus} GPUs do not split evenly over {c.nodes} nodes")
         cap = max_local_nodes()
@@ -316,7 +316,7 @@ class LocalBackend(Backend, LocalArtifacts):
     def gpu_usage(self) -> list[GpuUsage]:
         """This machine's GPUs (nvidia-smi; CUDA_VISIBLE_DEVICES limits them) and what its
         unfinished runs ask for; one "none" entry on a machine without GPUs."""
-        from launcher.backends.kubernetes.profiles import CPU_TYPE
+        from launcher.backends.gpus import CPU_TYPE
 
         count = visible_gpus()
         if not count:
