@@ -54,7 +54,7 @@ class _Runner:
         self.workdir = workdir
         self.env = env
         self.python = python
-        self.local = env.get(contract.BACKEND) == contract.LOCAL
+        self.local = contract.on_host(env)
         self.code = code
         """The code snapshot still to lay: over the first clone, else over the working directory."""
 
@@ -115,7 +115,7 @@ def run_integrations(plan, workdir: Path, env: dict[str, str]) -> int:
     out.add_masker(Masker([p for p in passwords if p]))
     venv = Path(env[contract.VENV]) if env.get(contract.VENV) and needs_pip(plan) else None
     try:
-        if env.get(contract.BACKEND) == contract.LOCAL:
+        if contract.on_host(env):
             _once_per_run(plan, workdir, env, venv)
         else:
             _run(plan, workdir, env, venv)

@@ -203,7 +203,7 @@ def _main(timing: dict[str, float]) -> int:
         code = runtime.prepare(env)
         if code:
             return code
-    if env.get(contract.BACKEND) == contract.LOCAL:
+    if contract.on_host(env):
         image = f"; image {plan.image} is not used" if plan.image else ""
         log(f"note: the local backend runs with the current Python environment ({sys.executable}){image}")
         use_current_environment(env)
@@ -245,7 +245,7 @@ def _main(timing: dict[str, float]) -> int:
     log(f"node rank {env['NODE_RANK']} of {env['PET_NNODES']}, {env['LOCAL_WORLD_SIZE']} process(es) per node, "
         f"WORLD_SIZE {env['WORLD_SIZE']}, master {env['MASTER_ADDR']}:{env['MASTER_PORT']}")
 
-    if int(env["NODE_RANK"]) > 0 and env.get(contract.BACKEND) != contract.LOCAL:
+    if int(env["NODE_RANK"]) > 0 and not contract.on_host(env):
         from launcher.entrypoint.rendezvous import wait_for_rank0
 
         code = wait_for_rank0(env)
@@ -286,7 +286,7 @@ def write_exec_record(env: dict[str, str], workdir: Path) -> None:
 def _note_missing_gpus(plan, env: dict[str, str]) -> None:
     wanted = plan.gpus // max(1, plan.nodes)
     given = int(env.get(contract.GPUS_PER_NODE) or 0)
-    if env.get(contract.BACKEND) == contract.LOCAL and wanted > given:
+    if contract.on_host(env) and wanted > given:
         log(f"note: the spec asks for {wanted} GPU(s) per node; this machine gives {given}"
             + (": running on CPU" if not given else ""))
 

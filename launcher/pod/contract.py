@@ -6,7 +6,10 @@ or the zipapp of it: launcher.pod.zipapp) with:
     LAUNCHER_PLAN          path of the run's plan (launcher.pod.plan: JSON, secret-free)
     LAUNCHER_SPEC          path of the submitted spec (JSON or YAML, secret-free); read
                            only without LAUNCHER_PLAN, where the spec models are installed
-    LAUNCHER_BACKEND       "local" or "kubernetes"
+    LAUNCHER_BACKEND       the backend's name, for messages; nothing branches on it
+    LAUNCHER_ON_HOST       "1" where the ranks are processes of the launcher's own machine,
+                           in its Python environment (the local backend); absent: each rank
+                           is a pod of its own. See on_host() for what it changes
     LAUNCHER_CONFIG_DIR    where parameters.yaml is (or is to be written); default /mnt/config
     LAUNCHER_WORKDIR       the working directory for integrations and the command; default cwd
     NODE_RANK              this node's rank (Kubernetes: from the job-completion index;
@@ -54,9 +57,9 @@ https clones the git_repo integration reads a token from GITHUB_TOKEN or GH_TOKE
 (hosts with "github" in the name), GITLAB_TOKEN (hosts with "gitlab"), else
 GIT_TOKEN; GIT_USERNAME overrides the user name sent with it.
 
-On the local backend (LAUNCHER_BACKEND=local) the ranks of a run share one
-machine: the integrations run once per run, by whichever rank takes the lock in
-LAUNCHER_CONFIG_DIR first; the other ranks wait for it and reuse the result.
+Where LAUNCHER_ON_HOST is "1" the ranks of a run share one machine: the integrations
+run once per run, by whichever rank takes the lock in LAUNCHER_CONFIG_DIR first; the
+other ranks wait for it and reuse the result.
 """
 
 PLAN = "LAUNCHER_PLAN"
@@ -84,8 +87,18 @@ ALLOW_HOST_PACKAGES = "LAUNCHER_ALLOW_HOST_PACKAGES"
 RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"
 GRACE_SECONDS = "LAUNCHER_GRACE_SECONDS"
 DEFAULT_GRACE_SECONDS = 30.0
-LOCAL = "local"
+ON_HOST = "LAUNCHER_ON_HOST"
 DEFAULT_CONFIG_DIR = "/mnt/config"
+
+
+
+def on_host(env) -> bool:
+    """Whether the ranks run on the launcher's own machine (LAUNCHER_ON_HOST): then they use
+    its Python environment (not the image), share its working directory (the integrations run
+    once per run), reach rank 0 at 127.0.0.1 (no DNS wait), keep caches beside the run's
+    artifacts, and may get fewer GPUs than the spec asks (the entrypoint says so)."""
+    return env.get(ON_HOST) == "1"
+
 
 # Exit codes of the entrypoint's own failures, distinct from common command codes.
 EXIT_SPEC = 64          # the spec could not be read

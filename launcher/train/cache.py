@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import InputError
+from launcher.pod import contract
 from launcher.storage import is_remote
 
 TMP_ROOT = "launcher-streaming"
@@ -37,7 +38,7 @@ LOADERS = ("train_loader", "eval_loader")
 def run_cache_root(env: Mapping[str, str], run_name: str | None) -> Path:
     """Where this run's streaming caches live."""
     artifacts = env.get("LAUNCHER_ARTIFACTS_DIR", "").strip()
-    if env.get("LAUNCHER_BACKEND") == "local" and artifacts:
+    if contract.on_host(env) and artifacts:
         return Path(artifacts).parent / "cache" / "streaming"
     name = re.sub(r"[^A-Za-z0-9._-]", "_", run_name or _unnamed_run(env))
     volume = env.get("LAUNCHER_CACHE_DIR", "").strip()

@@ -182,6 +182,7 @@ class Entrypoint:
             "GIT_CONFIG_NOSYSTEM": "1",
             "LAUNCHER_SPEC": str(spec_file),
             "LAUNCHER_BACKEND": "local",
+            "LAUNCHER_ON_HOST": "1",
             "LAUNCHER_CONFIG_DIR": str(self.config_dir),
             "LAUNCHER_WORKDIR": str(self.workdir),
             "LAUNCHER_NODES": str(nodes),

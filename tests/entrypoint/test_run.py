@@ -79,7 +79,8 @@ def test_node_rank1_starts_its_command_without_waiting_for_rank0s_port(entry):
     for backend in ("local", "kubernetes"):
         began = time.monotonic()
         r = entry.run({"command": PRINT_ENV.format(names="NODE_RANK PET_NODE_RANK WORLD_SIZE")}, rank=None, nodes=2,
-                      port=free_port(), extra={"JOB_COMPLETION_INDEX": "1", "LAUNCHER_BACKEND": backend})
+                      port=free_port(), extra={"JOB_COMPLETION_INDEX": "1", "LAUNCHER_BACKEND": backend,
+                                                             "LAUNCHER_ON_HOST": "1" if backend == "local" else "0"})
         assert r.code == 0, r.out
         assert time.monotonic() - began < 20
         env = printed(r.out)
@@ -90,7 +91,7 @@ def test_node_rank1_starts_its_command_without_waiting_for_rank0s_port(entry):
 def test_unresolvable_master_addr_times_out_clearly(entry):
     began = time.monotonic()
     r = entry.run({"command": "touch command-ran"}, rank=1, nodes=2, extra={
-        "LAUNCHER_BACKEND": "kubernetes", "LAUNCHER_RENDEZVOUS_TIMEOUT": "1.5",
+        "LAUNCHER_BACKEND": "kubernetes", "LAUNCHER_ON_HOST": "0", "LAUNCHER_RENDEZVOUS_TIMEOUT": "1.5",
         "MASTER_ADDR": "rank0.does-not-exist.invalid"})
     assert r.code == contract.EXIT_RENDEZVOUS, r.out
     assert time.monotonic() - began < 15
@@ -145,7 +146,7 @@ def test_sigkill_after_the_grace_period(entry):
 
 def test_sigterm_while_waiting_for_rank0_stops_at_once(entry):
     proc = entry.start({"command": "touch command-ran"}, rank=1, nodes=2, port=free_port(), extra={
-        "LAUNCHER_BACKEND": "kubernetes", "MASTER_ADDR": "rank0.does-not-exist.invalid"})
+        "LAUNCHER_BACKEND": "kubernetes", "LAUNCHER_ON_HOST": "0", "MASTER_ADDR": "rank0.does-not-exist.invalid"})
     read_until(proc, "waiting for node rank 0")
     proc.send_signal(signal.SIGTERM)
     rest = proc.communicate(timeout=10)[0]

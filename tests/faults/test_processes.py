@@ -186,7 +186,7 @@ def entry_env(tmp_path):
         spec = tmp_path / "spec.json"
         spec.write_text(json.dumps({"name": "sig", "command": command}))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHER_", "MASTER_", "NODE_RANK"))}
-        env.update({"LAUNCHER_SPEC": str(spec), "LAUNCHER_BACKEND": "local", "LAUNCHER_CONFIG_DIR": str(tmp_path / "c"),
+        env.update({"LAUNCHER_SPEC": str(spec), "LAUNCHER_BACKEND": "local", "LAUNCHER_ON_HOST": "1", "LAUNCHER_CONFIG_DIR": str(tmp_path / "c"),
                     "LAUNCHER_WORKDIR": str(tmp_path), "LAUNCHER_NODES": "1", "NODE_RANK": "0",
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
                     "LAUNCHER_EXIT_FILE": str(tmp_path / "exit.json")})

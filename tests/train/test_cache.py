@@ -25,7 +25,7 @@ pytestmark = pytest.mark.train
 def local_run_env(fake, tmp_path: Path, run: str, **extra: str) -> tuple[dict[str, str], Path]:
     """What the local backend gives a run: its name, and artifacts/ inside the run's directory."""
     run_dir = tmp_path / "runs" / run
-    env = train_env(fake, RUN_NAME=run, LAUNCHER_BACKEND="local", LAUNCHER_ARTIFACTS_DIR=str(run_dir / "artifacts"), **extra)
+    env = train_env(fake, RUN_NAME=run, LAUNCHER_BACKEND="local", LAUNCHER_ON_HOST="1", LAUNCHER_ARTIFACTS_DIR=str(run_dir / "artifacts"), **extra)
     return env, run_dir
 
 
@@ -170,7 +170,7 @@ def test_a_download_timeout_names_the_dataset_and_the_fix(tmp_path: Path, s3) ->
 def test_each_backend_puts_a_runs_caches_where_it_has_room() -> None:
     from launcher.train.cache import run_cache_root
 
-    local = {"LAUNCHER_BACKEND": "local", "LAUNCHER_ARTIFACTS_DIR": "/home/u/.launcher/runs/r-1/artifacts"}
+    local = {"LAUNCHER_BACKEND": "local", "LAUNCHER_ON_HOST": "1", "LAUNCHER_ARTIFACTS_DIR": "/home/u/.launcher/runs/r-1/artifacts"}
     assert run_cache_root(local, "r-1") == Path("/home/u/.launcher/runs/r-1/cache/streaming")
     # In a pod: the emptyDir the Kubernetes backend mounts and names (tests/kubernetes/test_render.py).
     pod = {"LAUNCHER_BACKEND": "kubernetes", "LAUNCHER_CACHE_DIR": "/tmp/launcher-cache"}

@@ -108,7 +108,7 @@ def test_a_killed_run_resumes_from_the_newest_checkpoint_on_the_volume(tmp_path:
     databricks_files.create_volume("main", "default", "ckpt")
     cfg = hf_config(tmp_path / "params.yaml", sentiment, f"{CKPT_VOLUME}/{{run_name}}", max_steps=24,
                     eval_strategy="steps", eval_steps=6, save_total_limit=2)
-    env = train_env(databricks_files, RUN_NAME="hf-resume", LAUNCHER_BACKEND="local",
+    env = train_env(databricks_files, RUN_NAME="hf-resume", LAUNCHER_BACKEND="local", LAUNCHER_ON_HOST="1",
                     LAUNCHER_ARTIFACTS_DIR=str(tmp_path / "attempt1" / "artifacts"))
     marker = "/Volumes/main/default/ckpt/hf-resume/checkpoint-6/trainer_state.json"
     proc = subprocess.Popen([sys.executable, "-m", "launcher.train.hf", str(cfg)], cwd=REPO, env=env,

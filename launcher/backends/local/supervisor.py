@@ -170,6 +170,7 @@ class Supervisor:
         env.update({
             contract.SPEC: str(self.layout.spec_file),
             contract.BACKEND: "local",
+            contract.ON_HOST: "1",
             contract.CONFIG_DIR: str(self.layout.config_dir),
             contract.WORKDIR: self.workdir,
             contract.NODES: str(nodes),
