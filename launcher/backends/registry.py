@@ -88,6 +88,14 @@ def backend_class(name: str) -> type[Backend]:
     return _attribute(kind.backend)
 
 
+def is_cluster(profile: Profile) -> bool:
+    """Whether the profile's backend runs on a cluster (it probes one), not on this machine:
+    what `cluster check` checks and `compute.cluster: auto` places on."""
+    from launcher.backends.capabilities import Feature
+
+    return Feature.CLUSTER_PROBE not in _attribute(_kind(profile).backend).UNSUPPORTED
+
+
 def open_backend(profile: Profile) -> Backend:
     """The profile's backend, its settings parsed once; it contacts nothing yet."""
     return _attribute(_kind(profile).backend).open(profile, launcher_home())

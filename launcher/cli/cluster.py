@@ -42,6 +42,7 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
     """Add a Kubernetes cluster profile NAME. Edit config.yaml for gpu_types and priority classes."""
     import os
 
+    from launcher.backends.capabilities import Feature
     from launcher.backends.registry import open_backend
     from launcher.config import LOCAL, Profile, check_profile_name, config_path, load_config, update_config
     from launcher.errors import InputError
@@ -67,7 +68,7 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
     if default_gpu_type and default_gpu_type not in backend.gpu_types():
         raise InputError(f"--default-gpu-type: unknown gpu_type {default_gpu_type!r} "
                          f"(known: {', '.join(backend.gpu_types())})")
-    if jobset is None and backend.capabilities.cluster_probe:
+    if jobset is None and backend.supports(Feature.CLUSTER_PROBE):
         jobset = _detect_jobset(name, backend)
     if jobset is not None:
         settings["jobset"] = jobset
@@ -108,13 +109,13 @@ def check(names, timeout, output):
     """Check cluster profiles NAMES (default: every cluster profile): whether the cluster
     answers, and whether it can pull the images every run needs, with one short-lived pod
     per image (deleted after). Exits 1 unless every cluster answered and pulled them all."""
-    from launcher.backends.base import ImagePull
-    from launcher.backends.registry import open_backend
+    from launcher.backends.capabilities import Feature, ImagePull
+    from launcher.backends.registry import is_cluster, open_backend
     from launcher.config import load_config
     from launcher.errors import LauncherError
 
     config = load_config()
-    profiles = [config.profile(n) for n in names] if names else [p for p in config.profiles() if p.backend != "local"]
+    profiles = [config.profile(n) for n in names] if names else [p for p in config.profiles() if is_cluster(p)]
     if not profiles:
         info("no cluster profiles to check (add one with `launcher cluster add`)")
         return
@@ -124,10 +125,10 @@ def check(names, timeout, output):
         report = {"profile": profile.name, "reachable": None, "error": None, "serves": {}, "images": [],
                   "warnings": backend.profile_warnings()}
         try:
-            if backend.capabilities.cluster_probe:
+            if backend.supports(Feature.CLUSTER_PROBE):
                 report["serves"] = backend.probe()
             report["reachable"] = True
-            for image in backend.run_images() if backend.capabilities.image_probe else []:
+            for image in backend.run_images() if backend.supports(Feature.IMAGE_PROBE) else []:
                 try:
                     pull = backend.probe_image(image, timeout=timeout)
                 except LauncherError as e:  # e.g. no permission to create pods: the question stays open

@@ -234,13 +234,11 @@ def _source(spec_file, restart, clone, dry_run, backend, kw):
 
 def _restart(source, follow: bool, output: str | None) -> None:
     """`run -r NAME`: the run's next attempt, on the backend that holds it."""
+    from launcher.backends.capabilities import Feature
     from launcher.cli.common import run_record
-    from launcher.errors import InputError
 
     target, old = source
-    if not target.capabilities.restart:
-        raise InputError(f"the {target.name} backend cannot restart a run",
-                         hint=f"`launcher run --clone {old.name}` submits a copy of it")
+    target.require(Feature.RESTART, hint=f"`launcher run --clone {old.name}` submits a copy of it")
     restarted = target.restart(old.name)
     if output:
         dump(run_record(restarted), output)

@@ -1,5 +1,5 @@
 """`launcher update [run] NAME`: change scheduling fields of a run that has not ended (mcli's
-`update run`), where its backend can (Capabilities.updatable); otherwise it says why not."""
+`update run`), where its backend can (its UPDATE_* features); otherwise it says why not."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ def util(clusters, one, output):
       launcher util                  # every cluster profile
       launcher util gke -o json
     """
+    from launcher.backends.capabilities import Feature
     from launcher.backends.registry import ask_some, open_backend
     from launcher.config import load_config
 
@@ -41,7 +42,8 @@ def util(clusters, one, output):
     def usage(profile):
         backend = open_backend(profile)
         try:
-            return backend.gpu_usage(), backend.queue_usage()
+            backend.require(Feature.GPU_USAGE)
+            return backend.gpu_usage(), backend.queue_usage() if backend.supports(Feature.QUEUE_USAGE) else []
         finally:
             backend.close()
 

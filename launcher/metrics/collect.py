@@ -1,6 +1,6 @@
 """Finding a run's metric records, on any backend, and reading only what is new.
 
-Where the backend keeps files on this machine (`LocalArtifacts`), the run's
+Where the backend keeps files on this machine (Feature.LOCAL_ARTIFACTS), the run's
 metrics.jsonl is read when the trainer wrote one, else rank 0's log of every attempt;
 both go through `index_file` with a cached index, so a repeated call parses only the
 bytes appended since. Other backends (Kubernetes) only stream logs: each attempt's log
@@ -16,7 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from launcher.backends.base import Backend, LocalArtifacts, Run
+from launcher.backends.base import Backend, Run
+from launcher.backends.capabilities import Feature, LocalArtifacts
 from launcher.errors import LauncherError
 from launcher.metrics.cache import IndexCache
 from launcher.metrics.index import FileIndex, Segment, SegmentBuilder, formatted_points, index_file, index_lines
@@ -104,8 +105,8 @@ class Collector:
     def refresh(self, run: Run | None = None) -> RunMetrics:
         if run is not None:
             self.run = run
-        if isinstance(self.backend, LocalArtifacts):
-            labelled, source = self._from_files(self.backend)
+        if self.backend.supports(Feature.LOCAL_ARTIFACTS):
+            labelled, source = self._from_files(self.backend)  # type: ignore[arg-type] - its LocalArtifacts
         else:
             labelled, source = self._from_streams(), "logs"
         if not self.follow or time.monotonic() - self._saved_at > _FOLLOW_SAVE_SECONDS:

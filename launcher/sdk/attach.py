@@ -8,9 +8,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from launcher.backends.capabilities import Feature
 from launcher.errors import InputError
 
-from launcher.sdk.errors import NotSupported
 from launcher.sdk.runs import Run, RunRef, create_run, resolve
 
 if TYPE_CHECKING:
@@ -27,8 +27,7 @@ def exec_in_run(run: RunRef, argv: list[str], rank: int = 0, tty: bool = False) 
     returns the command's exit code. Waits while the rank is still setting up."""
     backend, record = resolve(run)
     try:
-        if not backend.capabilities.exec:
-            raise NotSupported(f"the {backend.name} backend cannot exec into a run")
+        backend.require(Feature.EXEC)
         return backend.exec(record.name, list(argv), rank=rank, tty=tty)
     finally:
         backend.close()
@@ -40,8 +39,7 @@ def port_forward(run: RunRef, rank: int, local_port: int, remote_port: int, *,
     is called once it listens) until `stop` is set."""
     backend, record = resolve(run)
     try:
-        if not backend.capabilities.port_forward:
-            raise NotSupported(f"the {backend.name} backend cannot port-forward")
+        backend.require(Feature.PORT_FORWARD)
         backend.port_forward(record.name, rank=rank, local_port=local_port, remote_port=remote_port,
                              ready=ready, stop=stop)
     finally:

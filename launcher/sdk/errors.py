@@ -5,7 +5,8 @@ ran out."""
 
 from __future__ import annotations
 
-from launcher.errors import ClusterUnreachable, InputError, LauncherError, NotFoundError, RunNotFound, SpecError
+from launcher.backends.capabilities import NotSupported
+from launcher.errors import ClusterUnreachable, LauncherError, NotFoundError, RunNotFound, SpecError
 
 __all__ = ["ClusterUnreachable", "LauncherError", "NotSupported", "RunNotFound", "ValidationError", "WaitTimeout"]
 
@@ -35,10 +36,6 @@ class ValidationError(SpecError):
     @property
     def field(self) -> str:
         return self.issues[0].field if self.issues else ""
-
-
-class NotSupported(InputError):
-    """An action the run's backend cannot do (the message says which and why)."""
 
 
 class WaitTimeout(LauncherError, TimeoutError):

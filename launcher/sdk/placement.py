@@ -27,7 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from launcher.backends.base import FreeGpus, RunStatus
+from launcher.backends.base import RunStatus
+from launcher.backends.capabilities import FreeGpus
 from launcher.errors import InputError
 from launcher.spec.models import AUTO_CLUSTER, cluster_names
 
@@ -106,7 +107,9 @@ def candidate_profiles(cluster: str | list[str] | None, config: Config) -> list[
     """The profiles `auto` or a list names, in order; a name that is no profile is an error."""
     names = cluster_names(cluster)
     if names == [AUTO_CLUSTER]:
-        profiles = [p for p in config.profiles() if p.backend != "local"]
+        from launcher.backends.registry import is_cluster
+
+        profiles = [p for p in config.profiles() if is_cluster(p)]
         if not profiles:
             raise InputError("compute.cluster: auto places the run on a cluster profile, and there is none but local",
                              hint="add one with `launcher cluster add`")

@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Union
 
 from launcher.backends.base import Backend, Run, RunStatus
+from launcher.backends.capabilities import UPDATE_FEATURES, Feature, Updatable
 from launcher.errors import ClusterUnreachable, InputError, NotFoundError
-from launcher.sdk.errors import NotSupported, WaitTimeout, run_not_found
+from launcher.sdk.errors import WaitTimeout, run_not_found
 
 if TYPE_CHECKING:
     from launcher.config import Profile
@@ -93,8 +94,6 @@ class PreparedRun:
 
     def plan(self):
         """What submit would create (`run --dry-run`), computed offline."""
-        if not self.backend.capabilities.dry_run:
-            raise NotSupported(f"the {self.backend.name} backend cannot show a dry-run")
         if self.code is not None:
             return self.backend.plan(self.spec, self.secrets, code=self.code)
         return self.backend.plan(self.spec, self.secrets)
@@ -171,7 +170,7 @@ def prepare_on(config: RunConfig, spec: RunSpec, profile: Profile, *, dry_run: b
     from launcher.backends.registry import open_backend
 
     target = open_backend(profile)
-    store = None if dry_run and target.capabilities.secrets_in_cluster else target.secret_store()
+    store = None if dry_run and target.supports(Feature.SECRETS_IN_CLUSTER) else target.secret_store()
     return _checked_on(config, spec, profile, target, store, notes, on_note, allow_files)
 
 
@@ -290,9 +289,10 @@ def _pack_code(spec: RunSpec, target: Backend, secrets, allow_files: tuple[str, 
     dry-run leaves them in the cluster, the credential-file checks alone apply)."""
     from launcher.backends.snapshot import build
 
+    if not target.supports(Feature.CODE_SNAPSHOT):
+        raise InputError(f"code: the {target.name} backend cannot ship a code snapshot: "
+                         f"{target.UNSUPPORTED[Feature.CODE_SNAPSHOT]}")
     limit = target.code_limit()
-    if limit is None:
-        raise InputError(f"code: the {target.name} backend cannot ship a code snapshot")
     return build(spec.code, secrets=secrets, allow_files=allow_files, limit=limit,
                  where=f"a run of the {target.name} backend")
 
@@ -341,7 +341,7 @@ def _target(spec: RunSpec, cluster: str | None, backend: str | None, *, dry_run:
         return profile, open_backend(profile), LocalSecretStore(launcher_home()), notes
     profile = resolve_profile(cluster=cluster, backend=backend, config=config)
     target = open_backend(profile)
-    if dry_run and target.capabilities.secrets_in_cluster:
+    if dry_run and target.supports(Feature.SECRETS_IN_CLUSTER):
         return profile, target, None, notes
     return profile, target, target.secret_store(), notes
 
@@ -536,10 +536,13 @@ def delete_runs(runs: Iterable[RunRef]) -> RunList:
 def update_run(run: RunRef, *, max_duration: float | None = None, priority: str | None = None,
                max_retries: int | None = None) -> Run:
     """Change a run's scheduling (max_duration in hours, priority, max_retries) where its
-    backend can (Capabilities.updatable); otherwise the backend's InputError says why not."""
+    backend can (its UPDATE_* features); otherwise the backend's InputError says why not."""
     with _Backends() as backends:
         backend, name = backends.of(run)
         try:
+            if not isinstance(backend, Updatable):  # it names every update field unsupported: say the first
+                backend.require(UPDATE_FEATURES["max_duration" if max_duration is not None else
+                                                "priority" if priority is not None else "max_retries"])
             return backend.update(name, max_duration=max_duration, priority=priority, max_retries=max_retries)
         except NotFoundError as e:
             raise run_not_found(e) from None

@@ -16,6 +16,7 @@ import urllib.request
 import pexpect
 import pytest
 
+from launcher.backends.capabilities import Feature
 from launcher.backends.kubernetes.errors import KubeError
 from launcher.backends.kubernetes.secrets import KubernetesSecretStore
 from launcher.config import load_config
@@ -129,7 +130,7 @@ def test_exec_refuses_a_rank_without_a_pod_and_an_unknown_run(backend, sleeper):
 
 
 def test_port_forward_serves_an_http_server_in_the_pod(backend, fake_kube):
-    assert backend.capabilities.exec and backend.capabilities.port_forward
+    assert backend.supports(Feature.EXEC) and backend.supports(Feature.PORT_FORWARD)
     port = free_port()
     start_run(backend, fake_kube, "web-abc123", f"python -m http.server {port} --bind 127.0.0.1", nodes=1)
     ready: list[int] = []

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from launcher.backends.base import Eviction, RunStatus
+from launcher.backends.base import RunStatus
+from launcher.backends.capabilities import Eviction
 from launcher.backends.kubernetes import kueue
 from launcher.backends.kubernetes.attempts import Observed
 from launcher.backends.kubernetes.kueue import KueueView

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from launcher.backends.base import Attempt, Backend, LocalArtifacts, LogLine, Run, RunStatus
+from launcher.backends.base import Attempt, Backend, LogLine, Run, RunStatus
+from launcher.backends.capabilities import Feature, LocalArtifacts
 from launcher.errors import LauncherError, NotFoundError
 
 
@@ -25,6 +26,20 @@ def make_run(name: str, attempts: list[tuple[RunStatus, datetime | None]], statu
 
 class _Base(Backend):
     name = "test"
+    UNSUPPORTED = {f: "a test double" for f in Feature}
+
+    @classmethod
+    def open(cls, profile, home):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def check(self, spec):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def plan(self, spec, secrets=None, *, code=None):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def secret_store(self):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
 
     def __init__(self) -> None:
         self.runs: dict[str, Run] = {}
@@ -52,6 +67,8 @@ class _Base(Backend):
 
 class DirBackend(_Base, LocalArtifacts):
     """Logs at <root>/<run>/attempt-<N>/rank-<R>.log, artifacts at <root>/<run>/artifacts."""
+
+    UNSUPPORTED = {f: "a test double" for f in Feature if f is not Feature.LOCAL_ARTIFACTS}
 
     def __init__(self, root: Path):
         super().__init__()

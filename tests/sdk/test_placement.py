@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.base import FreeGpus
+from launcher.backends.capabilities import FreeGpus
 from launcher.errors import SpecError
 from launcher.sdk.placement import Candidate, decide
 from launcher.spec.models import is_placed

@@ -37,7 +37,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Backend, Capabilities, FreeGpus, GpuUsage, ImagePull, LogLine, Plan, QueueUsage, Run
+from launcher.backends.base import Backend, LogLine, Plan, Run
+from launcher.backends.capabilities import (ClusterProbe, CodeSnapshots, Exec, Feature, FreeGpus, GpuUsage,
+                                            GpuUsageReport, ImagePull, ImageProbe, PortForward, QueueUsage,
+                                            QueueUsageReport, Restartable, Updatable)
 from launcher.backends.kubernetes.profiles import (
     RUNTIME_IMAGE,
     ClusterProfile,
@@ -62,21 +65,20 @@ def newest_first(runs: list[Run]) -> list[Run]:
     return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
 
 
-class KubernetesBackend(Backend):
+class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageReport, QueueUsageReport,
+                        ClusterProbe, ImageProbe, CodeSnapshots):
     name = "kubernetes"
-    capabilities = Capabilities(
-        dry_run=True, secrets_in_cluster=True, cluster_probe=True, image_probe=True,
-        # A Job-form run: the reconciler starts attempt N+1 from the Job its record keeps. A
-        # JobSet run is refused, saying why (lifecycle.JOBSET_RESTART_REFUSAL).
-        restart=True,
-        # pods/exec and pods/portforward of the rank's pod (podexec.py).
-        exec=True, port_forward=True,
-        # A Job's activeDeadlineSeconds may change while it runs; max_retries is read from the
-        # record by the reconciler. A JobSet run refuses both (lifecycle.JOBSET_UPDATE_REFUSAL).
-        updatable=frozenset({"max_duration", "max_retries"}),
-        not_updatable=(("priority", "a pod's priority is fixed when it is created (priorityClassName cannot change "
-                                    "on a pod, nor in a Job's pod template; Kueue reads the priority class when it "
-                                    "creates the run's workload)"),))
+    # Restart: a Job-form run: the reconciler starts attempt N+1 from the Job its record keeps. A
+    # JobSet run is refused, saying why (lifecycle.JOBSET_RESTART_REFUSAL). Exec and port-forward:
+    # pods/exec and pods/portforward of the rank's pod (podexec.py). Update: a Job's
+    # activeDeadlineSeconds may change while it runs; max_retries is read from the record by the
+    # reconciler. A JobSet run refuses both (lifecycle.JOBSET_UPDATE_REFUSAL).
+    UNSUPPORTED = {
+        Feature.UPDATE_PRIORITY: "a pod's priority is fixed when it is created (priorityClassName cannot change "
+                                 "on a pod, nor in a Job's pod template; Kueue reads the priority class when it "
+                                 "creates the run's workload)",
+        Feature.LOCAL_ARTIFACTS: "its runs' logs and artifacts lie in the cluster's pods and log store",
+    }
 
     def __init__(self, profile: Profile | ClusterProfile, home: Path | None = None):
         self.profile = profile if isinstance(profile, ClusterProfile) else load_profile(profile)
@@ -195,7 +197,7 @@ class KubernetesBackend(Backend):
         # From the profile alone: no API call.
         return dry_run(spec, self.profile, secrets, placement=self._placement(spec), code=code)
 
-    def code_limit(self) -> int | None:
+    def code_limit(self) -> int:
         from launcher.backends.kubernetes.render import CODE_LIMIT
         from launcher.backends.snapshot import DEFAULT_LIMIT
 

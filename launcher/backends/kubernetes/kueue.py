@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from launcher.backends.base import Eviction, QueueState, QueueUsage, Run, RunStatus, StatusEvent
+from launcher.backends.base import Run, RunStatus, StatusEvent
+from launcher.backends.capabilities import Eviction, QueueState, QueueUsage
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.attempts import conditions, labels, ts
 

@@ -90,7 +90,7 @@ def restart_run(api: KubeApi, name: str) -> Run:
     status cleared, the restart mark set, the retry budget counted from here), then the steps
     of reconcile.resume, carried on for up to RESTART_CARRY_SECONDS. The Job comes from the
     one the record keeps; a Service the stop's clean-up took is rendered again."""
-    from launcher.backends.base import Backend
+    from launcher.backends.capabilities import Restartable
     from launcher.backends.kubernetes.attempts import record_json
     from launcher.backends.kubernetes.reconcile import reconcile_run
     from launcher.backends.kubernetes.render import render_service
@@ -100,7 +100,7 @@ def restart_run(api: KubeApi, name: str) -> Run:
     def mark() -> int:
         obs = observe(api, name)
         run, _ = derive(obs)
-        Backend.refuse_restart(run)
+        Restartable.refuse_restart(run)
         if obs.is_jobset:
             raise InputError(f"run {name} cannot be restarted: {JOBSET_RESTART_REFUSAL}",
                              hint=f"`launcher run --clone {name}` submits a copy of it")

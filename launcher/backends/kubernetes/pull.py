@@ -12,7 +12,7 @@ import secrets as random
 import time
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import ImagePull
+from launcher.backends.capabilities import ImagePull
 from launcher.backends.kubernetes import keys
 from launcher.secrets.kinds import project
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import FreeGpus
+from launcher.backends.capabilities import FreeGpus
 from launcher.backends.kubernetes.kueue import cluster_queue_gpus, cluster_queue_of
 from launcher.backends.kubernetes.usage import gpu_usage
 

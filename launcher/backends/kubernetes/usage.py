@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from launcher.backends.base import GpuUsage
+from launcher.backends.capabilities import GpuUsage
 from launcher.backends.kubernetes.kubeapi import KubeApi
 from launcher.backends.kubernetes.profiles import (
     CPU_TYPE,

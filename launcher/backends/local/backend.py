@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from launcher.backends.base import Backend, Capabilities, GpuUsage, LocalArtifacts, LogLine, Plan, Run, RunStatus
+from launcher.backends.base import Backend, LogLine, Plan, Run, RunStatus
+from launcher.backends.capabilities import (CodeSnapshots, Exec, Feature, GpuUsage, GpuUsageReport, LocalArtifacts,
+                                            PortForward, Restartable, Updatable)
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.errors import FieldError, InputError, LauncherError, NotFoundError, StateFileError
@@ -88,14 +90,17 @@ def gpu_names() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-class LocalBackend(Backend, LocalArtifacts):
+class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageReport, CodeSnapshots, LocalArtifacts):
     name = "local"
-    capabilities = Capabilities(
-        dry_run=True, local_artifacts=True, restart=True, exec=True, port_forward=True,
-        # The supervisor reads both from the state every second.
-        updatable=frozenset({"max_duration", "max_retries"}),
-        not_updatable=(("priority", "there are no priorities on this machine (every rank runs at once; "
-                                    "scheduling.priority is ignored here)"),))
+    # The supervisor reads max_duration and max_retries from the state every second.
+    UNSUPPORTED = {
+        Feature.UPDATE_PRIORITY: "there are no priorities on this machine (every rank runs at once; "
+                                 "scheduling.priority is ignored here)",
+        Feature.QUEUE_USAGE: "nothing queues runs on this machine",
+        Feature.CLUSTER_PROBE: "it runs on this machine, not a cluster",
+        Feature.IMAGE_PROBE: "it runs with this machine's Python environment and pulls no images",
+        Feature.SECRETS_IN_CLUSTER: "its secrets live on this machine ($LAUNCHER_HOME/secrets)",
+    }
 
     def __init__(self, home: Path, settings: dict | None = None):
         self.home = home
@@ -166,7 +171,7 @@ class LocalBackend(Backend, LocalArtifacts):
 
     # ------------------------------------------------------------ submit
 
-    def code_limit(self) -> int | None:
+    def code_limit(self) -> int:
         from launcher.backends import snapshot
 
         return snapshot.DEFAULT_LIMIT
