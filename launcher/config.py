@@ -26,13 +26,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from launcher import debug, homefile
 from launcher.errors import InputError, NotFoundError, os_error_words
 
 LOCAL = "local"
-BACKENDS = ("local", "kubernetes")
+"""The built-in profile's name; its backend is the one of the same name."""
+DEFAULT_BACKEND = "kubernetes"
+"""The backend of a clusters entry that names none."""
 PROFILE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -73,10 +75,10 @@ class Config:
     clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def profiles(self) -> list[Profile]:
-        out = [Profile(LOCAL, "local", dict(self.clusters.get(LOCAL) or {}))]
+        out = [Profile(LOCAL, LOCAL, dict(self.clusters.get(LOCAL) or {}))]
         for name, settings in self.clusters.items():
             if name != LOCAL:
-                out.append(Profile(name, settings.get("backend", "kubernetes"), dict(settings)))
+                out.append(Profile(name, settings.get("backend", DEFAULT_BACKEND), dict(settings)))
         return out
 
     def profile(self, name: str | None = None) -> Profile:
@@ -140,9 +142,25 @@ def _parse_config(path: Path, raw: bytes | None) -> Config:
             raise InputError(f"{path}: clusters: {problem}", hint="rename it in that file")
         if not isinstance(settings, dict):
             raise InputError(f"{path}: clusters.{name} must be a mapping")
-        backend = settings.get("backend", LOCAL if name == LOCAL else "kubernetes")
-        if name == LOCAL and backend != LOCAL:
-            raise InputError(f"{path}: clusters.local holds the local backend's settings; its backend is local")
-        if backend not in BACKENDS:
-            raise InputError(f"{path}: clusters.{name}.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    # Each profile's settings, its backend included, are its backend's profile model's to check
+    # (validate_profile, when the profile is opened): the one place they are validated.
     return Config(current=str(doc.get("current") or LOCAL), clusters=clusters)
+
+
+M = TypeVar("M")
+
+
+def validate_profile(model: type[M], profile: Profile) -> M:
+    """The profile's settings as its backend's pydantic profile model (`model`), its name
+    included: the one validation of a profile, done when it is opened. A bad field is a
+    one-line InputError naming it in config.yaml."""
+    from pydantic import ValidationError
+
+    debug.count(debug.PROFILE_LOAD, profile.name)
+    try:
+        return model.model_validate({**profile.settings, "name": profile.name},  # type: ignore[attr-defined]
+                                    context={"config": True})
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"config.yaml: clusters.{profile.name}{'.' + where if where else ''}: {err['msg']}") from None

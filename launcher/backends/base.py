@@ -15,7 +15,6 @@ submit, get, list, logs, stop, delete. watch has a default in terms of get.
 from __future__ import annotations
 
 import abc
-import enum
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher.backends.capabilities import Feature, NotSupported, check_declaration
+from launcher.backends.runstatus import RunStatus
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
     from launcher.backends.capabilities import QueueState
@@ -33,25 +33,6 @@ if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
     from launcher.secrets.kinds import Secret
     from launcher.secrets.store import SecretStore
     from launcher.spec.models import RunSpec
-
-
-class RunStatus(str, enum.Enum):
-    PENDING = "PENDING"
-    QUEUED = "QUEUED"
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    TERMINATING = "TERMINATING"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    STOPPED = "STOPPED"
-    UNKNOWN = "UNKNOWN"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STOPPED)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def utcnow() -> datetime:

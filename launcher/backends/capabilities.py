@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from launcher.backends.runstatus import RunStatus
 from launcher.errors import InputError
 
 if TYPE_CHECKING:
@@ -87,8 +88,6 @@ class Restartable(abc.ABC):
     @staticmethod
     def refuse_restart(run: Run) -> None:
         """A restart is for a run that ended STOPPED or FAILED: say why any other is refused."""
-        from launcher.backends.base import RunStatus
-
         if run.status is RunStatus.COMPLETED:
             raise InputError(f"run {run.name} completed: only a stopped or failed run can be restarted",
                              hint=f"`launcher run --clone {run.name}` submits a copy of it")
@@ -111,8 +110,6 @@ class Updatable(abc.ABC):
     def refuse_update(self, run: Run, changes: dict[str, Any]) -> None:
         """The checks every update() makes before it writes: something to change, a run that
         has not ended, and only fields this backend can change on it."""
-        from launcher.backends.base import RunStatus
-
         if not changes:
             raise InputError("nothing to update", hint="give --max-duration HOURS, --priority P or --max-retries N")
         if run.status.is_terminal:

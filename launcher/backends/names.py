@@ -9,8 +9,8 @@ is an error listing them (exit 2), not a guess. The submissions index answers
 without asking any cluster; a full name it does not know is still looked up on
 every profile, for runs submitted from another machine.
 
-`resolve_run` is the one resolver: every command that takes one run name, and the
-SDK's get_run, call it; `select` is what commands that take several use.
+launcher.sdk.fanout.resolve_run is the one resolver: every command that takes one run name,
+and the SDK's get_run, call it; `select` is what commands that take several use.
 """
 
 from __future__ import annotations
@@ -18,13 +18,9 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from typing import TYPE_CHECKING
 
-from launcher.errors import InputError, NotFoundError, RunNotFound
+from launcher.errors import InputError, RunNotFound
 from launcher.spec.names import SUFFIX_LEN, sanitize
-
-if TYPE_CHECKING:
-    from launcher.backends.base import Backend, Run
 
 _SUFFIX = re.compile(rf"-[a-z0-9]{{{SUFFIX_LEN}}}$")
 RECENT = 50
@@ -99,31 +95,3 @@ def not_found(arg: str, names: list[str], warnings: list[str] | None = None) -> 
     what = "matches" if is_glob(arg) else "named"
     return RunNotFound(f"no run {what} {arg!r}", hint=f"{hint}list runs with `launcher get runs`",
                          warnings=warnings)
-
-
-def resolve_run(arg: str | None) -> tuple[Backend, Run]:
-    """The backend holding the run `arg` means (None: the latest run), and its record."""
-    from launcher.backends.registry import RunIndex, find_run, list_runs
-    from launcher.config import load_config
-
-    index = RunIndex()
-    if arg is None:
-        return find_run(None)
-    names = index.names()
-    chosen = select(arg, names)
-    if chosen:
-        return find_run(chosen[0])
-    if is_glob(arg):
-        raise not_found(arg, names)
-    try:
-        return find_run(arg)  # a full name from another machine's submissions
-    except NotFoundError as e:
-        missing = e
-    # The start of a run name submitted from another machine: only the listings know it.
-    # (Asked only when nothing else matched; a profile that failed is already a warning.)
-    pairs, _ = list_runs(load_config().profiles())
-    listed = [r.name for _, r in pairs]
-    chosen = select(arg, listed)
-    if chosen:
-        return next((b, r) for b, r in pairs if r.name == chosen[0])
-    raise not_found(arg, list(dict.fromkeys(names + listed)), missing.warnings)

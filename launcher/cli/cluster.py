@@ -17,33 +17,40 @@ def cluster() -> None:
     """Add, check, list and choose cluster profiles."""
 
 
+def _add_options(command):
+    """`cluster add`'s options: --backend, then each backend row's own (registry.Option), each
+    once: two backends that take the same setting share its flag."""
+    from launcher.backends.registry import BACKENDS
+
+    seen: dict[str, object] = {}
+    for name, row in BACKENDS.items():
+        for option in row.add:
+            seen.setdefault(option.flag, option)
+    for option in reversed(list(seen.values())):
+        if option.boolean:
+            command = click.option(f"--{option.flag}/--no-{option.flag}", option.setting, default=None,
+                                   help=option.help)(command)
+        else:
+            kind = (click.Choice(list(option.choices)) if option.choices else
+                    click.Path(dir_okay=False) if option.path else None)
+            command = click.option(f"--{option.flag}", option.setting, type=kind, help=option.help)(command)
+    adders = [name for name, row in BACKENDS.items() if row.add]
+    return click.option("--backend", type=click.Choice(adders), default=adders[0], show_default=True,
+                        help="The backend of the profile.")(command)
+
+
 @cluster.command("add")
 @click.argument("name")
-@click.option("--context", help="kubeconfig context (default: the kubeconfig's current context).")
-@click.option("--namespace",
-              help="Namespace runs and secrets go to (default: the context's, as kubectl takes it; else default).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).")
-@click.option("--service-account", help="Service account the run's pods use.")
-@click.option("--image", help="Image for specs that name none.")
-@click.option("--gpu-labels", type=click.Choice(["gfd", "gke", "karpenter"]), default="gfd", show_default=True,
-              help="Node labels the shipped gpu_types select on: NVIDIA GPU Feature Discovery, GKE or Karpenter.")
-@click.option("--default-gpu-type", help="gpu_type for specs that ask for GPUs without one.")
-@click.option("--queue", help="Kueue LocalQueue for this cluster's runs.")
-@click.option("--entrypoint-mode", type=click.Choice(["zipapp", "inject", "image"]),
-              help="zipapp (default): run the entrypoint with the image's own python3; inject: copy the "
-                   "launcher's runtime into any image (one without Python too); image: the image has the launcher.")
-@click.option("--runtime-image", help="The runtime image inject mode copies from (default: the pinned release).")
-@click.option("--jobset/--no-jobset", default=None,
-              help="Whether the cluster serves JobSet (default: ask the cluster).")
+@_add_options
 @click.option("--use", "make_current", is_flag=True, help="Make it the current profile.")
 @click.option("--replace", is_flag=True, help="Replace a profile of the same name.")
-def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels, default_gpu_type, queue,
-        entrypoint_mode, runtime_image, jobset, make_current, replace):
-    """Add a Kubernetes cluster profile NAME. Edit config.yaml for gpu_types and priority classes."""
+def add(name, backend, make_current, replace, **options):
+    """Add a cluster profile NAME of a backend (default: Kubernetes), from its options below.
+    Edit config.yaml for the rest (gpu_types, priority classes)."""
     import os
 
     from launcher.backends.capabilities import Feature
-    from launcher.backends.registry import open_backend
+    from launcher.backends.registry import open_backend, row
     from launcher.config import LOCAL, Profile, check_profile_name, config_path, load_config, update_config
     from launcher.errors import InputError
 
@@ -52,26 +59,27 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
         raise InputError(problem)
     if name == LOCAL:
         raise InputError("the profile 'local' is built in; pick another name")
+    own = {o.setting: o for o in row(backend).add}
+    foreign = [k for k, v in options.items() if v is not None and k not in own]
+    if foreign:
+        raise InputError(f"--{foreign[0].replace('_', '-')} is no option of a {backend} profile")
 
     def refuse_a_repeat(clusters: dict) -> None:
         if name in clusters and not replace:
             raise InputError(f"a cluster profile named {name!r} already exists", hint="pass --replace to overwrite it")
 
     refuse_a_repeat(load_config().clusters)  # before asking the cluster; asked again under the lock
-    settings = {"backend": "kubernetes", "context": context, "namespace": namespace,
-                "kubeconfig": os.path.abspath(os.path.expanduser(kubeconfig)) if kubeconfig else None,
-                "service_account": service_account, "image": image, "gpu_labels": gpu_labels,
-                "default_gpu_type": default_gpu_type, "queue": queue, "entrypoint_mode": entrypoint_mode,
-                "runtime_image": runtime_image}
-    settings = {k: v for k, v in settings.items() if v is not None}
-    backend = open_backend(Profile(name, "kubernetes", settings))  # validates every field
-    if default_gpu_type and default_gpu_type not in backend.gpu_types():
-        raise InputError(f"--default-gpu-type: unknown gpu_type {default_gpu_type!r} "
-                         f"(known: {', '.join(backend.gpu_types())})")
-    if jobset is None and backend.supports(Feature.CLUSTER_PROBE):
-        jobset = _detect_jobset(name, backend)
-    if jobset is not None:
-        settings["jobset"] = jobset
+    settings: dict = {"backend": backend}
+    for setting, option in own.items():
+        value = options.get(setting)
+        if value is None and not option.boolean:
+            value = option.default
+        if value is not None:
+            settings[setting] = os.path.abspath(os.path.expanduser(value)) if option.path else value
+    opened = open_backend(Profile(name, backend, settings))  # validates every field
+    unasked = [o.setting for o in own.values() if o.boolean and settings.get(o.setting) is None]
+    if unasked and opened.supports(Feature.CLUSTER_PROBE):
+        settings.update({k: v for k, v in _probe(name, opened).items() if k in unasked})
 
     def add_profile(config) -> None:
         refuse_a_repeat(config.clusters)
@@ -80,24 +88,25 @@ def add(name, context, namespace, kubeconfig, service_account, image, gpu_labels
             config.current = name
 
     update_config(add_profile)
-    click.echo(f"{OK} Added cluster {name} (namespace {backend.profile.namespace}) to {config_path()}"
+    from launcher.backends.registry import profile_namespace
+
+    namespace = profile_namespace(Profile(name, backend, settings))
+    click.echo(f"{OK} Added cluster {name}" + (f" (namespace {namespace})" if namespace else "") + f" to {config_path()}"
                + (" and made it current" if make_current else ""))
-    if jobset is not None:
-        info("JobSet: served; failed attempts restart in the cluster" if jobset else
-             "JobSet: not served; retries happen only while a reconciler runs (`launcher reconcile "
-             "--watch`, docs/reconciler.yaml; see docs/kubernetes.md to install JobSet)")
-    for warning in backend.profile_warnings():
+    for what in unasked:
+        if what in settings:
+            info(f"{what}: {'served' if settings[what] else 'not served'} (asked the cluster)")
+    for warning in opened.profile_warnings():
         warn(f"cluster {name}: {warning}")
 
 
-def _detect_jobset(name: str, backend) -> bool | None:
-    """Ask the cluster whether it serves JobSet; None (and a warning) when it cannot be asked."""
+def _probe(name: str, backend) -> dict[str, bool]:
+    """What the cluster serves; nothing (and a warning) when it cannot be asked."""
     try:
-        return backend.probe()["jobset"]  # quickly: an unreachable cluster must not hold up `cluster add`
+        return backend.probe()  # quickly: an unreachable cluster must not hold up `cluster add`
     except Exception as e:  # noqa: BLE001 - whatever the failure, the profile is still added
-        warn(f"cluster {name}: could not ask whether it serves JobSet ({type(e).__name__}); "
-             "submit checks again")
-        return None
+        warn(f"cluster {name}: could not ask what it serves ({type(e).__name__}); submit checks again")
+        return {}
 
 
 @cluster.command("check")
@@ -199,13 +208,11 @@ def list_profiles(output: str) -> None:
 
 
 def _namespace(profile) -> str | None:
-    """Where a Kubernetes profile's runs go, read from the kubeconfig file without loading
-    the profile model."""
-    if profile.backend != "kubernetes":
-        return None
-    from launcher.backends.kubernetes.reach import profile_namespace
+    """Where a profile's runs go (a Kubernetes namespace), read offline without loading the
+    profile model (registry.Row.namespace)."""
+    from launcher.backends.registry import profile_namespace
 
-    return profile_namespace(profile.settings)
+    return profile_namespace(profile)
 
 
 @cluster.command("use")

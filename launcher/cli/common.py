@@ -45,7 +45,7 @@ def complete_run_names(ctx, param, incomplete: str) -> list:
     from click.shell_completion import CompletionItem
 
     from launcher.backends.names import spec_name_of
-    from launcher.backends.registry import RunIndex
+    from launcher.sdk.index import RunIndex
 
     try:
         names = RunIndex().names()[:200]

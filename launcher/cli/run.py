@@ -227,7 +227,7 @@ def _source(spec_file, restart, clone, dry_run, backend, kw):
                                    "with overrides)")
     if spec_file:
         return None
-    from launcher.backends.names import resolve_run
+    from launcher.sdk.fanout import resolve_run
 
     return resolve_run(restart or clone)
 

@@ -32,15 +32,14 @@ def util(clusters, one, output):
       launcher util gke -o json
     """
     from launcher.backends.capabilities import Feature
-    from launcher.backends.registry import ask_some, open_backend
+    from launcher.sdk.fanout import ask_some
     from launcher.config import load_config
 
     config = load_config()
     named = list(dict.fromkeys([*clusters, *([one] if one else [])]))
     profiles = [config.profile(name) for name in named] if named else config.profiles()
 
-    def usage(profile):
-        backend = open_backend(profile)
+    def usage(backend):
         try:
             backend.require(Feature.GPU_USAGE)
             return backend.gpu_usage(), backend.queue_usage() if backend.supports(Feature.QUEUE_USAGE) else []

@@ -42,7 +42,8 @@ class Step:
 def step(name: str, *, poll: float = 5.0) -> Step:
     """Look at a placed run once and act: past max_queue on its cluster, it is withdrawn
     there and submitted to the next candidate that can be reached."""
-    from launcher.backends.registry import RunIndex, open_backend
+    from launcher.backends.registry import open_backend
+    from launcher.sdk.index import RunIndex
     from launcher.config import load_config
 
     index = RunIndex()

@@ -60,7 +60,7 @@ LATEST_SCAN = 20
 def latest_with_metrics() -> tuple[Backend, Run, str | None]:
     """The latest run, unless it ended without metrics (a hello-world run): then the latest
     of the recent runs that has some. The third item says so when it is not the latest."""
-    from launcher.backends.registry import RunIndex
+    from launcher.sdk.index import RunIndex
     from launcher.errors import LauncherError
 
     latest = resolve(None)

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from launcher.backends.base import RunStatus
+from launcher.backends.base import Backend, RunStatus
 from launcher.backends.capabilities import FreeGpus
 from launcher.errors import InputError
 from launcher.spec.models import AUTO_CLUSTER, cluster_names
@@ -126,10 +126,9 @@ def ask(spec: RunSpec, profiles: Sequence[Profile], *, seconds: float = ASK_SECO
     """Each profile's free GPUs of the type `spec` asks for, all asked at once, each within
     `seconds`; a profile whose backend refuses the spec (offline: an unknown gpu_type there)
     or that is down or silent is a Candidate with its error."""
-    from launcher.backends.registry import ask_each, open_backend
+    from launcher.sdk.fanout import ask_each
 
-    def free_on(profile: Profile) -> FreeGpus:
-        backend = open_backend(profile)
+    def free_on(backend: Backend) -> FreeGpus:
         try:
             backend.check(spec)
             return backend.free_gpus(spec)
@@ -177,7 +176,7 @@ def now_text() -> str:
 
 def placement_of(name: str) -> dict[str, Any] | None:
     """The run's placement as the index keeps it (None: it was not placed)."""
-    from launcher.backends.registry import RunIndex
+    from launcher.sdk.index import RunIndex
 
     return RunIndex().placement(name)
 

@@ -46,7 +46,7 @@ def name_of(run: RunRef) -> str:
 
 def resolve(run: RunRef | None) -> tuple[Backend, Run]:
     """The backend that holds the run and its current record (None: the latest run)."""
-    from launcher.backends.names import resolve_run
+    from launcher.sdk.fanout import resolve_run
 
     try:
         return resolve_run(None if run is None else name_of(run))
@@ -108,7 +108,7 @@ class PreparedRun:
     def submit_here(self) -> Run:
         """Start the run on `profile`. Recorded first, started second: a run that starts is
         always findable, and an index that cannot be written stops us before anything runs."""
-        from launcher.backends.registry import RunIndex
+        from launcher.sdk.index import RunIndex
         from launcher.errors import LauncherError
 
         index = RunIndex()
@@ -146,6 +146,7 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
     A compute.cluster (or `cluster`) of `auto` or several profiles is a placement across them
     (launcher.sdk.placement): a submit asks them for their free GPUs here. `run_name`: the
     run's full name where it has one already (a run moving to another cluster)."""
+    from launcher.backends.registry import runs_on_a_cluster
     from launcher.sdk.config import RunConfig
     from launcher.spec.models import is_placed
 
@@ -155,7 +156,7 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
 
         config = config.model_copy(update={"code": (config.code or Code()).model_copy(update={"path": code})})
     wanted = cluster if cluster is not None else config.compute.cluster
-    if backend != "local" and is_placed(wanted):
+    if (backend is None or runs_on_a_cluster(backend)) and is_placed(wanted):
         return _prepare_placed(config, wanted, dry_run=dry_run, on_note=on_note, allow_files=tuple(allow_files),
                                  run_name=run_name)
     profile, target, store, notes = _target(config, cluster, backend, dry_run=dry_run)
@@ -275,7 +276,7 @@ def _submit_placed(prepared: PreparedRun) -> Run:
              "max_queue": max_queue_of(current.spec), "decision": placed.decision,
              "spec": current.spec.to_submitted(), "cwd": os.getcwd(), "allow_files": list(placed.allow_files),
              "moves": placed.skipped, "exhausted": False}
-    from launcher.backends.registry import RunIndex
+    from launcher.sdk.index import RunIndex
     from launcher.sdk.placement import start_watcher
 
     RunIndex().save_placement(run.name, state)
@@ -317,7 +318,8 @@ def _target(spec: RunSpec, cluster: str | None, backend: str | None, *, dry_run:
     store (None for a dry-run where the secrets live in the cluster) and notes on the
     choice. A compute.cluster that names no profile here (an mcli cluster such as r1z1)
     is a note, never an error."""
-    from launcher.backends.registry import open_backend, resolve_profile
+    from launcher.backends.registry import open_backend, runs_on_a_cluster
+    from launcher.sdk.profiles import resolve_profile
     from launcher.config import Profile, launcher_home, load_config
     from launcher.secrets.store import LocalSecretStore
 
@@ -326,7 +328,7 @@ def _target(spec: RunSpec, cluster: str | None, backend: str | None, *, dry_run:
     config = load_config()
     notes: list[str] = []
     named_cluster = (cluster_names(spec.compute.cluster) or [None])[0]  # one: several are a placement
-    if cluster is None and backend != "local" and named_cluster:
+    if cluster is None and (backend is None or runs_on_a_cluster(backend)) and named_cluster:
         if named_cluster in {p.name for p in config.profiles()}:
             cluster = named_cluster
         else:
@@ -362,7 +364,7 @@ def parse_status(value: RunStatus | str) -> RunStatus:
 def _listed(cluster: str | Iterable[str] | None = None):
     """(backend, run) for every run of every profile (or those named), newest first, and
     one warning per profile that could not be listed; when none could be, the error."""
-    from launcher.backends.registry import list_runs
+    from launcher.sdk.fanout import list_runs
     from launcher.config import load_config
 
     config = load_config()
@@ -514,7 +516,7 @@ def delete_run(run: RunRef) -> Run:
 
 def delete_runs(runs: Iterable[RunRef]) -> RunList:
     """Delete each run (as delete_run); the records as they were, in the order given."""
-    from launcher.backends.registry import RunIndex
+    from launcher.sdk.index import RunIndex
     from launcher.metrics.cache import forget_run
 
     out = RunList()

@@ -30,7 +30,7 @@ class SecretInfo:
 
 
 def _store(cluster: str | None):
-    from launcher.backends.registry import open_secret_store, resolve_profile
+    from launcher.sdk.profiles import open_secret_store, resolve_profile
 
     return open_secret_store(resolve_profile(cluster=cluster))
 

@@ -105,7 +105,7 @@ class RunsSource:
             return snap
 
     def _list(self) -> Snapshot:
-        from launcher.backends.registry import ask_each
+        from launcher.sdk.fanout import ask_each
         from launcher.config import load_config
 
         started = time.monotonic()
@@ -116,11 +116,10 @@ class RunsSource:
         else:
             errors = []
 
-        def list_one(profile) -> list[tuple[Backend, Run]]:
-            backend = self._backend(profile)
+        def list_one(backend: Backend) -> list[tuple[Backend, Run]]:
             return [(backend, run) for run in backend.list()]
 
-        answers, failed = ask_each(profiles, list_one, listing_only=True)
+        answers, failed = ask_each(profiles, list_one, opener=self._backend)
         pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
         errors += [e.message for e in failed.values()]
         pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
@@ -165,7 +164,7 @@ class RunsSource:
         backend = snap.backend_of(name) if snap is not None else None
         if backend is not None:
             return backend, backend.get(name)
-        from launcher.backends.registry import find_run
+        from launcher.sdk.fanout import find_run
 
         return find_run(name)  # submitted since the last snapshot
 

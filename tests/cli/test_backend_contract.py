@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from launcher.backends.local.backend import max_local_nodes
+from launcher.backends.base import Backend
+from launcher.backends.capabilities import Exec, Feature
 from launcher.backends.registry import BACKENDS
-from launcher.config import BACKENDS as CONFIG_BACKENDS
 from tests.fakes.kube.fixtures import write_profile
 
 LAUNCHER = Path(__file__).resolve().parents[2] / "launcher"
@@ -135,7 +136,7 @@ def test_each_profile_and_kubeconfig_is_read_once_per_command(cli, fake_kube, la
     listed = cli("get", "runs", "-o", "name")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split() == [name, name]  # the same namespace, seen through both profiles
-    assert counted(listed.stderr) == (f"config read 1; profile load 2 (fake 1, other 1); "
+    assert counted(listed.stderr) == (f"config read 1; profile load 3 (fake 1, local 1, other 1); "
                                       f"kubeconfig read 1 ({kubeconfig} 1)")
 
 
@@ -145,8 +146,42 @@ def test_without_debug_nothing_is_counted_aloud(cli, fake_kube):
     assert "debug:" not in r.stderr
 
 
-def test_one_table_of_backends():
-    assert set(BACKENDS) == set(CONFIG_BACKENDS)
+def test_a_profile_of_an_unknown_backend_is_refused_naming_the_known(cli, launcher_home):
+    (launcher_home / "config.yaml").write_text("clusters:\n  box:\n    backend: slurm\n")
+    r = cli("get", "runs", "--cluster", "box")
+    assert r.returncode == 2, r.stderr
+    assert f"clusters.box.backend must be one of {', '.join(BACKENDS)}, got 'slurm'" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_backend_states_each_feature_once():
+    def backend(bases: tuple[type, ...], unsupported: dict) -> type:
+        methods = {name: lambda *a, **k: None for name in ("open", "check", "plan", "secret_store", "submit", "get",
+                                                            "list", "logs", "stop", "delete", "exec")}
+        return type("Third", (Backend, *bases), {"name": "third", "UNSUPPORTED": unsupported, **methods})
+
+    everything_but_exec = {f: "not here" for f in Feature if f is not Feature.EXEC}
+    assert backend((Exec,), everything_but_exec)().supports(Feature.EXEC)
+    with pytest.raises(TypeError, match="EXEC needs the Exec mixin or a reason in UNSUPPORTED"):
+        backend((), everything_but_exec)
+    with pytest.raises(TypeError, match="provides EXEC .Exec. and names it unsupported"):
+        backend((Exec,), {f: "not here" for f in Feature})
+
+
+def test_no_backend_name_is_compared_outside_its_own_folder():
+    """Callers ask for a capability (Backend.supports), never a backend's name."""
+    names = set(BACKENDS)
+    found = []
+    for path in LAUNCHER.rglob("*.py"):
+        rel = path.relative_to(LAUNCHER).as_posix()
+        if any(rel.startswith(f"backends/{name}/") for name in names):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            operands = (node.left, *node.comparators) if isinstance(node, ast.Compare) else ()
+            if any(isinstance(n, ast.Constant) and n.value in names for n in operands) and \
+                    "backend" in ast.unparse(node).lower():  # a storage scheme or a data engine "local" is no backend
+                found.append(f"{rel}:{node.lineno}")
+    assert found == []
 
 
 def imported_modules(package: Path) -> dict[str, set[str]]:

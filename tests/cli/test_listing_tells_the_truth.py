@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from launcher.backends.registry import list_runs
+from launcher.sdk.fanout import list_runs
 from launcher.config import load_config
 from launcher.errors import LauncherError
 from tests.fakes.kube.faults import unreachable_server

@@ -15,7 +15,7 @@ OPEN_BOTH = """
 import sys
 from pathlib import Path
 from launcher.backends.local.state import State
-from launcher.backends.registry import RunIndex
+from launcher.sdk.index import RunIndex
 home = Path(sys.argv[1])
 State(home)
 RunIndex(home).names()

@@ -166,7 +166,7 @@ def test_item10_secrets_mounted_one_inside_another_or_stored_before_the_rule_are
 def test_item6_a_cluster_run_whose_secrets_pass_arg_max_is_refused_before_anything_is_created(cli, fake_kube):
     """A cluster's secrets are read by `run` alone (validate and the dry-run never contact
     the cluster): run refuses, naming the secrets, and creates nothing."""
-    from launcher.backends.registry import open_secret_store
+    from launcher.sdk.profiles import open_secret_store
     from launcher.config import load_config
     from launcher.secrets.kinds import Secret, SecretKind
 

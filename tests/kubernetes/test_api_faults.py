@@ -124,7 +124,7 @@ def test_a_bad_kubeconfig_is_bad_input_naming_the_profile(launcher_home, capsys,
 
 
 def test_a_server_error_on_describe_is_one_line_and_exit_1(fake_kube, capsys):
-    from launcher.backends.registry import RunIndex
+    from launcher.sdk.index import RunIndex
 
     backend = make_backend()
     backend.submit(run_spec("described-abc123", worker("--lines", "1")), [])

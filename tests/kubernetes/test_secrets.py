@@ -8,7 +8,7 @@ import json
 import pytest
 
 from launcher.backends.kubernetes.secrets import KubernetesSecretStore
-from launcher.backends.registry import open_secret_store
+from launcher.sdk.profiles import open_secret_store
 from launcher.config import load_config
 from launcher.errors import InputError, NotFoundError
 from launcher.secrets.kinds import Secret, SecretKind

@@ -39,18 +39,17 @@ names no cpus or memory.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from launcher import __version__, debug
+from launcher import __version__
 from launcher.backends import gpus
 from launcher.backends.gpus import (  # noqa: F401 - the catalogue, as this backend's modules name it
     CPU_RUN_REQUESTS, CPU_TYPE, GENERIC_SHARE, GFD_LABEL, GKE_LABEL, GPU_RESOURCE, KARPENTER_LABEL, GpuType, Placement,
     _quantity, shipped_gpu_types)
 from launcher.backends.kubernetes.reach import DEFAULT_NAMESPACE, profile_namespace
-from launcher.errors import InputError
-from launcher.spec.models import MCLI_PRIORITIES, QUANTITY
+from launcher.spec.models import MCLI_PRIORITIES
 
 if TYPE_CHECKING:
     from launcher.config import Profile
@@ -154,6 +153,23 @@ class ClusterProfile(BaseModel):
             raise ValueError("must be a URL, e.g. s3://bucket/launcher/ or dbfs:/Volumes/<c>/<s>/<v>/logs/")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _kubeconfig_namespace(cls, settings: Any, info: ValidationInfo) -> Any:
+        """As kubectl does: the kubeconfig context's namespace where config.yaml names none
+        (read without contacting anyone). Only for a profile read from config.yaml
+        (validate_profile's context); one built in code keeps DEFAULT_NAMESPACE."""
+        if (info.context or {}).get("config") and isinstance(settings, dict) and settings.get("namespace") is None:
+            settings = {**settings, "namespace": profile_namespace(settings)}
+        return settings
+
+    @model_validator(mode="after")
+    def _default_gpu_type(self) -> ClusterProfile:
+        if self.default_gpu_type is not None and self.default_gpu_type not in self.all_gpu_types():
+            raise ValueError(f"default_gpu_type: unknown gpu_type {self.default_gpu_type!r} "
+                             f"(known: {', '.join(sorted(self.all_gpu_types()))})")
+        return self
+
     @field_validator("namespace")
     @classmethod
     def _ns(cls, v: str) -> str:
@@ -175,20 +191,12 @@ class ClusterProfile(BaseModel):
 
 
 def load_profile(profile: Profile) -> ClusterProfile:
-    """Parse a config.yaml profile; a bad field is a one-line InputError naming it. Done
-    once per profile per command: the backend keeps it (KubernetesBackend.profile)."""
-    debug.count(debug.PROFILE_LOAD, profile.name)
-    settings = {k: v for k, v in profile.settings.items()}
-    settings["name"] = profile.name
-    if settings.get("namespace") is None:
-        # As kubectl does: the kubeconfig context's namespace (read without contacting anyone).
-        settings["namespace"] = profile_namespace(settings)
-    try:
-        return ClusterProfile.model_validate(settings)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"config.yaml: clusters.{profile.name}.{where}: {err['msg']}") from None
+    """Parse a config.yaml profile (config.validate_profile: a bad field is a one-line
+    InputError naming it). Done once per profile per command: the backend keeps it
+    (KubernetesBackend.profile)."""
+    from launcher.config import validate_profile
+
+    return validate_profile(ClusterProfile, profile)
 
 
 def resolve_placement(spec: RunSpec, profile: ClusterProfile) -> Placement:

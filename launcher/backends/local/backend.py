@@ -35,6 +35,7 @@ from launcher.secrets.mask import Masker
 from launcher.secrets.store import LocalSecretStore
 
 if TYPE_CHECKING:
+    from launcher.backends.local.profile import LocalProfile
     from launcher.backends import snapshot
     from launcher.backends.local.mounts import MountPlan
     from launcher.backends.local.state import State
@@ -115,8 +116,9 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         return State(self.home)
 
     @classmethod
-    def open(cls, profile, home: Path) -> LocalBackend:
-        return cls(home, profile.settings)
+    def open(cls, profile: LocalProfile, home: Path) -> LocalBackend:
+        """`profile`: the profile validated as a LocalProfile (registry.open_backend)."""
+        return cls(home, profile.model_dump(exclude={"name", "backend"}))
 
     def secret_store(self) -> LocalSecretStore:
         return LocalSecretStore(self.home)

@@ -1,0 +1,171 @@
+"""Asking every cluster profile at once: a thread per profile, each with a deadline, so an
+unreachable cluster costs its connect timeout once and a stalled one becomes a warning;
+and the looks built on it (find_run, list_runs, resolve_run).
+
+The backends are opened in the caller's thread before any thread starts (registry.open_backend
+imports the backend's class), so the threads only ask."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from launcher.backends.base import Backend, Run
+from launcher.backends.names import is_glob, not_found, select
+from launcher.backends.registry import check_reachable, open_backend
+from launcher.config import Profile, load_config
+from launcher.errors import ClusterUnreachable, LauncherError, NotFoundError, RunNotFound, StateFileError
+from launcher.sdk.index import RunIndex
+
+T = TypeVar("T")
+
+
+def find_run(name: str | None) -> tuple[Backend, Run]:
+    """The backend holding run `name` and its record; None means the latest run. A run
+    this machine did not submit is looked for in every profile at once."""
+    index = RunIndex()
+    if name is None:
+        name = index.latest()
+        if name is None:
+            raise RunNotFound("there are no runs yet", hint="start one with `launcher run -f SPEC`")
+    config = load_config()
+    recorded = index.profile_of(name)
+    candidates = [p for p in config.profiles() if p.name == recorded] if recorded else config.profiles()
+    if len(candidates) == 1:
+        backend = open_backend(candidates[0])
+        return backend, backend.get(name)
+
+    def get_one(backend: Backend) -> tuple[Backend, Run] | None:
+        try:
+            return backend, backend.get(name)
+        except NotFoundError:
+            return None
+
+    answers, failed = ask_each(candidates, get_one)
+    for profile in candidates:
+        if answers.get(profile.name) is not None:
+            return answers[profile.name]
+    unasked = [e.message for e in failed.values()]
+    if len(failed) == len(candidates):
+        # No profile could be asked: that is the answer, not that the run does not exist.
+        first = next(iter(failed.values()))
+        raise type(first)(first.message, exit_code=first.exit_code, hint=first.hint, warnings=unasked[1:])
+    # Not found where we could look; each profile we could not ask is a warning.
+    raise RunNotFound(f"no run named {name!r}", hint="list runs with `launcher get runs`", warnings=unasked)
+
+
+# How long one look across every profile waits for the slowest: a stalled cluster becomes a warning.
+LIST_SECONDS = 8.0
+
+
+def ask_each(profiles: list[Profile], ask: Callable[[Backend], T], *, seconds: float = LIST_SECONDS,
+             opener: Callable[[Profile], Backend] = open_backend) -> tuple[dict[str, T], dict[str, LauncherError]]:
+    """ask(backend) for every profile's backend at once: the answers, and for each profile
+    that failed or did not answer within `seconds`, a LauncherError whose message is one
+    line that names it. The backends are opened here (`opener`), in the caller's thread,
+    before any thread starts; each thread first checks that its cluster can be reached at
+    all (check_reachable), so an unreachable one costs its connect timeout once, not a turn
+    in a queue. Closing a backend is the caller's (ask's) business."""
+    answers: dict[str, T] = {}
+    failures: dict[str, BaseException] = {}
+    backends: dict[str, Backend] = {}
+    for profile in profiles:
+        try:
+            backends[profile.name] = opener(profile)
+        except LauncherError as e:  # a bad profile: reported with the others
+            failures[profile.name] = e
+
+    def ask_one(profile: Profile) -> None:
+        try:
+            check_reachable(profile)
+            answers[profile.name] = ask(backends[profile.name])
+        except BaseException as e:  # noqa: BLE001 - reported below, in the caller's thread
+            failures[profile.name] = e
+
+    # Daemon threads: one that hangs on a stalled server must not hold up the process's exit.
+    threads = [threading.Thread(target=ask_one, args=(p,), name=f"ask-{p.name}", daemon=True)
+               for p in profiles if p.name in backends]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + seconds
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    failed: dict[str, LauncherError] = {}
+    for profile in profiles:
+        name = profile.name
+        if name in answers:
+            continue
+        e = failures.get(name)
+        if e is None:
+            failed[name] = LauncherError(f"cluster {name}: no answer within {seconds:g} s")
+            continue
+        if not isinstance(e, LauncherError) or isinstance(e, StateFileError):
+            raise e  # a bug, or our own state file is broken: not a cluster being away
+        message = e.message.splitlines()[0] if e.message else type(e).__name__
+        if not message.startswith(f"cluster {name}"):
+            message = f"cluster {name}: {message}"
+        # A cluster that is away stays one (the SDK's ClusterUnreachable), in the profile's words.
+        kind = ClusterUnreachable if isinstance(e, ClusterUnreachable) else LauncherError
+        failed[name] = kind(message, exit_code=e.exit_code, hint=e.hint)
+    return answers, failed
+
+
+def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[str]]:
+    """(backend, run) for every run of these profiles, newest first, and one warning per
+    profile that could not be listed. When not one of them could be (one profile that is
+    down, or all of them), that is the error: an empty listing would say there are no runs."""
+
+    def list_one(backend: Backend) -> list[tuple[Backend, Run]]:
+        return [(backend, run) for run in backend.list()]
+
+    answers, warnings = ask_some(profiles, list_one, "listed")
+    withdrawn = RunIndex().withdrawn()  # a run that moved on is listed where it is now
+    pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])
+             if (pair[1].name, profile.name) not in withdrawn]
+    pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
+    return pairs, warnings
+
+
+def ask_some(profiles: list[Profile], ask: Callable[[Backend], T], done: str) -> tuple[dict[str, T], list[str]]:
+    """ask_each, when an answer from some profiles is an answer: the answers, and one
+    warning per profile that could not be asked. When not one of them could be (one
+    profile that is down, or all of them), that is the error: an empty answer would say
+    there is nothing. `done`: what was asked of them, for that error ("listed")."""
+    answers, failed = ask_each(profiles, ask)
+    if profiles and len(failed) == len(profiles):
+        errors = list(failed.values())
+        if len(errors) == 1:
+            raise errors[0]
+        # Bad input (a kubeconfig, credentials) everywhere is exit 2; a cluster that is away, 1.
+        kind = ClusterUnreachable if all(isinstance(e, ClusterUnreachable) for e in errors) else LauncherError
+        raise kind(f"none of the {len(errors)} cluster profiles could be {done}",
+                            exit_code=2 if all(e.exit_code == 2 for e in errors) else 1,
+                            warnings=[e.message for e in errors])
+    return answers, [e.message for e in failed.values()]
+
+
+def resolve_run(arg: str | None) -> tuple[Backend, Run]:
+    """The backend holding the run `arg` means (None: the latest run), and its record."""
+    index = RunIndex()
+    if arg is None:
+        return find_run(None)
+    names = index.names()
+    chosen = select(arg, names)
+    if chosen:
+        return find_run(chosen[0])
+    if is_glob(arg):
+        raise not_found(arg, names)
+    try:
+        return find_run(arg)  # a full name from another machine's submissions
+    except NotFoundError as e:
+        missing = e
+    # The start of a run name submitted from another machine: only the listings know it.
+    # (Asked only when nothing else matched; a profile that failed is already a warning.)
+    pairs, _ = list_runs(load_config().profiles())
+    listed = [r.name for _, r in pairs]
+    chosen = select(arg, listed)
+    if chosen:
+        return next((b, r) for b, r in pairs if r.name == chosen[0])
+    raise not_found(arg, list(dict.fromkeys(names + listed)), missing.warnings)
