@@ -232,7 +232,7 @@ def test_unreachable_profiles_cost_one_short_wait_and_one_warning_each(launcher_
         # settled by one TCP connect before the kubernetes client (a second of CPU) loads.
         code = ("import sys; from launcher.cli.main import main\n"
                 "try: main(['get', 'runs', '-o', 'name'])\nexcept SystemExit as e: assert e.code == 0, e.code\n"
-                "print('kubernetes' in sys.modules, 'pydantic' in sys.modules)")
+                "print('kubernetes' in sys.modules)")
         fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                                env={**os.environ, "LAUNCHER_HOME": str(launcher_home)})
     out, err = capsys.readouterr()
@@ -245,7 +245,7 @@ def test_unreachable_profiles_cost_one_short_wait_and_one_warning_each(launcher_
     # (the old way, one after the other with retries, took over 5 s). Generous bound.
     assert took < 3, f"get runs took {took:.1f} s"
     assert fresh.stdout.splitlines()[0].startswith("here-"), fresh.stderr
-    assert fresh.stdout.splitlines()[-1] == "False False", "an unreachable profile loaded the kubernetes client"
+    assert fresh.stdout.splitlines()[-1] == "False", "an unreachable profile loaded the kubernetes client"
     assert fresh.stderr.count("! cluster ") == 2
 
 
