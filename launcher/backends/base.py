@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
-    from launcher.backends.snapshot import Snapshot
+    from launcher.pod.code_archive import Snapshot
     from launcher.config import Profile
     from launcher.secrets.kinds import Secret
     from launcher.secrets.store import SecretStore
@@ -344,7 +344,7 @@ class Backend(abc.ABC):
         command and environment (a NUL byte, a string or a total past Linux's limits),
         counting what the rank inherits (rank_exec_limits). check() asks it of the spec,
         check_secrets() with the secrets' values."""
-        from launcher.backends.rankexec import check_rank_exec
+        from launcher.rank_exec import check_rank_exec
 
         inherited, arg_max = self.rank_exec_limits()
         check_rank_exec(spec, secrets, inherited=inherited, arg_max=arg_max, where=self.name)
@@ -406,7 +406,7 @@ class Backend(abc.ABC):
         raise NotImplementedError(f"the {self.name} backend pulls no images")
 
     def code_limit(self) -> int | None:
-        """The most bytes a code snapshot (launcher.backends.snapshot) may pack to for a run of
+        """The most bytes a code snapshot (launcher.pod.code_archive) may pack to for a run of
         this backend; None where it cannot ship one."""
         return None
 

@@ -56,7 +56,7 @@ class BackendKind:
 BACKENDS: dict[str, BackendKind] = {
     "local": BackendKind("launcher.backends.local.backend:LocalBackend",
                          listing=("launcher.backends.local.state",),
-                         beyond_listing=("launcher.backends.kubernetes.profiles", "launcher.backends.rankexec",
+                         beyond_listing=("launcher.backends.kubernetes.profiles", "launcher.rank_exec",
                                          "resource")),
     "kubernetes": BackendKind("launcher.backends.kubernetes.backend:KubernetesBackend",
                               reachable="launcher.backends.kubernetes.reach:check_reachable",
@@ -64,7 +64,7 @@ BACKENDS: dict[str, BackendKind] = {
                                        "launcher.backends.kubernetes.reconcile"),
                               beyond_listing=("launcher.backends.kubernetes.usage",
                                               "launcher.backends.kubernetes.kueue",
-                                              "launcher.backends.kubernetes.quota", "launcher.backends.rankexec")),
+                                              "launcher.backends.kubernetes.quota", "launcher.rank_exec")),
 }
 
 
@@ -161,7 +161,7 @@ class RunIndex:
         index: a command that checks a spec (validate) opens a backend but no index."""
         import sqlite3
 
-        from launcher.backends.statedb import connect
+        from launcher.statedb import connect
 
         try:
             with closing(connect(self.path)) as db, db:

@@ -46,7 +46,7 @@ def reconcile(name, keep_going, cluster, interval):
     from launcher.config import load_config
 
     if name is not None and cluster is None:
-        from launcher.backends.names import resolve_run
+        from launcher.sdk.run_names import resolve_run
 
         backend, run = resolve_run(name)  # the profile that holds it
         backends, name = [backend], run.name

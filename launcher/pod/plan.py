@@ -12,7 +12,7 @@ zipapp a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
      "integrations": [each integration as its fields, integration_type first],
      "parameters": "the text of parameters.yaml, rendered by the host", or null where the
                    backend places parameters.yaml in the config directory itself (a ConfigMap),
-     "code": (absent without one) the code snapshot (launcher.pod.snapshot) to lay over the working
+     "code": (absent without one) the code snapshot (launcher.pod.code_archive) to lay over the working
              directory: {"digest": "sha256:...", "size": BYTES, "file": where the rank
              finds the .tar.gz, or "url": the object store URL it fetches it from}}
 

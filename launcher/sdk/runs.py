@@ -1,7 +1,7 @@
 """Runs: create, find, list with mcli's filters, wait for, stop, delete, update.
 
 A run argument is a `Run` or a name: a full run name, a spec name (its latest run) or a
-glob, as on the command line (launcher.backends.names). The functions return the
+glob, as on the command line (launcher.sdk.run_names). The functions return the
 backends' own `Run` records and raise launcher.sdk.errors' types; they never print.
 """
 
@@ -45,7 +45,7 @@ def name_of(run: RunRef) -> str:
 
 def resolve(run: RunRef | None) -> tuple[Backend, Run]:
     """The backend that holds the run and its current record (None: the latest run)."""
-    from launcher.backends.names import resolve_run
+    from launcher.sdk.run_names import resolve_run
 
     try:
         return resolve_run(None if run is None else name_of(run))
@@ -81,7 +81,7 @@ class PreparedRun:
     notes: list[str] = field(default_factory=list)
     """How the target was chosen (a compute.cluster that names no profile here)."""
     code: Any = None
-    """The run's packed code snapshot (launcher.backends.snapshot.Snapshot) where its spec has `code:`."""
+    """The run's packed code snapshot (launcher.pod.code_archive.Snapshot) where its spec has `code:`."""
     placement: Any = None
     """Where a placement across clusters put it and where it may go next (launcher.sdk.placement.Placed);
     None: the run goes to `profile` alone."""
@@ -288,7 +288,7 @@ def _submit_placed(prepared: PreparedRun) -> Run:
 def _pack_code(spec: RunSpec, target: Backend, secrets, allow_files: tuple[str, ...]):
     """The spec's working tree, packed for `target` with the secrets the run gets (where a
     dry-run leaves them in the cluster, the credential-file checks alone apply)."""
-    from launcher.backends.snapshot import build
+    from launcher.sdk.code_selection import build
 
     limit = target.code_limit()
     if limit is None:
@@ -406,7 +406,7 @@ def get_runs(runs: RunRef | Iterable[RunRef] | None = None, *, cluster: str | It
     `limit` at most that many; `latest` only the newest. A profile that cannot be asked
     is a line in the result's `warnings`; when none can be, the error (ClusterUnreachable
     for clusters that are away)."""
-    from launcher.backends.names import matches
+    from launcher.sdk.run_names import matches
 
     pairs, warnings = _listed(cluster)
     patterns = [name_of(r) for r in _strings(runs)]
@@ -439,7 +439,7 @@ def select_runs(names: Iterable[RunRef] = (), *, all: bool = False, latest: bool
     (a full name, a spec name's latest run, a glob; none matching is RunNotFound), every
     run (`all`), or only the newest of those (`latest`). Naming none of them is an
     InputError: an action never falls back to every run."""
-    from launcher.backends.names import not_found, select
+    from launcher.sdk.run_names import not_found, select
 
     names = [name_of(n) for n in names]
     if not names and not all and not latest:
