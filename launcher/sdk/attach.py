@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from launcher.errors import InputError
 
-from launcher.sdk.errors import NotSupported
+from launcher.sdk.exceptions import NotSupported
 from launcher.sdk.runs import Run, RunRef, create_run, resolve
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from launcher.backends.base import Backend, LogLine, Run, RunStatus
 from launcher.errors import LauncherError, NotFoundError
-from launcher.sdk.errors import run_not_found
+from launcher.sdk.exceptions import run_not_found
 from launcher.sdk.runs import RunRef, resolve
 
 __all__ = ["FollowEvent", "LogLine", "follow_run", "follow_run_logs", "get_run_logs"]

@@ -2,7 +2,7 @@
 
 A run argument is a `Run` or a name: a full run name, a spec name (its latest run) or a
 glob, as on the command line (launcher.sdk.run_names). The functions return the
-backends' own `Run` records and raise launcher.sdk.errors' types; they never print.
+backends' own `Run` records and raise launcher.sdk.exceptions' types; they never print.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from launcher.backends.base import Backend, Run, RunStatus
 from launcher.errors import ClusterUnreachable, InputError, NotFoundError
-from launcher.sdk.errors import NotSupported, WaitTimeout, run_not_found
+from launcher.sdk.exceptions import NotSupported, WaitTimeout, run_not_found
 
 if TYPE_CHECKING:
     from launcher.config import Profile
