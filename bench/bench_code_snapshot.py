@@ -1,5 +1,5 @@
 """A code snapshot of this repository itself (`launcher run --code .`): the time to pick and
-pack its files (launcher.backends.snapshot.build: git ls-files, the credential and size
+pack its files (launcher.sdk.code_selection.build: git ls-files, the credential and size
 checks, the deterministic .tar.gz), the time to unpack it (launcher.pod.snapshot.unpack, as a
 rank does), and its size, against `git archive HEAD | gzip` (committed files only) and its
 extraction with tar.
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from launcher.backends.snapshot import build
+from launcher.sdk.code_selection import build
 from launcher.pod.snapshot import unpack
 from launcher.spec.models import Code
 

@@ -28,7 +28,7 @@ from launcher.backends.runstatus import RunStatus
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
     from launcher.backends.capabilities import QueueState
-    from launcher.backends.snapshot import Snapshot
+    from launcher.pod.code_archive import Snapshot
     from launcher.config import Profile
     from launcher.secrets.kinds import Secret
     from launcher.secrets.store import SecretStore
@@ -215,7 +215,7 @@ class Backend(abc.ABC):
         command and environment (a NUL byte, a string or a total past Linux's limits),
         counting what the rank inherits (rank_exec_limits). check() asks it of the spec,
         check_secrets() with the secrets' values."""
-        from launcher.backends.rankexec import check_rank_exec
+        from launcher.rank_exec import check_rank_exec
 
         inherited, arg_max = self.rank_exec_limits()
         check_rank_exec(spec, secrets, inherited=inherited, arg_max=arg_max, where=self.name)

@@ -281,7 +281,7 @@ class ImageProbe(abc.ABC):
 class CodeSnapshots(abc.ABC):
     @abc.abstractmethod
     def code_limit(self) -> int:
-        """The most bytes a code snapshot (launcher.backends.snapshot) may pack to for a run of
+        """The most bytes a code snapshot (launcher.pod.code_archive) may pack to for a run of
         this backend."""
 
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-# Commands take any form of run name: full, the spec's name, or a glob (launcher.backends.names),
+# Commands take any form of run name: full, the spec's name, or a glob (launcher.sdk.run_names),
 # resolved as the SDK resolves a run argument (a run that is not there is RunNotFound).
 from launcher.sdk.runs import resolve as find_run  # noqa: F401 - re-exported for commands
 # How runs read (records, times, durations) is shared with the dashboard: it lives beside Run.
-from launcher.backends.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
+from launcher.sdk.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
 
 OK, FAIL, INFO, WARN = "✔", "✗", "i", "!"
 
@@ -44,8 +44,8 @@ def complete_run_names(ctx, param, incomplete: str) -> list:
     """Shell completion for run arguments: recent run names and their spec names, from the index."""
     from click.shell_completion import CompletionItem
 
-    from launcher.backends.names import spec_name_of
     from launcher.sdk.index import RunIndex
+    from launcher.sdk.run_names import spec_name_of
 
     try:
         names = RunIndex().names()[:200]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from launcher.backends.records import until
+from launcher.sdk.records import until
 from launcher.cli.common import NounGroup, complete_run_names, dump, duration, find_run, instance, run_record, to_yaml, when
 from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
 

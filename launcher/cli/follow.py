@@ -8,7 +8,7 @@ import time
 import click
 
 from launcher.backends.base import Backend, Run, RunStatus
-from launcher.backends.records import until
+from launcher.sdk.records import until
 from launcher.cli.common import FAIL, OK, info
 
 PLAIN_EVERY = 10.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from launcher.backends.records import status_detail
+from launcher.sdk.records import status_detail
 from launcher.cli.common import NounGroup, ago, complete_run_names, dump, duration, instance, print_table, run_record, warn
 from launcher.cli.secret import type_opt as secret_type_opt
 

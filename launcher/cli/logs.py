@@ -41,7 +41,7 @@ def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, pr
       launcher logs hello --rank 0 --attempt 1
       launcher logs hello --resumption 0     # mcli's count: the first attempt
     """
-    from launcher.backends import logview
+    from launcher.sdk import logview
     from launcher.backends.base import RunStatus
     from launcher.cli.follow import echo_line
     from launcher.errors import InputError, LauncherError
@@ -104,7 +104,7 @@ def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, pr
 
 def _print_first_exception(backend, run, rank: int | None, attempt: int) -> None:
     """The attempt's first traceback, with a line saying whose and how it was found."""
-    from launcher.backends import logview
+    from launcher.sdk import logview
     from launcher.errors import LauncherError
 
     found = logview.first_exception(backend.logs(run.name, rank=rank, attempt=attempt))

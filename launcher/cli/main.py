@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if helpcache.print_cached(sys.argv[1:] if argv is None else argv):
         sys.exit(0)
-    from launcher.cli.errors import run_cli
+    from launcher.cli.error_report import run_cli
     from launcher.cli.group import cli
 
     sys.exit(run_cli(cli, argv))

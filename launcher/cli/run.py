@@ -87,7 +87,7 @@ def _load(spec_file, env, sets, node_names, clone_of=None, **fields):
 def _clone_spec(run) -> dict:
     """A run's spec as submitted, under the name its spec had (so that the copy gets a name
     of its own)."""
-    from launcher.backends.names import spec_name_of
+    from launcher.sdk.run_names import spec_name_of
 
     spec = dict(run.spec)
     spec["name"] = spec_name_of(str(spec.get("name") or run.name))

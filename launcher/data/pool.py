@@ -21,7 +21,7 @@ import numpy as np
 
 from launcher.data.concat import BatchEncoder, TokenConcatenator, cut
 from launcher.data.format import narrowest_dtype, numpy_dtype
-from launcher.data.inputs import TextBatch
+from launcher.data.documents import TextBatch
 from launcher.data.writer import PartitionWriter
 from launcher.errors import FILESYSTEM_ERRNOS, FileSystemError, LauncherError
 

@@ -84,7 +84,7 @@ def tokenize_dataset(ds: Any, tokenizer: Any, text_column: str, max_length: int,
 def read_local(inputs: list[str]) -> Any:
     import datasets
 
-    from launcher.data.inputs import expand_inputs
+    from launcher.data.documents import expand_inputs
 
     files = expand_inputs(inputs)
     kinds = {f.kind for f in files}

@@ -32,7 +32,7 @@ def train_tokenizer(
 ) -> Path:
     """Train a byte-level BPE (GPT-2 style, `<|endoftext|>` as bos/eos/unk) on the inputs'
     documents and save it as a Hugging Face tokenizer directory; returns that directory."""
-    from launcher.data.inputs import expand_inputs, iter_batches
+    from launcher.data.documents import expand_inputs, iter_batches
 
     if vocab_size < MIN_VOCAB:
         raise InputError(f"--vocab-size must be at least {MIN_VOCAB} (256 bytes + {EOS_TOKEN}), got {vocab_size}")
@@ -82,7 +82,7 @@ def train_wordpiece(
 ) -> Path:
     """Train a BERT-style (lower-cased) WordPiece with [CLS]/[SEP]/[PAD]/[UNK]/[MASK], for
     encoder models; saved as a Hugging Face tokenizer directory."""
-    from launcher.data.inputs import expand_inputs, iter_batches
+    from launcher.data.documents import expand_inputs, iter_batches
 
     if vocab_size < len(WORDPIECE_SPECIALS) + 26:
         raise InputError(f"--vocab-size must be at least {len(WORDPIECE_SPECIALS) + 26} for WordPiece, got {vocab_size}")

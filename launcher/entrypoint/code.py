@@ -1,4 +1,4 @@
-"""The run's code snapshot (launcher.pod.snapshot), laid over the rank's working directory:
+"""The run's code snapshot (launcher.pod.code_archive), laid over the rank's working directory:
 over the first git_repo's clone where the spec has one (before its pip_install runs), else
 over the working directory before the integrations run.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from launcher.entrypoint import log as out
-from launcher.pod.snapshot import SnapshotError, unpack
+from launcher.pod.code_archive import SnapshotError, unpack
 
 
 class CodeRefused(Exception):

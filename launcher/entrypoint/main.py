@@ -41,13 +41,13 @@ from launcher.entrypoint.log import log, set_masker
 from launcher.entrypoint.ranks import rank_env
 from launcher.entrypoint.venv import use_current_environment
 from launcher.pod import contract
-from launcher.pod.plan import Plan
+from launcher.pod.plan import RankPlan
 from launcher.pod.plan import read as read_plan_file
 from launcher.pod.reserved import ReservedFile
 from launcher.secrets.mask import MIN_MASK_LEN, too_short_to_mask
 
 
-def read_plan(env: dict[str, str]) -> tuple[Plan, str]:
+def read_plan(env: dict[str, str]) -> tuple[RankPlan, str]:
     """The rank's plan and the file it came from: $LAUNCHER_PLAN, else the spec."""
     if env.get(contract.PLAN):
         return read_plan_file(env[contract.PLAN]), env[contract.PLAN]
@@ -56,7 +56,7 @@ def read_plan(env: dict[str, str]) -> tuple[Plan, str]:
     return plan_of_spec_file(env[contract.SPEC]), env[contract.SPEC]
 
 
-def write_parameters(plan: Plan, config_dir: Path) -> Path:
+def write_parameters(plan: RankPlan, config_dir: Path) -> Path:
     """Write parameters.yaml unless the backend already placed it (a read-only ConfigMap)."""
     target = config_dir / "parameters.yaml"
     if plan.parameters is None:  # the plan says the backend placed it

@@ -63,7 +63,7 @@ def bound_mlflow_requests() -> None:
 
 def _mlflow_failure(e: BaseException, uri: str) -> LauncherError:
     """One line: MLflow's text of an unreachable server runs to several nested reprs."""
-    from launcher.storage.errors import connection_cause
+    from launcher.storage.boundary import connection_cause
 
     text = str(e)
     if "Max retries exceeded" in text or "Failed to establish a new connection" in text or "timed out" in text:

@@ -117,4 +117,4 @@ METRIC_PREFIX = "@@launcher.metrics "
 """What starts each metric record a trainer prints to its rank's log (the format is in
 launcher.metrics.records). It is the metrics channel between the pod and the host's
 readers: `launcher metrics` reads those lines, and the log views hide them
-(launcher.backends.logview)."""
+(launcher.sdk.logview)."""

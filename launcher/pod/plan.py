@@ -12,7 +12,7 @@ zipapp a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
      "integrations": [each integration as its fields, integration_type first],
      "parameters": "the text of parameters.yaml, rendered by the host", or null where the
                    backend places parameters.yaml in the config directory itself (a ConfigMap),
-     "code": (absent without one) the code snapshot (launcher.pod.snapshot) to lay over the working
+     "code": (absent without one) the code snapshot (launcher.pod.code_archive) to lay over the working
              directory: {"digest": "sha256:...", "size": BYTES, "file": where the rank
              finds the .tar.gz, or "url": the object store URL it fetches it from}}
 
@@ -38,7 +38,9 @@ class PlanError(ValueError):
 
 
 @dataclass(frozen=True)
-class Plan:
+class RankPlan:
+    """The plan file every rank's entrypoint reads (not a backend's dry-run Plan)."""
+
     name: str
     image: str | None
     command: str
@@ -51,7 +53,7 @@ class Plan:
     code: dict[str, Any] | None = None
 
     @classmethod
-    def from_dict(cls, data: Any) -> Plan:
+    def from_dict(cls, data: Any) -> RankPlan:
         if not isinstance(data, dict):
             raise PlanError("the plan is not a JSON object")
         if data.get("version") != VERSION:
@@ -84,11 +86,11 @@ class Plan:
                    parameters=field("parameters", str, optional=True), code=code)
 
 
-def read(path: str | Path) -> Plan:
+def read(path: str | Path) -> RankPlan:
     """The plan at `path`; OSError if it cannot be read, PlanError if it is not a plan."""
     text = Path(path).read_text(encoding="utf-8")
     try:
         data = json.loads(text)
     except ValueError as e:
         raise PlanError(f"not JSON: {e}") from None
-    return Plan.from_dict(data)
+    return RankPlan.from_dict(data)

@@ -5,7 +5,7 @@ layer the CLI is built on (the CLI formats what these functions return).
 
 Every name is loaded on first use (PEP 562), so `import launcher` stays free of pydantic,
 the backends and their clients. The functions never print and never exit: they return
-records and raise the typed errors of launcher.sdk.errors.
+records and raise the typed errors of launcher.sdk.exceptions.
 """
 
 import importlib
@@ -39,12 +39,12 @@ EXPORTS = {
     "port_forward": "attach",
     "create_interactive_run": "attach",
     "MetricPoint": "metrics",
-    "LauncherError": "errors",
-    "RunNotFound": "errors",
-    "ValidationError": "errors",
-    "ClusterUnreachable": "errors",
-    "NotSupported": "errors",
-    "WaitTimeout": "errors",
+    "LauncherError": "exceptions",
+    "RunNotFound": "exceptions",
+    "ValidationError": "exceptions",
+    "ClusterUnreachable": "exceptions",
+    "NotSupported": "exceptions",
+    "WaitTimeout": "exceptions",
 }
 
 __all__ = sorted(EXPORTS)

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import PrivateAttr
 
 from launcher.errors import SpecError
-from launcher.sdk.errors import ValidationError
+from launcher.sdk.exceptions import ValidationError
 from launcher.spec.load import LoadedSpec, Overrides, load_spec, load_spec_text
 from launcher.spec.models import RunSpec
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from launcher.backends.base import Backend, Run
-from launcher.backends.names import is_glob, not_found, select
+from launcher.sdk.run_names import is_glob, not_found, select
 from launcher.backends.registry import check_reachable, open_backend
 from launcher.config import Profile, load_config
 from launcher.errors import ClusterUnreachable, LauncherError, NotFoundError, RunNotFound, StateFileError

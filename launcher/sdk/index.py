@@ -29,7 +29,7 @@ class RunIndex:
         index: a command that checks a spec (validate) opens a backend but no index."""
         import sqlite3
 
-        from launcher.backends.statedb import connect
+        from launcher.statedb import connect
 
         try:
             with closing(connect(self.path)) as db, db:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from launcher.backends.base import Backend, LogLine, Run, RunStatus
 from launcher.errors import LauncherError, NotFoundError
-from launcher.sdk.errors import run_not_found
+from launcher.sdk.exceptions import run_not_found
 from launcher.sdk.runs import RunRef, resolve
 
 __all__ = ["FollowEvent", "LogLine", "follow_run", "follow_run_logs", "get_run_logs"]
@@ -35,7 +35,7 @@ def get_run_logs(run: RunRef | None, rank: int | None = None, attempt: int | Non
     rank None: every rank; attempt None: the latest (counted from 1); tail: the last N
     lines of each rank. The trainer's metric records are left out unless `raw` (they are
     get_run_metrics' channel), as `launcher logs` does."""
-    from launcher.backends import logview
+    from launcher.sdk import logview
 
     backend, record = resolve(run)
     if tail is not None:
@@ -49,7 +49,7 @@ def get_run_logs(run: RunRef | None, rank: int | None = None, attempt: int | Non
 def follow_run_logs(run: RunRef | None, rank: int | None = None, *, raw: bool = False) -> Iterator[LogLine]:
     """The run's log lines as they come, across its attempts, until it ends (metric
     records left out unless `raw`)."""
-    from launcher.backends import logview
+    from launcher.sdk import logview
 
     lines = (item for item in follow_run(run, rank=rank) if isinstance(item, LogLine))
     yield from lines if raw else logview.without_records(lines)

@@ -1,8 +1,8 @@
 """Runs: create, find, list with mcli's filters, wait for, stop, delete, update.
 
 A run argument is a `Run` or a name: a full run name, a spec name (its latest run) or a
-glob, as on the command line (launcher.backends.names). The functions return the
-backends' own `Run` records and raise launcher.sdk.errors' types; they never print.
+glob, as on the command line (launcher.sdk.run_names). The functions return the
+backends' own `Run` records and raise launcher.sdk.exceptions' types; they never print.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Union
 from launcher.backends.base import Backend, Run, RunStatus
 from launcher.backends.capabilities import UPDATE_FEATURES, Feature, Updatable
 from launcher.errors import ClusterUnreachable, InputError, NotFoundError
-from launcher.sdk.errors import WaitTimeout, run_not_found
+from launcher.sdk.exceptions import WaitTimeout, run_not_found
 
 if TYPE_CHECKING:
     from launcher.config import Profile
@@ -82,7 +82,7 @@ class PreparedRun:
     notes: list[str] = field(default_factory=list)
     """How the target was chosen (a compute.cluster that names no profile here)."""
     code: Any = None
-    """The run's packed code snapshot (launcher.backends.snapshot.Snapshot) where its spec has `code:`."""
+    """The run's packed code snapshot (launcher.pod.code_archive.Snapshot) where its spec has `code:`."""
     placement: Any = None
     """Where a placement across clusters put it and where it may go next (launcher.sdk.placement.Placed);
     None: the run goes to `profile` alone."""
@@ -288,7 +288,7 @@ def _submit_placed(prepared: PreparedRun) -> Run:
 def _pack_code(spec: RunSpec, target: Backend, secrets, allow_files: tuple[str, ...]):
     """The spec's working tree, packed for `target` with the secrets the run gets (where a
     dry-run leaves them in the cluster, the credential-file checks alone apply)."""
-    from launcher.backends.snapshot import build
+    from launcher.sdk.code_selection import build
 
     if not target.supports(Feature.CODE_SNAPSHOT):
         raise InputError(f"code: the {target.name} backend cannot ship a code snapshot: "
@@ -408,7 +408,7 @@ def get_runs(runs: RunRef | Iterable[RunRef] | None = None, *, cluster: str | It
     `limit` at most that many; `latest` only the newest. A profile that cannot be asked
     is a line in the result's `warnings`; when none can be, the error (ClusterUnreachable
     for clusters that are away)."""
-    from launcher.backends.names import matches
+    from launcher.sdk.run_names import matches
 
     pairs, warnings = _listed(cluster)
     patterns = [name_of(r) for r in _strings(runs)]
@@ -441,7 +441,7 @@ def select_runs(names: Iterable[RunRef] = (), *, all: bool = False, latest: bool
     (a full name, a spec name's latest run, a glob; none matching is RunNotFound), every
     run (`all`), or only the newest of those (`latest`). Naming none of them is an
     InputError: an action never falls back to every run."""
-    from launcher.backends.names import not_found, select
+    from launcher.sdk.run_names import not_found, select
 
     names = [name_of(n) for n in names]
     if not names and not all and not latest:

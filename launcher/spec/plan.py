@@ -48,7 +48,7 @@ def plan_text(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[st
     return json.dumps(plan_of(spec, parameters_in_place=parameters_in_place, code=code), sort_keys=True)
 
 
-def plan_of_spec_file(path: str | Path) -> pod_plan.Plan:
+def plan_of_spec_file(path: str | Path) -> pod_plan.RankPlan:
     """The plan of a submitted spec file (JSON or YAML): what an entrypoint given
     LAUNCHER_SPEC instead of LAUNCHER_PLAN runs (the image and inject modes' runtime
     has the spec models)."""
@@ -56,4 +56,4 @@ def plan_of_spec_file(path: str | Path) -> pod_plan.Plan:
 
     text = Path(path).read_text()
     data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    return pod_plan.Plan.from_dict(plan_of(RunSpec.model_validate(data)))
+    return pod_plan.RankPlan.from_dict(plan_of(RunSpec.model_validate(data)))

@@ -13,7 +13,7 @@ Schemes:
 - any other fsspec URL (memory://, https://, ...): fsspec, with its backend installed.
 
 Every failure is a LauncherError in one set of words, made at one boundary
-(launcher.storage.errors): StorageNotFoundError and StorageAccessError (exit 2),
+(launcher.storage.boundary): StorageNotFoundError and StorageAccessError (exit 2),
 StorageError (exit 1). Callers never see a databricks-sdk, botocore or fsspec exception.
 
 This package imports only launcher.errors and, lazily, the clients of the scheme in use:
@@ -23,7 +23,7 @@ importing it costs nothing (`launcher --help` loads no storage client).
 from __future__ import annotations
 
 from launcher.storage.base import PATIENT, PREFLIGHT, Credentials, Patience, Store, join
-from launcher.storage.errors import (
+from launcher.storage.boundary import (
     StorageAccessError,
     StorageError,
     StorageNotFoundError,

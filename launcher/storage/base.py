@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from launcher.storage.errors import Service, StorageNotFoundError, boundary
+from launcher.storage.boundary import Service, StorageNotFoundError, boundary
 
 SPOOL_BYTES = 64 << 20  # a remote file opened for reading stays in memory up to this, then on disk
 
@@ -69,7 +69,7 @@ def glob_match(path: str, pattern: str) -> bool:
 class Store:
     """A tree of files at `url` on one storage. Paths inside are relative and
     '/'-separated; '' is `url` itself (which may name a file). Every failure leaves as a
-    LauncherError from launcher.storage.errors: StorageNotFoundError, StorageAccessError
+    LauncherError from launcher.storage.boundary: StorageNotFoundError, StorageAccessError
     (exit 2) or StorageError (exit 1)."""
 
     url: str

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from launcher.errors import InputError
 from launcher.storage.base import Credentials, Patience, Store
-from launcher.storage.errors import (
+from launcher.storage.boundary import (
     Service,
     StorageAccessError,
     StorageError,

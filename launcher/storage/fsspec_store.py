@@ -8,7 +8,7 @@ from typing import BinaryIO
 
 from launcher.errors import InputError
 from launcher.storage.base import Store
-from launcher.storage.errors import Service, first_line
+from launcher.storage.boundary import Service, first_line
 
 
 class FsspecStore(Store):

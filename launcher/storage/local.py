@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from launcher.storage.base import Store
-from launcher.storage.errors import Service
+from launcher.storage.boundary import Service
 
 SERVICE = Service("the local filesystem")
 

@@ -9,7 +9,7 @@ from typing import Any, BinaryIO
 
 from launcher.errors import InputError
 from launcher.storage.base import Credentials, Patience, Store
-from launcher.storage.errors import Service, StorageAccessError, StorageNotFoundError
+from launcher.storage.boundary import Service, StorageAccessError, StorageNotFoundError
 
 RUN_SECRET = ("add an s3 secret to the run (AWS_SHARED_CREDENTIALS_FILE) or set AWS_ACCESS_KEY_ID and "
               "AWS_SECRET_ACCESS_KEY")

@@ -13,7 +13,7 @@ from typing import Any, BinaryIO
 
 from launcher.errors import InputError
 from launcher.storage.base import Patience, Store
-from launcher.storage.errors import Service, StorageAccessError, StorageError, first_line
+from launcher.storage.boundary import Service, StorageAccessError, StorageError, first_line
 
 SCHEMES = ("gs", "oci")
 

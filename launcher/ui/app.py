@@ -116,7 +116,7 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         })
 
     def api_run(request: Request) -> Response:
-        from launcher.backends.records import run_record
+        from launcher.sdk.records import run_record
 
         _, run = source.find(request.path_params["name"])
         return JSONResponse(run_record(run))

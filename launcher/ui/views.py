@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from launcher.backends.base import Run
-from launcher.backends.records import ago, duration, to_yaml, when
+from launcher.sdk.records import ago, duration, to_yaml, when
 from launcher.ui.runs import cluster_of
 
 

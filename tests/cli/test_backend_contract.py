@@ -207,7 +207,7 @@ def test_neither_the_cli_nor_the_dashboard_imports_the_other(package, other):
 
 
 def test_debug_in_process_counts_aloud_once_and_leaves_the_next_command_quiet(launcher_home, capsys):
-    from launcher.cli.errors import run_cli
+    from launcher.cli.error_report import run_cli
     from launcher.cli.main import cli as launcher_cli
 
     assert run_cli(launcher_cli, ["--debug", "cluster", "list"]) == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.snapshot import build
+from launcher.sdk.code_selection import build
 from launcher.errors import InputError
 from launcher.spec.models import Code
 

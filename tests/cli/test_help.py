@@ -13,7 +13,7 @@ import pytest
 from launcher.cli.main import COMMANDS
 
 HEAVY = ("torch", "kubernetes", "databricks", "composer", "streaming", "transformers", "matplotlib", "pydantic")
-CLICKS_OWN = ("import sys; from launcher.cli.errors import run_cli; from launcher.cli.group import cli; "
+CLICKS_OWN = ("import sys; from launcher.cli.error_report import run_cli; from launcher.cli.group import cli; "
               "sys.exit(run_cli(cli, sys.argv[1:]))")
 
 

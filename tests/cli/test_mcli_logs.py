@@ -243,7 +243,7 @@ def test_the_trainer_prints_a_progress_line_per_log_interval(cli, number_say):  
 
 
 def test_chunks_of_a_log_lose_no_line_when_records_are_cut_out():
-    from launcher.backends.logview import without_record_chunks
+    from launcher.sdk.logview import without_record_chunks
 
     text = b"".join(b"line %d\n@@launcher.metrics {\"step\": %d}\n" % (i, i) for i in range(2000)) + b"tail"
     for size in (1, 7, 64, 4096):
@@ -255,7 +255,7 @@ def test_tracebacks_are_read_from_interleaved_ranks():
     from datetime import datetime, timedelta, timezone
 
     from launcher.backends.base import LogLine
-    from launcher.backends.logview import first_exception
+    from launcher.sdk.logview import first_exception
 
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
     rank0 = ["[rank0]: Traceback (most recent call last):", '[rank0]:   File "a.py", line 1, in <module>',

@@ -18,9 +18,9 @@ HEAVY = {"torch", "kubernetes", "databricks", "composer", "streaming", "transfor
 # The launcher's parts that only a submit, a run's logs or a cluster use; a placement across
 # clusters; the local runs' state and the run index (SQLite), which a check never reads.
 NOT_FOR_VALIDATE = ("launcher.backends.kubernetes", "launcher.backends.local.mounts", "launcher.backends.local.supervisor",
-                    "launcher.backends.local.logs", "launcher.backends.snapshot", "launcher.spec.plan", "launcher.ui",
+                    "launcher.backends.local.logs", "launcher.sdk.code_selection", "launcher.spec.plan", "launcher.ui",
                     "launcher.train", "launcher.metrics", "launcher.data", "launcher.entrypoint", "launcher.sdk.placement",
-                    "launcher.sdk.failover", "launcher.backends.local.state", "launcher.backends.statedb")
+                    "launcher.sdk.failover", "launcher.backends.local.state", "launcher.statedb")
 LAUNCH = "import sys; from launcher.cli.main import main; sys.argv[0] = 'launcher'; main()"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cli.errors import run_cli
+from launcher.cli.error_report import run_cli
 from launcher.cli.main import cli
 from launcher.data.synthetic import say
 

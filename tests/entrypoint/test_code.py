@@ -7,7 +7,7 @@ import json
 import subprocess
 
 from launcher.pod import contract
-from launcher.pod.snapshot import digest_of, pack
+from launcher.pod.code_archive import digest_of, pack
 from launcher.spec.models import RunSpec
 from launcher.spec.plan import plan_text
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.cli.errors import run_cli
+from launcher.cli.error_report import run_cli
 from launcher.cli.main import cli
 from launcher.config import load_config
 from tests.kubernetes.specs import assert_golden
@@ -137,7 +137,7 @@ def test_dry_run_never_contacts_the_cluster(launcher_home, tmp_path, capsys):
         assert pod["containers"][0]["command"][:2] == ["/bin/sh", "-c"]  # zipapp, the default
         assert "entrypoint.pyz" in doc["items"][0]["binaryData"]
     # Nor does it load the kubernetes client: a fresh process renders without it.
-    code = ("import sys; from launcher.cli.errors import run_cli; from launcher.cli.main import cli;\n"
+    code = ("import sys; from launcher.cli.error_report import run_cli; from launcher.cli.main import cli;\n"
             f"code = run_cli(cli, ['run', '-f', {str(spec)!r}, '--cluster', 'down', '--dry-run']);\n"
             "assert code == 0, code; assert 'kubernetes' not in sys.modules, 'kubernetes imported'; print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from launcher.backends.kubernetes.profiles import RUNTIME_IMAGE
-from launcher.cli.errors import run_cli
+from launcher.cli.error_report import run_cli
 from launcher.cli.main import cli
 from tests.conftest import wait_until
 from tests.fakes.kube.fixtures import write_profile

@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 
 from launcher.backends.kubernetes.render import plan_run, render_code_object
-from launcher.pod.snapshot import digest_of
+from launcher.pod.code_archive import digest_of
 from launcher.spec.models import Code
 from tests.cli.test_code_snapshot import git_tree
 from tests.kubernetes.specs import PROFILE, secrets, spec

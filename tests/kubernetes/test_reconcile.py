@@ -9,7 +9,7 @@ import json
 import threading
 
 from launcher.backends.base import RunStatus
-from launcher.cli.errors import run_cli
+from launcher.cli.error_report import run_cli
 from launcher.cli.main import cli
 from tests.conftest import wait_until
 from tests.kubernetes.conftest import make_backend

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from launcher.cli.errors import run_cli
+from launcher.cli.error_report import run_cli
 from launcher.cli.main import cli
 from tests.conftest import wait_until
 from tests.kubernetes.test_backend import worker

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.cli.errors import run_cli
+from launcher.cli.error_report import run_cli
 from launcher.cli.main import cli as launcher_cli
 
 from .yamls import READ_PARAMETERS, TABLE, render

@@ -111,7 +111,7 @@ def test_metrics_export_to_mlflow_and_tensorboard(tmp_path: Path, capsys, monkey
     pytest.importorskip("tensorboardX")
     from mlflow.tracking import MlflowClient
 
-    from launcher.cli.errors import run_cli
+    from launcher.cli.error_report import run_cli
     from launcher.cli.main import cli
 
     home = tmp_path / "home"

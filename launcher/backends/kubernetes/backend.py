@@ -199,7 +199,7 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
 
     def code_limit(self) -> int:
         from launcher.backends.kubernetes.render import CODE_LIMIT
-        from launcher.backends.snapshot import DEFAULT_LIMIT
+        from launcher.pod.code_archive import DEFAULT_LIMIT
 
         return DEFAULT_LIMIT if self.profile.code_store else CODE_LIMIT
 

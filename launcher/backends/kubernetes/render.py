@@ -45,7 +45,7 @@ from launcher.errors import InputError
 from launcher.pod import contract, zipapp
 from launcher.pod.logarchive import LOG_ARCHIVE, archive_url, pod_store_problem
 from launcher.pod.plan import PLAN_FILE, ZIPAPP_FILE
-from launcher.pod.snapshot import ARCHIVE_NAME
+from launcher.pod.code_archive import ARCHIVE_NAME
 from launcher.secrets.kinds import project
 from launcher.spec.models import AUTO_PRIORITY, MCLI_PRIORITIES
 from launcher.spec.plan import parameters_text, plan_text

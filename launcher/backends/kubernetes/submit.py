@@ -31,7 +31,7 @@ from launcher.errors import InputError, LauncherError
 
 if TYPE_CHECKING:
     from launcher.backends.kubernetes.profiles import Placement
-    from launcher.backends.snapshot import Snapshot
+    from launcher.pod.code_archive import Snapshot
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
 

@@ -36,7 +36,7 @@ from launcher.secrets.store import LocalSecretStore
 
 if TYPE_CHECKING:
     from launcher.backends.local.profile import LocalProfile
-    from launcher.backends import snapshot
+    from launcher.pod import code_archive
     from launcher.backends.local.mounts import MountPlan
     from launcher.backends.local.state import State
 
@@ -154,7 +154,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         """A local rank inherits this process's environment (submit passes it on), under its stack limit."""
         return dict(os.environ), arg_max_here()
 
-    def plan(self, spec, secrets: list[Secret] | None = None, *, code: snapshot.Snapshot | None = None) -> Plan:
+    def plan(self, spec, secrets: list[Secret] | None = None, *, code: code_archive.Snapshot | None = None) -> Plan:
         """The run as it would start here; secrets by reference only."""
         if secrets is None:
             secrets = LocalSecretStore(self.home).for_run(spec.secrets)
@@ -174,12 +174,12 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
     # ------------------------------------------------------------ submit
 
     def code_limit(self) -> int:
-        from launcher.backends import snapshot
+        from launcher.pod import code_archive
 
-        return snapshot.DEFAULT_LIMIT
+        return code_archive.DEFAULT_LIMIT
 
     def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None,
-               code: snapshot.Snapshot | None = None) -> Run:
+               code: code_archive.Snapshot | None = None) -> Run:
         warnings = self.check(spec)
         self.check_secrets(spec, secrets)
         name = spec.name

@@ -20,7 +20,7 @@ class RunLayout:
 
     @property
     def code_file(self) -> Path:
-        """The run's code snapshot (launcher.pod.snapshot), which every rank unpacks."""
+        """The run's code snapshot (launcher.pod.code_archive), which every rank unpacks."""
         return self.root / "code.tar.gz"
 
     @property

@@ -16,7 +16,7 @@ from typing import Any
 
 from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, retry_due, utcnow
 from launcher.backends.local.procs import alive, start_time
-from launcher.backends.statedb import connect
+from launcher.statedb import connect
 from launcher.errors import StateFileError
 from launcher.spec.retry import RetryPolicy
 

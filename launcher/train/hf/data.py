@@ -69,7 +69,7 @@ def labels_beside(path: Path) -> dict[int, str] | None:
 
 
 def _file_format(files: list[str]) -> str:
-    from launcher.data.inputs import kind_of
+    from launcher.data.documents import kind_of
 
     kinds = {kind_of(f) for f in files}
     if len(kinds) != 1 or None in kinds or kinds & {"text", "hf"}:

@@ -1,6 +1,6 @@
 """A code snapshot: the files of a working tree as one deterministic .tar.gz.
 
-The host packs it (launcher.backends.snapshot picks the files); every rank's entrypoint
+The host packs it (launcher.sdk.code_selection picks the files); every rank's entrypoint
 unpacks it into its working directory after checking its digest against the plan. Both
 sides use this module, so it needs the standard library alone (Python 3.8 or newer).
 
@@ -17,10 +17,34 @@ import hashlib
 import io
 import os
 import tarfile
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 ARCHIVE_NAME = "code.tar.gz"
 DIGEST_PREFIX = "sha256:"
+DEFAULT_LIMIT = 200 * 1024 * 1024  # the local backend's: a snapshot is a copy in the run's directory
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A packed working tree: its bytes, their digest and what went in."""
+
+    data: bytes = field(repr=False)
+    digest: str
+    root: str
+    files: int
+    unpacked: int
+    """Bytes of the files packed."""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def record(self) -> dict[str, Any]:
+        """What the run's record keeps of it (describe shows it)."""
+        return {"digest": self.digest, "size": self.size, "files": self.files, "path": self.root}
 
 
 class SnapshotError(ValueError):

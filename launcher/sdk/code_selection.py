@@ -1,6 +1,6 @@
-"""The host's side of a code snapshot (`launcher run --code DIR`, `code:` in the spec): which
-files of the directory are packed, what is refused, and the packed bytes
-(launcher.pod.snapshot packs them; each rank's entrypoint unpacks them).
+"""Which files of a directory a code snapshot packs (`launcher run --code DIR`, `code:` in the
+spec), what is refused, and the packed Snapshot (launcher.pod.code_archive packs the files into
+the archive a backend's submit(code=) receives; each rank's entrypoint unpacks it).
 
 - A git checkout packs git's tracked and untracked-but-not-ignored files
   (`git ls-files -co --exclude-standard`); another directory packs what the spec's
@@ -20,43 +20,19 @@ import fnmatch
 import os
 import re
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from launcher.errors import FieldError, InputError
-from launcher.pod import snapshot as pod_snapshot
+from launcher.pod.code_archive import DEFAULT_LIMIT, Snapshot, digest_of, pack
 from launcher.secrets.mask import too_short_to_mask
 
 MAX_FILE_BYTES = 50 * 1000 * 1000
-DEFAULT_LIMIT = 200 * 1024 * 1024  # the local backend's: a snapshot is a copy in the run's directory
 NEVER_DIRS = {".git", "__pycache__"}
 CREDENTIAL_NAMES = {".env", ".netrc", "_netrc"}
 # A whole PEM block, as a key file holds it: the header alone is also in code that writes keys.
 PRIVATE_KEY = re.compile(rb"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----\r?\n[A-Za-z0-9+/=\r\n:,\- ]{16,}?"
                          rb"-----END \1PRIVATE KEY-----")
 AWS_CREDENTIALS = re.compile(rb"^\s*aws_secret_access_key\s*=", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A packed working tree: its bytes, their digest and what went in."""
-
-    data: bytes = field(repr=False)
-    digest: str
-    root: str
-    files: int
-    unpacked: int
-    """Bytes of the files packed."""
-    notes: tuple[str, ...] = ()
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def record(self) -> dict[str, Any]:
-        """What the run's record keeps of it (describe shows it)."""
-        return {"digest": self.digest, "size": self.size, "files": self.files, "path": self.root}
 
 
 def _git_files(root: Path) -> list[str] | None:
@@ -191,7 +167,7 @@ def build(code, *, secrets=None, allow_files: tuple[str, ...] = (), limit: int =
                                  hint=f"add it to code.exclude, or pass --allow-file {root / rel} if it is no secret")
         packed.append(rel)
         sizes.append((size, rel))
-    data = pod_snapshot.pack(root, packed)
+    data = pack(root, packed)
     if len(data) > limit:
         largest = sorted(sizes, reverse=True)[:5]
         top = ", ".join(f"{rel} ({_human(size)})" for size, rel in largest)
@@ -199,5 +175,5 @@ def build(code, *, secrets=None, allow_files: tuple[str, ...] = (), limit: int =
         raise InputError(f"code: {root} packs to {_human(len(data))}, over the {_human(limit)} {where} takes; "
                          f"the largest files: {top}",
                          hint=f"leave them out with code.exclude, e.g. `exclude: [{first}]`")
-    return Snapshot(data, pod_snapshot.digest_of(data), str(root), len(packed), sum(s for s, _ in sizes),
+    return Snapshot(data, digest_of(data), str(root), len(packed), sum(s for s, _ in sizes),
                     tuple(notes))
