@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import socket
 import threading
 import time
@@ -64,6 +63,8 @@ from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is t
 UNREACHABLE_REASONS = frozenset({"ConnectTimeout", "ConnectFailed"})
 from launcher.backends.kubernetes.profiles import ClusterProfile
 from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path, read_kubeconfig
+from launcher.pod.backoff import Backoff as Backoff  # the informers' (informer.py imports it from here)
+from launcher.pod.backoff import delay, jittered
 
 WATCH_SECONDS = 60
 LOG_READ_TIMEOUT = 3900  # the API server cuts a followed log after an hour
@@ -106,41 +107,9 @@ class RequestRetry:
     read_timeout: float = 60.0
 
     def delay(self, retry: int) -> float:
-        return backoff_delay(retry, self.base_seconds, self.max_seconds)
-
-
-def backoff_delay(retry: int, first: float, cap: float) -> float:
-    """The wait before retry number `retry` (0-based): `first`, doubling each time up to
-    `cap`, jittered. The one backoff of this package: requests and informers use it."""
-    return jittered(min(cap, first * 2 ** retry))
-
-
-def jittered(step: float) -> float:
-    """Equal jitter: half the step, plus up to as much again at random, so that clients
-    that failed together do not retry together."""
-    return step / 2 + random.uniform(0, step / 2)
-
-
-class Backoff:
-    """backoff_delay for as long as failures go on; `reset` after a success."""
-
-    def __init__(self, first: float, cap: float):
-        self.first, self.cap = first, cap
-        self.failures = 0
-
-    @property
-    def current(self) -> float:
-        """The step (before jitter) of the next wait."""
-        return min(self.cap, self.first * 2 ** self.failures)
-
-    def next(self) -> float:
-        delay = backoff_delay(self.failures, self.first, self.cap)
-        if self.current < self.cap:
-            self.failures += 1
-        return delay
-
-    def reset(self) -> None:
-        self.failures = 0
+        """The jittered wait before retry number `retry` (0-based): `base_seconds`, doubling
+        each time up to `max_seconds` (launcher.pod.backoff, the one backoff)."""
+        return jittered(delay(retry + 1, self.base_seconds, self.max_seconds))
 
 
 T = TypeVar("T")
