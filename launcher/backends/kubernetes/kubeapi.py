@@ -49,6 +49,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from launcher import debug
+from launcher.errors import TLS, UNREACHABLE, connection_failure
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is this module's error
     INPUT_STATUSES,
@@ -56,11 +57,7 @@ from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is t
     UNDONE_STATUSES,
     KubeError,
     KubeUnreachable,
-    connect_failure,
 )
-
-# The connection failures that got no answer at all: the cluster is away.
-UNREACHABLE_REASONS = frozenset({"ConnectTimeout", "ConnectFailed"})
 from launcher.backends.kubernetes.profiles import ClusterProfile
 from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path, read_kubeconfig
 from launcher.pod.backoff import Backoff as Backoff  # the informers' (informer.py imports it from here)
@@ -149,21 +146,10 @@ def _api_message(e: ApiException) -> tuple[str, str]:
 
 
 def _connection_error(e: BaseException) -> tuple[str, str, bool]:
-    """(what happened, reason, was the request maybe sent) for a urllib3/socket failure."""
-    if isinstance(e, urllib3.exceptions.MaxRetryError) and e.reason is not None:
-        e = e.reason
-    if isinstance(e, urllib3.exceptions.SSLError):
-        return f"TLS failed: {_first_line(e)}", "TLS", False
-    if isinstance(e, urllib3.exceptions.NewConnectionError):  # a subclass of ConnectTimeoutError
-        what, reason = connect_failure(e.__cause__ or e.__context__ or e)
-        return what, reason, False
-    if isinstance(e, urllib3.exceptions.ConnectTimeoutError):
-        return "connecting timed out", "ConnectTimeout", False
-    if isinstance(e, urllib3.exceptions.ReadTimeoutError | socket.timeout | TimeoutError):
-        return "the server did not answer in time", "ReadTimeout", True
-    if isinstance(e, urllib3.exceptions.ProtocolError):
-        return "the connection broke before the answer came", "ConnectionBroken", True
-    return f"{type(e).__name__}: {_first_line(e)}", "ConnectionError", True
+    """(what happened, reason, was the request maybe sent) for a urllib3/socket failure:
+    in launcher.errors' words; only a failure before the request went out was not sent."""
+    what, reason = connection_failure(e)
+    return what, reason, reason not in UNREACHABLE | {TLS}
 
 
 def _first_line(e: BaseException) -> str:
@@ -219,7 +205,7 @@ class KubeApi:
         except (urllib3.exceptions.HTTPError, OSError) as e:
             what, reason, maybe_done = _connection_error(e)
             # A connection that never got an answer is a cluster away (ClusterUnreachable).
-            error = KubeUnreachable if reason in UNREACHABLE_REASONS else KubeError
+            error = KubeUnreachable if reason in UNREACHABLE else KubeError
             raise error(f"{where}: cannot {doing}: {what} ({self.server})", reason=reason,
                             retryable=True, maybe_done=maybe_done,
                             exit_code=2 if reason == "TLS" else 1,
