@@ -1,13 +1,15 @@
 """The launcher home's small state files (secrets.json, config.yaml): read, and changed
 under one lock, so that two commands at once never lose each other's change.
 
-A change holds an exclusive lock (filelock's FileLock: an flock where the filesystem has
-one) on a sidecar `<file>.lock` for its whole read-modify-write, writes the new text to
-a temporary file in the same directory, fsyncs it and renames it over the file. A reader takes no lock: the rename is atomic,
-so it sees the old text or the new, never half of one, and a crash leaves one of the
-two. The sidecar is locked, not the file itself, because the rename gives the file a
-new inode: a lock held on the old one would not stop a writer that opened the new one.
-(The SQLite files, state.db and index.db, lock themselves.)
+A change holds an exclusive lock on a sidecar `<file>.lock` for its whole
+read-modify-write, writes the new text to a temporary file in the same directory, fsyncs
+it and renames it over the file. A reader takes no lock: the rename is atomic, so it sees
+the old text or the new, never half of one, and a crash leaves one of the two. The lock
+is filelock's FileLock (an flock on Unix, which the kernel drops when its process dies),
+not a hand-written flock loop: it waits with a timeout and retries an interrupted call.
+The sidecar is locked, not the file itself, because the rename gives the file a new
+inode: a lock held on the old one would not stop a writer that opened the new one. (The
+SQLite files, state.db and index.db, lock themselves.)
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ in `boundary()`; an exception that is none of these is a bug and passes through.
 
 A message reads `<service> <what happened> while <action> <url>[: <the service's own text>]`,
 and its hint says what to do; a connection failure's words are launcher.errors'
-(connection_failure), the same for a cluster, a store and a tracking server. Tokens never appear: only the host, the URL and the text the
-server sent back.
+(connection_failure), the same for a cluster, a store and a tracking server. Tokens never
+appear: only the host, the URL and the text the server sent back.
 """
 
 from __future__ import annotations

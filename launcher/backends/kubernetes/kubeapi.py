@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -49,7 +48,6 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from launcher import debug
-from launcher.errors import TLS, UNREACHABLE, connection_failure
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is this module's error
     INPUT_STATUSES,
@@ -60,6 +58,7 @@ from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is t
 )
 from launcher.backends.kubernetes.profiles import ClusterProfile
 from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path, read_kubeconfig
+from launcher.errors import TLS, UNREACHABLE, connection_failure
 from launcher.pod.backoff import Backoff as Backoff  # the informers' (informer.py imports it from here)
 from launcher.pod.backoff import delay, jittered
 
@@ -208,8 +207,8 @@ class KubeApi:
             error = KubeUnreachable if reason in UNREACHABLE else KubeError
             raise error(f"{where}: cannot {doing}: {what} ({self.server})", reason=reason,
                             retryable=True, maybe_done=maybe_done,
-                            exit_code=2 if reason == "TLS" else 1,
-                            hint="check the certificate-authority in the kubeconfig" if reason == "TLS" else None,
+                            exit_code=2 if reason == TLS else 1,
+                            hint="check the certificate-authority in the kubeconfig" if reason == TLS else None,
                             ) from None
 
     def _call(self, doing: str, method: str, path: str, *, query: dict[str, Any] | None = None,
