@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
 class LauncherError(Exception):
@@ -117,6 +119,118 @@ def os_error_words(e: OSError) -> str:
         return str(e) or type(e).__name__
     name = errno.errorcode.get(code)
     return f"{words} ({name})" if name else words
+
+
+# Why a network call got no answer: the one set of words for a cluster's API server, a
+# store and a tracking server (connection_failure), and a reason for code to branch on.
+CONNECT_FAILED = "ConnectFailed"
+"""Refused, no route, a host name that does not resolve: nothing answered."""
+CONNECT_TIMEOUT = "ConnectTimeout"
+"""Connecting took longer than its timeout: nothing answered."""
+TLS = "TLS"
+"""The TLS handshake failed (an untrusted certificate, a server that does not speak TLS)."""
+READ_TIMEOUT = "ReadTimeout"
+"""Connected and sent, but no answer in time: the request may have been done."""
+CONNECTION_BROKEN = "ConnectionBroken"
+"""The connection broke before the answer came: the request may have been done."""
+CONNECTION_ERROR = "ConnectionError"
+"""Some other failure, named by its type and first line."""
+UNREACHABLE = frozenset({CONNECT_FAILED, CONNECT_TIMEOUT})
+"""The reasons that mean the host is away (ClusterUnreachable), not the request wrong."""
+
+
+class ConnectionFailure(NamedTuple):
+    words: str
+    """What happened, in a few words: 'connection refused', 'connecting timed out'."""
+    reason: str
+    """One of the reasons above."""
+
+
+def connection_failure(e: BaseException, *, connecting: bool = False) -> ConnectionFailure:
+    """Why a network call failed with `e`, whichever client raised it (urllib3, requests,
+    botocore, a bare socket): read from the causes chained in it (a client's wrapper holds
+    the socket's or ssl's error), or, for a client that kept only text (MLflow), from its
+    text. Never the nested reprs that requests and urllib3 print. `connecting`: `e` came
+    from opening a TCP connection (a reachability check), so a bare socket timeout is the
+    connect's; otherwise it is a read's (urllib3 names a connect's timeout itself)."""
+    chain = _causes(e)
+    ssl = sys.modules.get("ssl")
+    socket = sys.modules.get("socket")
+    urllib3 = sys.modules.get("urllib3.exceptions")
+    if ssl is not None:
+        for cause in chain:
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                return ConnectionFailure(f"TLS certificate not trusted ({cause.verify_message})"
+                                         if cause.verify_message else "TLS certificate not trusted", TLS)
+        tls = [c for c in chain if isinstance(c, ssl.SSLError)]
+        if tls:
+            return ConnectionFailure(f"TLS failed: {_first_line(tls[-1])}", TLS)
+    if urllib3 is not None:
+        tls = [c for c in chain if isinstance(c, urllib3.SSLError)]
+        if tls:
+            return ConnectionFailure(f"TLS failed: {_first_line(tls[-1])}", TLS)
+    for cause in chain:
+        if socket is not None and isinstance(cause, socket.gaierror):
+            return ConnectionFailure(f"cannot resolve the host name ({cause.strerror or cause})".lower(),
+                                     CONNECT_FAILED)
+    if urllib3 is not None:
+        if any(isinstance(c, urllib3.ReadTimeoutError) for c in chain):
+            return ConnectionFailure("the server did not answer in time", READ_TIMEOUT)
+        # NewConnectionError is a ConnectTimeoutError too, whatever its cause was.
+        if any(isinstance(c, urllib3.ConnectTimeoutError) and not isinstance(c, urllib3.NewConnectionError)
+               for c in chain):
+            return ConnectionFailure("connecting timed out", CONNECT_TIMEOUT)
+    for cause in chain:
+        if isinstance(cause, ConnectionResetError | ConnectionAbortedError | BrokenPipeError):
+            return ConnectionFailure("the connection broke before the answer came", CONNECTION_BROKEN)
+        if isinstance(cause, TimeoutError) and connecting:
+            return ConnectionFailure("connecting timed out", CONNECT_TIMEOUT)
+        if isinstance(cause, TimeoutError):
+            return ConnectionFailure("the server did not answer in time", READ_TIMEOUT)
+        if isinstance(cause, OSError) and cause.errno:
+            return ConnectionFailure(os.strerror(cause.errno).lower(), CONNECT_FAILED)
+    if urllib3 is not None and any(isinstance(c, urllib3.ProtocolError) for c in chain):
+        return ConnectionFailure("the connection broke before the answer came", CONNECTION_BROKEN)
+    text = " ".join(str(c) for c in chain)
+    for needles, failure in _TEXT_CAUSES:
+        if any(needle in text for needle in needles):
+            return failure
+    return ConnectionFailure(f"{type(e).__name__}: {_first_line(e)}" if str(e).strip() else type(e).__name__,
+                             CONNECTION_ERROR)
+
+
+_TEXT_CAUSES = (
+    (("Connection refused",), ConnectionFailure("connection refused", CONNECT_FAILED)),
+    (("Name or service not known", "nodename nor servname", "Failed to resolve", "Temporary failure in name"),
+     ConnectionFailure("cannot resolve the host name", CONNECT_FAILED)),
+    (("CERTIFICATE_VERIFY_FAILED",), ConnectionFailure("TLS certificate not trusted", TLS)),
+    (("Read timed out",), ConnectionFailure("the server did not answer in time", READ_TIMEOUT)),
+    (("connect timeout", "ConnectTimeout"), ConnectionFailure("connecting timed out", CONNECT_TIMEOUT)),
+    (("timed out",), ConnectionFailure("timed out", READ_TIMEOUT)),
+    (("Connection reset", "Connection aborted", "RemoteDisconnected"),
+     ConnectionFailure("the connection broke before the answer came", CONNECTION_BROKEN)),
+)
+"""What a client that kept only text (MLflow's exceptions) says, and what it means."""
+
+
+def _causes(e: BaseException) -> list[BaseException]:
+    """`e` and what it wraps, outermost first: urllib3's `reason`, exceptions passed as
+    arguments (requests, botocore), and the chained __cause__ and __context__."""
+    found: list[BaseException] = []
+    todo = [e]
+    while todo:
+        cause = todo.pop(0)
+        if any(cause is seen for seen in found):
+            continue
+        found.append(cause)
+        inner = [getattr(cause, "reason", None), *cause.args, cause.__cause__, cause.__context__]
+        todo.extend(c for c in inner if isinstance(c, BaseException))
+    return found
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
 
 
 FILESYSTEM_ERRNOS = frozenset({

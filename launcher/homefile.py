@@ -1,22 +1,21 @@
 """The launcher home's small state files (secrets.json, config.yaml): read, and changed
 under one lock, so that two commands at once never lose each other's change.
 
-A change holds an exclusive flock on a sidecar `<file>.lock` for its whole
-read-modify-write, writes the new text to a temporary file in the same directory,
-fsyncs it and renames it over the file. A reader takes no lock: the rename is atomic,
-so it sees the old text or the new, never half of one, and a crash leaves one of the
-two. The sidecar is locked, not the file itself, because the rename gives the file a
-new inode: a lock held on the old one would not stop a writer that opened the new one.
-(The SQLite files, state.db and index.db, lock themselves.)
+A change holds an exclusive lock on a sidecar `<file>.lock` for its whole
+read-modify-write, writes the new text to a temporary file in the same directory, fsyncs
+it and renames it over the file. A reader takes no lock: the rename is atomic, so it sees
+the old text or the new, never half of one, and a crash leaves one of the two. The lock
+is filelock's FileLock (an flock on Unix, which the kernel drops when its process dies),
+not a hand-written flock loop: it waits with a timeout and retries an interrupted call.
+The sidecar is locked, not the file itself, because the rename gives the file a new
+inode: a lock held on the old one would not stop a writer that opened the new one. (The
+SQLite files, state.db and index.db, lock themselves.)
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import stat
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -25,6 +24,8 @@ from launcher.errors import StateFileError
 LOCK_WAIT_S = 30.0
 """How long a change waits for another process's lock; a change holds it for milliseconds,
 so a lock held this long belongs to a process that is stuck (stopped with ^Z, say)."""
+LOCK_POLL_S = 0.01
+"""How often a waiting change tries the lock again: a change holds it for milliseconds."""
 
 
 def read(path: Path) -> bytes | None:
@@ -46,38 +47,27 @@ def update(path: Path, change: Callable[[bytes | None], bytes | None], *, mode: 
     as it is, and an exception from it leaves it as it is too. `mode`: the file's mode
     (secrets.json is 0600 whatever it was); None keeps an existing file's, and gives a new
     one 0666 less the umask, as open() would."""
+    from filelock import FileLock, Timeout  # only a change needs it, not every command that reads
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise _cannot_write(path, e) from None
+    lock = FileLock(path.with_name(path.name + ".lock"), mode=0o600)
+    try:
+        lock.acquire(timeout=LOCK_WAIT_S, poll_interval=LOCK_POLL_S)
+    except Timeout:
+        raise StateFileError(f"{path}: another launcher process has held its lock ({path.name}.lock) "
+                             f"for {LOCK_WAIT_S:.0f} s",
+                             hint="wait for it to finish (or stop it) and run again") from None
     except OSError as e:
         raise _cannot_write(path, e) from None
     try:
-        _lock(lock, path)
         new = change(read(path))
         if new is not None:
             _replace(path, new, mode)
     finally:
-        os.close(lock)  # closing the descriptor releases the flock
-
-
-def _lock(fd: int, path: Path) -> None:
-    deadline = time.monotonic() + LOCK_WAIT_S
-    pause = 0.001
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
-        except OSError as e:
-            if e.errno != errno.EINTR:
-                raise _cannot_write(path, e) from None
-        if time.monotonic() > deadline:
-            raise StateFileError(f"{path}: another launcher process has held its lock ({path.name}.lock) "
-                                 f"for {LOCK_WAIT_S:.0f} s",
-                                 hint="wait for it to finish (or stop it) and run again")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.01)
+        lock.release()
 
 
 def _replace(path: Path, data: bytes, mode: int | None) -> None:

@@ -18,9 +18,11 @@ import time
 
 from launcher.entrypoint import log as out
 from launcher.pod import contract
+from launcher.pod.backoff import Backoff
 
 DEFAULT_TIMEOUT = 600.0
 REPORT_EVERY = 10.0
+FIRST_DELAY = 0.2
 MAX_DELAY = 2.0
 
 
@@ -63,7 +65,7 @@ def wait_for_rank0(env: dict[str, str]) -> int:
     out.log(f"waiting for node rank 0's address {addr} to resolve (up to {timeout:g}s)")
     deadline = start + timeout
     next_report = start + REPORT_EVERY
-    delay = 0.2
+    pause = Backoff(FIRST_DELAY, MAX_DELAY, jitter=False)
     while True:
         now = time.monotonic()
         if now >= deadline:
@@ -76,8 +78,7 @@ def wait_for_rank0(env: dict[str, str]) -> int:
         if now >= next_report:
             out.log(f"still waiting for node rank 0's address after {now - start:.0f}s: {why}")
             next_report = now + REPORT_EVERY
-        time.sleep(min(delay, max(0.0, deadline - now)))
-        delay = min(delay * 2, MAX_DELAY)
+        time.sleep(min(pause.next(), max(0.0, deadline - now)))
         why = resolve(addr)
         if why is None:
             out.log(f"node rank 0's address {addr} resolved after {time.monotonic() - start:.1f}s")

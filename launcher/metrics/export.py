@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.errors import InputError, LauncherError, file_boundary
+from launcher.errors import InputError, LauncherError, connection_failure, file_boundary
 
 TARGETS = ("mlflow", "tensorboard")
 BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics per call
@@ -63,11 +63,10 @@ def bound_mlflow_requests() -> None:
 
 def _mlflow_failure(e: BaseException, uri: str) -> LauncherError:
     """One line: MLflow's text of an unreachable server runs to several nested reprs."""
-    from launcher.storage.boundary import connection_cause
-
     text = str(e)
+    # MlflowException keeps only the text of the requests error it caught.
     if "Max retries exceeded" in text or "Failed to establish a new connection" in text or "timed out" in text:
-        return InputError(f"--to mlflow {uri}: cannot reach the tracking server: {connection_cause(e)}",
+        return InputError(f"--to mlflow {uri}: cannot reach the tracking server: {connection_failure(e).words}",
                           hint="check the URI and that the server is up")
     return LauncherError(f"--to mlflow {uri}: {text.strip().splitlines()[0][:300] if text.strip() else type(e).__name__}")
 

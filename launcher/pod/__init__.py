@@ -9,7 +9,9 @@ and the in-container program (launcher.entrypoint, which is the rank).
 - plan: the JSON plan of a run that the host writes and the entrypoint reads;
 - limits: what a Linux exec takes of a rank's command and environment (ARG_MAX), which
   the host checks a run against before it starts;
-- zipapp: the entrypoint as a zipapp, and the sh shim that runs it with an image's python3.
+- zipapp: the entrypoint as a zipapp, and the sh shim that runs it with an image's python3;
+- backoff: the one backoff (a wait doubling up to a cap) of the host's API client, the
+  retry policy, and the entrypoint's rendezvous.
 
 A local rank is a pod without a container: the same contract holds there. This package
 imports nothing else of the launcher, so both sides may import it, and the runtime

@@ -25,7 +25,8 @@ and asks `RetryPolicy.allows`; what a backend cannot honour it names in its
 
 Successive attempts are spaced as the Kubernetes Job controller spaces a failed pod's
 restarts: an exponential backoff, `first` seconds after the first failure, doubling
-after each, at most `max` (scheduling.retry_backoff; 10 s and 5 min by default).
+after each, at most `max` (scheduling.retry_backoff; 10 s and 5 min by default): the
+launcher's one backoff (launcher.pod.backoff), not jittered, since the due time is shown.
 
 Plain dataclasses, no pydantic: a Kubernetes record's spec is a plain mapping, and
 `launcher --help` must not import pydantic.
@@ -36,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from launcher.pod import backoff
 
 # How an attempt failed.
 USER = "user"
@@ -109,10 +112,7 @@ class RetryPolicy:
     def delay(self, attempt: int) -> float:
         """Seconds from the end of failed attempt `attempt` (1-based) to the start of the
         next: `backoff_first`, doubled for each attempt before it, at most `backoff_max`."""
-        if self.backoff_first <= 0:
-            return 0.0
-        # Past 2**32 the cap has long been reached; the bound keeps the float finite.
-        return min(self.backoff_max, self.backoff_first * 2.0 ** min(max(attempt - 1, 0), 32))
+        return backoff.delay(attempt, self.backoff_first, self.backoff_max)
 
     def describe_backoff(self) -> str:
         """The backoff in words, as describe shows it: '10 s doubling to 5 min'."""

@@ -4,8 +4,9 @@ LauncherErrors, in one set of words, here and nowhere else. Stores wrap each cli
 in `boundary()`; an exception that is none of these is a bug and passes through.
 
 A message reads `<service> <what happened> while <action> <url>[: <the service's own text>]`,
-and its hint says what to do. Tokens never appear: only the host, the URL and the text the
-server sent back.
+and its hint says what to do; a connection failure's words are launcher.errors'
+(connection_failure), the same for a cluster, a store and a tracking server. Tokens never
+appear: only the host, the URL and the text the server sent back.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from launcher.errors import InputError, LauncherError, NotFoundError
+from launcher.errors import InputError, LauncherError, NotFoundError, connection_failure
 
 
 class StorageError(LauncherError):
@@ -53,23 +54,6 @@ class Service:
 def first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0][:300] if text else ""
-
-
-def connection_cause(e: BaseException) -> str:
-    """A connection error in a few words: requests' text runs to several nested reprs."""
-    text = str(e)
-    for needle, words in (
-        ("Connection refused", "connection refused"),
-        ("Name or service not known", "unknown host"),
-        ("nodename nor servname", "unknown host"),
-        ("Failed to resolve", "unknown host"),
-        ("timed out", "timed out"),
-        ("Connection reset", "connection reset"),
-        ("CERTIFICATE_VERIFY_FAILED", "TLS certificate not trusted"),
-    ):
-        if needle in text:
-            return words
-    return f"{type(e).__name__}: {first_line(e)}" if first_line(e) else type(e).__name__
 
 
 def _with_text(message: str, text: str) -> str:
@@ -138,8 +122,10 @@ def _google(e: BaseException, service: Service, doing: str) -> LauncherError | N
 
 
 def _unreachable(cause: BaseException, service: Service, doing: str, *, retried: bool = True) -> StorageError:
+    """`retried`: the client's own call, after its retries; otherwise our one TCP connect."""
     after = f" (gave up after {service.retry_s:g} s)" if service.retry_s and retried else ""
-    return StorageError(f"cannot reach {service.address or service.name}{after} while {doing}: {connection_cause(cause)}",
+    why = connection_failure(cause, connecting=not retried).words
+    return StorageError(f"cannot reach {service.address or service.name}{after} while {doing}: {why}",
                         hint=service.reach_hint)
 
 

@@ -15,7 +15,7 @@ from launcher.errors import LauncherError
 from tests.fakes.kube.faults import unreachable_server
 from tests.kubernetes.test_api_faults import add_profile
 
-REFUSED = "cannot reach the API server: cannot connect: connection refused"
+REFUSED = "cannot reach the API server: connection refused"
 
 
 @pytest.fixture

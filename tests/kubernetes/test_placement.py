@@ -229,7 +229,7 @@ def test_a_cluster_that_cannot_be_reached_passes_the_run_to_the_next(cli, cluste
     r = cli("run", "-f", str(spec), "--cluster", "gke-a,gke-h,gke-b")
     assert r.returncode == 0, r.stderr
     line = next(line for line in r.stderr.splitlines() if "placement:" in line)
-    assert re.fullmatch(r"i placement: gke-a could not be asked \(cannot reach the API server: cannot connect: "
+    assert re.fullmatch(r"i placement: gke-a could not be asked \(cannot reach the API server: "
                         r"connection refused \(https://127.0.0.1:\d+\)\), gke-h could not be asked \(no answer "
                         r"within 3 s\), gke-b has 8 of 8 free h100_80gb: placed on gke-b", line), line
     name = submitted_name(r)

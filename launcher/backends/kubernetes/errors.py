@@ -1,4 +1,4 @@
-"""The Kubernetes backend's error type, and the words for a failed connection.
+"""The Kubernetes backend's error type; the words for a failed connection are launcher.errors'.
 
 Apart from `kubeapi` (which imports the kubernetes client, about a second) so that code
 that only needs to raise or name a Kubernetes failure, such as the reachability check
@@ -7,10 +7,7 @@ made before a listing, stays light.
 
 from __future__ import annotations
 
-import os
-import socket
-
-from launcher.errors import ClusterUnreachable, LauncherError
+from launcher.errors import ClusterUnreachable, LauncherError, connection_failure
 
 # Statuses the server answers without having done the request: safe to repeat, even a create.
 UNDONE_STATUSES = {429, 503}
@@ -43,13 +40,6 @@ class KubeUnreachable(KubeError, ClusterUnreachable):
 
 
 def connect_failure(cause: BaseException) -> tuple[str, str]:
-    """(what happened, reason) for a TCP connect that failed with `cause`: the same words
-    whether the client's urllib3 or our own reachability check saw it."""
-    if isinstance(cause, TimeoutError | socket.timeout):
-        return "connecting timed out", "ConnectTimeout"
-    if isinstance(cause, socket.gaierror):
-        return f"cannot connect: cannot resolve the host name ({cause.strerror or cause})".lower(), "ConnectFailed"
-    if isinstance(cause, OSError) and cause.errno:
-        return f"cannot connect: {os.strerror(cause.errno).lower()}", "ConnectFailed"
-    text = str(cause).strip().splitlines()
-    return f"cannot connect: {(text[0].split(': ')[-1] if text else type(cause).__name__).lower()}", "ConnectFailed"
+    """(what happened, reason) for a TCP connect (the reachability check) that failed with
+    `cause`: launcher.errors' words, one set for clusters, stores and trackers."""
+    return connection_failure(cause, connecting=True)

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -57,13 +55,12 @@ from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is t
     UNDONE_STATUSES,
     KubeError,
     KubeUnreachable,
-    connect_failure,
 )
-
-# The connection failures that got no answer at all: the cluster is away.
-UNREACHABLE_REASONS = frozenset({"ConnectTimeout", "ConnectFailed"})
 from launcher.backends.kubernetes.profiles import ClusterProfile
 from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path, read_kubeconfig
+from launcher.errors import TLS, UNREACHABLE, connection_failure
+from launcher.pod.backoff import Backoff as Backoff  # the informers' (informer.py imports it from here)
+from launcher.pod.backoff import delay, jittered
 
 WATCH_SECONDS = 60
 LOG_READ_TIMEOUT = 3900  # the API server cuts a followed log after an hour
@@ -106,41 +103,9 @@ class RequestRetry:
     read_timeout: float = 60.0
 
     def delay(self, retry: int) -> float:
-        return backoff_delay(retry, self.base_seconds, self.max_seconds)
-
-
-def backoff_delay(retry: int, first: float, cap: float) -> float:
-    """The wait before retry number `retry` (0-based): `first`, doubling each time up to
-    `cap`, jittered. The one backoff of this package: requests and informers use it."""
-    return jittered(min(cap, first * 2 ** retry))
-
-
-def jittered(step: float) -> float:
-    """Equal jitter: half the step, plus up to as much again at random, so that clients
-    that failed together do not retry together."""
-    return step / 2 + random.uniform(0, step / 2)
-
-
-class Backoff:
-    """backoff_delay for as long as failures go on; `reset` after a success."""
-
-    def __init__(self, first: float, cap: float):
-        self.first, self.cap = first, cap
-        self.failures = 0
-
-    @property
-    def current(self) -> float:
-        """The step (before jitter) of the next wait."""
-        return min(self.cap, self.first * 2 ** self.failures)
-
-    def next(self) -> float:
-        delay = backoff_delay(self.failures, self.first, self.cap)
-        if self.current < self.cap:
-            self.failures += 1
-        return delay
-
-    def reset(self) -> None:
-        self.failures = 0
+        """The jittered wait before retry number `retry` (0-based): `base_seconds`, doubling
+        each time up to `max_seconds` (launcher.pod.backoff, the one backoff)."""
+        return jittered(delay(retry + 1, self.base_seconds, self.max_seconds))
 
 
 T = TypeVar("T")
@@ -180,21 +145,10 @@ def _api_message(e: ApiException) -> tuple[str, str]:
 
 
 def _connection_error(e: BaseException) -> tuple[str, str, bool]:
-    """(what happened, reason, was the request maybe sent) for a urllib3/socket failure."""
-    if isinstance(e, urllib3.exceptions.MaxRetryError) and e.reason is not None:
-        e = e.reason
-    if isinstance(e, urllib3.exceptions.SSLError):
-        return f"TLS failed: {_first_line(e)}", "TLS", False
-    if isinstance(e, urllib3.exceptions.NewConnectionError):  # a subclass of ConnectTimeoutError
-        what, reason = connect_failure(e.__cause__ or e.__context__ or e)
-        return what, reason, False
-    if isinstance(e, urllib3.exceptions.ConnectTimeoutError):
-        return "connecting timed out", "ConnectTimeout", False
-    if isinstance(e, urllib3.exceptions.ReadTimeoutError | socket.timeout | TimeoutError):
-        return "the server did not answer in time", "ReadTimeout", True
-    if isinstance(e, urllib3.exceptions.ProtocolError):
-        return "the connection broke before the answer came", "ConnectionBroken", True
-    return f"{type(e).__name__}: {_first_line(e)}", "ConnectionError", True
+    """(what happened, reason, was the request maybe sent) for a urllib3/socket failure:
+    in launcher.errors' words; only a failure before the request went out was not sent."""
+    what, reason = connection_failure(e)
+    return what, reason, reason not in UNREACHABLE | {TLS}
 
 
 def _first_line(e: BaseException) -> str:
@@ -250,11 +204,11 @@ class KubeApi:
         except (urllib3.exceptions.HTTPError, OSError) as e:
             what, reason, maybe_done = _connection_error(e)
             # A connection that never got an answer is a cluster away (ClusterUnreachable).
-            error = KubeUnreachable if reason in UNREACHABLE_REASONS else KubeError
+            error = KubeUnreachable if reason in UNREACHABLE else KubeError
             raise error(f"{where}: cannot {doing}: {what} ({self.server})", reason=reason,
                             retryable=True, maybe_done=maybe_done,
-                            exit_code=2 if reason == "TLS" else 1,
-                            hint="check the certificate-authority in the kubeconfig" if reason == "TLS" else None,
+                            exit_code=2 if reason == TLS else 1,
+                            hint="check the certificate-authority in the kubeconfig" if reason == TLS else None,
                             ) from None
 
     def _call(self, doing: str, method: str, path: str, *, query: dict[str, Any] | None = None,
