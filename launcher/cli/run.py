@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from contextlib import contextmanager
 
 import click
 
@@ -45,27 +43,6 @@ def _spec_options(f=None, *, file_required: bool = True):
     return f
 
 
-@contextmanager
-def _spec_models_without_pydantic_plugins():
-    """While the spec loads, the spec models' validators are built (on first use) with
-    pydantic's plugins off: looking for plugins scans every installed distribution's entry
-    points (about 5 % of what validate spends), and a plugin (logfire's, say) has no part in
-    checking a run spec, so it does not see the spec models. Contained: in this CLI process
-    only, while the spec loads (before any thread or child process starts), only where the
-    user has not set PYDANTIC_DISABLE_PLUGINS, and restored after. pydantic reads the
-    variable at each plugin lookup and caches nothing when told none
-    (pydantic/plugin/_loader.py), so whatever is built later, a run's own process included,
-    finds the plugins as before (tests/cli/test_pydantic_plugins.py)."""
-    if "PYDANTIC_DISABLE_PLUGINS" in os.environ:
-        yield
-        return
-    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "1"
-    try:
-        yield
-    finally:
-        del os.environ["PYDANTIC_DISABLE_PLUGINS"]
-
-
 def _load(spec_file, env, sets, node_names, clone_of=None, **fields):
     """The RunConfig of `spec_file`, or of the run `clone_of` as submitted (`run --clone`),
     with the command line's overrides."""
@@ -74,11 +51,10 @@ def _load(spec_file, env, sets, node_names, clone_of=None, **fields):
 
     names = [n.strip() for item in node_names for n in item.split(",") if n.strip()]
     overrides = Overrides(**fields, node_names=names or None, env=list(env), set=list(sets))
-    with _spec_models_without_pydantic_plugins():
-        if clone_of is not None:
-            config = RunConfig.from_dict(_clone_spec(clone_of), overrides)
-        else:
-            config = RunConfig.from_file(spec_file, overrides)
+    if clone_of is not None:
+        config = RunConfig.from_dict(_clone_spec(clone_of), overrides)
+    else:
+        config = RunConfig.from_file(spec_file, overrides)
     for w in config.warnings:
         warn(w)
     return config
