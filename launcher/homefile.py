@@ -18,6 +18,7 @@ import os
 import stat
 import time
 from pathlib import Path
+from secrets import token_hex
 from typing import Callable
 
 from launcher.errors import StateFileError
@@ -86,7 +87,6 @@ def _replace(path: Path, data: bytes, mode: int | None) -> None:
             mode = stat.S_IMODE(path.stat().st_mode)
         except FileNotFoundError:
             pass
-    from secrets import token_hex  # only a write needs it (hmac, hashlib: not for every command that reads)
 
     tmp = path.with_name(f".{path.name}.{token_hex(4)}.tmp")
     try:

@@ -7,12 +7,17 @@ import sys
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
+
+from launcher.backends.names import spec_name_of
+
+# How runs read (records, times, durations) is shared with the dashboard: it lives beside Run.
+from launcher.backends.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
+from launcher.backends.registry import RunIndex
 
 # Commands take any form of run name: full, the spec's name, or a glob (launcher.backends.names),
 # resolved as the SDK resolves a run argument (a run that is not there is RunNotFound).
 from launcher.sdk.runs import resolve as find_run  # noqa: F401 - re-exported for commands
-# How runs read (records, times, durations) is shared with the dashboard: it lives beside Run.
-from launcher.backends.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
 
 OK, FAIL, INFO, WARN = "✔", "✗", "i", "!"
 
@@ -42,11 +47,6 @@ def print_table(table) -> None:
 
 def complete_run_names(ctx, param, incomplete: str) -> list:
     """Shell completion for run arguments: recent run names and their spec names, from the index."""
-    from click.shell_completion import CompletionItem
-
-    from launcher.backends.names import spec_name_of
-    from launcher.backends.registry import RunIndex
-
     try:
         names = RunIndex().names()[:200]
     except Exception:  # noqa: BLE001 - completion must never print a traceback into the shell

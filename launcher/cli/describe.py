@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import click
 
 from launcher.backends.records import until
-from launcher.cli.common import NounGroup, complete_run_names, dump, duration, find_run, instance, run_record, to_yaml, when
+from launcher.cli.common import (
+    NounGroup,
+    complete_run_names,
+    dump,
+    duration,
+    find_run,
+    instance,
+    run_record,
+    to_yaml,
+    when,
+)
+from launcher.sdk.placement import placement_of
 from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
 
 
@@ -29,7 +42,6 @@ def describe_run(name, yaml_only, no_yaml, output):
     if yaml_only and no_yaml:
         raise click.UsageError("--yaml-only prints only the spec and --no-yaml leaves it out: pass one of them")
     _, run = find_run(name)
-    from launcher.sdk.placement import placement_of
 
     placement = placement_of(run.name)
     if yaml_only:
@@ -134,8 +146,6 @@ def queue_section(run, echo) -> None:
 
 def _placement_section(state: dict, echo) -> None:
     """Where a run placed across clusters went, and each move (launcher.sdk.placement)."""
-    from datetime import datetime
-
     max_queue = state.get("max_queue")
     echo(f"Placement:  {', '.join(state['candidates'])}"
          + (f"; moves on after {seconds_text(max_queue)} waiting (placement.max_queue)" if max_queue else ""))
