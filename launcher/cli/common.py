@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from typing import Any
@@ -39,7 +40,7 @@ def dump(obj: Any, fmt: str) -> None:
 
 def print_table(table) -> None:
     """Print a rich table; when piped, wide enough that rows never wrap."""
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich costs 3x `python -c pass`, for tables only
 
     console = Console(soft_wrap=True) if sys.stdout.isatty() else Console(width=400, soft_wrap=True)
     console.print(table)
@@ -86,8 +87,6 @@ class NounGroup(click.Group):
         first = args[0] if args else None
         if first is not None and first not in ("-h", "--help") and self.get_command(ctx, first) is None:
             if self.strict and not first.startswith("-"):
-                import difflib
-
                 nouns = self.list_commands(ctx)
                 guess = difflib.get_close_matches(first, nouns + [n.rstrip("s") for n in nouns], n=1, cutoff=0.6)
                 hint = f"; did you mean {guess[0]!r}?" if guess else ""

@@ -18,6 +18,7 @@ from launcher.cli.common import (
     to_yaml,
     when,
 )
+from launcher.cli.exec import port_forward_command
 from launcher.sdk.placement import placement_of
 from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
 
@@ -105,8 +106,6 @@ def describe_run(name, yaml_only, no_yaml, output):
         echo(f"  {when(e.at)}  attempt {e.attempt}  {e.status.value:<12}{e.reason or ''}")
     ports = [p for p in run.spec.get("ports") or [] if isinstance(p, dict) and p.get("port")]
     if ports:
-        from launcher.cli.exec import port_forward_command
-
         echo("")
         echo("Ports:")
         for p in ports:

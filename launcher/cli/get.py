@@ -94,7 +94,7 @@ def get_runs(patterns, clusters, statuses, gpu_types, gpu_nums, ids, latest, bef
     if output in ("json", "yaml"):
         dump([run_record(r) for r in runs], output)
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("NAME", "CLUSTER", "INSTANCE", "STATUS", "CREATED", "DURATION", "REASON"):

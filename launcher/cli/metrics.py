@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from launcher.cli.common import complete_run_names
+from launcher.cli.common import complete_run_names, info
 from launcher.errors import InputError, LauncherError
 from launcher.metrics import render
 from launcher.metrics.export import export
-from launcher.metrics.plot import terminal_plot
+from launcher.metrics.plot import terminal_plot, write_png
 from launcher.metrics.render import num
 from launcher.metrics.series import resolve_metrics
 from launcher.sdk.metrics import collect, latest_with_metrics
@@ -89,8 +89,6 @@ def metrics(
     else:
         backend, run, note = latest_with_metrics()
         if note:
-            from launcher.cli.common import info
-
             info(note)
         targets = [(backend, run)]
     collectors = [collect(backend, run, follow=follow) for backend, run in targets]
@@ -149,8 +147,6 @@ def _once(results: list[RunMetrics], wanted: list[str], *, list_only: bool, last
         return
     chosen = render.choose(results, _names(results, wanted), every=every, last=last)
     if png is not None:
-        from launcher.metrics.plot import write_png
-
         write_png(chosen, png)
         click.echo(f"✔ Wrote {png}", err=True)
     if output == "json":
@@ -244,8 +240,6 @@ def _follow(collectors: list[Collector], targets: list[tuple[Backend, Run]], wan
         for c in chosen:
             click.echo(f"{c.run.run} {c.series.name}: {render.summary_line(c.series)}")
     if png is not None:
-        from launcher.metrics.plot import write_png
-
         write_png(chosen, png)
         click.echo(f"✔ Wrote {png}", err=True)
 

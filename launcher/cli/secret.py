@@ -33,6 +33,7 @@ from launcher.secrets.shapes import (
     hf_secret,
     key_path_and_name,
     key_secret,
+    kinds_named,
     name_from,
     name_from_path,
     oci_secret,
@@ -401,12 +402,10 @@ def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = ()) 
         dump(rows, output)
         return
     if not rows:
-        from launcher.secrets.shapes import kinds_named
-
         of = f" of kind {', '.join(sorted(k.value for k in kinds_named(types)))}" if types else ""
         click.echo(f"No secrets{of} in {secrets.where}.")
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("NAME", "KIND", "EXPOSED AS", "CREATED"):

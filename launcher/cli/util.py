@@ -63,7 +63,7 @@ def util(clusters, one, output):
     if output != "table":
         dump(rows + queues, output)
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("CLUSTER", "GPU TYPE", "NODES", "GPUS", "USED", "FREE"):

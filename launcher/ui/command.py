@@ -6,6 +6,7 @@ import errno
 import ipaddress
 import secrets
 import socket
+import webbrowser
 
 import click
 
@@ -40,8 +41,6 @@ def ui(port: int, host: str, token: str | None, open_browser: bool, request_time
 
     Needs the `ui` extra: pip install 'launcher[ui]'.
     """
-
-
     try:
         import uvicorn
 
@@ -83,8 +82,6 @@ def ui(port: int, host: str, token: str | None, open_browser: bool, request_time
             click.echo("i Every request needs the token you gave: open the address with ?token=… once.", err=True)
     click.echo("i Read-only. Ctrl-C to stop.", err=True)
     if open_browser:
-        import webbrowser
-
         webbrowser.open(url + (f"?token={token}" if token else ""))  # the user's own browser
     config = server_config(app, request_timeout=request_timeout, max_connections=max_connections)
     uvicorn.Server(config).run(sockets=[sock])
