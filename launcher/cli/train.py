@@ -19,8 +19,6 @@ from pathlib import Path
 import click
 
 from launcher.errors import InputError
-from launcher.train.main import require_train_extra
-from launcher.train.main import train as run_training
 
 
 def plan_launch(
@@ -79,6 +77,10 @@ def train(parameters: str, overrides: tuple[str, ...], nproc: int | None) -> Non
     for item in overrides:
         if "=" not in item:
             raise InputError(f"unexpected argument {item!r}: overrides are path.to.key=VALUE")
+
+    # lazy: the trainer and its cache would double what a Tab on `launcher ` imports
+    from launcher.train.main import require_train_extra
+    from launcher.train.main import train as run_training
 
     require_train_extra("launcher train")
     argv = plan_launch(parameters, overrides, gpus=_gpu_count(), env=os.environ, nproc=nproc)

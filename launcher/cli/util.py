@@ -14,7 +14,6 @@ import click
 from launcher.backends.registry import ask_some, open_backend
 from launcher.cli.common import dump, print_table, warn
 from launcher.config import config_path, launcher_home, load_config
-from launcher.spec.schema import run_spec_schema
 
 FORMATS = click.Choice(["table", "json", "yaml"])
 
@@ -135,4 +134,6 @@ def schema():
       # then, as the first line of a run YAML:
       # yaml-language-server: $schema=./launcher-run.schema.json
     """
+    from launcher.spec.schema import run_spec_schema  # lazy: it builds every spec model (pydantic) on each Tab
+
     click.echo(json.dumps(run_spec_schema(), indent=2))
