@@ -1,19 +1,21 @@
 """What a user waits for before the CLI answers: `launcher --help`, a Tab (shell
-completion) and `launcher validate -f runspecs/mpt-tiny-local.yaml`, each against its
-yardstick from issue 25:
+completion), `launcher validate -f runspecs/mpt-tiny-local.yaml` and `launcher get runs`
+(an empty home, the local backend), each against its yardstick from issues 25 and 34:
 
-    --help      python -c pass                      goal <= 1.5x
+    --help      python -c pass                      goal <= 3x
     completion  python -c pass                      (no goal stated: it must not import pydantic)
     validate    python -c 'import pydantic, yaml'   goal <= 1.3x
     validate    python -c 'from pydantic import BaseModel, Field; import yaml, click'
                                                     reported only: what validate cannot avoid
                                                     (pydantic's top level is lazy; models need
                                                     BaseModel and Field, the CLI click)
+    get runs    python -c pass                      reported: the goal is <= 1.5x its time
+                                                    before issue 34 (bench/README.md)
 
 The machine is shared, so every repeat runs each command once, in a shuffled order;
 times are medians [best], and a ratio is the median of each repeat's ours / its own
 yardstick. The launcher runs as a user types it (the venv's `launcher` script), with a
-fresh LAUNCHER_HOME and a warmed --help cache, from bytecode caches as installed.
+fresh LAUNCHER_HOME, from bytecode caches as installed.
 `--imports` also prints, per command, the top-level imports that cost most (-X importtime);
 `--instructions` counts each command's instructions once under valgrind's callgrind (exact and
 repeatable where wall times are not; PYTHONHASHSEED=0), where valgrind is installed.
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SPEC = "runspecs/mpt-tiny-local.yaml"
 COMPLETION_ENV = {"_LAUNCHER_COMPLETE": "bash_complete", "COMP_WORDS": "launcher lo", "COMP_CWORD": "1"}
 VALIDATE = f"launcher validate -f {SPEC}"
+GET_RUNS = "launcher get runs"
 VALIDATE_FLOOR = "python -c 'from pydantic import BaseModel, Field; import yaml, click'"
 
 
@@ -55,18 +58,20 @@ def commands() -> dict[str, tuple[list[str], dict[str, str]]]:
         "launcher --help": ([*launcher, "--help"], {}),
         "completion (launcher lo<Tab>)": (launcher, COMPLETION_ENV),
         VALIDATE: ([*launcher, "validate", "-f", SPEC], {}),
+        GET_RUNS: ([*launcher, "get", "runs"], {}),
     }
 
 
 # measure -> (its yardstick, the goal as a ratio or None, the goal's words)
 GOALS = {
-    "launcher --help": ("python -c pass", 1.5, "<= 1.5x the floor"),
+    "launcher --help": ("python -c pass", 3.0, "<= 3x the floor"),
     "completion (launcher lo<Tab>)": ("python -c pass", None, "no pydantic imported"),
     VALIDATE: ("python -c 'import pydantic, yaml'", 1.3, "<= 1.3x that import"),
 }
+REPORTED_GOALS = {VALIDATE: GOALS[VALIDATE][2], GET_RUNS: "<= 1.5x its time before issue 34"}
 # measure -> a second yardstick, reported only (no goal of its own): what the measure cannot
 # avoid importing. The ratio against it is what the launcher's own code costs.
-REPORTED = {VALIDATE: VALIDATE_FLOOR}
+REPORTED = {VALIDATE: VALIDATE_FLOOR, GET_RUNS: "python -c pass"}
 
 
 def once(argv: list[str], env: dict[str, str]) -> float:
@@ -127,7 +132,7 @@ def main() -> None:
         env = {**os.environ, "LAUNCHER_HOME": str(Path(d) / "home"), "XDG_CACHE_HOME": str(Path(d) / "cache"),
                "COLUMNS": "80"}
         envs = {name: {**env, **extra} for name, (_, extra) in cmds.items()}
-        for name, (argv, _) in cmds.items():  # warm the page cache, the help cache and the home
+        for name, (argv, _) in cmds.items():  # warm the page cache and the home
             once(argv, envs[name])
         times: dict[str, list[float]] = {name: [] for name in cmds}
         rng = random.Random(25)
@@ -157,8 +162,9 @@ def main() -> None:
         for name, yardstick in REPORTED.items():
             ratio, ours, base = paired(name, yardstick)
             print(f"  {name}: {ratio:.2f}x {yardstick} (paired median; reported only)")
-            rows.append(Row(f"{name}, against what it cannot avoid importing", f"{yardstick} {base:.0f} ms",
-                            f"{ours:.0f} ms", round(ratio, 2), f"reported (the goal is {GOALS[name][2]})", None))
+            label = f"{name}, against what it cannot avoid importing" if name == VALIDATE else name
+            rows.append(Row(label, f"{yardstick} {base:.0f} ms",
+                            f"{ours:.0f} ms", round(ratio, 2), f"reported (the goal is {REPORTED_GOALS[name]})", None))
         if args.instructions:
             counts = {name: instructions(argv, envs[name]) for name, (argv, _) in cmds.items()}
             if None in counts.values():

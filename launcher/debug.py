@@ -13,22 +13,13 @@ A command should read each once (bench/bench_get_runs.py prints them). Without
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections import Counter
-from typing import Any
 
-# logging (and the traceback module it loads) is imported when a line is shown: `validate`
-# and listings count their reads without it (a few ms of start-up).
 LOGGER = "launcher"
-
-
-def __getattr__(name: str) -> Any:
-    if name == "log":  # the launcher's logger, as `debug.log` always was
-        import logging
-
-        return logging.getLogger(LOGGER)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+log = logging.getLogger(LOGGER)
 
 CONFIG_READ = "config read"
 PROFILE_LOAD = "profile load"
@@ -67,42 +58,28 @@ def summary() -> str:
     return "counted: " + "; ".join(parts)
 
 
-_handler: Any = None
+class _Stderr(logging.Handler):
+    """Writes to whatever sys.stderr is at the time (a test's capture, click's runner)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - logging must never fail a command
+            self.handleError(record)
 
 
-def _stderr_handler():
-    """The one handler that writes to whatever sys.stderr is at the time (a test's capture,
-    click's runner)."""
-    global _handler
-    if _handler is None:
-        import logging
-
-        class _Stderr(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                try:
-                    sys.stderr.write(self.format(record) + "\n")
-                except Exception:  # noqa: BLE001 - logging must never fail a command
-                    self.handleError(record)
-
-        _handler = _Stderr()
-        _handler.setFormatter(logging.Formatter("debug: %(message)s"))
-    return _handler
+_handler = _Stderr()
+_handler.setFormatter(logging.Formatter("debug: %(message)s"))
 
 
 def enable() -> None:
     """Show the launcher's DEBUG lines on stderr (once, however often it is called)."""
-    import logging
-
-    log, handler = logging.getLogger(LOGGER), _stderr_handler()
-    if handler not in log.handlers:
-        log.addHandler(handler)
+    if _handler not in log.handlers:
+        log.addHandler(_handler)
     log.setLevel(logging.DEBUG)
 
 
 def disable() -> None:
     """Stop showing them: a command run in-process (a test) leaves the next one quiet."""
-    import logging
-
-    log = logging.getLogger(LOGGER)
-    log.removeHandler(_stderr_handler())
+    log.removeHandler(_handler)
     log.setLevel(logging.NOTSET)

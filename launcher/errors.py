@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import resource
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,8 +89,6 @@ class StateFileError(InputError):
 
 def open_file_limit() -> int:
     """This process's open-file limit (ulimit -n, the soft RLIMIT_NOFILE)."""
-    import resource
-
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 

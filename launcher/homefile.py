@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from secrets import token_hex
 from typing import Callable
 
 from launcher.errors import StateFileError
@@ -76,7 +77,6 @@ def _replace(path: Path, data: bytes, mode: int | None) -> None:
             mode = stat.S_IMODE(path.stat().st_mode)
         except FileNotFoundError:
             pass
-    from secrets import token_hex  # only a write needs it (hmac, hashlib: not for every command that reads)
 
     tmp = path.with_name(f".{path.name}.{token_hex(4)}.tmp")
     try:

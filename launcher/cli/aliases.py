@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version as dist_version
+
 import click
+from click.shell_completion import get_completion_class
+
+from launcher.cli.main import cli
+from launcher.cli.secret import create as secret_create
 
 
 def _secret_create_group():
-    from launcher.cli.secret import create as secret_create
-
     return secret_create
 
 
@@ -26,8 +30,6 @@ create = _Create("create", help="Create a secret: `create secret <kind>` is `lau
 @click.command()
 def version():
     """Print the launcher's version."""
-    from importlib.metadata import version as dist_version
-
     click.echo(f"launcher {dist_version('launcher')}")
 
 
@@ -44,9 +46,5 @@ def completion(shell):
       eval "$(launcher completion bash)"                     # in ~/.bashrc
       launcher completion fish > ~/.config/fish/completions/launcher.fish
     """
-    from click.shell_completion import get_completion_class
-
-    from launcher.cli.main import cli
-
     comp = get_completion_class(shell)(cli, {}, "launcher", "_LAUNCHER_COMPLETE")
     click.echo(comp.source())

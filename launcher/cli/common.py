@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
+
+from launcher.sdk.run_names import spec_name_of
+
+# How runs read (records, times, durations) is shared with the dashboard: it lives beside Run.
+from launcher.sdk.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
+from launcher.sdk.index import RunIndex
 
 # Commands take any form of run name: full, the spec's name, or a glob (launcher.sdk.run_names),
 # resolved as the SDK resolves a run argument (a run that is not there is RunNotFound).
 from launcher.sdk.runs import resolve as find_run  # noqa: F401 - re-exported for commands
-# How runs read (records, times, durations) is shared with the dashboard: it lives beside Run.
-from launcher.sdk.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
 
 OK, FAIL, INFO, WARN = "✔", "✗", "i", "!"
 
@@ -34,7 +40,7 @@ def dump(obj: Any, fmt: str) -> None:
 
 def print_table(table) -> None:
     """Print a rich table; when piped, wide enough that rows never wrap."""
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich costs 3x `python -c pass`, for tables only
 
     console = Console(soft_wrap=True) if sys.stdout.isatty() else Console(width=400, soft_wrap=True)
     console.print(table)
@@ -42,11 +48,6 @@ def print_table(table) -> None:
 
 def complete_run_names(ctx, param, incomplete: str) -> list:
     """Shell completion for run arguments: recent run names and their spec names, from the index."""
-    from click.shell_completion import CompletionItem
-
-    from launcher.sdk.index import RunIndex
-    from launcher.sdk.run_names import spec_name_of
-
     try:
         names = RunIndex().names()[:200]
     except Exception:  # noqa: BLE001 - completion must never print a traceback into the shell
@@ -86,8 +87,6 @@ class NounGroup(click.Group):
         first = args[0] if args else None
         if first is not None and first not in ("-h", "--help") and self.get_command(ctx, first) is None:
             if self.strict and not first.startswith("-"):
-                import difflib
-
                 nouns = self.list_commands(ctx)
                 guess = difflib.get_close_matches(first, nouns + [n.rstrip("s") for n in nouns], n=1, cutoff=0.6)
                 hint = f"; did you mean {guess[0]!r}?" if guess else ""

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import click
 
+from launcher.data.prepare import prepare as run_prepare
+from launcher.data.synthetic import write_number_say, write_sentiment
+from launcher.data.tokenizer import load_tokenizer, train_tokenizer, train_wordpiece
+from launcher.errors import InputError, file_boundary
+
 EOS_DEFAULT = "<|endoftext|>"
 
 
@@ -60,7 +65,6 @@ def convert(
     from launcher.data.convert import check_workers
     from launcher.data.convert import convert as run_convert
     from launcher.data.progress import RichProgress
-    from launcher.errors import InputError
 
     check_workers(workers)  # before streaming's import, which takes seconds
     try:
@@ -120,8 +124,6 @@ def tokenizer() -> None:
               help="bpe: byte-level BPE for GPT-style models; wordpiece: BERT-style, for classifiers.")
 def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, text_column: str, kind: str) -> None:
     """Train a tokenizer on INPUT... and save it as a Hugging Face tokenizer directory."""
-    from launcher.data.tokenizer import load_tokenizer, train_tokenizer, train_wordpiece
-
     train = train_wordpiece if kind == "wordpiece" else train_tokenizer
     path = train(list(inputs), vocab_size, out, text_column=text_column)
     size = len(load_tokenizer(str(path)))
@@ -140,9 +142,6 @@ def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, text_col
 def synthetic(kind: str, samples: int, out: str, seed: int) -> None:
     """Write a synthetic dataset as JSON Lines: the seed tutorial's number-saying text
     ("text"), or learnable sentiment reviews ("text", "label": positive/negative)."""
-    from launcher.data.synthetic import write_number_say, write_sentiment
-    from launcher.errors import file_boundary
-
     with file_boundary(out, "write"):
         count = (write_sentiment if kind == "sentiment" else write_number_say)(out, samples, seed=seed)
     click.echo(f"✔ Wrote {count:,} {kind} documents to {out}")
@@ -169,7 +168,6 @@ def prepare(inputs: tuple[str, ...], out: str, tokenizer: str, text_column: str,
     String labels are mapped to ids in sorted order; the mapping is written beside the
     data as label_mapping.json, where the recipe reads id2label from.
     """
-    from launcher.data.prepare import prepare as run_prepare
 
     summary = run_prepare(list(inputs), out, tokenizer, text_column=text_column,
                           label_column=None if no_labels else label_column, test_size=test_size,

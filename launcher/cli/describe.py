@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import click
 
 from launcher.sdk.records import until
-from launcher.cli.common import NounGroup, complete_run_names, dump, duration, find_run, instance, run_record, to_yaml, when
+from launcher.cli.common import (
+    NounGroup,
+    complete_run_names,
+    dump,
+    duration,
+    find_run,
+    instance,
+    run_record,
+    to_yaml,
+    when,
+)
+from launcher.cli.exec import port_forward_command
+from launcher.sdk.placement import placement_of
 from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
 
 
@@ -29,7 +43,6 @@ def describe_run(name, yaml_only, no_yaml, output):
     if yaml_only and no_yaml:
         raise click.UsageError("--yaml-only prints only the spec and --no-yaml leaves it out: pass one of them")
     _, run = find_run(name)
-    from launcher.sdk.placement import placement_of
 
     placement = placement_of(run.name)
     if yaml_only:
@@ -93,8 +106,6 @@ def describe_run(name, yaml_only, no_yaml, output):
         echo(f"  {when(e.at)}  attempt {e.attempt}  {e.status.value:<12}{e.reason or ''}")
     ports = [p for p in run.spec.get("ports") or [] if isinstance(p, dict) and p.get("port")]
     if ports:
-        from launcher.cli.exec import port_forward_command
-
         echo("")
         echo("Ports:")
         for p in ports:
@@ -134,8 +145,6 @@ def queue_section(run, echo) -> None:
 
 def _placement_section(state: dict, echo) -> None:
     """Where a run placed across clusters went, and each move (launcher.sdk.placement)."""
-    from datetime import datetime
-
     max_queue = state.get("max_queue")
     echo(f"Placement:  {', '.join(state['candidates'])}"
          + (f"; moves on after {seconds_text(max_queue)} waiting (placement.max_queue)" if max_queue else ""))

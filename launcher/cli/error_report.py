@@ -19,7 +19,7 @@ def run_cli(group: click.Group, argv: list[str] | None = None) -> int:
     debug = _debug_requested(argv)
     if not debug:
         return _run(group, argv, debug)
-    from launcher import debug as counters
+    from launcher import debug as counters  # lazy: its logging import would put --help over 3x `python -c pass`
 
     counters.enable()
     counters.reset()

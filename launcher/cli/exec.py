@@ -10,6 +10,8 @@ import click
 
 from launcher.cli.common import OK, complete_run_names, info
 from launcher.errors import InputError
+from launcher.sdk.attach import create_interactive_run, exec_in_run
+from launcher.sdk.attach import port_forward as forward
 
 TMUX_SESSION = "launcher"
 
@@ -39,8 +41,6 @@ def exec_command(name, rank, argv):
       launcher exec hello -- cat /mnt/config/parameters.yaml
       launcher exec hello --rank 1 -- nvidia-smi
     """
-    from launcher.sdk.attach import exec_in_run
-
     argv = list(argv)
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -62,8 +62,6 @@ def connect(name, rank, tmux):
       launcher connect hello
       launcher connect hello --rank 1
     """
-    from launcher.sdk.attach import exec_in_run
-
     info(f"Connecting to rank {rank} of run {name}; leave the shell with `exit` (the run goes on).")
     sys.exit(exec_in_run(name, _shell_argv(tmux), rank=rank, tty=sys.stdin.isatty()))
 
@@ -100,8 +98,6 @@ def interactive(max_duration, gpus, cluster, image, tmux, spec_file, rank):
       launcher interactive --max-duration 2h
       launcher interactive --max-duration 30m --gpus 8 --tmux
     """
-    from launcher.sdk.attach import create_interactive_run, exec_in_run
-
     run = create_interactive_run(parse_duration(max_duration), file=spec_file, gpus=gpus, cluster=cluster,
                                  image=image)
     click.echo(f"{OK} Interactive run {run.name} submitted; it ends by itself after {max_duration}.", err=True)
@@ -136,8 +132,6 @@ def port_forward(name, ports, rank):
       launcher port-forward hello 6006:6006
       launcher port-forward hello --rank 1 0:8888
     """
-    from launcher.sdk.attach import port_forward as forward
-
     local, remote = parse_ports(ports)
 
     def ready(port: int) -> None:

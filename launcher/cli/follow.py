@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 
 import click
 
-from launcher.backends.base import Backend, Run, RunStatus
+from launcher.backends.base import Backend, LogLine, Run, RunStatus
 from launcher.sdk.records import until
 from launcher.cli.common import FAIL, OK, info
+from launcher.metrics.progress import ProgressLine
+from launcher.metrics.records import METRIC_PREFIX
+from launcher.sdk.logs import follow_run as events
 
 PLAIN_EVERY = 10.0
 
@@ -43,8 +47,6 @@ class LiveProgress:
     records themselves stay in the run's logs (`launcher logs`, `launcher metrics`)."""
 
     def __init__(self) -> None:
-        from launcher.metrics.progress import ProgressLine
-
         self.tracker = ProgressLine()
         self.live = sys.stderr.isatty() and sys.stdout.isatty()
         self.shown = False
@@ -52,8 +54,6 @@ class LiveProgress:
         self.pending: str | None = None
 
     def print(self, text: str, rank: int, many_ranks: bool) -> None:
-        from launcher.metrics.records import METRIC_PREFIX
-
         if METRIC_PREFIX in text:
             self.tracker.feed(text)
             status = self.tracker.render()
@@ -97,8 +97,6 @@ class LiveProgress:
 
 
 def _width() -> int:
-    import shutil
-
     return max(20, shutil.get_terminal_size().columns - 1)
 
 
@@ -119,9 +117,6 @@ def follow_run(backend: Backend, name: str, *, from_attempt: int = 1) -> int:
 def _follow(backend: Backend, name: str, live: LiveProgress, from_attempt: int = 1) -> int:
     """Print what the SDK's follow_run yields: statuses to stderr, log lines with the live
     progress, a line for each retry, and the outcome."""
-    from launcher.backends.base import LogLine
-    from launcher.sdk.logs import follow_run as events
-
     many = False
     for event in events(name, backend=backend, from_attempt=from_attempt):
         if isinstance(event, LogLine):

@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import click
 
+from launcher import sdk
 from launcher.sdk.records import status_detail
-from launcher.cli.common import NounGroup, ago, complete_run_names, dump, duration, instance, print_table, run_record, warn
+from launcher.cli.cluster import list_profiles
+from launcher.cli.common import (
+    NounGroup,
+    ago,
+    complete_run_names,
+    dump,
+    duration,
+    instance,
+    print_table,
+    run_record,
+    warn,
+)
+from launcher.cli.secret import list_secrets
 from launcher.cli.secret import type_opt as secret_type_opt
+from launcher.errors import InputError
+from launcher.sdk.runs import parse_status
 
 # click's defaults plus minutes without seconds, the way people write times.
 TIME = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S",
@@ -29,9 +44,6 @@ def _gpu_nums(values: tuple[str, ...]) -> list[int]:
 
 
 def _statuses(values: tuple[str, ...]):
-    from launcher.errors import InputError
-    from launcher.sdk.runs import parse_status
-
     try:
         return [parse_status(s) for s in _comma(values)]
     except InputError as e:
@@ -70,8 +82,6 @@ def get_runs(patterns, clusters, statuses, gpu_types, gpu_nums, ids, latest, bef
       launcher get runs -s failed,stopped -t a100_80gb -n 8
       launcher get runs --after 2026-11-29T18:00 -o json
     """
-    from launcher import sdk
-
     runs = sdk.get_runs(list(patterns), cluster=_comma(clusters), status=_statuses(statuses),
                         gpu_type=_comma(gpu_types), gpu_num=_gpu_nums(gpu_nums), ids=_comma(ids),
                         latest=latest, before=before, after=after, limit=limit)
@@ -84,7 +94,7 @@ def get_runs(patterns, clusters, statuses, gpu_types, gpu_nums, ids, latest, bef
     if output in ("json", "yaml"):
         dump([run_record(r) for r in runs], output)
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("NAME", "CLUSTER", "INSTANCE", "STATUS", "CREATED", "DURATION", "REASON"):
@@ -104,8 +114,6 @@ def get_runs(patterns, clusters, statuses, gpu_types, gpu_nums, ids, latest, bef
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 def get_secrets(cluster, types, output):
     """List secrets: names, kinds and dates, never values."""
-    from launcher.cli.secret import list_secrets
-
     list_secrets(cluster, output, types)
 
 
@@ -113,6 +121,4 @@ def get_secrets(cluster, types, output):
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 def get_clusters(output):
     """List cluster profiles (the same as `launcher cluster list`); * marks the current one."""
-    from launcher.cli.cluster import list_profiles
-
     list_profiles(output)

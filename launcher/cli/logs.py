@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import click
 
+from launcher.sdk import logview
+from launcher.backends.base import RunStatus
 from launcher.cli.common import complete_run_names, find_run, info
+from launcher.cli.follow import echo_line
+from launcher.errors import InputError, LauncherError, NotFoundError
 
 
 @click.command()
@@ -41,11 +45,6 @@ def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, pr
       launcher logs hello --rank 0 --attempt 1
       launcher logs hello --resumption 0     # mcli's count: the first attempt
     """
-    from launcher.sdk import logview
-    from launcher.backends.base import RunStatus
-    from launcher.cli.follow import echo_line
-    from launcher.errors import InputError, LauncherError
-
     if first_exception and (follow or tail is not None):
         raise InputError("--first-exception reads the whole attempt once: it takes neither --follow nor --tail")
     backend, run = find_run(name)
@@ -80,7 +79,6 @@ def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, pr
             out.write(chunk)
         out.flush()
         return
-    from launcher.errors import NotFoundError
 
     try:
         if tail is not None:
@@ -104,9 +102,6 @@ def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, pr
 
 def _print_first_exception(backend, run, rank: int | None, attempt: int) -> None:
     """The attempt's first traceback, with a line saying whose and how it was found."""
-    from launcher.sdk import logview
-    from launcher.errors import LauncherError
-
     found = logview.first_exception(backend.logs(run.name, rank=rank, attempt=attempt))
     tb = found.traceback
     where = f"attempt {attempt} of run {run.name}" + (f", rank {rank}" if rank is not None else "")
@@ -125,8 +120,6 @@ def _print_first_exception(backend, run, rank: int | None, attempt: int) -> None
 
 def _deleted(name: str) -> Exception:
     """A followed run deleted under the follow: its logs ended with nothing more to say, an error."""
-    from launcher.errors import LauncherError
-
     return LauncherError(f"run {name} was deleted while following its logs")
 
 

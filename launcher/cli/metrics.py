@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+
+from launcher.cli.common import complete_run_names, info
+from launcher.errors import InputError, LauncherError
+from launcher.metrics import render
+from launcher.metrics.export import export
+from launcher.metrics.plot import terminal_plot, write_png
+from launcher.metrics.render import num
+from launcher.metrics.series import resolve_metrics
+from launcher.sdk.metrics import collect, latest_with_metrics
+from launcher.sdk.runs import resolve
 
 if TYPE_CHECKING:
     from launcher.backends.base import Backend, Run
@@ -18,8 +31,6 @@ FOLLOW_SECONDS = 1.0
 
 def _complete(ctx, param, incomplete):
     """Run names for shell completion (common is imported only when completing)."""
-    from launcher.cli.common import complete_run_names
-
     return complete_run_names(ctx, param, incomplete)
 
 
@@ -61,7 +72,6 @@ def metrics(
     every attempt: a retried run is one curve, with the step where a retry took over
     marked.
     """
-    from launcher.errors import InputError
 
     # `--png FILE` alone writes the file and prints nothing else.
     quiet = png is not None and output is None and not plot and not follow
@@ -73,16 +83,12 @@ def metrics(
     if list_only and (plot or png or follow):
         raise InputError("--list only lists metric names; leave out --plot, --png and --follow")
 
-    from launcher.sdk.metrics import collect, latest_with_metrics  # one reader of a run's metrics
-    from launcher.sdk.runs import resolve
 
     if runs:
         targets = [resolve(name) for name in dict.fromkeys(runs)]
     else:
         backend, run, note = latest_with_metrics()
         if note:
-            from launcher.cli.common import info
-
             info(note)
         targets = [(backend, run)]
     collectors = [collect(backend, run, follow=follow) for backend, run in targets]
@@ -102,16 +108,12 @@ def metrics(
 
 
 def _export(results: list[RunMetrics], target: str, dest: str, experiment: str) -> None:
-    from launcher.metrics.export import export
-
     for rm in results:
         done = export(rm, target, dest, experiment)
         click.echo(f"✔ Exported {done.points:,} points of {done.metrics} metrics of {done.run} to {done.where}")
 
 
 def _require_metrics(results: list[RunMetrics]) -> None:
-    from launcher.errors import InputError, LauncherError
-
     for rm in results:
         if not rm.series and rm.notes:
             # No curve because no log could be read (its pods are gone, no archive): say why.
@@ -126,8 +128,6 @@ def _require_metrics(results: list[RunMetrics]) -> None:
 
 
 def _names(results: list[RunMetrics], wanted: list[str]) -> list[str]:
-    from launcher.metrics.series import resolve_metrics
-
     available = sorted({n for rm in results for n in rm.series})
     where = f"run {results[0].run}" if len(results) == 1 else "runs " + ", ".join(rm.run for rm in results)
     return resolve_metrics(wanted, available, where)
@@ -136,7 +136,6 @@ def _names(results: list[RunMetrics], wanted: list[str]) -> list[str]:
 def _once(results: list[RunMetrics], wanted: list[str], *, list_only: bool, last: int | None, every: int | None,
           output: str | None, plot: bool, png: Path | None) -> None:
     """Print `output` (None: nothing, only write the PNG)."""
-    from launcher.metrics import render
 
     _require_metrics(results)
     for rm in results:
@@ -148,8 +147,6 @@ def _once(results: list[RunMetrics], wanted: list[str], *, list_only: bool, last
         return
     chosen = render.choose(results, _names(results, wanted), every=every, last=last)
     if png is not None:
-        from launcher.metrics.plot import write_png
-
         write_png(chosen, png)
         click.echo(f"✔ Wrote {png}", err=True)
     if output == "json":
@@ -184,11 +181,6 @@ def _by_metric(chosen: list[Chosen]) -> list[list[Chosen]]:
 
 
 def _plot(chosen: list[Chosen], *, reserve: int) -> str:
-    import shutil
-    import sys
-
-    from launcher.metrics.plot import terminal_plot
-
     cols, lines = shutil.get_terminal_size((100, 40))
     panels = len({c.series.name for c in chosen})
     height = max(min(24, (lines - reserve) // max(panels, 1)), 10)
@@ -199,12 +191,7 @@ def _follow(collectors: list[Collector], targets: list[tuple[Backend, Run]], wan
             last: int | None, every: int | None, plot: bool, png: Path | None) -> None:
     """Redraw the plot and table in place on a terminal; elsewhere, print each new point
     once as a plain line. Returns when every run has ended."""
-    import shutil
-    import sys
-    import time
 
-    from launcher.errors import InputError
-    from launcher.metrics import render
 
     tty = sys.stdout.isatty()
     printed: dict[tuple[str, str], tuple[int, int]] = {}
@@ -253,8 +240,6 @@ def _follow(collectors: list[Collector], targets: list[tuple[Backend, Run]], wan
         for c in chosen:
             click.echo(f"{c.run.run} {c.series.name}: {render.summary_line(c.series)}")
     if png is not None:
-        from launcher.metrics.plot import write_png
-
         write_png(chosen, png)
         click.echo(f"✔ Wrote {png}", err=True)
 
@@ -262,8 +247,6 @@ def _follow(collectors: list[Collector], targets: list[tuple[Backend, Run]], wan
 def _print_new_points(c: Chosen, printed: dict[tuple[str, str], tuple[int, int]]) -> None:
     """Print the points of `c` not printed yet; a retry that takes over is announced, and
     the steps it redoes are printed again."""
-    from launcher.metrics.render import num
-
     s = c.series
     key = (c.run.run, s.name)
     last_step, last_attempt = printed.get(key, (-1, 0))

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from contextlib import contextmanager
 
 import click
 
-from launcher.cli.common import OK, complete_run_names, dump, info, warn
+from launcher.backends.capabilities import Feature
+from launcher.sdk.run_names import resolve_run, spec_name_of
+from launcher.backends.registry import BACKENDS
+from launcher.cli.common import OK, complete_run_names, dump, info, run_record, warn
+from launcher.cli.follow import follow_run
+from launcher.sdk.config import RunConfig
+from launcher.sdk.runs import prepare_run
+from launcher.spec.load import Overrides
+from launcher.spec.names import MAX_BASE, sanitize
 
 
 def _spec_options(f=None, *, file_required: bool = True):
@@ -45,40 +51,15 @@ def _spec_options(f=None, *, file_required: bool = True):
     return f
 
 
-@contextmanager
-def _spec_models_without_pydantic_plugins():
-    """While the spec loads, the spec models' validators are built (on first use) with
-    pydantic's plugins off: looking for plugins scans every installed distribution's entry
-    points (about 5 % of what validate spends), and a plugin (logfire's, say) has no part in
-    checking a run spec, so it does not see the spec models. Contained: in this CLI process
-    only, while the spec loads (before any thread or child process starts), only where the
-    user has not set PYDANTIC_DISABLE_PLUGINS, and restored after. pydantic reads the
-    variable at each plugin lookup and caches nothing when told none
-    (pydantic/plugin/_loader.py), so whatever is built later, a run's own process included,
-    finds the plugins as before (tests/cli/test_pydantic_plugins.py)."""
-    if "PYDANTIC_DISABLE_PLUGINS" in os.environ:
-        yield
-        return
-    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "1"
-    try:
-        yield
-    finally:
-        del os.environ["PYDANTIC_DISABLE_PLUGINS"]
-
-
 def _load(spec_file, env, sets, node_names, clone_of=None, **fields):
     """The RunConfig of `spec_file`, or of the run `clone_of` as submitted (`run --clone`),
     with the command line's overrides."""
-    from launcher.sdk.config import RunConfig
-    from launcher.spec.load import Overrides
-
     names = [n.strip() for item in node_names for n in item.split(",") if n.strip()]
     overrides = Overrides(**fields, node_names=names or None, env=list(env), set=list(sets))
-    with _spec_models_without_pydantic_plugins():
-        if clone_of is not None:
-            config = RunConfig.from_dict(_clone_spec(clone_of), overrides)
-        else:
-            config = RunConfig.from_file(spec_file, overrides)
+    if clone_of is not None:
+        config = RunConfig.from_dict(_clone_spec(clone_of), overrides)
+    else:
+        config = RunConfig.from_file(spec_file, overrides)
     for w in config.warnings:
         warn(w)
     return config
@@ -87,8 +68,6 @@ def _load(spec_file, env, sets, node_names, clone_of=None, **fields):
 def _clone_spec(run) -> dict:
     """A run's spec as submitted, under the name its spec had (so that the copy gets a name
     of its own)."""
-    from launcher.sdk.run_names import spec_name_of
-
     spec = dict(run.spec)
     spec["name"] = spec_name_of(str(spec.get("name") or run.name))
     return spec
@@ -99,7 +78,6 @@ def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_o
     """Every check `run` makes before it starts anything, for `validate`, `run --dry-run`
     and `run` alike: the SDK's prepare_run (launcher.sdk.runs), which create_run makes too.
     Prints the load's warnings and the notes on the target chosen."""
-    from launcher.sdk.runs import prepare_run
 
     config = _load(spec_file, clone_of=clone_of, **kw)
     # A copy goes where its run went, unless the command line says otherwise.
@@ -109,8 +87,6 @@ def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_o
 
 
 def _backend_option(help: str):
-    from launcher.backends.registry import BACKENDS
-
     return click.option("--backend", type=click.Choice(list(BACKENDS)), help=help)
 
 
@@ -128,8 +104,6 @@ def validate(spec_file, backend, **kw):
       launcher validate -f runspecs/hello.yaml
       launcher validate -f runspecs/hello.yaml --gpus 16 --gpu-type h100_80gb
     """
-    from launcher.spec.names import MAX_BASE, sanitize
-
     checked = _checked(spec_file, backend, kw, dry_run=True)  # what `run` refuses, the same call
     for warning in checked.warnings:
         warn(warning)  # and what it warns of, in the same words
@@ -172,8 +146,6 @@ def run(spec_file, follow, restart, clone, dry_run, output, code, allow_files, b
       launcher run -f runspecs/hello.yaml --dry-run --backend kubernetes
       launcher run --clone hello --gpus 16   # a copy of the latest hello run, on 16 GPUs
     """
-    from launcher.cli.common import run_record
-
     if restart is not None and (code or allow_files):
         raise click.UsageError("-r restarts a run with the code it was submitted with; it takes no --code or "
                                "--allow-file")
@@ -205,7 +177,6 @@ def run(spec_file, follow, restart, clone, dry_run, output, code, allow_files, b
         click.echo(f"{OK} Run {submitted.name} submitted.", err=bool(output))
         info(f"See its status with `launcher get runs` and its logs with `launcher logs {submitted.name} -f`.")
         return
-    from launcher.cli.follow import follow_run
 
     sys.exit(follow_run(checked.backend, submitted.name))
 
@@ -227,16 +198,12 @@ def _source(spec_file, restart, clone, dry_run, backend, kw):
                                    "with overrides)")
     if spec_file:
         return None
-    from launcher.sdk.fanout import resolve_run
 
     return resolve_run(restart or clone)
 
 
 def _restart(source, follow: bool, output: str | None) -> None:
     """`run -r NAME`: the run's next attempt, on the backend that holds it."""
-    from launcher.backends.capabilities import Feature
-    from launcher.cli.common import run_record
-
     target, old = source
     target.require(Feature.RESTART, hint=f"`launcher run --clone {old.name}` submits a copy of it")
     restarted = target.restart(old.name)
@@ -246,6 +213,5 @@ def _restart(source, follow: bool, output: str | None) -> None:
     if not follow:
         info(f"See its status with `launcher get runs` and its logs with `launcher logs {restarted.name} -f`.")
         return
-    from launcher.cli.follow import follow_run
 
     sys.exit(follow_run(target, restarted.name, from_attempt=restarted.current_attempt))

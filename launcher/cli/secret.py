@@ -11,12 +11,36 @@ commands. What a secret of each kind holds is launcher.secrets.shapes'.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 import click
+from click.shell_completion import CompletionItem
 
 from launcher.cli.common import OK, confirm, dump, print_table, warn
-
+from launcher.errors import InputError, NotFoundError
+from launcher.inputs import InputFileError, read_input_file
+from launcher.sdk import secrets as sdk
+from launcher.sdk.secrets import get_secrets, save_secret
+from launcher.secrets.kinds import MIN_MASK_LEN, SecretKind
+from launcher.secrets.shapes import (
+    DOCKER_HUB,
+    databricks_secret,
+    docker_registry_secret,
+    env_secret,
+    file_secret,
+    gcp_secret,
+    hf_secret,
+    key_path_and_name,
+    key_secret,
+    kinds_named,
+    name_from,
+    name_from_path,
+    oci_secret,
+    s3_secret,
+    scan_known_hosts,
+    split_env_pair,
+)
 
 # A Kubernetes Secret holds at most 1 MiB; so does a local one.
 MAX_SECRET_FILE = 1 << 20
@@ -25,8 +49,6 @@ MAX_SECRET_FILE = 1 << 20
 def _read_value(what: str, name: str, no_input: bool = False) -> str:
     """A secret value from stdin (piped) or a hidden prompt; `what` is the prompt, `name`
     the secret's. With `no_input` there is no prompt: a terminal on stdin is a missing value."""
-    from launcher.errors import InputError
-
     if not sys.stdin.isatty():
         raw = sys.stdin.buffer.read(MAX_SECRET_FILE + 1)  # `< /dev/zero` must not fill the memory
         if len(raw) > MAX_SECRET_FILE:
@@ -52,8 +74,6 @@ def _stdin_form(drop: tuple[str, ...] = (), swap: dict[str, str] | None = None) 
     """This command as it reads its value from stdin: the words typed after the command's
     name, without the value's flags (`drop`: each a flag taking a value), and with `swap`'s
     words replaced (KEY=VALUE by KEY), behind `printf %s "$VALUE" |`."""
-    import shlex
-
     ctx = click.get_current_context()
     argv = sys.argv[1:]
     typed = argv[argv.index(ctx.info_name) + 1:] if ctx.info_name in argv else []
@@ -85,8 +105,6 @@ def _value(given: str | None, flag: str, what: str, name: str, no_input: bool, *
 def _ask(given: str | None, what: str, flag: str, no_input: bool, default: str | None = None) -> str:
     """A setting that is not secret (a path, a key, a host): the flag's, else a prompt on a
     terminal; never a prompt with --no-input, nor when stdin is a pipe (it may carry the value)."""
-    from launcher.errors import InputError
-
     if given:
         return given
     if no_input or not sys.stdin.isatty():
@@ -96,8 +114,6 @@ def _ask(given: str | None, what: str, flag: str, no_input: bool, default: str |
 
 
 def _read_file(path: str, option: str) -> str:
-    from launcher.inputs import InputFileError, read_input_file
-
     try:
         data = read_input_file(path, what="a secret file", max_bytes=MAX_SECRET_FILE)
     except InputFileError as e:
@@ -109,17 +125,12 @@ def _read_file(path: str, option: str) -> str:
 
 
 def _one_name(positional: str | None, flag: str | None) -> str | None:
-    from launcher.errors import InputError
-
     if positional and flag and positional != flag:
         raise InputError(f"two names: {positional!r} and --name {flag!r}; give one")
     return flag or positional
 
 
 def _save(cluster: str | None, secret, replace: bool) -> None:
-    from launcher.sdk.secrets import save_secret
-    from launcher.secrets.kinds import MIN_MASK_LEN
-
     saved = save_secret(secret, cluster=cluster, replace=replace)
     click.echo(f"{OK} Created {saved.kind} secret {saved.name} in {saved.where}")
     for key in saved.too_short_to_mask:
@@ -154,8 +165,6 @@ class KindGroup(click.Group):
             formatter.write_dl([(alias, f"= {kind}") for alias, kind in self.ALIASES.items()])
 
     def shell_complete(self, ctx, incomplete):
-        from click.shell_completion import CompletionItem
-
         return [*super().shell_complete(ctx, incomplete),
                 *(CompletionItem(a) for a in self.ALIASES if a.startswith(incomplete))]
 
@@ -186,9 +195,6 @@ def create():
 @_common
 def create_env(assignment, key, value, name, no_input, cluster, replace):
     """An env var for every run. Omit =VALUE to read it from stdin or a hidden prompt."""
-    from launcher.errors import InputError
-    from launcher.secrets.shapes import env_secret, name_from, split_env_pair
-
     typed = None
     if assignment:
         key_given, typed = split_env_pair(assignment)
@@ -215,8 +221,6 @@ def create_env(assignment, key, value, name, no_input, cluster, replace):
 @replace_opt
 def create_file(name, source, mount_path, cluster, replace):
     """A file mounted into every run, with SECRET_PATH_<NAME> pointing at it."""
-    from launcher.secrets.shapes import file_secret
-
     _save(cluster, file_secret(_read_file(source, "--from"), name=name, mount_path=mount_path), replace)
 
 
@@ -228,9 +232,6 @@ def create_file(name, source, mount_path, cluster, replace):
 def create_mounted(path, mount_path, value, name, no_input, cluster, replace):
     """mcli's file secret: PATH's text at <mount-path>/secret, with SECRET_PATH_<NAME>.
     Without PATH the text comes from stdin or a hidden prompt."""
-    from launcher.errors import InputError
-    from launcher.secrets.shapes import file_secret, name_from_path
-
     if path and value is not None:
         raise InputError("two values: PATH and --value; give one")
     name = name or (name_from_path(path) if path else None)
@@ -246,8 +247,6 @@ def create_mounted(path, mount_path, value, name, no_input, cluster, replace):
 @_common
 def create_databricks(positional_name, host, token, name, no_input, cluster, replace):
     """DATABRICKS_HOST and DATABRICKS_TOKEN (the token from stdin or a prompt)."""
-    from launcher.secrets.shapes import databricks_secret
-
     name = _one_name(positional_name, name) or "databricks"
     host = _ask(host, "Databricks workspace URL", "--host", no_input)
     _save(cluster, databricks_secret(host, _value(token, "--token", "Databricks token", name, no_input), name=name),
@@ -260,8 +259,6 @@ def create_databricks(positional_name, host, token, name, no_input, cluster, rep
 @_common
 def create_hf(positional_name, token, name, no_input, cluster, replace):
     """HF_TOKEN (from stdin or a prompt)."""
-    from launcher.secrets.shapes import hf_secret
-
     name = _one_name(positional_name, name) or "hf"
     _save(cluster, hf_secret(_value(token, "--token", "Hugging Face token", name, no_input), name=name), replace)
 
@@ -269,8 +266,6 @@ def create_hf(positional_name, token, name, no_input, cluster, replace):
 def _key_secret_command(kind: str, doc: str):
     """`ssh|git-ssh|sftp-ssh KEYFILE [--name N]` (mcli's) or `NAME --from KEYFILE` (ours): the
     three differ in what the run gets."""
-    from launcher.secrets.kinds import SecretKind
-
     sftp = kind == "sftp-ssh"
 
     @click.argument("argument", metavar="[KEYFILE | NAME --from KEYFILE]", required=False)
@@ -280,8 +275,6 @@ def _key_secret_command(kind: str, doc: str):
     @_common
     def command(argument, source, old_source, mount_path, name, no_input, cluster, replace,
                 host_name=None, no_host_check=False, known_hosts=None):
-        from launcher.errors import InputError
-        from launcher.secrets.shapes import key_path_and_name, key_secret, name_from_path, scan_known_hosts
 
         path, name = key_path_and_name(argument, source or old_source, name)
         path = _ask(path, "private key file", "KEYFILE", no_input)
@@ -341,8 +334,6 @@ def _mount_opts(f):
 @_common
 def create_s3(positional_name, credentials, config_file, profile, mount_path, name, no_input, cluster, replace):
     """AWS_SHARED_CREDENTIALS_FILE (and AWS_CONFIG_FILE)."""
-    from launcher.secrets.shapes import s3_secret
-
     name = _one_name(positional_name, name) or "s3"
     credentials = _ask(credentials, "AWS credentials file", "--credentials-file", no_input)
     data = _read_file(credentials, "--credentials-file")
@@ -358,8 +349,6 @@ def create_s3(positional_name, credentials, config_file, profile, mount_path, na
 @_common
 def create_gcp(positional_name, source, mount_path, name, no_input, cluster, replace):
     """GOOGLE_APPLICATION_CREDENTIALS."""
-    from launcher.secrets.shapes import gcp_secret
-
     name = _one_name(positional_name, name) or "gcp"
     source = _ask(source, "GCP credentials file", "--credentials-file", no_input)
     _save(cluster, gcp_secret(_read_file(source, "--credentials-file"), name=name, mount_path=mount_path), replace)
@@ -373,8 +362,6 @@ def create_gcp(positional_name, source, mount_path, name, no_input, cluster, rep
 @_common
 def create_oci(positional_name, config_file, key_file, mount_path, name, no_input, cluster, replace):
     """OCI_CLI_CONFIG_FILE and OCI_CLI_KEY_FILE; the config's key_file points at the mounted key."""
-    from launcher.secrets.shapes import oci_secret
-
     name = _one_name(positional_name, name) or "oci"
     config_file = _ask(config_file, "OCI config file", "--config-file", no_input)
     key_file = _ask(key_file, "OCI API key file", "--key-file", no_input)
@@ -391,8 +378,6 @@ def create_oci(positional_name, config_file, key_file, mount_path, name, no_inpu
 @_common
 def create_docker(positional_name, server, username, password, email, name, no_input, cluster, replace):
     """Image pull credentials (the password from stdin or a prompt)."""
-    from launcher.secrets.shapes import DOCKER_HUB, docker_registry_secret
-
     name = _ask(_one_name(positional_name, name), "secret name", "NAME or --name", no_input)
     server = _ask(server, "registry URL", "--server", no_input, default=DOCKER_HUB)
     username = _ask(username, "registry username", "--username", no_input)
@@ -408,8 +393,6 @@ all_opt = click.option("-a", "--all", "all_", is_flag=True,
 
 
 def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = ()) -> None:
-    from launcher.sdk.secrets import get_secrets
-
     secrets = get_secrets(cluster=cluster, kinds=types)
     rows = [{"name": s.name, "kind": s.kind, "exposed_as": s.exposed_as,
              "created_at": s.created_at.isoformat() if s.created_at else None,
@@ -419,12 +402,10 @@ def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = ()) 
         dump(rows, output)
         return
     if not rows:
-        from launcher.secrets.shapes import kinds_named
-
         of = f" of kind {', '.join(sorted(k.value for k in kinds_named(types)))}" if types else ""
         click.echo(f"No secrets{of} in {secrets.where}.")
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("NAME", "KIND", "EXPOSED AS", "CREATED"):
@@ -454,9 +435,6 @@ def delete_cmd(names, all_, yes, cluster):
 
 
 def delete_secrets(names, yes: bool, cluster: str | None, *, all_: bool = False) -> None:
-    from launcher.errors import NotFoundError
-    from launcher.sdk import secrets as sdk
-
     if all_ and names:
         raise click.UsageError("give secret NAMEs or -a/--all, not both")
     if not all_ and not names:

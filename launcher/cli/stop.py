@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import click
 
+from launcher import sdk
 from launcher.cli.common import FAIL, OK, NounGroup, complete_run_names, confirm, warn
 from launcher.cli.secret import all_opt as secret_all_opt
+from launcher.cli.secret import delete_secrets
+from launcher.errors import InputError
+from launcher.sdk.runs import select_runs
 
 yes_opt = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 
@@ -17,9 +21,6 @@ latest_opt = click.option("-l", "--latest", is_flag=True, help="Only the latest 
 
 def _selected(names: tuple[str, ...], every: bool, latest: bool):
     """The runs the names, --all or --latest mean (launcher.sdk.runs.select_runs)."""
-    from launcher.errors import InputError
-    from launcher.sdk.runs import select_runs
-
     try:
         runs = select_runs(names, all=every, latest=latest)
     except InputError as e:
@@ -57,8 +58,6 @@ def stop_run(names, every, latest, yes):
       launcher stop run 'hello-*' -y  # every run of it
       launcher stop run --all -y      # every run still going (without -y, after a y/N)
     """
-    from launcher import sdk
-
     runs = [r for r in _selected(names, every, latest) if not r.status.is_terminal]
     if not runs:
         click.echo("Nothing to stop: the matching runs have already ended.")
@@ -89,8 +88,6 @@ def delete_run(names, every, latest, yes):
       launcher delete run 'hello-*' -y  # every run of runspecs/hello.yaml
       launcher delete run --latest -y
     """
-    from launcher import sdk
-
     runs = _selected(names, every, latest)
     if not runs:
         click.echo("Nothing to delete: there are no runs.")
@@ -110,6 +107,4 @@ def delete_run(names, every, latest, yes):
 @click.option("--cluster", help="The cluster profile whose store to use (default: the current one).")
 def delete_secret(names, all_, yes, cluster):
     """Delete secrets by NAME, or all of them with -a (the same as `launcher secret delete`)."""
-    from launcher.cli.secret import delete_secrets
-
     delete_secrets(names, yes, cluster, all_=all_)

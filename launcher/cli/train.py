@@ -77,6 +77,8 @@ def train(parameters: str, overrides: tuple[str, ...], nproc: int | None) -> Non
     for item in overrides:
         if "=" not in item:
             raise InputError(f"unexpected argument {item!r}: overrides are path.to.key=VALUE")
+
+    # lazy: the trainer and its cache would double what a Tab on `launcher ` imports
     from launcher.train.main import require_train_extra
     from launcher.train.main import train as run_training
 

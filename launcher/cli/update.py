@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from launcher.cli.common import OK, NounGroup, complete_run_names, dump, info, run_record
+from launcher.sdk.runs import update_run as update_the_run
 
 
 @click.group(cls=NounGroup, default="run", subcommand_metavar="[run] NAME")
@@ -29,8 +30,6 @@ def update_run(name, max_duration, priority, max_retries, output):
       launcher update run hello --max-duration 12
       launcher update run hello-x7k2pq --max-retries 3
     """
-    from launcher.sdk.runs import update_run as update_the_run
-
     updated = update_the_run(name, max_duration=max_duration, priority=priority, max_retries=max_retries)
     scheduling = updated.spec.get("scheduling") or {}
     changed = {k: scheduling.get(k) for k, v in (("max_duration", max_duration), ("priority", priority),

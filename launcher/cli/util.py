@@ -3,9 +3,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
 import click
 
+from launcher.backends.capabilities import Feature
+from launcher.sdk.fanout import ask_some
 from launcher.cli.common import dump, print_table, warn
+from launcher.config import config_path, launcher_home, load_config
 
 FORMATS = click.Choice(["table", "json", "yaml"])
 
@@ -31,10 +40,6 @@ def util(clusters, one, output):
       launcher util                  # every cluster profile
       launcher util gke -o json
     """
-    from launcher.backends.capabilities import Feature
-    from launcher.sdk.fanout import ask_some
-    from launcher.config import load_config
-
     config = load_config()
     named = list(dict.fromkeys([*clusters, *([one] if one else [])]))
     profiles = [config.profile(name) for name in named] if named else config.profiles()
@@ -58,7 +63,7 @@ def util(clusters, one, output):
     if output != "table":
         dump(rows + queues, output)
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("CLUSTER", "GPU TYPE", "NODES", "GPUS", "USED", "FREE"):
@@ -81,10 +86,6 @@ def util(clusters, one, output):
 
 def versions() -> dict[str, str | None]:
     """launcher's, Python's and each installed library's version (None: not installed)."""
-    import platform
-    import sys
-    from importlib.metadata import PackageNotFoundError, version
-
     def installed(dist: str) -> str | None:
         try:
             return version(dist)
@@ -100,10 +101,6 @@ def versions() -> dict[str, str | None]:
 def config(output):
     """The current cluster profile, the launcher home and the versions of the launcher,
     Python and the libraries runs use. Change the profile with `launcher cluster use`."""
-    import os
-
-    from launcher.config import config_path, launcher_home, load_config
-
     loaded = load_config()
     current = loaded.profile()
     home = launcher_home()
@@ -138,8 +135,6 @@ def schema():
       # then, as the first line of a run YAML:
       # yaml-language-server: $schema=./launcher-run.schema.json
     """
-    import json
-
-    from launcher.spec.schema import run_spec_schema
+    from launcher.spec.schema import run_spec_schema  # lazy: it builds every spec model (pydantic) on each Tab
 
     click.echo(json.dumps(run_spec_schema(), indent=2))

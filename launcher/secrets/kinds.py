@@ -11,11 +11,16 @@ turns the same projection into secretKeyRef env vars and a Secret volume.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import configparser
 import enum
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from posixpath import normpath
+from urllib.parse import urlsplit
 
 from launcher.pod.contract import MAX_ARG_STRLEN
 from launcher.secrets.mask import MASK, MIN_MASK_LEN, mask_candidates, too_short_to_mask  # noqa: F401
@@ -341,8 +346,6 @@ _GCP_NEEDS = {
 
 
 def _gcp_problem(data: dict[str, str]) -> str | None:
-    import json
-
     try:
         creds = json.loads(data["credentials"])
     except ValueError as e:  # the message says where, never what
@@ -373,7 +376,6 @@ NO_DEFAULT_SECTION = "\0"
 def ini_sections(text: str, what: str, *, kind: str = "AWS",
                   default_section: str = "DEFAULT") -> tuple[dict[str, dict[str, str]], str | None]:
     """The sections of an AWS (or OCI) INI file, read as botocore reads it (RawConfigParser), or why not."""
-    import configparser
 
     parser = configparser.RawConfigParser(default_section=default_section)
     try:
@@ -437,10 +439,6 @@ def _oci_problem(data: dict[str, str]) -> str | None:
 
 
 def _docker_registry_problem(data: dict[str, str]) -> str | None:
-    import base64
-    import binascii
-    import json
-
     if ".dockerconfigjson" not in data:  # the parts, as the Kubernetes store also takes them
         entries = {data.get("server") or "the server": data}
     else:
@@ -473,8 +471,6 @@ def _docker_registry_problem(data: dict[str, str]) -> str | None:
 
 
 def _databricks_problem(data: dict[str, str]) -> str | None:
-    from urllib.parse import urlsplit
-
     host = data["host"]
     try:  # the SDK takes a bare host name as https://
         url = urlsplit(host if "://" in host else f"https://{host}")

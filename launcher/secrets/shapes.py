@@ -6,12 +6,23 @@ No message quotes a value."""
 
 from __future__ import annotations
 
+import configparser
+import io
 import re
+import subprocess
 from pathlib import PurePath
 
 from launcher.errors import InputError
-from launcher.secrets.kinds import (Secret, SecretKind, check_mount_path, check_name, check_new, kind_named,
-                                    ini_sections, NO_DEFAULT_SECTION)
+from launcher.secrets.kinds import (
+    NO_DEFAULT_SECTION,
+    Secret,
+    SecretKind,
+    check_mount_path,
+    check_name,
+    check_new,
+    ini_sections,
+    kind_named,
+)
 
 DOCKER_HUB = "https://index.docker.io/v1/"
 # The name a secret of these kinds gets when none is given: a run has at most one of each.
@@ -107,9 +118,6 @@ def gcp_secret(credentials: str, *, name: str = "gcp", mount_path: str | None = 
 def oci_secret(config: str, key_file: str, *, name: str = "oci", mount_path: str | None = None) -> Secret:
     """An OCI config and API signing key. Every profile's key_file is pointed at the mounted key,
     as mcli does for the DEFAULT one: the path in the user's config exists only on their machine."""
-    import configparser
-    import io
-
     mount = mount_path or f"/secrets/{name}"
     parser = configparser.RawConfigParser(default_section=NO_DEFAULT_SECTION)
     parser.optionxform = str  # keep the keys' case as written
@@ -148,8 +156,6 @@ def key_path_and_name(argument: str | None, source: str | None, name: str | None
 
 def scan_known_hosts(host: str, *, timeout: float = 30) -> str:
     """`ssh-keyscan HOST`'s output: the host's public keys, for the run's known_hosts."""
-    import subprocess
-
     if host.startswith("-") or not host.strip():
         raise InputError(f"--host-name {host!r} is not a host name")
     try:

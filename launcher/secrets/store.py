@@ -11,7 +11,7 @@ from typing import Callable
 
 from launcher import homefile
 from launcher.errors import InputError, NotFoundError, StateFileError
-from launcher.secrets.kinds import Secret, SecretKind, check_record
+from launcher.secrets.kinds import Secret, SecretKind, check_record, collision
 
 
 class SecretStore(abc.ABC):
@@ -20,7 +20,6 @@ class SecretStore(abc.ABC):
     @abc.abstractmethod
     def list(self) -> list[Secret]:
         """Every secret, values included (callers never print them)."""
-
     def get(self, name: str) -> Secret:
         for s in self.list():
             if s.name == name:
@@ -52,8 +51,6 @@ class SecretStore(abc.ABC):
 
 
 def _without_collisions(secrets: list[Secret]) -> list[Secret]:
-    from launcher.secrets.kinds import collision
-
     problem = collision(secrets)
     if problem:
         raise InputError(problem)
@@ -98,7 +95,6 @@ class LocalSecretStore(SecretStore):
     def _update(self, change: Callable[[dict[str, dict]], None]) -> None:
         """Change the records under the file's lock (homefile.update): a concurrent create
         or delete is never lost."""
-
         def rewrite(raw: bytes | None) -> bytes:
             secrets = self._parse(raw)
             change(secrets)

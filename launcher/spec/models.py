@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from launcher.spec.names import sanitize
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A Docker image reference: [host[:port]/]path[:tag][@digest], lowercase path.
@@ -128,8 +131,6 @@ def check_url(url: str, *, what: str = "a URL") -> None:
     """Raise ValueError, with the user and password masked, where urllib cannot read `url`
     as the pod's entrypoint would (a password holding '[' or ']', a port that is not a
     number): there it would fail the clone, and its message would quote the URL."""
-    from urllib.parse import urlsplit
-
     if any(ord(c) < 32 or ord(c) == 127 for c in url):
         raise ValueError(f"must not hold a control character (a newline, a NUL byte): {masked_url(url)!r}")
     try:
@@ -444,8 +445,6 @@ class RunSpec(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        from launcher.spec.names import sanitize
-
         if not sanitize(v):
             raise ValueError(f"must contain at least one letter or digit, got {v!r}")
         return v

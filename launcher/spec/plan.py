@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from launcher.pod import plan as pod_plan
+from launcher.spec.models import RunSpec
 
 if TYPE_CHECKING:
     from launcher.spec.models import RunSpec
@@ -52,8 +53,6 @@ def plan_of_spec_file(path: str | Path) -> pod_plan.RankPlan:
     """The plan of a submitted spec file (JSON or YAML): what an entrypoint given
     LAUNCHER_SPEC instead of LAUNCHER_PLAN runs (the image and inject modes' runtime
     has the spec models)."""
-    from launcher.spec.models import RunSpec
-
     text = Path(path).read_text()
     data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     return pod_plan.RankPlan.from_dict(plan_of(RunSpec.model_validate(data)))

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from launcher.errors import SpecError, SpecIssue
+from launcher.inputs import InputFileError, read_input_file
 
 Path_ = tuple[str | int, ...]
 
@@ -174,8 +175,6 @@ _COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.
 def read_file(path, what: str) -> bytes:
     """A spec or config file's bytes: a regular file of at most MAX_BYTES, else a
     SpecError naming it and why (missing, a FIFO or device, too large)."""
-    from launcher.inputs import InputFileError, read_input_file
-
     try:
         return read_input_file(path, what=what, max_bytes=MAX_BYTES)
     except InputFileError as e:
@@ -184,7 +183,6 @@ def read_file(path, what: str) -> bytes:
 
 def load_located(text: str | bytes, file: str | None = None) -> Located:
     """Parse one YAML document into plain values with positions. Raises SpecError."""
-
     def one_line(message: str) -> SpecError:
         return SpecError([SpecIssue(message, file=file)])
 

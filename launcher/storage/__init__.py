@@ -16,19 +16,24 @@ Every failure is a LauncherError in one set of words, made at one boundary
 (launcher.storage.boundary): StorageNotFoundError and StorageAccessError (exit 2),
 StorageError (exit 1). Callers never see a databricks-sdk, botocore or fsspec exception.
 
-This package imports only launcher.errors and, lazily, the clients of the scheme in use:
-importing it costs nothing (`launcher --help` loads no storage client).
+Each store imports its client library (databricks-sdk, boto3, fsspec, streaming) when it is
+first used, so importing this package loads none of them.
 """
 
 from __future__ import annotations
 
 from launcher.storage.base import PATIENT, PREFLIGHT, Credentials, Patience, Store, join
+from launcher.storage.databricks import VolumeStore
 from launcher.storage.boundary import (
     StorageAccessError,
     StorageError,
     StorageNotFoundError,
     as_input_error,
 )
+from launcher.storage.fsspec_store import FsspecStore
+from launcher.storage.local import LocalStore
+from launcher.storage.s3 import S3Store
+from launcher.storage.streaming_store import SCHEMES, StreamingStore
 
 __all__ = [
     "PATIENT",
@@ -82,25 +87,13 @@ def open_store(
     what = what or url
     scheme = scheme_of(url)
     if scheme == "local":
-        from launcher.storage.local import LocalStore
-
         return LocalStore(url)
     if scheme == "file":
-        from launcher.storage.local import LocalStore
-
         return LocalStore(url[len("file://") :])
     if scheme == "dbfs":
-        from launcher.storage.databricks import VolumeStore
-
         return VolumeStore(url, credentials, patience, what)
     if scheme == "s3":
-        from launcher.storage.s3 import S3Store
-
         return S3Store(url, credentials, patience, what)
-    from launcher.storage.streaming_store import SCHEMES, StreamingStore
-
     if scheme in SCHEMES:
         return StreamingStore(url, patience, what)
-    from launcher.storage.fsspec_store import FsspecStore
-
     return FsspecStore(url)

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import socket
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from launcher.errors import InputError, LauncherError, NotFoundError, connection_failure
 
@@ -138,9 +140,6 @@ def check_reachable(url: str, service: Service, action: str, target: str, *, tim
     for a network glitch), so a workspace that is down took 20 s to fail; this fails in
     milliseconds. Skipped where a proxy carries the requests (the proxy answers, not the
     host); once per host and process."""
-    import urllib.request
-    from urllib.parse import urlsplit
-
     try:
         parts = urlsplit(url)
         port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)

@@ -25,10 +25,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from launcher.backends.base import RunStatus
+from launcher.sdk.records import run_record
 from launcher.errors import InputError, LauncherError, NotFoundError, internal_error_line
 from launcher.ui import views
 from launcher.ui.auth import TokenGate
 from launcher.ui.charts import DEFAULT_POINTS, MAX_POINTS, ChartData, parse_smoothing
+from launcher.ui.logstream import Cursor, log_events, tail_cursor
 from launcher.ui.runs import ListingFailed, RunFilter, RunsSource, select, summary
 
 HERE = Path(__file__).parent
@@ -116,8 +118,6 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         })
 
     def api_run(request: Request) -> Response:
-        from launcher.sdk.records import run_record
-
         _, run = source.find(request.path_params["name"])
         return JSONResponse(run_record(run))
 
@@ -134,7 +134,6 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
     async def api_logs(request: Request) -> Response:
         from sse_starlette.sse import EventSourceResponse
 
-        from launcher.ui.logstream import Cursor, log_events, tail_cursor
 
         name = request.path_params["name"]
         backend, run = await run_in_threadpool(source.find, name)

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import ipaddress
+import secrets
+import socket
+import webbrowser
+
 import click
+
+from launcher.errors import InputError
 
 
 @click.command("ui")
@@ -33,12 +41,6 @@ def ui(port: int, host: str, token: str | None, open_browser: bool, request_time
 
     Needs the `ui` extra: pip install 'launcher[ui]'.
     """
-    import errno
-    import secrets
-    import socket
-
-    from launcher.errors import InputError
-
     try:
         import uvicorn
 
@@ -80,8 +82,6 @@ def ui(port: int, host: str, token: str | None, open_browser: bool, request_time
             click.echo("i Every request needs the token you gave: open the address with ?token=… once.", err=True)
     click.echo("i Read-only. Ctrl-C to stop.", err=True)
     if open_browser:
-        import webbrowser
-
         webbrowser.open(url + (f"?token={token}" if token else ""))  # the user's own browser
     config = server_config(app, request_timeout=request_timeout, max_connections=max_connections)
     uvicorn.Server(config).run(sockets=[sock])
@@ -93,8 +93,6 @@ MIN_TOKEN_LENGTH = 16
 def _is_loopback_address(host: str) -> bool:
     """::1 or 127.0.0.2: a token is needed there (a Host check would refuse their names),
     but only this machine can reach them, so any token is taken, as on 127.0.0.1."""
-    import ipaddress
-
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -104,8 +102,6 @@ def _is_loopback_address(host: str) -> bool:
 def _check_open_token(token: str, host: str) -> None:
     """A token that others could guess, or that no header can carry, is refused off
     loopback. The message never shows it: it is a secret."""
-    from launcher.errors import InputError
-
     problem = None
     if len(token) < MIN_TOKEN_LENGTH:
         problem = f"is {len(token)} character{'s' if len(token) != 1 else ''} long"

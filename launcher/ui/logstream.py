@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from launcher.backends.base import Backend, LogLine, Run
 from launcher.sdk.logview import is_metric_record
+from launcher.errors import LauncherError
 
 _CURSOR_RE = re.compile(r"^a(\d+):((?:\d+=\d+)(?:,\d+=\d+)*)?$")
 BATCH_LINES = 2000
@@ -152,7 +153,6 @@ async def log_events(backend: Backend, run: Run, cursor: Cursor, rank: int | Non
     over (or, without follow, when the lines written so far are sent). Without `raw`,
     the trainer's metric records are not sent (the charts show them), though the
     cursor counts them: it is a position in the log as written."""
-    from launcher.errors import LauncherError
 
     sent = dict(cursor.counts)
     stopped = threading.Event()

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.backends.base import Backend, Run, RunStatus
+from launcher.backends.registry import open_backend
+from launcher.sdk.fanout import ask_each, find_run
+from launcher.config import load_config
 from launcher.errors import LauncherError, internal_error_line
 
 
@@ -79,8 +82,6 @@ class RunsSource:
 
     def _backend(self, profile) -> Backend:
         """The profile's backend, opened once and kept."""
-        from launcher.backends.registry import open_backend
-
         key = (profile.name, profile.backend)
         with self._lock:
             if key not in self._backends:
@@ -105,9 +106,6 @@ class RunsSource:
             return snap
 
     def _list(self) -> Snapshot:
-        from launcher.sdk.fanout import ask_each
-        from launcher.config import load_config
-
         started = time.monotonic()
         try:
             profiles = load_config().profiles()
@@ -164,7 +162,6 @@ class RunsSource:
         backend = snap.backend_of(name) if snap is not None else None
         if backend is not None:
             return backend, backend.get(name)
-        from launcher.sdk.fanout import find_run
 
         return find_run(name)  # submitted since the last snapshot
 

@@ -15,7 +15,6 @@ the next attempt from it. A submit ends with one reconciler's pass over the name
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import TYPE_CHECKING
 
