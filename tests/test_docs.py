@@ -65,3 +65,11 @@ def test_a_broken_link_fails_the_build(tmp_path):
     result = build(copy, tmp_path / "site")
     assert result.returncode != 0
     assert "reconciler.md" in result.stdout + result.stderr
+
+
+def test_the_readme_is_a_front_page_with_the_ci_test_command():
+    readme = (REPO / "README.md").read_text()
+    ci_command = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci_command.startswith("python3 -m venv .venv && ")
+    assert f"\n{ci_command}\n" in readme, "the README's test command is the one .ci/run runs"
+    assert len(readme.splitlines()) <= 150, "the reference belongs on the documentation site"
