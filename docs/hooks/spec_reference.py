@@ -30,18 +30,21 @@ def render_reference(root) -> str:
     for model in reachable_models(root):
         doc = inspect.cleandoc(model.__doc__ or "").strip()
         # pydantic gives a model without a docstring BaseModel's own; that one says nothing here.
-        if doc.startswith("Usage docs:") or doc.startswith("!!! abstract"):
+        if doc.startswith(("Usage docs:", "!!! abstract")):
             doc = ""
         rows = ["| field | type | default | bounds |", "| --- | --- | --- | --- |"]
         for name, field in model.model_fields.items():
             if field.exclude:
                 continue
             shown = field.alias or name
-            rows.append(f"| `{shown}` | {cell(type_name(field.annotation))} | {cell(default_of(field))} "
-                        f"| {cell(bounds_of(field))} |")
+            rows.append(
+                f"| `{shown}` | {cell(type_name(field.annotation))} | {cell(default_of(field))} "
+                f"| {cell(bounds_of(field))} |"
+            )
         heading = "`" + ("run spec" if model is root else model.__name__) + "`"
-        sections.append("\n\n".join(part for part in (f"### {heading} {{#{anchor(model)}}}", doc,
-                                                      "\n".join(rows)) if part))
+        sections.append(
+            "\n\n".join(part for part in (f"### {heading} {{#{anchor(model)}}}", doc, "\n".join(rows)) if part)
+        )
     return "\n\n".join(sections) + "\n"
 
 
@@ -96,7 +99,8 @@ def type_name(annotation) -> str:
         return " or ".join(repr(m.value) for m in annotation)
     if isinstance(annotation, type):
         return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
-            annotation.__name__, annotation.__name__)
+            annotation.__name__, annotation.__name__
+        )
     return str(annotation).replace("typing.", "")
 
 
