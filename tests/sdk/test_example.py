@@ -1,6 +1,6 @@
-"""The README's SDK example, run as written: create a run, wait for it, plot its loss
+"""The SDK page's example (docs/sdk.md), run as written: create a run, wait for it, plot its loss
 with matplotlib. Only its spec differs: tests/kubernetes/worker.py logs the trainer's
-metric records in a second, where the README's trains an MPT. On the local backend and
+metric records in a second, where the page's trains an MPT. On the local backend and
 on the fake cluster (the current profile, as `launcher cluster use fake` makes it)."""
 
 from __future__ import annotations
@@ -13,20 +13,20 @@ import yaml
 
 from tests.sdk.conftest import REPO, spec_file, worker
 
-README_SPEC = 'RunConfig.from_file("runspecs/mpt-tiny-local.yaml")'
+EXAMPLE_SPEC = 'RunConfig.from_file("runspecs/mpt-tiny-local.yaml")'
 STEPS = 6
 
 
-def readme_example() -> str:
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("## The Python SDK"):]
+def sdk_example() -> str:
+    text = (REPO / "docs" / "sdk.md").read_text()
+    section = text[text.index("# The Python SDK"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    assert README_SPEC in code, "the README's example loads its spec as this test expects"
+    assert EXAMPLE_SPEC in code, "the SDK page's example loads its spec as this test expects"
     return code
 
 
 def run_example(specs: Path, tmp_path: Path, monkeypatch) -> dict:
-    """Exec the README's example in a fresh namespace, in a working directory of its own;
+    """Exec the SDK page's example in a fresh namespace, in a working directory of its own;
     its spec is a worker that logs STEPS metric points."""
     monkeypatch.setenv("MPLBACKEND", "Agg")  # no display: matplotlib draws into the PNG only
     spec = spec_file(specs, "example", worker("--lines", str(STEPS), "--metrics", "--interval", "0.05"))
@@ -34,7 +34,7 @@ def run_example(specs: Path, tmp_path: Path, monkeypatch) -> dict:
     work.mkdir()
     monkeypatch.chdir(work)
     namespace: dict = {}
-    exec(compile(readme_example().replace(README_SPEC, f"RunConfig.from_file({str(spec)!r})"), "README.md", "exec"),
+    exec(compile(sdk_example().replace(EXAMPLE_SPEC, f"RunConfig.from_file({str(spec)!r})"), "docs/sdk.md", "exec"),
          namespace)
     return namespace
 
@@ -49,12 +49,12 @@ def check(namespace: dict, backend: str) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
 
 
-def test_the_readme_example_on_the_local_backend(specs, tmp_path, monkeypatch, capsys):
+def test_the_sdk_example_on_the_local_backend(specs, tmp_path, monkeypatch, capsys):
     check(run_example(specs, tmp_path, monkeypatch), "local")
     assert capsys.readouterr().out == ""  # the SDK prints nothing; the example prints nothing either
 
 
-def test_the_readme_example_on_the_fake_cluster(fake_kube, launcher_home, specs, tmp_path, monkeypatch, capsys):
+def test_the_sdk_example_on_the_fake_cluster(fake_kube, launcher_home, specs, tmp_path, monkeypatch, capsys):
     path = launcher_home / "config.yaml"
     config = yaml.safe_load(path.read_text())
     config["current"] = "fake"  # as `launcher cluster use fake` leaves it
