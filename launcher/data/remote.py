@@ -36,7 +36,9 @@ def check_out(out: str) -> str:
     except ValueError as e:
         raise InputError(f"--out: {e}") from None
     if out.startswith("dbfs:/") and not out.startswith("dbfs:/Volumes/"):
-        raise InputError("--out: convert writes to Unity Catalog Volumes: dbfs:/Volumes/<catalog>/<schema>/<volume>/...")
+        raise InputError(
+            "--out: convert writes to Unity Catalog Volumes: dbfs:/Volumes/<catalog>/<schema>/<volume>/..."
+        )
     return out.rstrip("/") or out
 
 
@@ -215,4 +217,3 @@ def destination(out: str, split: str, overwrite: bool = False) -> Destination:
     if is_remote(out):
         return StoreDestination(out, split, overwrite)
     return LocalDestination(out, split, overwrite)
-

@@ -79,11 +79,16 @@ def prepare(env: dict[str, str]) -> int:
     child_environment(env)
     image = image_name(env)
     if not shutil.which("bash", path=env.get("PATH", "")):
-        return fail_setup(env, f"image {image} has no bash on its PATH ({env.get('PATH') or 'empty'}): "
-                               "the run's command is run with `bash -c`, as on mcli; use an image with bash")
+        return fail_setup(
+            env,
+            f"image {image} has no bash on its PATH ({env.get('PATH') or 'empty'}): "
+            "the run's command is run with `bash -c`, as on mcli; use an image with bash",
+        )
     python = image_python(env)
-    out.log(f"injected runtime {env[contract.RUNTIME]} in image {image}: the command runs with the image's "
-            f"bash, and python is {python or 'not on its PATH'}")
+    out.log(
+        f"injected runtime {env[contract.RUNTIME]} in image {image}: the command runs with the image's "
+        f"bash, and python is {python or 'not on its PATH'}"
+    )
     return 0
 
 

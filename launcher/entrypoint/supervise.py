@@ -148,8 +148,10 @@ def _forward(child: subprocess.Popen, signum: int) -> None:
 
 def _escalate(child: subprocess.Popen, signum: int) -> None:
     grace = grace_seconds()
-    out.log(f"received {signal.Signals(signum).name}: passed it on to the running process group; "
-            f"SIGKILL in {grace:g}s if it has not exited")
+    out.log(
+        f"received {signal.Signals(signum).name}: passed it on to the running process group; "
+        f"SIGKILL in {grace:g}s if it has not exited"
+    )
     if not _state.exited.wait(grace):
         out.log(f"the process group did not exit within {grace:g}s: sending SIGKILL")
         _killpg(child.pid, signal.SIGKILL)
@@ -187,12 +189,12 @@ def _pump(fd: int, tail: deque | None) -> None:
         if tail is not None and data:
             lines = (partial + data).split(b"\n")
             partial = lines.pop()
-            tail.extend(x.decode("utf-8", "replace").rstrip("\r") for x in lines[-tail.maxlen:])
+            tail.extend(x.decode("utf-8", "replace").rstrip("\r") for x in lines[-tail.maxlen :])
     rest = stream.flush()
     if rest:
         out.write_chunk(rest)
     if tail is not None and (partial + rest):
-        tail.extend((partial + rest).decode("utf-8", "replace").split("\n")[-tail.maxlen:])
+        tail.extend((partial + rest).decode("utf-8", "replace").split("\n")[-tail.maxlen :])
 
 
 def exit_code(status: int) -> int:
@@ -212,8 +214,9 @@ def _wait(proc: subprocess.Popen) -> int:
             return proc.returncode
 
 
-def run(argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | None = None,
-        final: bool = False) -> int:
+def run(
+    argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | None = None, final: bool = False
+) -> int:
     """Run `argv` (never through a shell unless argv says so) and return its exit
     code, or 128+N when a signal N ended it. Its output goes to stdout, masked; the
     last lines also to `tail` when given. `final`: this is the command, so signals
@@ -232,7 +235,12 @@ def run(argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | 
     try:
         try:
             proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
                 start_new_session=True,
             )
         finally:

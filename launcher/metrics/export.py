@@ -67,9 +67,13 @@ def _mlflow_failure(e: BaseException, uri: str) -> LauncherError:
 
     text = str(e)
     if "Max retries exceeded" in text or "Failed to establish a new connection" in text or "timed out" in text:
-        return InputError(f"--to mlflow {uri}: cannot reach the tracking server: {connection_cause(e)}",
-                          hint="check the URI and that the server is up")
-    return LauncherError(f"--to mlflow {uri}: {text.strip().splitlines()[0][:300] if text.strip() else type(e).__name__}")
+        return InputError(
+            f"--to mlflow {uri}: cannot reach the tracking server: {connection_cause(e)}",
+            hint="check the URI and that the server is up",
+        )
+    return LauncherError(
+        f"--to mlflow {uri}: {text.strip().splitlines()[0][:300] if text.strip() else type(e).__name__}"
+    )
 
 
 def to_mlflow(rm: Any, uri: str, experiment: str = "launcher") -> Exported:
@@ -86,8 +90,11 @@ def to_mlflow(rm: Any, uri: str, experiment: str = "launcher") -> Exported:
         exp = client.get_experiment_by_name(experiment)
         exp_id = exp.experiment_id if exp is not None else client.create_experiment(experiment)
         run = client.create_run(exp_id, run_name=rm.run, tags={"launcher.run": rm.run, "launcher.source": rm.source})
-        points = [Metric(name, float(v), int(t * 1000), int(step)) for name, s in rm.series.items()
-                  for step, v, t in _points(s)]
+        points = [
+            Metric(name, float(v), int(t * 1000), int(step))
+            for name, s in rm.series.items()
+            for step, v, t in _points(s)
+        ]
         for i in range(0, len(points), BATCH):
             client.log_batch(run.info.run_id, metrics=points[i : i + BATCH])
         client.set_terminated(run.info.run_id, "FINISHED")

@@ -96,7 +96,9 @@ def to_csv(chosen: list[Chosen]) -> str:
         s = c.series
         for i in c.keep:
             t = s.times[i]
-            w.writerow((c.run.run, s.name, s.steps[i], repr(s.values[i]), "" if math.isnan(t) else repr(t), s.attempts[i]))
+            w.writerow(
+                (c.run.run, s.name, s.steps[i], repr(s.values[i]), "" if math.isnan(t) else repr(t), s.attempts[i])
+            )
     return buf.getvalue()
 
 
@@ -193,12 +195,13 @@ def compare_table(group: list[Chosen], *, rows: list[list[int]] | None = None, n
     name = group[0].series.name
     values: dict[int, dict[int, float]] = {}
     for k, c in enumerate(group):
-        for i in (c.keep if rows is None else rows[k]):
+        for i in c.keep if rows is None else rows[k]:
             # A retry redoes steps: the attempt that took over has the last word.
             values.setdefault(c.series.steps[i], {})[k] = c.series.values[i]
     header = ("STEP", *(c.run.run for c in group))
-    body = [(str(step), *(num(at[k]) if k in at else "" for k in range(len(group))))
-            for step, at in sorted(values.items())]
+    body = [
+        (str(step), *(num(at[k]) if k in at else "" for k in range(len(group)))) for step, at in sorted(values.items())
+    ]
     out = [f"{name} · " + " vs ".join(run_heading(c.run) for c in group) + (f" · {note}" if note else "")]
     out += columns(header, body, set(range(len(header))))
     out += [f"{c.run.run}: {summary_line(c.series)}" for c in group]

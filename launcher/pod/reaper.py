@@ -41,7 +41,7 @@ def _stat(pid: int) -> tuple[int, str] | None:
         text = Path(f"/proc/{pid}/stat").read_bytes().decode("utf-8", "replace")
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2:].split()
+    fields = text[text.rfind(")") + 2 :].split()
     return int(fields[1]), fields[0]
 
 

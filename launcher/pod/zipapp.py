@@ -24,9 +24,7 @@ from launcher.pod.plan import ZIPAPP_FILE
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the launcher package
 SECRETS_MODULES = ("__init__.py", "kinds.py", "mask.py")  # the masker; store.py is the host's
-MAIN = ("import sys\n"
-        "from launcher.entrypoint.main import main\n"
-        "sys.exit(main())\n")
+MAIN = "import sys\nfrom launcher.entrypoint.main import main\nsys.exit(main())\n"
 # The zip format's earliest date: every entry gets it, so the bytes depend on the sources only.
 EPOCH = (1980, 1, 1, 0, 0, 0)
 MIN_PYTHON = (3, 8)
@@ -51,8 +49,14 @@ or entrypoint_mode: image for an image with the launcher installed"
 echo "[launcher] error: $msg"
 if [ -e /dev/termination-log ]; then echo "$msg" > /dev/termination-log; fi
 exit %(code)d
-""" % {"major": MIN_PYTHON[0], "minor": MIN_PYTHON[1], "image": contract.IMAGE, "code": contract.EXIT_SETUP,
-       "config_dir": contract.CONFIG_DIR, "zipapp": ZIPAPP_FILE}
+""" % {
+    "major": MIN_PYTHON[0],
+    "minor": MIN_PYTHON[1],
+    "image": contract.IMAGE,
+    "code": contract.EXIT_SETUP,
+    "config_dir": contract.CONFIG_DIR,
+    "zipapp": ZIPAPP_FILE,
+}
 
 
 COMMAND = ["/bin/sh", "-c", SHIM]

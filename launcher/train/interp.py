@@ -51,7 +51,9 @@ class _Resolver:
         def repl(m: re.Match[str]) -> str:
             value = self.lookup(m.group(1), path)
             if isinstance(value, dict | list):
-                raise InterpolationError(path, f"${{{m.group(1)}}} is a {type(value).__name__}; it cannot be part of a string")
+                raise InterpolationError(
+                    path, f"${{{m.group(1)}}} is a {type(value).__name__}; it cannot be part of a string"
+                )
             return "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
         out = REF.sub(repl, text)
