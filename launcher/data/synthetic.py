@@ -62,7 +62,7 @@ def say(n: int) -> str:
     words: list[str] = []
     for scale, name in _SCALES:
         if n >= scale:
-            words += _below_thousand(n // scale) + [name]
+            words += [*_below_thousand(n // scale), name]
             n %= scale
     if n or not words:
         if words and n < 100:

@@ -16,6 +16,7 @@ ours: the command, git and pip are the image's own. So
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -67,10 +68,8 @@ def fail_setup(env: dict[str, str], message: str) -> int:
     """Log a setup failure and leave it as the pod's termination message; return EXIT_SETUP."""
     out.log(f"error: {message}")
     if TERMINATION_LOG.exists():  # only inside a container: the kubelet creates it
-        try:
+        with contextlib.suppress(OSError):
             TERMINATION_LOG.write_text(message + "\n")
-        except OSError:
-            pass
     return contract.EXIT_SETUP
 
 

@@ -20,6 +20,7 @@ and while a child runs, orphans handed to the entrypoint are reaped as they exit
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -112,10 +113,8 @@ def finish() -> None:
 
 
 def _killpg(pgid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _on_signal(signum: int, _frame) -> None:
@@ -225,10 +224,8 @@ def run(
         raise Stopped(_state.signum)
     reaper.become_subreaper()
     read_fd, write_fd = os.pipe()
-    try:
+    with contextlib.suppress(OSError):
         fcntl.fcntl(read_fd, F_SETPIPE_SZ, READ_SIZE)  # fewer, larger reads
-    except OSError:
-        pass
     _state.phase = STARTING
     _state.exited.clear()
     _state.forwarded_at = None

@@ -32,7 +32,7 @@ class Exported:
 
 
 def _points(series: Any) -> Iterable[tuple[int, float, float]]:
-    return zip(series.steps, series.values, series.times)
+    return zip(series.steps, series.values, series.times, strict=False)
 
 
 def allow_file_store(uri: str | None) -> None:

@@ -140,7 +140,7 @@ def png_figure(chosen: list[Chosen]):
     axes = fig.subplots(len(groups), 1, squeeze=False)[:, 0]
     from matplotlib.ticker import MaxNLocator
 
-    for ax, (name, group) in zip(axes, groups.items()):
+    for ax, (name, group) in zip(axes, groups.items(), strict=False):
         twins = same_curves(group)
         for k, c in enumerate(group):
             s = c.series

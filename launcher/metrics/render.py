@@ -53,7 +53,7 @@ def _stretches(xs: list[int]) -> list[tuple[int, int]]:
     if xs.count(xs[0]) == len(xs):  # one attempt, the usual case: checked in C
         return [(0, len(xs))]
     cuts = [i for i in range(1, len(xs)) if xs[i] != xs[i - 1]]
-    return list(zip([0, *cuts], [*cuts, len(xs)]))
+    return list(zip([0, *cuts], [*cuts, len(xs)], strict=False))
 
 
 _CHUNK_POINTS = 4096
@@ -76,7 +76,7 @@ def json_chunks(chosen: list[Chosen]) -> Iterator[str]:
         attempts = s.attempts if whole else [s.attempts[i] for i in c.keep]
         head = '{"run": ' + json.dumps(c.run.run) + ', "metric": ' + json.dumps(s.name) + ", "
         for lo, hi in _stretches(attempts):
-            tail = ', "attempt": %d}' % attempts[lo]
+            tail = ', "attempt": %d}' % attempts[lo]  # noqa: UP031 - the braces are JSON's, not format's
             sep = tail + ",\n" + head
             for a in range(lo, hi, _CHUNK_POINTS):
                 yield between + head + sep.join(texts[a : min(a + _CHUNK_POINTS, hi)]) + tail
@@ -110,7 +110,7 @@ def list_records(runs: list[RunMetrics]) -> Iterator[tuple[str, str, int, int, f
 
 
 def list_json(runs: list[RunMetrics]) -> str:
-    return json.dumps([dict(zip(LIST_FIELDS, r)) for r in list_records(runs)], indent=2)
+    return json.dumps([dict(zip(LIST_FIELDS, r, strict=False)) for r in list_records(runs)], indent=2)
 
 
 def list_csv(runs: list[RunMetrics]) -> str:
@@ -129,7 +129,7 @@ def columns(header: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def fmt(r: tuple[str, ...]) -> str:
-        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False))]
         return "  ".join(cells).rstrip()
 
     return [fmt(header), *(fmt(r) for r in rows)]
@@ -142,7 +142,7 @@ def num(v: float) -> str:
 def elapsed(seconds: float) -> str:
     if math.isnan(seconds):
         return "-"
-    s = int(round(seconds))
+    s = round(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 

@@ -168,7 +168,7 @@ def _append(out: Series, cols: Columns, attempt: int) -> None:
     # bulk; a run starting at or before the last step kept replaces the points from there.
     steps, values, times = cols.steps.tolist(), cols.values.tolist(), cols.times.tolist()
     breaks = list(compress(range(1, len(steps)), map(operator.ge, steps, steps[1:])))  # steps[i-1] >= steps[i], in C
-    for a, b in zip([0, *breaks], [*breaks, len(steps)]):
+    for a, b in zip([0, *breaks], [*breaks, len(steps)], strict=False):
         if out.steps and steps[a] <= out.steps[-1]:
             out._truncate(bisect.bisect_left(out.steps, steps[a]))
         out._extend(cols, a, b, steps, values, times, attempt)

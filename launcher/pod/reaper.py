@@ -15,6 +15,7 @@ Linux-only features degrade to doing nothing elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -107,10 +108,8 @@ def kill_all(find, *, reap: bool, timeout: float = 5.0) -> list[int]:
         if not pids or time.monotonic() >= deadline:
             return pids
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         time.sleep(0.02)
         if reap:
             reap_children()

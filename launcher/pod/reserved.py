@@ -6,6 +6,7 @@ database cannot be) are such files."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -47,10 +48,8 @@ class ReservedFile:
             os.close(self.fd)
             self.fd = None
         if self.path:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(self.path)
-            except OSError:
-                pass
 
 
 def read_reserved(path) -> dict:

@@ -32,8 +32,9 @@ MIN_PYTHON = (3, 8)
 # The pod's command: POSIX sh finds the image's python3 (then python), checks its version,
 # and runs the zipapp in $LAUNCHER_CONFIG_DIR (the ConfigMap's mount) with it; with none,
 # the pod fails at once naming the image and the other modes. No "$(" in it: the kubelet
-# expands $(VAR) in a container's command.
-SHIM = """\
+# expands $(VAR) in a container's command. %-style fields: the shell text is full of the braces
+# that str.format would need doubled.
+_SHIM_TEMPLATE = """\
 for python in python3 python; do
   command -v "$python" >/dev/null 2>&1 || continue
   if "$python" -c 'import sys; sys.exit(sys.version_info < (%(major)d, %(minor)d))' >/dev/null 2>&1; then
@@ -49,7 +50,8 @@ or entrypoint_mode: image for an image with the launcher installed"
 echo "[launcher] error: $msg"
 if [ -e /dev/termination-log ]; then echo "$msg" > /dev/termination-log; fi
 exit %(code)d
-""" % {
+"""
+SHIM = _SHIM_TEMPLATE % {
     "major": MIN_PYTHON[0],
     "minor": MIN_PYTHON[1],
     "image": contract.IMAGE,
