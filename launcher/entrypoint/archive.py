@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from typing import Callable, Mapping
 
 from launcher.entrypoint.archive_stores import ArchiveStoreError, open_pod_store
 from launcher.pod.logarchive import CHUNK_BYTES, CHUNK_SECONDS, LOG_ARCHIVE, chunk_name, parse_chunk, rank_dir

@@ -34,7 +34,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping
+from typing import Callable, Mapping
 
 from launcher.pod.logarchive import pod_store_problem
 
@@ -164,7 +164,7 @@ def sigv4_headers(
     Authorization of AWS Signature Version 4 for the request. `url`'s path and query must be
     already encoded as they will be sent (S3 encodes each path segment once)."""
     parts = urllib.parse.urlsplit(url)
-    stamp = now.astimezone(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = now.astimezone(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = dict(headers)
     out["Host"] = parts.netloc
     out["X-Amz-Date"] = stamp
@@ -279,7 +279,7 @@ class S3Store:
             session_token=self.session_token,
             region=self.region,
             service="s3",
-            now=datetime.datetime.now(datetime.UTC),
+            now=datetime.datetime.now(datetime.timezone.utc),
         )
         return _request(self.service, method, url, headers, body if method == "PUT" else None, _s3_error)
 
