@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("importlinter", reason="the layer contracts need the dev extra: pip install -e '.[dev]'")
-import grimp  # noqa: E402 - import-linter's graph library, there when it is
+import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

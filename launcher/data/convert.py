@@ -89,8 +89,10 @@ def check_workers(workers: int) -> None:
     have started and the last of them failed with "Too many open files"."""
     cap, why = max_workers()
     if workers > cap:
-        raise InputError(f"--workers {workers} is more than this machine runs: at most {cap} ({why})",
-                         hint=f"use --workers {cap} or fewer")
+        raise InputError(
+            f"--workers {workers} is more than this machine runs: at most {cap} ({why})",
+            hint=f"use --workers {cap} or fewer",
+        )
 
 
 def _check_args(concat_tokens: int, workers: int, engine: str, split: str) -> None:
@@ -111,7 +113,9 @@ def _separator_notes(tokenizer, eos_text: str, bos_text: str) -> list[str]:
     notes = []
     for flag, text in (("--eos-text", eos_text), ("--bos-text", bos_text)):
         if text and len(text_ids(tokenizer, text)) != 1:
-            notes.append(f"{flag} {text!r} is {len(text_ids(tokenizer, text))} tokens for this tokenizer, not one special token")
+            notes.append(
+                f"{flag} {text!r} is {len(text_ids(tokenizer, text))} tokens for this tokenizer, not one special token"
+            )
     if not eos_text and not bos_text:
         notes.append("no --eos-text or --bos-text: documents run into each other")
     return notes
@@ -227,7 +231,9 @@ def job_dtype(job: Job) -> str:
     return narrowest_dtype(len(job.tokenizer))
 
 
-def _run_local(files, dest, job: Job, text_column: str, split: str, workers: int, batching: tuple[int, int], progress) -> Counts:
+def _run_local(
+    files, dest, job: Job, text_column: str, split: str, workers: int, batching: tuple[int, int], progress
+) -> Counts:
     batches = iter_batches(files, text_column, batching[0], split, batching[1])
     first = next(batches, None)  # reading errors and an empty input surface before any fork
     if first is None:

@@ -39,6 +39,9 @@ def local_credentials(url: str, env: Mapping[str, str] | None = None) -> Credent
     if not (host and (token or other_auth(env))):
         stored = _stored_databricks_secret()
         if stored is not None:
-            env = {**env, "DATABRICKS_HOST": host or stored.data.get("host", "").strip(),
-                   "DATABRICKS_TOKEN": token or stored.data.get("token", "").strip()}
+            env = {
+                **env,
+                "DATABRICKS_HOST": host or stored.data.get("host", "").strip(),
+                "DATABRICKS_TOKEN": token or stored.data.get("token", "").strip(),
+            }
     return Credentials(env, other_ways=(LOCAL_SECRET,))

@@ -59,7 +59,7 @@ class Counts:
 class Progress:
     """Receives running totals; the CLI's rich display implements it."""
 
-    def update(self, documents: int, tokens: int, text_bytes: int) -> None:  # noqa: B027
+    def update(self, documents: int, tokens: int, text_bytes: int) -> None:
         pass
 
 
@@ -104,7 +104,13 @@ def _worker_main(index: int, job: Job, stage: str, inbox: mp.Queue, outbox: mp.Q
             outbox.put(("progress", index, len(texts), concat.tokens - before, nbytes))
         shards = writer.finish()
         rest = concat.take_remainder()
-        outbox.put(("done", index, (concat.documents, concat.tokens, writer.samples, shards, writer.shard_bytes(), rest.tobytes())))
+        outbox.put(
+            (
+                "done",
+                index,
+                (concat.documents, concat.tokens, writer.samples, shards, writer.shard_bytes(), rest.tobytes()),
+            )
+        )
     except LauncherError as e:
         outbox.put(("error", index, (e.exit_code, e.message)))
     except OSError as e:
@@ -213,7 +219,9 @@ class _Pool:
             box.close()
 
 
-def run_pool(job: Job, workers: int, batches: Iterator[TextBatch], stage: str, on_shard, progress: Progress) -> tuple[Counts, list[str]]:
+def run_pool(
+    job: Job, workers: int, batches: Iterator[TextBatch], stage: str, on_shard, progress: Progress
+) -> tuple[Counts, list[str]]:
     """Returns the counts and the partition directories, in merge order."""
     pool = _Pool(job, workers, stage, on_shard, progress)
     try:

@@ -68,7 +68,9 @@ def tokenize_dataset(ds: Any, tokenizer: Any, text_column: str, max_length: int,
     """Tokenized (truncated, unpadded: the collator pads each batch), keeping only what the model reads."""
     first = next(iter(ds.values())) if hasattr(ds, "values") else ds
     if text_column not in first.column_names:
-        raise InputError(f"no text column {text_column!r} (columns: {', '.join(first.column_names)}); use --text-column")
+        raise InputError(
+            f"no text column {text_column!r} (columns: {', '.join(first.column_names)}); use --text-column"
+        )
 
     def tok(batch: dict[str, list]) -> dict[str, Any]:
         texts = batch[text_column]
@@ -141,7 +143,9 @@ def prepare(
     tok = load_tokenizer(tokenizer)
     with tempfile.TemporaryDirectory(prefix="launcher-prepare-") as tmp:
         if engine == "spark":
-            ds = read_spark(inputs, [text_column] + ([label_column] if label_column else []), os.path.join(tmp, "spark"))
+            ds = read_spark(
+                inputs, [text_column] + ([label_column] if label_column else []), os.path.join(tmp, "spark")
+            )
         else:
             ds = read_local(inputs)
         if len(ds) < 2:
@@ -155,7 +159,9 @@ def prepare(
         stage = Path(tmp) / "dataset"
         dd.save_to_disk(str(stage))
         if id2label is not None:
-            (stage / LABELS_FILE).write_text(json.dumps({"id2label": {str(k): v for k, v in id2label.items()}}, indent=2) + "\n")
+            (stage / LABELS_FILE).write_text(
+                json.dumps({"id2label": {str(k): v for k, v in id2label.items()}}, indent=2) + "\n"
+            )
         if remote is not None:
             if overwrite:
                 for rel in remote.files():

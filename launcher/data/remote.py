@@ -10,6 +10,7 @@ Until index.json is published, StreamingDataset and the trainer see no dataset.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -36,7 +37,9 @@ def check_out(out: str) -> str:
     except ValueError as e:
         raise InputError(f"--out: {e}") from None
     if out.startswith("dbfs:/") and not out.startswith("dbfs:/Volumes/"):
-        raise InputError("--out: convert writes to Unity Catalog Volumes: dbfs:/Volumes/<catalog>/<schema>/<volume>/...")
+        raise InputError(
+            "--out: convert writes to Unity Catalog Volumes: dbfs:/Volumes/<catalog>/<schema>/<volume>/..."
+        )
     return out.rstrip("/") or out
 
 
@@ -191,10 +194,8 @@ class StoreDestination(_RemoteDestination):
         self.store.upload(Path(self.stage, rel), f"{self.split}/{rel}")
 
     def _delete_quietly(self, rel: str) -> None:
-        try:
+        with contextlib.suppress(LauncherError):  # best effort: an abort must not hide the first error
             self.store.delete(f"{self.split}/{rel}")
-        except LauncherError:  # best effort: an abort must not hide the first error
-            pass
 
     def abort(self) -> None:
         super().abort()
@@ -204,10 +205,8 @@ class StoreDestination(_RemoteDestination):
             self._delete_quietly(rel)
         # Empty partition directories are harmless; remove them where the storage has them.
         for sub in sorted({os.path.dirname(r) for r in self.uploaded if os.path.dirname(r)}, reverse=True):
-            try:
+            with contextlib.suppress(LauncherError):
                 self.store.remove_dir(f"{self.split}/{sub}")
-            except LauncherError:
-                pass
 
 
 def destination(out: str, split: str, overwrite: bool = False) -> Destination:
@@ -215,4 +214,3 @@ def destination(out: str, split: str, overwrite: bool = False) -> Destination:
     if is_remote(out):
         return StoreDestination(out, split, overwrite)
     return LocalDestination(out, split, overwrite)
-

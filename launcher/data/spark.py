@@ -184,7 +184,7 @@ def read_dataframe(spark, inputs: list[str], columns: str | list[str]):
         df = reader.option("wholetext", "true").text(inputs).withColumnRenamed("value", text_column)
     else:
         df = getattr(reader, SPARK_READERS[kind])(inputs)
-    for col, flag in zip(columns, ("--text-column", "--label-column")):
+    for col, flag in zip(columns, ("--text-column", "--label-column"), strict=False):
         if col not in df.columns:
             raise InputError(f"no column {col!r} in the inputs (columns: {', '.join(df.columns)}); use {flag}")
     return df.select(*columns)

@@ -12,11 +12,29 @@ import json
 import random
 from pathlib import Path
 
-_ONES = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen"
-).split()
-_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_ONES = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _SCALES = ((1_000_000, "million"), (1_000, "thousand"))
 
 
@@ -44,7 +62,7 @@ def say(n: int) -> str:
     words: list[str] = []
     for scale, name in _SCALES:
         if n >= scale:
-            words += _below_thousand(n // scale) + [name]
+            words += [*_below_thousand(n // scale), name]
             n %= scale
     if n or not words:
         if words and n < 100:
@@ -84,12 +102,57 @@ def write_number_say(path: str | Path, samples: int, seed: int = 0) -> int:
 
 # Sentiment: each review mixes neutral filler with words of one polarity (and, rarely, one
 # of the other), so that the label is learnable from the words but not from the length.
-_POSITIVE = ("great wonderful loved excellent brilliant delightful superb enjoyable charming moving "
-             "fantastic beautiful").split()
-_NEGATIVE = ("awful boring hated terrible dull dreadful poor tedious clumsy annoying disappointing "
-             "ugly").split()
-_FILLER = ("the film was plot acting story ending cast and it really a movie this scenes music "
-           "director with quite very of").split()
+_POSITIVE = [
+    "great",
+    "wonderful",
+    "loved",
+    "excellent",
+    "brilliant",
+    "delightful",
+    "superb",
+    "enjoyable",
+    "charming",
+    "moving",
+    "fantastic",
+    "beautiful",
+]
+_NEGATIVE = [
+    "awful",
+    "boring",
+    "hated",
+    "terrible",
+    "dull",
+    "dreadful",
+    "poor",
+    "tedious",
+    "clumsy",
+    "annoying",
+    "disappointing",
+    "ugly",
+]
+_FILLER = [
+    "the",
+    "film",
+    "was",
+    "plot",
+    "acting",
+    "story",
+    "ending",
+    "cast",
+    "and",
+    "it",
+    "really",
+    "a",
+    "movie",
+    "this",
+    "scenes",
+    "music",
+    "director",
+    "with",
+    "quite",
+    "very",
+    "of",
+]
 
 
 def _review(rng: random.Random) -> dict:

@@ -85,7 +85,9 @@ def train_wordpiece(
     from launcher.data.documents import expand_inputs, iter_batches
 
     if vocab_size < len(WORDPIECE_SPECIALS) + 26:
-        raise InputError(f"--vocab-size must be at least {len(WORDPIECE_SPECIALS) + 26} for WordPiece, got {vocab_size}")
+        raise InputError(
+            f"--vocab-size must be at least {len(WORDPIECE_SPECIALS) + 26} for WordPiece, got {vocab_size}"
+        )
     files = expand_inputs(inputs)
     transformers = _import_transformers()
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -94,7 +96,9 @@ def train_wordpiece(
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS), show_progress=False)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS), show_progress=False
+    )
     texts = (t for batch in iter_batches(files, text_column, split=split) for t in batch.texts)
     tok.train_from_iterator(texts, trainer=trainer)
     if tok.get_vocab_size() <= len(WORDPIECE_SPECIALS):
@@ -104,8 +108,13 @@ def train_wordpiece(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
     fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]", model_max_length=512,
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=512,
     )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -151,7 +160,9 @@ def _load_error(name: str, is_dir: bool, e: Exception) -> InputError:
             "and pass --tokenizer DIR",
         )
     if "not a valid model identifier" in text or "does not appear to have" in text:
-        return InputError(f"unknown tokenizer {name!r}: not a local directory and not a tokenizer on the Hugging Face hub")
+        return InputError(
+            f"unknown tokenizer {name!r}: not a local directory and not a tokenizer on the Hugging Face hub"
+        )
     return InputError(f"cannot load tokenizer {name!r}: {text.splitlines()[0]}")
 
 

@@ -31,9 +31,17 @@ CLOSE_SECONDS = 20.0
 class ChunkedArchive:
     """Appends bytes; a thread writes them as chunks under `prefix` (attempt-N/rank-R)."""
 
-    def __init__(self, put: Put, prefix: str, *, first_seq: int = 0, chunk_bytes: int = CHUNK_BYTES,
-                 chunk_seconds: float = CHUNK_SECONDS, on_error: Callable[[str], None] = lambda _: None,
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        put: Put,
+        prefix: str,
+        *,
+        first_seq: int = 0,
+        chunk_bytes: int = CHUNK_BYTES,
+        chunk_seconds: float = CHUNK_SECONDS,
+        on_error: Callable[[str], None] = lambda _: None,
+        clock: Callable[[], float] = time.time,
+    ):
         self._put = put
         self._prefix = prefix.strip("/")
         self._seq = first_seq
@@ -135,8 +143,9 @@ class ChunkedArchive:
         return not self._thread.is_alive()
 
 
-def open_archive(env: Mapping[str, str], attempt: int, rank: int,
-                 on_error: Callable[[str], None]) -> ChunkedArchive | None:
+def open_archive(
+    env: Mapping[str, str], attempt: int, rank: int, on_error: Callable[[str], None]
+) -> ChunkedArchive | None:
     """The archive the backend asked for (LAUNCHER_LOG_ARCHIVE), through the pod's own
     stores (archive_stores: the standard library alone, in every entrypoint mode) with the
     credentials in `env` (the run's secrets); None when there is none. Raises

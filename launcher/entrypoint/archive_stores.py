@@ -22,6 +22,7 @@ the signature and the token travel in headers only, so no message carries them.
 
 from __future__ import annotations
 
+import builtins
 import configparser
 import datetime
 import hashlib
@@ -33,7 +34,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable, Mapping
 
 from launcher.pod.logarchive import pod_store_problem
 
@@ -45,7 +46,7 @@ UNRESERVED = "-_.~"
 class ArchiveStoreError(Exception):
     """A store that cannot be opened or did not take a request; its text is one line."""
 
-    def __init__(self, message: str, status: Optional[int] = None):
+    def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status
 
@@ -60,7 +61,7 @@ def open_pod_store(url: str, env: Mapping[str, str]):
         return S3Store(url, env)
     if url.startswith("dbfs:"):
         return VolumeStore(url, env)
-    return DirectoryStore(url[len("file://"):] if url.startswith("file://") else url)
+    return DirectoryStore(url[len("file://") :] if url.startswith("file://") else url)
 
 
 def _join(*parts: str) -> str:
@@ -88,7 +89,7 @@ class DirectoryStore:
         except OSError as e:
             raise ArchiveStoreError(f"cannot read {path}: {e.strerror or e}") from None
 
-    def list(self, rel: str) -> List[str]:
+    def list(self, rel: str) -> builtins.list[str]:
         path = os.path.join(self.root, rel.strip("/"))
         try:
             names = os.listdir(path)
@@ -99,8 +100,15 @@ class DirectoryStore:
 
 # ---- HTTP ------------------------------------------------------------------------------
 
-def _request(service: str, method: str, url: str, headers: Mapping[str, str], body: Optional[bytes],
-             error_text: Callable[[bytes], str]) -> bytes:
+
+def _request(
+    service: str,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    error_text: Callable[[bytes], str],
+) -> bytes:
     """The answer's body; ArchiveStoreError naming the request, its status and what the
     service said (error_text of its body) on failure."""
     shown = url.split("?", 1)[0]
@@ -118,8 +126,9 @@ def _request(service: str, method: str, url: str, headers: Mapping[str, str], bo
             phrase = http.HTTPStatus(e.code).phrase  # a server's own may be any case
         except ValueError:
             phrase = str(e.reason)
-        raise ArchiveStoreError(f"{service} answered {e.code} {phrase} to {method} {shown}"
-                                + (f": {said}" if said else ""), e.code) from None
+        raise ArchiveStoreError(
+            f"{service} answered {e.code} {phrase} to {method} {shown}" + (f": {said}" if said else ""), e.code
+        ) from None
     except urllib.error.URLError as e:
         raise ArchiveStoreError(f"cannot reach {service} ({method} {shown}): {e.reason}") from None
     except OSError as e:  # a timeout or a reset while reading
@@ -127,6 +136,7 @@ def _request(service: str, method: str, url: str, headers: Mapping[str, str], bo
 
 
 # ---- S3 --------------------------------------------------------------------------------
+
 
 def _aws_quote(s: str, safe: str = "") -> str:
     return urllib.parse.quote(s, safe=UNRESERVED + safe)
@@ -137,9 +147,19 @@ def canonical_query(query: Mapping[str, str]) -> str:
     return "&".join(f"{k}={v}" for k, v in sorted((_aws_quote(k), _aws_quote(v)) for k, v in query.items()))
 
 
-def sigv4_headers(method: str, url: str, headers: Mapping[str, str], payload_sha256: str, *, access_key: str,
-                  secret_key: str, region: str, service: str, now: datetime.datetime,
-                  session_token: Optional[str] = None) -> Dict[str, str]:
+def sigv4_headers(
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    payload_sha256: str,
+    *,
+    access_key: str,
+    secret_key: str,
+    region: str,
+    service: str,
+    now: datetime.datetime,
+    session_token: str | None = None,
+) -> dict[str, str]:
     """`headers` plus Host, X-Amz-Date, X-Amz-Security-Token (with a session token) and the
     Authorization of AWS Signature Version 4 for the request. `url`'s path and query must be
     already encoded as they will be sent (S3 encodes each path segment once)."""
@@ -153,16 +173,25 @@ def sigv4_headers(method: str, url: str, headers: Mapping[str, str], payload_sha
     signed = sorted((k.lower(), " ".join(str(v).split())) for k, v in out.items())
     names = ";".join(k for k, _ in signed)
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    canonical = "\n".join([method, parts.path or "/", canonical_query(dict(query)),
-                           "".join(f"{k}:{v}\n" for k, v in signed), names, payload_sha256])
+    canonical = "\n".join(
+        [
+            method,
+            parts.path or "/",
+            canonical_query(dict(query)),
+            "".join(f"{k}:{v}\n" for k, v in signed),
+            names,
+            payload_sha256,
+        ]
+    )
     scope = f"{stamp[:8]}/{region}/{service}/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     key = ("AWS4" + secret_key).encode()
     for part in (stamp[:8], region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
     signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    out["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={names}, "
-                            f"Signature={signature}")
+    out["Authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={names}, Signature={signature}"
+    )
     return out
 
 
@@ -194,12 +223,15 @@ def _s3_error(body: bytes) -> str:
 
 class S3Store:
     def __init__(self, url: str, env: Mapping[str, str]):
-        bucket, _, prefix = url[len("s3://"):].partition("/")
+        bucket, _, prefix = url[len("s3://") :].partition("/")
         self.url, self.bucket, self.prefix = url.rstrip("/"), bucket, prefix.strip("/")
         profile = env.get("AWS_PROFILE") or "default"
         creds = _section(_ini(env.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials"), profile)
-        config = _section(_ini(env.get("AWS_CONFIG_FILE") or "~/.aws/config"),
-                          "default" if profile == "default" else f"profile {profile}", profile)
+        config = _section(
+            _ini(env.get("AWS_CONFIG_FILE") or "~/.aws/config"),
+            "default" if profile == "default" else f"profile {profile}",
+            profile,
+        )
         if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
             self.access_key, self.secret_key = env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
             self.session_token = env.get("AWS_SESSION_TOKEN") or None
@@ -211,11 +243,16 @@ class S3Store:
         if not (self.access_key and self.secret_key):
             raise ArchiveStoreError(
                 f"{self.url} needs AWS credentials: none in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or in the "
-                f"shared credentials file (profile {profile}); give the profile's log_store_secret an s3 secret")
-        self.region = (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or config.get("region")
-                       or "us-east-1")
-        endpoint = (env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or env.get("S3_ENDPOINT_URL")
-                    or config.get("endpoint_url") or "")
+                f"shared credentials file (profile {profile}); give the profile's log_store_secret an s3 secret"
+            )
+        self.region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or config.get("region") or "us-east-1"
+        endpoint = (
+            env.get("AWS_ENDPOINT_URL_S3")
+            or env.get("AWS_ENDPOINT_URL")
+            or env.get("S3_ENDPOINT_URL")
+            or config.get("endpoint_url")
+            or ""
+        )
         if endpoint:  # another S3: path-style, https://host/bucket/key
             self.base = f"{endpoint.rstrip('/')}/{_aws_quote(bucket)}"
         elif "." in bucket:  # a virtual host's name would not match AWS's certificate
@@ -232,9 +269,18 @@ class S3Store:
         headers = {"X-Amz-Content-Sha256": digest}
         if method == "PUT":  # urllib would say application/x-www-form-urlencoded
             headers["Content-Type"] = "application/octet-stream"
-        headers = sigv4_headers(method, url, headers, digest, access_key=self.access_key,
-                                secret_key=self.secret_key, session_token=self.session_token,
-                                region=self.region, service="s3", now=datetime.datetime.now(datetime.timezone.utc))
+        headers = sigv4_headers(
+            method,
+            url,
+            headers,
+            digest,
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            session_token=self.session_token,
+            region=self.region,
+            service="s3",
+            now=datetime.datetime.now(datetime.timezone.utc),
+        )
         return _request(self.service, method, url, headers, body if method == "PUT" else None, _s3_error)
 
     def put(self, rel: str, data: bytes) -> None:
@@ -243,23 +289,24 @@ class S3Store:
     def get(self, rel: str) -> bytes:
         return self._call("GET", _join(self.prefix, rel), {})
 
-    def list(self, rel: str) -> List[str]:
+    def list(self, rel: str) -> builtins.list[str]:
         prefix = _join(self.prefix, rel) + "/"
-        names: List[str] = []
+        names: list[str] = []
         token = None
         while True:
             query = {"list-type": "2", "prefix": prefix, "delimiter": "/"}
             if token:
                 query["continuation-token"] = token
             page = ET.fromstring(self._call("GET", "", query))
-            ns = page.tag[:page.tag.index("}") + 1] if page.tag.startswith("{") else ""
-            names += [k[len(prefix):] for k in (c.findtext(f"{ns}Key") or "" for c in page.iter(f"{ns}Contents"))]
+            ns = page.tag[: page.tag.index("}") + 1] if page.tag.startswith("{") else ""
+            names += [k[len(prefix) :] for k in (c.findtext(f"{ns}Key") or "" for c in page.iter(f"{ns}Contents"))]
             token = page.findtext(f"{ns}NextContinuationToken")
             if page.findtext(f"{ns}IsTruncated") != "true" or not token:
                 return sorted(n for n in names if n)
 
 
 # ---- Databricks Volumes -----------------------------------------------------------------
+
 
 def _databricks_error(body: bytes) -> str:
     said = json.loads(body)
@@ -269,12 +316,13 @@ def _databricks_error(body: bytes) -> str:
 class VolumeStore:
     def __init__(self, url: str, env: Mapping[str, str]):
         self.url = url.rstrip("/")
-        self.root = "/" + self.url[len("dbfs:"):].strip("/")  # /Volumes/c/s/v/...
+        self.root = "/" + self.url[len("dbfs:") :].strip("/")  # /Volumes/c/s/v/...
         host, token = env.get("DATABRICKS_HOST", "").strip(), env.get("DATABRICKS_TOKEN", "").strip()
         missing = [n for n, v in (("DATABRICKS_HOST", host), ("DATABRICKS_TOKEN", token)) if not v]
         if missing:
-            raise ArchiveStoreError(f"{self.url} needs {' and '.join(missing)}; give the profile's "
-                                    "log_store_secret a databricks secret")
+            raise ArchiveStoreError(
+                f"{self.url} needs {' and '.join(missing)}; give the profile's log_store_secret a databricks secret"
+            )
         self.host = (host if "://" in host else "https://" + host).rstrip("/")
         self._auth = {"Authorization": f"Bearer {token}"}
         self.service = f"Databricks at {self.host}"
@@ -285,20 +333,20 @@ class VolumeStore:
 
     def put(self, rel: str, data: bytes) -> None:
         headers = dict(self._auth, **{"Content-Type": "application/octet-stream"})
-        _request(self.service, "PUT", self._url("files", rel, {"overwrite": "true"}), headers, data,
-                 _databricks_error)
+        _request(self.service, "PUT", self._url("files", rel, {"overwrite": "true"}), headers, data, _databricks_error)
 
     def get(self, rel: str) -> bytes:
         return _request(self.service, "GET", self._url("files", rel, {}), self._auth, None, _databricks_error)
 
-    def list(self, rel: str) -> List[str]:
-        names: List[str] = []
+    def list(self, rel: str) -> builtins.list[str]:
+        names: list[str] = []
         token = None
         while True:
             query = {"page_token": token} if token else {}
             try:
-                body = _request(self.service, "GET", self._url("directories", rel, query), self._auth, None,
-                                _databricks_error)
+                body = _request(
+                    self.service, "GET", self._url("directories", rel, query), self._auth, None, _databricks_error
+                )
             except ArchiveStoreError as e:
                 if e.status == 404 and not names:
                     return []  # no chunk yet: the directory comes with the first

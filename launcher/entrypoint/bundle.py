@@ -62,8 +62,13 @@ def _dist_closure(names: tuple[str, ...]) -> list[metadata.Distribution]:
 
 
 def _purelib(python: Path) -> Path:
-    done = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          env={}, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        env={},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return Path(done.stdout.strip())
 
 
@@ -96,12 +101,15 @@ def build(python_home: Path, out: Path) -> dict:
     for dist in _dist_closure(REQUIREMENTS):
         _copy_dist(dist, purelib)
     package = Path(launcher.__file__).resolve().parent
-    shutil.copytree(package, purelib / "launcher", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        package, purelib / "launcher", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True
+    )
     (runtime / "VERSION").write_text(launcher.__version__ + "\n")
     install = out / "bin" / "launcher-runtime-install"
     # A shebang, not a shell: the runtime image needs no /bin/sh for its one command.
-    install.write_text(f"#!{python} -I\nfrom launcher.entrypoint.bundle import main\nmain(['install', *__import__('sys').argv[1:]])\n")
+    install.write_text(
+        f"#!{python} -I\nfrom launcher.entrypoint.bundle import main\nmain(['install', *__import__('sys').argv[1:]])\n"
+    )
     install.chmod(0o755)
     return check(python)
 

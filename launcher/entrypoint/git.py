@@ -44,7 +44,7 @@ def _bare_host(host: str) -> str:
     host = host.strip()
     for scheme in ("https://", "http://"):
         if host.lower().startswith(scheme):
-            host = host[len(scheme):]
+            host = host[len(scheme) :]
     return host.strip("/")
 
 
@@ -179,8 +179,9 @@ def git_env(source: Source, env: dict[str, str]) -> dict[str, str]:
 
 
 def _head(target: Path, env: dict[str, str]) -> str:
-    got = subprocess.run(["git", "log", "-1", "--format=%H (%s)"], cwd=target, env=env,
-                         capture_output=True, text=True, timeout=60)
+    got = subprocess.run(
+        ["git", "log", "-1", "--format=%H (%s)"], cwd=target, env=env, capture_output=True, text=True, timeout=60
+    )
     return got.stdout.strip() if got.returncode == 0 else "(unknown commit)"
 
 
@@ -189,8 +190,10 @@ def _checkout_commit(commit: str, target: Path, env: dict[str, str]) -> None:
     if run_step(argv, cwd=target, env=env, check=False) == 0:
         return
     if len(commit) not in FULL_HASH_LENGTHS:
-        raise StepFailed(f"commit {commit} is not on any branch or tag of the repository "
-                         "(a full hash can also fetch a commit outside them)")
+        raise StepFailed(
+            f"commit {commit} is not on any branch or tag of the repository "
+            "(a full hash can also fetch a commit outside them)"
+        )
     out.log(f"git_repo: commit {commit} is not on a branch or tag: fetching it by hash")
     run_step(["git", "fetch", "origin", "--", commit], cwd=target, env=env, what="git fetch")
     run_step(argv, cwd=target, env=env, what="git checkout")
@@ -205,23 +208,37 @@ def clone(integ, workdir: Path, env: dict[str, str]) -> tuple[Path, dict[str, st
     if source.transport != "ssh" and integ.ssh_clone:
         out.log(f"note: git_repo {integ.git_repo} is not an ssh address: ssh_clone is ignored")
     genv = git_env(source, env)
-    wanted = (f"commit {integ.git_commit}" if integ.git_commit
-              else f"branch {integ.git_branch}" if integ.git_branch else "the default branch")
+    wanted = (
+        f"commit {integ.git_commit}"
+        if integ.git_commit
+        else f"branch {integ.git_branch}"
+        if integ.git_branch
+        else "the default branch"
+    )
     out.log(f"git_repo: cloning {source.url} ({wanted}) into {target}")
     created = not target.exists()
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         if integ.git_commit:
-            run_step(["git", "clone", "--no-checkout", "--", source.url, str(target)],
-                     cwd=target.parent, env=genv, what="git clone")
+            run_step(
+                ["git", "clone", "--no-checkout", "--", source.url, str(target)],
+                cwd=target.parent,
+                env=genv,
+                what="git clone",
+            )
             _checkout_commit(integ.git_commit, target, genv)
         else:
             branch = [f"--branch={integ.git_branch}"] if integ.git_branch else []
-            run_step(["git", "clone", *branch, "--", source.url, str(target)],
-                     cwd=target.parent, env=genv, what="git clone")
+            run_step(
+                ["git", "clone", *branch, "--", source.url, str(target)], cwd=target.parent, env=genv, what="git clone"
+            )
         if integ.git_clone_recursive:
-            run_step(["git", "submodule", "update", "--init", "--recursive"],
-                     cwd=target, env=genv, what="git submodule update")
+            run_step(
+                ["git", "submodule", "update", "--init", "--recursive"],
+                cwd=target,
+                env=genv,
+                what="git submodule update",
+            )
     except BaseException:
         if created:  # leave no half clone behind for a retry to trip over
             shutil.rmtree(target, ignore_errors=True)

@@ -58,9 +58,15 @@ def apt_install(integ, *, cwd: Path, env: dict[str, str], local: bool) -> None:
                 "the local backend installs apt packages only when it runs as root; install them yourself "
                 f"(sudo apt-get install {shlex.join(integ.packages)}) and drop apt_packages from the spec"
             )
-        raise StepFailed(f"apt_packages needs root in the container, which runs as uid {os.geteuid()}; "
-                         "use an image that runs as root, or install the packages in the image")
+        raise StepFailed(
+            f"apt_packages needs root in the container, which runs as uid {os.geteuid()}; "
+            "use an image that runs as root, or install the packages in the image"
+        )
     apt_env = {**env, "DEBIAN_FRONTEND": "noninteractive"}
     run_step(["apt-get", "update"], cwd=cwd, env=apt_env, what="apt-get update")
-    run_step(["apt-get", "install", "-y", "--no-install-recommends", "--", *integ.packages],
-             cwd=cwd, env=apt_env, what="apt-get install")
+    run_step(
+        ["apt-get", "install", "-y", "--no-install-recommends", "--", *integ.packages],
+        cwd=cwd,
+        env=apt_env,
+        what="apt-get install",
+    )

@@ -16,6 +16,7 @@ ours: the command, git and pip are the image's own. So
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -67,10 +68,8 @@ def fail_setup(env: dict[str, str], message: str) -> int:
     """Log a setup failure and leave it as the pod's termination message; return EXIT_SETUP."""
     out.log(f"error: {message}")
     if TERMINATION_LOG.exists():  # only inside a container: the kubelet creates it
-        try:
+        with contextlib.suppress(OSError):
             TERMINATION_LOG.write_text(message + "\n")
-        except OSError:
-            pass
     return contract.EXIT_SETUP
 
 
@@ -79,11 +78,16 @@ def prepare(env: dict[str, str]) -> int:
     child_environment(env)
     image = image_name(env)
     if not shutil.which("bash", path=env.get("PATH", "")):
-        return fail_setup(env, f"image {image} has no bash on its PATH ({env.get('PATH') or 'empty'}): "
-                               "the run's command is run with `bash -c`, as on mcli; use an image with bash")
+        return fail_setup(
+            env,
+            f"image {image} has no bash on its PATH ({env.get('PATH') or 'empty'}): "
+            "the run's command is run with `bash -c`, as on mcli; use an image with bash",
+        )
     python = image_python(env)
-    out.log(f"injected runtime {env[contract.RUNTIME]} in image {image}: the command runs with the image's "
-            f"bash, and python is {python or 'not on its PATH'}")
+    out.log(
+        f"injected runtime {env[contract.RUNTIME]} in image {image}: the command runs with the image's "
+        f"bash, and python is {python or 'not on its PATH'}"
+    )
     return 0
 
 

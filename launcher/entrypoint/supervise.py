@@ -20,6 +20,7 @@ and while a child runs, orphans handed to the entrypoint are reaped as they exit
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -112,10 +113,8 @@ def finish() -> None:
 
 
 def _killpg(pgid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _on_signal(signum: int, _frame) -> None:
@@ -148,8 +147,10 @@ def _forward(child: subprocess.Popen, signum: int) -> None:
 
 def _escalate(child: subprocess.Popen, signum: int) -> None:
     grace = grace_seconds()
-    out.log(f"received {signal.Signals(signum).name}: passed it on to the running process group; "
-            f"SIGKILL in {grace:g}s if it has not exited")
+    out.log(
+        f"received {signal.Signals(signum).name}: passed it on to the running process group; "
+        f"SIGKILL in {grace:g}s if it has not exited"
+    )
     if not _state.exited.wait(grace):
         out.log(f"the process group did not exit within {grace:g}s: sending SIGKILL")
         _killpg(child.pid, signal.SIGKILL)
@@ -187,12 +188,12 @@ def _pump(fd: int, tail: deque | None) -> None:
         if tail is not None and data:
             lines = (partial + data).split(b"\n")
             partial = lines.pop()
-            tail.extend(x.decode("utf-8", "replace").rstrip("\r") for x in lines[-tail.maxlen:])
+            tail.extend(x.decode("utf-8", "replace").rstrip("\r") for x in lines[-tail.maxlen :])
     rest = stream.flush()
     if rest:
         out.write_chunk(rest)
     if tail is not None and (partial + rest):
-        tail.extend((partial + rest).decode("utf-8", "replace").split("\n")[-tail.maxlen:])
+        tail.extend((partial + rest).decode("utf-8", "replace").split("\n")[-tail.maxlen :])
 
 
 def exit_code(status: int) -> int:
@@ -212,8 +213,9 @@ def _wait(proc: subprocess.Popen) -> int:
             return proc.returncode
 
 
-def run(argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | None = None,
-        final: bool = False) -> int:
+def run(
+    argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | None = None, final: bool = False
+) -> int:
     """Run `argv` (never through a shell unless argv says so) and return its exit
     code, or 128+N when a signal N ended it. Its output goes to stdout, masked; the
     last lines also to `tail` when given. `final`: this is the command, so signals
@@ -222,17 +224,20 @@ def run(argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | 
         raise Stopped(_state.signum)
     reaper.become_subreaper()
     read_fd, write_fd = os.pipe()
-    try:
+    with contextlib.suppress(OSError):
         fcntl.fcntl(read_fd, F_SETPIPE_SZ, READ_SIZE)  # fewer, larger reads
-    except OSError:
-        pass
     _state.phase = STARTING
     _state.exited.clear()
     _state.forwarded_at = None
     try:
         try:
             proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
                 start_new_session=True,
             )
         finally:

@@ -63,8 +63,14 @@ def _parent_site_dirs() -> list[str]:
 
 def create_argv(venv: Path) -> list[str]:
     system_site = not _in_virtualenv() or _parent_includes_system_site()
-    return [sys.executable, "-m", "venv", "--without-pip",
-            *(["--system-site-packages"] if system_site else []), str(venv)]
+    return [
+        sys.executable,
+        "-m",
+        "venv",
+        "--without-pip",
+        *(["--system-site-packages"] if system_site else []),
+        str(venv),
+    ]
 
 
 def _query(python: Path, code: str, env: dict[str, str]) -> subprocess.CompletedProcess:

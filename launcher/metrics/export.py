@@ -32,7 +32,7 @@ class Exported:
 
 
 def _points(series: Any) -> Iterable[tuple[int, float, float]]:
-    return zip(series.steps, series.values, series.times)
+    return zip(series.steps, series.values, series.times, strict=False)
 
 
 def allow_file_store(uri: str | None) -> None:
@@ -85,8 +85,11 @@ def to_mlflow(rm: Any, uri: str, experiment: str = "launcher") -> Exported:
         exp = client.get_experiment_by_name(experiment)
         exp_id = exp.experiment_id if exp is not None else client.create_experiment(experiment)
         run = client.create_run(exp_id, run_name=rm.run, tags={"launcher.run": rm.run, "launcher.source": rm.source})
-        points = [Metric(name, float(v), int(t * 1000), int(step)) for name, s in rm.series.items()
-                  for step, v, t in _points(s)]
+        points = [
+            Metric(name, float(v), int(t * 1000), int(step))
+            for name, s in rm.series.items()
+            for step, v, t in _points(s)
+        ]
         for i in range(0, len(points), BATCH):
             client.log_batch(run.info.run_id, metrics=points[i : i + BATCH])
         client.set_terminated(run.info.run_id, "FINISHED")

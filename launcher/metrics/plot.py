@@ -89,8 +89,9 @@ def terminal_plot(chosen: list[Chosen], *, width: int = 100, height: int = 24, c
         ys = [c.series.values[i] for c, idx in drawn for i in idx]
         for k, (c, idx) in enumerate(drawn):
             # The glyph tells overlaid runs apart, with or without colours.
-            sig = fig.signal([c.series.steps[i] for i in idx], [c.series.values[i] for i in idx],
-                             marker=_MARKERS[k % len(_MARKERS)])
+            sig = fig.signal(
+                [c.series.steps[i] for i in idx], [c.series.values[i] for i in idx], marker=_MARKERS[k % len(_MARKERS)]
+            )
             sig.lines()
             if len(group) > 1:
                 sig.label(c.run.run)
@@ -139,7 +140,7 @@ def png_figure(chosen: list[Chosen]):
     axes = fig.subplots(len(groups), 1, squeeze=False)[:, 0]
     from matplotlib.ticker import MaxNLocator
 
-    for ax, (name, group) in zip(axes, groups.items()):
+    for ax, (name, group) in zip(axes, groups.items(), strict=False):
         twins = same_curves(group)
         for k, c in enumerate(group):
             s = c.series
@@ -151,16 +152,36 @@ def png_figure(chosen: list[Chosen]):
             # says when two are the same.
             style = _LINE_STYLES[k % len(_LINE_STYLES)]
             label = c.run.run + (f" (same as {group[twins[k]].run.run})" if k in twins else "")
-            (line,) = ax.plot(steps, values, linewidth=1, alpha=0.3 if smooth else 1.0, label=None if smooth else label,
-                              linestyle=style, marker="o" if len(values) <= 30 else None, markersize=3)
+            (line,) = ax.plot(
+                steps,
+                values,
+                linewidth=1,
+                alpha=0.3 if smooth else 1.0,
+                label=None if smooth else label,
+                linestyle=style,
+                marker="o" if len(values) <= 30 else None,
+                markersize=3,
+            )
             if smooth:
-                ax.plot(steps, [s.smoothed[i] for i in keep], color=line.get_color(), linewidth=1.6, label=label,
-                        linestyle=style)
+                ax.plot(
+                    steps,
+                    [s.smoothed[i] for i in keep],
+                    color=line.get_color(),
+                    linewidth=1.6,
+                    label=label,
+                    linestyle=style,
+                )
             for attempt, step in _restarts(c):
                 ax.axvline(step, color=line.get_color(), linestyle="--", linewidth=1, alpha=0.7)
                 ax.annotate(
-                    f"attempt {attempt}", (step, 1), xycoords=("data", "axes fraction"),
-                    xytext=(3, -3), textcoords="offset points", va="top", fontsize=8, color=line.get_color(),
+                    f"attempt {attempt}",
+                    (step, 1),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(3, -3),
+                    textcoords="offset points",
+                    va="top",
+                    fontsize=8,
+                    color=line.get_color(),
                 )
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("step")

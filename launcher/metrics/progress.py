@@ -25,7 +25,7 @@ def _fmt_rate(v: float) -> str:
 
 
 def _fmt_duration(seconds: float) -> str:
-    s = max(int(round(seconds)), 0)
+    s = max(round(seconds), 0)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 

@@ -53,7 +53,7 @@ def _stretches(xs: list[int]) -> list[tuple[int, int]]:
     if xs.count(xs[0]) == len(xs):  # one attempt, the usual case: checked in C
         return [(0, len(xs))]
     cuts = [i for i in range(1, len(xs)) if xs[i] != xs[i - 1]]
-    return list(zip([0, *cuts], [*cuts, len(xs)]))
+    return list(zip([0, *cuts], [*cuts, len(xs)], strict=False))
 
 
 _CHUNK_POINTS = 4096
@@ -76,7 +76,7 @@ def json_chunks(chosen: list[Chosen]) -> Iterator[str]:
         attempts = s.attempts if whole else [s.attempts[i] for i in c.keep]
         head = '{"run": ' + json.dumps(c.run.run) + ', "metric": ' + json.dumps(s.name) + ", "
         for lo, hi in _stretches(attempts):
-            tail = ', "attempt": %d}' % attempts[lo]
+            tail = ', "attempt": %d}' % attempts[lo]  # noqa: UP031 - the braces are JSON's, not format's
             sep = tail + ",\n" + head
             for a in range(lo, hi, _CHUNK_POINTS):
                 yield between + head + sep.join(texts[a : min(a + _CHUNK_POINTS, hi)]) + tail
@@ -96,7 +96,9 @@ def to_csv(chosen: list[Chosen]) -> str:
         s = c.series
         for i in c.keep:
             t = s.times[i]
-            w.writerow((c.run.run, s.name, s.steps[i], repr(s.values[i]), "" if math.isnan(t) else repr(t), s.attempts[i]))
+            w.writerow(
+                (c.run.run, s.name, s.steps[i], repr(s.values[i]), "" if math.isnan(t) else repr(t), s.attempts[i])
+            )
     return buf.getvalue()
 
 
@@ -108,7 +110,7 @@ def list_records(runs: list[RunMetrics]) -> Iterator[tuple[str, str, int, int, f
 
 
 def list_json(runs: list[RunMetrics]) -> str:
-    return json.dumps([dict(zip(LIST_FIELDS, r)) for r in list_records(runs)], indent=2)
+    return json.dumps([dict(zip(LIST_FIELDS, r, strict=False)) for r in list_records(runs)], indent=2)
 
 
 def list_csv(runs: list[RunMetrics]) -> str:
@@ -127,7 +129,7 @@ def columns(header: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def fmt(r: tuple[str, ...]) -> str:
-        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False))]
         return "  ".join(cells).rstrip()
 
     return [fmt(header), *(fmt(r) for r in rows)]
@@ -140,7 +142,7 @@ def num(v: float) -> str:
 def elapsed(seconds: float) -> str:
     if math.isnan(seconds):
         return "-"
-    s = int(round(seconds))
+    s = round(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
@@ -193,12 +195,13 @@ def compare_table(group: list[Chosen], *, rows: list[list[int]] | None = None, n
     name = group[0].series.name
     values: dict[int, dict[int, float]] = {}
     for k, c in enumerate(group):
-        for i in (c.keep if rows is None else rows[k]):
+        for i in c.keep if rows is None else rows[k]:
             # A retry redoes steps: the attempt that took over has the last word.
             values.setdefault(c.series.steps[i], {})[k] = c.series.values[i]
     header = ("STEP", *(c.run.run for c in group))
-    body = [(str(step), *(num(at[k]) if k in at else "" for k in range(len(group))))
-            for step, at in sorted(values.items())]
+    body = [
+        (str(step), *(num(at[k]) if k in at else "" for k in range(len(group)))) for step, at in sorted(values.items())
+    ]
     out = [f"{name} · " + " vs ".join(run_heading(c.run) for c in group) + (f" · {note}" if note else "")]
     out += columns(header, body, set(range(len(header))))
     out += [f"{c.run.run}: {summary_line(c.series)}" for c in group]

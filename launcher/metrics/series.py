@@ -73,8 +73,9 @@ class Series:
             self.pieces.append((cols, lo, hi))
             total += hi - lo
 
-    def _extend(self, cols: Columns, lo: int, hi: int, steps: list[int], values: list[float], times: list[float],
-                attempt: int) -> None:
+    def _extend(
+        self, cols: Columns, lo: int, hi: int, steps: list[int], values: list[float], times: list[float], attempt: int
+    ) -> None:
         self.steps += steps[lo:hi]
         self.values += values[lo:hi]
         self.times += times[lo:hi]
@@ -167,7 +168,7 @@ def _append(out: Series, cols: Columns, attempt: int) -> None:
     # bulk; a run starting at or before the last step kept replaces the points from there.
     steps, values, times = cols.steps.tolist(), cols.values.tolist(), cols.times.tolist()
     breaks = list(compress(range(1, len(steps)), map(operator.ge, steps, steps[1:])))  # steps[i-1] >= steps[i], in C
-    for a, b in zip([0, *breaks], [*breaks, len(steps)]):
+    for a, b in zip([0, *breaks], [*breaks, len(steps)], strict=False):
         if out.steps and steps[a] <= out.steps[-1]:
             out._truncate(bisect.bisect_left(out.steps, steps[a]))
         out._extend(cols, a, b, steps, values, times, attempt)
@@ -197,8 +198,9 @@ def resolve_metrics(requested: list[str], available: list[str], where: str) -> l
             hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
             raise InputError(
                 f"no metric {want!r} in {where}{hint}",
-                hint=None if close else f"its metrics: {', '.join(sorted(available)[:12])}"
-                + (" …" if len(available) > 12 else ""),
+                hint=None
+                if close
+                else f"its metrics: {', '.join(sorted(available)[:12])}" + (" …" if len(available) > 12 else ""),
             )
         chosen += [m for m in matches if m not in chosen]
     return chosen

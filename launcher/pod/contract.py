@@ -101,11 +101,11 @@ def on_host(env) -> bool:
 
 
 # Exit codes of the entrypoint's own failures, distinct from common command codes.
-EXIT_SPEC = 64          # the spec could not be read
-EXIT_INTEGRATION = 65   # an integration step (git, pip, apt) failed
-EXIT_RENDEZVOUS = 66    # rank 0's address never resolved
-EXIT_SETUP = 67         # parameters or environment could not be prepared
-EXIT_LOGS = 68          # the command's output could not be written (a full disk)
+EXIT_SPEC = 64  # the spec could not be read
+EXIT_INTEGRATION = 65  # an integration step (git, pip, apt) failed
+EXIT_RENDEZVOUS = 66  # rank 0's address never resolved
+EXIT_SETUP = 67  # parameters or environment could not be prepared
+EXIT_LOGS = 68  # the command's output could not be written (a full disk)
 
 MAX_ARG_STRLEN = 128 * 1024
 """The most bytes one string of a rank's argv or environment may have, its NUL included

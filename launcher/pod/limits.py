@@ -19,6 +19,7 @@ MAX_ARG_STRLEN itself is defined in launcher.pod.contract, beside the rest of wh
 from __future__ import annotations
 
 from launcher.pod.contract import MAX_ARG_STRLEN  # the one definition; the secret store checks it at create
+
 POINTER_SIZE = 8
 """What each argument and environment string costs beside its bytes (64-bit)."""
 STACK_ARG_MAX_CAP = 6 * 1024 * 1024

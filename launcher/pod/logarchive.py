@@ -53,8 +53,11 @@ def archive_url(log_store: str, run: str) -> str:
     return f"{log_store.rstrip('/')}/{run}"
 
 
-POD_STORES = ("s3://<bucket>/<prefix>", "dbfs:/Volumes/<catalog>/<schema>/<volume>/...",
-              "a path (or file://) on a volume every pod mounts")
+POD_STORES = (
+    "s3://<bucket>/<prefix>",
+    "dbfs:/Volumes/<catalog>/<schema>/<volume>/...",
+    "a path (or file://) on a volume every pod mounts",
+)
 """What a pod's entrypoint writes the archive to (launcher.entrypoint.archive_stores): the
 same in every entrypoint mode, with the standard library alone."""
 
@@ -64,7 +67,7 @@ def pod_store_problem(url: str) -> str | None:
     checks a profile's log_store with it before a run; the rank says it in its log."""
     use = "; use " + ", ".join(POD_STORES[:2]) + " or " + POD_STORES[2]
     if url.startswith("dbfs:"):
-        parts = url[len("dbfs:"):].strip("/").split("/")
+        parts = url[len("dbfs:") :].strip("/").split("/")
         if parts[0] != "Volumes" or len(parts) < 4 or not all(parts[:4]):
             return f"{url}: only Unity Catalog Volumes ({POD_STORES[1]}) are supported for dbfs: paths"
         return None
@@ -74,5 +77,5 @@ def pod_store_problem(url: str) -> str | None:
     if scheme == "file":
         return None
     if scheme == "s3":
-        return None if url[len("s3://"):].split("/", 1)[0] else f"{url}: an s3:// URL names a bucket ({POD_STORES[0]})"
+        return None if url[len("s3://") :].split("/", 1)[0] else f"{url}: an s3:// URL names a bucket ({POD_STORES[0]})"
     return f"{scheme}:// is not supported by the pod's entrypoint{use}"

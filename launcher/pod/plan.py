@@ -57,8 +57,10 @@ class RankPlan:
         if not isinstance(data, dict):
             raise PlanError("the plan is not a JSON object")
         if data.get("version") != VERSION:
-            raise PlanError(f"plan version {data.get('version')!r}; this entrypoint reads version {VERSION} "
-                            "(the launcher that submitted the run is newer or older than this entrypoint)")
+            raise PlanError(
+                f"plan version {data.get('version')!r}; this entrypoint reads version {VERSION} "
+                "(the launcher that submitted the run is newer or older than this entrypoint)"
+            )
 
         def field(name: str, kind: type, optional: bool = False):
             value = data.get(name)
@@ -77,13 +79,22 @@ class RankPlan:
                 raise PlanError(f"plan integration {i + 1} has no integration_type")
             integrations.append(SimpleNamespace(**integ))
         code = field("code", dict, optional=True)
-        if code is not None and not (isinstance(code.get("digest"), str)
-                                     and isinstance(code.get("file") or code.get("url"), str)):
+        if code is not None and not (
+            isinstance(code.get("digest"), str) and isinstance(code.get("file") or code.get("url"), str)
+        ):
             raise PlanError("plan field 'code' must hold a digest and a file or url")
-        return cls(name=field("name", str), image=field("image", str, optional=True), command=field("command", str),
-                   env=dict(env), env_variables=[str(n) for n in field("env_variables", list)],
-                   nodes=field("nodes", int), gpus=field("gpus", int), integrations=tuple(integrations),
-                   parameters=field("parameters", str, optional=True), code=code)
+        return cls(
+            name=field("name", str),
+            image=field("image", str, optional=True),
+            command=field("command", str),
+            env=dict(env),
+            env_variables=[str(n) for n in field("env_variables", list)],
+            nodes=field("nodes", int),
+            gpus=field("gpus", int),
+            integrations=tuple(integrations),
+            parameters=field("parameters", str, optional=True),
+            code=code,
+        )
 
 
 def read(path: str | Path) -> RankPlan:

@@ -15,6 +15,7 @@ Linux-only features degrade to doing nothing elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -41,7 +42,7 @@ def _stat(pid: int) -> tuple[int, str] | None:
         text = Path(f"/proc/{pid}/stat").read_bytes().decode("utf-8", "replace")
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2:].split()
+    fields = text[text.rfind(")") + 2 :].split()
     return int(fields[1]), fields[0]
 
 
@@ -107,10 +108,8 @@ def kill_all(find, *, reap: bool, timeout: float = 5.0) -> list[int]:
         if not pids or time.monotonic() >= deadline:
             return pids
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         time.sleep(0.02)
         if reap:
             reap_children()

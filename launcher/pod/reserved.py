@@ -6,17 +6,17 @@ database cannot be) are such files."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from typing import Optional
 
 SIZE = 4096
 
 
 class ReservedFile:
-    def __init__(self, path: Optional[str]):
+    def __init__(self, path: str | None):
         self.path = path
-        self.fd: Optional[int] = None
+        self.fd: int | None = None
         if not path:
             return
         try:
@@ -25,7 +25,7 @@ class ReservedFile:
         except OSError:
             pass  # written the plain way at the end, if the disk allows
 
-    def write(self, document: dict) -> Optional[OSError]:
+    def write(self, document: dict) -> OSError | None:
         """Write `document` (at most SIZE bytes of JSON: longer is cut); the error, if it
         could not be written."""
         if not self.path:
@@ -48,10 +48,8 @@ class ReservedFile:
             os.close(self.fd)
             self.fd = None
         if self.path:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(self.path)
-            except OSError:
-                pass
 
 
 def read_reserved(path) -> dict:

@@ -24,9 +24,7 @@ from launcher.pod.plan import ZIPAPP_FILE
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the launcher package
 SECRETS_MODULES = ("__init__.py", "kinds.py", "mask.py")  # the masker; store.py is the host's
-MAIN = ("import sys\n"
-        "from launcher.entrypoint.main import main\n"
-        "sys.exit(main())\n")
+MAIN = "import sys\nfrom launcher.entrypoint.main import main\nsys.exit(main())\n"
 # The zip format's earliest date: every entry gets it, so the bytes depend on the sources only.
 EPOCH = (1980, 1, 1, 0, 0, 0)
 MIN_PYTHON = (3, 8)
@@ -34,8 +32,9 @@ MIN_PYTHON = (3, 8)
 # The pod's command: POSIX sh finds the image's python3 (then python), checks its version,
 # and runs the zipapp in $LAUNCHER_CONFIG_DIR (the ConfigMap's mount) with it; with none,
 # the pod fails at once naming the image and the other modes. No "$(" in it: the kubelet
-# expands $(VAR) in a container's command.
-SHIM = """\
+# expands $(VAR) in a container's command. %-style fields: the shell text is full of the braces
+# that str.format would need doubled.
+_SHIM_TEMPLATE = """\
 for python in python3 python; do
   command -v "$python" >/dev/null 2>&1 || continue
   if "$python" -c 'import sys; sys.exit(sys.version_info < (%(major)d, %(minor)d))' >/dev/null 2>&1; then
@@ -51,8 +50,15 @@ or entrypoint_mode: image for an image with the launcher installed"
 echo "[launcher] error: $msg"
 if [ -e /dev/termination-log ]; then echo "$msg" > /dev/termination-log; fi
 exit %(code)d
-""" % {"major": MIN_PYTHON[0], "minor": MIN_PYTHON[1], "image": contract.IMAGE, "code": contract.EXIT_SETUP,
-       "config_dir": contract.CONFIG_DIR, "zipapp": ZIPAPP_FILE}
+"""
+SHIM = _SHIM_TEMPLATE % {
+    "major": MIN_PYTHON[0],
+    "minor": MIN_PYTHON[1],
+    "image": contract.IMAGE,
+    "code": contract.EXIT_SETUP,
+    "config_dir": contract.CONFIG_DIR,
+    "zipapp": ZIPAPP_FILE,
+}
 
 
 COMMAND = ["/bin/sh", "-c", SHIM]

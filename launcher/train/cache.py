@@ -84,26 +84,41 @@ def remove_caches(dirs: list[Path]) -> None:
 # ---------------------------------------------------------------- errors
 
 
-def streaming_message(e: BaseException, *, name: str, remote: str | None, local: str | None, split: str,
-                      download_timeout: float | None = None) -> str | None:
+def streaming_message(
+    e: BaseException,
+    *,
+    name: str,
+    remote: str | None,
+    local: str | None,
+    split: str,
+    download_timeout: float | None = None,
+) -> str | None:
     """The one line for an error streaming raised while `name` (train_loader, ...) was built
     or read; None when it is not one we know."""
     text = str(e)
     where = f"{remote or local}/{split}"
     if isinstance(e, FileExistsError) and "temporary local directory" in text:
-        return (f"{name}: streaming's default cache for {where} already exists (left by an earlier run): "
-                f"set {name}.dataset.local to a directory of its own, or leave it empty to get one per run")
+        return (
+            f"{name}: streaming's default cache for {where} already exists (left by an earlier run): "
+            f"set {name}.dataset.local to a directory of its own, or leave it empty to get one per run"
+        )
     if isinstance(e, ValueError) and "Reused local directory" in text:
-        return (f"{name}: the cache {local} is in use by another dataset that is still open (another run, or the "
-                f"other loader, with the same local): give each dataset its own {name}.dataset.local, or leave it "
-                "empty so that each run gets its own")
+        return (
+            f"{name}: the cache {local} is in use by another dataset that is still open (another run, or the "
+            f"other loader, with the same local): give each dataset its own {name}.dataset.local, or leave it "
+            "empty so that each run gets its own"
+        )
     if "index.json" in text and isinstance(e, FileNotFoundError | RuntimeError) and "took too long" not in text:
-        return (f"{name}: {where} has no index.json: convert the data there with `launcher data convert --out "
-                f"{remote or local} --split {split}`, or fix {name}.dataset.remote")
+        return (
+            f"{name}: {where} has no index.json: convert the data there with `launcher data convert --out "
+            f"{remote or local} --split {split}`, or fix {name}.dataset.remote"
+        )
     if _is_timeout(e):
         secs = f" after {download_timeout:g} s" if download_timeout else ""
-        return (f"{name}: downloading {where} timed out{secs}: raise {name}.dataset.download_timeout "
-                f"(and download_retry), or check that {remote} is reachable from here")
+        return (
+            f"{name}: downloading {where} timed out{secs}: raise {name}.dataset.download_timeout "
+            f"(and download_retry), or check that {remote} is reachable from here"
+        )
     return None
 
 
@@ -119,7 +134,9 @@ def _is_timeout(e: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def streaming_errors(datasets: Mapping[str, Any], download_timeouts: Mapping[str, float] | None = None) -> Iterator[None]:
+def streaming_errors(
+    datasets: Mapping[str, Any], download_timeouts: Mapping[str, float] | None = None
+) -> Iterator[None]:
     """Turn a known streaming error into an InputError naming the dataset. `datasets` maps a
     loader name to its DatasetInfo; the error is attributed to the dataset whose remote or
     local its text names, else to the first."""
@@ -127,8 +144,14 @@ def streaming_errors(datasets: Mapping[str, Any], download_timeouts: Mapping[str
         yield
     except (FileExistsError, FileNotFoundError, ValueError, RuntimeError, TimeoutError, OSError) as e:
         for name, info in _attribution(e, datasets):
-            msg = streaming_message(e, name=name, remote=info.remote, local=info.local, split=info.split,
-                                    download_timeout=(download_timeouts or {}).get(name))
+            msg = streaming_message(
+                e,
+                name=name,
+                remote=info.remote,
+                local=info.local,
+                split=info.split,
+                download_timeout=(download_timeouts or {}).get(name),
+            )
             if msg:
                 raise InputError(msg) from None
             break
@@ -136,8 +159,14 @@ def streaming_errors(datasets: Mapping[str, Any], download_timeouts: Mapping[str
     except Exception as e:  # botocore's timeouts are not OSErrors
         if _is_timeout(e):
             for name, info in _attribution(e, datasets):
-                msg = streaming_message(e, name=name, remote=info.remote, local=info.local, split=info.split,
-                                        download_timeout=(download_timeouts or {}).get(name))
+                msg = streaming_message(
+                    e,
+                    name=name,
+                    remote=info.remote,
+                    local=info.local,
+                    split=info.split,
+                    download_timeout=(download_timeouts or {}).get(name),
+                )
                 raise InputError(msg or str(e)) from None
         raise
 

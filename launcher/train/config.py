@@ -81,12 +81,18 @@ class AttnConfig(_Model):
     @field_validator("rope")
     @classmethod
     def _rope(cls, v: bool) -> bool:
-        return _only(v, False, "RoPE is not supported: Hugging Face's MptForCausalLM implements only ALiBi; set alibi: true")
+        return _only(
+            v, False, "RoPE is not supported: Hugging Face's MptForCausalLM implements only ALiBi; set alibi: true"
+        )
 
     @field_validator("alibi")
     @classmethod
     def _alibi(cls, v: bool) -> bool:
-        return _only(v, True, "Hugging Face's MptForCausalLM always uses ALiBi (it has no other position encoding); set alibi: true")
+        return _only(
+            v,
+            True,
+            "Hugging Face's MptForCausalLM always uses ALiBi (it has no other position encoding); set alibi: true",
+        )
 
     @field_validator("alibi_bias_max")
     @classmethod
@@ -131,12 +137,18 @@ class ModelConfig(_Model):
     @field_validator("learned_pos_emb")
     @classmethod
     def _pos_emb(cls, v: bool) -> bool:
-        return _only(v, False, "Hugging Face's MptForCausalLM has no learned position embeddings (it uses ALiBi); set learned_pos_emb: false")
+        return _only(
+            v,
+            False,
+            "Hugging Face's MptForCausalLM has no learned position embeddings (it uses ALiBi); set learned_pos_emb: false",
+        )
 
     @field_validator("resid_pdrop", "emb_pdrop")
     @classmethod
     def _dropouts(cls, v: float, info: Any) -> float:
-        return _only(v, 0.0, f"{info.field_name} is not implemented by Hugging Face's MptForCausalLM; use attn_config.attn_pdrop")
+        return _only(
+            v, 0.0, f"{info.field_name} is not implemented by Hugging Face's MptForCausalLM; use attn_config.attn_pdrop"
+        )
 
     @model_validator(mode="after")
     def _heads(self) -> ModelConfig:
@@ -325,9 +337,7 @@ M = typing.TypeVar("M", bound=BaseModel)
 Locate = Callable[..., SpecIssue]
 
 
-def load_validated(
-    path: str | Path, overrides: Sequence[str], model: type[M], needs: str
-) -> tuple[M, Locate]:
+def load_validated(path: str | Path, overrides: Sequence[str], model: type[M], needs: str) -> tuple[M, Locate]:
     """Read a trainer's YAML config with positions, apply `key=value` overrides, resolve
     `${variables.x}`, validate against `model`. Returns the model and a function that places
     a later issue (`issue(path, message)`) at its file:line or at the command line. `needs`
@@ -368,8 +378,9 @@ def load_validated(
         cfg = model.model_validate(resolved)
     except ValidationError as e:
         raise SpecError(
-            validation_issues(e, model, resolved, lambda p, at, m, key: issue(p, m, key=key, at=at),
-                              what="the training config")
+            validation_issues(
+                e, model, resolved, lambda p, at, m, key: issue(p, m, key=key, at=at), what="the training config"
+            )
         ) from None
     return cfg, issue
 

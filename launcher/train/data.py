@@ -44,15 +44,18 @@ class TokenDataset(StreamingDataset):
         sample = super().get_item(sample_id, retry)
         ids = np.frombuffer(sample[TOKENS_COLUMN], dtype=self.token_dtype)
         if ids.shape[0] != self.seq_len:
-            raise ValueError(f"sample {sample_id} holds {ids.shape[0]} tokens, the dataset's sidecar says {self.seq_len}")
+            raise ValueError(
+                f"sample {sample_id} holds {ids.shape[0]} tokens, the dataset's sidecar says {self.seq_len}"
+            )
         return {"input_ids": ids.astype(np.int64), "sample_idx": sample_id}
 
 
 # Shared memory names are files in /dev/shm on Linux: the lock sits beside them, so every
 # process that can see a dataset's shared memory sees the lock too.
 SHM_DIR = "/dev/shm"
-REGISTRATION_LOCK = os.path.join(SHM_DIR if os.path.isdir(SHM_DIR) else tempfile.gettempdir(),
-                                 "launcher-streaming-registration.lock")
+REGISTRATION_LOCK = os.path.join(
+    SHM_DIR if os.path.isdir(SHM_DIR) else tempfile.gettempdir(), "launcher-streaming-registration.lock"
+)
 REGISTRATION_WAIT_NOTICE_S = 30.0
 
 
@@ -92,12 +95,19 @@ def _acquire_registration_lock() -> FileLock | None:
     try:
         lock.acquire(timeout=REGISTRATION_WAIT_NOTICE_S)
     except Timeout:
-        print(f"waiting for another run on this host to register its dataset (lock {REGISTRATION_LOCK})",
-              file=sys.stderr, flush=True)
+        print(
+            f"waiting for another run on this host to register its dataset (lock {REGISTRATION_LOCK})",
+            file=sys.stderr,
+            flush=True,
+        )
         lock.acquire()
     except OSError as e:  # a read-only /dev/shm, or another user's lock file: as streaming alone would
-        print(f"! registering the dataset without taking turns with other runs on this host: cannot lock "
-              f"{REGISTRATION_LOCK} ({e.strerror or e})", file=sys.stderr, flush=True)
+        print(
+            f"! registering the dataset without taking turns with other runs on this host: cannot lock "
+            f"{REGISTRATION_LOCK} ({e.strerror or e})",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
     return lock
 

@@ -36,9 +36,9 @@ class _Resolver:
 
     def walk(self, node: Any, path: Path_) -> Any:
         if isinstance(node, dict):
-            return {k: self.walk(v, path + (k,)) for k, v in node.items()}
+            return {k: self.walk(v, (*path, k)) for k, v in node.items()}
         if isinstance(node, list):
-            return [self.walk(v, path + (i,)) for i, v in enumerate(node)]
+            return [self.walk(v, (*path, i)) for i, v in enumerate(node)]
         if isinstance(node, str) and "${" in node:
             return self.string(node, path)
         return node
@@ -51,7 +51,9 @@ class _Resolver:
         def repl(m: re.Match[str]) -> str:
             value = self.lookup(m.group(1), path)
             if isinstance(value, dict | list):
-                raise InterpolationError(path, f"${{{m.group(1)}}} is a {type(value).__name__}; it cannot be part of a string")
+                raise InterpolationError(
+                    path, f"${{{m.group(1)}}} is a {type(value).__name__}; it cannot be part of a string"
+                )
             return "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
         out = REF.sub(repl, text)
@@ -66,7 +68,7 @@ class _Resolver:
                 path, f"unsupported interpolation ${{{ref}}}: only references such as ${{variables.name}} are supported"
             )
         if ref in self.active:
-            chain = " -> ".join(self.active + [ref])
+            chain = " -> ".join([*self.active, ref])
             raise InterpolationError(path, f"circular interpolation: {chain}")
         node: Any = self.root
         for part in ref.split("."):

@@ -28,14 +28,23 @@ DEFAULT_SPEED_WINDOW = 10
 
 def main(argv: Sequence[str] | None = None) -> int:
     return run_config_command(
-        argv, train, prog="python -m launcher.train",
+        argv,
+        train,
+        prog="python -m launcher.train",
         description="Train an MPT model with Composer on MDS data (run it under `composer` for several GPUs).",
         config_help="the training config (the run spec's parameters; $PARAMETERS)",
     )
 
 
-def run_config_command(argv: Sequence[str] | None, run: Callable[[str, Sequence[str]], None], *, prog: str,
-                       description: str, config_help: str, input_errors_on_rank_0_only: bool = False) -> int:
+def run_config_command(
+    argv: Sequence[str] | None,
+    run: Callable[[str, Sequence[str]], None],
+    *,
+    prog: str,
+    description: str,
+    config_help: str,
+    input_errors_on_rank_0_only: bool = False,
+) -> int:
     """The command line both built-in trainers share: `CONFIG [path.to.key=VALUE ...]`, and a
     LauncherError as one `✗` line (plus its hint) and its exit code, never a traceback.
     With input_errors_on_rank_0_only, a bad config (which every rank finds alike) is told once."""
@@ -114,8 +123,9 @@ def finished(caches: list[Any]) -> None:
         remove_caches(caches)
 
 
-def build_trainer(cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[Any] = (), *,
-                  own_caches: Sequence[Path] = ()) -> Any:
+def build_trainer(
+    cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[Any] = (), *, own_caches: Sequence[Path] = ()
+) -> Any:
     """`own_caches`: the streaming caches assign_caches chose for this run."""
     import torch
     from composer import Trainer
@@ -155,7 +165,9 @@ def build_trainer(cfg: Any, datasets: dict[str, Any], extra_callbacks: Sequence[
         else:
             _note("fsdp_config is ignored on CPU (FSDP needs GPUs); training with plain data parallelism")
     if cfg.model.attn_config.attn_impl != "torch":
-        _note(f"attn_impl {cfg.model.attn_config.attn_impl} is not available in Hugging Face's MPT; using torch attention")
+        _note(
+            f"attn_impl {cfg.model.attn_config.attn_impl} is not available in Hugging Face's MPT; using torch attention"
+        )
 
     # Options Composer checks only when each callback is built: before any weight is.
     train_callbacks = [*callbacks(cfg), *extra_callbacks]
@@ -292,5 +304,3 @@ def algorithms(cfg: Any) -> list[Any]:
 
         out.append(GradientClipping(clipping_type=gc.clipping_type, clipping_threshold=gc.clipping_threshold))
     return out
-
-

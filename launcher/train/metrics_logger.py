@@ -165,8 +165,14 @@ class LauncherMetricsLogger(LoggerDestination):
         del logger
         self.every_batches = self._batches_between_lines(state)
         if self.enabled:
-            self.progress.feed_record({"event": "fit_start", "rank": 0, "max_duration": str(state.max_duration),
-                                       "max_batches": self.max_batches(state)})
+            self.progress.feed_record(
+                {
+                    "event": "fit_start",
+                    "rank": 0,
+                    "max_duration": str(state.max_duration),
+                    "max_batches": self.max_batches(state),
+                }
+            )
         self._emit(
             {
                 "event": "fit_start",
@@ -188,8 +194,11 @@ class LauncherMetricsLogger(LoggerDestination):
     def epoch_checkpoint(self, state: State, logger: Logger) -> None:
         self._flush()
         every = self.console_interval
-        if every is not None and every.unit == TimeUnit.EPOCH and int(state.timestamp.epoch.value) % max(
-                1, int(every.value)) == 0:
+        if (
+            every is not None
+            and every.unit == TimeUnit.EPOCH
+            and int(state.timestamp.epoch.value) % max(1, int(every.value)) == 0
+        ):
             self._say_progress()
 
     def fit_end(self, state: State, logger: Logger) -> None:

@@ -15,7 +15,9 @@ import torch
 
 
 class DecoupledLionW(torch.optim.Optimizer):
-    def __init__(self, params: Any, lr: float = 1e-4, betas: tuple[float, float] = (0.9, 0.99), weight_decay: float = 0.0):
+    def __init__(
+        self, params: Any, lr: float = 1e-4, betas: tuple[float, float] = (0.9, 0.99), weight_decay: float = 0.0
+    ):
         if lr <= 0:
             raise ValueError(f"lr must be positive, got {lr}")
         if not all(0.0 <= b < 1.0 for b in betas):

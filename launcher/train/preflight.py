@@ -21,7 +21,7 @@ from typing import Any
 
 from launcher.data.format import SIDECAR_NAME
 from launcher.errors import InputError, LauncherError
-from launcher.storage import PREFLIGHT, Credentials, Store, StorageNotFoundError, open_store, scheme_of
+from launcher.storage import PREFLIGHT, Credentials, StorageNotFoundError, Store, open_store, scheme_of
 
 INDEX = "index.json"
 

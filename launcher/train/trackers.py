@@ -90,7 +90,9 @@ def composer_loggers(loggers: Mapping[str, Mapping[str, Any]], env: Mapping[str,
     return out
 
 
-def hf_report_to(loggers: Mapping[str, Mapping[str, Any]], env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+def hf_report_to(
+    loggers: Mapping[str, Mapping[str, Any]], env: Mapping[str, str] | None = None
+) -> tuple[list[str], dict[str, str], dict[str, Any]]:
     """(report_to, environment variables to set, extra TrainingArguments) for transformers."""
     report: list[str] = []
     env_out: dict[str, str] = {}
@@ -114,8 +116,12 @@ def hf_report_to(loggers: Mapping[str, Mapping[str, Any]], env: Mapping[str, str
             if options.get("log_dir"):
                 args["logging_dir"] = str(options["log_dir"])
         elif name == "wandb":
-            for key, var in (("project", "WANDB_PROJECT"), ("entity", "WANDB_ENTITY"), ("group", "WANDB_RUN_GROUP"),
-                             ("name", "WANDB_NAME")):
+            for key, var in (
+                ("project", "WANDB_PROJECT"),
+                ("entity", "WANDB_ENTITY"),
+                ("group", "WANDB_RUN_GROUP"),
+                ("name", "WANDB_NAME"),
+            ):
                 if options.get(key):
                     env_out[var] = str(options[key])
     return report, env_out, args

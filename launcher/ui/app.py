@@ -60,14 +60,17 @@ def _run_filter(request: Request) -> RunFilter:
                 try:
                     statuses.add(RunStatus(part.strip().upper()))
                 except ValueError:
-                    raise InputError(f"{part!r} is not a status; use one of "
-                                     + ", ".join(s.value for s in RunStatus)) from None
-    return RunFilter(frozenset(statuses), request.query_params.get("cluster") or None,
-                     request.query_params.get("name") or None)
+                    raise InputError(
+                        f"{part!r} is not a status; use one of " + ", ".join(s.value for s in RunStatus)
+                    ) from None
+    return RunFilter(
+        frozenset(statuses), request.query_params.get("cluster") or None, request.query_params.get("name") or None
+    )
 
 
-def create_app(source: RunsSource | None = None, *, token: str | None = None,
-               allowed_hosts: list[str] | None = None) -> Starlette:
+def create_app(
+    source: RunsSource | None = None, *, token: str | None = None, allowed_hosts: list[str] | None = None
+) -> Starlette:
     """The dashboard app. `token`: required on every request. `allowed_hosts`: the Host
     headers accepted (a loopback-only dashboard refuses others, so a web page cannot
     reach it through DNS rebinding)."""
@@ -90,9 +93,17 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
     def runs_page(request: Request) -> Response:
         snap, chosen, where = listing(request)
         template = "_rows.html" if request.query_params.get("partial") == "rows" else "runs.html"
-        return page(request, template, {"snap": snap, "page": chosen, "where": where,
-                                        "query": {k: v for k, v in request.query_params.items() if k != "partial"},
-                                        "statuses": list(RunStatus)})
+        return page(
+            request,
+            template,
+            {
+                "snap": snap,
+                "page": chosen,
+                "where": where,
+                "query": {k: v for k, v in request.query_params.items() if k != "partial"},
+                "statuses": list(RunStatus),
+            },
+        )
 
     def run_page(request: Request) -> Response:
         name = request.path_params["name"]
@@ -111,11 +122,18 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
 
     def api_runs(request: Request) -> Response:
         snap, chosen, _ = listing(request)
-        return JSONResponse({
-            "runs": [summary(r) for r in chosen.runs],
-            "total": chosen.total, "page": chosen.page, "per_page": chosen.per_page, "pages": chosen.pages,
-            "clusters": snap.clusters, "errors": snap.errors, "as_of": snap.taken_at,
-        })
+        return JSONResponse(
+            {
+                "runs": [summary(r) for r in chosen.runs],
+                "total": chosen.total,
+                "page": chosen.page,
+                "per_page": chosen.per_page,
+                "pages": chosen.pages,
+                "clusters": snap.clusters,
+                "errors": snap.errors,
+                "as_of": snap.taken_at,
+            }
+        )
 
     def api_run(request: Request) -> Response:
         _, run = source.find(request.path_params["name"])
@@ -149,10 +167,14 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         else:
             attempt = _int(request, "attempt", run.current_attempt, 1, run.current_attempt)
             tail = _int(request, "tail", None, 0)
-            cursor = (await run_in_threadpool(lambda: tail_cursor(backend, name, attempt, rank, tail, raw=raw))
-                      if tail is not None else Cursor(attempt))
-        return EventSourceResponse(log_events(backend, run, cursor, rank, follow, raw=raw), ping=10,
-                                   headers={"Cache-Control": "no-store"})
+            cursor = (
+                await run_in_threadpool(lambda: tail_cursor(backend, name, attempt, rank, tail, raw=raw))
+                if tail is not None
+                else Cursor(attempt)
+            )
+        return EventSourceResponse(
+            log_events(backend, run, cursor, rank, follow, raw=raw), ping=10, headers={"Cache-Control": "no-store"}
+        )
 
     # --- errors: JSON for the API, a page otherwise ------------------------------------------
 
@@ -202,9 +224,12 @@ def create_app(source: RunsSource | None = None, *, token: str | None = None,
         await asyncio.to_thread(charts.close)  # saves the metric indexes read, for the next start
         await asyncio.to_thread(source.close)
 
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
-                    exception_handlers={LauncherError: launcher_error, ListingFailed: listing_failed,
-                                        Exception: unexpected_error})
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={LauncherError: launcher_error, ListingFailed: listing_failed, Exception: unexpected_error},
+    )
     app.state.source = source
     app.state.charts = charts
     return app

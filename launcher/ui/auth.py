@@ -41,7 +41,11 @@ class TokenGate:
         request = Request(scope)
         auth = request.headers.get("authorization", "")
         bearer = auth[7:] if auth.lower().startswith("bearer ") else None
-        if self._ok(bearer) or self._ok(request.headers.get(TOKEN_HEADER)) or self._ok(request.cookies.get(TOKEN_COOKIE)):
+        if (
+            self._ok(bearer)
+            or self._ok(request.headers.get(TOKEN_HEADER))
+            or self._ok(request.cookies.get(TOKEN_COOKIE))
+        ):
             await self.app(scope, receive, send)
             return
         if self._ok(request.query_params.get("token")):
@@ -63,5 +67,8 @@ class TokenGate:
 
             await self.app(scope, receive, send_with_cookie)
             return
-        await PlainTextResponse("401: this dashboard needs its token: open the address `launcher ui` printed, "
-                                "or send the X-Launcher-Token header", 401)(scope, receive, send)
+        await PlainTextResponse(
+            "401: this dashboard needs its token: open the address `launcher ui` printed, "
+            "or send the X-Launcher-Token header",
+            401,
+        )(scope, receive, send)

@@ -80,8 +80,15 @@ class ChartData:
             self._collectors.move_to_end(key)
             return entry
 
-    def payload(self, backend: Backend, run: Run, wanted: list[str], *, points: int = DEFAULT_POINTS,
-                smoothing: float | str = "auto") -> dict[str, Any]:
+    def payload(
+        self,
+        backend: Backend,
+        run: Run,
+        wanted: list[str],
+        *,
+        points: int = DEFAULT_POINTS,
+        smoothing: float | str = "auto",
+    ) -> dict[str, Any]:
         """The run's metric list and the chosen curves. An unknown metric raises
         InputError (with a did-you-mean)."""
         collector, lock = self._collector(backend, run)

@@ -55,8 +55,7 @@ class Cursor:
         return cls(int(m.group(1)), counts)
 
 
-def tail_cursor(backend: Backend, name: str, attempt: int, rank: int | None, tail: int, *,
-                raw: bool = False) -> Cursor:
+def tail_cursor(backend: Backend, name: str, attempt: int, rank: int | None, tail: int, *, raw: bool = False) -> Cursor:
     """A cursor that skips all but the last `tail` lines of each rank written so far (of
     the lines shown: without `raw`, the metric records are not counted among them)."""
     counts: dict[int, int] = {}
@@ -87,8 +86,9 @@ class _Reader:
 
     _END = object()
 
-    def __init__(self, lines: Iterator[LogLine], skip: dict[int, int], loop: asyncio.AbstractEventLoop,
-                 stopped: threading.Event):
+    def __init__(
+        self, lines: Iterator[LogLine], skip: dict[int, int], loop: asyncio.AbstractEventLoop, stopped: threading.Event
+    ):
         self.queue: queue.Queue = queue.Queue(maxsize=_QUEUE_LINES)
         self.wake = asyncio.Event()
         self.stopped = stopped
@@ -146,8 +146,9 @@ class _Reader:
         return items
 
 
-async def log_events(backend: Backend, run: Run, cursor: Cursor, rank: int | None,
-                     follow: bool, *, raw: bool = False) -> AsyncIterator[dict]:
+async def log_events(
+    backend: Backend, run: Run, cursor: Cursor, rank: int | None, follow: bool, *, raw: bool = False
+) -> AsyncIterator[dict]:
     """The SSE events (sse-starlette dicts) of one attempt's log from `cursor` on:
     `lines` events (id: the cursor after them), then one `end` event when the attempt is
     over (or, without follow, when the lines written so far are sent). Without `raw`,
@@ -189,8 +190,11 @@ async def log_events(backend: Backend, run: Run, cursor: Cursor, rank: int | Non
                     status, attempts = latest.status.value, latest.current_attempt
                 except LauncherError:
                     status, attempts = run.status.value, run.current_attempt
-                yield {"event": "end", "id": str(now),
-                       "data": json.dumps({"attempt": cursor.attempt, "status": status, "attempts": attempts})}
+                yield {
+                    "event": "end",
+                    "id": str(now),
+                    "data": json.dumps({"attempt": cursor.attempt, "status": status, "attempts": attempts}),
+                }
                 return
     finally:
         reader.stopped.set()

@@ -13,8 +13,10 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 _TIMED_OUT = b"408: the request was not sent in time\n"
-REQUEST_TIMEOUT_RESPONSE = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                            b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_TIMED_OUT), _TIMED_OUT))
+REQUEST_TIMEOUT_RESPONSE = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_TIMED_OUT), _TIMED_OUT)
+)
 logger = logging.getLogger("uvicorn.error")
 
 
@@ -102,5 +104,11 @@ def server_config(app: Any, *, request_timeout: float, max_connections: int) -> 
     def protocol(*args: Any, **kwargs: Any) -> DeadlineProtocol:
         return DeadlineProtocol(*args, request_timeout=request_timeout, **kwargs)
 
-    return uvicorn.Config(app, http=protocol, limit_concurrency=max_connections + 1,  # type: ignore[arg-type]
-                          log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+    return uvicorn.Config(
+        app,
+        http=protocol,
+        limit_concurrency=max_connections + 1,  # type: ignore[arg-type]
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=2,
+    )

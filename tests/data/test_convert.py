@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("streaming", reason="needs the train extra")
 
-from launcher.data.convert import convert  # noqa: E402
+from launcher.data.convert import convert
 
-from .conftest import EOS, cli_run, documents, expected_stream, read_samples, read_sidecar, write_jsonl  # noqa: E402
+from .conftest import EOS, cli_run, documents, expected_stream, read_samples, read_sidecar, write_jsonl
 
 pytestmark = pytest.mark.train
 

@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("streaming", reason="needs the train extra")
 pytest.importorskip("tiktoken", reason="needs the train extra")
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from .conftest import EOS, documents, write_jsonl  # noqa: E402
+from .conftest import EOS, documents, write_jsonl
 
 pytestmark = pytest.mark.train
 

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("datasets", reason="needs the train extra")
 
-from .conftest import cli_run  # noqa: E402
+from .conftest import cli_run
 
 pytestmark = pytest.mark.train
 

@@ -15,9 +15,9 @@ import pytest
 
 pytest.importorskip("streaming", reason="needs the train extra")
 
-from tests.conftest import read_terminal  # noqa: E402
+from tests.conftest import read_terminal
 
-from .conftest import documents, expected_stream, write_jsonl  # noqa: E402
+from .conftest import documents, expected_stream, write_jsonl
 
 pytestmark = pytest.mark.train
 

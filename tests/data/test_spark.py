@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("streaming", reason="needs the train extra")
 pytest.importorskip("pyspark", reason="needs the spark extra")
 
-from .conftest import cli_run, documents, read_samples, write_jsonl  # noqa: E402
+from .conftest import cli_run, documents, read_samples, write_jsonl
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("streaming", reason="needs the train extra")
 
-from .conftest import EOS, cli_run, documents, write_jsonl  # noqa: E402
+from .conftest import EOS, cli_run, documents, write_jsonl
 
 pytestmark = pytest.mark.train
 

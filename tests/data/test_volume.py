@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("streaming", reason="needs the train extra")
 
-from launcher.data.convert import convert  # noqa: E402
+from launcher.data.convert import convert
 
-from .conftest import cli_run, documents, expected_stream, read_samples, write_jsonl  # noqa: E402
+from .conftest import cli_run, documents, expected_stream, read_samples, write_jsonl
 
 pytestmark = pytest.mark.train
 

@@ -192,7 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
     state: FakeDatabricksFiles
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - keep test output quiet
+    def log_message(self, format: str, *args) -> None:
         pass
 
     # ---- plumbing ----------------------------------------------------------------------

@@ -143,7 +143,7 @@ class Supervisor:
                                    "state_error": e.message}) is not None:
                 raise
             written = True
-        except Exception as e:  # noqa: BLE001 - record why, never leave the run hanging
+        except Exception as e:
             self.state.set_status(self.name, RunStatus.FAILED, f"supervisor error: {type(e).__name__}: {e}")
             raise
         finally:

@@ -16,8 +16,17 @@ from transformers import TrainerCallback
 
 from launcher.train.records import RecordWriter
 
-_SKIP = {"epoch", "total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss",
-         "eval_runtime", "eval_samples_per_second", "eval_steps_per_second"}
+_SKIP = {
+    "epoch",
+    "total_flos",
+    "train_runtime",
+    "train_samples_per_second",
+    "train_steps_per_second",
+    "train_loss",
+    "eval_runtime",
+    "eval_samples_per_second",
+    "eval_steps_per_second",
+}
 
 
 class RecordsCallback(TrainerCallback):
@@ -33,17 +42,19 @@ class RecordsCallback(TrainerCallback):
         folder = os.environ.get("LAUNCHER_ARTIFACTS_DIR", "").strip()
         self.writer = RecordWriter([folder] if folder else [])
         self.writer.open()
-        self.writer.emit({
-            "event": "fit_start",
-            "step": state.global_step,
-            "max_duration": f"{state.max_steps}ba",
-            "max_batches": state.max_steps,
-            "start_batch": state.global_step,
-            "run_name": args.run_name,
-            "world_size": args.world_size,
-            "global_batch_size": self.global_batch_size,
-            "seq_len": self.seq_len,
-        })
+        self.writer.emit(
+            {
+                "event": "fit_start",
+                "step": state.global_step,
+                "max_duration": f"{state.max_steps}ba",
+                "max_batches": state.max_steps,
+                "start_batch": state.global_step,
+                "run_name": args.run_name,
+                "world_size": args.world_size,
+                "global_batch_size": self.global_batch_size,
+                "seq_len": self.seq_len,
+            }
+        )
         self._last = (time.monotonic(), state.global_step)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -58,7 +69,7 @@ class RecordsCallback(TrainerCallback):
             elif key == "learning_rate":
                 metrics["lr"] = float(value)
             elif key.startswith("eval_"):
-                metrics[f"metrics/eval/{key[len('eval_'):]}"] = float(value)
+                metrics[f"metrics/eval/{key[len('eval_') :]}"] = float(value)
             else:
                 metrics[key] = float(value)
         if "loss" in logs and self._last is not None:

@@ -138,7 +138,9 @@ class HFConfig(_Model):
         if not v.strip():
             raise ValueError("must not be empty")
         if v.startswith("dbfs:/") and not v.startswith("dbfs:/Volumes/"):
-            raise ValueError("a dbfs:/ output_dir must be a Unity Catalog Volume: dbfs:/Volumes/<catalog>/<schema>/<volume>/...")
+            raise ValueError(
+                "a dbfs:/ output_dir must be a Unity Catalog Volume: dbfs:/Volumes/<catalog>/<schema>/<volume>/..."
+            )
         return v.strip()
 
     @model_validator(mode="after")
@@ -150,7 +152,7 @@ class HFConfig(_Model):
 
 def load_hf_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None) -> HFConfig:
     """Read and validate; fill an empty data.path from DATA_REMOTE, and {run_name}."""
-    from launcher.train.config import load_validated  # noqa: PLC0415
+    from launcher.train.config import load_validated
 
     env = os.environ if env is None else env
     cfg, issue = load_validated(path, overrides, HFConfig, "model, data, output_dir")
@@ -159,10 +161,19 @@ def load_hf_config(path: str | Path, overrides: Sequence[str] = (), env: Mapping
         if env.get("DATA_REMOTE", "").strip():
             d.path = env["DATA_REMOTE"].strip()
         else:
-            raise SpecError([issue(("data", "path"), "is empty and DATA_REMOTE is not set: give data.remote in the "
-                                   "run spec, or data.path (or data.train_files) here")])
+            raise SpecError(
+                [
+                    issue(
+                        ("data", "path"),
+                        "is empty and DATA_REMOTE is not set: give data.remote in the "
+                        "run spec, or data.path (or data.train_files) here",
+                    )
+                ]
+            )
     if d.path is not None and d.train_files is not None:
-        raise SpecError([issue(("data", "train_files"), "give data.path (a prepared dataset) or data.train_files, not both")])
+        raise SpecError(
+            [issue(("data", "train_files"), "give data.path (a prepared dataset) or data.train_files, not both")]
+        )
     run_name = env.get("RUN_NAME") or cfg.run_name or "run"
     cfg.output_dir = cfg.output_dir.replace("{run_name}", run_name)
     return cfg

@@ -65,7 +65,7 @@ def labels_beside(path: Path) -> dict[int, str] | None:
         raw = json.loads(f.read_text())
         return {int(k): str(v) for k, v in raw["id2label"].items()}
     except (ValueError, KeyError, TypeError, AttributeError):
-        raise InputError(f"{f} is not a label mapping ({{\"id2label\": {{\"0\": NAME, ...}}}})") from None
+        raise InputError(f'{f} is not a label mapping ({{"id2label": {{"0": NAME, ...}}}})') from None
 
 
 def _file_format(files: list[str]) -> str:
@@ -96,9 +96,13 @@ def load_data(cfg: Any, cache: Path) -> HFData:
         try:
             ds = datasets.load_from_disk(str(local))
         except FileNotFoundError:
-            raise InputError(f"data.path {d.path} is not a dataset saved with save_to_disk (prepare it with `launcher data prepare`)") from None
+            raise InputError(
+                f"data.path {d.path} is not a dataset saved with save_to_disk (prepare it with `launcher data prepare`)"
+            ) from None
         if not isinstance(ds, datasets.DatasetDict):
-            raise InputError(f"data.path {d.path} holds one split; it needs {d.train_split} and {d.eval_split} (a DatasetDict)")
+            raise InputError(
+                f"data.path {d.path} holds one split; it needs {d.train_split} and {d.eval_split} (a DatasetDict)"
+            )
         id2label = labels_beside(local)
     else:
         files = {"train": [d.train_files] if isinstance(d.train_files, str) else list(d.train_files or [])}
@@ -118,11 +122,18 @@ def load_data(cfg: Any, cache: Path) -> HFData:
 
         if cfg.task == "sequence_classification":
             id2label, ds = label_ids(ds, d.label_column)
-        ds = tokenize_dataset(ds, tokenizer, d.text_column, d.max_length,
-                              d.label_column if cfg.task == "sequence_classification" else None)
+        ds = tokenize_dataset(
+            ds,
+            tokenizer,
+            d.text_column,
+            d.max_length,
+            d.label_column if cfg.task == "sequence_classification" else None,
+        )
     if cfg.task == "sequence_classification":
         if "labels" not in ds[d.train_split].column_names:
-            raise InputError(f"data: the dataset has no labels column (columns: {', '.join(ds[d.train_split].column_names)})")
+            raise InputError(
+                f"data: the dataset has no labels column (columns: {', '.join(ds[d.train_split].column_names)})"
+            )
         num_labels = cfg.model.num_labels or (len(id2label) if id2label else _count_labels(ds[d.train_split]))
         collator = DataCollatorWithPadding(tokenizer)
     else:
@@ -135,4 +146,3 @@ def load_data(cfg: Any, cache: Path) -> HFData:
 
 def _count_labels(train: Any) -> int:
     return int(max(train["labels"])) + 1
-

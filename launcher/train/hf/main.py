@@ -35,9 +35,12 @@ COMPLETE_MARKER = "trainer_state.json"  # written into a checkpoint last; upload
 
 def main(argv: Sequence[str] | None = None) -> int:
     return run_config_command(
-        argv, finetune, prog="python -m launcher.train.hf",
+        argv,
+        finetune,
+        prog="python -m launcher.train.hf",
         description="Fine-tune a Hugging Face model with transformers' Trainer (under torchrun for several processes).",
-        config_help="the recipe's config (the run spec's parameters; $PARAMETERS)", input_errors_on_rank_0_only=True,
+        config_help="the recipe's config (the run spec's parameters; $PARAMETERS)",
+        input_errors_on_rank_0_only=True,
     )
 
 
@@ -118,8 +121,11 @@ class OutputDir:
         process; the other processes wait for it)."""
         flag = self.local / ".resume-step"
         if process_ranks()[1] == 0:
-            local = {s for s, n in self._steps([p.name for p in self.local.glob("checkpoint-*")]).items()
-                     if (self.local / n / COMPLETE_MARKER).is_file()}
+            local = {
+                s
+                for s, n in self._steps([p.name for p in self.local.glob("checkpoint-*")]).items()
+                if (self.local / n / COMPLETE_MARKER).is_file()
+            }
             newest = max(local, default=-1)
             if self.remote is not None:
                 files = self.remote.files()
@@ -257,8 +263,10 @@ def build_trainer(cfg: Any, data: Any, out: OutputDir, run_name: str | None) -> 
         data_collator=data.collator,
         compute_metrics=metrics,
         callbacks=[
-            RecordsCallback(global_batch_size=t.per_device_train_batch_size * t.gradient_accumulation_steps * world,
-                            seq_len=cfg.data.max_length),
+            RecordsCallback(
+                global_batch_size=t.per_device_train_batch_size * t.gradient_accumulation_steps * world,
+                seq_len=cfg.data.max_length,
+            ),
             SyncBestCheckpoint(),
             UploadCallback(out),
         ],

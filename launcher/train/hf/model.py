@@ -18,7 +18,9 @@ def build_model(cfg: Any, data: Any) -> Any:
         auto = AutoModelForSequenceClassification
         id2label = data.id2label or {i: f"LABEL_{i}" for i in range(data.num_labels)}
         if len(id2label) != data.num_labels:
-            raise InputError(f"model.num_labels is {data.num_labels} but the data's label mapping has {len(id2label)} labels")
+            raise InputError(
+                f"model.num_labels is {data.num_labels} but the data's label mapping has {len(id2label)} labels"
+            )
         extra = {"num_labels": data.num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
     try:
         if m.name_or_path is not None:

@@ -8,4 +8,8 @@ import os
 
 def process_ranks() -> tuple[int, int, int]:
     """(RANK, LOCAL_RANK, WORLD_SIZE): (0, 0, 1) for a process started without torchrun."""
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    return (
+        int(os.environ.get("RANK", "0")),
+        int(os.environ.get("LOCAL_RANK", "0")),
+        int(os.environ.get("WORLD_SIZE", "1")),
+    )
