@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from launcher import debug, homefile
 from launcher.errors import InputError, NotFoundError, os_error_words
@@ -41,8 +42,10 @@ PROFILE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 def check_profile_name(name: object) -> str | None:
     """Why `name` cannot name a cluster profile (RFC 1123 label), or None."""
     if not isinstance(name, str) or not PROFILE_NAME.match(name) or len(name) > 63:
-        return (f"cluster profile names are lowercase letters, digits and '-', starting and ending with a "
-                f"letter or digit, at most 63 characters (RFC 1123), got {name!r}")
+        return (
+            f"cluster profile names are lowercase letters, digits and '-', starting and ending with a "
+            f"letter or digit, at most 63 characters (RFC 1123), got {name!r}"
+        )
     return None
 
 
@@ -51,14 +54,20 @@ def launcher_home() -> Path:
     try:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
     except FileExistsError:
-        raise InputError(f"LAUNCHER_HOME {home} is not a directory",
-                         hint="point LAUNCHER_HOME at a directory, or move the file away and run again") from None
+        raise InputError(
+            f"LAUNCHER_HOME {home} is not a directory",
+            hint="point LAUNCHER_HOME at a directory, or move the file away and run again",
+        ) from None
     except OSError as e:
-        raise InputError(f"LAUNCHER_HOME {home}: cannot create it: {os_error_words(e)}",
-                         hint="point LAUNCHER_HOME at a writable directory") from None
+        raise InputError(
+            f"LAUNCHER_HOME {home}: cannot create it: {os_error_words(e)}",
+            hint="point LAUNCHER_HOME at a writable directory",
+        ) from None
     if not home.is_dir():
-        raise InputError(f"LAUNCHER_HOME {home} is not a directory",
-                         hint="point LAUNCHER_HOME at a directory, or move the file away and run again")
+        raise InputError(
+            f"LAUNCHER_HOME {home} is not a directory",
+            hint="point LAUNCHER_HOME at a directory, or move the file away and run again",
+        )
     return home
 
 
@@ -87,8 +96,9 @@ class Config:
             if p.name == name:
                 return p
         known = ", ".join(p.name for p in self.profiles())
-        raise NotFoundError(f"no cluster profile named {name!r} (known: {known})",
-                            hint="add one with `launcher cluster add`")
+        raise NotFoundError(
+            f"no cluster profile named {name!r} (known: {known})", hint="add one with `launcher cluster add`"
+        )
 
 
 def config_path() -> Path:
@@ -158,8 +168,10 @@ def validate_profile(model: type[M], profile: Profile) -> M:
 
     debug.count(debug.PROFILE_LOAD, profile.name)
     try:
-        return model.model_validate({**profile.settings, "name": profile.name},  # type: ignore[attr-defined]
-                                    context={"config": True})
+        return model.model_validate(
+            {**profile.settings, "name": profile.name},  # type: ignore[attr-defined]
+            context={"config": True},
+        )
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"])

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 import resource
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,8 +22,9 @@ class LauncherError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, exit_code: int | None = None, hint: str | None = None,
-                 warnings: list[str] | None = None):
+    def __init__(
+        self, message: str, *, exit_code: int | None = None, hint: str | None = None, warnings: list[str] | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -75,16 +76,21 @@ class StateFileError(InputError):
         """`forgets`: what moving the file away loses, for the hint."""
         text = str(error)
         if "full" in text or "disk I/O" in text:
-            return cls(f"{path}: cannot write it ({text}); is the disk full?",
-                       hint=f"free some space under {path.parent} and run again")
+            return cls(
+                f"{path}: cannot write it ({text}); is the disk full?",
+                hint=f"free some space under {path.parent} and run again",
+            )
         if "unable to open" in text or "readonly" in text:
-            return cls(f"{path}: cannot open it for writing ({text})",
-                       hint=f"check that {path.parent} is a writable directory")
+            return cls(
+                f"{path}: cannot open it for writing ({text})", hint=f"check that {path.parent} is a writable directory"
+            )
         if "locked" in text:
-            return cls(f"{path}: another launcher process holds it locked ({text})",
-                       hint="wait for it to finish and run again")
-        return cls(f"{path} is corrupt ({text})",
-                   hint=f"move it away and run again (mv {path} {path}.corrupt); {forgets}")
+            return cls(
+                f"{path}: another launcher process holds it locked ({text})", hint="wait for it to finish and run again"
+            )
+        return cls(
+            f"{path} is corrupt ({text})", hint=f"move it away and run again (mv {path} {path}.corrupt); {forgets}"
+        )
 
 
 def open_file_limit() -> int:
@@ -159,8 +165,12 @@ def connection_failure(e: BaseException, *, connecting: bool = False) -> Connect
     if ssl is not None:
         for cause in chain:
             if isinstance(cause, ssl.SSLCertVerificationError):
-                return ConnectionFailure(f"TLS certificate not trusted ({cause.verify_message})"
-                                         if cause.verify_message else "TLS certificate not trusted", TLS)
+                return ConnectionFailure(
+                    f"TLS certificate not trusted ({cause.verify_message})"
+                    if cause.verify_message
+                    else "TLS certificate not trusted",
+                    TLS,
+                )
         tls = [c for c in chain if isinstance(c, ssl.SSLError)]
         if tls:
             return ConnectionFailure(f"TLS failed: {_first_line(tls[-1])}", TLS)
@@ -170,14 +180,16 @@ def connection_failure(e: BaseException, *, connecting: bool = False) -> Connect
             return ConnectionFailure(f"TLS failed: {_first_line(tls[-1])}", TLS)
     for cause in chain:
         if socket is not None and isinstance(cause, socket.gaierror):
-            return ConnectionFailure(f"cannot resolve the host name ({cause.strerror or cause})".lower(),
-                                     CONNECT_FAILED)
+            return ConnectionFailure(
+                f"cannot resolve the host name ({cause.strerror or cause})".lower(), CONNECT_FAILED
+            )
     if urllib3 is not None:
         if any(isinstance(c, urllib3.ReadTimeoutError) for c in chain):
             return ConnectionFailure("the server did not answer in time", READ_TIMEOUT)
         # NewConnectionError is a ConnectTimeoutError too, whatever its cause was.
-        if any(isinstance(c, urllib3.ConnectTimeoutError) and not isinstance(c, urllib3.NewConnectionError)
-               for c in chain):
+        if any(
+            isinstance(c, urllib3.ConnectTimeoutError) and not isinstance(c, urllib3.NewConnectionError) for c in chain
+        ):
             return ConnectionFailure("connecting timed out", CONNECT_TIMEOUT)
     for cause in chain:
         if isinstance(cause, ConnectionResetError | ConnectionAbortedError | BrokenPipeError):
@@ -194,20 +206,25 @@ def connection_failure(e: BaseException, *, connecting: bool = False) -> Connect
     for needles, failure in _TEXT_CAUSES:
         if any(needle in text for needle in needles):
             return failure
-    return ConnectionFailure(f"{type(e).__name__}: {_first_line(e)}" if str(e).strip() else type(e).__name__,
-                             CONNECTION_ERROR)
+    return ConnectionFailure(
+        f"{type(e).__name__}: {_first_line(e)}" if str(e).strip() else type(e).__name__, CONNECTION_ERROR
+    )
 
 
 _TEXT_CAUSES = (
     (("Connection refused",), ConnectionFailure("connection refused", CONNECT_FAILED)),
-    (("Name or service not known", "nodename nor servname", "Failed to resolve", "Temporary failure in name"),
-     ConnectionFailure("cannot resolve the host name", CONNECT_FAILED)),
+    (
+        ("Name or service not known", "nodename nor servname", "Failed to resolve", "Temporary failure in name"),
+        ConnectionFailure("cannot resolve the host name", CONNECT_FAILED),
+    ),
     (("CERTIFICATE_VERIFY_FAILED",), ConnectionFailure("TLS certificate not trusted", TLS)),
     (("Read timed out",), ConnectionFailure("the server did not answer in time", READ_TIMEOUT)),
     (("connect timeout", "ConnectTimeout"), ConnectionFailure("connecting timed out", CONNECT_TIMEOUT)),
     (("timed out",), ConnectionFailure("timed out", READ_TIMEOUT)),
-    (("Connection reset", "Connection aborted", "RemoteDisconnected"),
-     ConnectionFailure("the connection broke before the answer came", CONNECTION_BROKEN)),
+    (
+        ("Connection reset", "Connection aborted", "RemoteDisconnected"),
+        ConnectionFailure("the connection broke before the answer came", CONNECTION_BROKEN),
+    ),
 )
 """What a client that kept only text (MLflow's exceptions) says, and what it means."""
 
@@ -232,11 +249,29 @@ def _first_line(e: BaseException) -> str:
     return text[0][:300] if text else type(e).__name__
 
 
-FILESYSTEM_ERRNOS = frozenset({
-    errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR,
-    errno.EMFILE, errno.ENFILE, errno.ENOENT, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP, errno.EIO,
-    errno.ENXIO, errno.ENODEV, errno.ETXTBSY, errno.EFBIG, errno.EXDEV,
-})
+FILESYSTEM_ERRNOS = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EMFILE,
+        errno.ENFILE,
+        errno.ENOENT,
+        errno.EEXIST,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+        errno.EIO,
+        errno.ENXIO,
+        errno.ENODEV,
+        errno.ETXTBSY,
+        errno.EFBIG,
+        errno.EXDEV,
+    }
+)
 
 
 def _blocking_file(path: Path) -> Path | None:
@@ -262,8 +297,10 @@ class FileSystemError(InputError):
             blocking = _blocking_file(Path(e.filename if e.filename is not None else where))
             if blocking is not None:
                 what = "is a file, not a directory" if blocking.is_file() else "is not a directory"
-                return cls(f"{blocking} {what}" + (f" (needed for {where})" if str(blocking) != where else ""),
-                           hint=f"move {blocking} away, or choose another path")
+                return cls(
+                    f"{blocking} {what}" + (f" (needed for {where})" if str(blocking) != where else ""),
+                    hint=f"move {blocking} away, or choose another path",
+                )
         cause = os_error_words(e)
         if doing and where:
             message = f"cannot {doing} {where}: {cause}"

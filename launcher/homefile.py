@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from secrets import token_hex
-from typing import Callable
 
 from launcher.errors import StateFileError
 
@@ -36,8 +36,9 @@ def read(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     except IsADirectoryError:
-        raise StateFileError(f"{path} is a directory, not a file",
-                             hint=f"move it away and run again (mv {path} {path}.corrupt)") from None
+        raise StateFileError(
+            f"{path} is a directory, not a file", hint=f"move it away and run again (mv {path} {path}.corrupt)"
+        ) from None
     except OSError as e:
         raise StateFileError(f"{path}: cannot read it ({e.strerror or e})", hint="check its permissions") from None
 
@@ -58,9 +59,10 @@ def update(path: Path, change: Callable[[bytes | None], bytes | None], *, mode: 
     try:
         lock.acquire(timeout=LOCK_WAIT_S, poll_interval=LOCK_POLL_S)
     except Timeout:
-        raise StateFileError(f"{path}: another launcher process has held its lock ({path.name}.lock) "
-                             f"for {LOCK_WAIT_S:.0f} s",
-                             hint="wait for it to finish (or stop it) and run again") from None
+        raise StateFileError(
+            f"{path}: another launcher process has held its lock ({path.name}.lock) for {LOCK_WAIT_S:.0f} s",
+            hint="wait for it to finish (or stop it) and run again",
+        ) from None
     except OSError as e:
         raise _cannot_write(path, e) from None
     try:
@@ -88,7 +90,7 @@ def _replace(path: Path, data: bytes, mode: int | None) -> None:
                 os.fchmod(fd, mode)  # the umask may have taken bits the file had
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -112,5 +114,7 @@ def _replace(path: Path, data: bytes, mode: int | None) -> None:
 
 
 def _cannot_write(path: Path, e: OSError) -> StateFileError:
-    return StateFileError(f"{path}: cannot write it ({e.strerror or e})",
-                          hint=f"check that {path.parent} is writable and its disk has space")
+    return StateFileError(
+        f"{path}: cannot write it ({e.strerror or e})",
+        hint=f"check that {path.parent} is writable and its disk has space",
+    )

@@ -24,26 +24,34 @@ if TYPE_CHECKING:
 SHOWN_PARTS = 3
 
 
-def check_rank_exec(spec: RunSpec, secrets: list[Secret], *, inherited: Mapping[str, str], arg_max: int,
-                    where: str) -> None:
+def check_rank_exec(
+    spec: RunSpec, secrets: list[Secret], *, inherited: Mapping[str, str], arg_max: int, where: str
+) -> None:
     """Raise a FieldError (command, env_variables.NAME) or an InputError (a secret, a variable
     of `where`'s environment) for a string no exec takes, or for a command and environment
     that together pass `arg_max` bytes (ARG_MAX), naming the largest parts."""
     if "\0" in spec.command:
-        raise FieldError("command", "holds a NUL byte, which no command line can carry (bash would never see "
-                                    "what follows it)")
+        raise FieldError(
+            "command", "holds a NUL byte, which no command line can carry (bash would never see what follows it)"
+        )
     if limits.too_long(spec.command):
-        raise FieldError("command", f"is {limits.size(len(spec.command.encode()))}, longer than the "
-                                    f"{limits.size(limits.MAX_ARG_STRLEN)} Linux passes as one argument "
-                                    "(MAX_ARG_STRLEN): put the script in a file (in the repository or "
-                                    "parameters) and run that")
+        raise FieldError(
+            "command",
+            f"is {limits.size(len(spec.command.encode()))}, longer than the "
+            f"{limits.size(limits.MAX_ARG_STRLEN)} Linux passes as one argument "
+            "(MAX_ARG_STRLEN): put the script in a file (in the repository or "
+            "parameters) and run that",
+        )
     parts: list[tuple[int, str]] = [(limits.string_cost(s), "") for s in ("bash", "-c")]
     parts.append((limits.string_cost(spec.command), "the command"))
-    environment: dict[str, tuple[str, str]] = {k: (v, f"{where}'s environment variable {k}")
-                                               for k, v in inherited.items()}
+    environment: dict[str, tuple[str, str]] = {
+        k: (v, f"{where}'s environment variable {k}") for k, v in inherited.items()
+    }
     for key, value in spec.env_for_run(spec.name).items():
-        environment[key] = (value, f"env_variables.{key}" if key in spec.env_variables else
-                            f"environment variable {key} (from the spec)")
+        environment[key] = (
+            value,
+            f"env_variables.{key}" if key in spec.env_variables else f"environment variable {key} (from the spec)",
+        )
     for s in secrets:
         for var, value in _secret_env(s).items():
             environment[var] = (value, f"secret {s.name!r} ({var})")
@@ -59,7 +67,8 @@ def check_rank_exec(spec: RunSpec, secrets: list[Secret], *, inherited: Mapping[
             "Linux exec accepts (ARG_MAX). The largest parts: "
             + ", ".join(f"{label} {limits.kib(cost)}" for cost, label in largest),
             hint="move large values into files the command reads (a file secret, parameters), or name the "
-                 "secrets the run needs with `secrets:` in the run YAML")
+            "secrets the run needs with `secrets:` in the run YAML",
+        )
 
 
 def _check_variable(key: str, value: str, label: str) -> None:
@@ -71,9 +80,11 @@ def _check_variable(key: str, value: str, label: str) -> None:
     if "\0" in value:
         refuse("holds a NUL byte, which no environment variable can carry")
     if limits.too_long(f"{key}={value}"):
-        refuse(f"NAME=value is {limits.size(len(f'{key}={value}'.encode()))}, longer than the "
-               f"{limits.size(limits.MAX_ARG_STRLEN)} Linux takes of one environment variable (MAX_ARG_STRLEN): "
-               "put the value in a file the command reads")
+        refuse(
+            f"NAME=value is {limits.size(len(f'{key}={value}'.encode()))}, longer than the "
+            f"{limits.size(limits.MAX_ARG_STRLEN)} Linux takes of one environment variable (MAX_ARG_STRLEN): "
+            "put the value in a file the command reads"
+        )
 
 
 def _secret_env(secret: Secret) -> dict[str, str]:

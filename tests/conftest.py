@@ -27,8 +27,13 @@ pytest_plugins: list[str] = [
 ]
 
 
-def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 0.05,
-               message: str | Callable[[], str] = "the condition") -> T:
+def wait_until(
+    predicate: Callable[[], T],
+    timeout: float,
+    *,
+    interval: float = 0.05,
+    message: str | Callable[[], str] = "the condition",
+) -> T:
     """Calls `predicate` until it returns something truthy, and returns that. Past `timeout`
     seconds the test fails, saying what it waited for (`message`, or what it returns when
     it is a function: the state at the deadline) and what `predicate` returned last.
@@ -134,6 +139,7 @@ def fake_kube_factory(fake_kube_factory, launcher_home):
         kube = fake_kube_factory(**options)
         _image_mode(launcher_home)
         return kube
+
     return make
 
 
@@ -143,4 +149,5 @@ def fake_kube_program(fake_kube_program, launcher_home):
         kube = fake_kube_program(*args, **options)
         _image_mode(launcher_home)
         return kube
+
     return start

@@ -87,7 +87,7 @@ def test_a_server_that_never_answers_is_a_read_timeout_not_an_unreachable_host()
 
 
 def test_a_bare_socket_timeout_is_the_connects_only_when_connecting():
-    e = socket.timeout("timed out")
+    e = TimeoutError("timed out")
     assert connection_failure(e, connecting=True) == ("connecting timed out", CONNECT_TIMEOUT)
     assert connection_failure(e).reason == READ_TIMEOUT
 
@@ -103,12 +103,13 @@ def test_tls_to_a_server_that_speaks_plain_http_says_tls_failed():
 
 def test_an_unresolvable_host_and_mlflows_text_only_failure():
     gaierror = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-    assert connection_failure(gaierror) == ("cannot resolve the host name (name or service not known)",
-                                            CONNECT_FAILED)
+    assert connection_failure(gaierror) == ("cannot resolve the host name (name or service not known)", CONNECT_FAILED)
     # MlflowException keeps only the text of the requests error it caught.
-    text_only = Exception("API request to http://127.0.0.1:9/api/2.0/mlflow/runs/create failed with exception "
-                          "HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded with url: /api "
-                          "(Caused by NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7f>: "
-                          "Failed to establish a new connection: [Errno 111] Connection refused'))")
+    text_only = Exception(
+        "API request to http://127.0.0.1:9/api/2.0/mlflow/runs/create failed with exception "
+        "HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded with url: /api "
+        "(Caused by NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7f>: "
+        "Failed to establish a new connection: [Errno 111] Connection refused'))"
+    )
     assert connection_failure(text_only) == ("connection refused", CONNECT_FAILED)
     assert connection_failure(Exception("something else")) == ("Exception: something else", "ConnectionError")

@@ -11,25 +11,29 @@ import pytest
 from launcher.errors import FileSystemError, InputError, file_boundary, open_file_limit, os_error_words
 
 
-@pytest.mark.parametrize("code, words", [
-    (errno.ENOSPC, "the disk is full (ENOSPC)"),
-    (errno.EDQUOT, "the disk quota is used up (EDQUOT)"),
-    (errno.EROFS, "the file system is read-only (EROFS)"),
-    (errno.EACCES, "permission denied (EACCES)"),
-    (errno.EPERM, "permission denied (EPERM)"),
-    (errno.ENOTDIR, "not a directory (ENOTDIR)"),
-    (errno.EISDIR, "is a directory (EISDIR)"),
-    (errno.ENFILE, "too many open files on this machine (ENFILE)"),
-    (errno.ENOENT, "no such file or directory (ENOENT)"),
-    (errno.EIO, "input/output error (EIO)"),
-])
+@pytest.mark.parametrize(
+    "code, words",
+    [
+        (errno.ENOSPC, "the disk is full (ENOSPC)"),
+        (errno.EDQUOT, "the disk quota is used up (EDQUOT)"),
+        (errno.EROFS, "the file system is read-only (EROFS)"),
+        (errno.EACCES, "permission denied (EACCES)"),
+        (errno.EPERM, "permission denied (EPERM)"),
+        (errno.ENOTDIR, "not a directory (ENOTDIR)"),
+        (errno.EISDIR, "is a directory (EISDIR)"),
+        (errno.ENFILE, "too many open files on this machine (ENFILE)"),
+        (errno.ENOENT, "no such file or directory (ENOENT)"),
+        (errno.EIO, "input/output error (EIO)"),
+    ],
+)
 def test_each_cause_in_words(code, words):
     assert os_error_words(OSError(code, os.strerror(code))) == words
 
 
 def test_too_many_open_files_says_the_limit():
     assert os_error_words(OSError(errno.EMFILE, "x")) == (
-        f"too many open files (this process may open {open_file_limit()}: ulimit -n) (EMFILE)")
+        f"too many open files (this process may open {open_file_limit()}: ulimit -n) (EMFILE)"
+    )
 
 
 def test_a_file_where_a_directory_is_needed_is_named_itself(tmp_path):

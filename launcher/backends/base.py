@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,15 +28,15 @@ from launcher.backends.runstatus import RunStatus
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
     from launcher.backends.capabilities import QueueState
-    from launcher.pod.code_archive import Snapshot
     from launcher.config import Profile
+    from launcher.pod.code_archive import Snapshot
     from launcher.secrets.kinds import Secret
     from launcher.secrets.store import SecretStore
     from launcher.spec.models import RunSpec
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def retry_due(at: datetime) -> str:
@@ -110,8 +110,12 @@ class Run:
 
         ended = [a for a in self.attempts if a.status.is_terminal]
         return len(ended) >= 2 and all(
-            a.status is RunStatus.FAILED and a.started_at is not None and a.ended_at is not None
-            and crashed((a.ended_at - a.started_at).total_seconds()) for a in ended)
+            a.status is RunStatus.FAILED
+            and a.started_at is not None
+            and a.ended_at is not None
+            and crashed((a.ended_at - a.started_at).total_seconds())
+            for a in ended
+        )
 
     @property
     def config(self) -> dict[str, Any]:
@@ -202,9 +206,11 @@ class Backend(abc.ABC):
             mount = project(s).mount_path
             problem = check_mount_path(mount) if mount else None
             if problem:
-                raise InputError(f"secret {s.name!r}: {problem}",
-                                 hint=f"create it again with another --mount-path (`launcher secret create "
-                                      f"{s.kind.value} {s.name} ... --mount-path /secrets/{s.name} --replace`)")
+                raise InputError(
+                    f"secret {s.name!r}: {problem}",
+                    hint=f"create it again with another --mount-path (`launcher secret create "
+                    f"{s.kind.value} {s.name} ... --mount-path /secrets/{s.name} --replace`)",
+                )
         problem = collision(secrets)
         if problem:
             raise InputError(problem)

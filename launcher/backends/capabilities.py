@@ -65,8 +65,11 @@ class Feature(str, enum.Enum):
 
 
 # What `update run` may change: scheduling fields, as the spec names them, and their features.
-UPDATE_FEATURES = {"max_duration": Feature.UPDATE_MAX_DURATION, "priority": Feature.UPDATE_PRIORITY,
-                   "max_retries": Feature.UPDATE_MAX_RETRIES}
+UPDATE_FEATURES = {
+    "max_duration": Feature.UPDATE_MAX_DURATION,
+    "priority": Feature.UPDATE_PRIORITY,
+    "max_retries": Feature.UPDATE_MAX_RETRIES,
+}
 UPDATABLE = tuple(UPDATE_FEATURES)
 
 
@@ -89,19 +92,29 @@ class Restartable(abc.ABC):
     def refuse_restart(run: Run) -> None:
         """A restart is for a run that ended STOPPED or FAILED: say why any other is refused."""
         if run.status is RunStatus.COMPLETED:
-            raise InputError(f"run {run.name} completed: only a stopped or failed run can be restarted",
-                             hint=f"`launcher run --clone {run.name}` submits a copy of it")
+            raise InputError(
+                f"run {run.name} completed: only a stopped or failed run can be restarted",
+                hint=f"`launcher run --clone {run.name}` submits a copy of it",
+            )
         if not run.status.is_terminal:
-            raise InputError(f"run {run.name} is {run.status.value}: only a stopped or failed run can be restarted",
-                             hint=f"stop it first (`launcher stop {run.name}`)")
+            raise InputError(
+                f"run {run.name} is {run.status.value}: only a stopped or failed run can be restarted",
+                hint=f"stop it first (`launcher stop {run.name}`)",
+            )
 
 
 class Updatable(abc.ABC):
     name: str
 
     @abc.abstractmethod
-    def update(self, name: str, *, max_duration: float | None = None, priority: str | None = None,
-               max_retries: int | None = None) -> Run:
+    def update(
+        self,
+        name: str,
+        *,
+        max_duration: float | None = None,
+        priority: str | None = None,
+        max_retries: int | None = None,
+    ) -> Run:
         """Change scheduling fields of a run that has not ended (`update run`): the record keeps
         the new values (describe shows them) and the run acts on them from now on. A field the
         backend cannot change (its UPDATE_* feature unsupported) or an ended run is refused
@@ -113,14 +126,16 @@ class Updatable(abc.ABC):
         if not changes:
             raise InputError("nothing to update", hint="give --max-duration HOURS, --priority P or --max-retries N")
         if run.status.is_terminal:
-            raise InputError(f"run {run.name} has ended ({run.status.value}): there is nothing to update",
-                             hint=f"`launcher run -r {run.name}` starts it again"
-                             if run.status is not RunStatus.COMPLETED else None)
+            raise InputError(
+                f"run {run.name} has ended ({run.status.value}): there is nothing to update",
+                hint=f"`launcher run -r {run.name}` starts it again" if run.status is not RunStatus.COMPLETED else None,
+            )
         for field_name in changes:
             why = type(self).UNSUPPORTED.get(UPDATE_FEATURES[field_name])  # type: ignore[attr-defined]
             if why:
-                raise InputError(f"the {self.name} backend cannot change scheduling.{field_name} of run "
-                                 f"{run.name}: {why}")
+                raise InputError(
+                    f"the {self.name} backend cannot change scheduling.{field_name} of run {run.name}: {why}"
+                )
         if changes.get("max_retries") is not None and changes["max_retries"] < 0:
             raise InputError(f"--max-retries must be 0 or more, got {changes['max_retries']}")
         if changes.get("max_duration") is not None and not changes["max_duration"] > 0:
@@ -136,8 +151,16 @@ class Exec(abc.ABC):
 
 class PortForward(abc.ABC):
     @abc.abstractmethod
-    def port_forward(self, name: str, *, rank: int, local_port: int, remote_port: int,
-                     ready: Callable[[int], None] | None = None, stop: threading.Event | None = None) -> None:
+    def port_forward(
+        self,
+        name: str,
+        *,
+        rank: int,
+        local_port: int,
+        remote_port: int,
+        ready: Callable[[int], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
         """Serve rank `rank`'s remote_port on 127.0.0.1:local_port (0: any free port; ready(port) is called once
         listening) until stop is set."""
 
@@ -327,5 +350,6 @@ def check_declaration(cls: type, unsupported: dict[Feature, str]) -> None:
         if provided and feature in unsupported:
             raise TypeError(f"{cls.__name__} provides {feature.name} ({mixin.__name__}) and names it unsupported")
         if not provided and feature not in unsupported:
-            raise TypeError(f"{cls.__name__}: {feature.name} needs the {mixin.__name__} mixin or a reason in "
-                            "UNSUPPORTED")
+            raise TypeError(
+                f"{cls.__name__}: {feature.name} needs the {mixin.__name__} mixin or a reason in UNSUPPORTED"
+            )

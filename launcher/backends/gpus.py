@@ -62,8 +62,9 @@ _LARGE_SHARE = (8.0, "64Gi")
 _SMALL_SHARE = (2.0, "8Gi")
 
 
-def _gpu(label: str, values: list[str], gpus: int, share: tuple[float, str],
-         extra: dict[str, list[str]] | None = None) -> GpuType:
+def _gpu(
+    label: str, values: list[str], gpus: int, share: tuple[float, str], extra: dict[str, list[str]] | None = None
+) -> GpuType:
     affinity = {label: values, **(extra or {})}
     return GpuType(node_affinity=affinity, gpus_per_node=gpus, cpus_per_gpu=share[0], memory_per_gpu=share[1])
 
@@ -71,10 +72,20 @@ def _gpu(label: str, values: list[str], gpus: int, share: tuple[float, str],
 # mcli's gpu_type names -> (GFD product names, GKE accelerator, Karpenter gpu name [, memory MiB]), GPUs per
 # node, the share of a node per GPU. GFD spells one GPU several ways (SXM vs PCIe), hence affinity with a value list.
 _SHIPPED: dict[str, tuple[list[str], str, tuple[str, str | None], int, tuple[float, str]]] = {
-    "a100_40gb": (["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"], "nvidia-tesla-a100", ("a100", "40960"), 8,
-                  _LARGE_SHARE),
-    "a100_80gb": (["NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe"], "nvidia-a100-80gb", ("a100", "81920"), 8,
-                  _LARGE_SHARE),
+    "a100_40gb": (
+        ["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"],
+        "nvidia-tesla-a100",
+        ("a100", "40960"),
+        8,
+        _LARGE_SHARE,
+    ),
+    "a100_80gb": (
+        ["NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe"],
+        "nvidia-a100-80gb",
+        ("a100", "81920"),
+        8,
+        _LARGE_SHARE,
+    ),
     "h100_80gb": (["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe"], "nvidia-h100-80gb", ("h100", None), 8, _LARGE_SHARE),
     "h200_141gb": (["NVIDIA-H200"], "nvidia-h200-141gb", ("h200", None), 8, _LARGE_SHARE),
     "l4": (["NVIDIA-L4"], "nvidia-l4", ("l4", None), 8, _SMALL_SHARE),
@@ -95,8 +106,9 @@ def shipped_gpu_types(scheme: str = "gfd") -> dict[str, GpuType]:
             t = _gpu(GFD_LABEL, products, per_node, share)
             aliases = products
         elif scheme == "gke":
-            t = GpuType(node_selector={GKE_LABEL: gke}, gpus_per_node=per_node, cpus_per_gpu=share[0],
-                        memory_per_gpu=share[1])
+            t = GpuType(
+                node_selector={GKE_LABEL: gke}, gpus_per_node=per_node, cpus_per_gpu=share[0], memory_per_gpu=share[1]
+            )
             aliases = [gke]
         else:
             t = _gpu(KARPENTER_LABEL, [karp], per_node, share, {KARPENTER_MEMORY: [karp_mem]} if karp_mem else None)
@@ -105,8 +117,6 @@ def shipped_gpu_types(scheme: str = "gfd") -> dict[str, GpuType]:
         for alias in aliases:
             out.setdefault(alias, t)
     return out
-
-
 
 
 @dataclass(frozen=True)
@@ -123,8 +133,13 @@ class Placement:
         return self.nodes * self.gpus_per_node
 
 
-def resolve_placement(spec: RunSpec, table: dict[str, GpuType], *, default_gpu_type: str | None = None,
-                      cluster: str = "the shipped defaults") -> Placement:
+def resolve_placement(
+    spec: RunSpec,
+    table: dict[str, GpuType],
+    *,
+    default_gpu_type: str | None = None,
+    cluster: str = "the shipped defaults",
+) -> Placement:
     """Nodes x GPUs of one gpu_type of `table` for the spec's compute section, or an InputError
     that names `cluster` and the known names."""
     c = spec.compute
@@ -141,8 +156,10 @@ def resolve_placement(spec: RunSpec, table: dict[str, GpuType], *, default_gpu_t
 
         guess = difflib.get_close_matches(str(name), [n for n in table if n.islower()], n=1, cutoff=0.5)
         hint = f"; did you mean {guess[0]!r}?" if guess else ""
-        raise InputError(f"compute.gpu_type: unknown gpu_type {name!r} on cluster {cluster} "
-                         f"(known: {', '.join(sorted(table))}){hint}")
+        raise InputError(
+            f"compute.gpu_type: unknown gpu_type {name!r} on cluster {cluster} "
+            f"(known: {', '.join(sorted(table))}){hint}"
+        )
     gpu_type = table[name]
     per_node = gpu_type.gpus_per_node
     if per_node == 0:
@@ -167,5 +184,3 @@ def resolve_placement(spec: RunSpec, table: dict[str, GpuType], *, default_gpu_t
             f"use at most {per_node}, or a multiple of {per_node}"
         )
     return Placement(gpus // per_node, per_node, name, gpu_type)
-
-

@@ -8,8 +8,9 @@ launcher/backends/ and one row here. What each backend can do is its class's (UN
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from launcher.config import Profile, launcher_home, validate_profile
 from launcher.errors import InputError
@@ -62,23 +63,33 @@ BACKENDS: dict[str, Row] = {
         namespace="launcher.backends.kubernetes.reach:profile_namespace",
         add=(
             Option("context", "kubeconfig context (default: the kubeconfig's current context)."),
-            Option("namespace", "Namespace runs and secrets go to (default: the context's, as kubectl takes it; "
-                                "else default)."),
+            Option(
+                "namespace",
+                "Namespace runs and secrets go to (default: the context's, as kubectl takes it; else default).",
+            ),
             Option("kubeconfig", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).", path=True),
             Option("service-account", "Service account the run's pods use."),
             Option("image", "Image for specs that name none."),
-            Option("gpu-labels", "Node labels the shipped gpu_types select on: NVIDIA GPU Feature Discovery, "
-                                 "GKE or Karpenter (default: gfd).", choices=("gfd", "gke", "karpenter"),
-                   default="gfd"),
+            Option(
+                "gpu-labels",
+                "Node labels the shipped gpu_types select on: NVIDIA GPU Feature Discovery, "
+                "GKE or Karpenter (default: gfd).",
+                choices=("gfd", "gke", "karpenter"),
+                default="gfd",
+            ),
             Option("default-gpu-type", "gpu_type for specs that ask for GPUs without one."),
             Option("queue", "Kueue LocalQueue for this cluster's runs."),
-            Option("entrypoint-mode", "zipapp (default): run the entrypoint with the image's own python3; "
-                                      "inject: copy the launcher's runtime into any image (one without Python "
-                                      "too); image: the image has the launcher.",
-                   choices=("zipapp", "inject", "image")),
+            Option(
+                "entrypoint-mode",
+                "zipapp (default): run the entrypoint with the image's own python3; "
+                "inject: copy the launcher's runtime into any image (one without Python "
+                "too); image: the image has the launcher.",
+                choices=("zipapp", "inject", "image"),
+            ),
             Option("runtime-image", "The runtime image inject mode copies from (default: the pinned release)."),
             Option("jobset", "Whether the cluster serves JobSet (default: ask the cluster).", boolean=True),
-        )),
+        ),
+    ),
 }
 
 
@@ -98,8 +109,10 @@ def row(name: str) -> Row:
 def _row(profile: Profile) -> Row:
     found = BACKENDS.get(profile.backend)
     if found is None:
-        raise InputError(f"config.yaml: clusters.{profile.name}.backend must be one of {', '.join(BACKENDS)}, "
-                         f"got {profile.backend!r}")
+        raise InputError(
+            f"config.yaml: clusters.{profile.name}.backend must be one of {', '.join(BACKENDS)}, "
+            f"got {profile.backend!r}"
+        )
     return found
 
 

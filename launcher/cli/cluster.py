@@ -28,15 +28,22 @@ def _add_options(command):
             seen.setdefault(option.flag, option)
     for option in reversed(list(seen.values())):
         if option.boolean:
-            command = click.option(f"--{option.flag}/--no-{option.flag}", option.setting, default=None,
-                                   help=option.help)(command)
+            command = click.option(
+                f"--{option.flag}/--no-{option.flag}", option.setting, default=None, help=option.help
+            )(command)
         else:
-            kind = (click.Choice(list(option.choices)) if option.choices else
-                    click.Path(dir_okay=False) if option.path else None)
+            kind = (
+                click.Choice(list(option.choices))
+                if option.choices
+                else click.Path(dir_okay=False)
+                if option.path
+                else None
+            )
             command = click.option(f"--{option.flag}", option.setting, type=kind, help=option.help)(command)
     adders = [name for name, row in BACKENDS.items() if row.add]
-    return click.option("--backend", type=click.Choice(adders), default=adders[0], show_default=True,
-                        help="The backend of the profile.")(command)
+    return click.option(
+        "--backend", type=click.Choice(adders), default=adders[0], show_default=True, help="The backend of the profile."
+    )(command)
 
 
 @cluster.command("add")
@@ -91,8 +98,12 @@ def add(name, backend, make_current, replace, **options):
     from launcher.backends.registry import profile_namespace
 
     namespace = profile_namespace(Profile(name, backend, settings))
-    click.echo(f"{OK} Added cluster {name}" + (f" (namespace {namespace})" if namespace else "") + f" to {config_path()}"
-               + (" and made it current" if make_current else ""))
+    click.echo(
+        f"{OK} Added cluster {name}"
+        + (f" (namespace {namespace})" if namespace else "")
+        + f" to {config_path()}"
+        + (" and made it current" if make_current else "")
+    )
     for what in unasked:
         if what in settings:
             info(f"{what}: {'served' if settings[what] else 'not served'} (asked the cluster)")
@@ -111,8 +122,13 @@ def _probe(name: str, backend) -> dict[str, bool]:
 
 @cluster.command("check")
 @click.argument("names", nargs=-1)
-@click.option("--timeout", type=click.FloatRange(min=1), default=60, show_default=True,
-              help="Seconds each image probe waits for the cluster's answer.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=60,
+    show_default=True,
+    help="Seconds each image probe waits for the cluster's answer.",
+)
 @click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
 def check(names, timeout, output):
     """Check cluster profiles NAMES (default: every cluster profile): whether the cluster
@@ -131,8 +147,14 @@ def check(names, timeout, output):
     reports, failed = [], False
     for profile in profiles:
         backend = open_backend(profile)
-        report = {"profile": profile.name, "reachable": None, "error": None, "serves": {}, "images": [],
-                  "warnings": backend.profile_warnings()}
+        report = {
+            "profile": profile.name,
+            "reachable": None,
+            "error": None,
+            "serves": {},
+            "images": [],
+            "warnings": backend.profile_warnings(),
+        }
         try:
             if backend.supports(Feature.CLUSTER_PROBE):
                 report["serves"] = backend.probe()
@@ -191,8 +213,16 @@ def list_profiles(output: str) -> None:
     rows = []
     for p in config.profiles():
         s = p.settings
-        rows.append({"name": p.name, "backend": p.backend, "current": p.name == config.current,
-                     "context": s.get("context"), "namespace": _namespace(p), "queue": s.get("queue")})
+        rows.append(
+            {
+                "name": p.name,
+                "backend": p.backend,
+                "current": p.name == config.current,
+                "context": s.get("context"),
+                "namespace": _namespace(p),
+                "queue": s.get("queue"),
+            }
+        )
     if output != "table":
         dump(rows, output)
         return
@@ -202,8 +232,14 @@ def list_profiles(output: str) -> None:
     for col in ("", "NAME", "BACKEND", "CONTEXT", "NAMESPACE", "QUEUE"):
         table.add_column(col)
     for r in rows:
-        table.add_row("*" if r["current"] else "", r["name"], r["backend"], r["context"] or "-",
-                      r["namespace"] or "-", r["queue"] or "-")
+        table.add_row(
+            "*" if r["current"] else "",
+            r["name"],
+            r["backend"],
+            r["context"] or "-",
+            r["namespace"] or "-",
+            r["queue"] or "-",
+        )
     print_table(table)
 
 

@@ -10,11 +10,11 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
-from launcher.sdk.run_names import spec_name_of
+from launcher.sdk.index import RunIndex
 
 # How runs read (records, times, durations) is shared with the dashboard: it lives beside Run.
 from launcher.sdk.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
-from launcher.sdk.index import RunIndex
+from launcher.sdk.run_names import spec_name_of
 
 # Commands take any form of run name: full, the spec's name, or a glob (launcher.sdk.run_names),
 # resolved as the SDK resolves a run argument (a run that is not there is RunNotFound).
@@ -90,8 +90,9 @@ class NounGroup(click.Group):
                 nouns = self.list_commands(ctx)
                 guess = difflib.get_close_matches(first, nouns + [n.rstrip("s") for n in nouns], n=1, cutoff=0.6)
                 hint = f"; did you mean {guess[0]!r}?" if guess else ""
-                raise click.UsageError(f"no such noun {first!r} for `{ctx.command_path}` "
-                                       f"(one of: {', '.join(nouns)}){hint}", ctx)
+                raise click.UsageError(
+                    f"no such noun {first!r} for `{ctx.command_path}` (one of: {', '.join(nouns)}){hint}", ctx
+                )
             args = [self.default, *args]
         return super().parse_args(ctx, args)
 

@@ -30,16 +30,39 @@ def _human_bytes(n: float) -> str:
 
 @data.command()
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--out", required=True, help="Output root: a local directory, s3://..., or dbfs:/Volumes/<catalog>/<schema>/<volume>/...")
-@click.option("--tokenizer", "tokenizer", required=True, metavar="NAME_OR_PATH", help="A tokenizer directory or a Hugging Face hub name.")
+@click.option(
+    "--out",
+    required=True,
+    help="Output root: a local directory, s3://..., or dbfs:/Volumes/<catalog>/<schema>/<volume>/...",
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer",
+    required=True,
+    metavar="NAME_OR_PATH",
+    help="A tokenizer directory or a Hugging Face hub name.",
+)
 @click.option("--concat-tokens", type=int, required=True, metavar="N", help="Tokens per sample, e.g. 2048.")
 @click.option("--text-column", default="text", show_default=True, help="Column (or JSON key) holding the text.")
 @click.option("--eos-text", default=EOS_DEFAULT, show_default=True, help="Text appended to every document.")
 @click.option("--bos-text", default="", help="Text prepended to every document.")
 @click.option("--split", default="train", show_default=True, help="Split name: the data goes to OUT/<split>.")
-@click.option("--compression", default="zstd", show_default=True, help="Shard compression (zstd, zstd:N, gz, br, snappy, bz2 or none).")
-@click.option("--workers", type=int, default=1, show_default=True, help="Tokenizing processes, each writing its own partition.")
-@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True, help="spark runs streaming's dataframe_to_mds (needs the spark extra).")
+@click.option(
+    "--compression",
+    default="zstd",
+    show_default=True,
+    help="Shard compression (zstd, zstd:N, gz, br, snappy, bz2 or none).",
+)
+@click.option(
+    "--workers", type=int, default=1, show_default=True, help="Tokenizing processes, each writing its own partition."
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="spark runs streaming's dataframe_to_mds (needs the spark extra).",
+)
 @click.option("--shard-size", default="64mb", show_default=True, help="Raw bytes per shard before a new one starts.")
 @click.option("--overwrite", is_flag=True, help="Replace a dataset already at OUT/<split>.")
 def convert(
@@ -100,7 +123,10 @@ def convert(
         ("samples", f"{summary.samples:,} x {summary.seq_len} tokens ({summary.dtype})"),
         ("shards", f"{summary.shards:,}"),
         ("bytes", f"{summary.bytes:,} ({_human_bytes(summary.bytes)})"),
-        ("tokens/s", f"{summary.tokens_per_second:,.0f} ({f'{rate:.2f} MB/s of text, ' if rate else ''}{summary.seconds:.1f} s)"),
+        (
+            "tokens/s",
+            f"{summary.tokens_per_second:,.0f} ({f'{rate:.2f} MB/s of text, ' if rate else ''}{summary.seconds:.1f} s)",
+        ),
         ("written to", summary.url),
     ]
     click.echo(f"✔ Converted {summary.documents:,} documents into {summary.samples:,} samples")
@@ -117,11 +143,20 @@ def tokenizer() -> None:
 
 @tokenizer.command("train")
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--vocab-size", type=int, required=True, metavar="N", help="Tokens in the vocabulary, special tokens included.")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Directory for the Hugging Face tokenizer files.")
+@click.option(
+    "--vocab-size", type=int, required=True, metavar="N", help="Tokens in the vocabulary, special tokens included."
+)
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False), help="Directory for the Hugging Face tokenizer files."
+)
 @click.option("--text-column", default="text", show_default=True, help="Column (or JSON key) holding the text.")
-@click.option("--kind", type=click.Choice(["bpe", "wordpiece"]), default="bpe", show_default=True,
-              help="bpe: byte-level BPE for GPT-style models; wordpiece: BERT-style, for classifiers.")
+@click.option(
+    "--kind",
+    type=click.Choice(["bpe", "wordpiece"]),
+    default="bpe",
+    show_default=True,
+    help="bpe: byte-level BPE for GPT-style models; wordpiece: BERT-style, for classifiers.",
+)
 def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, text_column: str, kind: str) -> None:
     """Train a tokenizer on INPUT... and save it as a Hugging Face tokenizer directory."""
     train = train_wordpiece if kind == "wordpiece" else train_tokenizer
@@ -134,8 +169,13 @@ def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, text_col
 
 
 @data.command()
-@click.option("--kind", type=click.Choice(["number-say", "sentiment"]), default="number-say", show_default=True,
-              help="number-say: text for language models; sentiment: reviews with string labels, for classifiers.")
+@click.option(
+    "--kind",
+    type=click.Choice(["number-say", "sentiment"]),
+    default="number-say",
+    show_default=True,
+    help="number-say: text for language models; sentiment: reviews with string labels, for classifiers.",
+)
 @click.option("--samples", type=click.IntRange(min=1), required=True, metavar="N", help="Documents to write.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The JSON Lines file to write.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
@@ -149,19 +189,47 @@ def synthetic(kind: str, samples: int, out: str, seed: int) -> None:
 
 @data.command()
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option("--out", required=True, help="Output directory: local, s3://..., or dbfs:/Volumes/<catalog>/<schema>/<volume>/...")
-@click.option("--tokenizer", "tokenizer", required=True, metavar="NAME_OR_PATH", help="A tokenizer directory or a Hugging Face hub name.")
+@click.option(
+    "--out", required=True, help="Output directory: local, s3://..., or dbfs:/Volumes/<catalog>/<schema>/<volume>/..."
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer",
+    required=True,
+    metavar="NAME_OR_PATH",
+    help="A tokenizer directory or a Hugging Face hub name.",
+)
 @click.option("--text-column", default="text", show_default=True, help="Column holding the text.")
-@click.option("--label-column", default="label", show_default=True, help="Column holding the labels (strings become ids).")
+@click.option(
+    "--label-column", default="label", show_default=True, help="Column holding the labels (strings become ids)."
+)
 @click.option("--no-labels", is_flag=True, help="Text only (causal LM fine-tuning).")
-@click.option("--test-size", type=float, default=0.2, show_default=True, help="Fraction of the rows for the test split.")
+@click.option(
+    "--test-size", type=float, default=0.2, show_default=True, help="Fraction of the rows for the test split."
+)
 @click.option("--max-length", type=int, default=128, show_default=True, help="Tokens per example (longer text is cut).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the train/test split.")
-@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
-              help="spark reads the inputs as a Spark DataFrame and converts it with datasets.Dataset.from_spark.")
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="spark reads the inputs as a Spark DataFrame and converts it with datasets.Dataset.from_spark.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace what is at --out.")
-def prepare(inputs: tuple[str, ...], out: str, tokenizer: str, text_column: str, label_column: str, no_labels: bool,
-            test_size: float, max_length: int, seed: int, engine: str, overwrite: bool) -> None:
+def prepare(
+    inputs: tuple[str, ...],
+    out: str,
+    tokenizer: str,
+    text_column: str,
+    label_column: str,
+    no_labels: bool,
+    test_size: float,
+    max_length: int,
+    seed: int,
+    engine: str,
+    overwrite: bool,
+) -> None:
     """Tokenize Parquet, CSV or JSON Lines into a Hugging Face dataset (train and test
     splits, save_to_disk) for the fine-tuning recipe (python -m launcher.train.hf).
 
@@ -169,9 +237,18 @@ def prepare(inputs: tuple[str, ...], out: str, tokenizer: str, text_column: str,
     data as label_mapping.json, where the recipe reads id2label from.
     """
 
-    summary = run_prepare(list(inputs), out, tokenizer, text_column=text_column,
-                          label_column=None if no_labels else label_column, test_size=test_size,
-                          max_length=max_length, seed=seed, engine=engine, overwrite=overwrite)
+    summary = run_prepare(
+        list(inputs),
+        out,
+        tokenizer,
+        text_column=text_column,
+        label_column=None if no_labels else label_column,
+        test_size=test_size,
+        max_length=max_length,
+        seed=seed,
+        engine=engine,
+        overwrite=overwrite,
+    )
     total = sum(summary.rows.values())
     click.echo(f"✔ Prepared {total:,} examples in {summary.seconds:.1f} s")
     for split, n in summary.rows.items():

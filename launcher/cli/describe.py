@@ -6,7 +6,6 @@ from datetime import datetime
 
 import click
 
-from launcher.sdk.records import until
 from launcher.cli.common import (
     NounGroup,
     complete_run_names,
@@ -20,6 +19,7 @@ from launcher.cli.common import (
 )
 from launcher.cli.exec import port_forward_command
 from launcher.sdk.placement import placement_of
+from launcher.sdk.records import until
 from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
 
 
@@ -61,7 +61,10 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo(f"Status:     {run.status.value}" + (f" ({run.reason})" if run.reason else ""))
     if run.exit_code is not None:
         echo(f"Exit code:  {run.exit_code}")
-    echo(f"Backend:    {run.backend}" + (f" (cluster {run.cluster})" if run.cluster and run.cluster != run.backend else ""))
+    echo(
+        f"Backend:    {run.backend}"
+        + (f" (cluster {run.cluster})" if run.cluster and run.cluster != run.backend else "")
+    )
     echo(f"Image:      {run.spec.get('image', '-')}")
     echo(f"Compute:    {instance(run.spec)}")
     code = run.spec.get("code")
@@ -140,24 +143,36 @@ def queue_section(run, echo) -> None:
     for e in q.evictions:
         times = f"{e.count} time{'s' if e.count != 1 else ''}"
         at = f", last at {when(e.at)}" if e.at else ""
-        echo(f"  Evicted:       {e.reason}, {times}{at}" + (f": {e.message}" if e.message else "")
-             + " (not counted against max_retries)")
+        echo(
+            f"  Evicted:       {e.reason}, {times}{at}"
+            + (f": {e.message}" if e.message else "")
+            + " (not counted against max_retries)"
+        )
+
 
 def _placement_section(state: dict, echo) -> None:
     """Where a run placed across clusters went, and each move (launcher.sdk.placement)."""
     max_queue = state.get("max_queue")
-    echo(f"Placement:  {', '.join(state['candidates'])}"
-         + (f"; moves on after {seconds_text(max_queue)} waiting (placement.max_queue)" if max_queue else ""))
+    echo(
+        f"Placement:  {', '.join(state['candidates'])}"
+        + (f"; moves on after {seconds_text(max_queue)} waiting (placement.max_queue)" if max_queue else "")
+    )
     echo(f"  {state.get('decision', '')}")
     for move in state.get("moves") or []:
         at = when(datetime.fromisoformat(move["at"]))
         if move.get("withdrawn"):
-            echo(f"  {at}  attempt {move['attempt']} on {move['from']}: withdrawn there ({move['why']}); "
-                 f"moved to {move['to']}")
+            echo(
+                f"  {at}  attempt {move['attempt']} on {move['from']}: withdrawn there ({move['why']}); "
+                f"moved to {move['to']}"
+            )
         elif move.get("to"):
             echo(f"  {at}  {move['why']}: submitted to {move['to']}")
         else:
-            echo(f"  {at}  attempt {move['attempt']} on {move['from']}: withdrawn there ({move['why']}); "
-                 "no other cluster could take it")
-    echo(f"  now: attempt {state['attempt']} on {state['profile']}"
-         + ("; no cluster left to move to" if state.get("exhausted") else ""))
+            echo(
+                f"  {at}  attempt {move['attempt']} on {move['from']}: withdrawn there ({move['why']}); "
+                "no other cluster could take it"
+            )
+    echo(
+        f"  now: attempt {state['attempt']} on {state['profile']}"
+        + ("; no cluster left to move to" if state.get("exhausted") else "")
+    )

@@ -18,12 +18,14 @@ TMUX_SESSION = "launcher"
 
 def _shell_argv(tmux: bool) -> list[str]:
     """The rank's shell: $SHELL, else bash, else sh, found in the rank; in tmux when asked and there."""
-    shell = ('s="${SHELL:-}"; [ -n "$s" ] && command -v "$s" >/dev/null 2>&1 || s=$(command -v bash) || s=sh; ')
+    shell = 's="${SHELL:-}"; [ -n "$s" ] && command -v "$s" >/dev/null 2>&1 || s=$(command -v bash) || s=sh; '
     if tmux:
         # A socket per run and rank: on the local backend every rank shares this machine's /tmp.
-        shell += (f'if command -v tmux >/dev/null 2>&1; then exec tmux -L "launcher-$RUN_NAME-$NODE_RANK" '
-                  f'new -A -s {TMUX_SESSION}; fi; '
-                  'echo "[launcher] tmux is not installed in this rank: a plain shell instead" >&2; ')
+        shell += (
+            f'if command -v tmux >/dev/null 2>&1; then exec tmux -L "launcher-$RUN_NAME-$NODE_RANK" '
+            f"new -A -s {TMUX_SESSION}; fi; "
+            'echo "[launcher] tmux is not installed in this rank: a plain shell instead" >&2; '
+        )
     return ["/bin/sh", "-c", shell + 'exec "$s" -i']
 
 
@@ -79,14 +81,24 @@ def parse_duration(value: str) -> float:
 
 
 @click.command("interactive")
-@click.option("--max-duration", "max_duration", required=True, metavar="DURATION",
-              help="How long the run waits for you (2h, 90m, or hours); required, so that nothing idles forever.")
+@click.option(
+    "--max-duration",
+    "max_duration",
+    required=True,
+    metavar="DURATION",
+    help="How long the run waits for you (2h, 90m, or hours); required, so that nothing idles forever.",
+)
 @click.option("--gpus", "--gpu-num", "gpus", type=int, help="GPUs for the run (compute.gpus).")
 @click.option("--cluster", help="The cluster profile to run on.")
 @click.option("--image", help="The Docker image.")
 @click.option("--tmux", is_flag=True, help="Open the shell in a tmux session, where tmux is in the rank.")
-@click.option("-f", "--file", "spec_file", type=click.Path(dir_okay=False),
-              help="A run YAML to start from (its integrations run; its command is replaced).")
+@click.option(
+    "-f",
+    "--file",
+    "spec_file",
+    type=click.Path(dir_okay=False),
+    help="A run YAML to start from (its integrations run; its command is replaced).",
+)
 @click.option("--rank", "-r", "rank", type=int, default=0, show_default=True, help="The node rank to open it in.")
 def interactive(max_duration, gpus, cluster, image, tmux, spec_file, rank):
     """Start a run that waits (its integrations run, then it sleeps until --max-duration) and
@@ -98,8 +110,7 @@ def interactive(max_duration, gpus, cluster, image, tmux, spec_file, rank):
       launcher interactive --max-duration 2h
       launcher interactive --max-duration 30m --gpus 8 --tmux
     """
-    run = create_interactive_run(parse_duration(max_duration), file=spec_file, gpus=gpus, cluster=cluster,
-                                 image=image)
+    run = create_interactive_run(parse_duration(max_duration), file=spec_file, gpus=gpus, cluster=cluster, image=image)
     click.echo(f"{OK} Interactive run {run.name} submitted; it ends by itself after {max_duration}.", err=True)
     info(f"Get back in with `launcher connect {run.name}`, end it with `launcher stop {run.name}`.")
     sys.exit(exec_in_run(run.name, _shell_argv(tmux), rank=rank, tty=sys.stdin.isatty()))
@@ -135,8 +146,9 @@ def port_forward(name, ports, rank):
     local, remote = parse_ports(ports)
 
     def ready(port: int) -> None:
-        click.echo(f"Forwarding 127.0.0.1:{port} -> rank {rank} of run {name}, port {remote} (Ctrl-C to stop)",
-                   err=True)
+        click.echo(
+            f"Forwarding 127.0.0.1:{port} -> rank {rank} of run {name}, port {remote} (Ctrl-C to stop)", err=True
+        )
 
     try:
         forward(name, rank, local, remote, ready=ready)

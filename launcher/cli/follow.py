@@ -9,11 +9,11 @@ import time
 import click
 
 from launcher.backends.base import Backend, LogLine, Run, RunStatus
-from launcher.sdk.records import until
 from launcher.cli.common import FAIL, OK, info
 from launcher.metrics.progress import ProgressLine
 from launcher.metrics.records import METRIC_PREFIX
 from launcher.sdk.logs import follow_run as events
+from launcher.sdk.records import until
 
 PLAIN_EVERY = 10.0
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from launcher import sdk
-from launcher.sdk.records import status_detail
 from launcher.cli.cluster import list_profiles
 from launcher.cli.common import (
     NounGroup,
@@ -21,11 +20,13 @@ from launcher.cli.common import (
 from launcher.cli.secret import list_secrets
 from launcher.cli.secret import type_opt as secret_type_opt
 from launcher.errors import InputError
+from launcher.sdk.records import status_detail
 from launcher.sdk.runs import parse_status
 
 # click's defaults plus minutes without seconds, the way people write times.
-TIME = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S",
-                               "%Y-%m-%d %H:%M:%S"])
+TIME = click.DateTime(
+    formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
+)
 
 
 def _comma(values: tuple[str, ...]) -> list[str]:
@@ -57,21 +58,52 @@ def get():
 
 @get.command("runs")
 @click.argument("patterns", nargs=-1, shell_complete=complete_run_names)
-@click.option("-c", "--cluster", "clusters", multiple=True, metavar="CLUSTER",
-              help="Only runs of these cluster profiles (comma-separated or repeated).")
-@click.option("-s", "--status", "statuses", multiple=True, metavar="STATUS",
-              help="Only runs with these statuses, e.g. failed,pending (comma-separated or repeated).")
-@click.option("-t", "--gpu-type", "gpu_types", multiple=True, metavar="GPU",
-              help="Only runs of these compute.gpu_type values, e.g. a100_80gb ('cpu' for none).")
-@click.option("-n", "--gpu-num", "gpu_nums", multiple=True, metavar="N",
-              help="Only runs with these numbers of GPUs (compute.gpus), e.g. 1,8.")
-@click.option("--ids", "ids", multiple=True, metavar="NAME",
-              help="Only the runs with these full names (a run's name is its id), comma-separated or repeated.")
+@click.option(
+    "-c",
+    "--cluster",
+    "clusters",
+    multiple=True,
+    metavar="CLUSTER",
+    help="Only runs of these cluster profiles (comma-separated or repeated).",
+)
+@click.option(
+    "-s",
+    "--status",
+    "statuses",
+    multiple=True,
+    metavar="STATUS",
+    help="Only runs with these statuses, e.g. failed,pending (comma-separated or repeated).",
+)
+@click.option(
+    "-t",
+    "--gpu-type",
+    "gpu_types",
+    multiple=True,
+    metavar="GPU",
+    help="Only runs of these compute.gpu_type values, e.g. a100_80gb ('cpu' for none).",
+)
+@click.option(
+    "-n",
+    "--gpu-num",
+    "gpu_nums",
+    multiple=True,
+    metavar="N",
+    help="Only runs with these numbers of GPUs (compute.gpus), e.g. 1,8.",
+)
+@click.option(
+    "--ids",
+    "ids",
+    multiple=True,
+    metavar="NAME",
+    help="Only the runs with these full names (a run's name is its id), comma-separated or repeated.",
+)
 @click.option("-l", "--latest", is_flag=True, help="Only the latest run (of those the other filters leave).")
 @click.option("--before", type=TIME, help="Only runs created before this local time (e.g. 2026-11-29T18:00).")
 @click.option("--after", type=TIME, help="Only runs created after this local time (e.g. '2026-11-29 09:30').")
 @click.option("--limit", type=int, default=50, show_default=True)
-@click.option("-o", "--output", type=click.Choice(["table", "name", "json", "yaml"]), default="table", show_default=True)
+@click.option(
+    "-o", "--output", type=click.Choice(["table", "name", "json", "yaml"]), default="table", show_default=True
+)
 def get_runs(patterns, clusters, statuses, gpu_types, gpu_nums, ids, latest, before, after, limit, output):
     """List runs, newest first. PATTERNS are run names, spec names (every run of that
     spec) or globs. The filters are mcli's (launcher.get_runs takes the same).
@@ -82,9 +114,18 @@ def get_runs(patterns, clusters, statuses, gpu_types, gpu_nums, ids, latest, bef
       launcher get runs -s failed,stopped -t a100_80gb -n 8
       launcher get runs --after 2026-11-29T18:00 -o json
     """
-    runs = sdk.get_runs(list(patterns), cluster=_comma(clusters), status=_statuses(statuses),
-                        gpu_type=_comma(gpu_types), gpu_num=_gpu_nums(gpu_nums), ids=_comma(ids),
-                        latest=latest, before=before, after=after, limit=limit)
+    runs = sdk.get_runs(
+        list(patterns),
+        cluster=_comma(clusters),
+        status=_statuses(statuses),
+        gpu_type=_comma(gpu_types),
+        gpu_num=_gpu_nums(gpu_nums),
+        ids=_comma(ids),
+        latest=latest,
+        before=before,
+        after=after,
+        limit=limit,
+    )
     for message in runs.warnings:
         warn(message)
     if output == "name":
@@ -100,8 +141,15 @@ def get_runs(patterns, clusters, statuses, gpu_types, gpu_nums, ids, latest, bef
     for col in ("NAME", "CLUSTER", "INSTANCE", "STATUS", "CREATED", "DURATION", "REASON"):
         table.add_column(col, overflow="fold")
     for r in runs:
-        table.add_row(r.name, r.cluster or r.backend, instance(r.spec), r.status.value, ago(r.created_at),
-                      duration(r.started_at, r.ended_at), status_detail(r))
+        table.add_row(
+            r.name,
+            r.cluster or r.backend,
+            instance(r.spec),
+            r.status.value,
+            ago(r.created_at),
+            duration(r.started_at, r.ended_at),
+            status_detail(r),
+        )
     if not runs:
         click.echo("No runs found.")
         return

@@ -28,15 +28,21 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         short = {command: alias for alias, command in ALIASES.items()}
-        rows = [(f"{name} ({short[name]})" if name in short else name, COMMANDS[name][2])
-                for name in self.list_commands(ctx)]
+        rows = [
+            (f"{name} ({short[name]})" if name in short else name, COMMANDS[name][2])
+            for name in self.list_commands(ctx)
+        ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, envvar="LAUNCHER_DEBUG",
-              help="Show tracebacks for errors, and count what the command reads (config, profiles, kubeconfigs).")
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar="LAUNCHER_DEBUG",
+    help="Show tracebacks for errors, and count what the command reads (config, profiles, kubeconfigs).",
+)
 @click.version_option(package_name="launcher", prog_name="launcher")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:

@@ -4,36 +4,63 @@ from __future__ import annotations
 
 import click
 
-from launcher.sdk import logview
 from launcher.backends.base import RunStatus
 from launcher.cli.common import complete_run_names, find_run, info
 from launcher.cli.follow import echo_line
 from launcher.errors import InputError, LauncherError, NotFoundError
+from launcher.sdk import logview
 
 
 @click.command()
 @click.argument("name", required=False, shell_complete=complete_run_names)
-@click.option("-f", "--follow/--no-follow", default=False,
-              help="Keep streaming until the attempt ends (--no-follow, the default: print what there is).")
+@click.option(
+    "-f",
+    "--follow/--no-follow",
+    default=False,
+    help="Keep streaming until the attempt ends (--no-follow, the default: print what there is).",
+)
 @click.option("-t", "--tail", type=click.IntRange(min=0), help="Only the last N lines of each rank.")
-@click.option("--rank", "--node", "--node-rank", "rank", type=click.IntRange(min=0),
-              help="Only this node rank's log (default: all).")
-@click.option("--gpu", "--local-gpu-rank", "gpu", type=click.IntRange(min=0),
-              help="Only this GPU rank of the node (--node-rank, default 0). A run has one log per node rank: "
-                   "GPU rank 0 is that log; another GPU rank has no log of its own, and is an error that says so.")
-@click.option("--global-gpu-rank", type=click.IntRange(min=0),
-              help="Only this GPU rank of the run, counted across nodes: its node's log, as --gpu.")
+@click.option(
+    "--rank",
+    "--node",
+    "--node-rank",
+    "rank",
+    type=click.IntRange(min=0),
+    help="Only this node rank's log (default: all).",
+)
+@click.option(
+    "--gpu",
+    "--local-gpu-rank",
+    "gpu",
+    type=click.IntRange(min=0),
+    help="Only this GPU rank of the node (--node-rank, default 0). A run has one log per node rank: "
+    "GPU rank 0 is that log; another GPU rank has no log of its own, and is an error that says so.",
+)
+@click.option(
+    "--global-gpu-rank",
+    type=click.IntRange(min=0),
+    help="Only this GPU rank of the run, counted across nodes: its node's log, as --gpu.",
+)
 @click.option("--attempt", type=click.IntRange(min=1), help="This attempt, counted from 1 (default: the latest).")
-@click.option("--resumption", type=click.IntRange(min=0),
-              help="This attempt as mcli counts it, from 0: --resumption 0 is --attempt 1.")
+@click.option(
+    "--resumption",
+    type=click.IntRange(min=0),
+    help="This attempt as mcli counts it, from 0: --resumption 0 is --attempt 1.",
+)
 @click.option("--previous", "--prev", "previous", is_flag=True, help="The attempt before the latest.")
 @click.option("--failed", is_flag=True, help="The first failed rank.")
-@click.option("--first-exception", is_flag=True,
-              help="Only the first Python traceback of the attempt, from every rank: the earliest by the lines' "
-                   "times where the log has them (Kubernetes), else the lowest rank's first (a local run's "
-                   "log files have no times).")
-@click.option("--raw", is_flag=True,
-              help="Also the trainer's @@launcher.metrics records, hidden by default (`launcher metrics` reads them).")
+@click.option(
+    "--first-exception",
+    is_flag=True,
+    help="Only the first Python traceback of the attempt, from every rank: the earliest by the lines' "
+    "times where the log has them (Kubernetes), else the lowest rank's first (a local run's "
+    "log files have no times).",
+)
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Also the trainer's @@launcher.metrics records, hidden by default (`launcher metrics` reads them).",
+)
 def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, previous, failed, first_exception, raw):
     """Print a run's logs; without NAME, the latest run's. NAME is a run name, a spec name
     (its latest run), the start of a run name, or a glob. `--first-exception` prints the
@@ -84,7 +111,8 @@ def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, pr
         if tail is not None:
             # The last lines worth reading: a tail of records alone would show nothing.
             lines, tail = logview.tail_lines(
-                lambda n: backend.logs(run.name, rank=rank, attempt=attempt, tail=n), tail, raw=raw)
+                lambda n: backend.logs(run.name, rank=rank, attempt=attempt, tail=n), tail, raw=raw
+            )
             if not follow:
                 for line in lines:
                     echo_line(line.text, line.rank, many)
@@ -130,11 +158,14 @@ def _why_follow_ended(backend, name: str, followed: int) -> str:
     chosen = next((a for a in run.attempts if a.index == followed), None)
     if run.current_attempt > followed:
         why = f" ({chosen.status.value}: {chosen.reason})" if chosen and chosen.reason else ""
-        return (f"attempt {followed} of run {name} ended{why}; the run goes on as attempt {run.current_attempt}: "
-                f"`launcher logs {name} -f` follows it")
+        return (
+            f"attempt {followed} of run {name} ended{why}; the run goes on as attempt {run.current_attempt}: "
+            f"`launcher logs {name} -f` follows it"
+        )
     if run.status.is_terminal:
         return f"run {name} {run.status.value}" + (f": {run.reason}" if run.reason else "")
     status = chosen.status.value if chosen else run.status.value
     # A run that waits (on Kubernetes without JobSet, a retry due for a reconciler) says why.
-    return (f"attempt {followed} of run {name} ended ({status}); the run is {run.status.value}"
-            + (f": {run.reason}" if run.reason else ""))
+    return f"attempt {followed} of run {name} ended ({status}); the run is {run.status.value}" + (
+        f": {run.reason}" if run.reason else ""
+    )

@@ -36,20 +36,39 @@ def _complete(ctx, param, incomplete):
 
 @click.command("metrics")
 @click.argument("runs", nargs=-1, shell_complete=_complete)
-@click.option("-m", "--metric", "metric_names", multiple=True, metavar="NAME",
-              help="Metric to show, or a glob like 'loss/*'; repeatable. Default: loss/train/total.")
+@click.option(
+    "-m",
+    "--metric",
+    "metric_names",
+    multiple=True,
+    metavar="NAME",
+    help="Metric to show, or a glob like 'loss/*'; repeatable. Default: loss/train/total.",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the metric names with point counts and last values.")
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the last N points.")
 @click.option("--every", type=click.IntRange(min=1), metavar="K", help="Only points whose step is a multiple of K.")
-@click.option("-o", "--output", type=click.Choice(["table", "json", "csv"]),
-              help="table (the default, except with --png alone), or json and csv, which hold every point "
-                   "exactly: run, metric, step, value, time, attempt.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json", "csv"]),
+    help="table (the default, except with --png alone), or json and csv, which hold every point "
+    "exactly: run, metric, step, value, time, attempt.",
+)
 @click.option("--plot", is_flag=True, help="Draw the curves in the terminal.")
-@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="Write the curves to a PNG file, the runs given overlaid.")
+@click.option(
+    "--png",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write the curves to a PNG file, the runs given overlaid.",
+)
 @click.option("-f", "--follow", is_flag=True, help="Keep the table (and --plot) updating while the run trains.")
-@click.option("--to", "export_to", type=(click.Choice(["mlflow", "tensorboard"]), str), metavar="mlflow|tensorboard DEST",
-              help="Export every point of the runs instead: to an MLflow tracking URI, or a TensorBoard log directory.")
+@click.option(
+    "--to",
+    "export_to",
+    type=(click.Choice(["mlflow", "tensorboard"]), str),
+    metavar="mlflow|tensorboard DEST",
+    help="Export every point of the runs instead: to an MLflow tracking URI, or a TensorBoard log directory.",
+)
 @click.option("--experiment", default="launcher", show_default=True, help="With --to mlflow: the experiment name.")
 def metrics(
     runs: tuple[str, ...],
@@ -83,7 +102,6 @@ def metrics(
     if list_only and (plot or png or follow):
         raise InputError("--list only lists metric names; leave out --plot, --png and --follow")
 
-
     if runs:
         targets = [resolve(name) for name in dict.fromkeys(runs)]
     else:
@@ -98,8 +116,16 @@ def metrics(
         elif follow:
             _follow(collectors, targets, list(metric_names), last=last, every=every, plot=plot, png=png)
         else:
-            _once([c.refresh() for c in collectors], list(metric_names), list_only=list_only,
-                  last=last, every=every, output=None if quiet else output, plot=plot, png=png)
+            _once(
+                [c.refresh() for c in collectors],
+                list(metric_names),
+                list_only=list_only,
+                last=last,
+                every=every,
+                output=None if quiet else output,
+                plot=plot,
+                png=png,
+            )
     finally:
         for c in collectors:
             c.close()
@@ -122,8 +148,11 @@ def _require_metrics(results: list[RunMetrics]) -> None:
             ended = rm.status in ("COMPLETED", "FAILED", "STOPPED")
             raise InputError(
                 f"run {rm.run} {'ended' if ended else 'has'} ({rm.status}) without any metrics"
-                if ended else f"run {rm.run} has no metrics yet ({rm.status})",
-                hint=None if ended else f"the trainer logs them as it trains; `launcher metrics {rm.run} --follow` waits for them",
+                if ended
+                else f"run {rm.run} has no metrics yet ({rm.status})",
+                hint=None
+                if ended
+                else f"the trainer logs them as it trains; `launcher metrics {rm.run} --follow` waits for them",
             )
 
 
@@ -133,8 +162,17 @@ def _names(results: list[RunMetrics], wanted: list[str]) -> list[str]:
     return resolve_metrics(wanted, available, where)
 
 
-def _once(results: list[RunMetrics], wanted: list[str], *, list_only: bool, last: int | None, every: int | None,
-          output: str | None, plot: bool, png: Path | None) -> None:
+def _once(
+    results: list[RunMetrics],
+    wanted: list[str],
+    *,
+    list_only: bool,
+    last: int | None,
+    every: int | None,
+    output: str | None,
+    plot: bool,
+    png: Path | None,
+) -> None:
     """Print `output` (None: nothing, only write the PNG)."""
 
     _require_metrics(results)
@@ -187,11 +225,18 @@ def _plot(chosen: list[Chosen], *, reserve: int) -> str:
     return terminal_plot(chosen, width=max(min(cols, 140), 40), height=height, color=sys.stdout.isatty())
 
 
-def _follow(collectors: list[Collector], targets: list[tuple[Backend, Run]], wanted: list[str], *,
-            last: int | None, every: int | None, plot: bool, png: Path | None) -> None:
+def _follow(
+    collectors: list[Collector],
+    targets: list[tuple[Backend, Run]],
+    wanted: list[str],
+    *,
+    last: int | None,
+    every: int | None,
+    plot: bool,
+    png: Path | None,
+) -> None:
     """Redraw the plot and table in place on a terminal; elsewhere, print each new point
     once as a plain line. Returns when every run has ended."""
-
 
     tty = sys.stdout.isatty()
     printed: dict[tuple[str, str], tuple[int, int]] = {}
@@ -218,9 +263,10 @@ def _follow(collectors: list[Collector], targets: list[tuple[Backend, Run]], wan
             frame.append(plot_text)
             room = shutil.get_terminal_size((100, 40)).lines - plot_text.count("\n") - 4 * len(chosen) - 3
             for group in _by_metric(chosen):
-                rows = [c.keep[-max(room // max(len(chosen), 1), 3):] for c in group]
-                frame.append(render.table(group[0], rows=rows[0]) if len(group) == 1
-                             else render.compare_table(group, rows=rows))
+                rows = [c.keep[-max(room // max(len(chosen), 1), 3) :] for c in group]
+                frame.append(
+                    render.table(group[0], rows=rows[0]) if len(group) == 1 else render.compare_table(group, rows=rows)
+                )
             frame += [f"waiting for the first metrics of {rm.run} ({rm.status})…" for rm in waiting]
             frame += [f"waiting: {unknown}"] if unknown else []
             frame.append("" if ended else f"following {', '.join(r.name for r in runs)} · Ctrl-C to stop")

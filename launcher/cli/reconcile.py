@@ -31,8 +31,15 @@ SOON_SECONDS = 1.0
 @click.argument("name", metavar="[RUN]", required=False, shell_complete=complete_run_names)
 @click.option("--watch", "keep_going", is_flag=True, help="Keep reconciling until interrupted.")
 @click.option("--cluster", help="Only runs of this cluster profile (default: every profile).")
-@click.option("--every", "interval", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
-              metavar="SECONDS", help="With --watch: the time between two passes.")
+@click.option(
+    "--every",
+    "interval",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --watch: the time between two passes.",
+)
 def reconcile(name, keep_going, cluster, interval):
     """Start the retries that are due, end runs that can never start, and remove what a
     failed submit left; once, or with --watch until interrupted. RUN limits it to one run.
@@ -58,8 +65,13 @@ def reconcile(name, keep_going, cluster, interval):
         while True:
             due: list[datetime] = []
             for backend in backends:
-                due += _one_pass(backend, name, seen, tolerant=keep_going or len(backends) > 1,
-                                 carry_seconds=0.0 if keep_going else CARRY_SECONDS)
+                due += _one_pass(
+                    backend,
+                    name,
+                    seen,
+                    tolerant=keep_going or len(backends) > 1,
+                    carry_seconds=0.0 if keep_going else CARRY_SECONDS,
+                )
             if not keep_going:
                 if not seen:
                     click.echo("No runs.")

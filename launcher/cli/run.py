@@ -7,11 +7,11 @@ import sys
 import click
 
 from launcher.backends.capabilities import Feature
-from launcher.sdk.run_names import resolve_run, spec_name_of
 from launcher.backends.registry import BACKENDS
 from launcher.cli.common import OK, complete_run_names, dump, info, run_record, warn
 from launcher.cli.follow import follow_run
 from launcher.sdk.config import RunConfig
+from launcher.sdk.run_names import resolve_run, spec_name_of
 from launcher.sdk.runs import prepare_run
 from launcher.spec.load import Overrides
 from launcher.spec.names import MAX_BASE, sanitize
@@ -23,28 +23,48 @@ def _spec_options(f=None, *, file_required: bool = True):
     if f is None:
         return lambda g: _spec_options(g, file_required=file_required)
     opts = [
-        click.option("-f", "--file", "spec_file", required=file_required, type=click.Path(dir_okay=False),
-                     help="The run YAML."),
+        click.option(
+            "-f", "--file", "spec_file", required=file_required, type=click.Path(dir_okay=False), help="The run YAML."
+        ),
         click.option("--name", "--run-name", "name", help="Override the run name."),
         click.option("--image", help="Override the Docker image."),
         click.option("--gpus", "--gpu-num", "gpus", type=int, help="Override compute.gpus (total GPUs)."),
         click.option("--gpu-type", help="Override compute.gpu_type."),
         click.option("--nodes", type=int, help="Override compute.nodes."),
         click.option("--instance", help="Override compute.instance."),
-        click.option("--node-names", "node_names", multiple=True, metavar="NODE[,NODE...]",
-                     help="Override compute.node_names (comma-separated, or the flag repeated)."),
-        click.option("--cluster", metavar="NAME|auto|A,B",
-                     help="Run on this cluster profile (see `launcher cluster list`); `auto` or a comma list: "
-                          "on the first of them whose free GPUs fit the run."),
+        click.option(
+            "--node-names",
+            "node_names",
+            multiple=True,
+            metavar="NODE[,NODE...]",
+            help="Override compute.node_names (comma-separated, or the flag repeated).",
+        ),
+        click.option(
+            "--cluster",
+            metavar="NAME|auto|A,B",
+            help="Run on this cluster profile (see `launcher cluster list`); `auto` or a comma list: "
+            "on the first of them whose free GPUs fit the run.",
+        ),
         click.option("--priority", help="Override scheduling.priority."),
         click.option("--preemptible/--no-preemptible", default=None, help="Override scheduling.preemptible."),
-        click.option("--max-retries", "--max_retries", "max_retries", type=int,
-                     help="Override scheduling.max_retries."),
-        click.option("--max-duration", "max_duration", type=float, metavar="HOURS",
-                     help="Override scheduling.max_duration (hours; the run fails past it)."),
+        click.option(
+            "--max-retries", "--max_retries", "max_retries", type=int, help="Override scheduling.max_retries."
+        ),
+        click.option(
+            "--max-duration",
+            "max_duration",
+            type=float,
+            metavar="HOURS",
+            help="Override scheduling.max_duration (hours; the run fails past it).",
+        ),
         click.option("--env", "env", multiple=True, metavar="K=V", help="Add or override an env variable."),
-        click.option("--set", "sets", multiple=True, metavar="PATH=V",
-                     help="Set any field, e.g. --set parameters.optimizer.lr=1e-4 (VALUE is YAML)."),
+        click.option(
+            "--set",
+            "sets",
+            multiple=True,
+            metavar="PATH=V",
+            help="Set any field, e.g. --set parameters.optimizer.lr=1e-4 (VALUE is YAML).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -73,8 +93,16 @@ def _clone_spec(run) -> dict:
     return spec
 
 
-def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_of=None, code: str | None = None,
-             allow_files: tuple[str, ...] = ()):
+def _checked(
+    spec_file,
+    backend: str | None,
+    kw: dict,
+    *,
+    dry_run: bool,
+    clone_of=None,
+    code: str | None = None,
+    allow_files: tuple[str, ...] = (),
+):
     """Every check `run` makes before it starts anything, for `validate`, `run --dry-run`
     and `run` alike: the SDK's prepare_run (launcher.sdk.runs), which create_run makes too.
     Prints the load's warnings and the notes on the target chosen."""
@@ -82,8 +110,9 @@ def _checked(spec_file, backend: str | None, kw: dict, *, dry_run: bool, clone_o
     config = _load(spec_file, clone_of=clone_of, **kw)
     # A copy goes where its run went, unless the command line says otherwise.
     cluster = kw.get("cluster") or (clone_of.cluster if clone_of is not None and not backend else None)
-    return prepare_run(config, cluster=cluster, backend=backend, dry_run=dry_run, on_note=info, code=code,
-                       allow_files=allow_files)
+    return prepare_run(
+        config, cluster=cluster, backend=backend, dry_run=dry_run, on_note=info, code=code, allow_files=allow_files
+    )
 
 
 def _backend_option(help: str):
@@ -119,22 +148,51 @@ def validate(spec_file, backend, **kw):
 
 @click.command()
 @_spec_options(file_required=False)
-@click.option("--follow/--no-follow", default=False,
-              help="Show status changes, then stream the logs until the run ends (--no-follow, the "
-                   "default: return once it is submitted).")
-@click.option("-r", "--restart", "restart", metavar="NAME", shell_complete=complete_run_names,
-              help="Restart a stopped or failed run as its next attempt, with its spec as submitted.")
-@click.option("--clone", "clone", metavar="NAME", shell_complete=complete_run_names,
-              help="Submit a copy of a run's spec as submitted, with this command line's overrides.")
+@click.option(
+    "--follow/--no-follow",
+    default=False,
+    help="Show status changes, then stream the logs until the run ends (--no-follow, the "
+    "default: return once it is submitted).",
+)
+@click.option(
+    "-r",
+    "--restart",
+    "restart",
+    metavar="NAME",
+    shell_complete=complete_run_names,
+    help="Restart a stopped or failed run as its next attempt, with its spec as submitted.",
+)
+@click.option(
+    "--clone",
+    "clone",
+    metavar="NAME",
+    shell_complete=complete_run_names,
+    help="Submit a copy of a run's spec as submitted, with this command line's overrides.",
+)
 @click.option("--dry-run", is_flag=True, help="Resolve and print what would be submitted; start nothing.")
-@click.option("-o", "--output", type=click.Choice(["yaml", "json"]),
-              help="Print what --dry-run would submit in this format (default yaml), or, without "
-                   "--dry-run, the submitted run's record (as `describe run -o`).")
-@click.option("--code", "code", metavar="DIR", type=click.Path(file_okay=False),
-              help="Ship this working tree with the run (git's tracked and untracked-but-not-ignored files), "
-                   "laid over each rank's working directory: the spec's code.path.")
-@click.option("--allow-file", "allow_files", multiple=True, metavar="PATH", type=click.Path(dir_okay=False),
-              help="Pack this file into the code snapshot though it looks like a credentials file.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["yaml", "json"]),
+    help="Print what --dry-run would submit in this format (default yaml), or, without "
+    "--dry-run, the submitted run's record (as `describe run -o`).",
+)
+@click.option(
+    "--code",
+    "code",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Ship this working tree with the run (git's tracked and untracked-but-not-ignored files), "
+    "laid over each rank's working directory: the spec's code.path.",
+)
+@click.option(
+    "--allow-file",
+    "allow_files",
+    multiple=True,
+    metavar="PATH",
+    type=click.Path(dir_okay=False),
+    help="Pack this file into the code snapshot though it looks like a credentials file.",
+)
 @_backend_option("Pick the backend (default: the current profile's).")
 def run(spec_file, follow, restart, clone, dry_run, output, code, allow_files, backend, **kw):
     """Submit a run. Exits 0 when a followed run completes, 1 when it fails or stops, 2 on bad input.
@@ -147,15 +205,17 @@ def run(spec_file, follow, restart, clone, dry_run, output, code, allow_files, b
       launcher run --clone hello --gpus 16   # a copy of the latest hello run, on 16 GPUs
     """
     if restart is not None and (code or allow_files):
-        raise click.UsageError("-r restarts a run with the code it was submitted with; it takes no --code or "
-                               "--allow-file")
+        raise click.UsageError(
+            "-r restarts a run with the code it was submitted with; it takes no --code or --allow-file"
+        )
     source = _source(spec_file, restart, clone, dry_run, backend, kw)
     if restart is not None:
         _restart(source, follow, output)
         return
     clone_of = source[1] if source is not None else None
-    checked = _checked(spec_file, backend, kw, dry_run=dry_run, clone_of=clone_of, code=code,
-                       allow_files=allow_files)  # as `validate` does
+    checked = _checked(
+        spec_file, backend, kw, dry_run=dry_run, clone_of=clone_of, code=code, allow_files=allow_files
+    )  # as `validate` does
 
     if dry_run:
         # From the profile alone: a cluster's secrets are not read (the backend names them),
@@ -191,11 +251,16 @@ def _source(spec_file, restart, clone, dry_run, backend, kw):
     if restart is not None:
         overrides = [k for k, v in kw.items() if v is not None and v != ()]
         if overrides or backend or dry_run:
-            flags = [f"--{k.replace('_', '-')}" for k in overrides] + (["--backend"] if backend else []) + (
-                ["--dry-run"] if dry_run else [])
-            raise click.UsageError(f"-r restarts a run as it was submitted, where it ran; it takes no "
-                                   f"{', '.join(flags)} (`launcher run --clone {restart} ...` submits a copy "
-                                   "with overrides)")
+            flags = (
+                [f"--{k.replace('_', '-')}" for k in overrides]
+                + (["--backend"] if backend else [])
+                + (["--dry-run"] if dry_run else [])
+            )
+            raise click.UsageError(
+                f"-r restarts a run as it was submitted, where it ran; it takes no "
+                f"{', '.join(flags)} (`launcher run --clone {restart} ...` submits a copy "
+                "with overrides)"
+            )
     if spec_file:
         return None
 

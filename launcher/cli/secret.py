@@ -52,12 +52,16 @@ def _read_value(what: str, name: str, no_input: bool = False) -> str:
     if not sys.stdin.isatty():
         raw = sys.stdin.buffer.read(MAX_SECRET_FILE + 1)  # `< /dev/zero` must not fill the memory
         if len(raw) > MAX_SECRET_FILE:
-            raise InputError(f"secret {name!r}: stdin gave more than {MAX_SECRET_FILE >> 20} MiB, more than a secret holds")
+            raise InputError(
+                f"secret {name!r}: stdin gave more than {MAX_SECRET_FILE >> 20} MiB, more than a secret holds"
+            )
         try:
             value = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise InputError(f"secret {name!r}: stdin gave bytes that are not UTF-8 text, which no run could use",
-                             hint="a secret value is text; binary data can go base64-encoded in a file secret") from None
+            raise InputError(
+                f"secret {name!r}: stdin gave bytes that are not UTF-8 text, which no run could use",
+                hint="a secret value is text; binary data can go base64-encoded in a file secret",
+            ) from None
         value = value[:-1] if value.endswith("\n") else value
         if not value and no_input:
             raise InputError(f"--no-input: no {what}: stdin was empty", hint=f"pipe it in: {_stdin_form()}")
@@ -76,7 +80,7 @@ def _stdin_form(drop: tuple[str, ...] = (), swap: dict[str, str] | None = None) 
     words replaced (KEY=VALUE by KEY), behind `printf %s "$VALUE" |`."""
     ctx = click.get_current_context()
     argv = sys.argv[1:]
-    typed = argv[argv.index(ctx.info_name) + 1:] if ctx.info_name in argv else []
+    typed = argv[argv.index(ctx.info_name) + 1 :] if ctx.info_name in argv else []
     words, skip = [], False
     for word in typed:
         if skip:
@@ -89,14 +93,17 @@ def _stdin_form(drop: tuple[str, ...] = (), swap: dict[str, str] | None = None) 
     return 'printf %s "$VALUE" | ' + " ".join([ctx.command_path, *(shlex.quote(w) for w in words)])
 
 
-def _value(given: str | None, flag: str, what: str, name: str, no_input: bool, *,
-           swap: dict[str, str] | None = None) -> str:
+def _value(
+    given: str | None, flag: str, what: str, name: str, no_input: bool, *, swap: dict[str, str] | None = None
+) -> str:
     """The secret value a flag gave (with a warning that argv shows it), else from stdin or a
     hidden prompt."""
     if given is None:
         return _read_value(what, name, no_input)
-    warn(f"{flag} puts the value in the process list and your shell history; pipe it instead: "
-         f"{_stdin_form((flag,), swap)}")
+    warn(
+        f"{flag} puts the value in the process list and your shell history; pipe it instead: "
+        f"{_stdin_form((flag,), swap)}"
+    )
     if not given:
         raise click.BadParameter(f"{what} is empty", param_hint=flag)
     return given
@@ -141,8 +148,9 @@ def _save(cluster: str | None, secret, replace: bool) -> None:
 cluster_opt = click.option("--cluster", help="The cluster profile whose store to use (default: the current one).")
 replace_opt = click.option("--replace", is_flag=True, help="Replace a secret of the same name.")
 name_opt = click.option("--name", help="The secret's name (default: from the key or file).")
-no_input_opt = click.option("--no-input", is_flag=True,
-                            help="Never prompt: a value not given (on stdin, or a path by its flag) is an error.")
+no_input_opt = click.option(
+    "--no-input", is_flag=True, help="Never prompt: a value not given (on stdin, or a path by its flag) is an error."
+)
 
 
 def _common(f):
@@ -165,8 +173,10 @@ class KindGroup(click.Group):
             formatter.write_dl([(alias, f"= {kind}") for alias, kind in self.ALIASES.items()])
 
     def shell_complete(self, ctx, incomplete):
-        return [*super().shell_complete(ctx, incomplete),
-                *(CompletionItem(a) for a in self.ALIASES if a.startswith(incomplete))]
+        return [
+            *super().shell_complete(ctx, incomplete),
+            *(CompletionItem(a) for a in self.ALIASES if a.startswith(incomplete)),
+        ]
 
 
 @click.group()
@@ -249,8 +259,11 @@ def create_databricks(positional_name, host, token, name, no_input, cluster, rep
     """DATABRICKS_HOST and DATABRICKS_TOKEN (the token from stdin or a prompt)."""
     name = _one_name(positional_name, name) or "databricks"
     host = _ask(host, "Databricks workspace URL", "--host", no_input)
-    _save(cluster, databricks_secret(host, _value(token, "--token", "Databricks token", name, no_input), name=name),
-          replace)
+    _save(
+        cluster,
+        databricks_secret(host, _value(token, "--token", "Databricks token", name, no_input), name=name),
+        replace,
+    )
 
 
 @create.command("hf")
@@ -273,14 +286,27 @@ def _key_secret_command(kind: str, doc: str):
     @click.option("--ssh-private-key", "old_source", type=click.Path(dir_okay=False), hidden=True)
     @click.option("--mount-path", help="Where the key is mounted (default /secrets/NAME).")
     @_common
-    def command(argument, source, old_source, mount_path, name, no_input, cluster, replace,
-                host_name=None, no_host_check=False, known_hosts=None):
+    def command(
+        argument,
+        source,
+        old_source,
+        mount_path,
+        name,
+        no_input,
+        cluster,
+        replace,
+        host_name=None,
+        no_host_check=False,
+        known_hosts=None,
+    ):
 
         path, name = key_path_and_name(argument, source or old_source, name)
         path = _ask(path, "private key file", "KEYFILE", no_input)
         if not (source or old_source) and not os.path.lexists(path):
-            raise InputError(f"no key file {path!r}",
-                             hint=f"mcli's form is `{kind} KEYFILE [--name NAME]`, ours `{kind} NAME --from KEYFILE`")
+            raise InputError(
+                f"no key file {path!r}",
+                hint=f"mcli's form is `{kind} KEYFILE [--name NAME]`, ours `{kind} NAME --from KEYFILE`",
+            )
         name = name or name_from_path(path)
         hosts = None
         if sftp:
@@ -290,12 +316,16 @@ def _key_secret_command(kind: str, doc: str):
                 host_name = _ask(host_name, "SFTP server host name", "--host-name (or --known-hosts FILE)", no_input)
                 hosts = scan_known_hosts(host_name)
                 if no_host_check:
-                    warn("--no-host-check: the host keys were not confirmed; a server pretending to be "
-                         f"{host_name} would be trusted")
+                    warn(
+                        "--no-host-check: the host keys were not confirmed; a server pretending to be "
+                        f"{host_name} would be trusted"
+                    )
                 elif no_input or not sys.stdin.isatty():
-                    raise InputError(f"the host keys of {host_name} need confirming, and nothing is asked "
-                                     f"({'--no-input' if no_input else 'stdin is not a terminal'})",
-                                     hint="check them and pass --known-hosts FILE, or pass --no-host-check")
+                    raise InputError(
+                        f"the host keys of {host_name} need confirming, and nothing is asked "
+                        f"({'--no-input' if no_input else 'stdin is not a terminal'})",
+                        hint="check them and pass --known-hosts FILE, or pass --no-host-check",
+                    )
                 elif not click.confirm(f"Host keys of {host_name}:\n\n{hosts}\nTrust them in the run's known_hosts?"):
                     raise InputError("the host keys were not confirmed; nothing was created")
         key = _read_file(path, "KEYFILE" if not (source or old_source) else "--from")
@@ -303,32 +333,51 @@ def _key_secret_command(kind: str, doc: str):
 
     if sftp:
         command = click.option(
-            "--known-hosts", type=click.Path(dir_okay=False),
-            help="The server's host keys as a known_hosts file, instead of scanning --host-name.")(command)
-        command = click.option("--no-host-check", is_flag=True,
-                               help="Trust the scanned host keys without asking (a security risk).")(command)
+            "--known-hosts",
+            type=click.Path(dir_okay=False),
+            help="The server's host keys as a known_hosts file, instead of scanning --host-name.",
+        )(command)
+        command = click.option(
+            "--no-host-check", is_flag=True, help="Trust the scanned host keys without asking (a security risk)."
+        )(command)
         command = click.option("--host-name", help="The SFTP server, whose host keys ssh-keyscan reads.")(command)
     return create.command(kind, help=doc)(command)
 
 
 _key_secret_command("git-ssh", "An SSH key for cloning, with GIT_SSH_COMMAND set.")
 _key_secret_command("ssh", "An SSH key file at mode 0400.")
-_key_secret_command("sftp-ssh", "An SSH key and the server's host keys for SFTP (COMPOSER_SFTP_KEY_FILE, "
-                                "COMPOSER_SFTP_KNOWN_HOSTS_FILE).")
+_key_secret_command(
+    "sftp-ssh",
+    "An SSH key and the server's host keys for SFTP (COMPOSER_SFTP_KEY_FILE, COMPOSER_SFTP_KNOWN_HOSTS_FILE).",
+)
 
 
 def _mount_opts(f):
-    f = click.option("--mount-path", "--mount-directory", "mount_path",
-                     help="Directory where the run sees the files (default /secrets/NAME).")(f)
+    f = click.option(
+        "--mount-path",
+        "--mount-directory",
+        "mount_path",
+        help="Directory where the run sees the files (default /secrets/NAME).",
+    )(f)
     return f
 
 
 @create.command("s3")
 @click.argument("positional_name", metavar="[NAME]", required=False)
-@click.option("--credentials", "--credentials-file", "credentials", type=click.Path(dir_okay=False),
-              help="An AWS credentials file (~/.aws/credentials).")
-@click.option("--config", "--config-file", "config_file", type=click.Path(dir_okay=False),
-              help="An AWS config file (~/.aws/config).")
+@click.option(
+    "--credentials",
+    "--credentials-file",
+    "credentials",
+    type=click.Path(dir_okay=False),
+    help="An AWS credentials file (~/.aws/credentials).",
+)
+@click.option(
+    "--config",
+    "--config-file",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="An AWS config file (~/.aws/config).",
+)
 @click.option("--profile", help="The profile the run uses (AWS_PROFILE).")
 @_mount_opts
 @_common
@@ -343,8 +392,9 @@ def create_s3(positional_name, credentials, config_file, profile, mount_path, na
 
 @create.command("gcp")
 @click.argument("positional_name", metavar="[NAME]", required=False)
-@click.option("--from", "--credentials-file", "source", type=click.Path(dir_okay=False),
-              help="A service-account JSON key.")
+@click.option(
+    "--from", "--credentials-file", "source", type=click.Path(dir_okay=False), help="A service-account JSON key."
+)
 @_mount_opts
 @_common
 def create_gcp(positional_name, source, mount_path, name, no_input, cluster, replace):
@@ -365,8 +415,16 @@ def create_oci(positional_name, config_file, key_file, mount_path, name, no_inpu
     name = _one_name(positional_name, name) or "oci"
     config_file = _ask(config_file, "OCI config file", "--config-file", no_input)
     key_file = _ask(key_file, "OCI API key file", "--key-file", no_input)
-    _save(cluster, oci_secret(_read_file(config_file, "--config-file"), _read_file(key_file, "--key-file"),
-                              name=name, mount_path=mount_path), replace)
+    _save(
+        cluster,
+        oci_secret(
+            _read_file(config_file, "--config-file"),
+            _read_file(key_file, "--key-file"),
+            name=name,
+            mount_path=mount_path,
+        ),
+        replace,
+    )
 
 
 @create.command("docker-registry")
@@ -382,22 +440,37 @@ def create_docker(positional_name, server, username, password, email, name, no_i
     server = _ask(server, "registry URL", "--server", no_input, default=DOCKER_HUB)
     username = _ask(username, "registry username", "--username", no_input)
     password = _value(password, "--password", "registry password", name, no_input)
-    _save(cluster, docker_registry_secret(name=name, server=server, username=username, password=password,
-                                          email=email), replace)
+    _save(
+        cluster,
+        docker_registry_secret(name=name, server=server, username=username, password=password, email=email),
+        replace,
+    )
 
 
-type_opt = click.option("--type", "types", multiple=True, metavar="KIND",
-                        help="Only secrets of this kind (repeatable; mcli's names too: environment, mounted, ...).")
-all_opt = click.option("-a", "--all", "all_", is_flag=True,
-                       help="Every secret of the store (the confirmation counts them).")
+type_opt = click.option(
+    "--type",
+    "types",
+    multiple=True,
+    metavar="KIND",
+    help="Only secrets of this kind (repeatable; mcli's names too: environment, mounted, ...).",
+)
+all_opt = click.option(
+    "-a", "--all", "all_", is_flag=True, help="Every secret of the store (the confirmation counts them)."
+)
 
 
 def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = ()) -> None:
     secrets = get_secrets(cluster=cluster, kinds=types)
-    rows = [{"name": s.name, "kind": s.kind, "exposed_as": s.exposed_as,
-             "created_at": s.created_at.isoformat() if s.created_at else None,
-             **{k: s.options[k] for k in ("env_key", "mount_path") if k in s.options}}
-            for s in secrets]
+    rows = [
+        {
+            "name": s.name,
+            "kind": s.kind,
+            "exposed_as": s.exposed_as,
+            "created_at": s.created_at.isoformat() if s.created_at else None,
+            **{k: s.options[k] for k in ("env_key", "mount_path") if k in s.options},
+        }
+        for s in secrets
+    ]
     if output in ("json", "yaml"):
         dump(rows, output)
         return

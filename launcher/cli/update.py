@@ -16,8 +16,14 @@ def update():
 
 @update.command("run")
 @click.argument("name", shell_complete=complete_run_names)
-@click.option("--max-duration", "--max_duration", "max_duration", type=float, metavar="HOURS",
-              help="New scheduling.max_duration, in hours from the run's start.")
+@click.option(
+    "--max-duration",
+    "--max_duration",
+    "max_duration",
+    type=float,
+    metavar="HOURS",
+    help="New scheduling.max_duration, in hours from the run's start.",
+)
 @click.option("--priority", help="New scheduling.priority.")
 @click.option("--max-retries", "--max_retries", "max_retries", type=int, help="New scheduling.max_retries.")
 @click.option("-o", "--output", type=click.Choice(["json", "yaml"]), help="Print the updated run's record.")
@@ -32,8 +38,11 @@ def update_run(name, max_duration, priority, max_retries, output):
     """
     updated = update_the_run(name, max_duration=max_duration, priority=priority, max_retries=max_retries)
     scheduling = updated.spec.get("scheduling") or {}
-    changed = {k: scheduling.get(k) for k, v in (("max_duration", max_duration), ("priority", priority),
-                                                  ("max_retries", max_retries)) if v is not None}
+    changed = {
+        k: scheduling.get(k)
+        for k, v in (("max_duration", max_duration), ("priority", priority), ("max_retries", max_retries))
+        if v is not None
+    }
     if output:
         dump(run_record(updated), output)
     words = ", ".join(f"{k} {v}" + ("h" if k == "max_duration" else "") for k, v in changed.items())

@@ -12,16 +12,30 @@ from importlib.metadata import PackageNotFoundError, version
 import click
 
 from launcher.backends.capabilities import Feature
-from launcher.sdk.fanout import ask_some
 from launcher.cli.common import dump, print_table, warn
 from launcher.config import config_path, launcher_home, load_config
+from launcher.sdk.fanout import ask_some
 
 FORMATS = click.Choice(["table", "json", "yaml"])
 
 # The libraries a run or a command leans on, by distribution name: their versions are
 # read from the installed metadata, so `config` imports none of them (torch takes seconds).
-LIBRARIES = ("click", "pydantic", "PyYAML", "rich", "fsspec", "kubernetes", "databricks-sdk", "torch", "mosaicml",
-             "mosaicml-streaming", "transformers", "mlflow-skinny", "starlette", "uvicorn")
+LIBRARIES = (
+    "click",
+    "pydantic",
+    "PyYAML",
+    "rich",
+    "fsspec",
+    "kubernetes",
+    "databricks-sdk",
+    "torch",
+    "mosaicml",
+    "mosaicml-streaming",
+    "transformers",
+    "mlflow-skinny",
+    "starlette",
+    "uvicorn",
+)
 
 
 @click.command()
@@ -54,12 +68,35 @@ def util(clusters, one, output):
     answers, warnings = ask_some(profiles, usage, "asked")
     for message in warnings:
         warn(message)
-    rows = [{"cluster": p.name, "backend": p.backend, "gpu_type": u.gpu_type, "nodes": u.nodes, "gpus": u.gpus,
-             "used": u.used, "free": u.free} for p in profiles for u in answers.get(p.name, ([], []))[0]]
+    rows = [
+        {
+            "cluster": p.name,
+            "backend": p.backend,
+            "gpu_type": u.gpu_type,
+            "nodes": u.nodes,
+            "gpus": u.gpus,
+            "used": u.used,
+            "free": u.free,
+        }
+        for p in profiles
+        for u in answers.get(p.name, ([], []))[0]
+    ]
     # A profile's Kueue queue: its ClusterQueue's GPU quota, beside the nodes' numbers.
-    queues = [{"cluster": p.name, "backend": p.backend, "queue": q.queue, "cluster_queue": q.cluster_queue,
-               "quota": q.quota, "used": q.used, "free": q.free, "pending_workloads": q.pending_workloads,
-               "pending_gpus": q.pending_gpus} for p in profiles for q in answers.get(p.name, ([], []))[1]]
+    queues = [
+        {
+            "cluster": p.name,
+            "backend": p.backend,
+            "queue": q.queue,
+            "cluster_queue": q.cluster_queue,
+            "quota": q.quota,
+            "used": q.used,
+            "free": q.free,
+            "pending_workloads": q.pending_workloads,
+            "pending_gpus": q.pending_gpus,
+        }
+        for p in profiles
+        for q in answers.get(p.name, ([], []))[1]
+    ]
     if output != "table":
         dump(rows + queues, output)
         return
@@ -78,22 +115,34 @@ def util(clusters, one, output):
     for col in ("CLUSTER", "QUEUE", "CLUSTERQUEUE", "GPU QUOTA", "USED", "FREE", "PENDING", "PENDING GPUS"):
         table.add_column(col, justify="left" if col in ("CLUSTER", "QUEUE", "CLUSTERQUEUE") else "right")
     for q in queues:
-        table.add_row(q["cluster"], q["queue"], q["cluster_queue"], str(q["quota"]), str(q["used"]), str(q["free"]),
-                      str(q["pending_workloads"]), "-" if q["pending_gpus"] is None else str(q["pending_gpus"]))
+        table.add_row(
+            q["cluster"],
+            q["queue"],
+            q["cluster_queue"],
+            str(q["quota"]),
+            str(q["used"]),
+            str(q["free"]),
+            str(q["pending_workloads"]),
+            "-" if q["pending_gpus"] is None else str(q["pending_gpus"]),
+        )
     click.echo("")
     print_table(table)
 
 
 def versions() -> dict[str, str | None]:
     """launcher's, Python's and each installed library's version (None: not installed)."""
+
     def installed(dist: str) -> str | None:
         try:
             return version(dist)
         except PackageNotFoundError:
             return None
 
-    return {"launcher": installed("launcher"), "python": f"{platform.python_version()} ({sys.executable})",
-            **{dist: installed(dist) for dist in LIBRARIES}}
+    return {
+        "launcher": installed("launcher"),
+        "python": f"{platform.python_version()} ({sys.executable})",
+        **{dist: installed(dist) for dist in LIBRARIES},
+    }
 
 
 @click.command()

@@ -9,8 +9,8 @@ import os
 import time
 from dataclasses import dataclass
 
-from launcher.data.format import SIDECAR_NAME, make_sidecar
 from launcher.data.documents import expand_inputs, iter_batches
+from launcher.data.format import SIDECAR_NAME, make_sidecar
 from launcher.data.pool import Counts, Job, Progress, run_pool, run_single
 from launcher.data.remote import INDEX_NAME, destination
 from launcher.data.tokenizer import EOS_TOKEN, TRAIN_EXTRA, load_tokenizer

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from launcher.data.concat import BatchEncoder, TokenConcatenator, cut
-from launcher.data.format import narrowest_dtype, numpy_dtype
 from launcher.data.documents import TextBatch
+from launcher.data.format import narrowest_dtype, numpy_dtype
 from launcher.data.writer import PartitionWriter
 from launcher.errors import FILESYSTEM_ERRNOS, FileSystemError, LauncherError
 

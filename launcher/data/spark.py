@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from launcher.data.concat import TokenConcatenator
-from launcher.data.format import MDS_COLUMNS, TOKENS_COLUMN
 from launcher.data.documents import kind_of
+from launcher.data.format import MDS_COLUMNS, TOKENS_COLUMN
 from launcher.data.writer import quiet_streaming_logs
 from launcher.errors import InputError, LauncherError
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.entrypoint import runtime
 from launcher.entrypoint import log as out
+from launcher.entrypoint import runtime
 from launcher.entrypoint.code import CodeRefused, lay_code
 from launcher.entrypoint.git import clone, url_password
 from launcher.entrypoint.locks import file_lock
@@ -37,8 +37,10 @@ WANDB, MLFLOW, COMET_ML = "wandb", "mlflow", "comet_ml"
 
 
 def needs_pip(plan) -> bool:
-    return any(i.integration_type == PIP_PACKAGES or (i.integration_type == GIT_REPO and i.pip_install)
-               for i in plan.integrations)
+    return any(
+        i.integration_type == PIP_PACKAGES or (i.integration_type == GIT_REPO and i.pip_install)
+        for i in plan.integrations
+    )
 
 
 def describe(integ) -> str:

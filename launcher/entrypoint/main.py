@@ -35,8 +35,8 @@ import time
 import traceback
 from pathlib import Path
 
-from launcher.entrypoint import runtime, supervise
 from launcher.entrypoint import log as out
+from launcher.entrypoint import runtime, supervise
 from launcher.entrypoint.log import log, set_masker
 from launcher.entrypoint.ranks import rank_env
 from launcher.entrypoint.venv import use_current_environment
@@ -61,8 +61,7 @@ def write_parameters(plan: RankPlan, config_dir: Path) -> Path:
     target = config_dir / "parameters.yaml"
     if plan.parameters is None:  # the plan says the backend placed it
         if not target.is_file():
-            raise FileNotFoundError(errno.ENOENT, "the plan says the backend placed it, but it is missing",
-                                    str(target))
+            raise FileNotFoundError(errno.ENOENT, "the plan says the backend placed it, but it is missing", str(target))
         return target
     try:
         if target.read_text() == plan.parameters:
@@ -134,8 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         code = contract.EXIT_SETUP
     late = supervise.late_signal()
     if late is not None:
-        after = "after the command had exited; its exit code stands" if "command" in timing else \
-            "while ending; the exit code stands"
+        after = (
+            "after the command had exited; its exit code stands"
+            if "command" in timing
+            else "while ending; the exit code stands"
+        )
         log(f"received {signal.Signals(late).name} {after}")
     reason = log_failure_reason()
     if reason:
@@ -173,8 +175,10 @@ def start_archive(env: dict[str, str]):
     try:
         archive = open_archive(env, attempt, int(rank), on_error=log)
     except Exception as e:  # noqa: BLE001 - the log itself still works
-        log(f"log archive: cannot open {env[LOG_ARCHIVE]}: {getattr(e, 'message', None) or e}; "
-            "this rank's log is not archived")
+        log(
+            f"log archive: cannot open {env[LOG_ARCHIVE]}: {getattr(e, 'message', None) or e}; "
+            "this rank's log is not archived"
+        )
         return None
     out.set_archive(archive)
     return archive
@@ -182,14 +186,16 @@ def start_archive(env: dict[str, str]):
 
 def _main(timing: dict[str, float]) -> int:
     if not os.environ.get(contract.PLAN) and not os.environ.get(contract.SPEC):
-        log(f"error: neither {contract.PLAN} nor {contract.SPEC} is set; the backend must say where the "
-            "run's plan is")
+        log(f"error: neither {contract.PLAN} nor {contract.SPEC} is set; the backend must say where the run's plan is")
         return contract.EXIT_SPEC
     try:
         plan, plan_path = read_plan(dict(os.environ))
     except Exception as e:  # noqa: BLE001 - any failure here is a bad plan or spec file
-        which = (f"the run's plan {os.environ[contract.PLAN]}" if os.environ.get(contract.PLAN)
-                 else f"the submitted spec {os.environ[contract.SPEC]}")
+        which = (
+            f"the run's plan {os.environ[contract.PLAN]}"
+            if os.environ.get(contract.PLAN)
+            else f"the submitted spec {os.environ[contract.SPEC]}"
+        )
         log(f"error: cannot read {which}: {type(e).__name__}: {e}")
         return contract.EXIT_SPEC
 
@@ -234,16 +240,23 @@ def _main(timing: dict[str, float]) -> int:
     secrets = [n for n in env.get(contract.MASK_ENV, "").split(",") if n and n in env]
     short = sorted(n for n in secrets if too_short_to_mask(env[n]))
     names = sorted(plan.env_variables)
-    log("environment: RUN_NAME" + (", DATA_REMOTE" if "DATA_REMOTE" in env else "")
+    log(
+        "environment: RUN_NAME"
+        + (", DATA_REMOTE" if "DATA_REMOTE" in env else "")
         + (", DATA_LOCAL" if "DATA_LOCAL" in env else "")
         + (f"; env_variables {', '.join(names)}" if names else "")
-        + (f"; secrets {', '.join(sorted(secrets))} (masked in this log)" if secrets else ""))
+        + (f"; secrets {', '.join(sorted(secrets))} (masked in this log)" if secrets else "")
+    )
     if short:
-        log(f"warning: secret(s) {', '.join(short)} are shorter than {MIN_MASK_LEN} characters: "
-            "too short to be masked in logs")
+        log(
+            f"warning: secret(s) {', '.join(short)} are shorter than {MIN_MASK_LEN} characters: "
+            "too short to be masked in logs"
+        )
     _note_missing_gpus(plan, env)
-    log(f"node rank {env['NODE_RANK']} of {env['PET_NNODES']}, {env['LOCAL_WORLD_SIZE']} process(es) per node, "
-        f"WORLD_SIZE {env['WORLD_SIZE']}, master {env['MASTER_ADDR']}:{env['MASTER_PORT']}")
+    log(
+        f"node rank {env['NODE_RANK']} of {env['PET_NNODES']}, {env['LOCAL_WORLD_SIZE']} process(es) per node, "
+        f"WORLD_SIZE {env['WORLD_SIZE']}, master {env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+    )
 
     if int(env["NODE_RANK"]) > 0 and not contract.on_host(env):
         from launcher.entrypoint.rendezvous import wait_for_rank0
@@ -287,8 +300,10 @@ def _note_missing_gpus(plan, env: dict[str, str]) -> None:
     wanted = plan.gpus // max(1, plan.nodes)
     given = int(env.get(contract.GPUS_PER_NODE) or 0)
     if contract.on_host(env) and wanted > given:
-        log(f"note: the spec asks for {wanted} GPU(s) per node; this machine gives {given}"
-            + (": running on CPU" if not given else ""))
+        log(
+            f"note: the spec asks for {wanted} GPU(s) per node; this machine gives {given}"
+            + (": running on CPU" if not given else "")
+        )
 
 
 if __name__ == "__main__":

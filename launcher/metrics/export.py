@@ -66,9 +66,13 @@ def _mlflow_failure(e: BaseException, uri: str) -> LauncherError:
     text = str(e)
     # MlflowException keeps only the text of the requests error it caught.
     if "Max retries exceeded" in text or "Failed to establish a new connection" in text or "timed out" in text:
-        return InputError(f"--to mlflow {uri}: cannot reach the tracking server: {connection_failure(e).words}",
-                          hint="check the URI and that the server is up")
-    return LauncherError(f"--to mlflow {uri}: {text.strip().splitlines()[0][:300] if text.strip() else type(e).__name__}")
+        return InputError(
+            f"--to mlflow {uri}: cannot reach the tracking server: {connection_failure(e).words}",
+            hint="check the URI and that the server is up",
+        )
+    return LauncherError(
+        f"--to mlflow {uri}: {text.strip().splitlines()[0][:300] if text.strip() else type(e).__name__}"
+    )
 
 
 def to_mlflow(rm: Any, uri: str, experiment: str = "launcher") -> Exported:

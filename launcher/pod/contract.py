@@ -91,7 +91,6 @@ ON_HOST = "LAUNCHER_ON_HOST"
 DEFAULT_CONFIG_DIR = "/mnt/config"
 
 
-
 def on_host(env) -> bool:
     """Whether the ranks run on the launcher's own machine (LAUNCHER_ON_HOST): then they use
     its Python environment (not the image), share its working directory (the integrations run

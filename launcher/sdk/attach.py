@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.capabilities import Feature
 from launcher.errors import InputError
-
 from launcher.sdk.runs import Run, RunRef, create_run, resolve
 
 if TYPE_CHECKING:
@@ -33,21 +32,35 @@ def exec_in_run(run: RunRef, argv: list[str], rank: int = 0, tty: bool = False) 
         backend.close()
 
 
-def port_forward(run: RunRef, rank: int, local_port: int, remote_port: int, *,
-                 ready: Callable[[int], None] | None = None, stop: threading.Event | None = None) -> None:
+def port_forward(
+    run: RunRef,
+    rank: int,
+    local_port: int,
+    remote_port: int,
+    *,
+    ready: Callable[[int], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
     """Serve rank `rank`'s remote_port on 127.0.0.1:local_port (0: any free port; ready(port)
     is called once it listens) until `stop` is set."""
     backend, record = resolve(run)
     try:
         backend.require(Feature.PORT_FORWARD)
-        backend.port_forward(record.name, rank=rank, local_port=local_port, remote_port=remote_port,
-                             ready=ready, stop=stop)
+        backend.port_forward(
+            record.name, rank=rank, local_port=local_port, remote_port=remote_port, ready=ready, stop=stop
+        )
     finally:
         backend.close()
 
 
-def interactive_config(max_duration: float, *, file: str | None = None, gpus: int | None = None,
-                       cluster: str | None = None, image: str | None = None) -> RunConfig:
+def interactive_config(
+    max_duration: float,
+    *,
+    file: str | None = None,
+    gpus: int | None = None,
+    cluster: str | None = None,
+    image: str | None = None,
+) -> RunConfig:
     """The run config of an interactive run: the run YAML `file` (or a bare config named
     "interactive") with its command replaced by the sleeper, and max_duration (hours) set."""
     import json
@@ -58,15 +71,23 @@ def interactive_config(max_duration: float, *, file: str | None = None, gpus: in
     if not max_duration > 0:
         raise InputError(f"--max-duration must be more than 0, got {max_duration}")
     sleeper = SLEEPER.format(seconds=max(1, round(max_duration * 3600)))
-    overrides = Overrides(image=image, gpus=gpus, cluster=cluster, max_duration=max_duration,
-                          set=[f"command={json.dumps(sleeper)}"])  # JSON is YAML: the value as it is
+    overrides = Overrides(
+        image=image, gpus=gpus, cluster=cluster, max_duration=max_duration, set=[f"command={json.dumps(sleeper)}"]
+    )  # JSON is YAML: the value as it is
     if file is not None:
         return RunConfig.from_file(file, overrides)
     return RunConfig.from_dict({"name": "interactive", "command": sleeper}, overrides)
 
 
-def create_interactive_run(max_duration: float, *, file: str | None = None, gpus: int | None = None,
-                           cluster: str | None = None, image: str | None = None) -> Run:
+def create_interactive_run(
+    max_duration: float,
+    *,
+    file: str | None = None,
+    gpus: int | None = None,
+    cluster: str | None = None,
+    image: str | None = None,
+) -> Run:
     """Submit an interactive run (interactive_config); get into it with exec_in_run."""
-    return create_run(interactive_config(max_duration, file=file, gpus=gpus, cluster=cluster, image=image),
-                      cluster=cluster)
+    return create_run(
+        interactive_config(max_duration, file=file, gpus=gpus, cluster=cluster, image=image), cluster=cluster
+    )

@@ -30,33 +30,41 @@ MAX_FILE_BYTES = 50 * 1000 * 1000
 NEVER_DIRS = {".git", "__pycache__"}
 CREDENTIAL_NAMES = {".env", ".netrc", "_netrc"}
 # A whole PEM block, as a key file holds it: the header alone is also in code that writes keys.
-PRIVATE_KEY = re.compile(rb"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----\r?\n[A-Za-z0-9+/=\r\n:,\- ]{16,}?"
-                         rb"-----END \1PRIVATE KEY-----")
+PRIVATE_KEY = re.compile(
+    rb"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----\r?\n[A-Za-z0-9+/=\r\n:,\- ]{16,}?"
+    rb"-----END \1PRIVATE KEY-----"
+)
 AWS_CREDENTIALS = re.compile(rb"^\s*aws_secret_access_key\s*=", re.MULTILINE)
 
 
 def _git_files(root: Path) -> list[str] | None:
     """git's tracked and untracked-but-not-ignored files under `root`, or None outside a checkout."""
     try:
-        inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                                capture_output=True, text=True, timeout=60)
+        inside = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if inside.returncode != 0 or inside.stdout.strip() != "true":
         return None
-    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z", "--", "."],
-                            capture_output=True, timeout=300)
+    listed = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z", "--", "."],
+        capture_output=True,
+        timeout=300,
+    )
     if listed.returncode != 0:
-        raise InputError(f"cannot list the files of the git checkout {root}: "
-                         f"{listed.stderr.decode(errors='replace').strip()}")
+        raise InputError(
+            f"cannot list the files of the git checkout {root}: {listed.stderr.decode(errors='replace').strip()}"
+        )
     return [p for p in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
 
 
 def _walk(root: Path) -> list[str]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in NEVER_DIRS
-                             and not (Path(dirpath, d) / "pyvenv.cfg").exists())
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in NEVER_DIRS and not (Path(dirpath, d) / "pyvenv.cfg").exists()
+        )
         for name in filenames:
             out.append(Path(dirpath, name).relative_to(root).as_posix())
     return out
@@ -69,8 +77,10 @@ def _matches(rel: str, patterns: list[str]) -> bool:
         pat = pattern.rstrip("/")
         if fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(parts[-1], pat):
             return True
-        if any(fnmatch.fnmatch("/".join(parts[:i]), pat) or fnmatch.fnmatch(parts[i - 1], pat)
-               for i in range(1, len(parts))):
+        if any(
+            fnmatch.fnmatch("/".join(parts[:i]), pat) or fnmatch.fnmatch(parts[i - 1], pat)
+            for i in range(1, len(parts))
+        ):
             return True
     return False
 
@@ -132,8 +142,15 @@ def select(root: Path, include: list[str], exclude: list[str]) -> tuple[list[str
     return kept, notes
 
 
-def build(code, *, secrets=None, allow_files: tuple[str, ...] = (), limit: int = DEFAULT_LIMIT,
-          where: str = "the run", base: Path | None = None) -> Snapshot:
+def build(
+    code,
+    *,
+    secrets=None,
+    allow_files: tuple[str, ...] = (),
+    limit: int = DEFAULT_LIMIT,
+    where: str = "the run",
+    base: Path | None = None,
+) -> Snapshot:
     """Pack the spec's `code` (a launcher.spec.models.Code) for a run that gets `secrets`.
     InputError (exit 2) for a refused file or a snapshot past `limit`, before anything is submitted."""
     root = (base or Path.cwd()) / Path(code.path).expanduser()
@@ -157,14 +174,16 @@ def build(code, *, secrets=None, allow_files: tuple[str, ...] = (), limit: int =
             continue
         if path.resolve() not in allowed:
             data = path.read_bytes()
-            reason = _credential_reason(rel, data[:1 << 20])
+            reason = _credential_reason(rel, data[: 1 << 20])
             if reason is None:
                 named = [name for name, value in values if value in data]
                 if named:
                     reason = f"holds the value of the secret {named[0]}"
             if reason:
-                raise InputError(f"code: {root / rel} {reason}; a code snapshot never packs a secret",
-                                 hint=f"add it to code.exclude, or pass --allow-file {root / rel} if it is no secret")
+                raise InputError(
+                    f"code: {root / rel} {reason}; a code snapshot never packs a secret",
+                    hint=f"add it to code.exclude, or pass --allow-file {root / rel} if it is no secret",
+                )
         packed.append(rel)
         sizes.append((size, rel))
     data = pack(root, packed)
@@ -172,8 +191,9 @@ def build(code, *, secrets=None, allow_files: tuple[str, ...] = (), limit: int =
         largest = sorted(sizes, reverse=True)[:5]
         top = ", ".join(f"{rel} ({_human(size)})" for size, rel in largest)
         first = PurePosixPath(largest[0][1]).parts[0] if largest else "PATH"
-        raise InputError(f"code: {root} packs to {_human(len(data))}, over the {_human(limit)} {where} takes; "
-                         f"the largest files: {top}",
-                         hint=f"leave them out with code.exclude, e.g. `exclude: [{first}]`")
-    return Snapshot(data, digest_of(data), str(root), len(packed), sum(s for s, _ in sizes),
-                    tuple(notes))
+        raise InputError(
+            f"code: {root} packs to {_human(len(data))}, over the {_human(limit)} {where} takes; "
+            f"the largest files: {top}",
+            hint=f"leave them out with code.exclude, e.g. `exclude: [{first}]`",
+        )
+    return Snapshot(data, digest_of(data), str(root), len(packed), sum(s for s, _ in sizes), tuple(notes))

@@ -44,5 +44,3 @@ class WaitTimeout(LauncherError, TimeoutError):
     def __init__(self, message: str, run=None):
         super().__init__(message)
         self.run = run
-
-

@@ -43,8 +43,8 @@ def step(name: str, *, poll: float = 5.0) -> Step:
     """Look at a placed run once and act: past max_queue on its cluster, it is withdrawn
     there and submitted to the next candidate that can be reached."""
     from launcher.backends.registry import open_backend
-    from launcher.sdk.index import RunIndex
     from launcher.config import load_config
+    from launcher.sdk.index import RunIndex
 
     index = RunIndex()
     state = index.placement(name)
@@ -80,13 +80,15 @@ def _move(index, state: dict, name: str, backend, run: Run, waited: float) -> St
     from launcher.spec.retry import seconds_text
 
     here, attempt = state["profile"], state["attempt"]
-    why = (f"{run.status.value} on {here} for {seconds_text(round(waited))}, past placement.max_queue "
-           f"({seconds_text(state['max_queue'])})")
+    why = (
+        f"{run.status.value} on {here} for {seconds_text(round(waited))}, past placement.max_queue "
+        f"({seconds_text(state['max_queue'])})"
+    )
     from launcher.config import load_config
 
     unreached = []
     withdrawn = False
-    later = state["candidates"][state["position"] + 1:]
+    later = state["candidates"][state["position"] + 1 :]
     config = load_config()
     from launcher.sdk.config import RunConfig
     from launcher.sdk.runs import named
@@ -98,17 +100,22 @@ def _move(index, state: dict, name: str, backend, run: Run, waited: float) -> St
         if state.get("said_full") != attempt:
             state["said_full"] = attempt
             index.save_placement(name, state, expect_attempt=attempt)
-            return Step(run, line=f"placement: {why}; no other cluster has {gpus_of(state['spec'])} free "
-                                  f"({', '.join(c.words() for c in asked)}): it waits on {here}",
-                        watching=True, wait=1.0)
+            return Step(
+                run,
+                line=f"placement: {why}; no other cluster has {gpus_of(state['spec'])} free "
+                f"({', '.join(c.words() for c in asked)}): it waits on {here}",
+                watching=True,
+                wait=1.0,
+            )
         return Step(run, watching=True, wait=1.0)
     for position in range(state["position"] + 1, len(state["candidates"])):
         there = state["candidates"][position]
         if there not in fitting:
             continue
         try:
-            prepared = prepare_run(state["spec"], cluster=there, run_name=name,
-                                   allow_files=tuple(state.get("allow_files") or ()))
+            prepared = prepare_run(
+                state["spec"], cluster=there, run_name=name, allow_files=tuple(state.get("allow_files") or ())
+            )
             if not withdrawn:
                 backend.stop(name)  # withdrawn: its record stays there, for describe
                 withdrawn = True
@@ -116,10 +123,16 @@ def _move(index, state: dict, name: str, backend, run: Run, waited: float) -> St
         except LauncherError as e:  # down, or it refuses the run (a gpu_type, a secret it lacks)
             unreached.append(f"{there} could not take it ({e.message.splitlines()[0]})")
             continue
-        state["moves"].append({"attempt": attempt, "from": here, "to": there, "at": now_text(), "why": why,
-                               "withdrawn": True})
-        state.update(position=position, attempt=attempt + 1, profile=there, backend=prepared.profile.backend,
-                     placed_at=now_text())
+        state["moves"].append(
+            {"attempt": attempt, "from": here, "to": there, "at": now_text(), "why": why, "withdrawn": True}
+        )
+        state.update(
+            position=position,
+            attempt=attempt + 1,
+            profile=there,
+            backend=prepared.profile.backend,
+            placed_at=now_text(),
+        )
         index.save_placement(name, state, expect_attempt=attempt)
         line = move_line(state["moves"][-1])
         if unreached:
@@ -127,8 +140,9 @@ def _move(index, state: dict, name: str, backend, run: Run, waited: float) -> St
         return Step(moved, line=line, watching=movable(state), wait=0.05)
     state["exhausted"] = True
     if withdrawn:
-        state["moves"].append({"attempt": attempt, "from": here, "to": None, "at": now_text(), "why": why,
-                               "withdrawn": False})
+        state["moves"].append(
+            {"attempt": attempt, "from": here, "to": None, "at": now_text(), "why": why, "withdrawn": False}
+        )
     index.save_placement(name, state, expect_attempt=attempt)
     if withdrawn:
         line = move_line(state["moves"][-1])

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from launcher.backends.base import Backend, Run
-from launcher.sdk.run_names import is_glob, not_found, select
 from launcher.backends.registry import check_reachable, open_backend
 from launcher.config import Profile, load_config
 from launcher.errors import ClusterUnreachable, LauncherError, NotFoundError, RunNotFound, StateFileError
 from launcher.sdk.index import RunIndex
+from launcher.sdk.run_names import is_glob, not_found, select
 
 T = TypeVar("T")
 
@@ -60,8 +60,13 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
 LIST_SECONDS = 8.0
 
 
-def ask_each(profiles: list[Profile], ask: Callable[[Backend], T], *, seconds: float = LIST_SECONDS,
-             opener: Callable[[Profile], Backend] = open_backend) -> tuple[dict[str, T], dict[str, LauncherError]]:
+def ask_each(
+    profiles: list[Profile],
+    ask: Callable[[Backend], T],
+    *,
+    seconds: float = LIST_SECONDS,
+    opener: Callable[[Profile], Backend] = open_backend,
+) -> tuple[dict[str, T], dict[str, LauncherError]]:
     """ask(backend) for every profile's backend at once: the answers, and for each profile
     that failed or did not answer within `seconds`, a LauncherError whose message is one
     line that names it. The backends are opened here (`opener`), in the caller's thread,
@@ -85,8 +90,11 @@ def ask_each(profiles: list[Profile], ask: Callable[[Backend], T], *, seconds: f
             failures[profile.name] = e
 
     # Daemon threads: one that hangs on a stalled server must not hold up the process's exit.
-    threads = [threading.Thread(target=ask_one, args=(p,), name=f"ask-{p.name}", daemon=True)
-               for p in profiles if p.name in backends]
+    threads = [
+        threading.Thread(target=ask_one, args=(p,), name=f"ask-{p.name}", daemon=True)
+        for p in profiles
+        if p.name in backends
+    ]
     for t in threads:
         t.start()
     deadline = time.monotonic() + seconds
@@ -122,8 +130,12 @@ def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[
 
     answers, warnings = ask_some(profiles, list_one, "listed")
     withdrawn = RunIndex().withdrawn()  # a run that moved on is listed where it is now
-    pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])
-             if (pair[1].name, profile.name) not in withdrawn]
+    pairs = [
+        pair
+        for profile in profiles
+        for pair in answers.get(profile.name, [])
+        if (pair[1].name, profile.name) not in withdrawn
+    ]
     pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
     return pairs, warnings
 
@@ -140,9 +152,11 @@ def ask_some(profiles: list[Profile], ask: Callable[[Backend], T], done: str) ->
             raise errors[0]
         # Bad input (a kubeconfig, credentials) everywhere is exit 2; a cluster that is away, 1.
         kind = ClusterUnreachable if all(isinstance(e, ClusterUnreachable) for e in errors) else LauncherError
-        raise kind(f"none of the {len(errors)} cluster profiles could be {done}",
-                            exit_code=2 if all(e.exit_code == 2 for e in errors) else 1,
-                            warnings=[e.message for e in errors])
+        raise kind(
+            f"none of the {len(errors)} cluster profiles could be {done}",
+            exit_code=2 if all(e.exit_code == 2 for e in errors) else 1,
+            warnings=[e.message for e in errors],
+        )
     return answers, [e.message for e in failed.values()]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,12 +40,15 @@ class RunIndex:
                 yield db
         except sqlite3.DatabaseError as e:
             raise StateFileError.from_sqlite(
-                self.path, e, forgets="`launcher logs NAME` then asks every cluster profile for a run") from None
+                self.path, e, forgets="`launcher logs NAME` then asks every cluster profile for a run"
+            ) from None
 
     def record(self, name: str, profile: Profile) -> None:
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO submissions VALUES (?, ?, ?, ?)",
-                       (name, profile.name, profile.backend, datetime.now(timezone.utc).isoformat()))
+            db.execute(
+                "INSERT OR REPLACE INTO submissions VALUES (?, ?, ?, ?)",
+                (name, profile.name, profile.backend, datetime.now(UTC).isoformat()),
+            )
 
     def forget(self, name: str) -> None:
         with self._db() as db:
@@ -92,8 +95,10 @@ class RunIndex:
             db.execute("INSERT OR REPLACE INTO placements VALUES (?, ?)", (name, json.dumps(state)))
             profile = state.get("profile")
             if profile:
-                db.execute("UPDATE submissions SET profile = ?, backend = ? WHERE name = ?",
-                           (profile, state.get("backend", DEFAULT_BACKEND), name))
+                db.execute(
+                    "UPDATE submissions SET profile = ?, backend = ? WHERE name = ?",
+                    (profile, state.get("backend", DEFAULT_BACKEND), name),
+                )
         return True
 
     def withdrawn(self) -> set[tuple[str, str]]:
@@ -101,5 +106,9 @@ class RunIndex:
         the run moved on: they keep their record there, and listings leave them out."""
         with self._placements() as db:
             rows = db.execute("SELECT name, state FROM placements").fetchall()
-        return {(name, move["from"]) for name, state in rows for move in json.loads(state).get("moves") or []
-                if move.get("withdrawn")}
+        return {
+            (name, move["from"])
+            for name, state in rows
+            for move in json.loads(state).get("moves") or []
+            if move.get("withdrawn")
+        }

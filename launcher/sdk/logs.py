@@ -29,8 +29,14 @@ class FollowEvent:
     note: str | None = None
 
 
-def get_run_logs(run: RunRef | None, rank: int | None = None, attempt: int | None = None,
-                 tail: int | None = None, *, raw: bool = False) -> Iterator[LogLine]:
+def get_run_logs(
+    run: RunRef | None,
+    rank: int | None = None,
+    attempt: int | None = None,
+    tail: int | None = None,
+    *,
+    raw: bool = False,
+) -> Iterator[LogLine]:
     """The run's log lines as they are now, secrets masked (`str(line)` is its text).
     rank None: every rank; attempt None: the latest (counted from 1); tail: the last N
     lines of each rank. The trainer's metric records are left out unless `raw` (they are
@@ -39,8 +45,9 @@ def get_run_logs(run: RunRef | None, rank: int | None = None, attempt: int | Non
 
     backend, record = resolve(run)
     if tail is not None:
-        lines, _ = logview.tail_lines(lambda n: backend.logs(record.name, rank=rank, attempt=attempt, tail=n),
-                                      tail, raw=raw)
+        lines, _ = logview.tail_lines(
+            lambda n: backend.logs(record.name, rank=rank, attempt=attempt, tail=n), tail, raw=raw
+        )
         return _closing(backend, iter(lines))
     stream = backend.logs(record.name, rank=rank, attempt=attempt)
     return _closing(backend, stream if raw else logview.without_records(stream))
@@ -55,8 +62,9 @@ def follow_run_logs(run: RunRef | None, rank: int | None = None, *, raw: bool = 
     yield from lines if raw else logview.without_records(lines)
 
 
-def follow_run(run: RunRef | None, *, backend: Backend | None = None, rank: int | None = None,
-               from_attempt: int = 1) -> Iterator[LogLine | FollowEvent]:
+def follow_run(
+    run: RunRef | None, *, backend: Backend | None = None, rank: int | None = None, from_attempt: int = 1
+) -> Iterator[LogLine | FollowEvent]:
     """Follow a run from wherever it is: its statuses until it starts, then the log lines
     of each attempt (a retry restarts the whole group: the next attempt's lines follow),
     and last the "ended" event with its final record. `run --follow` prints this.
@@ -129,8 +137,9 @@ def _while_placed(backend: Backend, owned: bool, name: str):
     return backend, owned, last
 
 
-def _follow(backend: Backend, name: str, rank: int | None, from_attempt: int,
-            last: tuple | None = None) -> Iterator[LogLine | FollowEvent]:
+def _follow(
+    backend: Backend, name: str, rank: int | None, from_attempt: int, last: tuple | None = None
+) -> Iterator[LogLine | FollowEvent]:
     """`last`: the status (and reason) already shown, not shown again."""
     try:
         current = None

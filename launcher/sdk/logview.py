@@ -20,8 +20,9 @@ from launcher.pod.contract import METRIC_PREFIX
 # --- which attempt ----------------------------------------------------------------------
 
 
-def chosen_attempt(run: Run, *, attempt: int | None = None, resumption: int | None = None,
-                   previous: bool = False) -> int | None:
+def chosen_attempt(
+    run: Run, *, attempt: int | None = None, resumption: int | None = None, previous: bool = False
+) -> int | None:
     """The attempt to read, counted from 1 (None: the latest). `attempt` counts from 1, as
     `launcher logs --attempt` always has; `resumption` counts from 0, as mcli's
     `--resumption` does (resumption 0 is attempt 1); `previous`, without either, is the one
@@ -30,8 +31,10 @@ def chosen_attempt(run: Run, *, attempt: int | None = None, resumption: int | No
         if resumption < 0:
             raise InputError(f"--resumption counts from 0, not {resumption}")
         if attempt is not None and attempt != resumption + 1:
-            raise InputError(f"--attempt {attempt} and --resumption {resumption} name different attempts "
-                             f"(resumption {resumption} is attempt {resumption + 1}): give one")
+            raise InputError(
+                f"--attempt {attempt} and --resumption {resumption} name different attempts "
+                f"(resumption {resumption} is attempt {resumption + 1}): give one"
+            )
         attempt = resumption + 1
     if previous and attempt is None:  # a named attempt wins, as it always has
         if run.current_attempt <= 1:
@@ -57,8 +60,9 @@ class RankChoice:
     """What the reader should be told about the choice (a GPU rank read as its node's log)."""
 
 
-def chosen_rank(run: Run, *, node_rank: int | None = None, gpu: int | None = None,
-                global_gpu_rank: int | None = None) -> RankChoice:
+def chosen_rank(
+    run: Run, *, node_rank: int | None = None, gpu: int | None = None, global_gpu_rank: int | None = None
+) -> RankChoice:
     """The node rank to read for mcli's --node-rank, --gpu (a GPU rank local to the node,
     node 0 by default) and --global-gpu-rank.
 
@@ -72,13 +76,17 @@ def chosen_rank(run: Run, *, node_rank: int | None = None, gpu: int | None = Non
         return RankChoice(node_rank)
     per_node = gpus_per_node(run)
     if per_node == 0:
-        raise InputError(f"run {run.name} has no GPUs (compute.gpus is 0), so it has no GPU ranks: "
-                         f"its logs are one per node rank; pass --node-rank N (0..{run.nodes - 1})")
+        raise InputError(
+            f"run {run.name} has no GPUs (compute.gpus is 0), so it has no GPU ranks: "
+            f"its logs are one per node rank; pass --node-rank N (0..{run.nodes - 1})"
+        )
     total = per_node * run.nodes
     if global_gpu_rank is not None:
         if global_gpu_rank >= total:
-            raise InputError(f"run {run.name} has GPU ranks 0..{total - 1} "
-                             f"({run.nodes} node(s) of {per_node} GPUs), not {global_gpu_rank}")
+            raise InputError(
+                f"run {run.name} has GPU ranks 0..{total - 1} "
+                f"({run.nodes} node(s) of {per_node} GPUs), not {global_gpu_rank}"
+            )
         node, local = divmod(global_gpu_rank, per_node)
         if node_rank is not None and node_rank != node:
             raise InputError(f"global GPU rank {global_gpu_rank} is on node rank {node}, not {node_rank}")
@@ -91,8 +99,9 @@ def chosen_rank(run: Run, *, node_rank: int | None = None, gpu: int | None = Non
         if node >= run.nodes:
             raise InputError(f"run {run.name} has node ranks 0..{run.nodes - 1}, not {node}")
         if gpu >= per_node:
-            raise InputError(f"run {run.name} has {per_node} GPUs per node: local GPU ranks 0..{per_node - 1}, "
-                             f"not {gpu}")
+            raise InputError(
+                f"run {run.name} has {per_node} GPUs per node: local GPU ranks 0..{per_node - 1}, not {gpu}"
+            )
         local = gpu
         what = f"local GPU rank {local} of node rank {node}"
     if local != 0:
@@ -100,7 +109,8 @@ def chosen_rank(run: Run, *, node_rank: int | None = None, gpu: int | None = Non
             f"run {run.name} keeps one log per node rank, not one per GPU, so {what} has no log of its own: "
             f"node rank {node}'s log holds GPU rank 0's output (and every local rank's where the command "
             f"prints them all, as torchrun does; the composer launcher prints another rank's only when it crashes)",
-            hint=f"launcher logs {run.name} --node-rank {node}")
+            hint=f"launcher logs {run.name} --node-rank {node}",
+        )
     return RankChoice(node, f"{what}: its output is node rank {node}'s log")
 
 
@@ -191,8 +201,10 @@ def _last_per_rank(lines: list[LogLine], tail: int) -> list[LogLine]:
 # --- the first exception -------------------------------------------------------------------
 
 _TRACEBACK = "Traceback (most recent call last):"
-_CHAINED = ("The above exception was the direct cause of the following exception:",
-            "During handling of the above exception, another exception occurred:")
+_CHAINED = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
 
 
 @dataclass
@@ -215,7 +227,7 @@ class Traceback:
     @property
     def exception(self) -> str:
         """The exception line, e.g. `ValueError: boom`."""
-        return self.lines[-1].text[len(self.prefix):].strip() if self.lines else ""
+        return self.lines[-1].text[len(self.prefix) :].strip() if self.lines else ""
 
 
 class _RankParser:
@@ -234,7 +246,7 @@ class _RankParser:
         if self.state != "idle":
             if not text.startswith(self.prefix):
                 return  # another process's output between the traceback's lines
-            body = text[len(self.prefix):]
+            body = text[len(self.prefix) :]
             if self.state == "frames":
                 assert self.block is not None
                 self.block.lines.append(line)

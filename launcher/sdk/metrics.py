@@ -60,8 +60,8 @@ LATEST_SCAN = 20
 def latest_with_metrics() -> tuple[Backend, Run, str | None]:
     """The latest run, unless it ended without metrics (a hello-world run): then the latest
     of the recent runs that has some. The third item says so when it is not the latest."""
-    from launcher.sdk.index import RunIndex
     from launcher.errors import LauncherError
+    from launcher.sdk.index import RunIndex
 
     latest = resolve(None)
     if not latest[1].status.is_terminal:
@@ -104,6 +104,8 @@ def get_run_metrics(run: RunRef | None, metric: str | Iterable[str] | None = Non
     points = []
     for name in names:
         s = metrics.series[name]
-        points += [MetricPoint(name, step, value, at, METRICS_RANK, attempt)
-                   for step, value, at, attempt in zip(s.steps, s.values, s.times, s.attempts)]
+        points += [
+            MetricPoint(name, step, value, at, METRICS_RANK, attempt)
+            for step, value, at, attempt in zip(s.steps, s.values, s.times, s.attempts)
+        ]
     return MetricPoints(points, metrics.notes)

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,8 +81,10 @@ class Decision:
             return f"placement: {said}: no cluster can take the run"
         if self.fits:
             return f"placement: {said}: placed on {self.chosen}"
-        return (f"placement: {said}: none has {self.gpus} free; placed on {self.chosen}, the first that "
-                "answered, where it waits in the queue")
+        return (
+            f"placement: {said}: none has {self.gpus} free; placed on {self.chosen}, the first that "
+            "answered, where it waits in the queue"
+        )
 
 
 def gpus_of(spec: RunSpec | Mapping[str, Any]) -> int:
@@ -111,14 +113,18 @@ def candidate_profiles(cluster: str | list[str] | None, config: Config) -> list[
 
         profiles = [p for p in config.profiles() if is_cluster(p)]
         if not profiles:
-            raise InputError("compute.cluster: auto places the run on a cluster profile, and there is none but local",
-                             hint="add one with `launcher cluster add`")
+            raise InputError(
+                "compute.cluster: auto places the run on a cluster profile, and there is none but local",
+                hint="add one with `launcher cluster add`",
+            )
         return profiles
     known = {p.name: p for p in config.profiles()}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise InputError(f"compute.cluster: {', '.join(map(repr, unknown))} names no cluster profile "
-                         f"(known: {', '.join(known)})", hint="add one with `launcher cluster add`")
+        raise InputError(
+            f"compute.cluster: {', '.join(map(repr, unknown))} names no cluster profile (known: {', '.join(known)})",
+            hint="add one with `launcher cluster add`",
+        )
     return [known[n] for n in names]
 
 
@@ -136,8 +142,10 @@ def ask(spec: RunSpec, profiles: Sequence[Profile], *, seconds: float = ASK_SECO
             backend.close()
 
     answers, failed = ask_each(list(profiles), free_on, seconds=seconds)
-    return [Candidate(p.name, answers[p.name]) if p.name in answers else Candidate(p.name, error=failed[p.name].message)
-            for p in profiles]
+    return [
+        Candidate(p.name, answers[p.name]) if p.name in answers else Candidate(p.name, error=failed[p.name].message)
+        for p in profiles
+    ]
 
 
 # --- preparing and submitting --------------------------------------------------------------
@@ -168,7 +176,7 @@ def max_queue_of(spec: RunSpec) -> float | None:
 
 
 def now_text() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 # --- the run index's record, and the watcher -----------------------------------------------
@@ -183,8 +191,12 @@ def placement_of(name: str) -> dict[str, Any] | None:
 
 def movable(state: Mapping[str, Any] | None) -> bool:
     """Whether failover could still move the run: a max_queue, and a candidate after this one."""
-    return bool(state and state.get("max_queue") and not state.get("exhausted")
-                and state["position"] + 1 < len(state["candidates"]))
+    return bool(
+        state
+        and state.get("max_queue")
+        and not state.get("exhausted")
+        and state["position"] + 1 < len(state["candidates"])
+    )
 
 
 def watcher_log(name: str) -> Path:
@@ -198,7 +210,11 @@ def start_watcher(name: str) -> None:
     log = watcher_log(name)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        subprocess.Popen([sys.executable, "-m", "launcher.sdk.failover", name], stdin=subprocess.DEVNULL,
-                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
-
-
+        subprocess.Popen(
+            [sys.executable, "-m", "launcher.sdk.failover", name],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )

@@ -7,7 +7,7 @@ dashboard imports the other.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def ago(ts: datetime | None) -> str:
     """How long ago, in the largest whole unit: '3m ago'; '-' for none."""
     if ts is None:
         return "-"
-    secs = int((datetime.now(timezone.utc) - ts).total_seconds())
+    secs = int((datetime.now(UTC) - ts).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if secs >= size:
             return f"{secs // size}{unit} ago"
@@ -34,7 +34,7 @@ def ago(ts: datetime | None) -> str:
 
 def until(ts: datetime) -> str:
     """How long from now until a moment, in whole seconds: 'in 40 s'; 'now' once it has come."""
-    secs = int((ts - datetime.now(timezone.utc)).total_seconds() + 0.999)
+    secs = int((ts - datetime.now(UTC)).total_seconds() + 0.999)
     return f"in {secs} s" if secs > 0 else "now"
 
 
@@ -49,7 +49,7 @@ def duration(start: datetime | None, end: datetime | None) -> str:
     """From start to end (or to now while running) as [h:]mm:ss; '-' before a start."""
     if start is None:
         return "-"
-    secs = int(((end or datetime.now(timezone.utc)) - start).total_seconds())
+    secs = int(((end or datetime.now(UTC)) - start).total_seconds())
     h, rem = divmod(secs, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
@@ -95,13 +95,23 @@ def run_record(run: Run) -> dict[str, Any]:
                 "reason": a.reason,
                 "started_at": _iso(a.started_at),
                 "ended_at": _iso(a.ended_at),
-                "ranks": [{"rank": r.rank, "status": r.status.value, "exit_code": r.exit_code, "reason": r.reason,
-                           "node": r.node} for r in a.ranks],
+                "ranks": [
+                    {
+                        "rank": r.rank,
+                        "status": r.status.value,
+                        "exit_code": r.exit_code,
+                        "reason": r.reason,
+                        "node": r.node,
+                    }
+                    for r in a.ranks
+                ],
             }
             for a in run.attempts
         ],
-        "events": [{"status": e.status.value, "at": e.at.isoformat(), "attempt": e.attempt, "reason": e.reason}
-                   for e in run.events],
+        "events": [
+            {"status": e.status.value, "at": e.at.isoformat(), "attempt": e.attempt, "reason": e.reason}
+            for e in run.events
+        ],
         "queue": queue_record(run),
         "spec": run.spec,
     }
@@ -112,8 +122,18 @@ def queue_record(run: Run) -> dict[str, Any] | None:
     q = run.queue
     if q is None:
         return None
-    return {"queue": q.queue, "cluster_queue": q.cluster_queue, "workload": q.workload, "admitted": q.admitted,
-            "position": q.position, "pending": q.pending, "position_in_cluster_queue": q.position_in_cluster_queue,
-            "position_from": q.position_from, "reason": q.reason, "since": _iso(q.since),
-            "evictions": [{"reason": e.reason, "message": e.message, "at": _iso(e.at), "count": e.count}
-                          for e in q.evictions]}
+    return {
+        "queue": q.queue,
+        "cluster_queue": q.cluster_queue,
+        "workload": q.workload,
+        "admitted": q.admitted,
+        "position": q.position,
+        "pending": q.pending,
+        "position_in_cluster_queue": q.position_in_cluster_queue,
+        "position_from": q.position_from,
+        "reason": q.reason,
+        "since": _iso(q.since),
+        "evictions": [
+            {"reason": e.reason, "message": e.message, "at": _iso(e.at), "count": e.count} for e in q.evictions
+        ],
+    }

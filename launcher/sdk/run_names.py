@@ -46,8 +46,9 @@ SHOWN_MATCHES = 10
 
 
 def ambiguous(arg: str, matched: list[str]) -> InputError:
-    shown = ", ".join(matched[:SHOWN_MATCHES]) + (f" and {len(matched) - SHOWN_MATCHES} more"
-                                                  if len(matched) > SHOWN_MATCHES else "")
+    shown = ", ".join(matched[:SHOWN_MATCHES]) + (
+        f" and {len(matched) - SHOWN_MATCHES} more" if len(matched) > SHOWN_MATCHES else ""
+    )
     spec_names = {spec_name_of(n) for n in matched}
     hint = "type more of the name"
     if len(spec_names) == 1:
@@ -93,5 +94,4 @@ def not_found(arg: str, names: list[str], warnings: list[str] | None = None) -> 
     guess = suggestion(arg, names)
     hint = f"did you mean {guess!r}? " if guess else ""
     what = "matches" if is_glob(arg) else "named"
-    return RunNotFound(f"no run {what} {arg!r}", hint=f"{hint}list runs with `launcher get runs`",
-                         warnings=warnings)
+    return RunNotFound(f"no run {what} {arg!r}", hint=f"{hint}list runs with `launcher get runs`", warnings=warnings)

@@ -24,8 +24,20 @@ if TYPE_CHECKING:
     from launcher.sdk.config import RunConfig
     from launcher.spec.models import RunSpec
 
-__all__ = ["Run", "RunList", "RunStatus", "create_run", "delete_run", "delete_runs", "get_run", "get_runs",
-           "stop_run", "stop_runs", "update_run", "wait_for_run_status"]
+__all__ = [
+    "Run",
+    "RunList",
+    "RunStatus",
+    "create_run",
+    "delete_run",
+    "delete_runs",
+    "get_run",
+    "get_runs",
+    "stop_run",
+    "stop_runs",
+    "update_run",
+    "wait_for_run_status",
+]
 
 RunRef = Union[Run, str]
 """A Run, or a name: full, a spec name (its latest run) or a glob."""
@@ -108,8 +120,8 @@ class PreparedRun:
     def submit_here(self) -> Run:
         """Start the run on `profile`. Recorded first, started second: a run that starts is
         always findable, and an index that cannot be written stops us before anything runs."""
-        from launcher.sdk.index import RunIndex
         from launcher.errors import LauncherError
+        from launcher.sdk.index import RunIndex
 
         index = RunIndex()
         before = index.profile_of(self.spec.name)  # a run moving here from another cluster keeps its entry
@@ -131,10 +143,17 @@ class PreparedRun:
             raise
 
 
-def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: str | None = None,
-                backend: str | None = None, dry_run: bool = False,
-                on_note: Callable[[str], None] | None = None, code: str | None = None,
-                allow_files: Iterable[str] = (), run_name: str | None = None) -> PreparedRun:
+def prepare_run(
+    config: RunConfig | RunSpec | dict[str, Any] | str,
+    *,
+    cluster: str | None = None,
+    backend: str | None = None,
+    dry_run: bool = False,
+    on_note: Callable[[str], None] | None = None,
+    code: str | None = None,
+    allow_files: Iterable[str] = (),
+    run_name: str | None = None,
+) -> PreparedRun:
     """Every check a submit makes before it starts anything: the target's check (offline,
     before any secret is read), the secrets the run gets (read where they live on this
     machine, or for a real run) and the target's checks of them. An error about one field
@@ -157,16 +176,25 @@ def prepare_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: 
         config = config.model_copy(update={"code": (config.code or Code()).model_copy(update={"path": code})})
     wanted = cluster if cluster is not None else config.compute.cluster
     if (backend is None or runs_on_a_cluster(backend)) and is_placed(wanted):
-        return _prepare_placed(config, wanted, dry_run=dry_run, on_note=on_note, allow_files=tuple(allow_files),
-                                 run_name=run_name)
+        return _prepare_placed(
+            config, wanted, dry_run=dry_run, on_note=on_note, allow_files=tuple(allow_files), run_name=run_name
+        )
     profile, target, store, notes = _target(config, cluster, backend, dry_run=dry_run)
     for note in notes if on_note is not None else ():
         on_note(note)
     return _checked_on(config, named(config, run_name), profile, target, store, notes, on_note, tuple(allow_files))
 
 
-def prepare_on(config: RunConfig, spec: RunSpec, profile: Profile, *, dry_run: bool, notes: list[str],
-               on_note: Callable[[str], None] | None, allow_files: tuple[str, ...]) -> PreparedRun:
+def prepare_on(
+    config: RunConfig,
+    spec: RunSpec,
+    profile: Profile,
+    *,
+    dry_run: bool,
+    notes: list[str],
+    on_note: Callable[[str], None] | None,
+    allow_files: tuple[str, ...],
+) -> PreparedRun:
     """prepare_run's checks for one profile chosen already (a placement's), `spec` named."""
     from launcher.backends.registry import open_backend
 
@@ -175,8 +203,16 @@ def prepare_on(config: RunConfig, spec: RunSpec, profile: Profile, *, dry_run: b
     return _checked_on(config, spec, profile, target, store, notes, on_note, allow_files)
 
 
-def _checked_on(config: RunConfig, spec: RunSpec, profile: Profile, target: Backend, store, notes: list[str],
-                on_note: Callable[[str], None] | None, allow_files: tuple[str, ...]) -> PreparedRun:
+def _checked_on(
+    config: RunConfig,
+    spec: RunSpec,
+    profile: Profile,
+    target: Backend,
+    store,
+    notes: list[str],
+    on_note: Callable[[str], None] | None,
+    allow_files: tuple[str, ...],
+) -> PreparedRun:
     from launcher.errors import FieldError
 
     try:
@@ -195,8 +231,15 @@ def _checked_on(config: RunConfig, spec: RunSpec, profile: Profile, target: Back
     return PreparedRun(config, profile, target, spec, secrets, warnings, notes, code=snapshot)
 
 
-def _prepare_placed(config: RunConfig, cluster: str | list[str], *, dry_run: bool, on_note: Callable[[str], None] | None,
-            allow_files: tuple[str, ...], run_name: str | None) -> PreparedRun:
+def _prepare_placed(
+    config: RunConfig,
+    cluster: str | list[str],
+    *,
+    dry_run: bool,
+    on_note: Callable[[str], None] | None,
+    allow_files: tuple[str, ...],
+    run_name: str | None,
+) -> PreparedRun:
     """prepare_run for `auto` or a list: a dry-run (or validate) checks every candidate
     offline and shows the first that takes the spec; a submit asks them all and prepares
     the run where decide() puts it."""
@@ -209,13 +252,16 @@ def _prepare_placed(config: RunConfig, cluster: str | list[str], *, dry_run: boo
         refusals = []
         for profile in profiles:
             try:
-                prepared = prepare_on(config, spec, profile, dry_run=True, notes=[], on_note=None,
-                                      allow_files=allow_files)
+                prepared = prepare_on(
+                    config, spec, profile, dry_run=True, notes=[], on_note=None, allow_files=allow_files
+                )
             except InputError as e:
                 refusals.append(e)
                 continue
-            note = (f"placement: decided at submit among {', '.join(p.name for p in profiles)} by their free GPUs; "
-                    f"checked for {profile.name}")
+            note = (
+                f"placement: decided at submit among {', '.join(p.name for p in profiles)} by their free GPUs; "
+                f"checked for {profile.name}"
+            )
             note += "".join(f"; {r.message.splitlines()[0]}" for r in refusals)
             if on_note is not None:
                 on_note(note)
@@ -227,8 +273,10 @@ def _prepare_placed(config: RunConfig, cluster: str | list[str], *, dry_run: boo
     if on_note is not None:
         on_note(decision.line())
     if decision.chosen is None:
-        raise ClusterUnreachable(f"none of the {len(profiles)} cluster profiles could take the run",
-                                 warnings=[c.error or "" for c in candidates])
+        raise ClusterUnreachable(
+            f"none of the {len(profiles)} cluster profiles could take the run",
+            warnings=[c.error or "" for c in candidates],
+        )
     names = [p.name for p in profiles]
     from launcher.sdk.placement import Placed
 
@@ -243,8 +291,9 @@ def _prepared_at(placed, position: int, spec: RunSpec | None = None) -> Prepared
 
     spec = spec or named(placed.config, placed.run_name)
     profile = load_config().profile(placed.candidates[position])
-    return prepare_on(placed.config, spec, profile, dry_run=False, notes=[], on_note=None,
-                      allow_files=placed.allow_files)
+    return prepare_on(
+        placed.config, spec, profile, dry_run=False, notes=[], on_note=None, allow_files=placed.allow_files
+    )
 
 
 def _submit_placed(prepared: PreparedRun) -> Run:
@@ -263,19 +312,38 @@ def _submit_placed(prepared: PreparedRun) -> Run:
             run = current.submit_here()
             break
         except ClusterUnreachable as e:
-            after = placed.candidates[position + 1:]
+            after = placed.candidates[position + 1 :]
             if not after:
                 raise
-            placed.note(f"placement: {name} could not be reached at submit ({e.message.splitlines()[0]}): "
-                        f"trying {after[0]}")
-            placed.skipped.append({"attempt": 1, "from": name, "to": after[0], "at": now_text(),
-                                   "why": f"{name} could not be reached at submit", "withdrawn": False})
+            placed.note(
+                f"placement: {name} could not be reached at submit ({e.message.splitlines()[0]}): trying {after[0]}"
+            )
+            placed.skipped.append(
+                {
+                    "attempt": 1,
+                    "from": name,
+                    "to": after[0],
+                    "at": now_text(),
+                    "why": f"{name} could not be reached at submit",
+                    "withdrawn": False,
+                }
+            )
             position, current = position + 1, None
-    state = {"candidates": placed.candidates, "position": position, "attempt": 1,
-             "profile": name, "backend": current.profile.backend, "placed_at": now_text(),
-             "max_queue": max_queue_of(current.spec), "decision": placed.decision,
-             "spec": current.spec.to_submitted(), "cwd": os.getcwd(), "allow_files": list(placed.allow_files),
-             "moves": placed.skipped, "exhausted": False}
+    state = {
+        "candidates": placed.candidates,
+        "position": position,
+        "attempt": 1,
+        "profile": name,
+        "backend": current.profile.backend,
+        "placed_at": now_text(),
+        "max_queue": max_queue_of(current.spec),
+        "decision": placed.decision,
+        "spec": current.spec.to_submitted(),
+        "cwd": os.getcwd(),
+        "allow_files": list(placed.allow_files),
+        "moves": placed.skipped,
+        "exhausted": False,
+    }
     from launcher.sdk.index import RunIndex
     from launcher.sdk.placement import start_watcher
 
@@ -291,15 +359,18 @@ def _pack_code(spec: RunSpec, target: Backend, secrets, allow_files: tuple[str, 
     from launcher.sdk.code_selection import build
 
     if not target.supports(Feature.CODE_SNAPSHOT):
-        raise InputError(f"code: the {target.name} backend cannot ship a code snapshot: "
-                         f"{target.UNSUPPORTED[Feature.CODE_SNAPSHOT]}")
+        raise InputError(
+            f"code: the {target.name} backend cannot ship a code snapshot: {target.UNSUPPORTED[Feature.CODE_SNAPSHOT]}"
+        )
     limit = target.code_limit()
-    return build(spec.code, secrets=secrets, allow_files=allow_files, limit=limit,
-                 where=f"a run of the {target.name} backend")
+    return build(
+        spec.code, secrets=secrets, allow_files=allow_files, limit=limit, where=f"a run of the {target.name} backend"
+    )
 
 
-def create_run(config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: str | None = None,
-               backend: str | None = None) -> Run:
+def create_run(
+    config: RunConfig | RunSpec | dict[str, Any] | str, *, cluster: str | None = None, backend: str | None = None
+) -> Run:
     """Submit a run (a RunConfig, a mapping of its fields, or a YAML path) to a cluster
     profile (default: compute.cluster where it names one, else the current profile).
     The returned Run's `warnings` name what the target cannot fully honour."""
@@ -319,10 +390,9 @@ def _target(spec: RunSpec, cluster: str | None, backend: str | None, *, dry_run:
     choice. A compute.cluster that names no profile here (an mcli cluster such as r1z1)
     is a note, never an error."""
     from launcher.backends.registry import open_backend, runs_on_a_cluster
-    from launcher.sdk.profiles import resolve_profile
     from launcher.config import Profile, launcher_home, load_config
+    from launcher.sdk.profiles import resolve_profile
     from launcher.secrets.store import LocalSecretStore
-
     from launcher.spec.models import cluster_names
 
     config = load_config()
@@ -332,13 +402,17 @@ def _target(spec: RunSpec, cluster: str | None, backend: str | None, *, dry_run:
         if named_cluster in {p.name for p in config.profiles()}:
             cluster = named_cluster
         else:
-            notes.append(f"compute.cluster {named_cluster!r} names no cluster profile here: using "
-                         f"{'the ' + backend + ' backend' if backend else 'the current profile, ' + config.current}")
+            notes.append(
+                f"compute.cluster {named_cluster!r} names no cluster profile here: using "
+                f"{'the ' + backend + ' backend' if backend else 'the current profile, ' + config.current}"
+            )
     if dry_run and backend and not cluster and not any(p.backend == backend for p in config.profiles()):
         # Show what a run becomes before any cluster is configured: the shipped defaults
         # (namespace default, GPU Feature Discovery labels) and the local secrets' names.
-        notes.append("no Kubernetes cluster profile yet: rendering with the shipped defaults "
-                     "(add one with `launcher cluster add`)")
+        notes.append(
+            "no Kubernetes cluster profile yet: rendering with the shipped defaults "
+            "(add one with `launcher cluster add`)"
+        )
         profile = Profile("default", backend, {})
         return profile, open_backend(profile), LocalSecretStore(launcher_home()), notes
     profile = resolve_profile(cluster=cluster, backend=backend, config=config)
@@ -364,8 +438,8 @@ def parse_status(value: RunStatus | str) -> RunStatus:
 def _listed(cluster: str | Iterable[str] | None = None):
     """(backend, run) for every run of every profile (or those named), newest first, and
     one warning per profile that could not be listed; when none could be, the error."""
-    from launcher.sdk.fanout import list_runs
     from launcher.config import load_config
+    from launcher.sdk.fanout import list_runs
 
     config = load_config()
     names = _strings(cluster)
@@ -396,11 +470,19 @@ def _gpu_types(run: Run) -> set[str]:
     return {gpu_type}
 
 
-def get_runs(runs: RunRef | Iterable[RunRef] | None = None, *, cluster: str | Iterable[str] | None = None,
-             status: RunStatus | str | Iterable[RunStatus | str] | None = None,
-             gpu_type: str | Iterable[str] | None = None, gpu_num: int | Iterable[int] | None = None,
-             before: datetime | None = None, after: datetime | None = None, limit: int | None = None,
-             latest: bool = False, ids: Iterable[str] | None = None) -> RunList:
+def get_runs(
+    runs: RunRef | Iterable[RunRef] | None = None,
+    *,
+    cluster: str | Iterable[str] | None = None,
+    status: RunStatus | str | Iterable[RunStatus | str] | None = None,
+    gpu_type: str | Iterable[str] | None = None,
+    gpu_num: int | Iterable[int] | None = None,
+    before: datetime | None = None,
+    after: datetime | None = None,
+    limit: int | None = None,
+    latest: bool = False,
+    ids: Iterable[str] | None = None,
+) -> RunList:
     """Runs, newest first, with mcli's filters (each takes one value or several):
     `runs` names, spec names (every run of that spec) or globs; `ids` full run names;
     `cluster` profiles; `status`; `gpu_type` (compute.gpu_type; "none" or "cpu" for none);
@@ -422,17 +504,21 @@ def get_runs(runs: RunRef | Iterable[RunRef] | None = None, *, cluster: str | It
         except (TypeError, ValueError):
             raise InputError(f"gpu_num: {n!r} is not a number of GPUs") from None
     before, after = _local(before), _local(after)
-    chosen = [r for _, r in pairs
-              if (not patterns or any(matches(p, r.name) for p in patterns))
-              and (not exact or r.name in exact)
-              and (not statuses or r.status in statuses)
-              and (not gpu_types or bool(_gpu_types(r) & gpu_types))
-              and (not gpu_nums or int((r.spec.get("compute") or {}).get("gpus") or 0) in gpu_nums)
-              and (before is None or r.created_at < before) and (after is None or r.created_at > after)]
+    chosen = [
+        r
+        for _, r in pairs
+        if (not patterns or any(matches(p, r.name) for p in patterns))
+        and (not exact or r.name in exact)
+        and (not statuses or r.status in statuses)
+        and (not gpu_types or bool(_gpu_types(r) & gpu_types))
+        and (not gpu_nums or int((r.spec.get("compute") or {}).get("gpus") or 0) in gpu_nums)
+        and (before is None or r.created_at < before)
+        and (after is None or r.created_at > after)
+    ]
     if latest:
         chosen = chosen[:1]
     if limit is not None:
-        chosen = chosen[:max(limit, 0)]
+        chosen = chosen[: max(limit, 0)]
     return RunList(chosen, warnings)
 
 
@@ -516,8 +602,8 @@ def delete_run(run: RunRef) -> Run:
 
 def delete_runs(runs: Iterable[RunRef]) -> RunList:
     """Delete each run (as delete_run); the records as they were, in the order given."""
-    from launcher.sdk.index import RunIndex
     from launcher.metrics.cache import forget_run
+    from launcher.sdk.index import RunIndex
 
     out = RunList()
     index = RunIndex()
@@ -535,16 +621,24 @@ def delete_runs(runs: Iterable[RunRef]) -> RunList:
     return out
 
 
-def update_run(run: RunRef, *, max_duration: float | None = None, priority: str | None = None,
-               max_retries: int | None = None) -> Run:
+def update_run(
+    run: RunRef, *, max_duration: float | None = None, priority: str | None = None, max_retries: int | None = None
+) -> Run:
     """Change a run's scheduling (max_duration in hours, priority, max_retries) where its
     backend can (its UPDATE_* features); otherwise the backend's InputError says why not."""
     with _Backends() as backends:
         backend, name = backends.of(run)
         try:
             if not isinstance(backend, Updatable):  # it names every update field unsupported: say the first
-                backend.require(UPDATE_FEATURES["max_duration" if max_duration is not None else
-                                                "priority" if priority is not None else "max_retries"])
+                backend.require(
+                    UPDATE_FEATURES[
+                        "max_duration"
+                        if max_duration is not None
+                        else "priority"
+                        if priority is not None
+                        else "max_retries"
+                    ]
+                )
             return backend.update(name, max_duration=max_duration, priority=priority, max_retries=max_retries)
         except NotFoundError as e:
             raise run_not_found(e) from None
@@ -553,8 +647,12 @@ def update_run(run: RunRef, *, max_duration: float | None = None, priority: str 
 # --- waiting ---------------------------------------------------------------------------------
 
 # The order a run's statuses come in; every terminal one is past them all.
-_ORDER = {s: i for i, s in enumerate((RunStatus.PENDING, RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING,
-                                      RunStatus.TERMINATING))}
+_ORDER = {
+    s: i
+    for i, s in enumerate(
+        (RunStatus.PENDING, RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING, RunStatus.TERMINATING)
+    )
+}
 
 
 def reached(status: RunStatus, wanted: RunStatus) -> bool:
@@ -564,8 +662,9 @@ def reached(status: RunStatus, wanted: RunStatus) -> bool:
     return wanted in _ORDER and _ORDER[status] >= _ORDER[wanted]
 
 
-def wait_for_run_status(run: RunRef, status: RunStatus | str, timeout: float | None = None, *,
-                        poll_seconds: float = 0.5) -> Run:
+def wait_for_run_status(
+    run: RunRef, status: RunStatus | str, timeout: float | None = None, *, poll_seconds: float = 0.5
+) -> Run:
     """Wait until the run reaches `status` (a RunStatus or its name), goes past it, or
     ends (COMPLETED, FAILED, STOPPED), and return it as it is then. Past `timeout`
     seconds, raise WaitTimeout (a TimeoutError). While it waits it acts for the run as
@@ -582,6 +681,8 @@ def wait_for_run_status(run: RunRef, status: RunStatus | str, timeout: float | N
             if reached(current.status, wanted):
                 return current
             if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"run {name} did not reach {wanted.value} within {timeout:g} s "
-                                  f"(it is {current.status.value})", current)
+                raise WaitTimeout(
+                    f"run {name} did not reach {wanted.value} within {timeout:g} s (it is {current.status.value})",
+                    current,
+                )
             time.sleep(poll_seconds if deadline is None else max(0.0, min(poll_seconds, deadline - time.monotonic())))

@@ -9,7 +9,15 @@ from datetime import datetime
 
 from launcher.errors import InputError, NotFoundError
 
-__all__ = ["SecretInfo", "SecretList", "create_secret", "delete_secrets", "get_secret_names", "get_secrets", "save_secret"]
+__all__ = [
+    "SecretInfo",
+    "SecretList",
+    "create_secret",
+    "delete_secrets",
+    "get_secret_names",
+    "get_secrets",
+    "save_secret",
+]
 
 
 @dataclass(frozen=True)
@@ -44,8 +52,15 @@ class SecretList(list):
 def _info(secret, where: str) -> SecretInfo:
     from launcher.secrets.kinds import exposed
 
-    return SecretInfo(secret.name, secret.kind.value, exposed(secret), secret.created_at, dict(secret.options),
-                      secret.too_short_keys(), where)
+    return SecretInfo(
+        secret.name,
+        secret.kind.value,
+        exposed(secret),
+        secret.created_at,
+        dict(secret.options),
+        secret.too_short_keys(),
+        where,
+    )
 
 
 def save_secret(secret, *, cluster: str | None = None, replace: bool = False) -> SecretInfo:
@@ -58,8 +73,15 @@ def save_secret(secret, *, cluster: str | None = None, replace: bool = False) ->
     return _info(secret, store.where)
 
 
-def create_secret(kind: str, name: str, data: dict[str, str] | str, *, cluster: str | None = None,
-                  options: dict[str, str] | None = None, replace: bool = False) -> SecretInfo:
+def create_secret(
+    kind: str,
+    name: str,
+    data: dict[str, str] | str,
+    *,
+    cluster: str | None = None,
+    options: dict[str, str] | None = None,
+    replace: bool = False,
+) -> SecretInfo:
     """Store a secret of `kind` (env, file, ssh, git-ssh, s3, gcp, databricks, hf,
     docker-registry, ...; mcli's names too) in the cluster profile's store. `data`: its
     values by key (a str is {"value": data}: env and file). `options`: env_key for env
@@ -75,8 +97,7 @@ def create_secret(kind: str, name: str, data: dict[str, str] | str, *, cluster: 
     opts = dict(options or {})
     if secret_kind is SecretKind.ENV:
         opts.setdefault("env_key", name.upper().replace("-", "_"))
-    return save_secret(Secret(name=name, kind=secret_kind, data=values, options=opts), cluster=cluster,
-                       replace=replace)
+    return save_secret(Secret(name=name, kind=secret_kind, data=values, options=opts), cluster=cluster, replace=replace)
 
 
 def get_secrets(*, cluster: str | None = None, kinds: Iterable[str] = ()) -> SecretList:

@@ -46,10 +46,17 @@ class SecretKind(str, enum.Enum):
 # Other names a user types for a kind: mcli's (`create secret environment|mounted|docker|hugging_face`,
 # and its SecretType values that `get secrets --type` shows).
 KIND_ALIASES = {
-    "environment": SecretKind.ENV, "mounted": SecretKind.FILE, "docker": SecretKind.DOCKER_REGISTRY,
-    "docker_registry": SecretKind.DOCKER_REGISTRY, "git": SecretKind.GIT_SSH, "git_ssh": SecretKind.GIT_SSH,
-    "sftp": SecretKind.SFTP_SSH, "sftp_ssh": SecretKind.SFTP_SSH, "hugging_face": SecretKind.HF,
-    "hugging-face": SecretKind.HF, "huggingface": SecretKind.HF,
+    "environment": SecretKind.ENV,
+    "mounted": SecretKind.FILE,
+    "docker": SecretKind.DOCKER_REGISTRY,
+    "docker_registry": SecretKind.DOCKER_REGISTRY,
+    "git": SecretKind.GIT_SSH,
+    "git_ssh": SecretKind.GIT_SSH,
+    "sftp": SecretKind.SFTP_SSH,
+    "sftp_ssh": SecretKind.SFTP_SSH,
+    "hugging_face": SecretKind.HF,
+    "hugging-face": SecretKind.HF,
+    "huggingface": SecretKind.HF,
 }
 
 
@@ -125,16 +132,19 @@ def project(secret: Secret) -> Projection:
     if k is SecretKind.ENV:
         return Projection(env={o["env_key"]: "value"})
     if k is SecretKind.FILE:
-        return Projection(files={"secret": "value"}, mount_path=mount,
-                          plain_env={f"SECRET_PATH_{env_suffix(n)}": "{mount}/secret"})
+        return Projection(
+            files={"secret": "value"}, mount_path=mount, plain_env={f"SECRET_PATH_{env_suffix(n)}": "{mount}/secret"}
+        )
     if k is SecretKind.DOCKER_REGISTRY:
         return Projection(image_pull=True)
     if k is SecretKind.SSH:
-        return Projection(files={"id": "private_key"}, mount_path=mount,
-                          plain_env={f"SECRET_PATH_{env_suffix(n)}": "{mount}/id"})
+        return Projection(
+            files={"id": "private_key"}, mount_path=mount, plain_env={f"SECRET_PATH_{env_suffix(n)}": "{mount}/id"}
+        )
     if k is SecretKind.GIT_SSH:
         return Projection(
-            files={"id": "private_key"}, mount_path=mount,
+            files={"id": "private_key"},
+            mount_path=mount,
             plain_env={
                 f"SECRET_PATH_{env_suffix(n)}": "{mount}/id",
                 "GIT_SSH_COMMAND": "ssh -o StrictHostKeyChecking=no -o IdentitiesOnly=yes -i {mount}/id",
@@ -142,7 +152,8 @@ def project(secret: Secret) -> Projection:
         )
     if k is SecretKind.SFTP_SSH:  # the variables Composer's SFTP object store reads
         return Projection(
-            files={"id": "private_key", "known_hosts": "known_hosts"}, mount_path=mount,
+            files={"id": "private_key", "known_hosts": "known_hosts"},
+            mount_path=mount,
             plain_env={
                 f"SECRET_PATH_{env_suffix(n)}": "{mount}/id",
                 "COMPOSER_SFTP_KEY_FILE": "{mount}/id",
@@ -159,11 +170,17 @@ def project(secret: Secret) -> Projection:
             env["AWS_PROFILE"] = o["profile"]
         return Projection(files=files, mount_path=mount, plain_env=env)
     if k is SecretKind.OCI:  # the variables the OCI CLI and SDKs read
-        return Projection(files={"config": "config", "key_file": "key_file"}, mount_path=mount,
-                          plain_env={"OCI_CLI_CONFIG_FILE": "{mount}/config", "OCI_CLI_KEY_FILE": "{mount}/key_file"})
+        return Projection(
+            files={"config": "config", "key_file": "key_file"},
+            mount_path=mount,
+            plain_env={"OCI_CLI_CONFIG_FILE": "{mount}/config", "OCI_CLI_KEY_FILE": "{mount}/key_file"},
+        )
     if k is SecretKind.GCP:
-        return Projection(files={"credentials.json": "credentials"}, mount_path=mount,
-                          plain_env={"GOOGLE_APPLICATION_CREDENTIALS": "{mount}/credentials.json"})
+        return Projection(
+            files={"credentials.json": "credentials"},
+            mount_path=mount,
+            plain_env={"GOOGLE_APPLICATION_CREDENTIALS": "{mount}/credentials.json"},
+        )
     if k is SecretKind.DATABRICKS:
         return Projection(env={"DATABRICKS_HOST": "host", "DATABRICKS_TOKEN": "token"})
     if k is SecretKind.HF:
@@ -243,14 +260,17 @@ def collision(secrets: list[Secret]) -> str | None:
         for place in places:
             other = seen.setdefault(place, s.name)
             if other != s.name:
-                return (f"secrets {other!r} and {s.name!r} both set the {place}; "
-                        f"choose one with `secrets:` in the run YAML")
+                return (
+                    f"secrets {other!r} and {s.name!r} both set the {place}; choose one with `secrets:` in the run YAML"
+                )
         if proj.mount_path:
             for other, path in mounts.items():
                 if other != s.name and _nested(proj.mount_path, path):
-                    return (f"secrets {other!r} and {s.name!r} mount one inside the other ({path} and "
-                            f"{proj.mount_path}): one would hide the other; give one another --mount-path, or "
-                            "choose one with `secrets:` in the run YAML")
+                    return (
+                        f"secrets {other!r} and {s.name!r} mount one inside the other ({path} and "
+                        f"{proj.mount_path}): one would hide the other; give one another --mount-path, or "
+                        "choose one with `secrets:` in the run YAML"
+                    )
             mounts[s.name] = proj.mount_path
     return None
 
@@ -302,9 +322,11 @@ def _env_value_problem(var: str, value: str) -> str | None:
     if "\0" in value:
         return f"holds a NUL byte, which no environment variable ({var}) can hold"
     if size > MAX_ARG_STRLEN:
-        return (f"is too long for an environment variable: {var}=VALUE would be {size:,} bytes, and exec takes "
-                f"at most {MAX_ARG_STRLEN:,} (128 KiB, Linux's MAX_ARG_STRLEN); a larger value belongs in a "
-                "file secret (`launcher secret create file`)")
+        return (
+            f"is too long for an environment variable: {var}=VALUE would be {size:,} bytes, and exec takes "
+            f"at most {MAX_ARG_STRLEN:,} (128 KiB, Linux's MAX_ARG_STRLEN); a larger value belongs in a "
+            "file secret (`launcher secret create file`)"
+        )
     return None
 
 
@@ -326,7 +348,7 @@ def private_key_problem(text: str) -> str | None:
     if end not in lines:
         return f"it has no {end} line"
     # PEM headers such as Proc-Type: and DEK-Info: (an encrypted PKCS#1 key) come before the body.
-    body = [line for line in lines[1:lines.index(end)] if line and ":" not in line]
+    body = [line for line in lines[1 : lines.index(end)] if line and ":" not in line]
     if not body:
         return "it holds nothing between its BEGIN and END lines"
     if not all(_BASE64_LINE.fullmatch(line) for line in body):
@@ -354,8 +376,10 @@ def _gcp_problem(data: dict[str, str]) -> str | None:
         return "its credentials file is not a JSON object (a service-account key file is one)"
     kind = creds.get("type")
     if kind not in _GCP_NEEDS:
-        return (f"its credentials file's \"type\" is {kind!r}, not a Google credentials type "
-                f"({', '.join(_GCP_NEEDS)}); a service-account key file has \"type\": \"service_account\"")
+        return (
+            f'its credentials file\'s "type" is {kind!r}, not a Google credentials type '
+            f'({", ".join(_GCP_NEEDS)}); a service-account key file has "type": "service_account"'
+        )
     missing = [k for k in _GCP_NEEDS[kind] if not creds.get(k)]
     if missing:
         article = "an" if kind[0] in "aeiou" else "a"
@@ -373,8 +397,9 @@ def _gcp_problem(data: dict[str, str]) -> str | None:
 NO_DEFAULT_SECTION = "\0"
 
 
-def ini_sections(text: str, what: str, *, kind: str = "AWS",
-                  default_section: str = "DEFAULT") -> tuple[dict[str, dict[str, str]], str | None]:
+def ini_sections(
+    text: str, what: str, *, kind: str = "AWS", default_section: str = "DEFAULT"
+) -> tuple[dict[str, dict[str, str]], str | None]:
     """The sections of an AWS (or OCI) INI file, read as botocore reads it (RawConfigParser), or why not."""
 
     parser = configparser.RawConfigParser(default_section=default_section)
@@ -402,8 +427,10 @@ def _s3_problem(data: dict[str, str]) -> str | None:
     if problem:
         return problem
     if not any(p.get("aws_access_key_id") and p.get("aws_secret_access_key") for p in profiles.values()):
-        return ("its credentials file has no profile with both aws_access_key_id and aws_secret_access_key "
-                f"(profiles: {', '.join(profiles)})")
+        return (
+            "its credentials file has no profile with both aws_access_key_id and aws_secret_access_key "
+            f"(profiles: {', '.join(profiles)})"
+        )
     if "config" in data:
         return ini_sections(data["config"], "config")[1]
     return None

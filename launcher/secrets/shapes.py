@@ -26,8 +26,13 @@ from launcher.secrets.kinds import (
 
 DOCKER_HUB = "https://index.docker.io/v1/"
 # The name a secret of these kinds gets when none is given: a run has at most one of each.
-DEFAULT_NAMES = {SecretKind.S3: "s3", SecretKind.GCP: "gcp", SecretKind.DATABRICKS: "databricks",
-                 SecretKind.HF: "hf", SecretKind.OCI: "oci"}
+DEFAULT_NAMES = {
+    SecretKind.S3: "s3",
+    SecretKind.GCP: "gcp",
+    SecretKind.DATABRICKS: "databricks",
+    SecretKind.HF: "hf",
+    SecretKind.OCI: "oci",
+}
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -46,8 +51,10 @@ def split_env_pair(pair: str) -> tuple[str, str | None]:
     """KEY and VALUE of `KEY=VALUE`; VALUE None for a bare `KEY`."""
     key, sep, value = pair.partition("=")
     if not ENV_KEY.match(key):
-        raise InputError(f"{key!r} is not a valid environment variable name",
-                         hint="a KEY is letters, digits and '_', not starting with a digit (KEY=VALUE)")
+        raise InputError(
+            f"{key!r} is not a valid environment variable name",
+            hint="a KEY is letters, digits and '_', not starting with a digit (KEY=VALUE)",
+        )
     return key, value if sep else None
 
 
@@ -88,8 +95,9 @@ def docker_registry_secret(*, name: str, server: str, username: str, password: s
     return checked(Secret(name, SecretKind.DOCKER_REGISTRY, data, {"server": server}))
 
 
-def key_secret(kind: SecretKind, private_key: str, *, name: str, mount_path: str | None = None,
-               known_hosts: str | None = None) -> Secret:
+def key_secret(
+    kind: SecretKind, private_key: str, *, name: str, mount_path: str | None = None, known_hosts: str | None = None
+) -> Secret:
     """An ssh, git-ssh or sftp-ssh private key (sftp-ssh also takes the server's known_hosts)."""
     data = {"private_key": private_key}
     if kind is SecretKind.SFTP_SSH:
@@ -97,8 +105,14 @@ def key_secret(kind: SecretKind, private_key: str, *, name: str, mount_path: str
     return checked(Secret(name, kind, data, _mount(mount_path)))
 
 
-def s3_secret(credentials: str, *, config: str | None = None, name: str = "s3", mount_path: str | None = None,
-              profile: str | None = None) -> Secret:
+def s3_secret(
+    credentials: str,
+    *,
+    config: str | None = None,
+    name: str = "s3",
+    mount_path: str | None = None,
+    profile: str | None = None,
+) -> Secret:
     """AWS credentials (and config) files; `profile` becomes AWS_PROFILE and must be in the credentials."""
     data = {"credentials": credentials, **({"config": config} if config is not None else {})}
     options = {**_mount(mount_path), **({"profile": profile} if profile else {})}
@@ -106,8 +120,10 @@ def s3_secret(credentials: str, *, config: str | None = None, name: str = "s3", 
     if profile:
         profiles, _ = ini_sections(credentials, "credentials")
         if profile not in profiles:
-            raise InputError(f"secret {name!r}: --profile {profile!r} is not a profile of its credentials file "
-                             f"(profiles: {', '.join(profiles)})")
+            raise InputError(
+                f"secret {name!r}: --profile {profile!r} is not a profile of its credentials file "
+                f"(profiles: {', '.join(profiles)})"
+            )
     return secret
 
 
@@ -161,15 +177,21 @@ def scan_known_hosts(host: str, *, timeout: float = 30) -> str:
     try:
         done = subprocess.run(["ssh-keyscan", "-T", "10", host], capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
-        raise InputError("ssh-keyscan is not installed, and it reads the SFTP server's host keys",
-                         hint="install OpenSSH's client, or pass the keys with --known-hosts FILE") from None
+        raise InputError(
+            "ssh-keyscan is not installed, and it reads the SFTP server's host keys",
+            hint="install OpenSSH's client, or pass the keys with --known-hosts FILE",
+        ) from None
     except subprocess.TimeoutExpired:
-        raise InputError(f"ssh-keyscan {host} did not answer in {timeout:.0f} s",
-                         hint="check the host name and that port 22 is open, or pass --known-hosts FILE") from None
+        raise InputError(
+            f"ssh-keyscan {host} did not answer in {timeout:.0f} s",
+            hint="check the host name and that port 22 is open, or pass --known-hosts FILE",
+        ) from None
     keys = "".join(line + "\n" for line in done.stdout.splitlines() if line.strip() and not line.startswith("#"))
     if not keys:
-        raise InputError(f"ssh-keyscan {host} found no host keys (is port 22 open there?)",
-                         hint="check the host name, or pass the keys with --known-hosts FILE")
+        raise InputError(
+            f"ssh-keyscan {host} found no host keys (is port 22 open there?)",
+            hint="check the host name, or pass the keys with --known-hosts FILE",
+        )
     return keys
 
 
@@ -180,7 +202,9 @@ def kinds_named(words: list[str] | tuple[str, ...]) -> set[SecretKind]:
         kind = kind_named(word)
         if kind is None:
             known = ", ".join(k.value for k in SecretKind)
-            raise InputError(f"--type {word!r} is not a secret kind (known: {known}, or mcli's environment, "
-                             "mounted, docker, hugging_face)")
+            raise InputError(
+                f"--type {word!r} is not a secret kind (known: {known}, or mcli's environment, "
+                "mounted, docker, hugging_face)"
+            )
         out.add(kind)
     return out

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import abc
 import json
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from launcher import homefile
 from launcher.errors import InputError, NotFoundError, StateFileError
@@ -20,6 +20,7 @@ class SecretStore(abc.ABC):
     @abc.abstractmethod
     def list(self) -> list[Secret]:
         """Every secret, values included (callers never print them)."""
+
     def get(self, name: str) -> Secret:
         for s in self.list():
             if s.name == name:
@@ -45,8 +46,10 @@ class SecretStore(abc.ABC):
         missing = [n for n in names if n not in by_name]
         if missing:
             known = ", ".join(sorted(by_name)) or "none"
-            raise InputError(f"secrets: no secret named {', '.join(map(repr, missing))} in {self.where} (known: {known})",
-                             hint="create it with `launcher secret create ...`")
+            raise InputError(
+                f"secrets: no secret named {', '.join(map(repr, missing))} in {self.where} (known: {known})",
+                hint="create it with `launcher secret create ...`",
+            )
         return _without_collisions([by_name[n] for n in names])
 
 
@@ -63,9 +66,11 @@ class LocalSecretStore(SecretStore):
         self.where = f"the local secret store ({self.path})"
 
     def _corrupt(self, why: str) -> StateFileError:
-        return StateFileError(f"{self.path} is corrupt ({why})",
-                              hint=f"move it away and run again (mv {self.path} {self.path}.corrupt), "
-                                   "then create the secrets again with `launcher secret create ...`")
+        return StateFileError(
+            f"{self.path} is corrupt ({why})",
+            hint=f"move it away and run again (mv {self.path} {self.path}.corrupt), "
+            "then create the secrets again with `launcher secret create ...`",
+        )
 
     def _parse(self, raw: bytes | None) -> dict[str, dict]:
         """The stored records by name, each a kind, data and options: what the file must be
@@ -82,10 +87,13 @@ class LocalSecretStore(SecretStore):
         if not isinstance(secrets, dict):
             raise self._corrupt('expected {"version": 1, "secrets": {NAME: {...}}}')
         for name, rec in secrets.items():
-            if not (isinstance(rec, dict) and isinstance(rec.get("data"), dict)
-                    and rec.get("kind") in {k.value for k in SecretKind}
-                    and all(isinstance(v, str) for v in rec["data"].values())
-                    and isinstance(rec.get("options", {}), dict)):
+            if not (
+                isinstance(rec, dict)
+                and isinstance(rec.get("data"), dict)
+                and rec.get("kind") in {k.value for k in SecretKind}
+                and all(isinstance(v, str) for v in rec["data"].values())
+                and isinstance(rec.get("options", {}), dict)
+            ):
                 raise self._corrupt(f"secret {name!r} is not a kind, data and options")
         return secrets
 
@@ -95,6 +103,7 @@ class LocalSecretStore(SecretStore):
     def _update(self, change: Callable[[dict[str, dict]], None]) -> None:
         """Change the records under the file's lock (homefile.update): a concurrent create
         or delete is never lost."""
+
         def rewrite(raw: bytes | None) -> bytes:
             secrets = self._parse(raw)
             change(secrets)
@@ -105,13 +114,20 @@ class LocalSecretStore(SecretStore):
     def list(self) -> list[Secret]:
         out = []
         for name, rec in sorted(self._read().items()):
-            secret = Secret(name=name, kind=SecretKind(rec["kind"]), data=rec["data"], options=rec.get("options", {}),
-                            created_at=_created(rec.get("created_at")))
+            secret = Secret(
+                name=name,
+                kind=SecretKind(rec["kind"]),
+                data=rec["data"],
+                options=rec.get("options", {}),
+                created_at=_created(rec.get("created_at")),
+            )
             problem = check_record(secret)
             if problem:  # say which record and how to mend it, rather than fail in every run
-                raise StateFileError(f"{self.path}: secret {name!r}: {problem}",
-                                     hint=f"delete it with `launcher secret delete {name}` and create it again "
-                                          f"with `launcher secret create {secret.kind.value} ...`")
+                raise StateFileError(
+                    f"{self.path}: secret {name!r}: {problem}",
+                    hint=f"delete it with `launcher secret delete {name}` and create it again "
+                    f"with `launcher secret create {secret.kind.value} ...`",
+                )
             out.append(secret)
         return out
 
@@ -121,11 +137,16 @@ class LocalSecretStore(SecretStore):
     def create(self, secret: Secret, *, replace: bool = False) -> None:
         def add(secrets: dict[str, dict]) -> None:
             if secret.name in secrets and not replace:
-                raise InputError(f"a secret named {secret.name!r} already exists",
-                                 hint="delete it first, or pass --replace")
-            created = secret.created_at or datetime.now(timezone.utc)
-            secrets[secret.name] = {"kind": secret.kind.value, "data": secret.data, "options": secret.options,
-                                    "created_at": created.isoformat()}
+                raise InputError(
+                    f"a secret named {secret.name!r} already exists", hint="delete it first, or pass --replace"
+                )
+            created = secret.created_at or datetime.now(UTC)
+            secrets[secret.name] = {
+                "kind": secret.kind.value,
+                "data": secret.data,
+                "options": secret.options,
+                "created_at": created.isoformat(),
+            }
 
         self._update(add)
 

@@ -53,8 +53,13 @@ def apply_compat(located: Located, warnings: list[str]) -> list[SpecIssue]:
         if target[-1] in parent:
             line, col = located.where((legacy,), key=True)
             issues.append(
-                SpecIssue(f"set both {legacy!r} and {dotted!r}; keep only {dotted!r}", field=legacy,
-                          file=located.file, line=line, column=col)
+                SpecIssue(
+                    f"set both {legacy!r} and {dotted!r}; keep only {dotted!r}",
+                    field=legacy,
+                    file=located.file,
+                    line=line,
+                    column=col,
+                )
             )
             continue
         parent[target[-1]] = data.pop(legacy)
@@ -68,8 +73,10 @@ def apply_compat(located: Located, warnings: list[str]) -> list[SpecIssue]:
     if ignored:
         ignored.sort(key=lambda p: located.where(p, key=True)[0] or 0)  # in file order
         names = ", ".join(".".join(p) for p in ignored)
-        warnings.append(f"{_where(located, ignored[0])}{names}: only the MosaicML platform acts on "
-                        f"{'this field' if len(ignored) == 1 else 'these fields'}; accepted and ignored here")
+        warnings.append(
+            f"{_where(located, ignored[0])}{names}: only the MosaicML platform acts on "
+            f"{'this field' if len(ignored) == 1 else 'these fields'}; accepted and ignored here"
+        )
 
     env = data.get("env_variables")
     if isinstance(env, list):
@@ -78,16 +85,27 @@ def apply_compat(located: Located, warnings: list[str]) -> list[SpecIssue]:
             if not (isinstance(item, dict) and set(item) == {"key", "value"}):
                 line, col = located.where(("env_variables", i))
                 issues.append(
-                    SpecIssue("each item of the list form must be {key: NAME, value: VALUE}", field=f"env_variables.{i}",
-                              file=located.file, line=line, column=col)
+                    SpecIssue(
+                        "each item of the list form must be {key: NAME, value: VALUE}",
+                        field=f"env_variables.{i}",
+                        file=located.file,
+                        line=line,
+                        column=col,
+                    )
                 )
                 continue
             key = item["key"]
             if key in converted:
                 line, col = located.where(("env_variables", i))
-                issues.append(SpecIssue(f"duplicate key {key!r}", field=f"env_variables.{i}", file=located.file, line=line, column=col))
+                issues.append(
+                    SpecIssue(
+                        f"duplicate key {key!r}", field=f"env_variables.{i}", file=located.file, line=line, column=col
+                    )
+                )
             converted[key] = item["value"]
             _move_positions(located, ("env_variables", i, "value"), ("env_variables", key))
         data["env_variables"] = converted
-        warnings.append(f"{_where(located, ('env_variables',))}the list form of env_variables is deprecated; use a mapping NAME: VALUE")
+        warnings.append(
+            f"{_where(located, ('env_variables',))}the list form of env_variables is deprecated; use a mapping NAME: VALUE"
+        )
     return issues

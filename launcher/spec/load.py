@@ -69,15 +69,25 @@ def load_spec(path: str | Path, overrides: Overrides | None = None, *, model: ty
     return load_spec_text(read_file(path, "a run spec file"), str(path), overrides, model=model)
 
 
-def load_spec_text(text: str | bytes, file: str | None = None, overrides: Overrides | None = None, *,
-                   model: type[RunSpec] = RunSpec) -> LoadedSpec:
+def load_spec_text(
+    text: str | bytes, file: str | None = None, overrides: Overrides | None = None, *, model: type[RunSpec] = RunSpec
+) -> LoadedSpec:
     """`model`: RunSpec or a subclass (the SDK's RunConfig), validated into directly: each
     model class builds its validator on first use (defer_build), so a caller that wants a
     subclass builds one validator, not two."""
     located = load_located(text, file)
     if not isinstance(located.data, dict):
         kind = "a list" if isinstance(located.data, list) else f"a {type(located.data).__name__} ({located.data!r:.40})"
-        raise SpecError([SpecIssue(f"the top level must be a mapping of fields (name, image, command, ...), got {kind}", file=file, line=1, column=1)])
+        raise SpecError(
+            [
+                SpecIssue(
+                    f"the top level must be a mapping of fields (name, image, command, ...), got {kind}",
+                    file=file,
+                    line=1,
+                    column=1,
+                )
+            ]
+        )
     warnings: list[str] = []
     issues = apply_compat(located, warnings)
     sources: dict[tuple, str] = {}
@@ -127,9 +137,13 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
             return
         sources[path] = flag
 
-    for attr, path in (("name", ("name",)), ("image", ("image",)), ("priority", ("scheduling", "priority")),
-                       ("max_retries", ("scheduling", "max_retries")),
-                       ("max_duration", ("scheduling", "max_duration"))):
+    for attr, path in (
+        ("name", ("name",)),
+        ("image", ("image",)),
+        ("priority", ("scheduling", "priority")),
+        ("max_retries", ("scheduling", "max_retries")),
+        ("max_duration", ("scheduling", "max_duration")),
+    ):
         value = getattr(o, attr)
         if value is not None:
             put(path, value, f"--{attr.replace('_', '-')} {value}")
@@ -176,8 +190,9 @@ def _issue(path: tuple, at: tuple, message: str, key: bool, located: Located, so
     return SpecIssue(message, field=dotted, file=located.file, line=line, column=col)
 
 
-def _issues_from(e: ValidationError, located: Located, sources: dict[tuple, str],
-                 model: type[RunSpec] = RunSpec) -> list[SpecIssue]:
+def _issues_from(
+    e: ValidationError, located: Located, sources: dict[tuple, str], model: type[RunSpec] = RunSpec
+) -> list[SpecIssue]:
     def make(path: tuple, at: tuple, message: str, key: bool) -> SpecIssue:
         return _issue(path, at, message, key, located, sources)
 

@@ -37,8 +37,10 @@ class _Model(BaseModel):
 
 # A node label's key: an optional DNS-subdomain prefix and '/', then a name of at most 63
 # characters (what Kubernetes accepts as a label key, and Kueue as a Topology level).
-LABEL_KEY = re.compile(r"^(?:(?=.{1,253}/)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
-                       r"(?=.{1,63}$)[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_KEY = re.compile(
+    r"^(?:(?=.{1,253}/)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(?=.{1,63}$)[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 
 
 class Topology(_Model):
@@ -141,8 +143,10 @@ def check_url(url: str, *, what: str = "a URL") -> None:
         if not _userinfo(url):
             raise ValueError(f"is not {what} urllib can read ({e}): {url}") from None
         # urllib's own words may quote part of the password (a "port" cut from it): not shown.
-        raise ValueError(f"is not {what} urllib can read: {masked_url(url)} (a user or password with '[', ']', "
-                         "':', '@', '/', '?' or '#' must be percent-encoded, e.g. %5B for '[')") from None
+        raise ValueError(
+            f"is not {what} urllib can read: {masked_url(url)} (a user or password with '[', ']', "
+            "':', '@', '/', '?' or '#' must be percent-encoded, e.g. %5B for '[')"
+        ) from None
 
 
 class GitRepoIntegration(_Model):
@@ -232,7 +236,11 @@ class CometMlIntegration(_Model):
 
 
 Integration = Annotated[
-    GitRepoIntegration | PipPackagesIntegration | AptPackagesIntegration | WandbIntegration | MlflowIntegration
+    GitRepoIntegration
+    | PipPackagesIntegration
+    | AptPackagesIntegration
+    | WandbIntegration
+    | MlflowIntegration
     | CometMlIntegration,
     Field(discriminator="integration_type"),
 ]
@@ -255,12 +263,12 @@ def check_remote(v: str) -> str:
         parts = rest.split("/")
         if parts[0].lower() == "volumes":
             if parts[0] != "Volumes":
-                raise ValueError(f"Unity Catalog paths are case-sensitive: did you mean dbfs:/Volumes/{'/'.join(parts[1:])}?")
+                raise ValueError(
+                    f"Unity Catalog paths are case-sensitive: did you mean dbfs:/Volumes/{'/'.join(parts[1:])}?"
+                )
             names = [p for p in parts[1:4]]
             if len(names) < 3 or not all(names):
-                raise ValueError(
-                    f"a Volume path is dbfs:/Volumes/<catalog>/<schema>/<volume>/..., got {v!r}"
-                )
+                raise ValueError(f"a Volume path is dbfs:/Volumes/<catalog>/<schema>/<volume>/..., got {v!r}")
             for label, part in zip(("catalog", "schema", "volume"), names, strict=True):
                 if not VOLUME_PART.match(part):
                     raise ValueError(f"invalid {label} name {part!r} in {v!r}")
@@ -390,6 +398,7 @@ class Scheduling(_Model):
 class Code(_Model):
     """Not an mcli field: a snapshot of a working tree shipped with the run and laid over
     each rank's working directory (over the first git_repo's clone where there is one)."""
+
     path: str = "."
     """The directory to pack, relative to the directory `launcher run` is started from."""
     include: list[str] = Field(default_factory=list)

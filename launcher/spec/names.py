@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+
 # secrets.choice is SystemRandom().choice (os.urandom); the secrets module would also import
 # hmac and OpenSSL's hashlib, a few ms of every command that names a run (validate).
 from random import SystemRandom

@@ -22,8 +22,7 @@ def parameters_text(spec: RunSpec) -> str:
     return yaml.safe_dump(spec.parameters_for_file(), sort_keys=False)
 
 
-def plan_of(spec: RunSpec, *, parameters_in_place: bool = False,
-            code: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_of(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[str, Any] | None = None) -> dict[str, Any]:
     """The plan of `spec` as the JSON object the entrypoint reads: no secret value in it.
     `parameters_in_place`: the backend puts parameters.yaml in the config directory itself
     (Kubernetes: the ConfigMap), so the plan does not carry the text a second time.

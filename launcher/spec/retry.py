@@ -92,15 +92,19 @@ class RetryPolicy:
             return cls()
         if isinstance(scheduling, Mapping):
             backoff = scheduling.get("retry_backoff") or {}
-            return cls(max_retries=int(scheduling.get("max_retries") or 0),
-                       retry_on_system_failure=bool(scheduling.get("retry_on_system_failure")),
-                       backoff_first=float(backoff.get("first", BACKOFF_FIRST_SECONDS)),
-                       backoff_max=float(backoff.get("max", BACKOFF_MAX_SECONDS)))
+            return cls(
+                max_retries=int(scheduling.get("max_retries") or 0),
+                retry_on_system_failure=bool(scheduling.get("retry_on_system_failure")),
+                backoff_first=float(backoff.get("first", BACKOFF_FIRST_SECONDS)),
+                backoff_max=float(backoff.get("max", BACKOFF_MAX_SECONDS)),
+            )
         backoff = scheduling.retry_backoff
-        return cls(max_retries=int(scheduling.max_retries or 0),
-                   retry_on_system_failure=bool(scheduling.retry_on_system_failure),
-                   backoff_first=backoff.first if backoff else BACKOFF_FIRST_SECONDS,
-                   backoff_max=backoff.max if backoff else BACKOFF_MAX_SECONDS)
+        return cls(
+            max_retries=int(scheduling.max_retries or 0),
+            retry_on_system_failure=bool(scheduling.retry_on_system_failure),
+            backoff_first=backoff.first if backoff else BACKOFF_FIRST_SECONDS,
+            backoff_max=backoff.max if backoff else BACKOFF_MAX_SECONDS,
+        )
 
     @classmethod
     def from_spec(cls, spec: Any) -> RetryPolicy:

@@ -21,8 +21,10 @@ from launcher.spec.models import DURATION, QUANTITY, RunSpec
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
-_DURATION = {"anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": DURATION.pattern}],
-             "description": "Seconds, or a number with a unit: 500ms, 10s, 5m, 1h."}
+_DURATION = {
+    "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": DURATION.pattern}],
+    "description": "Seconds, or a number with a unit: 500ms, 10s, 5m, 1h.",
+}
 _ENV_VALUE = {"type": ["string", "number", "boolean"]}
 
 
@@ -57,8 +59,11 @@ def _add_field_names(schema: dict, model: type[BaseModel]) -> None:
 
 
 def _legacy(target: dict, since: str) -> dict:
-    return {**copy.deepcopy(target), "deprecated": True,
-            "description": f"Deprecated (mcli's older spelling): use {since}."}
+    return {
+        **copy.deepcopy(target),
+        "deprecated": True,
+        "description": f"Deprecated (mcli's older spelling): use {since}.",
+    }
 
 
 def run_spec_schema() -> dict[str, Any]:
@@ -72,11 +77,14 @@ def run_spec_schema() -> dict[str, Any]:
     compute = defs["Compute"]["properties"]
     compute["memory"]["anyOf"][0]["pattern"] = QUANTITY.pattern
     scheduling = defs["Scheduling"]["properties"]
-    scheduling["retryOnSystemFailure"] = _legacy(scheduling["retry_on_system_failure"],
-                                                 "scheduling.retry_on_system_failure")
+    scheduling["retryOnSystemFailure"] = _legacy(
+        scheduling["retry_on_system_failure"], "scheduling.retry_on_system_failure"
+    )
     for bound in ("first", "max"):
-        defs["RetryBackoff"]["properties"][bound] = {**_DURATION, "default": defs["RetryBackoff"]["properties"][
-            bound].get("default")}
+        defs["RetryBackoff"]["properties"][bound] = {
+            **_DURATION,
+            "default": defs["RetryBackoff"]["properties"][bound].get("default"),
+        }
 
     # compat.py moves these to where they belong before the models see them.
     for legacy, path in LEGACY_TOP_LEVEL.items():
@@ -86,12 +94,29 @@ def run_spec_schema() -> dict[str, Any]:
     schema["anyOf"] = [{"required": ["name"]}, {"required": ["run_name"]}]
     top["env_variables"] = {
         "description": "Environment variables of every rank: NAME: VALUE (or mcli's older list of {key, value}).",
-        "anyOf": [{"type": "object", "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
-                   "additionalProperties": _ENV_VALUE},
-                  {"type": "array", "deprecated": True,
-                   "items": {"type": "object", "additionalProperties": False, "required": ["key", "value"],
-                             "properties": {"key": {"type": "string"}, "value": _ENV_VALUE}}}]}
+        "anyOf": [
+            {
+                "type": "object",
+                "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+                "additionalProperties": _ENV_VALUE,
+            },
+            {
+                "type": "array",
+                "deprecated": True,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["key", "value"],
+                    "properties": {"key": {"type": "string"}, "value": _ENV_VALUE},
+                },
+            },
+        ],
+    }
     for mapping in ("parameters", "metadata"):
         top[mapping] = {"anyOf": [top[mapping], {"type": "null"}], "default": {}}
-    return {"$schema": DIALECT, **schema, "title": "launcher run YAML",
-            "description": "A run for `launcher run -f`: mcli's run YAML, plus launcher's own fields."}
+    return {
+        "$schema": DIALECT,
+        **schema,
+        "title": "launcher run YAML",
+        "description": "A run for `launcher run -f`: mcli's run YAML, plus launcher's own fields.",
+    }

@@ -67,8 +67,11 @@ class _Builder:
     def build(self, node: yaml.Node, path: Path_, depth: int = 0) -> Any:
         self.count += 1
         if self.count > MAX_NODES:
-            raise self.fail(node, f"document expands through aliases (*name) to more than {MAX_NODES} values "
-                                  "(an alias bomb?); refusing it")
+            raise self.fail(
+                node,
+                f"document expands through aliases (*name) to more than {MAX_NODES} values "
+                "(an alias bomb?); refusing it",
+            )
         if depth > 200:
             raise self.fail(node, "document is nested too deeply")
         self.located.positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
@@ -183,6 +186,7 @@ def read_file(path, what: str) -> bytes:
 
 def load_located(text: str | bytes, file: str | None = None) -> Located:
     """Parse one YAML document into plain values with positions. Raises SpecError."""
+
     def one_line(message: str) -> SpecError:
         return SpecError([SpecIssue(message, file=file)])
 
@@ -197,18 +201,24 @@ def load_located(text: str | bytes, file: str | None = None) -> Located:
             raise one_line(f"file is not UTF-8 text (invalid byte at offset {e.start})") from None
     if len(text) > MAX_BYTES:
         raise one_line(f"file is larger than {MAX_BYTES // (1024 * 1024)} MiB; a run spec is a few KiB")
-    if not text.strip() or all(
-        not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()
-    ):
+    if not text.strip() or all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
         raise one_line("file is empty: a run spec needs at least `name`, `image` and `command`")
 
     builder = _Builder(file)
     try:
         nodes = list(yaml.compose_all(text, Loader=_CountingLoader))
     except _TooManyValues as e:
-        raise SpecError([SpecIssue(f"document has more than {MAX_VALUES} values; a run spec or config has a few "
-                                   "hundred, so refusing it", file=file, line=e.mark.line + 1,
-                                   column=e.mark.column + 1)]) from None
+        raise SpecError(
+            [
+                SpecIssue(
+                    f"document has more than {MAX_VALUES} values; a run spec or config has a few "
+                    "hundred, so refusing it",
+                    file=file,
+                    line=e.mark.line + 1,
+                    column=e.mark.column + 1,
+                )
+            ]
+        ) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         problem = e.problem or e.context or "invalid YAML"
@@ -237,8 +247,14 @@ def load_located(text: str | bytes, file: str | None = None) -> Located:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise SpecError(
-            [SpecIssue(f"YAML error: {getattr(e, 'problem', None) or e}", file=file,
-                       line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None)]
+            [
+                SpecIssue(
+                    f"YAML error: {getattr(e, 'problem', None) or e}",
+                    file=file,
+                    line=mark.line + 1 if mark else None,
+                    column=mark.column + 1 if mark else None,
+                )
+            ]
         ) from None
     except RecursionError:
         raise one_line("document is nested too deeply") from None

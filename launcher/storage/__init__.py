@@ -23,13 +23,13 @@ first used, so importing this package loads none of them.
 from __future__ import annotations
 
 from launcher.storage.base import PATIENT, PREFLIGHT, Credentials, Patience, Store, join
-from launcher.storage.databricks import VolumeStore
 from launcher.storage.boundary import (
     StorageAccessError,
     StorageError,
     StorageNotFoundError,
     as_input_error,
 )
+from launcher.storage.databricks import VolumeStore
 from launcher.storage.fsspec_store import FsspecStore
 from launcher.storage.local import LocalStore
 from launcher.storage.s3 import S3Store
@@ -40,10 +40,10 @@ __all__ = [
     "PREFLIGHT",
     "Credentials",
     "Patience",
-    "Store",
     "StorageAccessError",
     "StorageError",
     "StorageNotFoundError",
+    "Store",
     "as_input_error",
     "is_remote",
     "join",

@@ -68,11 +68,14 @@ def _databricks(e: BaseException, service: Service, doing: str) -> LauncherError
         return None
     text = first_line(e).split(" Config: ")[0]  # the SDK appends its settings to a 403
     if isinstance(e, errors.Unauthenticated):  # the server's text only repeats it
-        return StorageAccessError(f"{service.name} rejected the token (401 Unauthenticated) while {doing}",
-                                  hint=service.rejected_hint)
+        return StorageAccessError(
+            f"{service.name} rejected the token (401 Unauthenticated) while {doing}", hint=service.rejected_hint
+        )
     if isinstance(e, errors.PermissionDenied):
-        return StorageAccessError(_with_text(f"{service.name} denied access (403 Permission denied) while {doing}", text),
-                                  hint=service.denied_hint)
+        return StorageAccessError(
+            _with_text(f"{service.name} denied access (403 Permission denied) while {doing}", text),
+            hint=service.denied_hint,
+        )
     if isinstance(e, errors.NotFound):
         return StorageNotFoundError(_with_text(f"{service.name} answered 404 Not found while {doing}", text))
     code = e.error_code or type(e).__name__
@@ -92,17 +95,21 @@ def _botocore(e: BaseException, service: Service, doing: str) -> LauncherError |
         code = str(error.get("Code", "")) or str(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
         text = str(error.get("Message", "") or "")
         if code in _S3_REJECTED:
-            return StorageAccessError(f"{service.name} rejected the credentials ({code}) while {doing}",
-                                      hint=service.rejected_hint)
+            return StorageAccessError(
+                f"{service.name} rejected the credentials ({code}) while {doing}", hint=service.rejected_hint
+            )
         if code in ("AccessDenied", "403", "AllAccessDisabled"):
-            return StorageAccessError(_with_text(f"{service.name} denied access (403 {code}) while {doing}", text),
-                                      hint=service.denied_hint)
+            return StorageAccessError(
+                _with_text(f"{service.name} denied access (403 {code}) while {doing}", text), hint=service.denied_hint
+            )
         if code in _S3_MISSING:
             return StorageNotFoundError(_with_text(f"{service.name} answered {code} while {doing}", text))
         return StorageError(_with_text(f"{service.name} failed ({code or 'error'}) while {doing}", text))
     if isinstance(e, exceptions.NoCredentialsError):
         return StorageAccessError(f"{service.name} has no credentials to use while {doing}", hint=service.rejected_hint)
-    if isinstance(e, exceptions.EndpointConnectionError | exceptions.ConnectTimeoutError | exceptions.ConnectionClosedError):
+    if isinstance(
+        e, exceptions.EndpointConnectionError | exceptions.ConnectTimeoutError | exceptions.ConnectionClosedError
+    ):
         return _unreachable(e, service, doing)
     if isinstance(e, exceptions.BotoCoreError):
         return StorageError(_with_text(f"{service.name} failed while {doing}", first_line(e) or type(e).__name__))
@@ -127,8 +134,9 @@ def _unreachable(cause: BaseException, service: Service, doing: str, *, retried:
     """`retried`: the client's own call, after its retries; otherwise our one TCP connect."""
     after = f" (gave up after {service.retry_s:g} s)" if service.retry_s and retried else ""
     why = connection_failure(cause, connecting=not retried).words
-    return StorageError(f"cannot reach {service.address or service.name}{after} while {doing}: {why}",
-                        hint=service.reach_hint)
+    return StorageError(
+        f"cannot reach {service.address or service.name}{after} while {doing}: {why}", hint=service.reach_hint
+    )
 
 
 _reached: set[tuple[str, int]] = set()
@@ -173,8 +181,9 @@ def translate(e: BaseException, service: Service, action: str, url: str) -> Laun
         cause = e.__cause__ or e.__context__
         mapped = _databricks(cause, service, doing) if cause is not None else None
         if mapped is not None:
-            return StorageError(f"{mapped.message} (still failing after {service.retry_s:g} s of retries)",
-                                hint=mapped.hint)
+            return StorageError(
+                f"{mapped.message} (still failing after {service.retry_s:g} s of retries)", hint=mapped.hint
+            )
         return _unreachable(cause or e, service, doing)
     for mapping in (_databricks, _botocore, _google):
         mapped = mapping(e, service, doing)
@@ -185,13 +194,18 @@ def translate(e: BaseException, service: Service, action: str, url: str) -> Laun
     if isinstance(e, FileNotFoundError):
         return StorageNotFoundError(f"{service.name} has no such file or directory while {doing}")
     if isinstance(e, PermissionError):
-        return StorageAccessError(_with_text(f"{service.name} denied access while {doing}", e.strerror or ""),
-                                  hint=service.denied_hint)
+        return StorageAccessError(
+            _with_text(f"{service.name} denied access while {doing}", e.strerror or ""), hint=service.denied_hint
+        )
     if isinstance(e, ImportError):
         return InputError(f"{url} needs a package that is not installed: {first_line(e)}")
     if isinstance(e, OSError) or service.catch_all:
-        return StorageError(_with_text(f"{service.name} failed while {doing}",
-                                       f"{type(e).__name__}: {first_line(e)}" if first_line(e) else type(e).__name__))
+        return StorageError(
+            _with_text(
+                f"{service.name} failed while {doing}",
+                f"{type(e).__name__}: {first_line(e)}" if first_line(e) else type(e).__name__,
+            )
+        )
     return None
 
 

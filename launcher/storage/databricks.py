@@ -35,7 +35,10 @@ CONNECT_PROBE_S = 5  # the first TCP connect to the workspace (then the SDK's ow
 
 def other_auth(env: Mapping[str, str]) -> bool:
     """The environment carries an auth other than a token, which the SDK reads itself."""
-    return bool((env.get("DATABRICKS_CLIENT_ID") and env.get("DATABRICKS_CLIENT_SECRET")) or env.get("DATABRICKS_CONFIG_PROFILE"))
+    return bool(
+        (env.get("DATABRICKS_CLIENT_ID") and env.get("DATABRICKS_CLIENT_SECRET"))
+        or env.get("DATABRICKS_CONFIG_PROFILE")
+    )
 
 
 def config_kwargs(what: str, credentials: Credentials) -> dict[str, str]:
@@ -49,8 +52,10 @@ def config_kwargs(what: str, credentials: Credentials) -> dict[str, str]:
     missing = [n for n, v in (("DATABRICKS_HOST", host), ("DATABRICKS_TOKEN", token)) if not v]
     if missing:
         verb = "is" if len(missing) == 1 else "are"
-        raise StorageAccessError(f"{what} needs Databricks credentials, but {' and '.join(missing)} {verb} not set",
-                                 hint=", or ".join((RUN_SECRET, *credentials.other_ways)))
+        raise StorageAccessError(
+            f"{what} needs Databricks credentials, but {' and '.join(missing)} {verb} not set",
+            hint=", or ".join((RUN_SECRET, *credentials.other_ways)),
+        )
     return {"host": host, "token": token, "auth_type": "pat"}
 
 
@@ -66,8 +71,9 @@ def workspace_client(what: str, credentials: Credentials, patience: Patience) ->
     try:
         config = Config(**kwargs, retry_timeout_seconds=patience.retry_s, http_timeout_seconds=patience.http_s)
     except ValueError as e:  # the SDK could not configure auth
-        raise StorageAccessError(f"{what}: Databricks credentials are not usable: {first_line(e) or type(e).__name__}",
-                                 hint=RUN_SECRET) from None
+        raise StorageAccessError(
+            f"{what}: Databricks credentials are not usable: {first_line(e) or type(e).__name__}", hint=RUN_SECRET
+        ) from None
     return WorkspaceClient(config=config)
 
 
@@ -115,7 +121,8 @@ class VolumeStore(Store):
         with self._call("checking", rel):
             path = self._path(rel)
             return not self._missing(self.client.files.get_metadata, path) or not self._missing(
-                self.client.files.get_directory_metadata, path)
+                self.client.files.get_directory_metadata, path
+            )
 
     def isdir(self, rel: str = "") -> bool:
         with self._call("checking", rel):
@@ -126,12 +133,12 @@ class VolumeStore(Store):
             return int(self.client.files.get_metadata(self._path(rel)).content_length or 0)
 
     def read(self, rel: str = "") -> bytes:
-        with self._call("reading", rel):
-            with self.client.files.download(self._path(rel)).contents as f:
-                return f.read()
+        with self._call("reading", rel), self.client.files.download(self._path(rel)).contents as f:
+            return f.read()
 
     def open(self, rel: str = "") -> BinaryIO:
         with self._call("reading", rel):
+
             def copy(dest: BinaryIO) -> None:
                 with self.client.files.download(self._path(rel)).contents as src:
                     shutil.copyfileobj(src, dest, 1 << 20)
@@ -170,15 +177,18 @@ class VolumeStore(Store):
             # The Files API can fail silently on upload; check the size as streaming does.
             got = self.client.files.get_metadata(self._path(rel)).content_length
         if got is not None and int(got) != size:
-            raise StorageError(f"{self.service.name} holds {got} bytes after uploading {self.url_of(rel)}, expected {size}")
+            raise StorageError(
+                f"{self.service.name} holds {got} bytes after uploading {self.url_of(rel)}, expected {size}"
+            )
 
     def write(self, rel: str, data: bytes) -> None:
         with self._call("uploading", rel):
             self.client.files.upload(self._path(rel), io.BytesIO(data), overwrite=True)
             got = self.client.files.get_metadata(self._path(rel)).content_length
         if got is not None and int(got) != len(data):
-            raise StorageError(f"{self.service.name} holds {got} bytes after uploading {self.url_of(rel)}, "
-                               f"expected {len(data)}")
+            raise StorageError(
+                f"{self.service.name} holds {got} bytes after uploading {self.url_of(rel)}, expected {len(data)}"
+            )
 
     def delete(self, rel: str) -> None:
         with self._call("deleting", rel):
@@ -193,5 +203,5 @@ class VolumeStore(Store):
         with self._call("checking", ""):
             if self._missing(self.client.files.get_directory_metadata, self.volume_root):
                 raise StorageNotFoundError(
-                    f"Volume {catalog}.{schema}.{volume} does not exist on {self.service.name}, or is not visible to this token")
-
+                    f"Volume {catalog}.{schema}.{volume} does not exist on {self.service.name}, or is not visible to this token"
+                )

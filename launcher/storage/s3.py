@@ -11,8 +11,9 @@ from launcher.errors import InputError
 from launcher.storage.base import Credentials, Patience, Store
 from launcher.storage.boundary import Service, StorageAccessError, StorageNotFoundError
 
-RUN_SECRET = ("add an s3 secret to the run (AWS_SHARED_CREDENTIALS_FILE) or set AWS_ACCESS_KEY_ID and "
-              "AWS_SECRET_ACCESS_KEY")
+RUN_SECRET = (
+    "add an s3 secret to the run (AWS_SHARED_CREDENTIALS_FILE) or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+)
 _MISSING = {"NoSuchKey", "NotFound", "404"}
 
 
@@ -41,13 +42,21 @@ class S3Store(Store):
         self.prefix = parsed.path.strip("/")
         session = _session(credentials)
         if session.get_credentials() is None:
-            raise StorageAccessError(f"{what} needs AWS credentials, but none are configured", hint=", or ".join(
-                (RUN_SECRET, *credentials.other_ways)))
+            raise StorageAccessError(
+                f"{what} needs AWS credentials, but none are configured",
+                hint=", or ".join((RUN_SECRET, *credentials.other_ways)),
+            )
         self.endpoint = credentials.env.get("S3_ENDPOINT_URL") or None
-        self.client = session.client("s3", endpoint_url=self.endpoint, config=Config(
-            connect_timeout=patience.http_s, read_timeout=patience.http_s,
-            # about one attempt for each 5 s of the retry window
-            retries={"mode": "standard", "max_attempts": max(2, patience.retry_s // 5)}))
+        self.client = session.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            config=Config(
+                connect_timeout=patience.http_s,
+                read_timeout=patience.http_s,
+                # about one attempt for each 5 s of the retry window
+                retries={"mode": "standard", "max_attempts": max(2, patience.retry_s // 5)},
+            ),
+        )
         self.service = Service(
             name=f"S3 at {self.endpoint}" if self.endpoint else "S3",
             address=f"the S3 endpoint {self.endpoint}" if self.endpoint else "S3",

@@ -23,7 +23,9 @@ class StreamingStore(Store):
         try:
             import streaming.base.storage  # noqa: F401
         except ImportError:
-            raise InputError(f"{what} needs the train extra (mosaicml-streaming): pip install 'launcher[train]'") from None
+            raise InputError(
+                f"{what} needs the train extra (mosaicml-streaming): pip install 'launcher[train]'"
+            ) from None
         parsed = urllib.parse.urlparse(url)
         self.url = url.rstrip("/")
         self.scheme = parsed.scheme
@@ -110,4 +112,3 @@ class StreamingStore(Store):
     def __del__(self) -> None:
         if self._staging:
             shutil.rmtree(self._staging, ignore_errors=True)
-

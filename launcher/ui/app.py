@@ -25,8 +25,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from launcher.backends.base import RunStatus
-from launcher.sdk.records import run_record
 from launcher.errors import InputError, LauncherError, NotFoundError, internal_error_line
+from launcher.sdk.records import run_record
 from launcher.ui import views
 from launcher.ui.auth import TokenGate
 from launcher.ui.charts import DEFAULT_POINTS, MAX_POINTS, ChartData, parse_smoothing
@@ -151,7 +151,6 @@ def create_app(
 
     async def api_logs(request: Request) -> Response:
         from sse_starlette.sse import EventSourceResponse
-
 
         name = request.path_params["name"]
         backend, run = await run_in_threadpool(source.find, name)

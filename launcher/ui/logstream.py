@@ -23,8 +23,8 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 from launcher.backends.base import Backend, LogLine, Run
-from launcher.sdk.logview import is_metric_record
 from launcher.errors import LauncherError
+from launcher.sdk.logview import is_metric_record
 
 _CURSOR_RE = re.compile(r"^a(\d+):((?:\d+=\d+)(?:,\d+=\d+)*)?$")
 BATCH_LINES = 2000

@@ -22,9 +22,9 @@ from typing import Any
 
 from launcher.backends.base import Backend, Run, RunStatus
 from launcher.backends.registry import open_backend
-from launcher.sdk.fanout import ask_each, find_run
 from launcher.config import load_config
 from launcher.errors import LauncherError, internal_error_line
+from launcher.sdk.fanout import ask_each, find_run
 
 
 @dataclass

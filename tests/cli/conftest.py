@@ -22,12 +22,25 @@ class CLI:
         self.env.pop("LAUNCHER_DEBUG", None)
 
     def __call__(self, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=self.cwd, env=self.env, input=input,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "launcher", *args],
+            cwd=self.cwd,
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def popen(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=self.cwd, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "launcher", *args],
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def spec(self, name: str, body: str) -> Path:
         path = self.cwd / f"{name}.yaml"
@@ -42,9 +55,15 @@ class CLI:
 
     def wait_status(self, name: str | None, statuses: set[str], timeout: float = 60) -> dict:
         """The run's record once its status is one of `statuses` (name None: the latest run)."""
-        return wait_until(lambda: (rec := self.describe(name))["status"] in statuses and rec, timeout, interval=0.2,
-                          message=lambda: f"{name or 'the latest run'} to be {' or '.join(sorted(statuses))} "
-                                          f"(it is {self.describe(name)['status']})")
+        return wait_until(
+            lambda: (rec := self.describe(name))["status"] in statuses and rec,
+            timeout,
+            interval=0.2,
+            message=lambda: (
+                f"{name or 'the latest run'} to be {' or '.join(sorted(statuses))} "
+                f"(it is {self.describe(name)['status']})"
+            ),
+        )
 
 
 @pytest.fixture

@@ -70,9 +70,18 @@ def test_bash_completion_completes_commands_and_kinds(cli):
     def complete(*words: str) -> list[str]:
         line = " ".join(words)
         done = subprocess.run(
-            ["bash", "-c", f'source completion.bash; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; '
-                           '_launcher_completion launcher; printf "%s\\n" "${COMPREPLY[@]}"'],
-            cwd=cli.cwd, env=env, capture_output=True, text=True, timeout=60)
+            [
+                "bash",
+                "-c",
+                f"source completion.bash; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+                '_launcher_completion launcher; printf "%s\\n" "${COMPREPLY[@]}"',
+            ],
+            cwd=cli.cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.split()
 
@@ -80,7 +89,9 @@ def test_bash_completion_completes_commands_and_kinds(cli):
     assert "docker-registry" in complete("launcher", "create", "secret", "d")
 
 
-@pytest.mark.parametrize("shell, marker", [("zsh", "#compdef launcher"), ("fish", "complete --no-files --command launcher")])
+@pytest.mark.parametrize(
+    "shell, marker", [("zsh", "#compdef launcher"), ("fish", "complete --no-files --command launcher")]
+)
 def test_zsh_and_fish_scripts(cli, shell, marker):
     r = cli("completion", shell)
     assert r.returncode == 0 and marker in r.stdout and "_LAUNCHER_COMPLETE" in r.stdout

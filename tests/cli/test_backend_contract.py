@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.local.backend import max_local_nodes
 from launcher.backends.base import Backend
 from launcher.backends.capabilities import Exec, Feature
+from launcher.backends.local.backend import max_local_nodes
 from launcher.backends.registry import BACKENDS
 from tests.fakes.kube.fixtures import write_profile
 
@@ -38,17 +38,22 @@ def test_a_50_character_name_is_cut_to_fit_by_validate_dry_run_and_run_alike(cli
     backend: validate, run --dry-run and run agree, and the run completes (the fake's JobSet
     webhook refuses the pod names the real one refuses)."""
     kube = fake_kube_factory(jobset=True)
-    spec = cli.spec("long", f"""
+    spec = cli.spec(
+        "long",
+        f"""
         name: {LONG_NAME}
         image: python:3.11-slim
         compute: {{nodes: 2}}
         command: "true"
-    """)
+    """,
+    )
     cut = "a" * 38
     validated = cli("validate", "-f", str(spec), "--cluster", "fake")
     assert validated.returncode == 0, validated.stderr
-    assert (f"name {LONG_NAME!r} becomes {cut!r} (lowercase letters, digits and '-'; at most 38 characters before "
-            "the suffix, so every pod name fits Kubernetes)") in validated.stderr
+    assert (
+        f"name {LONG_NAME!r} becomes {cut!r} (lowercase letters, digits and '-'; at most 38 characters before "
+        "the suffix, so every pod name fits Kubernetes)"
+    ) in validated.stderr
     assert re.search(rf"^name: {cut}-[a-z0-9]{{6}}$", validated.stdout, re.M), validated.stdout
     dry = cli("run", "-f", str(spec), "--cluster", "fake", "--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -59,19 +64,24 @@ def test_a_50_character_name_is_cut_to_fit_by_validate_dry_run_and_run_alike(cli
     [name] = cli("get", "runs", "-o", "name").stdout.split()
     assert re.fullmatch(rf"{cut}-[a-z0-9]{{6}}", name)
     assert {p["spec"]["hostname"] for p in kube.pods(labels=f"launcher.dev/run={name}")} == {
-        f"{name}-node-0-0", f"{name}-node-0-1"}
+        f"{name}-node-0-0",
+        f"{name}-node-0-1",
+    }
     assert cli.describe(LONG_NAME)["name"] == name  # the spec's name still finds the run
 
 
 @pytest.mark.parametrize("target", [["--cluster", "fake"], ["--backend", "local"]])
 def test_what_the_target_cannot_honour_is_warned_by_validate_as_by_run(cli, fake_kube_factory, target):
     fake_kube_factory(jobset=True)  # as the profile records it (else submit adds that it has none)
-    spec = cli.spec("spot", """
+    spec = cli.spec(
+        "spot",
+        """
         name: spot
         image: python:3.11-slim
         command: "true"
         scheduling: {preemptible: true}
-    """)
+    """,
+    )
     said = {}
     for command in (["validate"], ["run", "--dry-run"], ["run"]):
         r = cli(*command, "-f", str(spec), *target)
@@ -82,12 +92,15 @@ def test_what_the_target_cannot_honour_is_warned_by_validate_as_by_run(cli, fake
 
 
 def test_a_gpu_type_the_profile_lacks_is_refused_by_validate_as_by_run(cli, fake_kube):
-    spec = cli.spec("v100", """
+    spec = cli.spec(
+        "v100",
+        """
         name: gpu
         image: python:3.11-slim
         compute: {gpus: 8, gpu_type: v100}
         command: "true"
-    """)
+    """,
+    )
     lines = refusals(cli, spec, "--cluster", "fake")
     assert set(lines.values()) == {lines["validate"]}, lines
     assert lines["validate"].startswith("✗ compute.gpu_type: unknown gpu_type 'v100' on cluster fake (known: ")
@@ -96,16 +109,21 @@ def test_a_gpu_type_the_profile_lacks_is_refused_by_validate_as_by_run(cli, fake
 
 def test_more_nodes_than_this_machine_runs_are_refused_by_validate_as_by_run(cli):
     nodes = max_local_nodes() + 1
-    spec = cli.spec("wide", f"""
+    spec = cli.spec(
+        "wide",
+        f"""
         name: wide
         image: none
         compute: {{nodes: {nodes}}}
         command: "true"
-    """)
+    """,
+    )
     lines = refusals(cli, spec, "--backend", "local")
-    assert set(lines.values()) == {f"✗ {spec}:4:18: compute.nodes: {nodes} is more than the local backend runs on this machine: "
-                                   f"at most {max_local_nodes()} (4 per CPU core, {max_local_nodes() // 4} cores); "
-                                   "each node is a process here"}, lines
+    assert set(lines.values()) == {
+        f"✗ {spec}:4:18: compute.nodes: {nodes} is more than the local backend runs on this machine: "
+        f"at most {max_local_nodes()} (4 per CPU core, {max_local_nodes() // 4} cores); "
+        "each node is a process here"
+    }, lines
 
 
 def counted(stderr: str) -> str:
@@ -117,11 +135,14 @@ def test_each_profile_and_kubeconfig_is_read_once_per_command(cli, fake_kube, la
     write_profile(launcher_home, fake_kube, name="other")  # a second profile, the same kubeconfig file
     kubeconfig = launcher_home / "kubeconfig"
     cli.env["LAUNCHER_DEBUG"] = "1"
-    spec = cli.spec("hello", """
+    spec = cli.spec(
+        "hello",
+        """
         name: hello
         image: python:3.11-slim
         command: "echo hi"
-    """)
+    """,
+    )
 
     dry = cli("run", "-f", str(spec), "--dry-run", "--cluster", "fake")
     assert dry.returncode == 0, dry.stderr
@@ -136,8 +157,9 @@ def test_each_profile_and_kubeconfig_is_read_once_per_command(cli, fake_kube, la
     listed = cli("get", "runs", "-o", "name")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split() == [name, name]  # the same namespace, seen through both profiles
-    assert counted(listed.stderr) == (f"config read 1; profile load 3 (fake 1, local 1, other 1); "
-                                      f"kubeconfig read 1 ({kubeconfig} 1)")
+    assert counted(listed.stderr) == (
+        f"config read 1; profile load 3 (fake 1, local 1, other 1); kubeconfig read 1 ({kubeconfig} 1)"
+    )
 
 
 def test_without_debug_nothing_is_counted_aloud(cli, fake_kube):
@@ -156,8 +178,22 @@ def test_a_profile_of_an_unknown_backend_is_refused_naming_the_known(cli, launch
 
 def test_a_backend_states_each_feature_once():
     def backend(bases: tuple[type, ...], unsupported: dict) -> type:
-        methods = {name: lambda *a, **k: None for name in ("open", "check", "plan", "secret_store", "submit", "get",
-                                                            "list", "logs", "stop", "delete", "exec")}
+        methods = {
+            name: lambda *a, **k: None
+            for name in (
+                "open",
+                "check",
+                "plan",
+                "secret_store",
+                "submit",
+                "get",
+                "list",
+                "logs",
+                "stop",
+                "delete",
+                "exec",
+            )
+        }
         return type("Third", (Backend, *bases), {"name": "third", "UNSUPPORTED": unsupported, **methods})
 
     everything_but_exec = {f: "not here" for f in Feature if f is not Feature.EXEC}
@@ -178,8 +214,10 @@ def test_no_backend_name_is_compared_outside_its_own_folder():
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             operands = (node.left, *node.comparators) if isinstance(node, ast.Compare) else ()
-            if any(isinstance(n, ast.Constant) and n.value in names for n in operands) and \
-                    "backend" in ast.unparse(node).lower():  # a storage scheme or a data engine "local" is no backend
+            if (
+                any(isinstance(n, ast.Constant) and n.value in names for n in operands)
+                and "backend" in ast.unparse(node).lower()
+            ):  # a storage scheme or a data engine "local" is no backend
                 found.append(f"{rel}:{node.lineno}")
     assert found == []
 
@@ -200,8 +238,10 @@ def imported_modules(package: Path) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize(("package", "other"), [("ui", "launcher.cli"), ("cli", "launcher.ui")])
 def test_neither_the_cli_nor_the_dashboard_imports_the_other(package, other):
-    found = {path: sorted(n for n in names if n == other or n.startswith(other + "."))
-             for path, names in imported_modules(LAUNCHER / package).items()}
+    found = {
+        path: sorted(n for n in names if n == other or n.startswith(other + "."))
+        for path, names in imported_modules(LAUNCHER / package).items()
+    }
     assert {path: names for path, names in found.items() if names} == {}
     assert found, f"no files under launcher/{package}"
 

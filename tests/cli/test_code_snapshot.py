@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.sdk.code_selection import build
 from launcher.errors import InputError
+from launcher.sdk.code_selection import build
 from launcher.spec.models import Code
 
 SECRET = "pl4nted-s3cret-Value-7781"
@@ -34,10 +34,13 @@ def git_tree(root: Path) -> Path:
 
 def test_uncommitted_module_reaches_the_run_and_the_digest_is_recorded(cli):
     tree = git_tree(cli.cwd / "tree")
-    spec = cli.spec("snap", """\
+    spec = cli.spec(
+        "snap",
+        """\
         name: snap
         command: python main.py && ls -a
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--code", "tree", "--follow")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "helper says uncommitted" in r.stdout
@@ -61,11 +64,14 @@ def test_code_in_the_spec_with_include_and_exclude_outside_git(cli):
     (tree / "venv").mkdir()
     (tree / "venv" / "pyvenv.cfg").write_text("home = /usr\n")
     (tree / "venv" / "lib.py").write_text("\n")
-    spec = cli.spec("plain", """\
+    spec = cli.spec(
+        "plain",
+        """\
         name: plain
         command: python -c "import pkg; print(pkg.WORD)" && find . -type f | sort
         code: {path: plain, include: ["*.py", "*.cfg"], exclude: [notes.txt]}
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "from the include" in r.stdout
@@ -98,12 +104,18 @@ def test_a_file_holding_a_secret_value_is_refused_naming_it(cli):
     assert cli("get", "runs", "-o", "json").stdout.strip() in ("[]", "")
 
 
-@pytest.mark.parametrize("name, body", [
-    (".env", "A=1\n"),
-    ("id_deploy", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAE\n"
-                  "-----END OPENSSH PRIVATE KEY-----\n"),
-    ("credentials", "[default]\naws_access_key_id = AKIA0\naws_secret_access_key = x\n"),
-])
+@pytest.mark.parametrize(
+    "name, body",
+    [
+        (".env", "A=1\n"),
+        (
+            "id_deploy",
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAE\n"
+            "-----END OPENSSH PRIVATE KEY-----\n",
+        ),
+        ("credentials", "[default]\naws_access_key_id = AKIA0\naws_secret_access_key = x\n"),
+    ],
+)
 def test_credentials_files_are_refused_unless_allowed(cli, name, body):
     tree = git_tree(cli.cwd / "tree")
     (tree / name).write_text(body)

@@ -38,9 +38,15 @@ def runs(cli):
 
 
 def spawn(cli, *args: str) -> pexpect.spawn:
-    return pexpect.spawn(sys.executable, ["-m", "launcher", *args], cwd=str(cli.cwd),
-                         env={**cli.env, "SHELL": "/bin/bash", "PS1": "$ ", "TERM": "xterm"}, encoding="utf-8",
-                         timeout=SHELL_UP, dimensions=(40, 200))
+    return pexpect.spawn(
+        sys.executable,
+        ["-m", "launcher", *args],
+        cwd=str(cli.cwd),
+        env={**cli.env, "SHELL": "/bin/bash", "PS1": "$ ", "TERM": "xterm"},
+        encoding="utf-8",
+        timeout=SHELL_UP,
+        dimensions=(40, 200),
+    )
 
 
 def echo_rank(shell: pexpect.spawn) -> str:
@@ -94,11 +100,14 @@ def test_interactive_tmux_keeps_the_session_across_a_dropped_connection(cli, run
 
 
 def test_interactive_from_a_spec_keeps_its_environment_and_replaces_its_command(cli, runs):
-    spec = cli.spec("dev", """\
+    spec = cli.spec(
+        "dev",
+        """\
         name: devbox
         command: echo this command is replaced; exit 9
         env_variables: {FROM_SPEC: kept-2291}
-        """)
+        """,
+    )
     shell = spawn(cli, "interactive", "-f", str(spec), "--max-duration", "90s")
     shell.expect(r"[Ii]nteractive run (devbox-\S+) submitted")
     name = shell.match.group(1)
@@ -127,13 +136,16 @@ def test_exec_runs_in_the_ranks_namespace_with_its_secrets_and_exit_code(cli, ru
     keyfile.write_text(f"{SECRET}-file\n")
     r = cli("secret", "create", "file", "pem", "--from", str(keyfile), "--mount-path", "/etc/launcher-exec-test")
     assert r.returncode == 0, r.stderr
-    spec = cli.spec("two", """\
+    spec = cli.spec(
+        "two",
+        """\
         name: two
         compute: {nodes: 2}
         parameters: {lr: 0.5, tag: exec-test}
         scheduling: {max_duration: 0.05}
         command: sleep 170
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec))
     assert r.returncode == 0, r.stderr
     name = submitted(r.stdout + r.stderr)
@@ -148,8 +160,14 @@ def test_exec_runs_in_the_ranks_namespace_with_its_secrets_and_exit_code(cli, ru
     assert r.stdout.split() == ["1", str(cli.cwd)]
     # The env secret and the file secret at its mount path, as the rank has them (compared
     # in the rank, so that the value is never printed).
-    r = cli("exec", name, "--", "sh", "-c",
-            f'test "$DB_PASSWORD" = {SECRET} && test "$(cat /etc/launcher-exec-test/secret)" = {SECRET}-file')
+    r = cli(
+        "exec",
+        name,
+        "--",
+        "sh",
+        "-c",
+        f'test "$DB_PASSWORD" = {SECRET} && test "$(cat /etc/launcher-exec-test/secret)" = {SECRET}-file',
+    )
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert SECRET not in r.stdout + r.stderr
 
@@ -186,12 +204,15 @@ def free_port() -> int:
 
 def test_port_forward_serves_the_ranks_http_server(cli, runs):
     remote = free_port()
-    spec = cli.spec("web", f"""\
+    spec = cli.spec(
+        "web",
+        f"""\
         name: web
         ports: [{remote}, {{port: 6006, name: tensorboard}}]
         scheduling: {{max_duration: 0.05}}
         command: echo served-by-the-rank > index.html && exec python -m http.server {remote} --bind 127.0.0.1
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec))
     assert r.returncode == 0, r.stderr
     name = submitted(r.stdout + r.stderr)
@@ -200,8 +221,14 @@ def test_port_forward_serves_the_ranks_http_server(cli, runs):
     assert f"launcher port-forward {name} {remote}:{remote}" in described.stdout
     assert f"launcher port-forward {name} 6006:6006" in described.stdout and "tensorboard" in described.stdout
 
-    forward = subprocess.Popen([sys.executable, "-m", "launcher", "port-forward", name, f"0:{remote}"],
-                               cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    forward = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "port-forward", name, f"0:{remote}"],
+        cwd=cli.cwd,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = forward.stderr.readline()
         m = re.search(r"Forwarding 127\.0\.0\.1:(\d+) -> rank 0", line)
@@ -215,8 +242,10 @@ def test_port_forward_serves_the_ranks_http_server(cli, runs):
             except OSError:
                 return None  # the rank's server is not listening yet
 
-        assert wait_until(fetched, SHELL_UP, interval=0.2, message="the forwarded server to answer").strip() \
+        assert (
+            wait_until(fetched, SHELL_UP, interval=0.2, message="the forwarded server to answer").strip()
             == "served-by-the-rank"
+        )
     finally:
         forward.terminate()
         forward.wait(timeout=10)

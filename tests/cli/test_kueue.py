@@ -15,17 +15,23 @@ from tests.cli.test_exec import submitted
 from tests.conftest import wait_until
 
 # One gpu_type for the fake's unlabelled 4-GPU nodes; Kueue's WorkloadPriorityClasses by mcli's names.
-PROFILE = {"queue": "team", "gpu_types": {"gpu": {"gpus_per_node": 4, "cpus_per_gpu": 1, "memory_per_gpu": "1Gi"}},
-           "priority_classes": {"high": "high", "low": "low"}}
+PROFILE = {
+    "queue": "team",
+    "gpu_types": {"gpu": {"gpus_per_node": 4, "cpus_per_gpu": 1, "memory_per_gpu": "1Gi"}},
+    "priority_classes": {"high": "high", "low": "low"},
+}
 
 
 def run(cli, name: str, command: str, *, gpus: int = 8, scheduling: str = "{}", compute: str = "") -> str:
-    spec = cli.spec(name, f"""\
+    spec = cli.spec(
+        name,
+        f"""\
         name: {name}
         compute: {{cluster: fake, gpus: {gpus}, gpu_type: gpu{compute}}}
         scheduling: {scheduling}
         command: {command}
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec))
     assert r.returncode == 0, r.stderr
     return submitted(r.stdout + r.stderr)
@@ -67,8 +73,13 @@ def test_a_queued_run_shows_its_place_and_kueues_reason_then_runs_when_quota_fre
 
 @pytest.mark.parametrize("jobset", [True, False], ids=["jobset", "job"])
 def test_a_preempted_run_goes_back_to_the_queue_and_runs_again_without_spending_a_retry(cli, fake_kueue, jobset):
-    fake_kueue(queues={"team": 8}, preempt=True, priority_classes={"high": 1000, "low": 10}, jobset=jobset,
-               profile={**PROFILE, "jobset": jobset})
+    fake_kueue(
+        queues={"team": 8},
+        preempt=True,
+        priority_classes={"high": 1000, "low": 10},
+        jobset=jobset,
+        profile={**PROFILE, "jobset": jobset},
+    )
     # Long enough, both, that on a loaded machine the low run is preempted before it ends,
     # and stays QUEUED long enough (while the high one runs) for a poll to see it.
     low = run(cli, "low", "sleep 20", scheduling="{priority: low, max_retries: 0}")
@@ -81,8 +92,12 @@ def test_a_preempted_run_goes_back_to_the_queue_and_runs_again_without_spending_
     assert eviction["reason"] == "Preempted" and eviction["count"] == 1 and eviction["at"]
     assert eviction["message"].startswith("Preempted to accommodate a workload"), eviction
     described = cli("describe", "run", low, "--no-yaml").stdout
-    assert re.search(r"^  Evicted:\s+Preempted, 1 time, last at .*: Preempted to accommodate a workload .*"
-                     r"\(not counted against max_retries\)$", described, re.M), described
+    assert re.search(
+        r"^  Evicted:\s+Preempted, 1 time, last at .*: Preempted to accommodate a workload .*"
+        r"\(not counted against max_retries\)$",
+        described,
+        re.M,
+    ), described
     assert re.search(r"attempt 1\s+QUEUED\s+evicted by Kueue \(Preempted\)", described), described
 
     assert cli.wait_status(high, {"COMPLETED"}, timeout=90)["status"] == "COMPLETED"
@@ -104,8 +119,11 @@ def test_compute_topology_is_kueues_annotation_on_the_pod_template(cli, fake_kue
     js = kube.get("JobSet", "default", name)
     template = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     assert template["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == "example.com/rack"
-    pods = [p for (kind, _, _), p in kube.store.objects.items() if kind == "Pod"
-            and (p["metadata"].get("labels") or {}).get("launcher.dev/run") == name]
+    pods = [
+        p
+        for (kind, _, _), p in kube.store.objects.items()
+        if kind == "Pod" and (p["metadata"].get("labels") or {}).get("launcher.dev/run") == name
+    ]
     assert len(pods) == 2
     racks = {kube.get("Node", "", p["spec"]["nodeName"])["metadata"]["labels"]["example.com/rack"] for p in pods}
     assert len(racks) == 1, racks  # both nodes in one rack
@@ -124,10 +142,21 @@ def test_util_shows_the_cluster_queues_gpu_quota_use_and_what_waits(cli, fake_ku
         return next(q for q in json.loads(r.stdout) if "cluster_queue" in q)
 
     wait_until(lambda: queue_row()["pending_workloads"] == 1, 30, interval=0.2, message=lambda: str(queue_row()))
-    assert queue_row() == {"cluster": "fake", "backend": "kubernetes", "queue": "team", "cluster_queue": "team",
-                           "quota": 8, "used": 4, "free": 4, "pending_workloads": 1, "pending_gpus": 8}
+    assert queue_row() == {
+        "cluster": "fake",
+        "backend": "kubernetes",
+        "queue": "team",
+        "cluster_queue": "team",
+        "quota": 8,
+        "used": 4,
+        "free": 4,
+        "pending_workloads": 1,
+        "pending_gpus": 8,
+    }
     table = cli("util", "fake").stdout
-    assert re.search(r"^CLUSTER\s+QUEUE\s+CLUSTERQUEUE\s+GPU QUOTA\s+USED\s+FREE\s+PENDING\s+PENDING GPUS$", table, re.M)
+    assert re.search(
+        r"^CLUSTER\s+QUEUE\s+CLUSTERQUEUE\s+GPU QUOTA\s+USED\s+FREE\s+PENDING\s+PENDING GPUS$", table, re.M
+    )
     assert re.search(r"^fake\s+team\s+team\s+8\s+4\s+4\s+1\s+8$", table, re.M), table
     cli("stop", holder, "-y")
     cli("stop", waiting, "-y")

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from launcher.sdk.fanout import list_runs
 from launcher.config import load_config
 from launcher.errors import LauncherError
+from launcher.sdk.fanout import list_runs
 from tests.fakes.kube.faults import unreachable_server
 from tests.kubernetes.test_api_faults import add_profile
 
@@ -27,11 +27,14 @@ def dead(launcher_home):
 
 
 def local_run(cli, name: str = "hello") -> str:
-    spec = cli.spec(name, f"""
+    spec = cli.spec(
+        name,
+        f"""
         name: {name}
         image: none
         command: "true"
-    """)
+    """,
+    )
     r = cli("run", "-f", str(spec), "--backend", "local", "--follow")
     assert r.returncode == 0, r.stderr
     [run] = cli("get", "runs", "-o", "name", "--cluster", "local").stdout.split()
@@ -78,8 +81,10 @@ def test_get_clusters_lists_the_profiles_as_cluster_list_does(cli, dead):
     assert [p["name"] for p in json.loads(cli("get", "cluster", "-o", "json").stdout)] == ["local", "dead"]
 
 
-@pytest.mark.parametrize(("noun", "hint"), [("foo", ""), ("clustrs", "; did you mean 'clusters'?"),
-                                             ("secret-list", "; did you mean 'secrets'?")])
+@pytest.mark.parametrize(
+    ("noun", "hint"),
+    [("foo", ""), ("clustrs", "; did you mean 'clusters'?"), ("secret-list", "; did you mean 'secrets'?")],
+)
 def test_an_unknown_get_noun_is_a_usage_error(cli, noun, hint):
     r = cli("get", noun)
     assert r.returncode == 2, (r.stdout, r.stderr)
@@ -99,5 +104,8 @@ def test_a_typo_while_a_profile_is_down_gets_its_did_you_mean_and_one_warning(cl
     local_run(cli)
     r = cli(*command, "helo")
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert r.stderr.splitlines() == [f"! cluster dead: {REFUSED} ({dead})", "✗ no run named 'helo'",
-                                     "  did you mean 'hello'? list runs with `launcher get runs`"]
+    assert r.stderr.splitlines() == [
+        f"! cluster dead: {REFUSED} ({dead})",
+        "✗ no run named 'helo'",
+        "  did you mean 'hello'? list runs with `launcher get runs`",
+    ]

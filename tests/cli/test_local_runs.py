@@ -24,14 +24,17 @@ def submitted_name(out: str) -> str:
 def test_follow_masks_secrets_and_exits_with_the_outcome(cli):
     r = cli("secret", "create", "env", "API_TOKEN", input=SECRET)
     assert r.returncode == 0, r.stderr
-    spec = cli.spec("fail", """\
+    spec = cli.spec(
+        "fail",
+        """\
         name: secret-then-fail
         image: python:3.11
         command: |
           echo "the token is $API_TOKEN"
           echo "line two"
           exit 3
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 1, r.stderr
     assert "the token is ****" in r.stdout
@@ -52,11 +55,14 @@ def test_follow_masks_secrets_and_exits_with_the_outcome(cli):
 
 
 def test_completed_run_exits_zero_and_shows_parameters(cli):
-    spec = cli.spec("ok", """\
+    spec = cli.spec(
+        "ok",
+        """\
         name: params
         command: cat "$PARAMETERS"; echo "run=$RUN_NAME"
         parameters: {lr: 0.5, _hidden: 1}
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stderr
     assert "lr: 0.5" in r.stdout and "_hidden" not in r.stdout
@@ -66,16 +72,19 @@ def test_completed_run_exits_zero_and_shows_parameters(cli):
 
 # The entrypoint is the command's parent: its memory map shows whether it loaded the spec
 # models (pydantic_core's extension) or PyYAML's.
-LOADED_BY_THE_ENTRYPOINT = ("for lib in pydantic_core _yaml; do if grep -q \"$lib\" /proc/$PPID/maps; then "
-                            "echo \"entrypoint loaded $lib\"; fi; done; echo checked")
+LOADED_BY_THE_ENTRYPOINT = (
+    'for lib in pydantic_core _yaml; do if grep -q "$lib" /proc/$PPID/maps; then '
+    'echo "entrypoint loaded $lib"; fi; done; echo checked'
+)
 
 
 @pytest.mark.parametrize("mounts", ["auto", "rewrite"])
 def test_a_local_rank_runs_the_stdlib_entrypoint_from_the_plan(cli, mounts):
     """As a pod's does: the backend writes the plan, and the entrypoint reads it with the
     standard library alone (in rewrite mode, a copy with the paths rewritten)."""
-    spec = cli.spec("plan", f"name: planned\ncommand: {json.dumps(LOADED_BY_THE_ENTRYPOINT)}\n"
-                            "parameters: {lr: 0.5}\n")
+    spec = cli.spec(
+        "plan", f"name: planned\ncommand: {json.dumps(LOADED_BY_THE_ENTRYPOINT)}\nparameters: {{lr: 0.5}}\n"
+    )
     cli.env["LAUNCHER_LOCAL_MOUNTS"] = mounts
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stderr
@@ -118,8 +127,12 @@ def test_two_concurrent_submissions_both_complete(cli):
 def test_killing_the_cli_while_following_leaves_the_run_to_finish(cli):
     spec = cli.spec("survive", "name: survivor\ncommand: sleep 2; echo finished\n")
     p = cli.popen("run", "-f", str(spec), "--follow")
-    runs = wait_until(lambda: json.loads(cli("get", "runs", "-o", "json").stdout), 30, interval=0.1,
-                      message="the followed run to be submitted")
+    runs = wait_until(
+        lambda: json.loads(cli("get", "runs", "-o", "json").stdout),
+        30,
+        interval=0.1,
+        message="the followed run to be submitted",
+    )
     p.send_signal(signal.SIGKILL)
     p.wait()
     rec = cli.wait_status(runs[0]["name"], {"COMPLETED", "FAILED"})
@@ -130,8 +143,12 @@ def test_killing_the_cli_while_following_leaves_the_run_to_finish(cli):
 def test_ctrl_c_while_following_says_the_run_keeps_going(cli):
     spec = cli.spec("ctrlc", "name: ctrlc\ncommand: sleep 3; echo still-here\n")
     p = cli.popen("run", "-f", str(spec), "--follow")
-    wait_until(lambda: [r for r in json.loads(cli("get", "runs", "-o", "json").stdout) if r["status"] == "RUNNING"],
-               30, interval=0.1, message="the followed run to be RUNNING")
+    wait_until(
+        lambda: [r for r in json.loads(cli("get", "runs", "-o", "json").stdout) if r["status"] == "RUNNING"],
+        30,
+        interval=0.1,
+        message="the followed run to be RUNNING",
+    )
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert "keeps running" in err
@@ -156,13 +173,16 @@ def test_a_run_whose_supervisor_died_is_reconciled_to_failed(cli):
 
 
 def test_retries_restart_the_group_and_attempts_are_visible(cli):
-    spec = cli.spec("retry", """\
+    spec = cli.spec(
+        "retry",
+        """\
         name: flaky
         command: |
           if [ ! -e marker ]; then touch marker; echo first; exit 7; fi
           echo second
         scheduling: {max_retries: 1, retry_backoff: {first: 0.1s}}
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "first" in r.stdout and "second" in r.stdout
@@ -175,11 +195,14 @@ def test_retries_restart_the_group_and_attempts_are_visible(cli):
 
 
 def test_retry_on_system_failure_is_named_as_not_honoured_and_every_failure_counts(cli):
-    spec = cli.spec("system", """\
+    spec = cli.spec(
+        "system",
+        """\
         name: system-retries
         command: echo attempt $LAUNCHER_ATTEMPT; exit 3
         scheduling: {max_retries: 1, retry_on_system_failure: true, retry_backoff: {first: 0.1s}}
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "scheduling.retry_on_system_failure: ignored by the local backend" in r.stderr
@@ -190,12 +213,15 @@ def test_retry_on_system_failure_is_named_as_not_honoured_and_every_failure_coun
 
 
 def test_two_nodes_get_the_rank_environment(cli):
-    spec = cli.spec("multi", """\
+    spec = cli.spec(
+        "multi",
+        """\
         name: two-nodes
         compute: {nodes: 2}
         command: |
           echo "rank=$NODE_RANK world=$WORLD_SIZE addr=$MASTER_ADDR nnodes=$PET_NNODES"
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stderr
     assert "[rank 0] rank=0 world=2 addr=127.0.0.1 nnodes=2" in r.stdout
@@ -203,15 +229,18 @@ def test_two_nodes_get_the_rank_environment(cli):
     assert cli("logs", "--rank", "1").stdout.count("rank=1 ") == 1
 
 
-@pytest.mark.parametrize("args, message", [
-    (["run", "-f", "missing.yaml"], "missing.yaml: no such file"),
-    (["run", "-f", "bad.yaml"], "bad.yaml:2:17: compute.gpus: must be zero or more, got -4"),
-    (["logs", "nope-123456"], "no run named 'nope-123456'"),
-    (["get", "runs", "--status", "DONE"], "'DONE' is not a status"),
-    (["run", "-f", "ok.yaml", "--set", "nonsense"], "--set takes path.to.field=VALUE"),
-    (["run", "-f", "ok.yaml", "--cluster", "nowhere"], "no cluster profile named 'nowhere'"),
-    (["run", "-f", "secretive.yaml"], "secrets: no secret named 'absent'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "-f", "missing.yaml"], "missing.yaml: no such file"),
+        (["run", "-f", "bad.yaml"], "bad.yaml:2:17: compute.gpus: must be zero or more, got -4"),
+        (["logs", "nope-123456"], "no run named 'nope-123456'"),
+        (["get", "runs", "--status", "DONE"], "'DONE' is not a status"),
+        (["run", "-f", "ok.yaml", "--set", "nonsense"], "--set takes path.to.field=VALUE"),
+        (["run", "-f", "ok.yaml", "--cluster", "nowhere"], "no cluster profile named 'nowhere'"),
+        (["run", "-f", "secretive.yaml"], "secrets: no secret named 'absent'"),
+    ],
+)
 def test_bad_input_exits_2_without_traceback(cli, args, message):
     cli.spec("bad", "name: a\ncompute: {gpus: -4}\ncommand: x\n")
     cli.spec("ok", "name: a\ncommand: x\n")
@@ -237,16 +266,28 @@ def test_leak_sweep_finds_the_secret_only_in_the_store(cli, tmp_path):
     keyfile = tmp_path / "key.pem"
     keyfile.write_text(f"-----BEGIN KEY-----\n{SECRET}-file\n-----END KEY-----\n")
     run("secret", "create", "env", "DB_PASSWORD", input=SECRET, shows="Created env secret db-password")
-    run("secret", "create", "file", "pem", "--from", str(keyfile), "--mount-path", "/etc/pem",
-        shows="Created file secret pem")
-    spec = cli.spec("leak", """\
+    run(
+        "secret",
+        "create",
+        "file",
+        "pem",
+        "--from",
+        str(keyfile),
+        "--mount-path",
+        "/etc/pem",
+        shows="Created file secret pem",
+    )
+    spec = cli.spec(
+        "leak",
+        """\
         name: leaky
         command: |
           echo "$DB_PASSWORD"
           cat "$SECRET_PATH_PEM"
           env | grep DB_PASSWORD
           echo "$DB_PASSWORD" >&2
-        """)
+        """,
+    )
     run("run", "-f", str(spec), "--follow", "--dry-run", shows="DB_PASSWORD: <from secret db-password>")
     run("run", "-f", str(spec), "--follow", shows="DB_PASSWORD=****")
     run("get", "runs", "-o", "yaml", shows="status: COMPLETED")
@@ -278,13 +319,16 @@ def test_runs_that_clone_code_each_get_a_fresh_working_directory(cli, tmp_path):
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "init"], check=True)
-    spec = cli.spec("clone", f"""\
+    spec = cli.spec(
+        "clone",
+        f"""\
         name: cloner
         integrations:
           - integration_type: git_repo
             git_repo: {repo}
         command: cat tinyrepo/hello.txt; pwd
-        """)
+        """,
+    )
     outs = [cli("run", "-f", str(spec), "--follow") for _ in range(2)]
     assert [r.returncode for r in outs] == [0, 0], [r.stdout + r.stderr for r in outs]
     dirs = set()
@@ -296,7 +340,9 @@ def test_runs_that_clone_code_each_get_a_fresh_working_directory(cli, tmp_path):
 
 
 def test_follow_turns_metric_records_into_progress_lines(cli):
-    spec = cli.spec("progress", """\
+    spec = cli.spec(
+        "progress",
+        """\
         name: progress
         command: |
           echo '@@launcher.metrics {"step":0,"time":1.0,"rank":0,"event":"fit_start","max_duration":"3ba","max_batches":3}'
@@ -304,7 +350,8 @@ def test_follow_turns_metric_records_into_progress_lines(cli):
             echo "@@launcher.metrics {\\"step\\":$s,\\"time\\":$s.5,\\"rank\\":0,\\"metrics\\":{\\"loss/train/total\\":$((4 - s)).5}}"
           done
           echo plain output
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stderr
     assert "@@launcher.metrics" not in r.stdout
@@ -325,8 +372,11 @@ def test_get_runs_filters_by_status_name_and_time(cli):
     # Times on the command line are whole seconds: take the first one after good was created.
     [good] = json.loads(cli("get", "runs", "-o", "json").stdout)
     created = datetime.fromisoformat(good["created_at"]).astimezone().replace(tzinfo=None)
-    between = wait_until(lambda: (now := datetime.now().replace(microsecond=0)) > created and now, 5,
-                         message=f"the first whole second after {created}")
+    between = wait_until(
+        lambda: (now := datetime.now().replace(microsecond=0)) > created and now,
+        5,
+        message=f"the first whole second after {created}",
+    )
     assert cli("run", "-f", str(bad), "--follow").returncode == 1
 
     def names(*args):
@@ -347,8 +397,10 @@ def test_kubernetes_dry_run_works_before_any_cluster_is_configured(cli):
     import yaml
 
     assert cli("secret", "create", "env", "WANDB_API_KEY", input=SECRET).returncode == 0
-    spec = cli.spec("gpu", "name: big\nimage: ghcr.io/x/trainer:1\ncompute: {gpus: 16, gpu_type: h100_80gb}\n"
-                           "command: composer train.py\n")
+    spec = cli.spec(
+        "gpu",
+        "name: big\nimage: ghcr.io/x/trainer:1\ncompute: {gpus: 16, gpu_type: h100_80gb}\ncommand: composer train.py\n",
+    )
     r = cli("run", "-f", str(spec), "--backend", "kubernetes", "--dry-run", "-o", "yaml")
     assert r.returncode == 0, r.stderr
     assert "no Kubernetes cluster profile yet" in r.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ RECORDS = """\
   done
 """
 
-FAILING = '''\
+FAILING = """\
 import os
 
 rank = int(os.environ["NODE_RANK"])
@@ -39,7 +40,7 @@ if rank == 1:
     except KeyError as e:
         raise ValueError("rank one failed") from e
 print(f"rank {rank} done", flush=True)
-'''
+"""
 
 
 def mine(text: str) -> list[str]:
@@ -48,13 +49,16 @@ def mine(text: str) -> list[str]:
 
 
 def test_resumption_counts_from_zero_and_attempt_from_one(cli):
-    spec = cli.spec("retried", """\
+    spec = cli.spec(
+        "retried",
+        """\
         name: retried
         scheduling: {max_retries: 1, retry_backoff: {first: 0.1s}}
         command: |
           echo "this is attempt $LAUNCHER_ATTEMPT"
           [ "$LAUNCHER_ATTEMPT" = 2 ]
-        """)
+        """,
+    )
     assert cli("run", "-f", str(spec), "--follow").returncode == 0
     first = cli("logs", "--resumption", "0")
     assert first.returncode == 0, first.stderr
@@ -69,10 +73,13 @@ def test_resumption_counts_from_zero_and_attempt_from_one(cli):
 
 
 def test_tail_short_flag_and_no_follow(cli):
-    spec = cli.spec("lines", """\
+    spec = cli.spec(
+        "lines",
+        """\
         name: lines
         command: for i in 1 2 3 4 5; do echo "line $i"; done
-        """)
+        """,
+    )
     assert cli("run", "-f", str(spec), "--follow").returncode == 0
     whole = cli("logs", "--no-follow")
     assert whole.returncode == 0, whole.stderr
@@ -85,30 +92,41 @@ def test_tail_short_flag_and_no_follow(cli):
 
 
 def test_no_follow_on_a_running_run_prints_what_there_is(cli):
-    spec = cli.spec("slow", """\
+    spec = cli.spec(
+        "slow",
+        """\
         name: slow
         command: |
           echo started
           sleep 60
-        """)
+        """,
+    )
     assert cli("run", "-f", str(spec)).returncode == 0
     try:
         cli.wait_status("slow", {"RUNNING"})
         from tests.conftest import wait_until
 
-        now = wait_until(lambda: (r := cli("logs", "slow", "--no-follow", timeout=20)).returncode == 0
-                         and "started" in r.stdout and r, 30, message="`logs --no-follow` to show the first line")
+        now = wait_until(
+            lambda: (
+                (r := cli("logs", "slow", "--no-follow", timeout=20)).returncode == 0 and "started" in r.stdout and r
+            ),
+            30,
+            message="`logs --no-follow` to show the first line",
+        )
         assert "started" in now.stdout
     finally:
         cli("stop", "run", "slow", "-y")
 
 
 def test_node_rank_gpu_and_global_gpu_rank(cli):
-    spec = cli.spec("gpus", """\
+    spec = cli.spec(
+        "gpus",
+        """\
         name: gpus
         compute: {nodes: 2, gpus: 4}
         command: echo "node $NODE_RANK speaking"
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stderr
     assert mine(cli("logs", "gpus", "--node-rank", "1").stdout) == ["node 1 speaking"]
@@ -122,16 +140,19 @@ def test_node_rank_gpu_and_global_gpu_rank(cli):
     assert mine(cli("logs", "gpus", "--gpu", "0").stdout) == ["node 0 speaking"]
 
     # A GPU rank other than a node's first has no log of its own: said, not faked.
-    for args, words in ((["--global-gpu-rank", "3"], "global GPU rank 3 (local GPU rank 1 of node rank 1) has no log"),
-                        (["--gpu", "1"], "local GPU rank 1 of node rank 0 has no log of its own"),
-                        (["--gpu", "2"], "2 GPUs per node: local GPU ranks 0..1, not 2"),
-                        (["--global-gpu-rank", "4"], "GPU ranks 0..3 (2 node(s) of 2 GPUs), not 4"),
-                        (["--global-gpu-rank", "2", "--node-rank", "0"], "is on node rank 1, not 0")):
+    for args, words in (
+        (["--global-gpu-rank", "3"], "global GPU rank 3 (local GPU rank 1 of node rank 1) has no log"),
+        (["--gpu", "1"], "local GPU rank 1 of node rank 0 has no log of its own"),
+        (["--gpu", "2"], "2 GPUs per node: local GPU ranks 0..1, not 2"),
+        (["--global-gpu-rank", "4"], "GPU ranks 0..3 (2 node(s) of 2 GPUs), not 4"),
+        (["--global-gpu-rank", "2", "--node-rank", "0"], "is on node rank 1, not 0"),
+    ):
         bad = cli("logs", "gpus", *args)
         assert bad.returncode == 2, (args, bad.stdout, bad.stderr)
         assert words in bad.stderr and "Traceback" not in bad.stderr, (args, bad.stderr)
-    assert re.search(r"\n  launcher logs gpus-[a-z0-9]{6} --node-rank 1\n",
-                     cli("logs", "gpus", "--global-gpu-rank", "3").stderr)
+    assert re.search(
+        r"\n  launcher logs gpus-[a-z0-9]{6} --node-rank 1\n", cli("logs", "gpus", "--global-gpu-rank", "3").stderr
+    )
 
 
 def test_gpu_flags_on_a_cpu_run_say_it_has_no_gpu_ranks(cli):
@@ -144,11 +165,14 @@ def test_gpu_flags_on_a_cpu_run_say_it_has_no_gpu_ranks(cli):
 def _failing_run(cli, tmp: Path, *extra: str) -> str:
     script = cli.cwd / "fail.py"
     script.write_text(FAILING)
-    spec = cli.spec("broken", f"""\
+    spec = cli.spec(
+        "broken",
+        f"""\
         name: broken
         compute: {{nodes: 2}}
         command: {sys.executable} {script}
-        """)
+        """,
+    )
     r = cli("run", "-f", str(spec), "--follow", *extra)
     assert r.returncode == 1, r.stderr
     return cli.describe()["name"]
@@ -217,14 +241,24 @@ def test_metric_records_are_hidden_unless_raw(cli, where, request):
 @pytest.mark.train
 def test_the_trainer_prints_a_progress_line_per_log_interval(cli, number_say):  # noqa: F811 - the fixture
     pytest.importorskip("composer")
-    cfg = yaml.safe_load(tiny_config(cli.cwd / "params.yaml", tokenizer=number_say.tokenizer,
-                                     remote=str(number_say.mds), local=cli.cwd / "cache", max_duration="6ba",
-                                     batch=8).read_text())
+    cfg = yaml.safe_load(
+        tiny_config(
+            cli.cwd / "params.yaml",
+            tokenizer=number_say.tokenizer,
+            remote=str(number_say.mds),
+            local=cli.cwd / "cache",
+            max_duration="6ba",
+            batch=8,
+        ).read_text()
+    )
     # SpeedMonitor's window is 2 batches here, so the throughput is known from the first lines on.
     cfg.update(log_to_console=True, console_log_interval="2ba", callbacks={"speed_monitor": {"window_size": 2}})
     spec = cli.cwd / "train.yaml"
-    spec.write_text(yaml.safe_dump({"name": "tiny", "command": f"{sys.executable} -m launcher.train $PARAMETERS",
-                                    "parameters": cfg}))
+    spec.write_text(
+        yaml.safe_dump(
+            {"name": "tiny", "command": f"{sys.executable} -m launcher.train $PARAMETERS", "parameters": cfg}
+        )
+    )
     r = cli("run", "-f", str(spec), "--follow", timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
@@ -245,23 +279,31 @@ def test_the_trainer_prints_a_progress_line_per_log_interval(cli, number_say):  
 def test_chunks_of_a_log_lose_no_line_when_records_are_cut_out():
     from launcher.sdk.logview import without_record_chunks
 
-    text = b"".join(b"line %d\n@@launcher.metrics {\"step\": %d}\n" % (i, i) for i in range(2000)) + b"tail"
+    text = b"".join(b'line %d\n@@launcher.metrics {"step": %d}\n' % (i, i) for i in range(2000)) + b"tail"
     for size in (1, 7, 64, 4096):
-        pieces = [text[i:i + size] for i in range(0, len(text), size)]
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
         assert b"".join(without_record_chunks(pieces)) == b"".join(b"line %d\n" % i for i in range(2000)) + b"tail"
 
 
 def test_tracebacks_are_read_from_interleaved_ranks():
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from launcher.backends.base import LogLine
     from launcher.sdk.logview import first_exception
 
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    rank0 = ["[rank0]: Traceback (most recent call last):", '[rank0]:   File "a.py", line 1, in <module>',
-             "[rank0]: RuntimeError: NCCL timeout", "after"]
-    rank1 = ["Traceback (most recent call last):", '  File "b.py", line 2, in <module>', "    boom()",
-             "ZeroDivisionError: division by zero"]
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rank0 = [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "a.py", line 1, in <module>',
+        "[rank0]: RuntimeError: NCCL timeout",
+        "after",
+    ]
+    rank1 = [
+        "Traceback (most recent call last):",
+        '  File "b.py", line 2, in <module>',
+        "    boom()",
+        "ZeroDivisionError: division by zero",
+    ]
     lines = []
     for i in range(4):  # interleaved; rank 1's traceback is the earlier one by time
         lines.append(LogLine(rank=0, text=rank0[i], timestamp=t0 + timedelta(seconds=10 + i)))

@@ -40,18 +40,24 @@ def dry_run_spec(cli, *flags: str) -> dict:
     return json.loads(r.stdout)["run"]
 
 
-@pytest.mark.parametrize(("flags", "path", "value"), [
-    (["--run-name", "mine"], ("name",), re.compile(r"mine-[a-z0-9]{6}")),
-    (["--gpu-num", "8"], ("compute", "gpus"), 8),
-    (["--max_retries", "3"], ("scheduling", "max_retries"), 3),
-    (["--max-duration", "1.5"], ("scheduling", "max_duration"), 1.5),
-    (["--preemptible"], ("scheduling", "preemptible"), True),
-    (["--no-preemptible"], ("scheduling", "preemptible"), False),
-    (["--instance", "oci.bm.gpu.b4.8"], ("compute", "instance"), "oci.bm.gpu.b4.8"),
-    (["--nodes", "2", "--node-names", "node-a,node-b"], ("compute", "node_names"), ["node-a", "node-b"]),
-    (["--nodes", "2", "--node-names", "node-a", "--node-names", "node-b"], ("compute", "node_names"),
-     ["node-a", "node-b"]),
-])
+@pytest.mark.parametrize(
+    ("flags", "path", "value"),
+    [
+        (["--run-name", "mine"], ("name",), re.compile(r"mine-[a-z0-9]{6}")),
+        (["--gpu-num", "8"], ("compute", "gpus"), 8),
+        (["--max_retries", "3"], ("scheduling", "max_retries"), 3),
+        (["--max-duration", "1.5"], ("scheduling", "max_duration"), 1.5),
+        (["--preemptible"], ("scheduling", "preemptible"), True),
+        (["--no-preemptible"], ("scheduling", "preemptible"), False),
+        (["--instance", "oci.bm.gpu.b4.8"], ("compute", "instance"), "oci.bm.gpu.b4.8"),
+        (["--nodes", "2", "--node-names", "node-a,node-b"], ("compute", "node_names"), ["node-a", "node-b"]),
+        (
+            ["--nodes", "2", "--node-names", "node-a", "--node-names", "node-b"],
+            ("compute", "node_names"),
+            ["node-a", "node-b"],
+        ),
+    ],
+)
 def test_each_mcli_run_flag_sets_its_field(cli, flags, path, value):
     spec = dry_run_spec(cli, *flags)
     for key in path:
@@ -124,8 +130,9 @@ def test_restart_takes_no_overrides(cli):
 
 
 def test_clone_submits_a_copy_with_overrides(cli):
-    spec = cli.spec("hello", "name: hello\ncommand: echo lr is $LR\nenv_variables: {LR: '0.1'}\n"
-                             "parameters: {layers: 2}\n")
+    spec = cli.spec(
+        "hello", "name: hello\ncommand: echo lr is $LR\nenv_variables: {LR: '0.1'}\nparameters: {layers: 2}\n"
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stderr
     original = cli.describe()["name"]
@@ -182,11 +189,14 @@ def test_update_max_duration_ends_a_running_run_and_priority_is_refused(cli):
 
 
 def test_a_restart_counts_its_retries_afresh(cli):
-    spec = cli.spec("thrice", """\
+    spec = cli.spec(
+        "thrice",
+        """\
         name: thrice
         command: if [ "$LAUNCHER_ATTEMPT" -lt 4 ]; then exit 3; fi; echo "attempt $LAUNCHER_ATTEMPT done"
         scheduling: {max_retries: 1, retry_backoff: {first: 0.1s}}
-        """)
+        """,
+    )
     assert cli("run", "-f", str(spec), "--follow").returncode == 1  # attempts 1 and 2 fail
     r = cli("run", "-r", "thrice", "--follow")  # attempt 3 fails, and its retry is attempt 4
     assert r.returncode == 0, r.stderr

@@ -66,8 +66,15 @@ def test_get_runs_takes_mcli_filters(cli, three):
 def answer(cli, answer: str, *args: str) -> subprocess.CompletedProcess:
     """Run the CLI with a terminal on stdin that answers the confirmation."""
     master, slave = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=cli.cwd, env=cli.env, stdin=slave,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "launcher", *args],
+        cwd=cli.cwd,
+        env=cli.env,
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     os.close(slave)
     try:
         os.write(master, answer.encode() + b"\n")

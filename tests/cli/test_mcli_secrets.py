@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization",
-                                    reason="real keys need the dev extra's cryptography")
+serialization = pytest.importorskip(
+    "cryptography.hazmat.primitives.serialization", reason="real keys need the dev extra's cryptography"
+)
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa  # noqa: E402
 
 from tests.cli.conftest import CLI  # noqa: E402
@@ -38,13 +39,19 @@ def _h(text: str) -> str:
 
 
 def _openssh_key() -> str:
-    return ed25519.Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()).decode()
+    return (
+        ed25519.Ed25519PrivateKey.generate()
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
+        .decode()
+    )
 
 
 def _rsa_pem() -> str:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,22 +66,30 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "id_sftp": _openssh_key(),
         "known_hosts": KNOWN_HOSTS,
         "aws_credentials": "[default]\naws_access_key_id = AKIAEXAMPLEKEY0001\n"
-                           "aws_secret_access_key = wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLE01\n"
-                           "[other]\naws_access_key_id = AKIAEXAMPLEKEY0002\n"
-                           "aws_secret_access_key = wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLE02\n",
+        "aws_secret_access_key = wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLE01\n"
+        "[other]\naws_access_key_id = AKIAEXAMPLEKEY0002\n"
+        "aws_secret_access_key = wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLE02\n",
         "aws_config": "[default]\nregion = us-west-2\n",
-        "gcp.json": json.dumps({"type": "service_account", "client_email": "svc@p.iam.gserviceaccount.com",
-                                "private_key": _rsa_pem(), "token_uri": "https://oauth2.googleapis.com/token"}),
+        "gcp.json": json.dumps(
+            {
+                "type": "service_account",
+                "client_email": "svc@p.iam.gserviceaccount.com",
+                "private_key": _rsa_pem(),
+                "token_uri": "https://oauth2.googleapis.com/token",
+            }
+        ),
         "oci_api_key.pem": _rsa_pem(),
         "oci_config": "[DEFAULT]\nuser=ocid1.user.oc1..aaaa\nfingerprint=12:34:56:78\n"
-                      "key_file=~/.oci/oci_api_key.pem\ntenancy=ocid1.tenancy.oc1..bbbb\nregion=us-ashburn-1\n",
+        "key_file=~/.oci/oci_api_key.pem\ntenancy=ocid1.tenancy.oc1..bbbb\nregion=us-ashburn-1\n",
     }
     for name, text in texts.items():
         (d / name).write_text(text)
     scan = d / "bin" / "ssh-keyscan"
     scan.parent.mkdir()
-    scan.write_text(f"#!/bin/sh\n[ \"$3\" = sftp.example.com ] || exit 1\n"  # ssh-keyscan -T 10 HOST
-                    f"printf '# sftp.example.com:22 SSH-2.0\\n%s' '{KNOWN_HOSTS}'\n")
+    scan.write_text(
+        f'#!/bin/sh\n[ "$3" = sftp.example.com ] || exit 1\n'  # ssh-keyscan -T 10 HOST
+        f"printf '# sftp.example.com:22 SSH-2.0\\n%s' '{KNOWN_HOSTS}'\n"
+    )
     scan.chmod(0o755)
     return {name: d / name for name in texts} | {"bin": scan.parent}
 
@@ -83,19 +98,64 @@ def _mcli_form(f: dict[str, Path]) -> list[tuple[list[str], str | None]]:
     return [
         (["create", "secret", "env", f"API_KEY={ENV_VALUE}"], None),
         (["create", "secret", "environment", f"FOO={FOO_VALUE}"], None),
-        (["create", "secret", "mounted", str(f["creds.txt"]), "--name", "creds", "--mount-path", "/secrets/creds"],
-         None),
-        (["create", "secret", "docker", "--name", "reg", "--server", "ghcr.io", "--username", "me",
-          "--password", DOCKER_PASSWORD], None),
+        (
+            ["create", "secret", "mounted", str(f["creds.txt"]), "--name", "creds", "--mount-path", "/secrets/creds"],
+            None,
+        ),
+        (
+            [
+                "create",
+                "secret",
+                "docker",
+                "--name",
+                "reg",
+                "--server",
+                "ghcr.io",
+                "--username",
+                "me",
+                "--password",
+                DOCKER_PASSWORD,
+            ],
+            None,
+        ),
         (["create", "secret", "ssh", str(f["id_deploy"]), "--name", "deploy"], None),
         (["create", "secret", "git-ssh", str(f["id_git"])], None),  # named after the key: id-git
-        (["create", "secret", "sftp-ssh", str(f["id_sftp"]), "--name", "sftp", "--host-name", "sftp.example.com",
-          "--no-host-check", "--no-input"], None),
-        (["create", "secret", "s3", "--credentials-file", str(f["aws_credentials"]),
-          "--config-file", str(f["aws_config"]), "--profile", "other", "--mount-directory", "/secrets/aws"], None),
+        (
+            [
+                "create",
+                "secret",
+                "sftp-ssh",
+                str(f["id_sftp"]),
+                "--name",
+                "sftp",
+                "--host-name",
+                "sftp.example.com",
+                "--no-host-check",
+                "--no-input",
+            ],
+            None,
+        ),
+        (
+            [
+                "create",
+                "secret",
+                "s3",
+                "--credentials-file",
+                str(f["aws_credentials"]),
+                "--config-file",
+                str(f["aws_config"]),
+                "--profile",
+                "other",
+                "--mount-directory",
+                "/secrets/aws",
+            ],
+            None,
+        ),
         (["create", "secret", "gcp", "--credentials-file", str(f["gcp.json"]), "--no-input"], None),
-        (["create", "secret", "oci", "--config-file", str(f["oci_config"]), "--key-file", str(f["oci_api_key.pem"])],
-         None),
+        (
+            ["create", "secret", "oci", "--config-file", str(f["oci_config"]), "--key-file", str(f["oci_api_key.pem"])],
+            None,
+        ),
         (["create", "secret", "databricks", "--host", HOST, "--token", DATABRICKS_TOKEN], None),
         (["create", "secret", "hugging_face", "--token", HF_TOKEN], None),
     ]
@@ -109,13 +169,49 @@ def _our_form(f: dict[str, Path]) -> list[tuple[list[str], str | None]]:
         (["secret", "create", "docker-registry", "reg", "--server", "ghcr.io", "--username", "me"], DOCKER_PASSWORD),
         (["secret", "create", "ssh", "deploy", "--from", str(f["id_deploy"])], None),
         (["secret", "create", "git-ssh", "id-git", "--from", str(f["id_git"])], None),
-        (["secret", "create", "sftp-ssh", "sftp", "--from", str(f["id_sftp"]), "--known-hosts", str(f["known_hosts"])],
-         None),
-        (["secret", "create", "s3", "--credentials", str(f["aws_credentials"]), "--config", str(f["aws_config"]),
-          "--profile", "other", "--mount-path", "/secrets/aws"], None),
+        (
+            [
+                "secret",
+                "create",
+                "sftp-ssh",
+                "sftp",
+                "--from",
+                str(f["id_sftp"]),
+                "--known-hosts",
+                str(f["known_hosts"]),
+            ],
+            None,
+        ),
+        (
+            [
+                "secret",
+                "create",
+                "s3",
+                "--credentials",
+                str(f["aws_credentials"]),
+                "--config",
+                str(f["aws_config"]),
+                "--profile",
+                "other",
+                "--mount-path",
+                "/secrets/aws",
+            ],
+            None,
+        ),
         (["secret", "create", "gcp", "--from", str(f["gcp.json"])], None),
-        (["secret", "create", "oci", "oci", "--config-file", str(f["oci_config"]),
-          "--key-file", str(f["oci_api_key.pem"])], None),
+        (
+            [
+                "secret",
+                "create",
+                "oci",
+                "oci",
+                "--config-file",
+                str(f["oci_config"]),
+                "--key-file",
+                str(f["oci_api_key.pem"]),
+            ],
+            None,
+        ),
         (["secret", "create", "databricks", "--host", HOST], DATABRICKS_TOKEN),
         (["secret", "create", "hf"], HF_TOKEN),
     ]
@@ -182,16 +278,32 @@ def test_each_secret_shape_created_both_ways_reaches_a_run_masked(cli, files, tm
     assert _create_all(cli, _mcli_form(files)) == _create_all(ours, _our_form(files))
     listed = _listing(cli)
     assert [(s["name"], s["kind"]) for s in listed] == [
-        ("api-key", "env"), ("creds", "file"), ("databricks", "databricks"), ("deploy", "ssh"), ("foo", "env"),
-        ("gcp", "gcp"), ("hf", "hf"), ("id-git", "git-ssh"), ("oci", "oci"), ("reg", "docker-registry"),
-        ("s3", "s3"), ("sftp", "sftp-ssh")]
+        ("api-key", "env"),
+        ("creds", "file"),
+        ("databricks", "databricks"),
+        ("deploy", "ssh"),
+        ("foo", "env"),
+        ("gcp", "gcp"),
+        ("hf", "hf"),
+        ("id-git", "git-ssh"),
+        ("oci", "oci"),
+        ("reg", "docker-registry"),
+        ("s3", "s3"),
+        ("sftp", "sftp-ssh"),
+    ]
     assert {s["name"]: s["exposed_as"] for s in listed}["reg"] == ["imagePullSecrets"]
-    assert {s["name"]: s["exposed_as"] for s in listed}["oci"] == ["OCI_CLI_CONFIG_FILE", "OCI_CLI_KEY_FILE",
-                                                                   "/secrets/oci/"]
+    assert {s["name"]: s["exposed_as"] for s in listed}["oci"] == [
+        "OCI_CLI_CONFIG_FILE",
+        "OCI_CLI_KEY_FILE",
+        "/secrets/oci/",
+    ]
 
     for c in (cli, ours):
-        spec = c.spec("probe", "name: probe\nimage: python:3.11\ncommand: |\n"
-                      + "".join(f"  {line}\n" for line in PROBE.strip().splitlines()))
+        spec = c.spec(
+            "probe",
+            "name: probe\nimage: python:3.11\ncommand: |\n"
+            + "".join(f"  {line}\n" for line in PROBE.strip().splitlines()),
+        )
         r = c("run", "-f", str(spec), "--follow")
         assert r.returncode == 0, r.stdout + r.stderr
         lines = r.stdout.splitlines()
@@ -207,22 +319,33 @@ def test_each_secret_shape_created_both_ways_reaches_a_run_masked(cli, files, tm
 def test_a_value_flag_warns_and_shows_the_stdin_form(cli):
     r = cli("create", "secret", "hf", "--token", HF_TOKEN)
     assert r.returncode == 0, r.stderr
-    assert ("--token puts the value in the process list and your shell history; pipe it instead: "
-            "printf %s \"$VALUE\" | launcher create secret hf\n") in r.stderr
+    assert (
+        "--token puts the value in the process list and your shell history; pipe it instead: "
+        'printf %s "$VALUE" | launcher create secret hf\n'
+    ) in r.stderr
     assert HF_TOKEN not in r.stdout + r.stderr
 
     r = cli("create", "secret", "env", f"API_KEY={ENV_VALUE}", "--name", "api")
     assert r.returncode == 0, r.stderr
     assert "KEY=VALUE puts the value in the process list" in r.stderr
-    assert "printf %s \"$VALUE\" | launcher create secret env API_KEY --name api" in r.stderr
+    assert 'printf %s "$VALUE" | launcher create secret env API_KEY --name api' in r.stderr
     assert ENV_VALUE not in r.stderr
 
     r = cli("create", "secret", "env", "--key", "OTHER", "--value", ENV_VALUE)
     assert r.returncode == 0 and "--value puts the value in the process list" in r.stderr
     assert "launcher create secret env --key OTHER\n" in r.stderr and ENV_VALUE not in r.stderr
 
-    r = cli("create", "secret", "docker-registry", "reg", "--server", "ghcr.io", "--username", "me",
-            f"--password={DOCKER_PASSWORD}")
+    r = cli(
+        "create",
+        "secret",
+        "docker-registry",
+        "reg",
+        "--server",
+        "ghcr.io",
+        "--username",
+        "me",
+        f"--password={DOCKER_PASSWORD}",
+    )
     assert r.returncode == 0 and "--password puts the value" in r.stderr and DOCKER_PASSWORD not in r.stderr
     assert "launcher create secret docker-registry reg --server ghcr.io --username me\n" in r.stderr
 
@@ -238,8 +361,15 @@ def _on_a_terminal(cli: CLI, *args: str, answer: str | None = None) -> subproces
     when it asks."""
     primary, secondary = pty.openpty()
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=cli.cwd, env=cli.env, stdin=secondary,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "launcher", *args],
+            cwd=cli.cwd,
+            env=cli.env,
+            stdin=secondary,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if answer is not None:
             os.write(primary, answer.encode())
         out, err = proc.communicate(timeout=60)
@@ -249,17 +379,20 @@ def _on_a_terminal(cli: CLI, *args: str, answer: str | None = None) -> subproces
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
-@pytest.mark.parametrize("args, missing", [
-    (["create", "secret", "hf", "--no-input"], "--no-input: no Hugging Face token, and no prompt is shown"),
-    (["create", "secret", "env", "API_KEY", "--no-input"], "--no-input: no value of API_KEY"),
-    (["create", "secret", "env", "--no-input"], "no KEY of the variable (--no-input"),
-    (["create", "secret", "mounted", "--no-input"], "no secret name (--no-input"),
-    (["create", "secret", "ssh", "--no-input"], "no private key file (--no-input"),
-    (["create", "secret", "s3", "--no-input"], "no AWS credentials file (--no-input"),
-    (["create", "secret", "databricks", "--no-input"], "no Databricks workspace URL (--no-input"),
-    (["create", "secret", "docker", "--name", "reg", "--no-input"], "no registry URL (--no-input"),
-    (["create", "secret", "sftp-ssh", "/dev/null", "--name", "s", "--no-input"], "no SFTP server host name"),
-])
+@pytest.mark.parametrize(
+    "args, missing",
+    [
+        (["create", "secret", "hf", "--no-input"], "--no-input: no Hugging Face token, and no prompt is shown"),
+        (["create", "secret", "env", "API_KEY", "--no-input"], "--no-input: no value of API_KEY"),
+        (["create", "secret", "env", "--no-input"], "no KEY of the variable (--no-input"),
+        (["create", "secret", "mounted", "--no-input"], "no secret name (--no-input"),
+        (["create", "secret", "ssh", "--no-input"], "no private key file (--no-input"),
+        (["create", "secret", "s3", "--no-input"], "no AWS credentials file (--no-input"),
+        (["create", "secret", "databricks", "--no-input"], "no Databricks workspace URL (--no-input"),
+        (["create", "secret", "docker", "--name", "reg", "--no-input"], "no registry URL (--no-input"),
+        (["create", "secret", "sftp-ssh", "/dev/null", "--name", "s", "--no-input"], "no SFTP server host name"),
+    ],
+)
 def test_no_input_never_prompts_and_names_what_is_missing(cli, args, missing):
     r = _on_a_terminal(cli, *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
@@ -274,7 +407,8 @@ def test_no_input_reads_a_piped_value_and_refuses_an_empty_pipe(cli):
     r = cli("create", "secret", "mounted", "--name", "note", "--no-input", input=FILE_TEXT)
     assert r.returncode == 0, r.stderr
     assert json.loads((cli.home / "secrets.json").read_text())["secrets"]["note"]["options"] == {
-        "mount_path": "/secrets/note"}
+        "mount_path": "/secrets/note"
+    }
 
 
 def test_sftp_host_keys_are_confirmed_on_a_terminal(cli, files):
@@ -310,10 +444,12 @@ def test_key_file_shapes_and_their_mistakes(cli, files):
 
 
 def test_get_secrets_filters_by_type_in_either_spelling(cli, files):
-    for args, stdin in [(["create", "secret", "env", "API_KEY"], ENV_VALUE),
-                        (["create", "secret", "env", "FOO"], FOO_VALUE),
-                        (["create", "secret", "mounted", str(files["creds.txt"])], None),
-                        (["create", "secret", "hf"], HF_TOKEN)]:
+    for args, stdin in [
+        (["create", "secret", "env", "API_KEY"], ENV_VALUE),
+        (["create", "secret", "env", "FOO"], FOO_VALUE),
+        (["create", "secret", "mounted", str(files["creds.txt"])], None),
+        (["create", "secret", "hf"], HF_TOKEN),
+    ]:
         assert cli(*args, input=stdin or "").returncode == 0
 
     def names(*args: str) -> list[str]:
@@ -358,8 +494,12 @@ def test_mcli_names_are_listed_and_complete(cli):
     assert r.returncode == 0
     for word in ("mounted", "sftp-ssh", "oci", "environment", "docker", "hugging_face"):
         assert re.search(rf"^\s+{word}\s", r.stdout, re.M), (word, r.stdout)
-    env = {**cli.env, "_LAUNCHER_COMPLETE": "bash_complete", "COMP_WORDS": "launcher create secret h",
-           "COMP_CWORD": "3"}
+    env = {
+        **cli.env,
+        "_LAUNCHER_COMPLETE": "bash_complete",
+        "COMP_WORDS": "launcher create secret h",
+        "COMP_CWORD": "3",
+    }
     done = subprocess.run([sys.executable, "-m", "launcher"], env=env, capture_output=True, text=True, cwd=cli.cwd)
     assert {line.split(",", 1)[1] for line in done.stdout.splitlines()} == {"hf", "hugging_face", "hugging-face"}
 
@@ -368,16 +508,75 @@ def test_kubernetes_store_env_mounted_and_docker_both_ways_reach_a_run(cli, fake
     """mcli's env, mounted and docker shapes and ours, as Kubernetes Secrets of the fake cluster:
     the same Secrets, then a run on it sees the variable and the file, masked."""
     commands = {
-        "mcli": [(["create", "secret", "env", f"API_KEY={ENV_VALUE}", "--cluster", "fake"], None),
-                 (["create", "secret", "mounted", str(files["creds.txt"]), "--name", "creds",
-                   "--mount-path", "/secrets/creds", "--cluster", "fake"], None),
-                 (["create", "secret", "docker", "--name", "reg", "--server", "ghcr.io", "--username", "me",
-                   "--password", DOCKER_PASSWORD, "--cluster", "fake"], None)],
-        "ours": [(["secret", "create", "env", "API_KEY", "--cluster", "fake"], ENV_VALUE),
-                 (["secret", "create", "file", "creds", "--from", str(files["creds.txt"]),
-                   "--mount-path", "/secrets/creds", "--cluster", "fake"], None),
-                 (["secret", "create", "docker-registry", "reg", "--server", "ghcr.io", "--username", "me",
-                   "--cluster", "fake"], DOCKER_PASSWORD)],
+        "mcli": [
+            (["create", "secret", "env", f"API_KEY={ENV_VALUE}", "--cluster", "fake"], None),
+            (
+                [
+                    "create",
+                    "secret",
+                    "mounted",
+                    str(files["creds.txt"]),
+                    "--name",
+                    "creds",
+                    "--mount-path",
+                    "/secrets/creds",
+                    "--cluster",
+                    "fake",
+                ],
+                None,
+            ),
+            (
+                [
+                    "create",
+                    "secret",
+                    "docker",
+                    "--name",
+                    "reg",
+                    "--server",
+                    "ghcr.io",
+                    "--username",
+                    "me",
+                    "--password",
+                    DOCKER_PASSWORD,
+                    "--cluster",
+                    "fake",
+                ],
+                None,
+            ),
+        ],
+        "ours": [
+            (["secret", "create", "env", "API_KEY", "--cluster", "fake"], ENV_VALUE),
+            (
+                [
+                    "secret",
+                    "create",
+                    "file",
+                    "creds",
+                    "--from",
+                    str(files["creds.txt"]),
+                    "--mount-path",
+                    "/secrets/creds",
+                    "--cluster",
+                    "fake",
+                ],
+                None,
+            ),
+            (
+                [
+                    "secret",
+                    "create",
+                    "docker-registry",
+                    "reg",
+                    "--server",
+                    "ghcr.io",
+                    "--username",
+                    "me",
+                    "--cluster",
+                    "fake",
+                ],
+                DOCKER_PASSWORD,
+            ),
+        ],
     }
     stored = {}
     for form, steps in commands.items():
@@ -386,8 +585,10 @@ def test_kubernetes_store_env_mounted_and_docker_both_ways_reach_a_run(cli, fake
             assert r.returncode == 0, (args, r.stderr)
             assert "in namespace default of cluster fake" in r.stdout, r.stdout
         secrets = {name: fake_kube.get("Secret", "default", name) for name in ("api-key", "creds", "reg")}
-        stored[form] = {name: (obj["type"], obj["data"], obj["metadata"]["labels"], obj["metadata"]["annotations"])
-                        for name, obj in secrets.items()}
+        stored[form] = {
+            name: (obj["type"], obj["data"], obj["metadata"]["labels"], obj["metadata"]["annotations"])
+            for name, obj in secrets.items()
+        }
         r = cli("get", "secrets", "--cluster", "fake", "--type", "mounted", "-o", "json")
         assert [s["name"] for s in json.loads(r.stdout)] == ["creds"], r.stderr
         if form == "mcli":
@@ -401,10 +602,13 @@ def test_kubernetes_store_env_mounted_and_docker_both_ways_reach_a_run(cli, fake
     auth = json.loads(base64.b64decode(data[".dockerconfigjson"]))["auths"]["ghcr.io"]["auth"]
     assert base64.b64decode(auth).decode() == f"me:{DOCKER_PASSWORD}"
 
-    spec = cli.spec("probe", "name: probe\nimage: python:3.11\ncommand: |\n"
-                    '  echo "env $(printf %s "$API_KEY" | sha256sum | cut -c1-16) raw $API_KEY"\n'
-                    '  echo "mounted $(sha256sum < /secrets/creds/secret | cut -c1-16) $SECRET_PATH_CREDS"\n'
-                    "  cat /secrets/creds/secret\n")
+    spec = cli.spec(
+        "probe",
+        "name: probe\nimage: python:3.11\ncommand: |\n"
+        '  echo "env $(printf %s "$API_KEY" | sha256sum | cut -c1-16) raw $API_KEY"\n'
+        '  echo "mounted $(sha256sum < /secrets/creds/secret | cut -c1-16) $SECRET_PATH_CREDS"\n'
+        "  cat /secrets/creds/secret\n",
+    )
     r = cli("run", "-f", str(spec), "--cluster", "fake", "--follow", timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"env {_h(ENV_VALUE)} raw ****" in r.stdout, r.stdout

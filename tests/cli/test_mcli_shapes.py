@@ -4,14 +4,11 @@ do another. Local runs are few and short: each costs seconds."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from .test_local_runs import submitted_name
 
@@ -22,8 +19,11 @@ def _run(cli, name: str, command: str, *extra: str) -> str:
     spec = cli.spec(name, f"name: {name}\nimage: python:3.11\ncommand: {json.dumps(command)}\n")
     r = cli("run", "-f", str(spec), *extra)
     assert r.returncode in (0, 1), r.stderr
-    return submitted_name(r.stdout + r.stderr) if "submitted" in r.stdout + r.stderr else \
-        re.search(r"Run (\S+) started", r.stderr).group(1)
+    return (
+        submitted_name(r.stdout + r.stderr)
+        if "submitted" in r.stdout + r.stderr
+        else re.search(r"Run (\S+) started", r.stderr).group(1)
+    )
 
 
 def test_aliases_and_name_forms(cli):
@@ -42,7 +42,10 @@ def test_aliases_and_name_forms(cli):
     assert json.loads(cli("describe", "run", first, "-o", "json").stdout)["name"] == first
     assert json.loads(cli("describe", "run", "Alias_Demo", "-o", "json").stdout)["name"] == second
     assert json.loads(cli("describe", "alias-demo", "-o", "json").stdout)["name"] == second  # short form
-    assert cli("logs", "alias-demo").stdout.splitlines()[-2:-1] == ["second"] or "second" in cli("logs", "alias-demo").stdout
+    assert (
+        cli("logs", "alias-demo").stdout.splitlines()[-2:-1] == ["second"]
+        or "second" in cli("logs", "alias-demo").stdout
+    )
     assert "first" in cli("logs", first).stdout
     assert "second" in cli("logs", "alias-demo-*").stdout  # a glob: the latest match
     assert cli("get", "runs", "alias-demo", "-o", "name").stdout.split() == [second, first]
@@ -88,10 +91,15 @@ def test_secret_aliases_listing_and_collisions(cli, tmp_path):
     r = cli("create", "secret", "databricks", "--host", "https://a.example.com", input="dapi-token-one")
     assert r.returncode == 0, r.stderr
     (tmp_path / "f").write_text("x")
-    assert cli("secret", "create", "file", "cfg", "--from", str(tmp_path / "f"), "--mount-path", "/etc/cfg").returncode == 0
+    assert (
+        cli("secret", "create", "file", "cfg", "--from", str(tmp_path / "f"), "--mount-path", "/etc/cfg").returncode
+        == 0
+    )
     assert cli("create", "secret", "hf", input="hf_token_value").returncode == 0
-    (tmp_path / "key").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
-                                  "-----END OPENSSH PRIVATE KEY-----\n")
+    (tmp_path / "key").write_text(
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+        "-----END OPENSSH PRIVATE KEY-----\n"
+    )
     r = cli("create", "secret", "git-ssh", "deploy", "--from", str(tmp_path / "key"))
     assert r.returncode == 0, r.stderr
     listed = {s["name"]: s for s in json.loads(cli("get", "secrets", "-o", "json").stdout)}
@@ -117,7 +125,12 @@ def test_secret_aliases_listing_and_collisions(cli, tmp_path):
 
     r = cli("delete", "secret", "prod", "databricks", "-y")
     assert r.returncode == 0 and "Deleted secret prod" in r.stdout
-    assert {s["name"] for s in json.loads(cli("get", "secrets", "-o", "json").stdout)} == {"api-key", "cfg", "hf", "deploy"}
+    assert {s["name"] for s in json.loads(cli("get", "secrets", "-o", "json").stdout)} == {
+        "api-key",
+        "cfg",
+        "hf",
+        "deploy",
+    }
 
 
 def test_validate_checks_what_run_checks(cli):
@@ -149,8 +162,16 @@ def _examples(help_text: str) -> list[str]:
 
 def test_help_examples_work(cli):
     """Every example in --help runs as written (from the repository root, where runspecs/ is)."""
-    commands = [["run"], ["validate"], ["get", "runs"], ["logs"], ["describe", "run"], ["stop", "run"],
-                ["delete", "run"], ["completion"]]
+    commands = [
+        ["run"],
+        ["validate"],
+        ["get", "runs"],
+        ["logs"],
+        ["describe", "run"],
+        ["stop", "run"],
+        ["delete", "run"],
+        ["completion"],
+    ]
     examples = []
     for words in commands:
         r = cli(*words, "--help")
@@ -161,8 +182,14 @@ def test_help_examples_work(cli):
         argv = shlex.split(example)[1:]
         if argv[:1] == ["completion"] and ">" in argv:
             argv = argv[: argv.index(">")]
-        done = subprocess.run([sys.executable, "-m", "launcher", *argv], cwd=REPO, env=cli.env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "launcher", *argv],
+            cwd=REPO,
+            env=cli.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, (example, done.stdout[-500:], done.stderr[-1000:])
 
 

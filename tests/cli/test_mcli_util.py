@@ -28,12 +28,17 @@ def node(name: str, gpus: int, labels: dict[str, str]) -> dict:
 
 def pod(name: str, *, node: str | None, phase: str, gpus: list[int], limits_only: bool = False) -> dict:
     """A pod bound to `node` (None: not scheduled), one container per entry of `gpus`."""
-    def resources(n: int) -> dict:
-        return {"limits": {"nvidia.com/gpu": str(n)}} if limits_only else {"requests": {"nvidia.com/gpu": str(n)},
-                                                                           "limits": {"nvidia.com/gpu": str(n)}}
 
-    spec: dict = {"containers": [{"name": f"c{i}", "image": "busybox", "resources": resources(n)}
-                                 for i, n in enumerate(gpus)]}
+    def resources(n: int) -> dict:
+        return (
+            {"limits": {"nvidia.com/gpu": str(n)}}
+            if limits_only
+            else {"requests": {"nvidia.com/gpu": str(n)}, "limits": {"nvidia.com/gpu": str(n)}}
+        )
+
+    spec: dict = {
+        "containers": [{"name": f"c{i}", "image": "busybox", "resources": resources(n)} for i, n in enumerate(gpus)]
+    }
     if node:
         spec["nodeName"] = node
     return {"metadata": {"name": name}, "spec": spec, "status": {"phase": phase}}
@@ -43,13 +48,16 @@ def pod(name: str, *, node: str | None, phase: str, gpus: list[int], limits_only
 def half_used(fake_kube_factory):
     """An H100 node with 4 of its 8 GPUs requested, a full A100 node in another namespace,
     and a CPU node. The pods that hold nothing: one that ended, one not yet scheduled."""
-    kube = fake_kube_factory(nodes=[node("h100-0", 8, H100), node("a100-0", 8, A100), node("cpu-0", 0, {})],
-                             run_controllers=False)
+    kube = fake_kube_factory(
+        nodes=[node("h100-0", 8, H100), node("a100-0", 8, A100), node("cpu-0", 0, {})], run_controllers=False
+    )
     kube.store.ensure_namespace("team-b")
-    for ns, body in [("default", pod("trainer", node="h100-0", phase="Running", gpus=[3, 1])),
-                     ("default", pod("finished", node="h100-0", phase="Succeeded", gpus=[4])),
-                     ("default", pod("waiting", node=None, phase="Pending", gpus=[8])),
-                     ("team-b", pod("other-team", node="a100-0", phase="Running", gpus=[8], limits_only=True))]:
+    for ns, body in [
+        ("default", pod("trainer", node="h100-0", phase="Running", gpus=[3, 1])),
+        ("default", pod("finished", node="h100-0", phase="Succeeded", gpus=[4])),
+        ("default", pod("waiting", node=None, phase="Pending", gpus=[8])),
+        ("team-b", pod("other-team", node="a100-0", phase="Running", gpus=[8], limits_only=True)),
+    ]:
         kube.store.create("Pod", ns, body)
     return kube
 
@@ -59,10 +67,24 @@ def test_util_counts_the_fake_clusters_gpus_by_type_with_a_half_used_node(cli, h
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == [
         {"cluster": "local", "backend": "local", "gpu_type": "none", "nodes": 1, "gpus": 0, "used": 0, "free": 0},
-        {"cluster": "fake", "backend": "kubernetes", "gpu_type": "a100_80gb", "nodes": 1, "gpus": 8, "used": 8,
-         "free": 0},
-        {"cluster": "fake", "backend": "kubernetes", "gpu_type": "h100_80gb", "nodes": 1, "gpus": 8, "used": 4,
-         "free": 4},
+        {
+            "cluster": "fake",
+            "backend": "kubernetes",
+            "gpu_type": "a100_80gb",
+            "nodes": 1,
+            "gpus": 8,
+            "used": 8,
+            "free": 0,
+        },
+        {
+            "cluster": "fake",
+            "backend": "kubernetes",
+            "gpu_type": "h100_80gb",
+            "nodes": 1,
+            "gpus": 8,
+            "used": 4,
+            "free": 4,
+        },
         {"cluster": "fake", "backend": "kubernetes", "gpu_type": "none", "nodes": 1, "gpus": 0, "used": 0, "free": 0},
     ]
     table = cli("util", "--cluster", "fake")
@@ -91,8 +113,15 @@ def test_util_counts_a_runs_pods_once_the_scheduler_binds_them(cli, fake_kube_fa
             return json.loads(r.stdout)[0]
 
         wait_until(lambda: h100()["used"] == 4, 30, interval=0.2, message=lambda: f"4 GPUs used: {h100()}")
-        assert h100() == {"cluster": "fake", "backend": "kubernetes", "gpu_type": "h100_80gb", "nodes": 1,
-                          "gpus": 8, "used": 4, "free": 4}
+        assert h100() == {
+            "cluster": "fake",
+            "backend": "kubernetes",
+            "gpu_type": "h100_80gb",
+            "nodes": 1,
+            "gpus": 8,
+            "used": 4,
+            "free": 4,
+        }
         backend.stop("holder-abc123")
         wait_until(lambda: h100()["used"] == 0, 30, interval=0.2, message=lambda: f"no GPU used: {h100()}")
     finally:
@@ -101,16 +130,25 @@ def test_util_counts_a_runs_pods_once_the_scheduler_binds_them(cli, fake_kube_fa
 
 def test_util_names_gpu_types_by_the_profiles_own_entries_first_then_its_label_scheme(cli, fake_kube_factory):
     kube = fake_kube_factory(
-        nodes=[node("l4-0", 4, {"cloud.google.com/gke-accelerator": "nvidia-l4"}),
-               node("big-0", 8, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "pool": "big"}),
-               node("bare-0", 2, {})],
+        nodes=[
+            node("l4-0", 4, {"cloud.google.com/gke-accelerator": "nvidia-l4"}),
+            node("big-0", 8, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "pool": "big"}),
+            node("bare-0", 2, {}),
+        ],
         run_controllers=False,
-        profile={"gpu_labels": "gke", "gpu_types": {"big_h100": {"node_selector": {"pool": "big"}, "gpus_per_node": 8}}})
+        profile={
+            "gpu_labels": "gke",
+            "gpu_types": {"big_h100": {"node_selector": {"pool": "big"}, "gpus_per_node": 8}},
+        },
+    )
     kube.store.create("Pod", "default", pod("on-l4", node="l4-0", phase="Running", gpus=[1]))
     r = cli("util", "--cluster", "fake", "-o", "json")
     assert r.returncode == 0, r.stderr
     assert [(u["gpu_type"], u["gpus"], u["used"]) for u in json.loads(r.stdout)] == [
-        ("big_h100", 8, 0), ("l4", 4, 1), ("unlabelled", 2, 0)]
+        ("big_h100", 8, 0),
+        ("l4", 4, 1),
+        ("unlabelled", 2, 0),
+    ]
 
 
 def test_util_with_the_cluster_away_warns_and_still_shows_this_machine(cli, half_used):
@@ -135,8 +173,10 @@ def test_util_on_a_machine_with_gpus_counts_what_its_unfinished_runs_ask_for(cli
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\n"
-                   "case \"$*\" in *--query-gpu=name*) printf 'NVIDIA H100 80GB HBM3\\nNVIDIA H100 80GB HBM3\\n';; esac\n")
+    smi.write_text(
+        "#!/bin/sh\n"
+        "case \"$*\" in *--query-gpu=name*) printf 'NVIDIA H100 80GB HBM3\\nNVIDIA H100 80GB HBM3\\n';; esac\n"
+    )
     smi.chmod(0o755)
     cli.env["PATH"] = f"{bin_dir}:{cli.env['PATH']}"
     cli.env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -145,8 +185,17 @@ def test_util_on_a_machine_with_gpus_counts_what_its_unfinished_runs_ask_for(cli
     cli.wait_status(None, {"RUNNING"})
     r = cli("util", "-o", "json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout) == [{"cluster": "local", "backend": "local", "gpu_type": "NVIDIA H100 80GB HBM3",
-                                     "nodes": 1, "gpus": 2, "used": 1, "free": 1}]
+    assert json.loads(r.stdout) == [
+        {
+            "cluster": "local",
+            "backend": "local",
+            "gpu_type": "NVIDIA H100 80GB HBM3",
+            "nodes": 1,
+            "gpus": 2,
+            "used": 1,
+            "free": 1,
+        }
+    ]
     assert cli("stop", "holds-a-gpu", "-y").returncode == 0
     after = json.loads(cli("util", "-o", "json").stdout)
     assert (after[0]["used"], after[0]["free"]) == (0, 2)
@@ -171,12 +220,15 @@ def test_config_shows_the_profile_the_home_and_versions(cli, fake_kube):
 
 def test_config_reads_versions_without_importing_the_libraries(cli):
     """torch takes seconds to import: `config` reads the installed metadata instead."""
-    probe = ("import sys; from launcher.cli.main import main; sys.argv = ['launcher', 'config']\n"
-             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print('imported:', sorted(m for m in ('torch', 'kubernetes', 'databricks', 'transformers') "
-             "if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", probe], env=cli.env, cwd=cli.cwd, capture_output=True, text=True,
-                       timeout=60)
+    probe = (
+        "import sys; from launcher.cli.main import main; sys.argv = ['launcher', 'config']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('imported:', sorted(m for m in ('torch', 'kubernetes', 'databricks', 'transformers') "
+        "if m in sys.modules))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe], env=cli.env, cwd=cli.cwd, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     assert re.search(r"^  torch\s", r.stdout, re.M) and "imported: []" in r.stdout, r.stdout
 
@@ -192,22 +244,30 @@ def schema_validator(cli) -> jsonschema.Draft202012Validator:
 def test_schema_accepts_every_runspec_and_mcli_yaml(cli):
     validator = schema_validator(cli)
     documents = {str(p.relative_to(REPO)): p.read_text() for p in sorted((REPO / "runspecs").glob("*.yaml"))}
-    documents.update({f"tests/mcli {key}": render(template, "http://127.0.0.1:9/org/repo.git")
-                      for key, (template, *_) in TABLE.items()})
+    documents.update(
+        {
+            f"tests/mcli {key}": render(template, "http://127.0.0.1:9/org/repo.git")
+            for key, (template, *_) in TABLE.items()
+        }
+    )
     assert len(documents) >= 10
     for where, text in documents.items():
-        errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
-                  for e in validator.iter_errors(yaml.safe_load(text))]
+        errors = [
+            f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(yaml.safe_load(text))
+        ]
         assert errors == [], where  # each also validates and dry-runs: tests/mcli/test_yamls.py
 
 
-@pytest.mark.parametrize("document, field", [
-    ({"name": "x", "command": "y", "compute": {"gpuz": 8}}, "compute"),
-    ({"command": "y"}, ""),  # neither name nor run_name
-    ({"name": "x", "command": "y", "scheduling": {"max_retries": -1}}, "scheduling.max_retries"),
-    ({"name": "x", "command": "y", "integrations": [{"integration_type": "git_repo"}]}, "integrations.0"),
-    ({"name": "x", "command": "y", "compute": {"memory": "lots"}}, "compute.memory"),
-])
+@pytest.mark.parametrize(
+    "document, field",
+    [
+        ({"name": "x", "command": "y", "compute": {"gpuz": 8}}, "compute"),
+        ({"command": "y"}, ""),  # neither name nor run_name
+        ({"name": "x", "command": "y", "scheduling": {"max_retries": -1}}, "scheduling.max_retries"),
+        ({"name": "x", "command": "y", "integrations": [{"integration_type": "git_repo"}]}, "integrations.0"),
+        ({"name": "x", "command": "y", "compute": {"memory": "lots"}}, "compute.memory"),
+    ],
+)
 def test_schema_flags_what_validate_refuses(cli, document, field):
     validator = schema_validator(cli)
     errors = list(validator.iter_errors(document))
@@ -218,9 +278,14 @@ def test_schema_flags_what_validate_refuses(cli, document, field):
 
 def test_schema_knows_mcli_spellings_and_each_fields_aliases(cli):
     validator = schema_validator(cli)
-    legacy = {"run_name": "old", "gpu_num": 0, "cluster": "local", "command": "true",
-              "env_variables": [{"key": "A", "value": 1}],
-              "scheduling": {"retryOnSystemFailure": True, "watchdogEnabled": False, "watchdog_enabled": False}}
+    legacy = {
+        "run_name": "old",
+        "gpu_num": 0,
+        "cluster": "local",
+        "command": "true",
+        "env_variables": [{"key": "A", "value": 1}],
+        "scheduling": {"retryOnSystemFailure": True, "watchdogEnabled": False, "watchdog_enabled": False},
+    }
     assert list(validator.iter_errors(legacy)) == []
     top = validator.schema["properties"]
     assert top["run_name"]["deprecated"] is True and top["gpu_num"]["deprecated"] is True

@@ -186,8 +186,9 @@ def test_narrowest_dtype_for_a_small_vocabulary(tmp_path: Path) -> None:
     from launcher.train.data import shared_memory_registration
 
     with shared_memory_registration():  # as read_samples: take turns with trainings on this host
-        ds = StreamingDataset(remote=str(tmp_path / "o"), local=str(tmp_path / "cache"), split="train",
-                              shuffle=False, batch_size=1)
+        ds = StreamingDataset(
+            remote=str(tmp_path / "o"), local=str(tmp_path / "cache"), split="train", shuffle=False, batch_size=1
+        )
     assert len(ds[0]["tokens"]) == 32  # one byte per token
     text = "".join(docs)
     expected = [vocab[c] for d in docs for c in (list(d) + [EOS])]

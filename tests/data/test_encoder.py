@@ -108,7 +108,9 @@ def test_a_post_processor_that_adds_a_bos_only_on_request_keeps_tiktoken(varied_
 
     tok = with_json(varied_dir, lambda spec: None)
     eos = tok.convert_tokens_to_ids(EOS)
-    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(single=f"{EOS} $A", special_tokens=[(EOS, eos)])
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{EOS} $A", special_tokens=[(EOS, eos)]
+    )
     assert tok("x")["input_ids"][0] == tok.convert_tokens_to_ids(EOS)  # it does add one when asked
     concat = concatenator(tok)
     assert concat.encoder.backend == "tiktoken", concat.encoder.fallback_reason
@@ -180,13 +182,48 @@ def test_merges_tiktoken_would_order_differently_fall_back(tmp_path: Path) -> No
     assert hf_ids(tok, ["abc"]) == [[vocab["a"], vocab["bc"]]]
 
 
-FRAGMENTS = [EOS, " ", "  ", "    ", "\n    ", "\n", "\n\n", "\t", "\r\n", "\u00a0", "'s", "'ll", "'RE", "don't", "123", "4567",
-             "😀", "👍🏽", "中文", "한국어", "é", "e\u0301", "Document", " the", ".", "!?", "<|", "|>"]
+FRAGMENTS = [
+    EOS,
+    " ",
+    "  ",
+    "    ",
+    "\n    ",
+    "\n",
+    "\n\n",
+    "\t",
+    "\r\n",
+    "\u00a0",
+    "'s",
+    "'ll",
+    "'RE",
+    "don't",
+    "123",
+    "4567",
+    "😀",
+    "👍🏽",
+    "中文",
+    "한국어",
+    "é",
+    "e\u0301",
+    "Document",
+    " the",
+    ".",
+    "!?",
+    "<|",
+    "|>",
+]
 
 
-@given(st.lists(st.lists(st.one_of(st.sampled_from(FRAGMENTS),
-                                   st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)),
-                         max_size=12).map("".join), min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)),
+            max_size=12,
+        ).map("".join),
+        min_size=1,
+        max_size=8,
+    )
+)
 @settings(max_examples=150, deadline=None)
 def test_tiktoken_gives_hf_ids_on_any_text(trained, texts: list[str]) -> None:
     tok, concat = trained

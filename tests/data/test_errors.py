@@ -17,14 +17,18 @@ SEQ = 64
 
 
 def _convert(capsys, src, out, tok, *extra) -> tuple[int, str]:
-    code, _, err = cli_run(capsys, "data", "convert", src, "--out", out, "--tokenizer", tok, "--concat-tokens", SEQ, *extra)
+    code, _, err = cli_run(
+        capsys, "data", "convert", src, "--out", out, "--tokenizer", tok, "--concat-tokens", SEQ, *extra
+    )
     assert "Traceback" not in err
     return code, err
 
 
 def _nothing_published(out: Path) -> bool:
     """No index.json anywhere under OUT and no staging directory left."""
-    return not out.exists() or (not list(out.rglob("index.json")) and not [p for p in out.iterdir() if ".partial-" in p.name])
+    return not out.exists() or (
+        not list(out.rglob("index.json")) and not [p for p in out.iterdir() if ".partial-" in p.name]
+    )
 
 
 def test_missing_column_names_the_columns_there_are(tmp_path: Path, tokenizer_dir: Path, capsys) -> None:
@@ -106,7 +110,12 @@ def test_inputs_that_are_not_there_or_not_supported(tmp_path: Path, tokenizer_di
 def test_bad_flags(tmp_path: Path, tokenizer_dir: Path, capsys) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", documents(5))
     out = tmp_path / "out"
-    assert _convert(capsys, src, out, tokenizer_dir, "--compression", "lzma")[1].count("--compression 'lzma' is not one of") == 1
+    assert (
+        _convert(capsys, src, out, tokenizer_dir, "--compression", "lzma")[1].count(
+            "--compression 'lzma' is not one of"
+        )
+        == 1
+    )
     code, err = _convert(capsys, src, out, tokenizer_dir, "--workers", "0")
     assert code == 2 and "--workers must be at least 1" in err
     code, err = _convert(capsys, src, "ftp://host/x", tokenizer_dir)

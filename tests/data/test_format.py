@@ -11,7 +11,8 @@ from launcher.errors import InputError  # noqa: E402
 
 
 @pytest.mark.parametrize(
-    ("vocab", "dtype"), [(2, "uint8"), (256, "uint8"), (257, "uint16"), (65536, "uint16"), (65537, "uint32"), (1 << 33, "int64")]
+    ("vocab", "dtype"),
+    [(2, "uint8"), (256, "uint8"), (257, "uint16"), (65536, "uint16"), (65537, "uint32"), (1 << 33, "int64")],
 )
 def test_narrowest_dtype(vocab: int, dtype: str) -> None:
     assert narrowest_dtype(vocab) == dtype
@@ -22,7 +23,12 @@ def test_numpy_dtype_is_little_endian() -> None:
 
 
 def _good(**over) -> dict:
-    return {**make_sidecar(dtype="uint16", seq_len=128, vocab_size=600, tokenizer="tok", samples=3, tokens=384, documents=9), **over}
+    return {
+        **make_sidecar(
+            dtype="uint16", seq_len=128, vocab_size=600, tokenizer="tok", samples=3, tokens=384, documents=9
+        ),
+        **over,
+    }
 
 
 def test_check_sidecar_accepts_what_convert_writes() -> None:

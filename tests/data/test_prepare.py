@@ -29,15 +29,30 @@ def _write(path: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["parquet", "csv"])
-def test_string_labels_become_ids_with_the_mapping_beside_the_data(tmp_path: Path, wordpiece_dir: Path, kind: str,
-                                                                    capsys) -> None:
+def test_string_labels_become_ids_with_the_mapping_beside_the_data(
+    tmp_path: Path, wordpiece_dir: Path, kind: str, capsys
+) -> None:
     import datasets
     from transformers import AutoTokenizer
 
     src = _write(tmp_path / f"reviews.{kind}", kind)
     out = tmp_path / "prepared"
-    code, stdout, err = cli_run(capsys, "data", "prepare", src, "--out", out, "--tokenizer", wordpiece_dir,
-                                "--text-column", "review", "--label-column", "sentiment", "--test-size", "0.25")
+    code, stdout, err = cli_run(
+        capsys,
+        "data",
+        "prepare",
+        src,
+        "--out",
+        out,
+        "--tokenizer",
+        wordpiece_dir,
+        "--text-column",
+        "review",
+        "--label-column",
+        "sentiment",
+        "--test-size",
+        "0.25",
+    )
     assert code == 0, err
     assert stdout.splitlines()[-2:] == ["Paste into your run spec:", f"  data: {{remote: {out}}}"]
     assert "labels      0=bad, 1=good" in stdout
@@ -56,23 +71,48 @@ def test_string_labels_become_ids_with_the_mapping_beside_the_data(tmp_path: Pat
             text = tok.decode(ex["input_ids"], skip_special_tokens=True)
             assert mapping["id2label"][str(ex["labels"])] == ("good" if "great fun" in text else "bad"), text
 
-    code, _, err = cli_run(capsys, "data", "prepare", src, "--out", out, "--tokenizer", wordpiece_dir,
-                           "--text-column", "review", "--label-column", "sentiment")
+    code, _, err = cli_run(
+        capsys,
+        "data",
+        "prepare",
+        src,
+        "--out",
+        out,
+        "--tokenizer",
+        wordpiece_dir,
+        "--text-column",
+        "review",
+        "--label-column",
+        "sentiment",
+    )
     assert code == 2 and "exists and is not empty; pass --overwrite" in err
 
 
 def test_a_missing_label_column_is_one_clear_line(tmp_path: Path, wordpiece_dir: Path, capsys) -> None:
     src = _write(tmp_path / "reviews.csv", "csv")
-    code, _, err = cli_run(capsys, "data", "prepare", src, "--out", tmp_path / "p", "--tokenizer", wordpiece_dir,
-                           "--text-column", "review")
+    code, _, err = cli_run(
+        capsys, "data", "prepare", src, "--out", tmp_path / "p", "--tokenizer", wordpiece_dir, "--text-column", "review"
+    )
     assert code == 2 and "no label column 'label' (columns: review, sentiment, id); use --label-column" in err
     assert "Traceback" not in err
 
 
 def test_prepare_to_s3_uploads_the_dataset(tmp_path: Path, wordpiece_dir: Path, s3, capsys) -> None:
     src = _write(tmp_path / "reviews.parquet", "parquet")
-    code, stdout, err = cli_run(capsys, "data", "prepare", src, "--out", "s3://launcher-test/sentiment", "--tokenizer",
-                                wordpiece_dir, "--text-column", "review", "--label-column", "sentiment")
+    code, stdout, err = cli_run(
+        capsys,
+        "data",
+        "prepare",
+        src,
+        "--out",
+        "s3://launcher-test/sentiment",
+        "--tokenizer",
+        wordpiece_dir,
+        "--text-column",
+        "review",
+        "--label-column",
+        "sentiment",
+    )
     assert code == 0, err
     keys = s3.keys("sentiment/")
     assert "sentiment/dataset_dict.json" in keys and "sentiment/label_mapping.json" in keys

@@ -26,16 +26,29 @@ ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")  # colours, b
 
 def convert_command(tmp_path: Path, tokenizer_dir: Path, docs: list[str]) -> list[str]:
     src = write_jsonl(tmp_path / "in.jsonl", docs)
-    return [sys.executable, "-m", "launcher", "data", "convert", str(src), "--out", str(tmp_path / "out"),
-            "--tokenizer", str(tokenizer_dir), "--concat-tokens", "64"]
+    return [
+        sys.executable,
+        "-m",
+        "launcher",
+        "data",
+        "convert",
+        str(src),
+        "--out",
+        str(tmp_path / "out"),
+        "--tokenizer",
+        str(tokenizer_dir),
+        "--concat-tokens",
+        "64",
+    ]
 
 
 def test_on_a_terminal_convert_shows_documents_tokens_and_mb_per_second(tmp_path, tokenizer_dir):
     docs = documents(700)
     master, terminal = pty.openpty()
     env = {**os.environ, "COLUMNS": "160", "TERM": "xterm"}
-    proc = subprocess.Popen(convert_command(tmp_path, tokenizer_dir, docs), stdout=subprocess.PIPE,
-                            stderr=terminal, env=env)
+    proc = subprocess.Popen(
+        convert_command(tmp_path, tokenizer_dir, docs), stdout=subprocess.PIPE, stderr=terminal, env=env
+    )
     os.close(terminal)
     shown = read_terminal(master)
     out = proc.communicate(timeout=120)[0].decode()
@@ -52,8 +65,9 @@ def test_on_a_terminal_convert_shows_documents_tokens_and_mb_per_second(tmp_path
 
 
 def test_in_a_pipe_convert_prints_no_live_display_only_the_summary(tmp_path, tokenizer_dir):
-    done = subprocess.run(convert_command(tmp_path, tokenizer_dir, documents(300)), capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        convert_command(tmp_path, tokenizer_dir, documents(300)), capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert " docs " not in done.stderr and "MB/s" not in done.stderr and "\x1b[" not in done.stderr
     assert "Converted 300 documents" in done.stdout and "MB/s of text" in done.stdout

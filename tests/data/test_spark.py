@@ -35,8 +35,20 @@ def test_the_spark_extra_imports_with_numpy_pandas_and_pyarrow() -> None:
 def test_convert_with_spark_gives_the_local_engines_samples(tmp_path: Path, tokenizer_dir: Path, spark, capsys) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", documents(400))
     for engine in ("local", "spark"):
-        code, out, err = cli_run(capsys, "data", "convert", src, "--out", tmp_path / engine, "--tokenizer", tokenizer_dir,
-                                 "--concat-tokens", 48, "--engine", engine)
+        code, out, err = cli_run(
+            capsys,
+            "data",
+            "convert",
+            src,
+            "--out",
+            tmp_path / engine,
+            "--tokenizer",
+            tokenizer_dir,
+            "--concat-tokens",
+            48,
+            "--engine",
+            engine,
+        )
         assert code == 0, err
     local, spark_samples = read_samples(str(tmp_path / "local")), read_samples(str(tmp_path / "spark"))
     assert len(local) > 100 and spark_samples == local
@@ -50,11 +62,24 @@ def test_prepare_with_spark_gives_the_local_engines_dataset(tmp_path: Path, word
     src = write_sentiment(tmp_path / "reviews.jsonl", 120, seed=3) and tmp_path / "reviews.jsonl"
     got = {}
     for engine in ("local", "spark"):
-        code, out, err = cli_run(capsys, "data", "prepare", src, "--out", tmp_path / engine, "--tokenizer", wordpiece_dir,
-                                 "--max-length", 24, "--engine", engine)
+        code, out, err = cli_run(
+            capsys,
+            "data",
+            "prepare",
+            src,
+            "--out",
+            tmp_path / engine,
+            "--tokenizer",
+            wordpiece_dir,
+            "--max-length",
+            24,
+            "--engine",
+            engine,
+        )
         assert code == 0, err
         dd = datasets.load_from_disk(str(tmp_path / engine))
         got[engine] = {split: dd[split].to_dict() for split in ("train", "test")}
         assert json.loads((tmp_path / engine / "label_mapping.json").read_text()) == {
-            "id2label": {"0": "negative", "1": "positive"}}
+            "id2label": {"0": "negative", "1": "positive"}
+        }
     assert got["spark"] == got["local"]

@@ -25,7 +25,10 @@ from .conftest import cli_run
         (1005, "one thousand and five"),
         (21_000, "twenty-one thousand"),
         (1_100_001, "one million one hundred thousand and one"),
-        (-999_999_999, "minus nine hundred and ninety-nine million nine hundred and ninety-nine thousand nine hundred and ninety-nine"),
+        (
+            -999_999_999,
+            "minus nine hundred and ninety-nine million nine hundred and ninety-nine thousand nine hundred and ninety-nine",
+        ),
     ],
 )
 def test_say(n: int, words: str) -> None:
@@ -38,7 +41,9 @@ def test_say_rejects_a_billion() -> None:
 
 
 def test_cli_writes_deterministic_jsonl(tmp_path: Path, capsys) -> None:
-    code, out, err = cli_run(capsys, "data", "synthetic", "--kind", "number-say", "--samples", "500", "--out", tmp_path / "a.jsonl")
+    code, out, err = cli_run(
+        capsys, "data", "synthetic", "--kind", "number-say", "--samples", "500", "--out", tmp_path / "a.jsonl"
+    )
     assert code == 0, err
     assert out.strip() == f"✔ Wrote 500 number-say documents to {tmp_path / 'a.jsonl'}"
     rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]

@@ -18,7 +18,9 @@ def test_train_saves_a_directory_autotokenizer_loads(tmp_path: Path, capsys) -> 
     from transformers import AutoTokenizer
 
     src = write_jsonl(tmp_path / "c.jsonl", documents(1500))
-    code, out, err = cli_run(capsys, "data", "tokenizer", "train", src, "--vocab-size", "400", "--out", tmp_path / "tok")
+    code, out, err = cli_run(
+        capsys, "data", "tokenizer", "train", src, "--vocab-size", "400", "--out", tmp_path / "tok"
+    )
 
     assert code == 0, err
     assert "✔ Trained a byte-level BPE tokenizer with 400 tokens" in out
@@ -37,17 +39,34 @@ def test_train_on_parquet_column_and_bad_inputs(tmp_path: Path, capsys) -> None:
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"body": documents(300)}), tmp_path / "c.parquet")
-    code, _, err = cli_run(capsys, "data", "tokenizer", "train", tmp_path / "c.parquet", "--vocab-size", "300",
-                           "--out", tmp_path / "tok", "--text-column", "body")
+    code, _, err = cli_run(
+        capsys,
+        "data",
+        "tokenizer",
+        "train",
+        tmp_path / "c.parquet",
+        "--vocab-size",
+        "300",
+        "--out",
+        tmp_path / "tok",
+        "--text-column",
+        "body",
+    )
     assert code == 0, err
     assert json.loads((tmp_path / "tok" / "tokenizer.json").read_text())["model"]["type"] == "BPE"
 
-    code, _, err = cli_run(capsys, "data", "tokenizer", "train", tmp_path / "c.parquet", "--vocab-size", "100", "--out", tmp_path / "t2")
+    code, _, err = cli_run(
+        capsys, "data", "tokenizer", "train", tmp_path / "c.parquet", "--vocab-size", "100", "--out", tmp_path / "t2"
+    )
     assert code == 2 and "--vocab-size must be at least 257" in err
-    code, _, err = cli_run(capsys, "data", "tokenizer", "train", tmp_path / "c.parquet", "--vocab-size", "300", "--out", tmp_path / "t3")
+    code, _, err = cli_run(
+        capsys, "data", "tokenizer", "train", tmp_path / "c.parquet", "--vocab-size", "300", "--out", tmp_path / "t3"
+    )
     assert code == 2 and "no column 'text' (columns: body)" in err
     (tmp_path / "empty.jsonl").write_text("")
-    code, _, err = cli_run(capsys, "data", "tokenizer", "train", tmp_path / "empty.jsonl", "--vocab-size", "300", "--out", tmp_path / "t4")
+    code, _, err = cli_run(
+        capsys, "data", "tokenizer", "train", tmp_path / "empty.jsonl", "--vocab-size", "300", "--out", tmp_path / "t4"
+    )
     assert code == 2 and "no documents" in err
 
 

@@ -29,8 +29,20 @@ def test_upload_to_volume_and_read_back(tmp_path: Path, tokenizer_dir: Path, vol
     out = f"{VOL}/corpus"
 
     code, stdout, err = cli_run(
-        capsys, "data", "convert", src, "--out", out, "--tokenizer", tokenizer_dir,
-        "--concat-tokens", SEQ, "--workers", "2", "--shard-size", "8kb",
+        capsys,
+        "data",
+        "convert",
+        src,
+        "--out",
+        out,
+        "--tokenizer",
+        tokenizer_dir,
+        "--concat-tokens",
+        SEQ,
+        "--workers",
+        "2",
+        "--shard-size",
+        "8kb",
     )
 
     assert code == 0, err
@@ -61,33 +73,55 @@ def test_single_worker_volume_round_trip_is_the_stream(tmp_path: Path, tokenizer
     assert [t for x in samples for t in x] == stream[: len(stream) // SEQ * SEQ]
 
 
-def test_bad_token_fails_fast_with_exit_2_and_writes_nothing(tmp_path: Path, tokenizer_dir: Path, databricks_files, monkeypatch, capsys) -> None:
+def test_bad_token_fails_fast_with_exit_2_and_writes_nothing(
+    tmp_path: Path, tokenizer_dir: Path, databricks_files, monkeypatch, capsys
+) -> None:
     for k, v in databricks_files.env(token="dapi-wrong").items():
         monkeypatch.setenv(k, v)
     src = write_jsonl(tmp_path / "in.jsonl", documents(100))
 
     started = time.monotonic()
-    code, _, err = cli_run(capsys, "data", "convert", src, "--out", f"{VOL}/x", "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ)
+    code, _, err = cli_run(
+        capsys, "data", "convert", src, "--out", f"{VOL}/x", "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ
+    )
 
     assert time.monotonic() - started < 15
     assert code == 2
-    assert f"Databricks at {databricks_files.host} rejected the token (401 Unauthenticated) while checking {VOL}/x" in err
+    assert (
+        f"Databricks at {databricks_files.host} rejected the token (401 Unauthenticated) while checking {VOL}/x" in err
+    )
     assert "check DATABRICKS_TOKEN" in err
     assert "dapi-wrong" not in err and "Traceback" not in err
     assert databricks_files.paths("/Volumes") == []
 
 
-def test_missing_credentials_and_missing_volume(tmp_path: Path, tokenizer_dir: Path, databricks_files, monkeypatch, capsys) -> None:
+def test_missing_credentials_and_missing_volume(
+    tmp_path: Path, tokenizer_dir: Path, databricks_files, monkeypatch, capsys
+) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", documents(50))
     monkeypatch.delenv("DATABRICKS_HOST", raising=False)
     monkeypatch.delenv("DATABRICKS_TOKEN", raising=False)
-    code, _, err = cli_run(capsys, "data", "convert", src, "--out", f"{VOL}/x", "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ)
-    assert code == 2 and f"--out {VOL}/x needs Databricks credentials, but DATABRICKS_HOST and DATABRICKS_TOKEN are not set" in err
+    code, _, err = cli_run(
+        capsys, "data", "convert", src, "--out", f"{VOL}/x", "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ
+    )
+    assert (
+        code == 2
+        and f"--out {VOL}/x needs Databricks credentials, but DATABRICKS_HOST and DATABRICKS_TOKEN are not set" in err
+    )
 
     for k, v in databricks_files.env().items():
         monkeypatch.setenv(k, v)
     code, _, err = cli_run(
-        capsys, "data", "convert", src, "--out", "dbfs:/Volumes/main/default/nope/x", "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ
+        capsys,
+        "data",
+        "convert",
+        src,
+        "--out",
+        "dbfs:/Volumes/main/default/nope/x",
+        "--tokenizer",
+        tokenizer_dir,
+        "--concat-tokens",
+        SEQ,
     )
     assert code == 2 and "Volume main.default.nope does not exist" in err
 
@@ -98,8 +132,18 @@ def test_failed_upload_publishes_nothing_and_cleans_up(tmp_path: Path, tokenizer
     src = write_jsonl(tmp_path / "in.jsonl", documents(800))
 
     code, _, err = cli_run(
-        capsys, "data", "convert", src, "--out", f"{VOL}/broken", "--tokenizer", tokenizer_dir,
-        "--concat-tokens", SEQ, "--shard-size", "4kb",
+        capsys,
+        "data",
+        "convert",
+        src,
+        "--out",
+        f"{VOL}/broken",
+        "--tokenizer",
+        tokenizer_dir,
+        "--concat-tokens",
+        SEQ,
+        "--shard-size",
+        "4kb",
     )
 
     assert code == 1
@@ -127,27 +171,45 @@ def test_existing_dataset_needs_overwrite(tmp_path: Path, tokenizer_dir: Path, v
     assert side["documents"] == 600
 
 
-def test_credentials_come_from_the_secret_store(tmp_path: Path, tokenizer_dir: Path, databricks_files, launcher_home,
-                                               monkeypatch, capsys) -> None:
+def test_credentials_come_from_the_secret_store(
+    tmp_path: Path, tokenizer_dir: Path, databricks_files, launcher_home, monkeypatch, capsys
+) -> None:
     from launcher.secrets.kinds import Secret, SecretKind
     from launcher.secrets.store import LocalSecretStore
 
     monkeypatch.delenv("DATABRICKS_HOST", raising=False)
     monkeypatch.delenv("DATABRICKS_TOKEN", raising=False)
     env = databricks_files.env()
-    LocalSecretStore(launcher_home).create(Secret(
-        name="databricks", kind=SecretKind.DATABRICKS,
-        data={"host": env["DATABRICKS_HOST"], "token": env["DATABRICKS_TOKEN"]}))
+    LocalSecretStore(launcher_home).create(
+        Secret(
+            name="databricks",
+            kind=SecretKind.DATABRICKS,
+            data={"host": env["DATABRICKS_HOST"], "token": env["DATABRICKS_TOKEN"]},
+        )
+    )
     src = write_jsonl(tmp_path / "in.jsonl", documents(200))
-    code, stdout, err = cli_run(capsys, "data", "convert", src, "--out", f"{VOL}/from-store", "--tokenizer",
-                                tokenizer_dir, "--concat-tokens", SEQ)
+    code, stdout, err = cli_run(
+        capsys,
+        "data",
+        "convert",
+        src,
+        "--out",
+        f"{VOL}/from-store",
+        "--tokenizer",
+        tokenizer_dir,
+        "--concat-tokens",
+        SEQ,
+    )
     assert code == 0, err
     assert env["DATABRICKS_TOKEN"] not in stdout + err
-    assert f"{VOL[5:]}/from-store/train/index.json" in databricks_files.paths("/Volumes/main/default/data/from-store/train")
+    assert f"{VOL[5:]}/from-store/train/index.json" in databricks_files.paths(
+        "/Volumes/main/default/data/from-store/train"
+    )
 
 
-def test_inputs_read_from_a_volume_with_a_glob_and_compression(tmp_path: Path, tokenizer_dir: Path, volume_env,
-                                                               capsys) -> None:
+def test_inputs_read_from_a_volume_with_a_glob_and_compression(
+    tmp_path: Path, tokenizer_dir: Path, volume_env, capsys
+) -> None:
     import gzip
 
     from tests.train.conftest import upload_tree
@@ -160,14 +222,36 @@ def test_inputs_read_from_a_volume_with_a_glob_and_compression(tmp_path: Path, t
     (src / "notes.md.txt").write_text("not matched")
     upload_tree(volume_env, src, f"{VOL}/raw")
 
-    code, stdout, err = cli_run(capsys, "data", "convert", f"{VOL}/raw/*.jsonl*", "--out", tmp_path / "out",
-                                "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ, "--workers", "2")
+    code, stdout, err = cli_run(
+        capsys,
+        "data",
+        "convert",
+        f"{VOL}/raw/*.jsonl*",
+        "--out",
+        tmp_path / "out",
+        "--tokenizer",
+        tokenizer_dir,
+        "--concat-tokens",
+        SEQ,
+        "--workers",
+        "2",
+    )
 
     assert code == 0, err
     assert json.loads((tmp_path / "out" / "train" / "launcher_dataset.json").read_text())["documents"] == 300
     stream = expected_stream(tokenizer_dir, docs)
     assert [t for x in read_samples(str(tmp_path / "out")) for t in x] == stream[: len(stream) // SEQ * SEQ]
 
-    code, _, err = cli_run(capsys, "data", "convert", f"{VOL}/raw/*.parquet", "--out", tmp_path / "none",
-                           "--tokenizer", tokenizer_dir, "--concat-tokens", SEQ)
+    code, _, err = cli_run(
+        capsys,
+        "data",
+        "convert",
+        f"{VOL}/raw/*.parquet",
+        "--out",
+        tmp_path / "none",
+        "--tokenizer",
+        tokenizer_dir,
+        "--concat-tokens",
+        SEQ,
+    )
     assert code == 2 and f"no files match {VOL}/raw/*.parquet" in err

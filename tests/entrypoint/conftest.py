@@ -20,17 +20,36 @@ from tests.conftest import wait_until
 from tests.fakes.git_http import GitHTTPServer
 
 HOSTILE_BRANCH = "x;touch${IFS}pwned$(touch${IFS}pwned2)"
-HERMETIC_GIT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-                "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-                "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+HERMETIC_GIT = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
 # Prefixes of variables from the developer's shell that would change what the entrypoint does.
-DROPPED = ("LAUNCHER_", "GIT_", "PIP_", "PET_", "NODE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-           "MASTER_", "JOB_COMPLETION_INDEX", "VIRTUAL_ENV", "GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN")
+DROPPED = (
+    "LAUNCHER_",
+    "GIT_",
+    "PIP_",
+    "PET_",
+    "NODE_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_",
+    "JOB_COMPLETION_INDEX",
+    "VIRTUAL_ENV",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITLAB_TOKEN",
+)
 
 
 def git(*args: str, cwd: Path) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **HERMETIC_GIT},
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **HERMETIC_GIT}, capture_output=True, text=True, check=True
+    )
     return done.stdout.strip()
 
 
@@ -124,9 +143,18 @@ def listening(port: int) -> bool:
 def git_daemon(origin: Origin):
     port = free_port()
     proc = subprocess.Popen(
-        ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={origin.root}",
-         "--listen=127.0.0.1", f"--port={port}", str(origin.root)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            f"--base-path={origin.root}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            str(origin.root),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_until(lambda: listening(port), 10, message=f"git daemon to listen on port {port}")
@@ -171,25 +199,34 @@ class Entrypoint:
         self.venv = self.run_dir / "venv"
         self.started: list[subprocess.Popen] = []
 
-    def env(self, spec: dict, *, rank: int | None = 0, nodes: int = 1, port: int | None = None,
-            extra: dict[str, str] | None = None) -> dict[str, str]:
+    def env(
+        self,
+        spec: dict,
+        *,
+        rank: int | None = 0,
+        nodes: int = 1,
+        port: int | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> dict[str, str]:
         spec = {"name": "test-run", **spec}
         spec_file = self.run_dir / f"spec-{rank}.json"
         spec_file.write_text(json.dumps(spec))
         env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
-        env.update({
-            "HOME": str(self.home),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "LAUNCHER_SPEC": str(spec_file),
-            "LAUNCHER_BACKEND": "local",
-            "LAUNCHER_ON_HOST": "1",
-            "LAUNCHER_CONFIG_DIR": str(self.config_dir),
-            "LAUNCHER_WORKDIR": str(self.workdir),
-            "LAUNCHER_NODES": str(nodes),
-            "LAUNCHER_GPUS_PER_NODE": "0",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port or 29500),
-        })
+        env.update(
+            {
+                "HOME": str(self.home),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "LAUNCHER_SPEC": str(spec_file),
+                "LAUNCHER_BACKEND": "local",
+                "LAUNCHER_ON_HOST": "1",
+                "LAUNCHER_CONFIG_DIR": str(self.config_dir),
+                "LAUNCHER_WORKDIR": str(self.workdir),
+                "LAUNCHER_NODES": str(nodes),
+                "LAUNCHER_GPUS_PER_NODE": "0",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port or 29500),
+            }
+        )
         if rank is not None:
             env["NODE_RANK"] = str(rank)
         env.update(extra or {})
@@ -197,8 +234,12 @@ class Entrypoint:
 
     def start(self, spec: dict, prefix: tuple[str, ...] = (), **kw) -> subprocess.Popen:
         proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "launcher.entrypoint"], env=self.env(spec, **kw),
-            cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [*prefix, sys.executable, "-m", "launcher.entrypoint"],
+            env=self.env(spec, **kw),
+            cwd=self.workdir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
             start_new_session=True,  # like a backend: a signal to the test run does not reach it
         )
         self.started.append(proc)

@@ -21,31 +21,41 @@ RUNTIME_IMAGE_GLOB = "ghcr.io/launcher-dev/launcher-runtime:*"
 
 @dataclass
 class Runtime:
-    out: Path       # what the runtime image holds: bin/launcher-runtime-install and runtime/
-    volume: Path    # a pod's /launcher after the init container ran (test_runtime)
+    out: Path  # what the runtime image holds: bin/launcher-runtime-install and runtime/
+    volume: Path  # a pod's /launcher after the init container ran (test_runtime)
 
 
 def build_runtime(base: Path) -> Runtime:
     home = base / "python-home"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
     out = base / "image"
-    done = subprocess.run([sys.executable, "-m", "launcher.entrypoint.bundle", "build", "--python", str(home),
-                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher.entrypoint.bundle", "build", "--python", str(home), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "runtime assembled" in done.stdout
     volume = base / "pod" / "launcher"
     # The init container's command, in an environment as bare as the runtime image's.
-    done = subprocess.run(["/usr/bin/env", "-i", f"PATH={out / 'bin'}", "launcher-runtime-install", str(volume)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["/usr/bin/env", "-i", f"PATH={out / 'bin'}", "launcher-runtime-install", str(volume)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return Runtime(out, volume)
 
 
 def wheel(path: Path, module: str = "tinypkg", text: str = "HELLO = 'from the cloned repo'\n") -> None:
     """A one-module wheel, so pip_install installs it with no index and no build backend."""
-    files = {f"{module}.py": text.encode(),
-             f"{module}-0.1.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n".encode(),
-             f"{module}-0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        f"{module}.py": text.encode(),
+        f"{module}-0.1.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n".encode(),
+        f"{module}-0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     record = []
     for name, data in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

@@ -40,7 +40,7 @@ def test_chunks_are_whole_lines_in_order_and_join_to_the_log():
     archive = ChunkedArchive(puts, "attempt-1/rank-0", chunk_bytes=100, chunk_seconds=60)
     written = b"".join(f"line {i} ".encode() + b"x" * (i % 7) + b"\n" for i in range(200))
     for i in range(0, len(written), 13):  # arrives in pieces that split lines
-        archive.append(written[i:i + 13])
+        archive.append(written[i : i + 13])
     assert archive.close()
     assert puts.joined() == written
     names = sorted(puts.objects)

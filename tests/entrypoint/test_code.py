@@ -33,8 +33,10 @@ def test_the_snapshot_is_laid_over_the_clone_before_the_command(entry, tmp_path)
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "mod.py").write_text("WORD = 'edited'\n")
-    spec = {"command": "cd repo && python -c 'import mod, kept; print(mod.WORD, kept.KEPT)'",
-            "integrations": [{"integration_type": "git_repo", "git_repo": str(repo), "path": "repo"}]}
+    spec = {
+        "command": "cd repo && python -c 'import mod, kept; print(mod.WORD, kept.KEPT)'",
+        "integrations": [{"integration_type": "git_repo", "git_repo": str(repo), "path": "repo"}],
+    }
     r = entry.run(spec, extra=write_plan(entry, spec, pack(tree, ["mod.py"])))
     assert r.code == 0, r.out
     assert "edited from the clone" in r.out

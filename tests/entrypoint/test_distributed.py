@@ -31,9 +31,12 @@ def test_two_nodes_meet_with_no_launcher_flags(entry, launcher):
     (entry.workdir / "script.py").write_text(SCRIPT)
     port = free_port()
     spec = {"command": f"{launcher} script.py"}
-    procs = [entry.start(spec, rank=rank, nodes=2, port=port,
-                         extra={"LAUNCHER_RENDEZVOUS_TIMEOUT": "60", "OMP_NUM_THREADS": "1"})
-             for rank in (0, 1)]
+    procs = [
+        entry.start(
+            spec, rank=rank, nodes=2, port=port, extra={"LAUNCHER_RENDEZVOUS_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
+        )
+        for rank in (0, 1)
+    ]
     out0 = procs[0].communicate(timeout=120)[0]
     if procs[0].returncode:
         entry.kill_all()  # as a backend would: rank 1 has no one to meet

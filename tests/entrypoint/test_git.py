@@ -66,8 +66,12 @@ def test_clones_file_url_and_git_daemon(entry, origin, git_daemon):
 
 
 def test_default_path_is_the_repo_name_under_the_workdir(entry, origin):
-    r = entry.run({"command": "cat repo/which.txt && pwd",
-                   "integrations": [{"integration_type": "git_repo", "git_repo": str(origin.bare)}]})
+    r = entry.run(
+        {
+            "command": "cat repo/which.txt && pwd",
+            "integrations": [{"integration_type": "git_repo", "git_repo": str(origin.bare)}],
+        }
+    )
     assert r.code == 0, r.out
     assert r.out.splitlines()[-3:-1] == ["main", str(entry.workdir)]
 
@@ -124,8 +128,10 @@ def test_submodules_with_git_clone_recursive(entry, tmp_path):
     # git refuses file:// submodules unless allowed; the entrypoint adds its own
     # GIT_CONFIG_* entries after this one rather than replacing it.
     allow = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow", "GIT_CONFIG_VALUE_0": "always"}
-    spec = {"command": "cat parent/lib/lib.txt",
-            "integrations": [{"integration_type": "git_repo", "git_repo": str(parent), "git_clone_recursive": True}]}
+    spec = {
+        "command": "cat parent/lib/lib.txt",
+        "integrations": [{"integration_type": "git_repo", "git_repo": str(parent), "git_clone_recursive": True}],
+    }
     r = entry.run(spec, extra=allow)
     assert r.code == 0, r.out
     assert "from the submodule" in r.out
@@ -141,8 +147,9 @@ def test_https_token_goes_in_a_header_never_argv_config_or_log(entry, origin, gi
     (bin_dir / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{argv_log}"\nexec {shutil.which("git")} "$@"\n')
     (bin_dir / "git").chmod(0o755)
     spec = git_spec(f"{server.url}/org/repo.git", path="repo", git_branch="feature")
-    spec["command"] = ('echo "command sees a token of ${#GIT_TOKEN} characters, GIT_CONFIG_COUNT=${GIT_CONFIG_COUNT:-unset}"; '
-                       + SHOW)
+    spec["command"] = (
+        'echo "command sees a token of ${#GIT_TOKEN} characters, GIT_CONFIG_COUNT=${GIT_CONFIG_COUNT:-unset}"; ' + SHOW
+    )
     extra = {"GIT_TOKEN": token, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     r = entry.run(spec, extra=extra)
     assert r.code == 0, r.out
@@ -180,9 +187,19 @@ def test_ssh_clone_uses_git_ssh_command_and_git_at_host(entry, origin, tmp_path)
         f'for last; do :; done\ncd "{origin.root}" && exec sh -c "$last"\n'
     )
     fake_ssh.chmod(0o755)
-    spec = {"command": "cat repo/which.txt",
-            "integrations": [{"integration_type": "git_repo", "git_repo": "org/repo", "host": "git.example.invalid",
-                              "ssh_clone": True, "git_branch": "feature", "path": "repo"}]}
+    spec = {
+        "command": "cat repo/which.txt",
+        "integrations": [
+            {
+                "integration_type": "git_repo",
+                "git_repo": "org/repo",
+                "host": "git.example.invalid",
+                "ssh_clone": True,
+                "git_branch": "feature",
+                "path": "repo",
+            }
+        ],
+    }
     extra = {"GIT_SSH_COMMAND": str(fake_ssh), "GIT_SSH_VARIANT": "simple", "GITHUB_TOKEN": "tok_unused_for_ssh"}
     r = entry.run(spec, extra=extra)
     assert r.code == 0, r.out
@@ -208,9 +225,18 @@ def test_sigterm_during_a_clone_stops_it_and_the_run(entry, tmp_path):
     slow_ssh = tmp_path / "slow-ssh"
     slow_ssh.write_text('#!/bin/sh\necho "ssh connecting" >&2\nexec sleep 60\n')
     slow_ssh.chmod(0o755)
-    spec = {"command": "touch command-ran",
-            "integrations": [{"integration_type": "git_repo", "git_repo": "org/repo", "ssh_clone": True,
-                              "host": "git.example.invalid", "path": "repo"}]}
+    spec = {
+        "command": "touch command-ran",
+        "integrations": [
+            {
+                "integration_type": "git_repo",
+                "git_repo": "org/repo",
+                "ssh_clone": True,
+                "host": "git.example.invalid",
+                "path": "repo",
+            }
+        ],
+    }
     proc = entry.start(spec, extra={"GIT_SSH_COMMAND": str(slow_ssh), "GIT_SSH_VARIANT": "simple"})
     read_until(proc, "ssh connecting")
     proc.send_signal(signal.SIGTERM)

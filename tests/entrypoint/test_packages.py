@@ -14,14 +14,17 @@ from tests.entrypoint.conftest import free_port
 IMPORT_CHECK = (
     'cd / && python -c "import sys, tinypkg; print(tinypkg.GREETING); print(sys.prefix)" '
     '&& echo "VIRTUAL_ENV=$VIRTUAL_ENV" && echo "pip=$(command -v pip)"'
-    ' && python -c "import yaml, launcher.entrypoint; print(\'inherits the current environment\')"'
+    " && python -c \"import yaml, launcher.entrypoint; print('inherits the current environment')\""
 )
 
 
 def pip_install_spec(repo, command=IMPORT_CHECK) -> dict:
-    return {"command": command,
-            "integrations": [{"integration_type": "git_repo", "git_repo": str(repo), "path": "tinyrepo",
-                              "pip_install": "--no-index ."}]}
+    return {
+        "command": command,
+        "integrations": [
+            {"integration_type": "git_repo", "git_repo": str(repo), "path": "tinyrepo", "pip_install": "--no-index ."}
+        ],
+    }
 
 
 def test_pip_install_goes_into_the_run_virtualenv(entry, pkg_repo):
@@ -52,7 +55,9 @@ def test_console_scripts_of_the_current_environment_run_with_the_run_python(entr
 
 
 def test_pip_in_the_command_installs_into_the_run_virtualenv(entry, pkg_repo):
-    command = f"cd / && pip install --no-index --no-deps -q {pkg_repo} && python -c 'import tinypkg, sys; print(sys.prefix)'"
+    command = (
+        f"cd / && pip install --no-index --no-deps -q {pkg_repo} && python -c 'import tinypkg, sys; print(sys.prefix)'"
+    )
     spec = {"command": command, "integrations": [{"integration_type": "pip_packages", "packages": []}]}
     r = entry.run(spec, extra={"LAUNCHER_VENV": str(entry.venv)})
     assert r.code == 0, r.out
@@ -61,12 +66,16 @@ def test_pip_in_the_command_installs_into_the_run_virtualenv(entry, pkg_repo):
 
 
 def test_failing_pip_install_stops_the_run_with_its_own_exit_code(entry):
-    spec = {"command": "touch command-ran",
-            "integrations": [{"integration_type": "pip_packages", "packages": ["definitely-not-a-package-xq7"]}]}
+    spec = {
+        "command": "touch command-ran",
+        "integrations": [{"integration_type": "pip_packages", "packages": ["definitely-not-a-package-xq7"]}],
+    }
     r = entry.run(spec, extra={"LAUNCHER_VENV": str(entry.venv), "PIP_NO_INDEX": "1"})
     assert r.code == contract.EXIT_INTEGRATION, r.out
-    assert "[launcher] error: integration 1/1: pip_packages (definitely-not-a-package-xq7): " \
-           "pip install failed with exit code 1" in r.out
+    assert (
+        "[launcher] error: integration 1/1: pip_packages (definitely-not-a-package-xq7): "
+        "pip install failed with exit code 1" in r.out
+    )
     quoted = [line for line in r.out.splitlines() if line.startswith("[launcher]   | ")]
     assert 0 < len(quoted) <= 20
     assert any("definitely-not-a-package-xq7" in line for line in quoted)
@@ -74,8 +83,10 @@ def test_failing_pip_install_stops_the_run_with_its_own_exit_code(entry):
 
 
 def test_package_names_are_never_options(entry):
-    spec = {"command": "true",
-            "integrations": [{"integration_type": "pip_packages", "packages": ["--index-url=http://evil.invalid"]}]}
+    spec = {
+        "command": "true",
+        "integrations": [{"integration_type": "pip_packages", "packages": ["--index-url=http://evil.invalid"]}],
+    }
     r = entry.run(spec, extra={"LAUNCHER_VENV": str(entry.venv), "PIP_NO_INDEX": "1"})
     assert r.code == contract.EXIT_INTEGRATION, r.out
     assert "Invalid requirement: '--index-url=http://evil.invalid'" in r.out
@@ -85,10 +96,14 @@ def test_ranks_of_a_local_run_share_the_integrations_and_virtualenv(entry, pkg_r
     port = free_port()
     greet = "import tinypkg; print(tinypkg.GREETING)"
     extra = {"LAUNCHER_VENV": str(entry.venv)}
-    procs = [entry.start(pip_install_spec(pkg_repo, command=f'cd / && python -c "{greet}"'),
-                         rank=0, nodes=2, port=port, extra=extra),
-             entry.start(pip_install_spec(pkg_repo, command=f'cd / && python -c "{greet}"'),
-                         rank=1, nodes=2, port=port, extra=extra)]
+    procs = [
+        entry.start(
+            pip_install_spec(pkg_repo, command=f'cd / && python -c "{greet}"'), rank=0, nodes=2, port=port, extra=extra
+        ),
+        entry.start(
+            pip_install_spec(pkg_repo, command=f'cd / && python -c "{greet}"'), rank=1, nodes=2, port=port, extra=extra
+        ),
+    ]
     outs = [p.communicate(timeout=40)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert all("hello from tinypkg" in o for o in outs)
@@ -111,7 +126,10 @@ def _non_root_prefix() -> tuple[str, ...]:
 
 
 def test_apt_packages_refused_on_local_unless_the_profile_allows_them(entry):
-    spec = {"command": "touch command-ran", "integrations": [{"integration_type": "apt_packages", "packages": ["hello"]}]}
+    spec = {
+        "command": "touch command-ran",
+        "integrations": [{"integration_type": "apt_packages", "packages": ["hello"]}],
+    }
     r = entry.run(spec)  # as root too: a run never changes the host on its own
     assert r.code == contract.EXIT_INTEGRATION, r.out
     assert "apt_packages: the local backend does not install system packages on this machine" in r.out

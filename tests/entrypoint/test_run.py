@@ -12,7 +12,7 @@ import yaml
 from launcher.pod import contract
 from tests.entrypoint.conftest import free_port, read_until
 
-PRINT_ENV = "for v in {names}; do echo \"$v=${{!v-<unset>}}\"; done"
+PRINT_ENV = 'for v in {names}; do echo "$v=${{!v-<unset>}}"; done'
 
 
 def printed(out: str) -> dict[str, str]:
@@ -22,8 +22,9 @@ def printed(out: str) -> dict[str, str]:
 def test_parameters_file_and_environment(entry):
     spec = {
         "command": 'cat "$PARAMETERS"; echo "PARAMETERS=$PARAMETERS"; '
-                   + PRINT_ENV.format(names="RUN_NAME COMPOSER_RUN_NAME DATA_REMOTE DATA_LOCAL MY_FLAG "
-                                            "PYTHONUNBUFFERED WANDB_PROJECT"),
+        + PRINT_ENV.format(
+            names="RUN_NAME COMPOSER_RUN_NAME DATA_REMOTE DATA_LOCAL MY_FLAG PYTHONUNBUFFERED WANDB_PROJECT"
+        ),
         "parameters": {"lr": 0.001, "model": {"layers": [1, 2]}, "_private": "dropped"},
         "env_variables": {"MY_FLAG": "on"},
         "data": {"remote": "dbfs:/Volumes/main/default/shards", "local": "/tmp/shards"},
@@ -42,25 +43,41 @@ def test_parameters_file_and_environment(entry):
     assert "note: the local backend runs with the current Python environment" in r.out
 
 
-RANK_VARS = ("NODE_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT "
-             "PET_NNODES PET_NPROC_PER_NODE PET_NODE_RANK PET_MASTER_ADDR PET_MASTER_PORT")
+RANK_VARS = (
+    "NODE_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT "
+    "PET_NNODES PET_NPROC_PER_NODE PET_NODE_RANK PET_MASTER_ADDR PET_MASTER_PORT"
+)
 
 
 def test_rank_environment_for_gpu_nodes(entry):
-    r = entry.run({"command": PRINT_ENV.format(names=RANK_VARS)}, rank=0, nodes=2, port=23456,
-                  extra={"LAUNCHER_GPUS_PER_NODE": "8", "MASTER_ADDR": "run-0.run-svc"})
+    r = entry.run(
+        {"command": PRINT_ENV.format(names=RANK_VARS)},
+        rank=0,
+        nodes=2,
+        port=23456,
+        extra={"LAUNCHER_GPUS_PER_NODE": "8", "MASTER_ADDR": "run-0.run-svc"},
+    )
     assert r.code == 0, r.out
     assert {k: v for k, v in printed(r.out).items() if k in RANK_VARS.split()} == {
-        "NODE_RANK": "0", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8",
-        "MASTER_ADDR": "run-0.run-svc", "MASTER_PORT": "23456",
-        "PET_NNODES": "2", "PET_NPROC_PER_NODE": "8", "PET_NODE_RANK": "0",
-        "PET_MASTER_ADDR": "run-0.run-svc", "PET_MASTER_PORT": "23456",
+        "NODE_RANK": "0",
+        "WORLD_SIZE": "16",
+        "LOCAL_WORLD_SIZE": "8",
+        "MASTER_ADDR": "run-0.run-svc",
+        "MASTER_PORT": "23456",
+        "PET_NNODES": "2",
+        "PET_NPROC_PER_NODE": "8",
+        "PET_NODE_RANK": "0",
+        "PET_MASTER_ADDR": "run-0.run-svc",
+        "PET_MASTER_PORT": "23456",
     }
 
 
 def test_cpu_nodes_run_one_process_each(entry):
-    r = entry.run({"command": PRINT_ENV.format(names=RANK_VARS), "compute": {"gpus": 16, "nodes": 2}},
-                  nodes=2, extra={"LAUNCHER_GPUS_PER_NODE": "0"})
+    r = entry.run(
+        {"command": PRINT_ENV.format(names=RANK_VARS), "compute": {"gpus": 16, "nodes": 2}},
+        nodes=2,
+        extra={"LAUNCHER_GPUS_PER_NODE": "0"},
+    )
     assert r.code == 0, r.out
     env = printed(r.out)
     assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"], env["PET_NPROC_PER_NODE"]) == ("2", "1", "1")
@@ -78,9 +95,17 @@ def test_node_rank1_starts_its_command_without_waiting_for_rank0s_port(entry):
     # Kubernetes once the address resolves.
     for backend in ("local", "kubernetes"):
         began = time.monotonic()
-        r = entry.run({"command": PRINT_ENV.format(names="NODE_RANK PET_NODE_RANK WORLD_SIZE")}, rank=None, nodes=2,
-                      port=free_port(), extra={"JOB_COMPLETION_INDEX": "1", "LAUNCHER_BACKEND": backend,
-                                                             "LAUNCHER_ON_HOST": "1" if backend == "local" else "0"})
+        r = entry.run(
+            {"command": PRINT_ENV.format(names="NODE_RANK PET_NODE_RANK WORLD_SIZE")},
+            rank=None,
+            nodes=2,
+            port=free_port(),
+            extra={
+                "JOB_COMPLETION_INDEX": "1",
+                "LAUNCHER_BACKEND": backend,
+                "LAUNCHER_ON_HOST": "1" if backend == "local" else "0",
+            },
+        )
         assert r.code == 0, r.out
         assert time.monotonic() - began < 20
         env = printed(r.out)
@@ -90,9 +115,17 @@ def test_node_rank1_starts_its_command_without_waiting_for_rank0s_port(entry):
 
 def test_unresolvable_master_addr_times_out_clearly(entry):
     began = time.monotonic()
-    r = entry.run({"command": "touch command-ran"}, rank=1, nodes=2, extra={
-        "LAUNCHER_BACKEND": "kubernetes", "LAUNCHER_ON_HOST": "0", "LAUNCHER_RENDEZVOUS_TIMEOUT": "1.5",
-        "MASTER_ADDR": "rank0.does-not-exist.invalid"})
+    r = entry.run(
+        {"command": "touch command-ran"},
+        rank=1,
+        nodes=2,
+        extra={
+            "LAUNCHER_BACKEND": "kubernetes",
+            "LAUNCHER_ON_HOST": "0",
+            "LAUNCHER_RENDEZVOUS_TIMEOUT": "1.5",
+            "MASTER_ADDR": "rank0.does-not-exist.invalid",
+        },
+    )
     assert r.code == contract.EXIT_RENDEZVOUS, r.out
     assert time.monotonic() - began < 15
     assert "waiting for node rank 0's address rank0.does-not-exist.invalid to resolve (up to 1.5s)" in r.out
@@ -123,9 +156,11 @@ def test_sigterm_reaches_the_whole_process_group(entry, tmp_path):
     # to act on it: the shell that leads the group dies of SIGTERM at once, while the child
     # takes a second in its handler (saving a checkpoint) before it writes the marker.
     marker = tmp_path / "child-got-term"
-    cmd = (f"python -c \"import signal, sys, time, pathlib; "
-           f"signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1), pathlib.Path('{marker}').touch(), sys.exit(0))); "
-           f"print('ready', flush=True); time.sleep(60)\"; echo child done")
+    cmd = (
+        f'python -c "import signal, sys, time, pathlib; '
+        f"signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1), pathlib.Path('{marker}').touch(), sys.exit(0))); "
+        f"print('ready', flush=True); time.sleep(60)\"; echo child done"
+    )
     proc = entry.start({"command": cmd})
     read_until(proc, "ready")
     proc.send_signal(signal.SIGTERM)
@@ -145,8 +180,17 @@ def test_sigkill_after_the_grace_period(entry):
 
 
 def test_sigterm_while_waiting_for_rank0_stops_at_once(entry):
-    proc = entry.start({"command": "touch command-ran"}, rank=1, nodes=2, port=free_port(), extra={
-        "LAUNCHER_BACKEND": "kubernetes", "LAUNCHER_ON_HOST": "0", "MASTER_ADDR": "rank0.does-not-exist.invalid"})
+    proc = entry.start(
+        {"command": "touch command-ran"},
+        rank=1,
+        nodes=2,
+        port=free_port(),
+        extra={
+            "LAUNCHER_BACKEND": "kubernetes",
+            "LAUNCHER_ON_HOST": "0",
+            "MASTER_ADDR": "rank0.does-not-exist.invalid",
+        },
+    )
     read_until(proc, "waiting for node rank 0")
     proc.send_signal(signal.SIGTERM)
     rest = proc.communicate(timeout=10)[0]
@@ -163,8 +207,10 @@ def test_background_jobs_do_not_keep_the_run_alive(entry):
 
 
 def test_secret_values_are_masked_in_the_output(entry):
-    r = entry.run({"command": 'echo "token is $MY_TOKEN"'},
-                  extra={"MY_TOKEN": "s3cr3t-value-123", "LAUNCHER_MASK_ENV": "MY_TOKEN"})
+    r = entry.run(
+        {"command": 'echo "token is $MY_TOKEN"'},
+        extra={"MY_TOKEN": "s3cr3t-value-123", "LAUNCHER_MASK_ENV": "MY_TOKEN"},
+    )
     assert r.code == 0
     assert "token is ****" in r.out and "s3cr3t-value-123" not in r.out
     assert "secrets MY_TOKEN (masked in this log)" in r.out
@@ -177,15 +223,22 @@ def test_an_unexpected_error_leaves_its_masked_traceback_in_the_rank_log(entry):
     # traceback is masked with the run's values. (A clone URL that urllib cannot read was
     # the example before: the spec refuses it now, on the host and here.)
     token = "s3cr3t-value-456"
-    r = entry.run({"command": "echo never runs"},
-                  extra={contract.RESTART_ATTEMPT: token, "LAUNCHER_LOG_ARCHIVE": str(entry.run_dir / "archive"),
-                         "GIT_TOKEN": token, "LAUNCHER_MASK_ENV": "GIT_TOKEN"})
+    r = entry.run(
+        {"command": "echo never runs"},
+        extra={
+            contract.RESTART_ATTEMPT: token,
+            "LAUNCHER_LOG_ARCHIVE": str(entry.run_dir / "archive"),
+            "GIT_TOKEN": token,
+            "LAUNCHER_MASK_ENV": "GIT_TOKEN",
+        },
+    )
     assert r.code == contract.EXIT_SETUP, r.out
     lines = r.out.splitlines()
     assert "[launcher] Traceback (most recent call last):" in lines, r.out
     start = lines.index("[launcher] Traceback (most recent call last):")
-    summary = lines.index("[launcher] error: the entrypoint failed: ValueError: "
-                          "invalid literal for int() with base 10: '****'")
+    summary = lines.index(
+        "[launcher] error: the entrypoint failed: ValueError: invalid literal for int() with base 10: '****'"
+    )
     traceback = lines[start:summary]
     assert any("launcher/entrypoint/main.py" in line and "start_archive" in line for line in traceback)
     assert traceback[-1] == "[launcher] ValueError: invalid literal for int() with base 10: '****'"

@@ -48,18 +48,36 @@ def entrypoint(rt: Runtime, image_bin: Path, spec: dict, tmp: Path, **extra: str
     work = tmp / "work"
     work.mkdir()
     env = {
-        "PATH": str(image_bin), "HOME": str(work), "LANG": "C.UTF-8",
-        contract.SPEC: str(config / "spec.json"), contract.BACKEND: "kubernetes",
-        contract.CONFIG_DIR: str(config), contract.WORKDIR: str(work),
-        "NODE_RANK": "0", contract.NODES: "2", contract.GPUS_PER_NODE: "0",
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
-        contract.RESTART_ATTEMPT: "1", contract.RUNTIME: str(rt.volume), contract.IMAGE: IMAGE,
-        "HF_TOKEN": SECRET, contract.MASK_ENV: "HF_TOKEN",
-        "GIT_CONFIG_NOSYSTEM": "1", "LD_LIBRARY_PATH": "/opt/image/lib",
+        "PATH": str(image_bin),
+        "HOME": str(work),
+        "LANG": "C.UTF-8",
+        contract.SPEC: str(config / "spec.json"),
+        contract.BACKEND: "kubernetes",
+        contract.CONFIG_DIR: str(config),
+        contract.WORKDIR: str(work),
+        "NODE_RANK": "0",
+        contract.NODES: "2",
+        contract.GPUS_PER_NODE: "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+        contract.RESTART_ATTEMPT: "1",
+        contract.RUNTIME: str(rt.volume),
+        contract.IMAGE: IMAGE,
+        "HF_TOKEN": SECRET,
+        contract.MASK_ENV: "HF_TOKEN",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LD_LIBRARY_PATH": "/opt/image/lib",
         **extra,
     }
-    argv = ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()),
-            str(rt.volume / "python" / "bin" / "python3"), "-I", "-m", "launcher.entrypoint"]
+    argv = [
+        "/usr/bin/env",
+        "-i",
+        *(f"{k}={v}" for k, v in env.items()),
+        str(rt.volume / "python" / "bin" / "python3"),
+        "-I",
+        "-m",
+        "launcher.entrypoint",
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 
@@ -76,11 +94,18 @@ REPORT = (
 def test_the_injected_entrypoint_runs_an_mcli_spec_in_the_images_environment(runtime, repo, tmp_path):
     image_bin = make_image(tmp_path / "image")
     spec = {
-        "name": "llm-foundry-abc123", "image": IMAGE,
-        "integrations": [{"integration_type": "git_repo", "git_repo": f"file://{repo}", "path": "llm-foundry",
-                          "pip_install": "--no-index tinypkg-0.1-py3-none-any.whl"}],
+        "name": "llm-foundry-abc123",
+        "image": IMAGE,
+        "integrations": [
+            {
+                "integration_type": "git_repo",
+                "git_repo": f"file://{repo}",
+                "path": "llm-foundry",
+                "pip_install": "--no-index tinypkg-0.1-py3-none-any.whl",
+            }
+        ],
         "parameters": {"max_seq_len": 128, "_hidden": 1},
-        "command": f"cd llm-foundry && python3 train.py --seed 7 && echo token=$HF_TOKEN && python3 -c \"{REPORT}\"",
+        "command": f'cd llm-foundry && python3 train.py --seed 7 && echo token=$HF_TOKEN && python3 -c "{REPORT}"',
     }
     r = entrypoint(runtime, image_bin, spec, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -105,8 +130,13 @@ def test_the_injected_entrypoint_runs_an_mcli_spec_in_the_images_environment(run
 
 def test_an_image_without_bash_fails_at_once_naming_it(runtime, tmp_path):
     image_bin = make_image(tmp_path / "image", with_bash=False)
-    r = entrypoint(runtime, image_bin, {"name": "x", "image": "alpine:3.20", "command": "echo never"}, tmp_path,
-                   **{contract.IMAGE: "alpine:3.20"})
+    r = entrypoint(
+        runtime,
+        image_bin,
+        {"name": "x", "image": "alpine:3.20", "command": "echo never"},
+        tmp_path,
+        **{contract.IMAGE: "alpine:3.20"},
+    )
     assert r.returncode == contract.EXIT_SETUP
     assert f"error: image alpine:3.20 has no bash on its PATH ({image_bin})" in r.stdout
     assert "never" not in r.stdout.replace("echo never", "")

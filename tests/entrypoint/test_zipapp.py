@@ -29,19 +29,33 @@ def interpreters() -> list[str]:
 @pytest.mark.parametrize("python", interpreters())
 def test_the_zipapp_runs_a_plan_with_an_isolated_system_python(entry, origin, tmp_path, python):
     archive = zipapp.write(tmp_path / "entrypoint.pyz")
-    spec = RunSpec.model_validate({
-        "name": "zipped", "image": "any:1",
-        "command": 'cat "$PARAMETERS"; cat repo/which.txt; echo "token $API_TOKEN"; echo "flag $MY_FLAG"; exit 7',
-        "parameters": {"lr": 0.5, "_hidden": 1}, "env_variables": {"MY_FLAG": "on"},
-        "integrations": [{"integration_type": "git_repo", "git_repo": str(origin.bare), "git_branch": "feature",
-                          "path": "repo"}]})
+    spec = RunSpec.model_validate(
+        {
+            "name": "zipped",
+            "image": "any:1",
+            "command": 'cat "$PARAMETERS"; cat repo/which.txt; echo "token $API_TOKEN"; echo "flag $MY_FLAG"; exit 7',
+            "parameters": {"lr": 0.5, "_hidden": 1},
+            "env_variables": {"MY_FLAG": "on"},
+            "integrations": [
+                {"integration_type": "git_repo", "git_repo": str(origin.bare), "git_branch": "feature", "path": "repo"}
+            ],
+        }
+    )
     plan = tmp_path / "plan.json"
     plan.write_text(plan_text(spec))
-    env = entry.env({"name": "unused"}, extra={contract.PLAN: str(plan), contract.BACKEND: "kubernetes",
-                                               "API_TOKEN": SECRET, contract.MASK_ENV: "API_TOKEN"})
+    env = entry.env(
+        {"name": "unused"},
+        extra={
+            contract.PLAN: str(plan),
+            contract.BACKEND: "kubernetes",
+            "API_TOKEN": SECRET,
+            contract.MASK_ENV: "API_TOKEN",
+        },
+    )
     del env[contract.SPEC]
-    done = subprocess.run([python, "-I", "-S", str(archive)], env=env, cwd=entry.workdir, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [python, "-I", "-S", str(archive)], env=env, cwd=entry.workdir, capture_output=True, text=True, timeout=60
+    )
     out = done.stdout
     assert done.returncode == 7, out + done.stderr
     assert f"[launcher] entrypoint {archive} run by {python} (Python " in out and "isolated, no site-packages" in out
@@ -54,9 +68,11 @@ def test_the_zipapp_runs_a_plan_with_an_isolated_system_python(entry, origin, tm
 def test_the_zipapp_holds_no_module_that_needs_more_than_the_standard_library(tmp_path):
     archive = zipapp.write(tmp_path / "entrypoint.pyz")
     names = [n[:-3].replace("/", ".") for n, _ in zipapp.sources()]
-    probe = (f"import sys; sys.path.insert(0, {str(archive)!r}); "
-             + "; ".join(f"import {n.removesuffix('.__init__')}" for n in names)
-             + "; print(sorted(m for m in sys.modules if m.split('.')[0] in ('yaml', 'pydantic')))")
+    probe = (
+        f"import sys; sys.path.insert(0, {str(archive)!r}); "
+        + "; ".join(f"import {n.removesuffix('.__init__')}" for n in names)
+        + "; print(sorted(m for m in sys.modules if m.split('.')[0] in ('yaml', 'pydantic')))"
+    )
     done = subprocess.run(["/usr/bin/python3", "-I", "-S", "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -75,15 +91,23 @@ def archive_store(request, tmp_path):
         # Empty: the s3 fixture set them in this process, whose env the entrypoint's starts from.
         env = {var: "" for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "S3_ENDPOINT_URL")}
         run = f"logs/{tmp_path.name}"  # moto keeps its buckets for the whole test process
-        env.update({"LAUNCHER_LOG_ARCHIVE": f"s3://{s3.bucket}/{run}", "AWS_SHARED_CREDENTIALS_FILE": str(creds),
-                    "AWS_CONFIG_FILE": str(config)})
-        return env, lambda: [s3.client.get_object(Bucket=s3.bucket, Key=k)["Body"].read()
-                             for k in s3.keys(f"{run}/attempt-1/rank-0/")]
+        env.update(
+            {
+                "LAUNCHER_LOG_ARCHIVE": f"s3://{s3.bucket}/{run}",
+                "AWS_SHARED_CREDENTIALS_FILE": str(creds),
+                "AWS_CONFIG_FILE": str(config),
+            }
+        )
+        return env, lambda: [
+            s3.client.get_object(Bucket=s3.bucket, Key=k)["Body"].read() for k in s3.keys(f"{run}/attempt-1/rank-0/")
+        ]
     if request.param == "volume":
         volume = request.getfixturevalue("databricks_files")
         root = "/Volumes/main/default/data/logs/zipped/attempt-1/rank-0/"
-        return ({"LAUNCHER_LOG_ARCHIVE": "dbfs:/Volumes/main/default/data/logs/zipped", **volume.env()},
-                lambda: [volume.read(p) for p in volume.paths(root)])
+        return (
+            {"LAUNCHER_LOG_ARCHIVE": "dbfs:/Volumes/main/default/data/logs/zipped", **volume.env()},
+            lambda: [volume.read(p) for p in volume.paths(root)],
+        )
     return {"LAUNCHER_LOG_ARCHIVE": "gs://bucket/logs/zipped"}, lambda: []
 
 
@@ -93,22 +117,38 @@ def test_the_zipapp_archives_the_masked_log_with_the_standard_library(entry, tmp
     scheme it cannot write is one line in its log, and the run goes on."""
     extra, archived = archive_store
     archive = zipapp.write(tmp_path / "entrypoint.pyz")
-    spec = RunSpec.model_validate({"name": "zipped", "image": "any:1",
-                                   "command": 'for i in 1 2 3; do echo "line $i"; done; echo "token $API_TOKEN"'})
+    spec = RunSpec.model_validate(
+        {
+            "name": "zipped",
+            "image": "any:1",
+            "command": 'for i in 1 2 3; do echo "line $i"; done; echo "token $API_TOKEN"',
+        }
+    )
     plan = tmp_path / "plan.json"
     plan.write_text(plan_text(spec))
-    env = entry.env({"name": "unused"}, extra={contract.PLAN: str(plan), contract.BACKEND: "kubernetes",
-                                               "API_TOKEN": SECRET, contract.MASK_ENV: "API_TOKEN", **extra})
+    env = entry.env(
+        {"name": "unused"},
+        extra={
+            contract.PLAN: str(plan),
+            contract.BACKEND: "kubernetes",
+            "API_TOKEN": SECRET,
+            contract.MASK_ENV: "API_TOKEN",
+            **extra,
+        },
+    )
     del env[contract.SPEC]
-    done = subprocess.run([python, "-I", "-S", str(archive)], env=env, cwd=entry.workdir,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [python, "-I", "-S", str(archive)], env=env, cwd=entry.workdir, capture_output=True, text=True, timeout=60
+    )
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     assert "line 3\ntoken ****\n" in out and SECRET not in out
     if extra["LAUNCHER_LOG_ARCHIVE"].startswith("gs://"):
-        assert ("[launcher] log archive: gs:// is not supported by the pod's entrypoint; use s3://<bucket>/<prefix>, "
-                "dbfs:/Volumes/<catalog>/<schema>/<volume>/... or a path (or file://) on a volume every pod mounts; "
-                "this rank's log is not archived\n") in out
+        assert (
+            "[launcher] log archive: gs:// is not supported by the pod's entrypoint; use s3://<bucket>/<prefix>, "
+            "dbfs:/Volumes/<catalog>/<schema>/<volume>/... or a path (or file://) on a volume every pod mounts; "
+            "this rank's log is not archived\n"
+        ) in out
         return
     assert "log archive" not in out
     assert b"".join(archived()).decode() == out

@@ -25,11 +25,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from tests.fakes.http import LoopbackServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
+
+from tests.fakes.http import LoopbackServer
 
 FILES = "/api/2.0/fs/files"
 DIRS = "/api/2.0/fs/directories"
@@ -114,8 +114,15 @@ class FakeDatabricksFiles:
         with self.lock:
             return [e["name"] for e in self._children(_strip(path))]
 
-    def fail(self, method: str, pattern: str, status: int = 500, code: str = "INTERNAL_ERROR",
-             message: str = "injected failure", times: int | None = None) -> Fault:
+    def fail(
+        self,
+        method: str,
+        pattern: str,
+        status: int = 500,
+        code: str = "INTERNAL_ERROR",
+        message: str = "injected failure",
+        times: int | None = None,
+    ) -> Fault:
         """Make matching requests fail; pattern is an fnmatch glob over the /Volumes/... path
         (or the /api/2.0/mlflow/... endpoint)."""
         fault = Fault(method.upper(), pattern, status, code, message, times)
@@ -145,7 +152,9 @@ class FakeDatabricksFiles:
     def _volume_of(self, path: str) -> str:
         parts = path.split("/")
         if len(parts) < 5 or parts[1] != "Volumes":
-            raise ApiError(400, "INVALID_PARAMETER_VALUE", f"Path must be under /Volumes/<catalog>/<schema>/<volume>: {path}")
+            raise ApiError(
+                400, "INVALID_PARAMETER_VALUE", f"Path must be under /Volumes/<catalog>/<schema>/<volume>: {path}"
+            )
         root = "/".join(parts[:5])
         if root not in self.volumes:
             raise ApiError(404, "NOT_FOUND", f"Volume '{'.'.join(parts[2:5])}' does not exist.")
@@ -167,13 +176,15 @@ class FakeDatabricksFiles:
                 out.append({"path": d + "/", "name": d[len(prefix) :], "is_directory": True})
         for f, entry in self.files.items():
             if f.startswith(prefix) and "/" not in f[len(prefix) :]:
-                out.append({
-                    "path": f,
-                    "name": f[len(prefix) :],
-                    "is_directory": False,
-                    "file_size": len(entry.data),
-                    "last_modified": int(entry.mtime * 1000),
-                })
+                out.append(
+                    {
+                        "path": f,
+                        "name": f[len(prefix) :],
+                        "is_directory": False,
+                        "file_size": len(entry.data),
+                        "last_modified": int(entry.mtime * 1000),
+                    }
+                )
         return sorted(out, key=lambda e: e["name"])
 
     def _check_fault(self, method: str, path: str) -> None:

@@ -217,9 +217,12 @@ class FakeMlflowTracking:
     def _create_experiment(self, args: dict) -> dict:
         name = _required(args, "name")
         if not name.startswith("/"):
-            raise ApiError(400, "INVALID_PARAMETER_VALUE",
-                           f"Got an invalid experiment name '{name}'. An experiment name must be an absolute path "
-                           "within the Databricks workspace, e.g. '/Users/<some-username>/my-experiment'.")
+            raise ApiError(
+                400,
+                "INVALID_PARAMETER_VALUE",
+                f"Got an invalid experiment name '{name}'. An experiment name must be an absolute path "
+                "within the Databricks workspace, e.g. '/Users/<some-username>/my-experiment'.",
+            )
         if any(e.name == name for e in self.experiments.values()):
             raise ApiError(400, "RESOURCE_ALREADY_EXISTS", f"Node named '{name}' already exists")
         exp_id = str(self._next_experiment)
@@ -236,8 +239,15 @@ class FakeMlflowTracking:
         tags = {t["key"]: t.get("value", "") for t in args.get("tags") or []}
         run_name = args.get("run_name") or tags.get("mlflow.runName") or f"run-{run_id[:8]}"
         tags["mlflow.runName"] = run_name
-        run = Run(run_id, exp.experiment_id, run_name, self.user, int(args.get("start_time") or _now_ms()),
-                  f"{exp.artifact_location}/{run_id}/artifacts", tags=tags)
+        run = Run(
+            run_id,
+            exp.experiment_id,
+            run_name,
+            self.user,
+            int(args.get("start_time") or _now_ms()),
+            f"{exp.artifact_location}/{run_id}/artifacts",
+            tags=tags,
+        )
         self.runs[run_id] = run
         return {"run": run.to_json()}
 
@@ -264,8 +274,10 @@ class FakeMlflowTracking:
         for exp_id in ids:
             self._experiment(exp_id)
         match = _run_filter(args.get("filter") or "")
-        found = sorted((r for r in self.runs.values() if r.experiment_id in ids and match(r)),
-                       key=lambda r: (-r.start_time, r.run_id))
+        found = sorted(
+            (r for r in self.runs.values() if r.experiment_id in ids and match(r)),
+            key=lambda r: (-r.start_time, r.run_id),
+        )
         size, start = int(args.get("max_results") or 1000), int(args.get("page_token") or 0)
         out: dict[str, Any] = {}
         if found[start : start + size]:
@@ -280,9 +292,12 @@ class FakeMlflowTracking:
             key, value = _required(p, "key"), str(p.get("value", ""))
             old = run.params.get(key)
             if old is not None and old != value:
-                raise ApiError(400, "INVALID_PARAMETER_VALUE",
-                               f"Changing param values is not allowed. Param with key='{key}' was already logged "
-                               f"with value='{old}' for run ID='{run.run_id}'. Attempted logging new value '{value}'.")
+                raise ApiError(
+                    400,
+                    "INVALID_PARAMETER_VALUE",
+                    f"Changing param values is not allowed. Param with key='{key}' was already logged "
+                    f"with value='{old}' for run ID='{run.run_id}'. Attempted logging new value '{value}'.",
+                )
         run.params.update({p["key"]: str(p.get("value", "")) for p in params})
 
     def _log_metrics(self, run: Run, metrics: list[dict]) -> None:
@@ -303,15 +318,24 @@ class FakeMlflowTracking:
     def _log_batch(self, args: dict) -> dict:
         run = self._run(args)
         metrics, params, tags = args.get("metrics") or [], args.get("params") or [], args.get("tags") or []
-        for what, items, limit in (("metrics", metrics, MAX_METRICS), ("params", params, MAX_PARAMS),
-                                   ("tags", tags, MAX_TAGS)):
+        for what, items, limit in (
+            ("metrics", metrics, MAX_METRICS),
+            ("params", params, MAX_PARAMS),
+            ("tags", tags, MAX_TAGS),
+        ):
             if len(items) > limit:
-                raise ApiError(400, "INVALID_PARAMETER_VALUE",
-                               f"A batch logging request can contain at most {limit} {what}. Got {len(items)} {what}.")
+                raise ApiError(
+                    400,
+                    "INVALID_PARAMETER_VALUE",
+                    f"A batch logging request can contain at most {limit} {what}. Got {len(items)} {what}.",
+                )
         if len(metrics) + len(params) + len(tags) > MAX_ENTRIES:
-            raise ApiError(400, "INVALID_PARAMETER_VALUE",
-                           f"A batch logging request can contain at most {MAX_ENTRIES} metrics, params, and tags in "
-                           f"total. Got {len(metrics) + len(params) + len(tags)}.")
+            raise ApiError(
+                400,
+                "INVALID_PARAMETER_VALUE",
+                f"A batch logging request can contain at most {MAX_ENTRIES} metrics, params, and tags in "
+                f"total. Got {len(metrics) + len(params) + len(tags)}.",
+            )
         self._log_params(run, params)
         self._log_metrics(run, metrics)
         self._log_tags(run, tags)
@@ -357,8 +381,10 @@ class FakeMlflowTracking:
     }
 
 
-_CLAUSE = re.compile(r"""^\s*(?:(tags|tag|attributes|attribute|attr|params|param)\.)?(`[^`]+`|"[^"]+"|[\w.\-]+)"""
-                     r"""\s*(=|!=)\s*('[^']*'|"[^"]*")\s*$""")
+_CLAUSE = re.compile(
+    r"""^\s*(?:(tags|tag|attributes|attribute|attr|params|param)\.)?(`[^`]+`|"[^"]+"|[\w.\-]+)"""
+    r"""\s*(=|!=)\s*('[^']*'|"[^"]*")\s*$"""
+)
 
 
 def _run_filter(text: str):
@@ -371,12 +397,15 @@ def _run_filter(text: str):
             raise ApiError(400, "INVALID_PARAMETER_VALUE", f"Error on parsing filter '{text}' (the fake's subset)")
         kind, key, op, value = m.group(1) or "attributes", m.group(2).strip('`"'), m.group(3), m.group(4)[1:-1]
         if kind.startswith("tag"):
+
             def get(r: Run, key: str = key) -> str | None:
                 return r.tags.get(key)
         elif kind.startswith("param"):
+
             def get(r: Run, key: str = key) -> str | None:
                 return r.params.get(key)
         elif key in ("run_name", "status", "run_id", "user_id"):
+
             def get(r: Run, key: str = key) -> str | None:
                 return getattr(r, key)
         else:

@@ -12,9 +12,9 @@ import os
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 from tests.fakes.http import LoopbackServer
-from pathlib import Path
 
 
 class GitHTTPServer:

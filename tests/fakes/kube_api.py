@@ -18,10 +18,29 @@ if __name__ == "__main__":
 
 from tests.fakes.kube.cluster import FakeKube
 from tests.fakes.kube.faults import FaultRule, Faults, unreachable_server
-from tests.fakes.kube.fixtures import (KubeProgram, fake_kube, fake_kube_factory, fake_kube_program,
-                                       fake_kueue, write_profile)
+from tests.fakes.kube.fixtures import (
+    KubeProgram,
+    fake_kube,
+    fake_kube_factory,
+    fake_kube_program,
+    fake_kueue,
+    write_profile,
+)
 from tests.fakes.kube.jobs import COMPLETION_INDEX, CONTROLLER_UID
 from tests.fakes.kube.scheduler import GPU
 
-__all__ = ["COMPLETION_INDEX", "CONTROLLER_UID", "GPU", "FakeKube", "FaultRule", "Faults", "KubeProgram",
-           "fake_kube", "fake_kube_factory", "fake_kube_program", "fake_kueue", "unreachable_server", "write_profile"]
+__all__ = [
+    "COMPLETION_INDEX",
+    "CONTROLLER_UID",
+    "GPU",
+    "FakeKube",
+    "FaultRule",
+    "Faults",
+    "KubeProgram",
+    "fake_kube",
+    "fake_kube_factory",
+    "fake_kube_program",
+    "fake_kueue",
+    "unreachable_server",
+    "write_profile",
+]

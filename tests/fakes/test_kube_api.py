@@ -29,8 +29,12 @@ def kube():
 
 
 def call(kube, path: str, method: str = "GET", body=None, accept: str | None = None):
-    req = urllib.request.Request(kube.url + path, method=method, data=json.dumps(body).encode() if body else None,
-                                 headers={"Content-Type": "application/json", **({"Accept": accept} if accept else {})})
+    req = urllib.request.Request(
+        kube.url + path,
+        method=method,
+        data=json.dumps(body).encode() if body else None,
+        headers={"Content-Type": "application/json", **({"Accept": accept} if accept else {})},
+    )
     try:
         with urllib.request.urlopen(req, timeout=20) as resp:
             return resp.status, resp.read().decode()
@@ -51,8 +55,9 @@ def test_watch_sends_bookmarks_only_when_asked(kube):
     rv = json.loads(call(kube, CM)[1])["metadata"]["resourceVersion"]
     _, text = call(kube, f"{CM}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=2")
     marks = [e for e in events(text) if e["type"] == "BOOKMARK"]
-    assert marks and all(e["object"]["kind"] == "ConfigMap" and int(e["object"]["metadata"]["resourceVersion"]) >= int(rv)
-                         for e in marks)
+    assert marks and all(
+        e["object"]["kind"] == "ConfigMap" and int(e["object"]["metadata"]["resourceVersion"]) >= int(rv) for e in marks
+    )
     _, text = call(kube, f"{CM}?watch=true&resourceVersion={rv}&timeoutSeconds=1")
     assert events(text) == []
 
@@ -107,7 +112,9 @@ def test_cluster_wide_lists_and_tables(kube):
     make_config_maps(kube, 1, "team-b")
     listing = json.loads(call(kube, "/api/v1/configmaps")[1])
     assert sorted(o["metadata"]["namespace"] for o in listing["items"]) == ["team-a", "team-b"]
-    assert {"team-a", "team-b"} <= {o["metadata"]["name"] for o in json.loads(call(kube, "/api/v1/namespaces")[1])["items"]}
+    assert {"team-a", "team-b"} <= {
+        o["metadata"]["name"] for o in json.loads(call(kube, "/api/v1/namespaces")[1])["items"]
+    }
     table = json.loads(call(kube, "/api/v1/configmaps", accept="application/json;as=Table;v=v1;g=meta.k8s.io")[1])
     assert table["kind"] == "Table" and [c["name"] for c in table["columnDefinitions"]] == ["Name", "Data", "Age"]
     assert [r["cells"][:2] for r in table["rows"]] == [["cm-0", 1], ["cm-0", 1]]
@@ -115,14 +122,22 @@ def test_cluster_wide_lists_and_tables(kube):
 
 
 def pod(name: str, script: str) -> dict:
-    return {"metadata": {"name": name}, "spec": {"restartPolicy": "Never", "containers": [
-        {"name": "main", "image": "busybox", "command": ["sh", "-c", script]}]}}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", script]}],
+        },
+    }
 
 
 def test_pod_logs_since_time_tail_and_timestamps(kube):
     kube.create("Pod", "default", pod("talker", "echo early; sleep 1.2; echo late one; echo late two"))
-    wait_until(lambda: kube.get("Pod", "default", "talker")["status"]["phase"] == "Succeeded", 20,
-               message="pod talker to succeed")
+    wait_until(
+        lambda: kube.get("Pod", "default", "talker")["status"]["phase"] == "Succeeded",
+        20,
+        message="pod talker to succeed",
+    )
     path = "/api/v1/namespaces/default/pods/talker/log"
     _, stamped = call(kube, f"{path}?timestamps=true")
     assert [line.split(" ", 1)[1] for line in stamped.splitlines()] == ["early", "late one", "late two"]
@@ -135,18 +150,35 @@ def test_pod_logs_since_time_tail_and_timestamps(kube):
 
 
 def test_orphan_keeps_pods_and_eviction_marks_a_disruption(kube):
-    kube.create("Job", "default", {"metadata": {"name": "keep"}, "spec": {"template": {"spec": {
-        "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "30"]}]}}}})
-    running = wait_until(lambda: [p for p in kube.pods() if p["status"].get("phase") == "Running"], 20,
-                         message="the Job's pod to run")
+    kube.create(
+        "Job",
+        "default",
+        {
+            "metadata": {"name": "keep"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "30"]}],
+                    }
+                }
+            },
+        },
+    )
+    running = wait_until(
+        lambda: [p for p in kube.pods() if p["status"].get("phase") == "Running"], 20, message="the Job's pod to run"
+    )
     status, _ = call(kube, "/apis/batch/v1/namespaces/default/jobs/keep", "DELETE", {"propagationPolicy": "Orphan"})
     assert status == 200
     wait_until(lambda: not kube.list("Job", "default")[0], 20, message="the Job to be deleted")
     left = kube.get("Pod", "default", running[0]["metadata"]["name"])
     assert "ownerReferences" not in left["metadata"] and left["status"]["phase"] == "Running"
     kube.evict(left["metadata"]["name"])
-    after = wait_until(lambda: (p := kube.get("Pod", "default", left["metadata"]["name"]))["status"]["phase"] == "Failed"
-                       and p, 20, message="the evicted pod to fail")
+    after = wait_until(
+        lambda: (p := kube.get("Pod", "default", left["metadata"]["name"]))["status"]["phase"] == "Failed" and p,
+        20,
+        message="the evicted pod to fail",
+    )
     cond = next(c for c in after["status"]["conditions"] if c["type"] == "DisruptionTarget")
     assert (cond["status"], cond["reason"]) == ("True", "PreemptionByScheduler")
     assert after["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137

@@ -28,9 +28,25 @@ NS = "default"
 def kube(tmp_path_factory):
     kube = FakeKube().start()
     kube.kubeconfig = kube.write_kubeconfig(tmp_path_factory.mktemp("exec") / "kubeconfig")
-    kube.create("Pod", NS, {"metadata": {"name": "box"}, "spec": {"restartPolicy": "Never", "containers": [
-        {"name": "main", "image": "busybox", "command": ["sleep", "300"], "env": [{"name": "GREETING", "value": "hi"}],
-         "workingDir": "/tmp"}]}})
+    kube.create(
+        "Pod",
+        NS,
+        {
+            "metadata": {"name": "box"},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "command": ["sleep", "300"],
+                        "env": [{"name": "GREETING", "value": "hi"}],
+                        "workingDir": "/tmp",
+                    }
+                ],
+            },
+        },
+    )
     wait_until(lambda: kube.get("Pod", NS, "box")["status"].get("phase") == "Running", 30, message="the pod to run")
     try:
         yield kube
@@ -51,8 +67,13 @@ needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not insta
 
 @needs_kubectl
 def test_kubectl_exec_gets_stdout_stderr_the_env_and_the_exit_code(kube):
-    r = subprocess.run([KUBECTL, "exec", "box", "--", "sh", "-c", "echo $GREETING from $(pwd); echo oops >&2; exit 4"],
-                       capture_output=True, text=True, timeout=30, env=kubectl_env(kube))
+    r = subprocess.run(
+        [KUBECTL, "exec", "box", "--", "sh", "-c", "echo $GREETING from $(pwd); echo oops >&2; exit 4"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=kubectl_env(kube),
+    )
     assert r.returncode == 4
     assert r.stdout == "hi from /tmp\n"
     assert r.stderr.startswith("oops\n") and "command terminated with exit code 4" in r.stderr
@@ -61,8 +82,14 @@ def test_kubectl_exec_gets_stdout_stderr_the_env_and_the_exit_code(kube):
 
 @needs_kubectl
 def test_kubectl_exec_with_stdin_ends_when_stdin_does(kube):
-    r = subprocess.run([KUBECTL, "exec", "-i", "box", "--", "sh", "-c", "tr a-z A-Z; echo done"], input="hello\n",
-                       capture_output=True, text=True, timeout=30, env=kubectl_env(kube))
+    r = subprocess.run(
+        [KUBECTL, "exec", "-i", "box", "--", "sh", "-c", "tr a-z A-Z; echo done"],
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=kubectl_env(kube),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "HELLO\ndone\n"
 
@@ -84,8 +111,9 @@ def test_kubectl_exec_with_a_tty(kube):
 
 @needs_kubectl
 def test_kubectl_exec_in_a_pod_that_does_not_run_is_refused(kube):
-    r = subprocess.run([KUBECTL, "exec", "nothere", "--", "true"], capture_output=True, text=True, timeout=30,
-                       env=kubectl_env(kube))
+    r = subprocess.run(
+        [KUBECTL, "exec", "nothere", "--", "true"], capture_output=True, text=True, timeout=30, env=kubectl_env(kube)
+    )
     assert r.returncode == 1 and 'pods "nothere" not found' in r.stderr
 
 
@@ -104,8 +132,14 @@ def frames(ws) -> list[tuple[int, bytes]]:
 
 def test_v4_is_the_fallback_and_the_status_carries_the_exit_code(kube):
     ws = websocket.create_connection(
-        ws_url(kube, f"/api/v1/namespaces/{NS}/pods/box/exec?command=sh&command=-c&command=echo+v4;exit+9"
-                     "&stdout=true&stderr=true"), subprotocols=["v4.channel.k8s.io"], timeout=20)
+        ws_url(
+            kube,
+            f"/api/v1/namespaces/{NS}/pods/box/exec?command=sh&command=-c&command=echo+v4;exit+9"
+            "&stdout=true&stderr=true",
+        ),
+        subprotocols=["v4.channel.k8s.io"],
+        timeout=20,
+    )
     assert ws.subprotocol == "v4.channel.k8s.io"
     got = frames(ws)
     assert b"".join(d for c, d in got if c == 1) == b"v4\n"
@@ -116,8 +150,14 @@ def test_v4_is_the_fallback_and_the_status_carries_the_exit_code(kube):
 
 def test_a_tty_takes_its_size_from_the_resize_channel(kube):
     ws = websocket.create_connection(
-        ws_url(kube, f"/api/v1/namespaces/{NS}/pods/box/exec?command=sh&command=-c&command=read+x;stty+size"
-                     "&stdin=true&stdout=true&tty=true"), subprotocols=["v5.channel.k8s.io"], timeout=20)
+        ws_url(
+            kube,
+            f"/api/v1/namespaces/{NS}/pods/box/exec?command=sh&command=-c&command=read+x;stty+size"
+            "&stdin=true&stdout=true&tty=true",
+        ),
+        subprotocols=["v5.channel.k8s.io"],
+        timeout=20,
+    )
     ws.send_binary(bytes([4]) + json.dumps({"Width": 77, "Height": 22}).encode())
     ws.send_binary(b"\x00go\n")
     got = frames(ws)
@@ -128,9 +168,14 @@ def test_a_tty_takes_its_size_from_the_resize_channel(kube):
 def test_a_client_that_hangs_up_ends_the_command(kube):
     marker = f"/tmp/exec-hangup-{os.getpid()}"
     ws = websocket.create_connection(
-        ws_url(kube, f"/api/v1/namespaces/{NS}/pods/box/exec?command=sh&command=-c"
-                     f"&command=echo+up;sleep+30;touch+{marker}&stdout=true"), subprotocols=["v5.channel.k8s.io"],
-        timeout=20)
+        ws_url(
+            kube,
+            f"/api/v1/namespaces/{NS}/pods/box/exec?command=sh&command=-c"
+            f"&command=echo+up;sleep+30;touch+{marker}&stdout=true",
+        ),
+        subprotocols=["v5.channel.k8s.io"],
+        timeout=20,
+    )
     assert ws.recv_data_frame(True)[1].data == b"\x01up\n"
     ws.close()
     wait_until(lambda: not _running(marker.encode()), 10, message="the exec'd command to end")
@@ -166,8 +211,11 @@ def test_portforward_frames_carry_the_port_and_relay_both_ways(kube):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     try:
-        ws = websocket.create_connection(ws_url(kube, f"/api/v1/namespaces/{NS}/pods/box/portforward?ports={port}"),
-                                         subprotocols=["v4.channel.k8s.io"], timeout=20)
+        ws = websocket.create_connection(
+            ws_url(kube, f"/api/v1/namespaces/{NS}/pods/box/portforward?ports={port}"),
+            subprotocols=["v4.channel.k8s.io"],
+            timeout=20,
+        )
         first = [ws.recv_data_frame(True)[1].data for _ in range(2)]
         assert first == [bytes([0]) + struct.pack("<H", port), bytes([1]) + struct.pack("<H", port)]
         ws.send_binary(b"\x00GET / HTTP/1.0\r\n\r\n")
@@ -183,8 +231,11 @@ def test_portforward_to_a_closed_port_answers_on_the_error_channel(kube):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ws = websocket.create_connection(ws_url(kube, f"/api/v1/namespaces/{NS}/pods/box/portforward?ports={port}"),
-                                     subprotocols=["v4.channel.k8s.io"], timeout=20)
+    ws = websocket.create_connection(
+        ws_url(kube, f"/api/v1/namespaces/{NS}/pods/box/portforward?ports={port}"),
+        subprotocols=["v4.channel.k8s.io"],
+        timeout=20,
+    )
     got = frames(ws)
     errors = [d for c, d in got if c == 1][1:]
     assert errors and b"connection refused" in errors[0].lower()
@@ -194,6 +245,7 @@ def test_portforward_to_a_closed_port_answers_on_the_error_channel(kube):
 def test_kubectl_port_forward_is_refused_in_words(kube):
     """kubectl (1.31+) tunnels SPDY inside its port-forward WebSocket, and falls back to SPDY:
     the fake serves neither, and says so (our client's v4 port-forward is tested above)."""
-    r = subprocess.run([KUBECTL, "port-forward", "pod/box", "0:80"], capture_output=True, text=True, timeout=30,
-                       env=kubectl_env(kube))
+    r = subprocess.run(
+        [KUBECTL, "port-forward", "pod/box", "0:80"], capture_output=True, text=True, timeout=30, env=kubectl_env(kube)
+    )
     assert r.returncode == 1 and "SPDY" in r.stderr

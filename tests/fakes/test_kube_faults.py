@@ -76,8 +76,9 @@ def test_a_504_after_commit_stores_the_object(kube):
 def test_watch_answered_410_gone_as_an_error_event(kube):
     api = core_api(kube.kubeconfig)
     kube.faults.inject("watch", "pods", status=410)
-    resp = api.list_namespaced_pod("default", watch=True, resource_version="1", timeout_seconds=5,
-                                   _preload_content=False)
+    resp = api.list_namespaced_pod(
+        "default", watch=True, resource_version="1", timeout_seconds=5, _preload_content=False
+    )
     events = [json.loads(line) for line in resp.read().splitlines()]
     assert [(e["type"], e["object"]["code"], e["object"]["reason"]) for e in events] == [("ERROR", 410, "Expired")]
 
@@ -113,7 +114,9 @@ def test_a_stalled_server_times_reads_out_and_a_delay_slows_one_verb(kube):
     with pytest.raises(urllib3.exceptions.ReadTimeoutError):
         api.list_namespaced_pod("default", _request_timeout=(1, 0.5))
     assert time.monotonic() - started < 4.0
-    wait_until(lambda: answers(api, 0.5), 15, message="the stall to end")  # the abandoned request is answered (to nobody)
+    wait_until(
+        lambda: answers(api, 0.5), 15, message="the stall to end"
+    )  # the abandoned request is answered (to nobody)
     kube.faults.inject("list", "pods", delay=0.6)
     started = time.monotonic()
     api.list_namespaced_pod("default", _request_timeout=5)
@@ -139,12 +142,19 @@ def test_the_program_takes_faults_over_http_and_stops_its_pods(fake_kube_program
     assert prog.count(verb="list", kind="Pod") == 1
     assert prog.pods() == [] and prog.get("Namespace", "", "default")["status"]["phase"] == "Active"
     prog.faults.clear()
-    api.create_namespaced_pod("default", {"metadata": {"name": "sleeper"}, "spec": {"containers": [
-        {"name": "main", "image": "busybox", "command": ["sleep", "300"]}]}})
-    wait_until(lambda: api.read_namespaced_pod("sleeper", "default").status.phase == "Running", 20,
-               message="the pod to run")
+    api.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "sleeper"},
+            "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "300"]}]},
+        },
+    )
+    wait_until(
+        lambda: api.read_namespaced_pod("sleeper", "default").status.phase == "Running", 20, message="the pod to run"
+    )
     pid = int(api.read_namespaced_pod("sleeper", "default").status.container_statuses[0].container_id.split("//")[1])
     assert prog.stop() == 0
     with pytest.raises(ProcessLookupError):
         import os
+
         os.kill(pid, 0)

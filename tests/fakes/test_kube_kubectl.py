@@ -81,13 +81,13 @@ def test_create_get_all_namespaces_logs_and_json(cluster):
 
     def completed():
         return "Completed" in kubectl(cluster, "get", "jobsets").stdout
+
     wait_until(completed, 30, interval=0.1, message="JobSet demo to complete")
     listing = kubectl(cluster, "get", "jobs,pods,jobsets", "-A").stdout
     assert "default     job.batch/demo-workers-0   Complete   2/2" in listing
     assert listing.count("Completed") == 3  # two pods and the JobSet
     assert "jobset.jobset.x-k8s.io/demo   Completed       0" in listing
-    pods = json.loads(kubectl(cluster, "get", "pods", "-o", "json", "-l",
-                              "jobset.sigs.k8s.io/jobset-name=demo").stdout)
+    pods = json.loads(kubectl(cluster, "get", "pods", "-o", "json", "-l", "jobset.sigs.k8s.io/jobset-name=demo").stdout)
     assert pods["kind"] == "List" and len(pods["items"]) == 2
     assert {p["status"]["phase"] for p in pods["items"]} == {"Succeeded"}
     pod = pods["items"][0]["metadata"]["name"]
@@ -106,8 +106,15 @@ def test_logs_follow_ends_when_the_pod_ends(cluster):
     kubectl(cluster, "create", "-f", "-", stdin=JOB.replace("sleeper", "counter").replace('["sleep", "120"]', script))
 
     def running_pod():  # asked of the fake directly: kubectl is slow to start on a busy machine
-        return next((p["metadata"]["name"] for p in cluster.pods(labels="batch.kubernetes.io/job-name=counter")
-                     if p["status"]["phase"] == "Running"), None)
+        return next(
+            (
+                p["metadata"]["name"]
+                for p in cluster.pods(labels="batch.kubernetes.io/job-name=counter")
+                if p["status"]["phase"] == "Running"
+            ),
+            None,
+        )
+
     pod = wait_until(running_pod, 30, interval=0.1, message="a pod of Job counter to run")
     started = time.monotonic()
     out = kubectl(cluster, "logs", "-f", pod, timeout=20).stdout
@@ -120,16 +127,29 @@ def test_delete_job_cascades_and_watch_sees_it(cluster):
     def pods():
         out = kubectl(cluster, "get", "pods", "-l", "batch.kubernetes.io/job-name=sleeper", "-o", "json").stdout
         return [p for p in json.loads(out)["items"]]
-    wait_until(lambda: len(pods()) == 2 and all(p["status"]["phase"] == "Running" for p in pods()), 30, interval=0.1,
-               message="both pods of Job sleeper to run")
+
+    wait_until(
+        lambda: len(pods()) == 2 and all(p["status"]["phase"] == "Running" for p in pods()),
+        30,
+        interval=0.1,
+        message="both pods of Job sleeper to run",
+    )
     watches = cluster.count(verb="watch", kind="Pod")
     env = {"PATH": os.environ["PATH"], "HOME": str(cluster.kubeconfig.parent), "KUBECONFIG": str(cluster.kubeconfig)}
-    watch = subprocess.Popen([KUBECTL, "get", "pods", "-l", "batch.kubernetes.io/job-name=sleeper", "--watch",
-                              "--request-timeout=8s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=env)
+    watch = subprocess.Popen(
+        [KUBECTL, "get", "pods", "-l", "batch.kubernetes.io/job-name=sleeper", "--watch", "--request-timeout=8s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
-        wait_until(lambda: cluster.count(verb="watch", kind="Pod") > watches, 30, interval=0.1,
-                   message="kubectl's watch of the pods to start")
+        wait_until(
+            lambda: cluster.count(verb="watch", kind="Pod") > watches,
+            30,
+            interval=0.1,
+            message="kubectl's watch of the pods to start",
+        )
         assert kubectl(cluster, "delete", "job", "sleeper").stdout.strip() == 'job.batch "sleeper" deleted'
         wait_until(lambda: pods() == [], 20, interval=0.1, message="the delete to cascade to the pods")
         assert "NotFound" in kubectl(cluster, "get", "job", "sleeper", check=False).stderr
@@ -143,12 +163,16 @@ def test_delete_job_cascades_and_watch_sees_it(cluster):
 
 def test_server_side_validation_reaches_kubectl(cluster):
     bad = JOB.replace("name: sleeper", "name: bad-policy").replace(
-        "  completionMode: Indexed\n", "  completionMode: Indexed\n  podFailurePolicy:\n    rules:\n"
-        "    - action: FailJob\n      onExitCodes: {operator: In, values: [0]}\n")
+        "  completionMode: Indexed\n",
+        "  completionMode: Indexed\n  podFailurePolicy:\n    rules:\n"
+        "    - action: FailJob\n      onExitCodes: {operator: In, values: [0]}\n",
+    )
     r = kubectl(cluster, "create", "-f", "-", stdin=bad, check=False)
     assert r.returncode == 1
-    assert "spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In " \
-           "operator" in r.stderr
+    assert (
+        "spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In "
+        "operator" in r.stderr
+    )
     typo = JOBSET.replace("name: demo", "name: typo").replace("replicas: 1", "replicas: 1\n    replica: 2")
     r = kubectl(cluster, "create", "-f", "-", stdin=typo, check=False)
     assert r.returncode == 1 and 'unknown field "spec.replicatedJobs[0].replica"' in r.stderr
@@ -176,8 +200,10 @@ def test_a_list_is_validated_by_kubectl_itself(cluster):
     listed["items"][0]["spec"]["template"]["spec"]["containers"][0]["commands"] = ["true"]
     r = kubectl(cluster, "create", "-f", "-", stdin=yaml.safe_dump(listed), check=False)
     assert r.returncode == 1
-    assert ('error validating data: ValidationError(Job.spec.template.spec.containers[0]): unknown field "commands" '
-            'in io.k8s.api.core.v1.Container') in r.stderr
+    assert (
+        'error validating data: ValidationError(Job.spec.template.spec.containers[0]): unknown field "commands" '
+        "in io.k8s.api.core.v1.Container"
+    ) in r.stderr
     del listed["items"][0]["spec"]["template"]["spec"]["containers"][0]["commands"]
     out = kubectl(cluster, "create", "-f", "-", stdin=yaml.safe_dump(listed)).stdout
     assert out.strip() == "job.batch/listed created"

@@ -29,10 +29,12 @@ PRIORITY = "kueue.x-k8s.io/priority-class"
 KUBECTL = shutil.which("kubectl")
 
 
-def start(tmp_path, *, nodes: int = 4, gpus: int = 4, topology: dict | None = None, labels: dict | None = None,
-          **setup) -> FakeKube:
-    kube = FakeKube(nodes=topology_nodes(nodes, gpus, topology, labels), jobset=True, kueue=True,
-                    grace_seconds=1.0).start()
+def start(
+    tmp_path, *, nodes: int = 4, gpus: int = 4, topology: dict | None = None, labels: dict | None = None, **setup
+) -> FakeKube:
+    kube = FakeKube(
+        nodes=topology_nodes(nodes, gpus, topology, labels), jobset=True, kueue=True, grace_seconds=1.0
+    ).start()
     configure(kube.kueue, topology=list(topology or {}), **setup)
     kube.kubeconfig = kube.write_kubeconfig(tmp_path / "kubeconfig")
     return kube
@@ -59,26 +61,64 @@ def api(kube) -> kubernetes.client.ApiClient:
     return kubernetes.client.ApiClient(config)
 
 
-def jobset(name: str, *, pods: int = 1, gpus: int = 4, seconds: float = 1, priority: str | None = None,
-           topology: str | None = None, queue: str = "team") -> dict:
+def jobset(
+    name: str,
+    *,
+    pods: int = 1,
+    gpus: int = 4,
+    seconds: float = 1,
+    priority: str | None = None,
+    topology: str | None = None,
+    queue: str = "team",
+) -> dict:
     labels = {QUEUE: queue, **({PRIORITY: priority} if priority else {})}
     pod_meta = {"annotations": {f"kueue.x-k8s.io/podset-{topology}": "rack"}} if topology else {}
-    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name, "labels": labels},
-            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
-                "completions": pods, "parallelism": pods, "backoffLimit": 0, "template": {"metadata": pod_meta, "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": "busybox", "command": ["sleep", str(seconds)],
-                                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}}}]}}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "completions": pods,
+                            "parallelism": pods,
+                            "backoffLimit": 0,
+                            "template": {
+                                "metadata": pod_meta,
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {
+                                            "name": "main",
+                                            "image": "busybox",
+                                            "command": ["sleep", str(seconds)],
+                                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                                        }
+                                    ],
+                                },
+                            },
+                        }
+                    },
+                }
+            ]
+        },
+    }
 
 
 def submit(client, body: dict) -> dict:
     return kubernetes.client.CustomObjectsApi(client).create_namespaced_custom_object(
-        "jobset.x-k8s.io", "v1alpha2", NS, "jobsets", body)
+        "jobset.x-k8s.io", "v1alpha2", NS, "jobsets", body
+    )
 
 
 def workload_of(client, job_name: str, version: str = "v1beta2") -> dict | None:
-    items = kubernetes.client.CustomObjectsApi(client).list_namespaced_custom_object(
-        GROUP, version, NS, "workloads")["items"]
+    items = kubernetes.client.CustomObjectsApi(client).list_namespaced_custom_object(GROUP, version, NS, "workloads")[
+        "items"
+    ]
     return next((w for w in items if w["metadata"]["ownerReferences"][0]["name"] == job_name), None)
 
 
@@ -91,18 +131,26 @@ def message(wl: dict, type_: str) -> str:
 
 
 def wait_condition(client, job_name: str, type_: str, status: str = "True", timeout: float = 30) -> dict:
-    return wait_until(lambda: (wl := workload_of(client, job_name)) and conditions(wl).get(type_, ("",))[0] == status
-                      and wl, timeout, message=lambda: f"{job_name}'s {type_}={status}: {workload_of(client, job_name)}")
+    return wait_until(
+        lambda: (wl := workload_of(client, job_name)) and conditions(wl).get(type_, ("",))[0] == status and wl,
+        timeout,
+        message=lambda: f"{job_name}'s {type_}={status}: {workload_of(client, job_name)}",
+    )
 
 
 def get_jobset(client, name: str) -> dict:
     return kubernetes.client.CustomObjectsApi(client).get_namespaced_custom_object(
-        "jobset.x-k8s.io", "v1alpha2", NS, "jobsets", name)
+        "jobset.x-k8s.io", "v1alpha2", NS, "jobsets", name
+    )
 
 
 def pending(client, path: str) -> list[dict]:
-    request = client.param_serialize("GET", f"/apis/visibility.kueue.x-k8s.io/v1beta1/{path}/pendingworkloads",
-                                     header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+    request = client.param_serialize(
+        "GET",
+        f"/apis/visibility.kueue.x-k8s.io/v1beta1/{path}/pendingworkloads",
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
     response = client.call_api(*request)
     response.read()
     assert response.status == 200, response.data
@@ -131,8 +179,9 @@ def test_a_queued_jobset_gets_a_workload_and_is_admitted_and_unsuspended(make_ku
     kube = make_kube(queues={"team": 8}, priority_classes={"high": 1000}, labels={"pool": "gpu"})
     # The flavor's nodeLabels go into the admitted pods' nodeSelector, as Kueue does.
     objects = kubernetes.client.CustomObjectsApi(client := api(kube))
-    objects.patch_cluster_custom_object(GROUP, "v1beta2", "resourceflavors", "default",
-                                        {"spec": {"nodeLabels": {"pool": "gpu"}}})
+    objects.patch_cluster_custom_object(
+        GROUP, "v1beta2", "resourceflavors", "default", {"spec": {"nodeLabels": {"pool": "gpu"}}}
+    )
     created = submit(client, jobset("train", pods=2, gpus=4, priority="high"))
     assert created["spec"]["suspend"] is True  # Kueue's webhook suspends it at create
     wl = wait_condition(client, "train", "Admitted")
@@ -142,12 +191,18 @@ def test_a_queued_jobset_gets_a_workload_and_is_admitted_and_unsuspended(make_ku
     assert wl["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == created["metadata"]["uid"]
     assert wl["spec"]["queueName"] == "team"
     assert (wl["spec"]["priority"], wl["spec"]["priorityClassRef"]) == (
-        1000, {"group": GROUP, "kind": "WorkloadPriorityClass", "name": "high"})
+        1000,
+        {"group": GROUP, "kind": "WorkloadPriorityClass", "name": "high"},
+    )
     [ps] = wl["spec"]["podSets"]
     assert (ps["name"], ps["count"]) == ("workers", 2)
     [psa] = wl["status"]["admission"]["podSetAssignments"]
     assert wl["status"]["admission"]["clusterQueue"] == "team"
-    assert (psa["count"], psa["flavors"]["nvidia.com/gpu"], psa["resourceUsage"]["nvidia.com/gpu"]) == (2, "default", "8")
+    assert (psa["count"], psa["flavors"]["nvidia.com/gpu"], psa["resourceUsage"]["nvidia.com/gpu"]) == (
+        2,
+        "default",
+        "8",
+    )
     assert conditions(wl)["QuotaReserved"] == ("True", "QuotaReserved")
     assert message(wl, "QuotaReserved") == "Quota reserved in ClusterQueue team"
     wait_until(lambda: get_jobset(client, "train")["spec"]["suspend"] is False, 10, message="the JobSet to resume")
@@ -158,7 +213,10 @@ def test_a_queued_jobset_gets_a_workload_and_is_admitted_and_unsuspended(make_ku
     # v1beta1 reads the same Workload in its own spelling.
     old = workload_of(client, "train", "v1beta1")
     assert (old["apiVersion"], old["spec"]["priorityClassName"], old["spec"]["priorityClassSource"]) == (
-        f"{GROUP}/v1beta1", "high", "kueue.x-k8s.io/workloadpriorityclass")
+        f"{GROUP}/v1beta1",
+        "high",
+        "kueue.x-k8s.io/workloadpriorityclass",
+    )
     assert "priorityClassRef" not in old["spec"]
     validates(kube, "Workload", "workloads", wl["metadata"]["name"])
     validates(kube, "ClusterQueue", "clusterqueues", "team", namespaced=False)
@@ -177,15 +235,18 @@ def test_over_quota_waits_with_reason_and_position_then_is_admitted(make_kube):
     submit(client, jobset("third", gpus=4))
     second = wait_condition(client, "second", "QuotaReserved", "False")
     assert conditions(second)["QuotaReserved"] == ("False", "Pending")
-    assert message(second, "QuotaReserved") == ("couldn't assign flavors to pod set workers: insufficient unused "
-                                                "quota for nvidia.com/gpu in flavor default, 4 more needed")
+    assert message(second, "QuotaReserved") == (
+        "couldn't assign flavors to pod set workers: insufficient unused "
+        "quota for nvidia.com/gpu in flavor default, 4 more needed"
+    )
     assert second["status"]["resourceRequests"] == [{"name": "workers", "resources": {"nvidia.com/gpu": "4"}}]
     assert get_jobset(client, "second")["spec"]["suspend"] is True
     wait_condition(client, "third", "QuotaReserved", "False")
     queued = pending(client, "clusterqueues/team")
-    assert [(w["metadata"]["name"], w["positionInClusterQueue"], w["positionInLocalQueue"], w["localQueueName"])
-            for w in queued] == [(second["metadata"]["name"], 0, 0, "team"),
-                                 (workload_of(client, "third")["metadata"]["name"], 1, 1, "team")]
+    assert [
+        (w["metadata"]["name"], w["positionInClusterQueue"], w["positionInLocalQueue"], w["localQueueName"])
+        for w in queued
+    ] == [(second["metadata"]["name"], 0, 0, "team"), (workload_of(client, "third")["metadata"]["name"], 1, 1, "team")]
     assert [w["positionInLocalQueue"] for w in pending(client, f"namespaces/{NS}/localqueues/team")] == [0, 1]
     cq = kube_get(kube, "clusterqueues", "v1beta2", "team", namespaced=False)["status"]
     assert (cq["pendingWorkloads"], cq["admittedWorkloads"]) == (2, 1)
@@ -216,8 +277,7 @@ def test_higher_priority_preempts_lower_which_is_readmitted_later(make_kube):
     low = wait_condition(client, "low", "QuotaReserved", "False")
     assert conditions(low)["Admitted"] == ("False", "NoReservation")
     assert conditions(low)["Requeued"] == ("True", "Preempted")
-    assert low["status"]["schedulingStats"]["evictions"] == [{"reason": "Preempted", "underlyingCause": "",
-                                                             "count": 1}]
+    assert low["status"]["schedulingStats"]["evictions"] == [{"reason": "Preempted", "underlyingCause": "", "count": 1}]
     assert kube.pods(labels="jobset.sigs.k8s.io/jobset-name=low") == []
     wait_condition(client, "high", "Admitted")
     # The higher one ends: the lower one is readmitted and runs to the end.
@@ -236,17 +296,27 @@ def test_required_topology_keeps_a_pod_set_in_one_domain_or_pending(make_kube):
     wl = wait_condition(client, "packed", "Admitted")
     assert wl["spec"]["podSets"][0]["topologyRequest"]["required"] == "rack"
     assert wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]["levels"] == [
-        "kubernetes.io/hostname"]
-    pods = wait_until(lambda: len(p := [x for x in kube.pods(labels="jobset.sigs.k8s.io/jobset-name=packed")
-                                        if x["spec"].get("nodeName")]) == 2 and p, 10)
+        "kubernetes.io/hostname"
+    ]
+    pods = wait_until(
+        lambda: (
+            len(
+                p := [x for x in kube.pods(labels="jobset.sigs.k8s.io/jobset-name=packed") if x["spec"].get("nodeName")]
+            )
+            == 2
+            and p
+        ),
+        10,
+    )
     nodes = {n["name"]: n["labels"]["rack"] for n in kube.nodes}
     racks = {nodes[p["spec"]["nodeName"]] for p in pods}
     assert len(racks) == 1 and {p["spec"]["nodeSelector"]["rack"] for p in pods} == racks
     # Three pods of 2 GPUs need one rack of 3 nodes: no rack has that much room.
     submit(client, jobset("wide", pods=3, gpus=2, topology="required-topology"))
     wide = wait_condition(client, "wide", "QuotaReserved", "False")
-    assert message(wide, "QuotaReserved") == ('couldn\'t assign flavors to pod set workers: topology "default" '
-                                              "allows to fit only 2 out of 3 pod(s)")
+    assert message(wide, "QuotaReserved") == (
+        'couldn\'t assign flavors to pod set workers: topology "default" allows to fit only 2 out of 3 pod(s)'
+    )
     # Preferred takes what it can get across racks.
     submit(client, jobset("spread", pods=2, gpus=2, topology="preferred-topology"))
     wait_condition(client, "spread", "Admitted")
@@ -257,8 +327,19 @@ def test_required_topology_keeps_a_pod_set_in_one_domain_or_pending(make_kube):
 def test_kubectl_lists_workloads_and_queues(tmp_path):
     from tests.fakes.kube.fixtures import KubeProgram
 
-    prog = KubeProgram(tmp_path, "--jobset", "--kueue", "--nodes", "2", "--gpus-per-node", "2",
-                       "--kueue-queue", "team:2:preempt", "--priority-class", "high=100")
+    prog = KubeProgram(
+        tmp_path,
+        "--jobset",
+        "--kueue",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--kueue-queue",
+        "team:2:preempt",
+        "--priority-class",
+        "high=100",
+    )
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "KUBECONFIG": str(prog.kubeconfig)}
 
     def kubectl(*args: str) -> str:
@@ -279,10 +360,18 @@ def test_kubectl_lists_workloads_and_queues(tmp_path):
         assert kubectl("get", "clusterqueues").split() == ["NAME", "COHORT", "PENDING", "WORKLOADS", "team", "1"]
         assert kubectl("get", "localqueues").split()[-4:] == ["team", "team", "1", "1"]
         assert kubectl("get", "workloadpriorityclasses").split() == ["NAME", "VALUE", "high", "100"]
-        assert kubectl("get", "workloads.v1beta1.kueue.x-k8s.io", two, "-o",
-                       "jsonpath={.spec.queueName} {.status.conditions[?(@.type=='QuotaReserved')].reason}") == \
-            "team Pending"
-        assert two in kubectl("get", "--raw", "/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/team/"
-                                             "pendingworkloads")
+        assert (
+            kubectl(
+                "get",
+                "workloads.v1beta1.kueue.x-k8s.io",
+                two,
+                "-o",
+                "jsonpath={.spec.queueName} {.status.conditions[?(@.type=='QuotaReserved')].reason}",
+            )
+            == "team Pending"
+        )
+        assert two in kubectl(
+            "get", "--raw", "/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/team/pendingworkloads"
+        )
     finally:
         prog.stop()

@@ -58,8 +58,9 @@ def ps_of(token: str) -> str:
     pids = list(processes(token))
     if not pids:
         return "(none)"
-    return subprocess.run(["ps", "-o", "pid,ppid,pgid,sid,stat,args", "-p", ",".join(map(str, pids))],
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["ps", "-o", "pid,ppid,pgid,sid,stat,args", "-p", ",".join(map(str, pids))], capture_output=True, text=True
+    ).stdout
 
 
 def describe(cli: CLI, name: str | None = None) -> dict:
@@ -88,8 +89,11 @@ def small_tmpfs(tmp_path: Path):
 
     def mount(where: Path, size: str) -> Path:
         where.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode:
             pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
         mounted.append(where)

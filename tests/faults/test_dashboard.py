@@ -88,17 +88,25 @@ def closed_with(s: socket.socket, got: dict[socket.socket, bytes]) -> bytes | No
 
 
 def test_item7_half_sent_requests_are_closed_within_the_request_timeout(launcher_home, monkeypatch):
-    with open_dashboard(launcher_home, monkeypatch, request_timeout=str(REQUEST_TIMEOUT)) as (port, token), \
-            sockets() as opened:
+    with (
+        open_dashboard(launcher_home, monkeypatch, request_timeout=str(REQUEST_TIMEOUT)) as (port, token),
+        sockets() as opened,
+    ):
         began = time.monotonic()
         silent = [connect(port, opened) for _ in range(HALF_SENT // 3)]
-        half_heads = [connect(port, opened, b"GET /api/runs HTTP/1.1\r\nHost: x\r\nX-Launcher-To")
-                      for _ in range(HALF_SENT - len(silent) - 2)]
+        half_heads = [
+            connect(port, opened, b"GET /api/runs HTTP/1.1\r\nHost: x\r\nX-Launcher-To")
+            for _ in range(HALF_SENT - len(silent) - 2)
+        ]
         # A byte every 0.2 s, which held uvicorn's keep-alive timer off for ever; and a body
         # that never ends, after a head the app answered without reading it.
         trickle = connect(port, opened, b"G")
-        body = connect(port, opened, f"GET /api/runs HTTP/1.1\r\nHost: x\r\nX-Launcher-Token: {token}\r\n"
-                                     "Content-Length: 100000\r\n\r\nsome".encode())
+        body = connect(
+            port,
+            opened,
+            f"GET /api/runs HTTP/1.1\r\nHost: x\r\nX-Launcher-Token: {token}\r\n"
+            "Content-Length: 100000\r\n\r\nsome".encode(),
+        )
         assert len(opened) == HALF_SENT
 
         # While they are open, a whole request is served, and so is one after it.
@@ -117,9 +125,15 @@ def test_item7_half_sent_requests_are_closed_within_the_request_timeout(launcher
                 pending[s] = closed_with(s, got)
             return all(said is not None for said in pending.values())
 
-        wait_until(all_closed, REQUEST_TIMEOUT + 15, interval=0.2,
-                   message=lambda: f"the server to close all {HALF_SENT} half-sent connections "
-                                   f"({sum(said is None for said in pending.values())} still open)")
+        wait_until(
+            all_closed,
+            REQUEST_TIMEOUT + 15,
+            interval=0.2,
+            message=lambda: (
+                f"the server to close all {HALF_SENT} half-sent connections "
+                f"({sum(said is None for said in pending.values())} still open)"
+            ),
+        )
         took = time.monotonic() - began
         assert took < REQUEST_TIMEOUT + 10, took
         assert all(pending[s] == b"" for s in silent)  # an empty 408 would be noise to a port scan
@@ -131,8 +145,10 @@ def test_item7_half_sent_requests_are_closed_within_the_request_timeout(launcher
 
 def test_item7_connections_past_the_cap_get_503_then_are_closed(launcher_home, monkeypatch):
     cap = 4
-    with open_dashboard(launcher_home, monkeypatch, max_connections=str(cap), request_timeout="60") as (port, token), \
-            sockets() as opened:
+    with (
+        open_dashboard(launcher_home, monkeypatch, max_connections=str(cap), request_timeout="60") as (port, token),
+        sockets() as opened,
+    ):
         for _ in range(cap):
             connect(port, opened, b"GET / HTTP/1.1\r\n")
         assert ask(port, "/api/runs", token)[0] == 503  # one past the cap: told so
@@ -146,18 +162,27 @@ def test_item7_connections_past_the_cap_get_503_then_are_closed(launcher_home, m
 
         for s in opened:
             s.close()
-        wait_until(lambda: ask(port, "/api/runs", token)[0] == 200, 15,
-                   message="a request to be served once the held connections closed")
+        wait_until(
+            lambda: ask(port, "/api/runs", token)[0] == 200,
+            15,
+            message="a request to be served once the held connections closed",
+        )
 
 
 def test_item7_a_short_or_blank_token_is_refused_off_loopback(cli):
     # Any address but loopback (192.0.2.1 is not this machine's: refused before binding).
-    for host, token in (("0.0.0.0", "a"), ("0.0.0.0", " "), ("0.0.0.0", "fifteen-chars-x"),
-                        ("0.0.0.0", "sixteen chars xx"), ("192.0.2.1", "a")):
+    for host, token in (
+        ("0.0.0.0", "a"),
+        ("0.0.0.0", " "),
+        ("0.0.0.0", "fifteen-chars-x"),
+        ("0.0.0.0", "sixteen chars xx"),
+        ("192.0.2.1", "a"),
+    ):
         r = cli("ui", "--port", "0", "--host", host, "--token", token, timeout=15)
         assert r.returncode == 2, (token, r.stderr)
-        assert f"a dashboard on {host}, an address others can reach, needs a token of at least 16 " \
-               "characters" in r.stderr, r.stderr
+        assert (
+            f"a dashboard on {host}, an address others can reach, needs a token of at least 16 characters" in r.stderr
+        ), r.stderr
         assert "Traceback" not in r.stderr
         if len(token) > 4:
             assert token not in r.stderr  # the token is a secret
@@ -184,9 +209,18 @@ def test_item7_a_short_or_blank_token_is_refused_off_loopback(cli):
 def test_item7_the_token_redirect_never_leaves_the_origin(launcher_home, monkeypatch):
     with open_dashboard(launcher_home, monkeypatch) as (port, token):
         origin = f"http://127.0.0.1:{port}"
-        for target in ("//evil.example/", "///evil.example/", "/\\evil.example/", "/%2F%2Fevil.example/",
-                       "/%5Cevil.example/", "/%09/evil.example/", "/%0A/evil.example/", "/%2F/evil.example/", "/./%2F/evil.example/",
-                       "/%2e%2e/%2e%2e//evil.example/"):
+        for target in (
+            "//evil.example/",
+            "///evil.example/",
+            "/\\evil.example/",
+            "/%2F%2Fevil.example/",
+            "/%5Cevil.example/",
+            "/%09/evil.example/",
+            "/%0A/evil.example/",
+            "/%2F/evil.example/",
+            "/./%2F/evil.example/",
+            "/%2e%2e/%2e%2e//evil.example/",
+        ):
             status, headers, _ = ask(port, f"{target}?token={token}&page=2")
             assert status == 303, (target, status)
             location = headers["location"]
@@ -198,4 +232,3 @@ def test_item7_the_token_redirect_never_leaves_the_origin(launcher_home, monkeyp
         # The redirect it is for still lands on the page asked for.
         status, headers, _ = ask(port, f"/runs/some-run?token={token}&a=1")
         assert status == 303 and headers["location"] == "/runs/some-run?a=1"
-

@@ -17,8 +17,7 @@ from tests.cli.conftest import CLI
 from tests.faults.conftest import describe, processes, refused
 from tests.metrics.logdata import step_line
 
-LOUD = ("  for i in $(seq 40); do head -c 1000000 /dev/zero | tr '\\\\0' x; echo; done\n"
-        "  echo the command finished\n")
+LOUD = "  for i in $(seq 40); do head -c 1000000 /dev/zero | tr '\\\\0' x; echo; done\n  echo the command finished\n"
 
 
 def refused_port() -> int:
@@ -78,19 +77,39 @@ def test_item4_outside_calls_to_a_refused_port_fail_at_once(cli, tmp_path):
     pytest.importorskip("streaming")
     (cli.cwd / "in.jsonl").write_text('{"text": "a b c"}\n')
     cli.env.update(token)
-    err = refused(cli("data", "convert", "in.jsonl", "--out", volume, "--tokenizer", "unused", "--concat-tokens", "8"),
-                  f"✗ cannot reach DATABRICKS_HOST {uri} while checking {volume}: connection refused")
+    err = refused(
+        cli("data", "convert", "in.jsonl", "--out", volume, "--tokenizer", "unused", "--concat-tokens", "8"),
+        f"✗ cannot reach DATABRICKS_HOST {uri} while checking {volume}: connection refused",
+    )
     assert "dapi-not-a-real-token" not in err
 
     # A cluster (a kubeconfig pointing at a refused port): the cluster-unreachable error, exit 1.
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "down",
-        "clusters": [{"name": "down", "cluster": {"server": uri}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "down", "context": {"cluster": "down", "user": "u"}}]}))
-    (cli.home / "config.yaml").write_text(yaml.safe_dump({"clusters": {"down": {
-        "backend": "kubernetes", "kubeconfig": str(kubeconfig), "image": "ghcr.io/example/launcher:test"}}}))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "down",
+                "clusters": [{"name": "down", "cluster": {"server": uri}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "down", "context": {"cluster": "down", "user": "u"}}],
+            }
+        )
+    )
+    (cli.home / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {
+                    "down": {
+                        "backend": "kubernetes",
+                        "kubeconfig": str(kubeconfig),
+                        "image": "ghcr.io/example/launcher:test",
+                    }
+                }
+            }
+        )
+    )
     spec = cli.spec("k", "name: k\nimage: ghcr.io/example/launcher:test\ncommand: echo hi\n")
     for args in (["run", "-f", str(spec), "--cluster", "down"], ["get", "runs", "--cluster", "down"]):
         r, took = timed(cli, *args)
@@ -112,18 +131,34 @@ def test_item5_paths_that_cannot_be_used_are_named_with_their_cause(cli):
     # An output path that is a file where a directory must be.
     pytest.importorskip("tensorboardX")
     run = run_with_metrics(cli)
-    refused(cli("metrics", run, "--to", "tensorboard", "/etc/hostname"),
-            f"✗ /etc/hostname is a file, not a directory (needed for /etc/hostname/{run})")
+    refused(
+        cli("metrics", run, "--to", "tensorboard", "/etc/hostname"),
+        f"✗ /etc/hostname is a file, not a directory (needed for /etc/hostname/{run})",
+    )
 
     # An output on a full device: ENOSPC comes without a file name; the command names it.
-    refused(cli("data", "synthetic", "--samples", "100000", "--out", "/dev/full"),
-            "✗ cannot write /dev/full: the disk is full (ENOSPC)")
+    refused(
+        cli("data", "synthetic", "--samples", "100000", "--out", "/dev/full"),
+        "✗ cannot write /dev/full: the disk is full (ENOSPC)",
+    )
 
 
 def test_item5_workers_past_the_machine_are_refused_at_once(cli):
     (cli.cwd / "in.jsonl").write_text('{"text": "a b c"}\n')
-    r, took = timed(cli, "data", "convert", "in.jsonl", "--out", str(cli.cwd / "out"), "--tokenizer", "unused",
-                    "--concat-tokens", "8", "--workers", "10000")
+    r, took = timed(
+        cli,
+        "data",
+        "convert",
+        "in.jsonl",
+        "--out",
+        str(cli.cwd / "out"),
+        "--tokenizer",
+        "unused",
+        "--concat-tokens",
+        "8",
+        "--workers",
+        "10000",
+    )
     err = refused(r, "✗ --workers 10000 is more than this machine runs: at most ")
     cap = int(err.split("at most ")[1].split()[0])
     assert 1 <= cap < 10000
@@ -179,9 +214,21 @@ def conversion_inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_item5_a_conversion_onto_a_full_disk_names_where_it_wrote(cli, small_tmpfs, workers, conversion_inputs):
     out = small_tmpfs(cli.cwd / "small", "300k") / "mds"
-    r = cli("data", "convert", str(conversion_inputs / "docs.jsonl"), "--out", str(out), "--tokenizer",
-            str(conversion_inputs / "tok"), "--concat-tokens", "16",
-            "--compression", "none", "--workers", workers)
+    r = cli(
+        "data",
+        "convert",
+        str(conversion_inputs / "docs.jsonl"),
+        "--out",
+        str(out),
+        "--tokenizer",
+        str(conversion_inputs / "tok"),
+        "--concat-tokens",
+        "16",
+        "--compression",
+        "none",
+        "--workers",
+        workers,
+    )
     err = refused(r, f"✗ cannot write {out}/.train.partial-", ": the disk is full (ENOSPC)")
     assert "worker" not in err
     assert not any(out.iterdir())  # nothing that looks like a dataset is left

@@ -58,7 +58,7 @@ def secret_lines() -> list[str]:
 def test_item1_multiline_base64_and_stderr_values_never_reach_a_file(cli):
     for key, value in (("MULTI_SECRET", MULTI), ("B64_SECRET", B64), ("STDERR_SECRET", STDERR_ONLY)):
         assert cli("secret", "create", "env", key, input=value).returncode == 0
-    spec = cli.spec("leak", f"name: leaky\ncommand: |\n" + "".join(f"  {line}\n" for line in COMMAND.splitlines()))
+    spec = cli.spec("leak", "name: leaky\ncommand: |\n" + "".join(f"  {line}\n" for line in COMMAND.splitlines()))
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stderr
     logs = cli("logs").stdout
@@ -75,14 +75,23 @@ def test_item2_a_short_secret_is_warned_about_at_create_and_in_the_run_log(cli):
     r = cli("secret", "create", "env", "SHORT_SECRET", input=SHORT)
     assert r.returncode == 0
     assert "too short to be masked in logs" in r.stderr
-    spec = cli.spec("short", "name: short\ncommand: |\n  echo \"short: $SHORT_SECRET\"\n")
+    spec = cli.spec("short", 'name: short\ncommand: |\n  echo "short: $SHORT_SECRET"\n')
     assert cli("run", "-f", str(spec), "--follow").returncode == 0
     logs = cli("logs").stdout
     assert "secret(s) SHORT_SECRET are shorter than 4 characters: too short to be masked in logs" in logs
     # A public field of a kind is not masked either: the workspace a run talks to.
-    assert cli("secret", "create", "databricks", "--host", "https://dbc-public.example.com",
-               input="dapi-not-public-token-1").returncode == 0
-    spec = cli.spec("host", "name: host\ncommand: |\n  echo \"$DATABRICKS_HOST $DATABRICKS_TOKEN\"\n")
+    assert (
+        cli(
+            "secret",
+            "create",
+            "databricks",
+            "--host",
+            "https://dbc-public.example.com",
+            input="dapi-not-public-token-1",
+        ).returncode
+        == 0
+    )
+    spec = cli.spec("host", 'name: host\ncommand: |\n  echo "$DATABRICKS_HOST $DATABRICKS_TOKEN"\n')
     assert cli("run", "-f", str(spec), "--follow").returncode == 0
     assert "https://dbc-public.example.com ****" in cli("logs").stdout
     assert describe(cli)["status"] == "COMPLETED"
@@ -94,13 +103,22 @@ def test_item1_pod_logs_of_the_fake_cluster_hold_no_value(fake_kube, launcher_ho
     import sys
 
     env = {**os.environ, "LAUNCHER_HOME": str(launcher_home)}
-    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "launcher", *a], env=env, cwd=tmp_path,  # noqa: E731
-                                          capture_output=True, text=True, timeout=120, **kw)
+    run = lambda *a, **kw: subprocess.run(
+        [sys.executable, "-m", "launcher", *a],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
     assert run("secret", "create", "env", "MULTI_SECRET", "--cluster", "fake", input=MULTI).returncode == 0
     spec = tmp_path / "pod.yaml"
-    spec.write_text("name: podleak\nimage: python:3.11\ncommand: |\n  echo \"$MULTI_SECRET\"\n"
-                    "  python -c \"import os,sys; [sys.stdout.write(c) or sys.stdout.flush() "
-                    "for c in os.environ['MULTI_SECRET']]\"\n  echo end\n")
+    spec.write_text(
+        'name: podleak\nimage: python:3.11\ncommand: |\n  echo "$MULTI_SECRET"\n'
+        '  python -c "import os,sys; [sys.stdout.write(c) or sys.stdout.flush() '
+        "for c in os.environ['MULTI_SECRET']]\"\n  echo end\n"
+    )
     r = run("run", "-f", str(spec), "--cluster", "fake", "--follow")
     assert r.returncode == 0, r.stderr
     wait_until(lambda: fake_kube.containers, 30, message="the fake cluster to have run the pod's container")

@@ -20,15 +20,14 @@ from tests.faults.test_leaks import sweep
 
 KEY = "-----BEGIN KEY-----\nMIIEv+/base64==\nline-two-of-key\n-----END KEY-----\n"
 VALUES = [*mask_candidates(KEY), *mask_candidates("tok-abcdef"), *mask_candidates("abcdabcd"), "cd-x"]
-TEXT = (f"start {KEY} middle tok-abcdef tok-abcde abcdabcdabcd-x partial abcdabc MIIEv+/base64==!"
-        " line-two-of-key\n" * 4)
+TEXT = f"start {KEY} middle tok-abcdef tok-abcde abcdabcdabcd-x partial abcdabc MIIEv+/base64==! line-two-of-key\n" * 4
 
 
 def masked_in_chunks(text: str, sizes) -> str:
     stream = MaskingStream(Masker(VALUES))
     data, out, i = text.encode(), b"", 0
     for n in sizes:
-        out += stream.feed(data[i:i + n])
+        out += stream.feed(data[i : i + n])
         i += n
         if i >= len(data):
             break
@@ -65,9 +64,11 @@ def test_the_masker_without_its_one_pass_search_masks_alike():
         "assert Masker(VALUES)._occurs is None\n"
         "rng = random.Random(3)\n"
         "for _ in range(50):\n"
-        "    print(repr(masked_in_chunks(TEXT, [rng.choice([1, 5, 64, 500]) for _ in range(len(TEXT))])))\n")
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).parents[2])
+        "    print(repr(masked_in_chunks(TEXT, [rng.choice([1, 5, 64, 500]) for _ in range(len(TEXT))])))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2]
+    )
     assert done.returncode == 0, done.stderr
     assert Masker(VALUES)._occurs is not None  # this environment has it: the other path
     whole = repr(Masker(VALUES).mask(TEXT))
@@ -83,27 +84,40 @@ def test_one_threshold_for_what_is_masked():
 # A run reads its credentials files and prints what it finds there: every value a secret
 # holds is masked, not only the file's text and its lines. (The repro of issue 21, item 1.)
 
+
 def service_account() -> dict:
     """A GCP service-account key file as Google writes one, with a real RSA key."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    key = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
     email = "trainer@mask-test-4711.iam.gserviceaccount.com"
-    return {"type": "service_account", "project_id": "mask-test-4711", "private_key_id": "7c0ffee" * 5 + "12345",
-            "private_key": key, "client_email": email, "client_id": "109876543210987654321",
-            "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": "https://oauth2.googleapis.com/token",
-            "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
-            "client_x509_cert_url": f"https://www.googleapis.com/robot/v1/metadata/x509/{email}",
-            "universe_domain": "googleapis.com"}
+    return {
+        "type": "service_account",
+        "project_id": "mask-test-4711",
+        "private_key_id": "7c0ffee" * 5 + "12345",
+        "private_key": key,
+        "client_email": email,
+        "client_id": "109876543210987654321",
+        "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+        "token_uri": "https://oauth2.googleapis.com/token",
+        "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
+        "client_x509_cert_url": f"https://www.googleapis.com/robot/v1/metadata/x509/{email}",
+        "universe_domain": "googleapis.com",
+    }
 
 
 AWS_KEY_ID = "AKIAMASKTEST4711ABCD"
 AWS_SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYMASKTEST4711"
 AWS_SESSION_TOKEN = "IQoJb3JpZ2luX2VjEMASKTEST+token/4711=="
-AWS_CREDENTIALS = (f"[default]\naws_access_key_id = {AWS_KEY_ID}\naws_secret_access_key={AWS_SECRET_KEY}\n"
-                   f"aws_session_token = \"{AWS_SESSION_TOKEN}\"\n")
+AWS_CREDENTIALS = (
+    f"[default]\naws_access_key_id = {AWS_KEY_ID}\naws_secret_access_key={AWS_SECRET_KEY}\n"
+    f'aws_session_token = "{AWS_SESSION_TOKEN}"\n'
+)
 AWS_CONFIG = "[default]\nregion = us-west-2\noutput = json\ns3 =\n  addressing_style = path\n"
 
 # What the run prints: the GCP key alone, line by line, JSON-escaped (as json.dumps writes
@@ -132,15 +146,27 @@ print("printed every credential")
 
 def credential_values(sa: dict) -> list[str]:
     key = sa["private_key"]
-    return [key.strip(), json.dumps(key)[1:-1], "".join(key.splitlines()[1:-1]),
-            *[line for line in key.splitlines() if "-----" not in line],
-            sa["private_key_id"], sa["client_email"], sa["client_id"], sa["project_id"],
-            AWS_KEY_ID, AWS_SECRET_KEY, AWS_SESSION_TOKEN]
+    return [
+        key.strip(),
+        json.dumps(key)[1:-1],
+        "".join(key.splitlines()[1:-1]),
+        *[line for line in key.splitlines() if "-----" not in line],
+        sa["private_key_id"],
+        sa["client_email"],
+        sa["client_id"],
+        sa["project_id"],
+        AWS_KEY_ID,
+        AWS_SECRET_KEY,
+        AWS_SESSION_TOKEN,
+    ]
 
 
 def program(name: str, image: str = "") -> str:
-    return (f"name: {name}\n{image}command: |\n  python - <<'EOF'\n"
-            + "".join(f"  {line}\n" for line in PRINTER.strip().splitlines()) + "  EOF\n")
+    return (
+        f"name: {name}\n{image}command: |\n  python - <<'EOF'\n"
+        + "".join(f"  {line}\n" for line in PRINTER.strip().splitlines())
+        + "  EOF\n"
+    )
 
 
 def create_credentials(run, directory: Path, *cluster: str) -> dict:
@@ -150,8 +176,16 @@ def create_credentials(run, directory: Path, *cluster: str) -> dict:
     (directory / "config").write_text(AWS_CONFIG)
     r = run("secret", "create", "gcp", "--from", str(directory / "sa.json"), *cluster)
     assert r.returncode == 0, r.stderr
-    r = run("secret", "create", "s3", "--credentials", str(directory / "credentials"),
-            "--config", str(directory / "config"), *cluster)
+    r = run(
+        "secret",
+        "create",
+        "s3",
+        "--credentials",
+        str(directory / "credentials"),
+        "--config",
+        str(directory / "config"),
+        *cluster,
+    )
     assert r.returncode == 0, r.stderr
     return sa
 
@@ -187,8 +221,14 @@ def test_item1_gcp_key_and_s3_keys_printed_by_a_pod_are_masked(fake_kube_factory
     env = {**os.environ, "LAUNCHER_HOME": str(launcher_home)}
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "launcher", *args], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "launcher", *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     sa = create_credentials(run, tmp_path, "--cluster", "fake")
     spec = tmp_path / "creds.yaml"
@@ -209,8 +249,11 @@ def test_item1_docker_registry_password_and_auth_are_masked():
     from launcher.secrets.kinds import Secret, SecretKind
 
     auth = base64.b64encode(b"robot:hunter2-registry-pass").decode()
-    config = {"auths": {"reg.example.com": {"username": "robot", "password": "hunter2-registry-pass",
-                                            "email": "", "auth": auth}}}
+    config = {
+        "auths": {
+            "reg.example.com": {"username": "robot", "password": "hunter2-registry-pass", "email": "", "auth": auth}
+        }
+    }
     secret = Secret("reg", SecretKind.DOCKER_REGISTRY, {".dockerconfigjson": json.dumps(config)})
     masker = Masker(secret.masked_values())
     line = f"pass hunter2-registry-pass auth {auth} basic robot:hunter2-registry-pass"
@@ -234,8 +277,11 @@ def test_each_line_of_an_ssh_key_and_its_body_are_masked():
 
     from launcher.secrets.kinds import Secret, SecretKind
 
-    key = ed25519.Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()).decode()
+    key = (
+        ed25519.Ed25519PrivateKey.generate()
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
+        .decode()
+    )
     masker = Masker(Secret("deploy", SecretKind.GIT_SSH, {"private_key": key}).masked_values())
     body = key.splitlines()[1:-1]
     assert len(body) >= 3
@@ -250,7 +296,7 @@ def test_a_secret_files_last_newline_survives_masking(cli):
     (cli.cwd / "cred").write_text("file-secret-value-9\n")
     r = cli("secret", "create", "file", "cred", "--from", str(cli.cwd / "cred"), "--mount-path", "/secrets/cred")
     assert r.returncode == 0, r.stderr
-    spec = cli.spec("cat", "name: cat\ncommand: |\n  cat \"$SECRET_PATH_CRED\"; echo NEXT\n")
+    spec = cli.spec("cat", 'name: cat\ncommand: |\n  cat "$SECRET_PATH_CRED"; echo NEXT\n')
     assert cli("run", "-f", str(spec), "--follow").returncode == 0
     assert "\n****\nNEXT\n" in cli("logs", "cat").stdout
 
@@ -282,9 +328,11 @@ def pem_blocks(draw) -> tuple[str, list[str]]:
     body = base64.b64encode(draw(st.binary(min_size=1, max_size=700))).decode()
     width = draw(st.sampled_from([64, 70, 76]))
     newline = draw(st.sampled_from(["\n", "\r\n"]))
-    text = (f"-----BEGIN {label}-----{newline}" + "".join(body[i:i + width] + newline
-                                                           for i in range(0, len(body), width))
-            + f"-----END {label}-----{newline}")
+    text = (
+        f"-----BEGIN {label}-----{newline}"
+        + "".join(body[i : i + width] + newline for i in range(0, len(body), width))
+        + f"-----END {label}-----{newline}"
+    )
     return text, [text, body]
 
 
@@ -298,7 +346,8 @@ def strings_in(doc) -> list[str]:
 def credentials_documents(draw) -> tuple[str, list[str]]:
     """(the document, what it holds): its text and every string in it."""
     keys = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz_"), min_size=1, max_size=16).filter(
-        lambda k: k not in PUBLIC_JSON_FIELDS)  # Google's public fields are not secret
+        lambda k: k not in PUBLIC_JSON_FIELDS
+    )  # Google's public fields are not secret
     leaf = st.one_of(texts(max_size=60), pem_blocks().map(lambda p: p[0]))
     doc = draw(st.dictionaries(keys, st.one_of(leaf, st.dictionaries(keys, leaf, max_size=3)), min_size=1, max_size=6))
     text = json.dumps(doc, indent=draw(st.sampled_from([None, 2])), ensure_ascii=draw(st.booleans()))
@@ -306,7 +355,8 @@ def credentials_documents(draw) -> tuple[str, list[str]]:
 
 
 binary_values = st.binary(min_size=1, max_size=300).map(
-    lambda b: (lambda text: (text, [text]))(b.decode("utf-8", "replace").replace("*", "")))
+    lambda b: (lambda text: (text, [text]))(b.decode("utf-8", "replace").replace("*", ""))
+)
 
 secret_values = st.one_of(credentials_documents(), pem_blocks(), binary_values)
 
@@ -333,15 +383,18 @@ def printed(held: list[str], noise: str) -> str:
 
 
 @settings(max_examples=250, deadline=None, database=None)
-@given(secrets=st.lists(secret_values, min_size=1, max_size=3), noise=texts(max_size=8),
-       cuts=st.lists(st.integers(1, 4096), max_size=30))
+@given(
+    secrets=st.lists(secret_values, min_size=1, max_size=3),
+    noise=texts(max_size=8),
+    cuts=st.lists(st.integers(1, 4096), max_size=30),
+)
 def test_item1_property_no_value_nor_line_of_it_survives_the_masker(secrets, noise, cuts):
     masker = Masker(c for text, _ in secrets for c in mask_candidates(text))
     held = [v for _, values in secrets for v in values]
     data = printed(held, noise).encode()
     stream, out, at = MaskingStream(masker), b"", 0
     for n in cuts:  # the pipe cuts the output anywhere, inside a UTF-8 character too
-        out += stream.feed(data[at:at + n])
+        out += stream.feed(data[at : at + n])
         at += n
     out += stream.feed(data[at:]) + stream.flush()
     masked = out.decode()
@@ -374,8 +427,13 @@ print("%(marker)s")
 
 e2e_examples = st.tuples(credentials_documents(), pem_blocks(), binary_values)
 # No shrinking: a failing example is reported as it is (shrinking would take a run per try).
-E2E = settings(max_examples=3, deadline=None, database=None, phases=[Phase.generate],
-               suppress_health_check=[HealthCheck.function_scoped_fixture])
+E2E = settings(
+    max_examples=3,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 def create_file_secrets(run, directory: Path, example, *cluster: str) -> list[str]:
@@ -383,8 +441,18 @@ def create_file_secrets(run, directory: Path, example, *cluster: str) -> list[st
     for name, (text, values) in zip(("pdoc", "ppem", "pbin"), example):
         path = directory / name
         path.write_bytes(text.encode())
-        r = run("secret", "create", "file", name, "--from", str(path), "--mount-path", f"/secrets/{name}",
-                "--replace", *cluster)
+        r = run(
+            "secret",
+            "create",
+            "file",
+            name,
+            "--from",
+            str(path),
+            "--mount-path",
+            f"/secrets/{name}",
+            "--replace",
+            *cluster,
+        )
         assert r.returncode == 0, r.stderr
         held += values
     return held
@@ -398,8 +466,11 @@ def program_output(text: str) -> str:
 
 def property_spec(directory: Path, name: str, image: str = "") -> Path:
     path = directory / f"{name}.yaml"
-    path.write_text(f"name: {name}\n{image}command: |\n  python - <<'EOF'\n"
-                    + "".join(f"  {line}\n" for line in PROPERTY_PRINTER.strip().splitlines()) + "  EOF\n")
+    path.write_text(
+        f"name: {name}\n{image}command: |\n  python - <<'EOF'\n"
+        + "".join(f"  {line}\n" for line in PROPERTY_PRINTER.strip().splitlines())
+        + "  EOF\n"
+    )
     return path
 
 
@@ -427,8 +498,14 @@ def test_item1_property_end_to_end_on_the_fake_cluster(fake_kube_factory, launch
     runs = iter(range(1000))
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "launcher", *args], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "launcher", *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     @E2E
     @given(example=e2e_examples)
@@ -436,8 +513,9 @@ def test_item1_property_end_to_end_on_the_fake_cluster(fake_kube_factory, launch
         held = create_file_secrets(run, tmp_path, example, "--cluster", "fake")
         name = f"prop-{next(runs)}"
         before = set(fake_kube.containers)
-        r = run("run", "-f", str(property_spec(tmp_path, name, "image: python:3.11\n")), "--cluster", "fake",
-                "--follow")
+        r = run(
+            "run", "-f", str(property_spec(tmp_path, name, "image: python:3.11\n")), "--cluster", "fake", "--follow"
+        )
         assert r.returncode == 0, r.stderr
         hidden = must_not_appear(held)
         pods = wait_until(lambda: set(fake_kube.containers) - before, 30, message="the run's pod to have run")

@@ -27,14 +27,16 @@ ESCAPING = """
 
 
 def spec_text(token: str, body: str, *, nodes: int = 1, retries: int = 0) -> str:
-    return (f"name: owned\ncompute: {{nodes: {nodes}}}\n"
-            f"scheduling: {{max_retries: {retries}, retry_backoff: {{first: 0.1s}}}}\n"
-            f"env_variables: {{FAULT_TOKEN: {token}}}\ncommand: |\n{body}")
+    return (
+        f"name: owned\ncompute: {{nodes: {nodes}}}\n"
+        f"scheduling: {{max_retries: {retries}, retry_backoff: {{first: 0.1s}}}}\n"
+        f"env_variables: {{FAULT_TOKEN: {token}}}\ncommand: |\n{body}"
+    )
 
 
 def parent(pid: int) -> int:
     stat = open(f"/proc/{pid}/stat").read()
-    return int(stat[stat.rfind(")") + 2:].split()[1])
+    return int(stat[stat.rfind(")") + 2 :].split()[1])
 
 
 def alive(pid: int) -> bool:
@@ -80,11 +82,15 @@ def logs_show(cli, text: str) -> bool:
 
 
 def test_item3_a_dead_entrypoint_leaves_nothing_and_its_retry_runs_alone(cli, token, kill_leftovers):
-    body = (ESCAPING + '  if [ "$LAUNCHER_ATTEMPT" = 1 ]; then sleep 300; else sleep 3; fi\n'
-            '  echo "attempt $LAUNCHER_ATTEMPT done"\n')
+    body = (
+        ESCAPING + '  if [ "$LAUNCHER_ATTEMPT" = 1 ]; then sleep 300; else sleep 3; fi\n'
+        '  echo "attempt $LAUNCHER_ATTEMPT done"\n'
+    )
     r = cli("run", "-f", str(cli.spec("dead", spec_text(token, body, retries=1))))
     assert r.returncode == 0, r.stderr
-    wait_until(lambda: logs_show(cli, "ready 1") and len(of_attempt(token, 1)) >= 4, 30, message="attempt 1 to be ready")
+    wait_until(
+        lambda: logs_show(cli, "ready 1") and len(of_attempt(token, 1)) >= 4, 30, message="attempt 1 to be ready"
+    )
     (victim,) = entrypoints(token, 1)
     os.kill(victim, signal.SIGKILL)
     wait_until(lambda: entrypoints(token, 2), 30, message=f"attempt 2 to start: {describe(cli)}")
@@ -112,8 +118,10 @@ def test_item3_stop_leaves_nothing(cli, token, kill_leftovers):
 def test_item3_a_rank_that_cannot_start_takes_the_started_ones_with_it(cli, token, kill_leftovers):
     # Attempt 1 fails on a word from the test; attempt 2's rank 1 cannot open its log
     # (the path is a directory), after rank 0 has started.
-    body = (ESCAPING + '  if [ "$LAUNCHER_ATTEMPT" = 1 ]; then while [ ! -e go ]; do sleep 0.1; done; exit 3; fi\n'
-            "  sleep 300\n")
+    body = (
+        ESCAPING + '  if [ "$LAUNCHER_ATTEMPT" = 1 ]; then while [ ! -e go ]; do sleep 0.1; done; exit 3; fi\n'
+        "  sleep 300\n"
+    )
     assert cli("run", "-f", str(cli.spec("start", spec_text(token, body, nodes=2, retries=1)))).returncode == 0
     rec = cli.wait_status(None, {"RUNNING"})
     (cli.home / "runs" / rec["name"] / "attempt-2" / "rank-1.log").mkdir(parents=True)
@@ -157,8 +165,9 @@ def test_item7_a_run_whose_supervisor_died_mid_command_has_no_rank_left_running(
 
 def test_item10_a_plain_command_on_two_nodes_finishes_at_once(cli, token, kill_leftovers):
     began = time.monotonic()
-    r = cli("run", "-f", str(cli.spec("plain", spec_text(token, '  echo "hello from $NODE_RANK"\n', nodes=2))),
-            "--follow")
+    r = cli(
+        "run", "-f", str(cli.spec("plain", spec_text(token, '  echo "hello from $NODE_RANK"\n', nodes=2))), "--follow"
+    )
     assert r.returncode == 0, r.stderr
     assert time.monotonic() - began < 30
     assert "[rank 0] hello from 0" in r.stdout and "[rank 1] hello from 1" in r.stdout
@@ -186,10 +195,20 @@ def entry_env(tmp_path):
         spec = tmp_path / "spec.json"
         spec.write_text(json.dumps({"name": "sig", "command": command}))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LAUNCHER_", "MASTER_", "NODE_RANK"))}
-        env.update({"LAUNCHER_SPEC": str(spec), "LAUNCHER_BACKEND": "local", "LAUNCHER_ON_HOST": "1", "LAUNCHER_CONFIG_DIR": str(tmp_path / "c"),
-                    "LAUNCHER_WORKDIR": str(tmp_path), "LAUNCHER_NODES": "1", "NODE_RANK": "0",
-                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
-                    "LAUNCHER_EXIT_FILE": str(tmp_path / "exit.json")})
+        env.update(
+            {
+                "LAUNCHER_SPEC": str(spec),
+                "LAUNCHER_BACKEND": "local",
+                "LAUNCHER_ON_HOST": "1",
+                "LAUNCHER_CONFIG_DIR": str(tmp_path / "c"),
+                "LAUNCHER_WORKDIR": str(tmp_path),
+                "LAUNCHER_NODES": "1",
+                "NODE_RANK": "0",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29500",
+                "LAUNCHER_EXIT_FILE": str(tmp_path / "exit.json"),
+            }
+        )
         return env
 
     return make
@@ -199,8 +218,14 @@ def test_item11_a_signal_after_the_command_exited_changes_nothing(entry_env, tmp
     # The command writes more than our stdout pipe holds and exits; while nobody reads
     # that pipe the entrypoint is still draining, and then gets SIGTERM twice.
     env = entry_env("head -c 900000 /dev/zero | tr '\\0' x; echo; touch exited; exit 5")
-    proc = subprocess.Popen([sys.executable, "-m", "launcher.entrypoint"], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher.entrypoint"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_until(lambda: (tmp_path / "exited").exists(), 30, message="the command to exit")
         # A stated window, kept as a sleep: for half a second after its command exited the
@@ -209,7 +234,9 @@ def test_item11_a_signal_after_the_command_exited_changes_nothing(entry_env, tmp
         assert proc.poll() is None  # still draining: nobody has read its output yet
         proc.send_signal(signal.SIGTERM)
         # Two signals, not one: a second SIGTERM sent while the first is pending merges with it.
-        wait_until(lambda: not sigterm_pending(proc.pid), 10, interval=0.01, message="the first SIGTERM to be delivered")
+        wait_until(
+            lambda: not sigterm_pending(proc.pid), 10, interval=0.01, message="the first SIGTERM to be delivered"
+        )
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=30)[0].decode()
     finally:
@@ -231,13 +258,21 @@ def test_item3_as_pid_1_of_a_container_it_reaps_orphans_and_passes_signals_on(en
     probe = subprocess.run([unshare or "unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True)
     if os.geteuid() != 0 or not unshare or probe.returncode:
         pytest.skip("needs root and unshare --pid to start a process as PID 1")
-    command = ("for i in 1 2 3; do (sleep 0.2 &); done; sleep 1.5\n"
-               "echo \"zombies: $(ps -eo stat= | grep -c '^Z')\"\n"
-               "echo \"entrypoint pid: $PPID\"\n"
-               "trap 'echo got TERM; exit 7' TERM; echo ready; while true; do sleep 0.1; done")
-    proc = subprocess.Popen([unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-m", "launcher.entrypoint"],
-                            env=entry_env(command), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    command = (
+        "for i in 1 2 3; do (sleep 0.2 &); done; sleep 1.5\n"
+        "echo \"zombies: $(ps -eo stat= | grep -c '^Z')\"\n"
+        'echo "entrypoint pid: $PPID"\n'
+        "trap 'echo got TERM; exit 7' TERM; echo ready; while true; do sleep 0.1; done"
+    )
+    proc = subprocess.Popen(
+        [unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-m", "launcher.entrypoint"],
+        env=entry_env(command),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         seen = []
         while not any("ready" in line for line in seen):

@@ -25,8 +25,10 @@ ROUNDS = 20
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
 def test_two_processes_open_a_fresh_home_at_once(tmp_path, round_):
-    procs = [subprocess.Popen([sys.executable, "-c", OPEN_BOTH, str(tmp_path)], stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", OPEN_BOTH, str(tmp_path)], stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     results = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
     for p in procs:
         p.stderr.close()

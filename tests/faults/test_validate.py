@@ -23,7 +23,7 @@ def refusals(cli, spec, *args: str) -> dict[str, str]:
 def error_lines(stderr: str) -> list[str]:
     """The error and its hint: the lines from the ✗ on."""
     lines = stderr.splitlines()
-    return lines[next(i for i, line in enumerate(lines) if line.startswith("✗")):]
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("✗")) :]
 
 
 def assert_same_refusal(cli, spec, message: str, *args: str) -> list[str]:
@@ -38,20 +38,34 @@ BIG = 140_000  # past the 128 KiB Linux takes of one argument or one NAME=value
 
 # (id, the spec's text, the refusal run gives, starting after "✗ ")
 REFUSED_BY_RUN = [
-    ("nodes", "name: wide\ncommand: 'true'\ncompute: {nodes: 100000}\n",
-     "{spec}:3:18: compute.nodes: 100000 is more than the local backend runs on this machine"),
-    ("apt", "name: apt\ncommand: 'true'\nintegrations:\n  - integration_type: apt_packages\n    packages: [curl]\n",
-     "{spec}:4:5: integrations.0: apt_packages: the local backend does not install system packages"),
-    ("nul-command", 'name: nul\ncommand: "echo a\\0b"\n',
-     "{spec}:2:10: command: holds a NUL byte"),
-    ("nul-env", 'name: nul\ncommand: "true"\nenv_variables:\n  SAFE: x\n  ODD: "a\\0b"\n',
-     "{spec}:5:8: env_variables.ODD: holds a NUL byte"),
-    ("long-command", f"name: long\ncommand: echo {'x' * BIG}\n",
-     "{spec}:2:10: command: is 140,005 bytes (136.7 KiB), longer than the 131,072 bytes (128.0 KiB) Linux passes "
-     "as one argument (MAX_ARG_STRLEN)"),
-    ("long-env", f"name: long\ncommand: 'true'\nenv_variables:\n  LONG: {'x' * BIG}\n",
-     "{spec}:4:9: env_variables.LONG: NAME=value is 140,005 bytes (136.7 KiB), longer than the 131,072 bytes "
-     "(128.0 KiB) Linux takes of one environment variable"),
+    (
+        "nodes",
+        "name: wide\ncommand: 'true'\ncompute: {nodes: 100000}\n",
+        "{spec}:3:18: compute.nodes: 100000 is more than the local backend runs on this machine",
+    ),
+    (
+        "apt",
+        "name: apt\ncommand: 'true'\nintegrations:\n  - integration_type: apt_packages\n    packages: [curl]\n",
+        "{spec}:4:5: integrations.0: apt_packages: the local backend does not install system packages",
+    ),
+    ("nul-command", 'name: nul\ncommand: "echo a\\0b"\n', "{spec}:2:10: command: holds a NUL byte"),
+    (
+        "nul-env",
+        'name: nul\ncommand: "true"\nenv_variables:\n  SAFE: x\n  ODD: "a\\0b"\n',
+        "{spec}:5:8: env_variables.ODD: holds a NUL byte",
+    ),
+    (
+        "long-command",
+        f"name: long\ncommand: echo {'x' * BIG}\n",
+        "{spec}:2:10: command: is 140,005 bytes (136.7 KiB), longer than the 131,072 bytes (128.0 KiB) Linux passes "
+        "as one argument (MAX_ARG_STRLEN)",
+    ),
+    (
+        "long-env",
+        f"name: long\ncommand: 'true'\nenv_variables:\n  LONG: {'x' * BIG}\n",
+        "{spec}:4:9: env_variables.LONG: NAME=value is 140,005 bytes (136.7 KiB), longer than the 131,072 bytes "
+        "(128.0 KiB) Linux takes of one environment variable",
+    ),
 ]
 
 
@@ -64,8 +78,11 @@ def test_item6_validate_and_dry_run_refuse_what_run_refuses(cli, case, text, mes
 
 REFUSED_BY_A_CLUSTER = [c for c in REFUSED_BY_RUN if c[0].startswith(("nul", "long-"))] + [
     # A cluster without JobSet: the run's record keeps its Job for retries, in annotations.
-    ("big-job", "name: big\ncommand: 'true'\nenv_variables:\n" + "".join(f"  V{i}: {'x' * 80_000}\n" for i in range(3)),
-     "the run's Job takes "),
+    (
+        "big-job",
+        "name: big\ncommand: 'true'\nenv_variables:\n" + "".join(f"  V{i}: {'x' * 80_000}\n" for i in range(3)),
+        "the run's Job takes ",
+    ),
 ]
 
 
@@ -92,8 +109,9 @@ def test_item6_secrets_and_command_past_arg_max_are_refused_naming_the_largest(c
         r = cli("secret", "create", "env", f"BIG{i:02d}", input=value)
         assert r.returncode == 0, r.stderr
     spec = cli.spec("plain", "name: plain\ncommand: echo hi\n")
-    lines = assert_same_refusal(cli, spec, "a Linux exec accepts (ARG_MAX). The largest parts: secret 'big",
-                                "--backend", "local")
+    lines = assert_same_refusal(
+        cli, spec, "a Linux exec accepts (ARG_MAX). The largest parts: secret 'big", "--backend", "local"
+    )
     text = "\n".join(lines)
     assert text.count("secret 'big") == 3 and "117.2 KiB" in text, text
     assert not [v for v in values.values() if v[:32] in text]
@@ -106,11 +124,23 @@ def test_item6_secrets_and_command_past_arg_max_are_refused_naming_the_largest(c
 
 def test_item9_max_retries_has_a_documented_upper_bound(cli):
     spec = cli.spec("loop", "name: loop\ncommand: 'false'\nscheduling:\n  max_retries: 1000000000000000000000\n")
-    assert_same_refusal(cli, spec, f"✗ {spec}:4:16: scheduling.max_retries: must be less than or equal to 100, "
-                                   "got 1000000000000000000000", "--backend", "local")
+    assert_same_refusal(
+        cli,
+        spec,
+        f"✗ {spec}:4:16: scheduling.max_retries: must be less than or equal to 100, got 1000000000000000000000",
+        "--backend",
+        "local",
+    )
     ok = cli.spec("ok", "name: ok\ncommand: 'true'\n")
-    assert_same_refusal(cli, ok, "✗ --max-retries 101: scheduling.max_retries: must be less than or equal to 100",
-                        "--max-retries", "101", "--backend", "local")
+    assert_same_refusal(
+        cli,
+        ok,
+        "✗ --max-retries 101: scheduling.max_retries: must be less than or equal to 100",
+        "--max-retries",
+        "101",
+        "--backend",
+        "local",
+    )
     assert cli("validate", "-f", str(ok), "--max-retries", "100").returncode == 0
 
 
@@ -119,18 +149,21 @@ def test_item10_gpus_is_a_strict_integer(cli):
     assert_same_refusal(cli, spec, f"✗ {spec}:4:9: compute.gpus: must be an integer, got True", "--backend", "local")
 
 
-@pytest.mark.parametrize("path, message", [
-    ("/etc", "the mount path /etc would hide the run's /etc"),
-    ("/mnt/config", "the mount path /mnt/config would hide the run's config mount"),
-    ("/mnt", "the mount path /mnt would hide the run's config mount"),
-    ("/mnt/config/creds", "the mount path /mnt/config/creds would lie inside the run's config mount"),
-    ("/proc/creds", "would lie inside the kernel's /proc"),
-    ("/sys", "would hide the kernel's /sys"),
-    ("/dev/shm", "would lie inside the run's devices"),
-    ("//x", "the mount path must be a normalised directory other than / (e.g. '/x'), got '//x'"),
-    ("/secrets/a\nb", "the mount path must not hold a control character (a newline, a tab), got '/secrets/a\\nb'"),
-    ("secrets/a", "the mount path must be absolute"),
-])
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("/etc", "the mount path /etc would hide the run's /etc"),
+        ("/mnt/config", "the mount path /mnt/config would hide the run's config mount"),
+        ("/mnt", "the mount path /mnt would hide the run's config mount"),
+        ("/mnt/config/creds", "the mount path /mnt/config/creds would lie inside the run's config mount"),
+        ("/proc/creds", "would lie inside the kernel's /proc"),
+        ("/sys", "would hide the kernel's /sys"),
+        ("/dev/shm", "would lie inside the run's devices"),
+        ("//x", "the mount path must be a normalised directory other than / (e.g. '/x'), got '//x'"),
+        ("/secrets/a\nb", "the mount path must not hold a control character (a newline, a tab), got '/secrets/a\\nb'"),
+        ("secrets/a", "the mount path must be absolute"),
+    ],
+)
 def test_item10_mount_paths_that_hide_what_a_run_needs_are_refused(cli, path, message):
     (cli.cwd / "key").write_text("a value long enough to mask\n")
     refused(cli("secret", "create", "file", "creds", "--from", "key", "--mount-path", path), message)
@@ -149,9 +182,14 @@ def test_item10_secrets_mounted_one_inside_another_or_stored_before_the_rule_are
         r = cli("secret", "create", "file", name, "--from", "key", "--mount-path", path)
         assert r.returncode == 0, r.stderr
     spec = cli.spec("both", "name: both\ncommand: 'true'\n")
-    assert_same_refusal(cli, spec, "✗ secrets 'inner' and 'outer' mount one inside the other (/secrets/outer/inner "
-                                   "and /secrets/outer): one would hide the other",
-                        "--backend", "local")
+    assert_same_refusal(
+        cli,
+        spec,
+        "✗ secrets 'inner' and 'outer' mount one inside the other (/secrets/outer/inner "
+        "and /secrets/outer): one would hide the other",
+        "--backend",
+        "local",
+    )
     assert cli("secret", "delete", "inner", "-y").returncode == 0
 
     # A secret stored before the rule (or by hand) with /etc as its mount path.
@@ -159,23 +197,27 @@ def test_item10_secrets_mounted_one_inside_another_or_stored_before_the_rule_are
     doc = json.loads(store.read_text())
     doc["secrets"]["outer"]["options"]["mount_path"] = "/etc"
     store.write_text(json.dumps(doc))
-    assert_same_refusal(cli, spec, "✗ secret 'outer': the mount path /etc would hide the run's /etc",
-                        "--backend", "local")
+    assert_same_refusal(
+        cli, spec, "✗ secret 'outer': the mount path /etc would hide the run's /etc", "--backend", "local"
+    )
 
 
 def test_item6_a_cluster_run_whose_secrets_pass_arg_max_is_refused_before_anything_is_created(cli, fake_kube):
     """A cluster's secrets are read by `run` alone (validate and the dry-run never contact
     the cluster): run refuses, naming the secrets, and creates nothing."""
-    from launcher.sdk.profiles import open_secret_store
     from launcher.config import load_config
+    from launcher.sdk.profiles import open_secret_store
     from launcher.secrets.kinds import Secret, SecretKind
 
     store = open_secret_store(load_config().profile("fake"))
     for i in range(18):
-        store.create(Secret(f"big{i:02d}", SecretKind.ENV, {"value": uuid.uuid4().hex * 3750},
-                            {"env_key": f"BIG{i:02d}"}))
+        store.create(
+            Secret(f"big{i:02d}", SecretKind.ENV, {"value": uuid.uuid4().hex * 3750}, {"env_key": f"BIG{i:02d}"})
+        )
     spec = cli.spec("plain", "name: plain\nimage: python:3.11-slim\ncommand: echo hi\n")
-    err = refused(cli("run", "-f", str(spec), "--cluster", "fake"),
-                  "a Linux exec accepts (ARG_MAX). The largest parts: secret 'big")
+    err = refused(
+        cli("run", "-f", str(spec), "--cluster", "fake"),
+        "a Linux exec accepts (ARG_MAX). The largest parts: secret 'big",
+    )
     assert "secrets:" in err
     assert not [r for r in fake_kube.requests if r[0] == "POST" and r[1] != "Secret"], fake_kube.requests

@@ -12,23 +12,34 @@ from launcher.spec.models import RunSpec
 WORKER = Path(__file__).with_name("worker.py")
 
 # The shipped defaults: the JobSet form, the entrypoint as a zipapp run by the image's python3.
-PROFILE = ClusterProfile(name="gpu-cluster", namespace="training", service_account="trainer",
-                         image="ghcr.io/example/launcher:1.0")
+PROFILE = ClusterProfile(
+    name="gpu-cluster", namespace="training", service_account="trainer", image="ghcr.io/example/launcher:1.0"
+)
 # No JobSet on the cluster: the Indexed Job form, retried by whichever launcher looks.
 JOB_PROFILE = PROFILE.model_copy(update={"jobset": False})
 # Images without Python: the runtime injected by an init container.
 INJECT_PROFILE = PROFILE.model_copy(update={"entrypoint_mode": "inject"})
 # The image already has the launcher: no init container.
 IMAGE_PROFILE = PROFILE.model_copy(update={"entrypoint_mode": "image"})
-KUEUE_PROFILE = ClusterProfile(name="kueue-cluster", namespace="training", queue="team-a",
-                               priority_classes={"low": "batch-low", "high": "batch-high"},
-                               non_preemptible_priority_class="no-preempt", gpu_labels="gke")
+KUEUE_PROFILE = ClusterProfile(
+    name="kueue-cluster",
+    namespace="training",
+    queue="team-a",
+    priority_classes={"low": "batch-low", "high": "batch-high"},
+    non_preemptible_priority_class="no-preempt",
+    gpu_labels="gke",
+)
 GKE_SPOT_PROFILE = ClusterProfile(name="gke", gpu_labels="gke", spot="gke", priority_class_kind="PriorityClass")
-KARPENTER_PROFILE = ClusterProfile(name="eks", gpu_labels="karpenter", spot="karpenter", entrypoint_mode="image",
-                                   jobset=False)
+KARPENTER_PROFILE = ClusterProfile(
+    name="eks", gpu_labels="karpenter", spot="karpenter", entrypoint_mode="image", jobset=False
+)
 
-SECRET_VALUES = {"hf": "hf_Sup3rS3cretTokenValue", "aws": "[default]\naws_access_key_id=AKIASECRETKEY123\n",
-                 "token": "tok-Very-Secret-987", "docker": "dockerpass-Secret-55"}
+SECRET_VALUES = {
+    "hf": "hf_Sup3rS3cretTokenValue",
+    "aws": "[default]\naws_access_key_id=AKIASECRETKEY123\n",
+    "token": "tok-Very-Secret-987",
+    "docker": "dockerpass-Secret-55",
+}
 
 
 def secrets() -> list[Secret]:
@@ -36,16 +47,27 @@ def secrets() -> list[Secret]:
         Secret("hf-token", SecretKind.HF, {"token": SECRET_VALUES["hf"]}),
         Secret("aws", SecretKind.S3, {"credentials": SECRET_VALUES["aws"]}),
         Secret("api-token", SecretKind.ENV, {"value": SECRET_VALUES["token"]}, {"env_key": "API_TOKEN"}),
-        Secret("ssh-key", SecretKind.FILE, {"value": "-----BEGIN KEY-----\nabcdefgh12345678\n-----END KEY-----"},
-               {"mount_path": "/etc/ssh-key"}),
-        Secret("registry", SecretKind.DOCKER_REGISTRY,
-               {"username": "bot", "password": SECRET_VALUES["docker"], "server": "ghcr.io"}),
+        Secret(
+            "ssh-key",
+            SecretKind.FILE,
+            {"value": "-----BEGIN KEY-----\nabcdefgh12345678\n-----END KEY-----"},
+            {"mount_path": "/etc/ssh-key"},
+        ),
+        Secret(
+            "registry",
+            SecretKind.DOCKER_REGISTRY,
+            {"username": "bot", "password": SECRET_VALUES["docker"], "server": "ghcr.io"},
+        ),
     ]
 
 
 def spec(name: str = "train-abc123", **fields) -> RunSpec:
-    base = {"name": name, "image": "ghcr.io/example/trainer:2.0", "command": "composer train.py",
-            "parameters": {"model": {"d_model": 768}, "_private": 1}}
+    base = {
+        "name": name,
+        "image": "ghcr.io/example/trainer:2.0",
+        "command": "composer train.py",
+        "parameters": {"model": {"d_model": 768}, "_private": 1},
+    }
     base.update(fields)
     return RunSpec.model_validate(base)
 
@@ -55,30 +77,72 @@ def spec(name: str = "train-abc123", **fields) -> RunSpec:
 CASES = {
     "cpu": lambda: (spec("cpu-abc123", compute={"gpu_type": "none", "cpus": 2, "memory": "4Gi"}), PROFILE, []),
     "1x8": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), PROFILE, []),
-    "4x8": lambda: (spec("four-node-abc123", compute={"gpus": 32, "gpu_type": "a100_80gb"},
-                         env_variables={"NCCL_DEBUG": "INFO"}, scheduling={"max_duration": 2}), PROFILE, []),
-    "4x8-job": lambda: (spec("four-node-abc123", compute={"gpus": 32, "gpu_type": "a100_80gb"},
-                             env_variables={"NCCL_DEBUG": "INFO"}, scheduling={"max_duration": 2, "max_retries": 1}),
-                        JOB_PROFILE, []),
-    "1x8-inject": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), INJECT_PROFILE,
-                           []),
+    "4x8": lambda: (
+        spec(
+            "four-node-abc123",
+            compute={"gpus": 32, "gpu_type": "a100_80gb"},
+            env_variables={"NCCL_DEBUG": "INFO"},
+            scheduling={"max_duration": 2},
+        ),
+        PROFILE,
+        [],
+    ),
+    "4x8-job": lambda: (
+        spec(
+            "four-node-abc123",
+            compute={"gpus": 32, "gpu_type": "a100_80gb"},
+            env_variables={"NCCL_DEBUG": "INFO"},
+            scheduling={"max_duration": 2, "max_retries": 1},
+        ),
+        JOB_PROFILE,
+        [],
+    ),
+    "1x8-inject": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), INJECT_PROFILE, []),
     "1x8-image": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), IMAGE_PROFILE, []),
-    "cpu-image-job": lambda: (spec("cpu-abc123", compute={"gpu_type": "none", "cpus": 0.5}),
-                              IMAGE_PROFILE.model_copy(update={"jobset": False}), []),
+    "cpu-image-job": lambda: (
+        spec("cpu-abc123", compute={"gpu_type": "none", "cpus": 0.5}),
+        IMAGE_PROFILE.model_copy(update={"jobset": False}),
+        [],
+    ),
     "secrets": lambda: (spec("with-secrets-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), PROFILE, secrets()),
-    "kueue": lambda: (spec("queued-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb",
-                                                     "topology": {"level": "cloud.google.com/gce-topology-block"}},
-                           scheduling={"priority": "low", "max_retries": 2, "retry_on_system_failure": True}),
-                      KUEUE_PROFILE, []),
-    "kueue-non-preemptible": lambda: (spec("protected-abc123", compute={"gpus": 8, "gpu_type": "l4"},
-                                           scheduling={"priority": "high", "preemptible": False}), KUEUE_PROFILE, []),
-    "placement-gke-spot": lambda: (spec("placed-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb",
-                                                                  "instance": "a3-highgpu-8g",
-                                                                  "node_names": ["gke-a-1", "gke-a-2"]},
-                                        scheduling={"preemptible": True, "priority": "highest"},
-                                        metadata={"team": "nlp", "cost-center": 42}), GKE_SPOT_PROFILE, []),
-    "off-spot-karpenter": lambda: (spec("on-demand-abc123", compute={"gpus": 8, "gpu_type": "h100"},
-                                        scheduling={"preemptible": False}), KARPENTER_PROFILE, []),
+    "kueue": lambda: (
+        spec(
+            "queued-abc123",
+            compute={"gpus": 16, "gpu_type": "h100_80gb", "topology": {"level": "cloud.google.com/gce-topology-block"}},
+            scheduling={"priority": "low", "max_retries": 2, "retry_on_system_failure": True},
+        ),
+        KUEUE_PROFILE,
+        [],
+    ),
+    "kueue-non-preemptible": lambda: (
+        spec(
+            "protected-abc123",
+            compute={"gpus": 8, "gpu_type": "l4"},
+            scheduling={"priority": "high", "preemptible": False},
+        ),
+        KUEUE_PROFILE,
+        [],
+    ),
+    "placement-gke-spot": lambda: (
+        spec(
+            "placed-abc123",
+            compute={
+                "gpus": 16,
+                "gpu_type": "h100_80gb",
+                "instance": "a3-highgpu-8g",
+                "node_names": ["gke-a-1", "gke-a-2"],
+            },
+            scheduling={"preemptible": True, "priority": "highest"},
+            metadata={"team": "nlp", "cost-center": 42},
+        ),
+        GKE_SPOT_PROFILE,
+        [],
+    ),
+    "off-spot-karpenter": lambda: (
+        spec("on-demand-abc123", compute={"gpus": 8, "gpu_type": "h100"}, scheduling={"preemptible": False}),
+        KARPENTER_PROFILE,
+        [],
+    ),
 }
 
 

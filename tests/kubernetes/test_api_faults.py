@@ -30,17 +30,27 @@ from tests.kubernetes.test_cli import launcher
 def add_profile(home: Path, name: str, server: str) -> None:
     """A cluster profile whose kubeconfig points at `server`."""
     kubeconfig = home / f"kubeconfig-{name}"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": name,
-        "clusters": [{"name": name, "cluster": {"server": server}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": "u", "namespace": "default"}}],
-    }))
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": name,
+                "clusters": [{"name": name, "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": name, "context": {"cluster": name, "user": "u", "namespace": "default"}}],
+            }
+        )
+    )
     path = home / "config.yaml"
     config = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
     config.setdefault("current", "local")
-    config.setdefault("clusters", {})[name] = {"backend": "kubernetes", "kubeconfig": str(kubeconfig),
-                                               "namespace": "default", "image": "ghcr.io/example/launcher:test"}
+    config.setdefault("clusters", {})[name] = {
+        "backend": "kubernetes",
+        "kubeconfig": str(kubeconfig),
+        "namespace": "default",
+        "image": "ghcr.io/example/launcher:test",
+    }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
@@ -60,8 +70,10 @@ def test_persistent_503_is_one_clear_warning_and_the_other_runs_still_show(fake_
     assert out.startswith("here-")  # the local run is listed
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, err
-    assert lines[0].startswith("! cluster fake: cannot list ConfigMaps: 503 ServiceUnavailable: "
-                               "the server is currently unable to handle the request")
+    assert lines[0].startswith(
+        "! cluster fake: cannot list ConfigMaps: 503 ServiceUnavailable: "
+        "the server is currently unable to handle the request"
+    )
     assert lines[0].count("fake") == 1 and "HTTP response headers" not in err and "Reason:" not in err
 
 
@@ -73,8 +85,10 @@ def test_a_read_that_keeps_failing_is_tried_a_bounded_number_of_times(fake_kube)
         backend.get("some-run")
     assert fake_kube.count() - before == DEFAULT_RETRY.tries
     assert err.value.exit_code == 1 and err.value.status == 503
-    assert str(err.value) == ("cluster fake: cannot read ConfigMap some-run: 503 ServiceUnavailable: the server is "
-                              f"currently unable to handle the request (tried {DEFAULT_RETRY.tries} times)")
+    assert str(err.value) == (
+        "cluster fake: cannot read ConfigMap some-run: 503 ServiceUnavailable: the server is "
+        f"currently unable to handle the request (tried {DEFAULT_RETRY.tries} times)"
+    )
     backend.close()
 
 
@@ -100,12 +114,26 @@ def test_a_transient_5xx_on_submit_is_retried(fake_kube):
     backend.close()
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, "cluster broken: kubeconfig not found: "),
-    ("{not: [yaml", "cluster broken: cannot load the kubeconfig "),
-    (json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "nope", "contexts": [],
-                 "clusters": [], "users": []}), "cluster broken: cannot load the kubeconfig "),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cluster broken: kubeconfig not found: "),
+        ("{not: [yaml", "cluster broken: cannot load the kubeconfig "),
+        (
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "nope",
+                    "contexts": [],
+                    "clusters": [],
+                    "users": [],
+                }
+            ),
+            "cluster broken: cannot load the kubeconfig ",
+        ),
+    ],
+)
 def test_a_bad_kubeconfig_is_bad_input_naming_the_profile(launcher_home, capsys, content, message):
     add_profile(launcher_home, "broken", "http://127.0.0.1:1")
     kubeconfig = launcher_home / "kubeconfig-broken"
@@ -139,7 +167,8 @@ def test_a_server_error_on_describe_is_one_line_and_exit_1(fake_kube, capsys):
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
         "✗ cluster fake: cannot read ConfigMap described-abc123: 503 ServiceUnavailable: the server is currently "
-        f"unable to handle the request (tried {DEFAULT_RETRY.tries} times)"]
+        f"unable to handle the request (tried {DEFAULT_RETRY.tries} times)"
+    ]
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504, 429])
@@ -169,9 +198,23 @@ def test_each_client_error_class_fails_at_once_as_bad_input(fake_kube, status):
 
 def kubectl_names(prog, run: str) -> list[str]:
     """What real kubectl sees of a run in the fake program: kind/name of its objects."""
-    out = subprocess.run(["kubectl", "--kubeconfig", str(prog.kubeconfig), "get", "jobs,configmaps,services",
-                          "-l", f"launcher.dev/run={run}", "-o", "name"],
-                         capture_output=True, text=True, timeout=30, check=True).stdout
+    out = subprocess.run(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(prog.kubeconfig),
+            "get",
+            "jobs,configmaps,services",
+            "-l",
+            f"launcher.dev/run={run}",
+            "-o",
+            "name",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     return sorted(out.split())
 
 
@@ -204,8 +247,11 @@ def test_a_create_whose_answer_was_lost_is_not_a_second_run(fake_kube_program, r
     assert run.name == spec.name
     kind = {"jobs": "Job", "configmaps": "ConfigMap", "services": "Service"}[resource]
     assert prog.count(method="POST", kind=kind) == 2
-    assert kubectl_names(prog, spec.name) == [f"configmap/{spec.name}", f"job.batch/{spec.name}",
-                                              f"service/{spec.name}"]
+    assert kubectl_names(prog, spec.name) == [
+        f"configmap/{spec.name}",
+        f"job.batch/{spec.name}",
+        f"service/{spec.name}",
+    ]
     assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
     backend.close()
 
@@ -230,11 +276,18 @@ def test_unreachable_profiles_cost_one_short_wait_and_one_warning_each(launcher_
         took = time.monotonic() - started
         # The same look in a fresh process, as a user runs it: an unreachable server is
         # settled by one TCP connect before the kubernetes client (a second of CPU) loads.
-        code = ("import sys; from launcher.cli.main import main\n"
-                "try: main(['get', 'runs', '-o', 'name'])\nexcept SystemExit as e: assert e.code == 0, e.code\n"
-                "print('kubernetes' in sys.modules)")
-        fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                               env={**os.environ, "LAUNCHER_HOME": str(launcher_home)})
+        code = (
+            "import sys; from launcher.cli.main import main\n"
+            "try: main(['get', 'runs', '-o', 'name'])\nexcept SystemExit as e: assert e.code == 0, e.code\n"
+            "print('kubernetes' in sys.modules)"
+        )
+        fresh = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "LAUNCHER_HOME": str(launcher_home)},
+        )
     out, err = capsys.readouterr()
     assert out.startswith("here-")
     warnings = sorted(ln for ln in err.splitlines() if ln.startswith("!"))
@@ -254,19 +307,33 @@ def test_the_reachability_check_reads_the_profiles_context_and_proxy(launcher_ho
     (not the current one), or the cluster's proxy-url. A reachable server is then listed."""
     with unreachable_server("refused") as refused:
         kubeconfig = launcher_home / "kubeconfig-two"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "down",
-            "clusters": [{"name": "down", "cluster": {"server": refused}},
-                         {"name": "up", "cluster": {"server": fake_kube.url}},
-                         {"name": "proxied", "cluster": {"server": fake_kube.url, "proxy-url": refused}}],
-            "users": [{"name": "u", "user": {"token": "t"}}],
-            "contexts": [{"name": n, "context": {"cluster": n, "user": "u"}} for n in ("down", "up", "proxied")],
-        }))
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "down",
+                    "clusters": [
+                        {"name": "down", "cluster": {"server": refused}},
+                        {"name": "up", "cluster": {"server": fake_kube.url}},
+                        {"name": "proxied", "cluster": {"server": fake_kube.url, "proxy-url": refused}},
+                    ],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [
+                        {"name": n, "context": {"cluster": n, "user": "u"}} for n in ("down", "up", "proxied")
+                    ],
+                }
+            )
+        )
         config_path = launcher_home / "config.yaml"
         config = yaml.safe_load(config_path.read_text())
         for context in ("up", "down", "proxied"):
-            config["clusters"][f"ctx-{context}"] = {"backend": "kubernetes", "kubeconfig": str(kubeconfig),
-                                                   "context": context, "image": "ghcr.io/example/launcher:test"}
+            config["clusters"][f"ctx-{context}"] = {
+                "backend": "kubernetes",
+                "kubeconfig": str(kubeconfig),
+                "context": context,
+                "image": "ghcr.io/example/launcher:test",
+            }
         config_path.write_text(yaml.safe_dump(config))
         capsys.readouterr()
         assert launcher("get", "runs") == 0

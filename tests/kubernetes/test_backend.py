@@ -42,8 +42,12 @@ def test_two_node_run_completes_with_both_ranks_logs_and_masked_secret(backend, 
     store = KubernetesSecretStore(load_config().profile("fake"))
     secret = Secret("api-token", SecretKind.ENV, {"value": SECRET}, {"env_key": "API_TOKEN"})
     store.create(secret)
-    spec = run_spec("hello-abc123", worker("--lines", "5", "--interval", "0.05", "--print-env", "API_TOKEN"),
-                    compute={"nodes": 2}, secrets=["api-token"])
+    spec = run_spec(
+        "hello-abc123",
+        worker("--lines", "5", "--interval", "0.05", "--print-env", "API_TOKEN"),
+        compute={"nodes": 2},
+        secrets=["api-token"],
+    )
     run = backend.submit(spec, store.for_run(["api-token"]))
     assert run.status is RunStatus.PENDING and run.backend == "kubernetes"
 
@@ -73,8 +77,9 @@ def test_two_node_run_completes_with_both_ranks_logs_and_masked_secret(backend, 
 
 
 def test_failed_rank_fails_the_run_with_its_exit_code(backend, fake_kube):
-    spec = run_spec("fails-abc123", worker("--lines", "4", "--fail-rank", "1", "--fail-code", "3"),
-                    compute={"nodes": 2})
+    spec = run_spec(
+        "fails-abc123", worker("--lines", "4", "--fail-rank", "1", "--fail-code", "3"), compute={"nodes": 2}
+    )
     backend.submit(spec, [])
     seen = follow(backend, spec.name)
     final = seen[-1]
@@ -96,8 +101,12 @@ def test_stop_keeps_the_record_and_delete_removes_everything(backend, fake_kube)
     stopped = backend.stop(spec.name)
     assert stopped.status is RunStatus.STOPPED
     assert stopped.reason == "stopped by the user"
-    wait_until(lambda: fake_kube.pods(labels=f"launcher.dev/run={spec.name}") == [], 20, interval=0.1,
-               message="the stopped run's pods to go")
+    wait_until(
+        lambda: fake_kube.pods(labels=f"launcher.dev/run={spec.name}") == [],
+        20,
+        interval=0.1,
+        message="the stopped run's pods to go",
+    )
     again = backend.get(spec.name)
     assert again.status is RunStatus.STOPPED and again.attempts[-1].status is RunStatus.STOPPED
     assert [r.name for r in backend.list()] == [spec.name]
@@ -120,15 +129,25 @@ def test_submit_creates_three_objects_owned_by_the_job(backend, fake_kube):
     job = fake_kube.get("Job", "default", spec.name)
     for kind in ("ConfigMap", "Service"):
         refs = fake_kube.get(kind, "default", spec.name)["metadata"]["ownerReferences"]
-        assert refs == [{"apiVersion": "batch/v1", "kind": "Job", "name": spec.name,
-                         "uid": job["metadata"]["uid"], "controller": False}]
+        assert refs == [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": spec.name,
+                "uid": job["metadata"]["uid"],
+                "controller": False,
+            }
+        ]
     with pytest.raises(InputError, match="already exists"):
         backend.submit(spec, [])
     assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
     # Deleting the Job alone (background) takes the Service and the ConfigMap with it.
     backend.api.delete("Job", spec.name, propagation="Background")
-    wait_until(lambda: fake_kube.list("ConfigMap", "default", f"launcher.dev/run={spec.name}")[0] == [], 10,
-               message="the ConfigMap to go with its Job")
+    wait_until(
+        lambda: fake_kube.list("ConfigMap", "default", f"launcher.dev/run={spec.name}")[0] == [],
+        10,
+        message="the ConfigMap to go with its Job",
+    )
     assert fake_kube.list("Service", "default", f"launcher.dev/run={spec.name}")[0] == []
 
 
@@ -146,4 +165,3 @@ def test_list_is_newest_first(backend, fake_kube):
 def test_unknown_run_is_not_found(backend):
     with pytest.raises(NotFoundError, match="no run named 'nope' in namespace default of cluster fake"):
         backend.get("nope")
-

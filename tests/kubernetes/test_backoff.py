@@ -31,10 +31,17 @@ def gaps(run) -> list[float]:
 
 def test_run_follow_waits_out_a_doubling_backoff_and_describe_says_crash_loop(fake_kube, tmp_path, capsys):
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "crashing", "image": "ghcr.io/example/launcher:test", "compute": {"gpu_type": "none"},
-        "command": worker("--lines", "1", "--fail-rank", "0", "--fail-code", "4"),
-        "scheduling": {"max_retries": 2, "retry_backoff": {"first": "1s", "max": "1m"}}}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "crashing",
+                "image": "ghcr.io/example/launcher:test",
+                "compute": {"gpu_type": "none"},
+                "command": worker("--lines", "1", "--fail-rank", "0", "--fail-code", "4"),
+                "scheduling": {"max_retries": 2, "retry_backoff": {"first": "1s", "max": "1m"}},
+            }
+        )
+    )
     code = launcher("run", "-f", str(spec), "--cluster", "fake", "--follow")
     out, err = capsys.readouterr()
     assert code == 1, err
@@ -62,11 +69,15 @@ def test_run_follow_waits_out_a_doubling_backoff_and_describe_says_crash_loop(fa
 
 def test_reconcile_watch_wakes_when_the_backoff_ends_not_at_its_next_pass(fake_kube, tmp_path, capsys):
     backend = make_backend()
-    spec = run_spec("later-abc123", worker("--lines", "1", "--fail-rank", "0", "--fail-attempt", "1"),
-                    scheduling={"max_retries": 1, "retry_backoff": {"first": "3s"}})
+    spec = run_spec(
+        "later-abc123",
+        worker("--lines", "1", "--fail-rank", "0", "--fail-attempt", "1"),
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "3s"}},
+    )
     backend.submit(spec, [])
-    waiting = wait_until(lambda: (r := backend.get(spec.name)).retry_at and r, 30,
-                         message="attempt 1 to fail and its retry to wait")
+    waiting = wait_until(
+        lambda: (r := backend.get(spec.name)).retry_at and r, 30, message="attempt 1 to fail and its retry to wait"
+    )
     assert waiting.status is RunStatus.PENDING and "a retry is due at" in waiting.reason
     assert (waiting.retry_at - waiting.attempts[0].ended_at).total_seconds() == 3
     # A pass before the retry is due starts nothing, and says when it is.
@@ -78,12 +89,19 @@ def test_reconcile_watch_wakes_when_the_backoff_ends_not_at_its_next_pass(fake_k
 
     # Passes every 60 s: only waking at the retry's due time ends the run within 30 s.
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "reconcile", "--watch", "--cluster", "fake",
-                             "--every", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "reconcile", "--watch", "--cluster", "fake", "--every", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ,
+    )
     try:
-        final = wait_until(lambda: (r := backend.get(spec.name)).status.is_terminal and r, 30,
-                           message="reconcile --watch to start attempt 2 once due")
+        final = wait_until(
+            lambda: (r := backend.get(spec.name)).status.is_terminal and r,
+            30,
+            message="reconcile --watch to start attempt 2 once due",
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
@@ -101,16 +119,29 @@ def test_a_jobset_run_says_it_has_no_backoff():
     from launcher.backends.kubernetes.profiles import ClusterProfile
     from launcher.backends.kubernetes.render import plan_run
 
-    spec = run_spec("js", "true", image="ghcr.io/example/launcher:test",
-                    scheduling={"max_retries": 1, "retry_backoff": {"first": "1s"}})
+    spec = run_spec(
+        "js",
+        "true",
+        image="ghcr.io/example/launcher:test",
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "1s"}},
+    )
     warnings = plan_run(spec, ClusterProfile(name="js", jobset=True), []).warnings
-    assert ("scheduling.retry_backoff: the JobSet controller restarts the group at once (JobSet's failurePolicy "
-            "has no backoff); it applies on clusters without JobSet (Indexed Jobs) and on the local backend") in warnings
+    assert (
+        "scheduling.retry_backoff: the JobSet controller restarts the group at once (JobSet's failurePolicy "
+        "has no backoff); it applies on clusters without JobSet (Indexed Jobs) and on the local backend"
+    ) in warnings
     job_form = plan_run(spec, ClusterProfile(name="job", jobset=False), []).warnings
     assert not any("retry_backoff" in w for w in job_form)
-    record = {"metadata": {"name": "js", "creationTimestamp": "2025-01-01T00:00:00Z", "resourceVersion": "1",
-                           "annotations": {"launcher.dev/form": "JobSet"}},
-              "data": {"spec.json": '{"name": "js", "command": "true"}'}}
+    record = {
+        "metadata": {
+            "name": "js",
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "resourceVersion": "1",
+            "annotations": {"launcher.dev/form": "JobSet"},
+        },
+        "data": {"spec.json": '{"name": "js", "command": "true"}'},
+    }
     run, _ = derive_jobset(Observed("js", record=record))
-    assert run.backoff == ("none: the JobSet controller restarts the group at once (JobSet's failurePolicy "
-                           "has no backoff)")
+    assert run.backoff == (
+        "none: the JobSet controller restarts the group at once (JobSet's failurePolicy has no backoff)"
+    )

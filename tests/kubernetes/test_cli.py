@@ -19,7 +19,6 @@ from tests.kubernetes.specs import assert_golden
 from tests.kubernetes.test_backend import SECRET, worker
 
 
-
 def launcher(*args: str) -> int:
     try:
         return run_cli(cli, list(args))
@@ -28,11 +27,30 @@ def launcher(*args: str) -> int:
 
 
 def test_cluster_add_list_use(launcher_home, capsys):
-    assert launcher("cluster", "add", "gke", "--context", "gke_p_z_c", "--namespace", "ml",
-                    "--gpu-labels", "gke", "--queue", "team-a") == 0
+    assert (
+        launcher(
+            "cluster",
+            "add",
+            "gke",
+            "--context",
+            "gke_p_z_c",
+            "--namespace",
+            "ml",
+            "--gpu-labels",
+            "gke",
+            "--queue",
+            "team-a",
+        )
+        == 0
+    )
     cfg = load_config()
-    assert cfg.clusters["gke"] == {"backend": "kubernetes", "context": "gke_p_z_c", "namespace": "ml",
-                                   "gpu_labels": "gke", "queue": "team-a"}
+    assert cfg.clusters["gke"] == {
+        "backend": "kubernetes",
+        "context": "gke_p_z_c",
+        "namespace": "ml",
+        "gpu_labels": "gke",
+        "queue": "team-a",
+    }
     assert cfg.current == "local"
     assert launcher("cluster", "use", "gke") == 0
     assert load_config().current == "gke"
@@ -43,12 +61,15 @@ def test_cluster_add_list_use(launcher_home, capsys):
     assert re.search(r"local\s+local", out)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["cluster", "add", "gke"], "already exists"),
-    (["cluster", "add", "local"], "built in"),
-    (["cluster", "add", "x", "--default-gpu-type", "v100"], "unknown gpu_type 'v100'"),
-    (["cluster", "use", "nope"], "no cluster profile named 'nope' (known: local, gke)"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["cluster", "add", "gke"], "already exists"),
+        (["cluster", "add", "local"], "built in"),
+        (["cluster", "add", "x", "--default-gpu-type", "v100"], "unknown gpu_type 'v100'"),
+        (["cluster", "use", "nope"], "no cluster profile named 'nope' (known: local, gke)"),
+    ],
+)
 def test_cluster_errors_exit_2(launcher_home, capsys, args, message):
     assert launcher("cluster", "add", "gke") == 0  # the first add succeeds; a repeat fails
     capsys.readouterr()
@@ -58,16 +79,23 @@ def test_cluster_errors_exit_2(launcher_home, capsys, args, message):
 
 
 def test_help_does_not_import_kubernetes():
-    code = ("import sys; from launcher.cli.main import main; sys.argv=['launcher','cluster','--help'];\n"
-            "try: main()\nexcept SystemExit: pass\n"
-            "assert 'kubernetes' not in sys.modules, 'kubernetes imported'; print('ok')")
+    code = (
+        "import sys; from launcher.cli.main import main; sys.argv=['launcher','cluster','--help'];\n"
+        "try: main()\nexcept SystemExit: pass\n"
+        "assert 'kubernetes' not in sys.modules, 'kubernetes imported'; print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("ok")
 
 
 def _spec_file(tmp_path: Path, **fields) -> Path:
-    spec = {"name": "hello", "image": "ghcr.io/example/trainer:2.0", "command": "composer train.py",
-            "parameters": {"lr": 0.001}, **fields}
+    spec = {
+        "name": "hello",
+        "image": "ghcr.io/example/trainer:2.0",
+        "command": "composer train.py",
+        "parameters": {"lr": 0.001},
+        **fields,
+    }
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -89,11 +117,16 @@ def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
     normalised. Regenerate with UPDATE_GOLDEN=1 after an intended change."""
     assert launcher("secret", "create", "env", "API_TOKEN=" + SECRET, "--cluster", "fake") == 0
     _profile_settings(entrypoint_mode="zipapp", jobset=True)  # the shipped defaults, which the golden files show
-    fields = ({"compute": {"gpus": 16, "gpu_type": "h100_80gb"}} if case == "dry-run-2x8"
-              else {"compute": {"gpu_type": "none"}, "secrets": ["api-token"]})
+    fields = (
+        {"compute": {"gpus": 16, "gpu_type": "h100_80gb"}}
+        if case == "dry-run-2x8"
+        else {"compute": {"gpu_type": "none"}, "secrets": ["api-token"]}
+    )
     capsys.readouterr()
     before = len(fake_kube.requests)
-    assert launcher("run", "-f", str(_spec_file(tmp_path, **fields)), "--cluster", "fake", "--dry-run", "-o", "yaml") == 0
+    assert (
+        launcher("run", "-f", str(_spec_file(tmp_path, **fields)), "--cluster", "fake", "--dry-run", "-o", "yaml") == 0
+    )
     out, err = capsys.readouterr()
     assert len(fake_kube.requests) == before  # rendered from the profile alone
     assert SECRET not in out + err
@@ -115,14 +148,29 @@ def test_dry_run_never_contacts_the_cluster(launcher_home, tmp_path, capsys):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "down",
-        "clusters": [{"name": "down", "cluster": {"server": f"https://10.255.255.1:{port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "down", "context": {"cluster": "down", "user": "u"}}]}))
-    (launcher_home / "config.yaml").write_text(yaml.safe_dump({"current": "local", "clusters": {
-        "down": {"backend": "kubernetes", "kubeconfig": str(kubeconfig)},
-        "gone": {"backend": "kubernetes", "kubeconfig": str(tmp_path / "missing")}}}))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "down",
+                "clusters": [{"name": "down", "cluster": {"server": f"https://10.255.255.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "down", "context": {"cluster": "down", "user": "u"}}],
+            }
+        )
+    )
+    (launcher_home / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "current": "local",
+                "clusters": {
+                    "down": {"backend": "kubernetes", "kubeconfig": str(kubeconfig)},
+                    "gone": {"backend": "kubernetes", "kubeconfig": str(tmp_path / "missing")},
+                },
+            }
+        )
+    )
     spec = _spec_file(tmp_path, compute={"gpus": 16, "gpu_type": "h100_80gb"})
     for cluster in ("down", "gone"):
         capsys.readouterr()
@@ -137,17 +185,23 @@ def test_dry_run_never_contacts_the_cluster(launcher_home, tmp_path, capsys):
         assert pod["containers"][0]["command"][:2] == ["/bin/sh", "-c"]  # zipapp, the default
         assert "entrypoint.pyz" in doc["items"][0]["binaryData"]
     # Nor does it load the kubernetes client: a fresh process renders without it.
-    code = ("import sys; from launcher.cli.error_report import run_cli; from launcher.cli.main import cli;\n"
-            f"code = run_cli(cli, ['run', '-f', {str(spec)!r}, '--cluster', 'down', '--dry-run']);\n"
-            "assert code == 0, code; assert 'kubernetes' not in sys.modules, 'kubernetes imported'; print('ok')")
+    code = (
+        "import sys; from launcher.cli.error_report import run_cli; from launcher.cli.main import cli;\n"
+        f"code = run_cli(cli, ['run', '-f', {str(spec)!r}, '--cluster', 'down', '--dry-run']);\n"
+        "assert code == 0, code; assert 'kubernetes' not in sys.modules, 'kubernetes imported'; print('ok')"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
     assert done.stdout.strip().endswith("ok"), done.stderr
 
 
 def test_run_follow_end_to_end(fake_kube, tmp_path, capsys):
     assert launcher("secret", "create", "env", "API_TOKEN=" + SECRET, "--cluster", "fake") == 0
-    spec = _spec_file(tmp_path, command=worker("--lines", "4", "--interval", "0.05", "--print-env", "API_TOKEN"),
-                      compute={"nodes": 2}, secrets=["api-token"])
+    spec = _spec_file(
+        tmp_path,
+        command=worker("--lines", "4", "--interval", "0.05", "--print-env", "API_TOKEN"),
+        compute={"nodes": 2},
+        secrets=["api-token"],
+    )
     capsys.readouterr()
     code = launcher("run", "-f", str(spec), "--backend", "kubernetes", "--follow")
     out, err = capsys.readouterr()
@@ -166,8 +220,12 @@ def test_run_follow_end_to_end(fake_kube, tmp_path, capsys):
 
 
 def test_run_follow_failing_rank_exits_1_after_retry(fake_kube, tmp_path, capsys):
-    spec = _spec_file(tmp_path, command=worker("--lines", "4", "--fail-rank", "1", "--fail-code", "3"),
-                      compute={"nodes": 2}, scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
+    spec = _spec_file(
+        tmp_path,
+        command=worker("--lines", "4", "--fail-rank", "1", "--fail-code", "3"),
+        compute={"nodes": 2},
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+    )
     code = launcher("run", "-f", str(spec), "--cluster", "fake", "--follow")
     out, err = capsys.readouterr()
     assert code == 1

@@ -46,23 +46,31 @@ def probe_pods_gone(kube) -> bool:
 
 def test_cluster_add_warns_about_the_unpublished_default_runtime_image(inject_kube, launcher_home, capsys):
     kubeconfig = str(inject_kube.write_kubeconfig(launcher_home / "kubeconfig"))
-    assert launcher("cluster", "add", "first", "--kubeconfig", kubeconfig, "--context", "fake",
-                    "--entrypoint-mode", "inject") == 0
+    assert (
+        launcher(
+            "cluster", "add", "first", "--kubeconfig", kubeconfig, "--context", "fake", "--entrypoint-mode", "inject"
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert f"! cluster first: {UNPUBLISHED}" in err and "`launcher cluster check NAME` tries the pull" in err
     # A runtime image of one's own, or a mode that pulls none (zipapp, the default, and image).
-    for quiet in (["--entrypoint-mode", "inject", "--runtime-image", "ghcr.io/me/launcher-runtime:0.1.0"],
-                  ["--entrypoint-mode", "image"], []):
-        assert launcher("cluster", "add", "second", "--kubeconfig", kubeconfig, "--context", "fake", "--replace",
-                        *quiet) == 0
+    for quiet in (
+        ["--entrypoint-mode", "inject", "--runtime-image", "ghcr.io/me/launcher-runtime:0.1.0"],
+        ["--entrypoint-mode", "image"],
+        [],
+    ):
+        assert (
+            launcher("cluster", "add", "second", "--kubeconfig", kubeconfig, "--context", "fake", "--replace", *quiet)
+            == 0
+        )
         assert "published nowhere" not in capsys.readouterr().err
 
 
 def test_check_says_the_cluster_can_pull_the_runtime_image_and_removes_its_pod(inject_kube, capsys):
     assert launcher("cluster", "check", "fake") == 0
     out, err = capsys.readouterr()
-    assert out.splitlines() == ["✔ fake: the cluster answers (jobset not served)",
-                                f"✔ fake: can pull {RUNTIME_IMAGE}"]
+    assert out.splitlines() == ["✔ fake: the cluster answers (jobset not served)", f"✔ fake: can pull {RUNTIME_IMAGE}"]
     assert "published nowhere" not in err  # this cluster pulls it (a mirror, a preloaded image)
     assert len([r for r in inject_kube.requests if r[1] == "Pod" and r[2] == "create"]) == 1
     wait_until(lambda: probe_pods_gone(inject_kube), 20, message="the probe pod to be deleted")
@@ -72,24 +80,32 @@ def test_check_reports_a_pull_error_and_exits_1(inject_kube, capsys):
     inject_kube.faults.bad_images = [RUNTIME_IMAGE]
     assert launcher("cluster", "check") == 1
     out, err = capsys.readouterr()
-    assert f"✗ fake: cannot pull {RUNTIME_IMAGE}: ErrImagePull: failed to pull and unpack image " \
-           f'"{RUNTIME_IMAGE}": not found' in out
+    assert (
+        f"✗ fake: cannot pull {RUNTIME_IMAGE}: ErrImagePull: failed to pull and unpack image "
+        f'"{RUNTIME_IMAGE}": not found' in out
+    )
     assert f"! fake: {UNPUBLISHED}" in err
     wait_until(lambda: probe_pods_gone(inject_kube), 20, message="the probe pod to be deleted")
     capsys.readouterr()
     assert launcher("cluster", "check", "-o", "json") == 1
     report = json.loads(capsys.readouterr().out)
     assert report[0]["profile"] == "fake" and report[0]["reachable"] is True
-    assert report[0]["images"] == [{"image": RUNTIME_IMAGE, "pulled": False, "detail": "ErrImagePull: failed to "
-                                    f'pull and unpack image "{RUNTIME_IMAGE}": not found'}]
+    assert report[0]["images"] == [
+        {
+            "image": RUNTIME_IMAGE,
+            "pulled": False,
+            "detail": f'ErrImagePull: failed to pull and unpack image "{RUNTIME_IMAGE}": not found',
+        }
+    ]
 
 
 def test_a_pod_that_never_starts_is_no_answer_within_the_timeout(inject_kube, capsys):
     inject_kube.faults.hold_pods = True
     assert launcher("cluster", "check", "fake", "--timeout", "1") == 1
     out = capsys.readouterr().out
-    assert f"! fake: could not tell whether it can pull {RUNTIME_IMAGE}: no answer within 1 s " \
-           "(ContainerCreating)" in out
+    assert (
+        f"! fake: could not tell whether it can pull {RUNTIME_IMAGE}: no answer within 1 s (ContainerCreating)" in out
+    )
     inject_kube.faults.hold_pods = False
     wait_until(lambda: probe_pods_gone(inject_kube), 20, message="the probe pod to be deleted")
 
@@ -119,8 +135,10 @@ def test_a_probe_the_cluster_refuses_is_no_answer(inject_kube, capsys):
     assert launcher("cluster", "check", "fake") == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "✔ fake: the cluster answers (jobset not served)"
-    assert out[1].startswith(f"! fake: could not tell whether it can pull {RUNTIME_IMAGE}: the probe pod could not "
-                             "run: ") and "403" in out[1], out
+    assert (
+        out[1].startswith(f"! fake: could not tell whether it can pull {RUNTIME_IMAGE}: the probe pod could not run: ")
+        and "403" in out[1]
+    ), out
 
 
 def test_an_unknown_profile_is_a_usage_error(launcher_home, capsys):

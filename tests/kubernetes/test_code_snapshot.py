@@ -37,8 +37,9 @@ def api_get(kube, path: str) -> dict | None:
 
 def code_spec(tmp_path, name: str, command: str):
     path = tmp_path / f"{name}.yaml"
-    path.write_text(json.dumps({"name": name, "image": IMAGE, "command": command,
-                                "compute": {"gpu_type": "none", "nodes": 1}}))
+    path.write_text(
+        json.dumps({"name": name, "image": IMAGE, "command": command, "compute": {"gpu_type": "none", "nodes": 1}})
+    )
     return path
 
 
@@ -46,8 +47,14 @@ def code_spec(tmp_path, name: str, command: str):
 def test_an_uncommitted_module_reaches_the_pod(fake_kube_program, tmp_path, capsys, in_secret):
     tree = git_tree(tmp_path / "tree")
     image_bin = image_dir(tmp_path / "image", SYSTEM_PYTHON)
-    kube = fake_kube_program("--jobset", "--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}",
-                             profile={**ZIPAPP, "code_in_secret": in_secret})
+    kube = fake_kube_program(
+        "--jobset",
+        "--nodes",
+        "1",
+        "--image",
+        f"{IMAGE}={image_bin.parent}",
+        profile={**ZIPAPP, "code_in_secret": in_secret},
+    )
     capsys.readouterr()
     listing = "python3 -c 'import os; print(\"FILES\", *sorted(os.listdir()))'"
     spec_file = code_spec(tmp_path, "code-k8s", f"{listing} && python3 main.py")
@@ -74,15 +81,13 @@ def test_an_uncommitted_module_reaches_the_pod(fake_kube_program, tmp_path, caps
     assert api_get(kube, f"/api/v1/namespaces/default/{kind}/{name}-code") is None
 
 
-def test_a_tree_past_the_configmap_limit_is_refused_before_anything_is_submitted(fake_kube_program, tmp_path,
-                                                                                    capsys):
+def test_a_tree_past_the_configmap_limit_is_refused_before_anything_is_submitted(fake_kube_program, tmp_path, capsys):
     tree = git_tree(tmp_path / "tree")
     (tree / "assets").mkdir()
     (tree / "assets" / "blob.bin").write_bytes(os.urandom(800 * 1024))
     kube = fake_kube_program("--jobset", "--nodes", "1", profile=ZIPAPP)
     capsys.readouterr()
-    code = launcher("run", "-f", str(code_spec(tmp_path, "too-big", "true")), "--cluster", "fake",
-                    "--code", str(tree))
+    code = launcher("run", "-f", str(code_spec(tmp_path, "too-big", "true")), "--cluster", "fake", "--code", str(tree))
     out, err = capsys.readouterr()
     assert code == 2, out + err
     assert "over the 700.0 KiB a run of the kubernetes backend takes" in err
@@ -101,8 +106,11 @@ def test_the_code_object_and_the_pod_that_mounts_it_validate(in_secret, tmp_path
     for manifest in [*manifests, obj]:
         validate(manifest, NEWEST)
     volume = next(v for v in pod_spec(manifests)["volumes"] if v["name"] == "code")
-    assert volume == ({"name": "code", "secret": {"secretName": f"{run.name}-code"}} if in_secret
-                      else {"name": "code", "configMap": {"name": f"{run.name}-code"}})
+    assert volume == (
+        {"name": "code", "secret": {"secretName": f"{run.name}-code"}}
+        if in_secret
+        else {"name": "code", "configMap": {"name": f"{run.name}-code"}}
+    )
     plan = json.loads(manifests[0]["data"]["plan.json"])
     assert plan["code"] == {"digest": digest_of(data), "file": "/mnt/code/code.tar.gz"}
     assert obj["kind"] == ("Secret" if in_secret else "ConfigMap")
@@ -128,17 +136,33 @@ def test_a_large_tree_goes_through_the_code_store(fake_kube_program, s3, tmp_pat
     (tree / "assets" / "blob.bin").write_bytes(blob)
     image_bin = image_dir(tmp_path / "image", SYSTEM_PYTHON)
     env = s3.env()
-    kube = fake_kube_program("--jobset", "--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile={
-        **ZIPAPP, "code_store": f"s3://{s3.bucket}/code/", "code_store_secret": "code-s3"})
-    KubernetesSecretStore(load_config().profile("fake")).create(Secret("code-s3", SecretKind.S3, {
-        "credentials": f"[default]\naws_access_key_id = {env['AWS_ACCESS_KEY_ID']}\n"
-                       f"aws_secret_access_key = {env['AWS_SECRET_ACCESS_KEY']}\n",
-        "config": f"[default]\nregion = us-east-1\nendpoint_url = {s3.endpoint}\n"}))
+    kube = fake_kube_program(
+        "--jobset",
+        "--nodes",
+        "1",
+        "--image",
+        f"{IMAGE}={image_bin.parent}",
+        profile={**ZIPAPP, "code_store": f"s3://{s3.bucket}/code/", "code_store_secret": "code-s3"},
+    )
+    KubernetesSecretStore(load_config().profile("fake")).create(
+        Secret(
+            "code-s3",
+            SecretKind.S3,
+            {
+                "credentials": f"[default]\naws_access_key_id = {env['AWS_ACCESS_KEY_ID']}\n"
+                f"aws_secret_access_key = {env['AWS_SECRET_ACCESS_KEY']}\n",
+                "config": f"[default]\nregion = us-east-1\nendpoint_url = {s3.endpoint}\n",
+            },
+        )
+    )
     capsys.readouterr()
-    check = ("python3 main.py && python3 -c 'import hashlib; "
-             "print(\"BLOB\", hashlib.sha256(open(\"assets/blob.bin\", \"rb\").read()).hexdigest())'")
-    code = launcher("run", "-f", str(code_spec(tmp_path, "big-code", check)), "--cluster", "fake",
-                    "--code", str(tree), "--follow")
+    check = (
+        "python3 main.py && python3 -c 'import hashlib; "
+        'print("BLOB", hashlib.sha256(open("assets/blob.bin", "rb").read()).hexdigest())\''
+    )
+    code = launcher(
+        "run", "-f", str(code_spec(tmp_path, "big-code", check)), "--cluster", "fake", "--code", str(tree), "--follow"
+    )
     out, err = capsys.readouterr()
     assert code == 0, out + err
     assert "helper says uncommitted" in out
@@ -158,16 +182,27 @@ def test_the_runs_own_code_secret_not_yet_there_is_no_failure():
     from launcher.backends.base import RunStatus
     from launcher.backends.kubernetes.attempts import rank_view
 
-    pod = {"metadata": {"name": "r-0-abcde", "labels": {"launcher.dev/run": "r"},
-                        "annotations": {"batch.kubernetes.io/job-completion-index": "0"}},
-           "spec": {"nodeName": "n1"},
-           "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
-                      "containerStatuses": [{"name": "main", "state": {"waiting": {"reason": "ContainerCreating"}}}]}}
+    pod = {
+        "metadata": {
+            "name": "r-0-abcde",
+            "labels": {"launcher.dev/run": "r"},
+            "annotations": {"batch.kubernetes.io/job-completion-index": "0"},
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [{"name": "main", "state": {"waiting": {"reason": "ContainerCreating"}}}],
+        },
+    }
 
     def event(secret: str) -> dict:
-        return {"reason": "FailedMount", "involvedObject": {"kind": "Pod", "name": "r-0-abcde"},
-                "lastTimestamp": "2025-01-01T00:00:01Z",
-                "message": f'MountVolume.SetUp failed for volume "v" : secret "{secret}" not found'}
+        return {
+            "reason": "FailedMount",
+            "involvedObject": {"kind": "Pod", "name": "r-0-abcde"},
+            "lastTimestamp": "2025-01-01T00:00:01Z",
+            "message": f'MountVolume.SetUp failed for volume "v" : secret "{secret}" not found',
+        }
 
     assert rank_view(pod, [event("r-code")]).status is RunStatus.STARTING
     assert rank_view(pod, [event("hf-token")]).status is RunStatus.FAILED

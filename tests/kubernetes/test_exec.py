@@ -54,28 +54,46 @@ def start_run(backend, kube, name: str, command: str, *, nodes: int = 2, secrets
     store = KubernetesSecretStore(load_config().profile("fake"))
     for s in secrets:
         store.create(s)
-    spec = RunSpec.model_validate({"name": name, "command": command, "compute": {"nodes": nodes},
-                                   "parameters": {"lr": 0.25}, "secrets": [s.name for s in secrets]})
+    spec = RunSpec.model_validate(
+        {
+            "name": name,
+            "command": command,
+            "compute": {"nodes": nodes},
+            "parameters": {"lr": 0.25},
+            "secrets": [s.name for s in secrets],
+        }
+    )
     backend.submit(spec, store.for_run([s.name for s in secrets]))
+
     def running() -> bool:
         pods = [p for p in kube.pods("default", f"launcher.dev/run={name}") if p["status"].get("phase") == "Running"]
         return len(pods) == nodes
 
-    wait_until(running, 60,
-               message=f"{name}'s {nodes} pods to run")
+    wait_until(running, 60, message=f"{name}'s {nodes} pods to run")
 
 
 def exec_client(name: str, rank: int, *argv: str, stdin: bytes = b"", timeout: float = 60):
-    return subprocess.run([sys.executable, "-c", EXEC_CLIENT, name, str(rank), "pipe", *argv], input=stdin,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", EXEC_CLIENT, name, str(rank), "pipe", *argv],
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
 def sleeper(backend, fake_kube):
     """A two-rank run that sleeps, with an env secret and a file secret."""
-    start_run(backend, fake_kube, "sleeper-abc123", "sleep 120", secrets=[
-        Secret("api-token", SecretKind.ENV, {"value": SECRET}, {"env_key": "API_TOKEN"}),
-        Secret("ssh-key", SecretKind.FILE, {"value": KEY_FILE}, {"mount_path": "/etc/ssh-key"})])
+    start_run(
+        backend,
+        fake_kube,
+        "sleeper-abc123",
+        "sleep 120",
+        secrets=[
+            Secret("api-token", SecretKind.ENV, {"value": SECRET}, {"env_key": "API_TOKEN"}),
+            Secret("ssh-key", SecretKind.FILE, {"value": KEY_FILE}, {"mount_path": "/etc/ssh-key"}),
+        ],
+    )
     yield "sleeper-abc123"
     backend.stop("sleeper-abc123")
 
@@ -83,8 +101,13 @@ def sleeper(backend, fake_kube):
 def test_exec_in_rank_1_sees_its_parameters_env_and_secrets_and_returns_the_exit_code(sleeper, fake_kube):
     isolated = fake_kube.kubelet.isolated
     config = "/mnt/config" if isolated else "$LAUNCHER_CONFIG_DIR"
-    r = exec_client(sleeper, 1, "sh", "-c", f"cat {config}/parameters.yaml; echo rank=$NODE_RANK token=$API_TOKEN; "
-                                            "echo to-stderr >&2; exit 7")
+    r = exec_client(
+        sleeper,
+        1,
+        "sh",
+        "-c",
+        f"cat {config}/parameters.yaml; echo rank=$NODE_RANK token=$API_TOKEN; echo to-stderr >&2; exit 7",
+    )
     assert r.returncode == 7, r.stderr
     out = r.stdout.decode()
     assert "lr: 0.25" in out and "rank=1 " in out and f"token={SECRET}" in out
@@ -109,8 +132,11 @@ def test_exec_with_a_tty_is_a_terminal_and_exits_with_the_shells_code(sleeper):
         child.sendline("stty size")
         child.expect(r"24 80")  # pexpect's terminal
         child.setwinsize(31, 97)  # SIGWINCH: the new size goes to the pod's terminal
-        wait_until(lambda: child.sendline("stty size") and child.expect([r"31 97", pexpect.TIMEOUT], timeout=1) == 0,
-                   20, message="the new terminal size in the pod")
+        wait_until(
+            lambda: child.sendline("stty size") and child.expect([r"31 97", pexpect.TIMEOUT], timeout=1) == 0,
+            20,
+            message="the new terminal size in the pod",
+        )
         child.sendline("exit 3")
         child.expect(pexpect.EOF)
         child.close()
@@ -135,9 +161,12 @@ def test_port_forward_serves_an_http_server_in_the_pod(backend, fake_kube):
     start_run(backend, fake_kube, "web-abc123", f"python -m http.server {port} --bind 127.0.0.1", nodes=1)
     ready: list[int] = []
     stop = threading.Event()
-    forwarder = threading.Thread(target=backend.port_forward, args=("web-abc123",),
-                                 kwargs={"rank": 0, "local_port": 0, "remote_port": port, "ready": ready.append,
-                                         "stop": stop}, daemon=True)
+    forwarder = threading.Thread(
+        target=backend.port_forward,
+        args=("web-abc123",),
+        kwargs={"rank": 0, "local_port": 0, "remote_port": port, "ready": ready.append, "stop": stop},
+        daemon=True,
+    )
     forwarder.start()
     try:
         wait_until(lambda: ready, 10, message="the local port to listen")
@@ -163,17 +192,23 @@ def test_port_forward_to_a_closed_port_says_so_and_keeps_serving(backend, fake_k
     start_run(backend, fake_kube, "quiet-abc123", "sleep 120", nodes=1)
     ready: list[int] = []
     stop = threading.Event()
-    forwarder = threading.Thread(target=backend.port_forward, args=("quiet-abc123",),
-                                 kwargs={"rank": 0, "local_port": 0, "remote_port": free_port(),
-                                         "ready": ready.append, "stop": stop}, daemon=True)
+    forwarder = threading.Thread(
+        target=backend.port_forward,
+        args=("quiet-abc123",),
+        kwargs={"rank": 0, "local_port": 0, "remote_port": free_port(), "ready": ready.append, "stop": stop},
+        daemon=True,
+    )
     forwarder.start()
     try:
         wait_until(lambda: ready, 10, message="the local port to listen")
         with socket.create_connection(("127.0.0.1", ready[0]), timeout=10) as conn:
             assert conn.recv(100) == b""  # closed: nothing listens in the pod
         err: list[str] = []
-        wait_until(lambda: err.append(capfd.readouterr().err) or "connection refused" in "".join(err).lower(), 10,
-                   message="the forwarding error on stderr")
+        wait_until(
+            lambda: err.append(capfd.readouterr().err) or "connection refused" in "".join(err).lower(),
+            10,
+            message="the forwarding error on stderr",
+        )
         assert forwarder.is_alive()
     finally:
         stop.set()

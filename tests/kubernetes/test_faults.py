@@ -17,8 +17,12 @@ from tests.kubernetes.test_backend import follow, run_spec, worker
 
 def wait_for(backend, name: str, status: RunStatus, timeout: float = 30):
     """The run once it is `status`."""
-    return wait_until(lambda: (run := backend.get(name)).status is status and run, timeout, interval=0.1,
-                      message=lambda: f"{name} to be {status} (it is {backend.get(name).status})")
+    return wait_until(
+        lambda: (run := backend.get(name)).status is status and run,
+        timeout,
+        interval=0.1,
+        message=lambda: f"{name} to be {status} (it is {backend.get(name).status})",
+    )
 
 
 @pytest.mark.parametrize("resolution_ns", [1_000_000, 1_000_000_000], ids=["ms", "s"])
@@ -53,9 +57,12 @@ def test_watch_relists_after_410_gone(fake_kube, backend):
 
 
 def test_failed_pod_restarts_the_group_as_attempt_2(fake_kube, backend):
-    spec = run_spec("retry-abc123", worker("--lines", "6", "--interval", "0.02", "--fail-rank", "1",
-                                           "--fail-attempt", "1", "--fail-code", "3"),
-                    compute={"nodes": 2}, scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
+    spec = run_spec(
+        "retry-abc123",
+        worker("--lines", "6", "--interval", "0.02", "--fail-rank", "1", "--fail-attempt", "1", "--fail-code", "3"),
+        compute={"nodes": 2},
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+    )
     backend.submit(spec, [])
     seen = follow(backend, spec.name)
     final = seen[-1]
@@ -77,8 +84,11 @@ def test_failed_pod_restarts_the_group_as_attempt_2(fake_kube, backend):
 
 
 def test_retries_run_out(fake_kube, backend):
-    spec = run_spec("out-abc123", worker("--lines", "2", "--fail-rank", "0", "--fail-code", "5"),
-                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
+    spec = run_spec(
+        "out-abc123",
+        worker("--lines", "2", "--fail-rank", "0", "--fail-code", "5"),
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+    )
     backend.submit(spec, [])
     final = follow(backend, spec.name)[-1]
     assert final.status is RunStatus.FAILED and final.reason == "rank 0 exited with code 5"
@@ -86,13 +96,19 @@ def test_retries_run_out(fake_kube, backend):
 
 
 def test_preemption_is_a_free_retry_with_retry_on_system_failure(fake_kube, backend):
-    spec = run_spec("preempt-abc123", worker("--lines", "40", "--interval", "0.05"), compute={"nodes": 2},
-                    scheduling={"max_retries": 0, "retry_on_system_failure": True,
-                                "retry_backoff": {"first": "0.1s"}})
+    spec = run_spec(
+        "preempt-abc123",
+        worker("--lines", "40", "--interval", "0.05"),
+        compute={"nodes": 2},
+        scheduling={"max_retries": 0, "retry_on_system_failure": True, "retry_backoff": {"first": "0.1s"}},
+    )
     backend.submit(spec, [])
     wait_for(backend, spec.name, RunStatus.RUNNING)
-    pod = next(p for p in fake_kube.pods(labels=f"launcher.dev/run={spec.name}")
-               if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "1")
+    pod = next(
+        p
+        for p in fake_kube.pods(labels=f"launcher.dev/run={spec.name}")
+        if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "1"
+    )
     fake_kube.evict(pod["metadata"]["name"])
     final = follow(backend, spec.name, timeout=90)[-1]
     assert final.status is RunStatus.COMPLETED, final.reason
@@ -111,12 +127,19 @@ def test_unschedulable_pod_is_queued_with_the_scheduler_reason(fake_kube, backen
 
 
 def test_insufficient_gpus_are_explained(fake_kube_factory):
-    nodes = [{"name": f"gpu-{i}", "gpus": 8,
-              "labels": {"kubernetes.io/hostname": f"gpu-{i}", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
-             for i in range(2)]
+    nodes = [
+        {
+            "name": f"gpu-{i}",
+            "gpus": 8,
+            "labels": {"kubernetes.io/hostname": f"gpu-{i}", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        }
+        for i in range(2)
+    ]
     kube = fake_kube_factory(nodes=nodes)
     backend = make_backend()
-    busy = run_spec("busy-abc123", worker("--forever", "--interval", "0.2"), compute={"gpus": 16, "gpu_type": "h100_80gb"})
+    busy = run_spec(
+        "busy-abc123", worker("--forever", "--interval", "0.2"), compute={"gpus": 16, "gpu_type": "h100_80gb"}
+    )
     backend.submit(busy, [])
     wait_for(backend, busy.name, RunStatus.RUNNING)
     waiting = run_spec("waits-abc123", worker(), compute={"gpus": 8, "gpu_type": "h100_80gb"})
@@ -172,8 +195,11 @@ def test_transient_api_errors_are_retried(fake_kube, backend):
 
 
 def test_max_duration_ends_the_run(fake_kube, backend):
-    spec = run_spec("slow-abc123", worker("--forever", "--interval", "0.1"),
-                    scheduling={"max_duration": 0.0005, "max_retries": 3, "retry_backoff": {"first": "0.1s"}})
+    spec = run_spec(
+        "slow-abc123",
+        worker("--forever", "--interval", "0.1"),
+        scheduling={"max_duration": 0.0005, "max_retries": 3, "retry_backoff": {"first": "0.1s"}},
+    )
     backend.submit(spec, [])
     final = follow(backend, spec.name)[-1]
     assert final.status is RunStatus.FAILED

@@ -25,14 +25,18 @@ def test_a_late_rank_is_attached_at_once_while_another_is_chatty(fake_kube_facto
     # One node at first: rank 1 waits for a second node while rank 0 prints without pause.
     kube = fake_kube_factory(nodes=[gpu_node(0)])
     backend = make_backend()
-    spec = run_spec("late-abc123", worker("--lines", "3000", "--interval", "0.001"),
-                    compute={"gpus": 16, "gpu_type": "h100_80gb"})
+    spec = run_spec(
+        "late-abc123", worker("--lines", "3000", "--interval", "0.001"), compute={"gpus": 16, "gpu_type": "h100_80gb"}
+    )
     backend.submit(spec, [])
 
     def add_node_when_rank_0_is_chatty() -> None:
         # Rank 1 starts late: once rank 0 (the only container yet) has printed 300 lines.
-        wait_until(lambda: any(len(c.lines) >= 300 for c in list(kube.containers.values())), 30,
-                   message="rank 0 to print 300 lines")
+        wait_until(
+            lambda: any(len(c.lines) >= 300 for c in list(kube.containers.values())),
+            30,
+            message="rank 0 to print 300 lines",
+        )
         kube.nodes.append(gpu_node(1))
 
     threading.Thread(target=add_node_when_rank_0_is_chatty, daemon=True).start()
@@ -68,19 +72,24 @@ def test_logs_follow_says_why_when_the_run_cannot_be_followed(fake_kube, capsys)
     assert time.monotonic() - started < 20
     assert err.strip().splitlines()[-1] == (
         f"✗ cluster fake: cannot list Jobs: 503 ServiceUnavailable (tried 5 times); so cannot follow the logs of "
-        f"run '{spec.name}'")
+        f"run '{spec.name}'"
+    )
     backend.close()
 
 
 def _follow_threads(before: set[int]) -> list[str]:
     """The threads a follow started (its informers, pod readers, attacher) still alive."""
-    return [t.name for t in threading.enumerate()
-            if t.ident not in before and t.name.startswith(("logs-", "informer-"))]
+    return [
+        t.name for t in threading.enumerate() if t.ident not in before and t.name.startswith(("logs-", "informer-"))
+    ]
 
 
 def wait_gone(before: set[int], seconds: float = 5.0) -> None:
-    wait_until(lambda: not _follow_threads(before), seconds,
-               message=lambda: f"the follow's threads to end (left: {_follow_threads(before)})")
+    wait_until(
+        lambda: not _follow_threads(before),
+        seconds,
+        message=lambda: f"the follow's threads to end (left: {_follow_threads(before)})",
+    )
 
 
 def test_a_follow_of_a_quiet_pod_that_is_cancelled_or_closed_lets_go_of_its_threads(fake_kube):

@@ -17,8 +17,13 @@ def test_logs_follow_of_a_run_deleted_under_it_exits_1(fake_kube):
     spec = run_spec("gone-abc123", worker("--forever", "--interval", "0.1"))
     backend.submit(spec, [])
     wait_until(lambda: backend.get(spec.name).status.value == "RUNNING", 30, message="the run to start")
-    follower = subprocess.Popen([sys.executable, "-m", "launcher", "logs", spec.name, "-f"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=os.environ)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "logs", spec.name, "-f"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ,
+    )
     try:
         lines = iter(follower.stdout.readline, "")
         assert any("line" in next(lines) for _ in range(20)), "the follow printed no line of the run"

@@ -31,16 +31,22 @@ VOLUME_URL = "dbfs:/Volumes/main/default/data/launcher-logs/"
 # first three points.
 RESTART_THEN_FOREVER = (
     f'if [ "$LAUNCHER_ATTEMPT" = 1 ]; then '
-    f'{worker("--lines", "6", "--interval", "0.1", "--fail-rank", "1", "--fail-code", "3", "--metrics")} '
+    f"{worker('--lines', '6', '--interval', '0.1', '--fail-rank', '1', '--fail-code', '3', '--metrics')} "
     f'--sync-dir "$SYNC_DIR"; '
-    f'else {worker("--forever", "--interval", "0.05", "--metrics", "--first-step", "3")}; fi')
+    f"else {worker('--forever', '--interval', '0.05', '--metrics', '--first-step', '3')}; fi"
+)
 
 
 def _spec(sync_dir: Path) -> dict:
-    return {"name": "history", "image": "ghcr.io/example/launcher:test", "command": RESTART_THEN_FOREVER,
-            "compute": {"gpu_type": "none", "nodes": 2}, "scheduling": {"max_retries": 1},
-            # The pods import the launcher of this checkout (the fake's pods have a clean environment).
-            "env_variables": {"PYTHONPATH": str(REPO), "SYNC_DIR": str(sync_dir)}}
+    return {
+        "name": "history",
+        "image": "ghcr.io/example/launcher:test",
+        "command": RESTART_THEN_FOREVER,
+        "compute": {"gpu_type": "none", "nodes": 2},
+        "scheduling": {"max_retries": 1},
+        # The pods import the launcher of this checkout (the fake's pods have a clean environment).
+        "env_variables": {"PYTHONPATH": str(REPO), "SYNC_DIR": str(sync_dir)},
+    }
 
 
 def pods_of(kube, name: str) -> list[dict]:
@@ -61,8 +67,12 @@ def restart_then_stop(kube, tmp_path: Path, capsys, followed: list | None = None
     sync_dir = tmp_path / "sync"
     sync_dir.mkdir()
     name = submit_detached(tmp_path, _spec(sync_dir))
-    wait_until(lambda: jobset_status(kube, name).get("restarts") == 1, 90, interval=0.3,
-               message="the JobSet controller to restart the group")
+    wait_until(
+        lambda: jobset_status(kube, name).get("restarts") == 1,
+        90,
+        interval=0.3,
+        message="the JobSet controller to restart the group",
+    )
 
     def attempt_2_logged() -> bool:  # both ranks: the tests count more than 20 lines of each
         code, out, _ = cli(capsys, "logs", name, "--attempt", "2")
@@ -72,8 +82,9 @@ def restart_then_stop(kube, tmp_path: Path, capsys, followed: list | None = None
     follower = None
     if followed is not None:
         backend = KubernetesBackend(load_config().profile("fake"))
-        follower = threading.Thread(target=lambda: followed.extend(backend.logs(name, attempt=2, follow=True)),
-                                    daemon=True)
+        follower = threading.Thread(
+            target=lambda: followed.extend(backend.logs(name, attempt=2, follow=True)), daemon=True
+        )
         follower.start()
         wait_until(lambda: followed, 30, message="the follow's first line")
     code, _, err = cli(capsys, "stop", name, "-y")
@@ -118,13 +129,16 @@ def test_without_a_log_store_stop_keeps_the_history_and_gone_logs_are_an_error(f
     assert (code, out) == (1, "") and "the pod of rank 1 of attempt 1 is gone (JobSet restart)" in err
     code, out, err = cli(capsys, "metrics", name)
     assert (code, out) == (1, "")
-    assert (f"attempt 1 of {name}: cannot read its log: the pod of rank 0 of attempt 1 is gone (JobSet restart); "
-            "set log_store in the profile to keep logs") in err
+    assert (
+        f"attempt 1 of {name}: cannot read its log: the pod of rank 0 of attempt 1 is gone (JobSet restart); "
+        "set log_store in the profile to keep logs"
+    ) in err
     assert "Traceback" not in err
 
 
-@pytest.fixture(params=[(store, mode) for store in ("volume", "s3") for mode in ("zipapp", "image")],
-                ids=lambda p: "-".join(p))
+@pytest.fixture(
+    params=[(store, mode) for store in ("volume", "s3") for mode in ("zipapp", "image")], ids=lambda p: "-".join(p)
+)
 def archived_cluster(request, fake_kube_program):
     """The fake cluster with a log_store: a Volume on the fake Databricks workspace (a databricks
     secret), or a bucket on moto S3 (an s3 secret: its credentials and config files, the
@@ -136,27 +150,40 @@ def archived_cluster(request, fake_kube_program):
         pytest.importorskip("databricks.sdk")
         volume = request.getfixturevalue("databricks_files")
         env = volume.env()
-        secret = Secret("logs-archive", SecretKind.DATABRICKS, {"host": env["DATABRICKS_HOST"],
-                                                              "token": env["DATABRICKS_TOKEN"]})
+        secret = Secret(
+            "logs-archive", SecretKind.DATABRICKS, {"host": env["DATABRICKS_HOST"], "token": env["DATABRICKS_TOKEN"]}
+        )
         url, root = VOLUME_URL, "/Volumes/main/default/data/launcher-logs/"
 
         def files(name: str) -> list[str]:
-            return [p[len(root):] for p in volume.paths(root + name + "/")]
+            return [p[len(root) :] for p in volume.paths(root + name + "/")]
     else:
         s3 = request.getfixturevalue("s3")
         env = s3.env()
-        secret = Secret("logs-archive", SecretKind.S3, {
-            "credentials": f"[default]\naws_access_key_id = {env['AWS_ACCESS_KEY_ID']}\n"
-                           f"aws_secret_access_key = {env['AWS_SECRET_ACCESS_KEY']}\n",
-            "config": f"[default]\nregion = us-east-1\nendpoint_url = {s3.endpoint}\n"})
+        secret = Secret(
+            "logs-archive",
+            SecretKind.S3,
+            {
+                "credentials": f"[default]\naws_access_key_id = {env['AWS_ACCESS_KEY_ID']}\n"
+                f"aws_secret_access_key = {env['AWS_SECRET_ACCESS_KEY']}\n",
+                "config": f"[default]\nregion = us-east-1\nendpoint_url = {s3.endpoint}\n",
+            },
+        )
         url = f"s3://{s3.bucket}/launcher/"
 
         def files(name: str) -> list[str]:
-            return [k[len("launcher/"):] for k in s3.keys(f"launcher/{name}/")]
+            return [k[len("launcher/") :] for k in s3.keys(f"launcher/{name}/")]
+
     # A pod's grace period lets the entrypoint write its last chunks after SIGTERM (the pods
     # ask 45 s); the fake's default of 3 s could cut them short on a loaded machine.
-    kube = fake_kube_program("--jobset", "--nodes", "2", "--grace-seconds", "20", profile={
-        "entrypoint_mode": mode, "log_store": url, "log_store_secret": "logs-archive"})
+    kube = fake_kube_program(
+        "--jobset",
+        "--nodes",
+        "2",
+        "--grace-seconds",
+        "20",
+        profile={"entrypoint_mode": mode, "log_store": url, "log_store_secret": "logs-archive"},
+    )
     KubernetesSecretStore(load_config().profile("fake")).create(secret)
     return kube, files
 
@@ -167,7 +194,11 @@ def test_with_a_log_store_logs_and_metrics_outlive_a_restart_and_a_stop(archived
     name = restart_then_stop(kube, tmp_path, capsys, followed)
     assert_history(capsys, name)
     assert {p.rsplit("/", 1)[0] for p in files(name)} == {
-        f"{name}/attempt-1/rank-0", f"{name}/attempt-1/rank-1", f"{name}/attempt-2/rank-0", f"{name}/attempt-2/rank-1"}
+        f"{name}/attempt-1/rank-0",
+        f"{name}/attempt-1/rank-1",
+        f"{name}/attempt-2/rank-0",
+        f"{name}/attempt-2/rank-1",
+    }
 
     # The JobSet restart deleted attempt 1's pods: its log comes from the archive.
     code, out, err = cli(capsys, "logs", name, "--attempt", "1")
@@ -190,7 +221,7 @@ def test_with_a_log_store_logs_and_metrics_outlive_a_restart_and_a_stop(archived
     # The follow, which began on the live pods and ended as they went: the same lines, each once.
     for rank in (0, 1):
         texts = [ln.text for ln in followed if ln.rank == rank]
-        assert texts == [ln[len(f"[rank {rank}] "):] for ln in out.splitlines() if ln.startswith(f"[rank {rank}] ")]
+        assert texts == [ln[len(f"[rank {rank}] ") :] for ln in out.splitlines() if ln.startswith(f"[rank {rank}] ")]
 
     # The curve of both attempts, from the archive.
     code, out, err = cli(capsys, "metrics", name, "-o", "json")
@@ -203,20 +234,28 @@ def test_with_a_log_store_logs_and_metrics_outlive_a_restart_and_a_stop(archived
 
 
 def test_a_run_on_a_profile_with_a_missing_log_store_secret_is_refused(fake_kube_program, tmp_path, capsys):
-    fake_kube_program("--jobset", profile={"entrypoint_mode": "image", "log_store": str(tmp_path / "logs"),
-                                           "log_store_secret": "nope"})
+    fake_kube_program(
+        "--jobset",
+        profile={"entrypoint_mode": "image", "log_store": str(tmp_path / "logs"), "log_store_secret": "nope"},
+    )
     spec = tmp_path / "spec.yaml"
     spec.write_text(json.dumps({"name": "x", "image": "i:1", "command": "true", "compute": {"gpu_type": "none"}}))
     code, _, err = cli(capsys, "run", "-f", str(spec), "--cluster", "fake")
     assert code == 2
-    assert "config.yaml: clusters.fake.log_store_secret: no secret named 'nope' in namespace default of cluster fake" in err
+    assert (
+        "config.yaml: clusters.fake.log_store_secret: no secret named 'nope' in namespace default of cluster fake"
+        in err
+    )
 
 
 def test_a_run_stopped_before_any_container_started_says_it_has_no_logs(fake_kube, tmp_path, capsys):
     spec = tmp_path / "spec.yaml"
     # No node of the fake has an H100: the pod waits for one, and is stopped waiting.
-    spec.write_text(json.dumps({"name": "waits", "image": "i:1", "command": "true",
-                                "compute": {"gpu_type": "h100_80gb", "gpus": 8}}))
+    spec.write_text(
+        json.dumps(
+            {"name": "waits", "image": "i:1", "command": "true", "compute": {"gpu_type": "h100_80gb", "gpus": 8}}
+        )
+    )
     code, out, err = cli(capsys, "run", "-f", str(spec), "--cluster", "fake")
     assert code == 0, err
     name = re.search(r"Run (\S+) submitted", out + err).group(1)
@@ -231,11 +270,19 @@ def test_a_follow_whose_pod_goes_before_its_log_was_read_reads_on_from_the_archi
     kube = fake_kube_factory(profile={"log_store": str(tmp_path / "archive")})
     backend = KubernetesBackend(load_config().profile("fake"))
     try:
-        spec = RunSpec.model_validate({"name": "handover-abc123", "command": worker("--forever", "--interval", "0.02"),
-                                       "env_variables": {"PYTHONPATH": str(REPO)}})
+        spec = RunSpec.model_validate(
+            {
+                "name": "handover-abc123",
+                "command": worker("--forever", "--interval", "0.02"),
+                "env_variables": {"PYTHONPATH": str(REPO)},
+            }
+        )
         backend.submit(spec, [])
-        wait_until(lambda: any("rank 0 line 30" == text for c in kube.containers.values() for _, text in c.lines),
-                   60, message="rank 0 to print 30 lines")
+        wait_until(
+            lambda: any(text == "rank 0 line 30" for c in kube.containers.values() for _, text in c.lines),
+            60,
+            message="rank 0 to print 30 lines",
+        )
         # The follow's first read of the pod's log is held until the pod is gone: it gets a 404
         # and nothing of the pod log, so every line must come from the archive.
         kube.faults.inject("log", "pods", delay=4.0, times=1)
@@ -244,8 +291,12 @@ def test_a_follow_whose_pod_goes_before_its_log_was_read_reads_on_from_the_archi
         follower.start()
         wait_until(lambda: kube.count(verb="log") >= 1, 20, message="the follow's first log request")
         backend.stop(spec.name)
-        wait_until(lambda: kube.pods(labels=f"launcher.dev/run={spec.name}") == [], 30, interval=0.1,
-                   message="the stopped run's pod to go")
+        wait_until(
+            lambda: kube.pods(labels=f"launcher.dev/run={spec.name}") == [],
+            30,
+            interval=0.1,
+            message="the stopped run's pod to go",
+        )
         follower.join(30)
         assert not follower.is_alive()
     finally:
@@ -260,29 +311,41 @@ def test_a_log_store_secret_that_would_replace_a_run_secrets_env_is_refused(fake
     fake_kube_factory(profile={"log_store": str(tmp_path / "logs"), "log_store_secret": "logs-dbx"})
     store = KubernetesSecretStore(load_config().profile("fake"))
     for name in ("logs-dbx", "data-dbx"):
-        store.create(Secret(name, SecretKind.DATABRICKS, {"host": "https://x.example", "token": f"dapi-{name}-0123456789"}))
+        store.create(
+            Secret(name, SecretKind.DATABRICKS, {"host": "https://x.example", "token": f"dapi-{name}-0123456789"})
+        )
     spec = tmp_path / "spec.yaml"
-    spec.write_text(json.dumps({"name": "x", "image": "i:1", "command": "true", "compute": {"gpu_type": "none"},
-                                "secrets": ["data-dbx"]}))
+    spec.write_text(
+        json.dumps(
+            {"name": "x", "image": "i:1", "command": "true", "compute": {"gpu_type": "none"}, "secrets": ["data-dbx"]}
+        )
+    )
     code, _, err = cli(capsys, "run", "-f", str(spec), "--cluster", "fake")
     assert code == 2
-    assert ("config.yaml: clusters.fake.log_store_secret: secrets 'data-dbx' and 'logs-dbx' both set the env var "
-            "DATABRICKS_HOST") in err and "or make log_store_secret the run's own secret" in err
+    assert (
+        "config.yaml: clusters.fake.log_store_secret: secrets 'data-dbx' and 'logs-dbx' both set the env var "
+        "DATABRICKS_HOST"
+    ) in err and "or make log_store_secret the run's own secret" in err
 
 
 def test_the_job_form_keeps_a_stopped_runs_history_and_says_its_logs_are_gone(fake_kube, tmp_path, capsys):
     backend = KubernetesBackend(load_config().profile("fake"))
     try:
-        spec = RunSpec.model_validate({"name": "jobform-abc123", "command": worker("--forever", "--interval", "0.05"),
-                                       "compute": {"nodes": 2}})
+        spec = RunSpec.model_validate(
+            {"name": "jobform-abc123", "command": worker("--forever", "--interval", "0.05"), "compute": {"nodes": 2}}
+        )
         backend.submit(spec, [])
         wait_until(lambda: backend.get(spec.name).status.value == "RUNNING", 60, message="the run to run")
     finally:
         backend.close()
     code, _, err = cli(capsys, "stop", spec.name, "-y")
     assert code == 0, err
-    wait_until(lambda: fake_kube.pods(labels=f"launcher.dev/run={spec.name}") == [], 30, interval=0.1,
-               message="the stopped run's pods to go")
+    wait_until(
+        lambda: fake_kube.pods(labels=f"launcher.dev/run={spec.name}") == [],
+        30,
+        interval=0.1,
+        message="the stopped run's pods to go",
+    )
     code, out, err = cli(capsys, "describe", "run", spec.name)
     assert code == 0 and "Attempt 1: STOPPED (stopped by the user)" in out, err
     assert re.search(r"Started:    \d{4}-", out) and re.search(r"Duration:   \d+:\d\d", out)
@@ -295,13 +358,19 @@ def test_the_job_form_keeps_a_stopped_runs_history_and_says_its_logs_are_gone(fa
 def test_the_archive_is_masked_at_the_source_like_the_pod_log(fake_kube_factory, databricks_files, mode):
     kube = fake_kube_factory(profile={"log_store": VOLUME_URL, "log_store_secret": "logs-dbx", "entrypoint_mode": mode})
     env = databricks_files.env()
-    KubernetesSecretStore(load_config().profile("fake")).create(Secret(
-        "logs-dbx", SecretKind.DATABRICKS, {"host": env["DATABRICKS_HOST"], "token": env["DATABRICKS_TOKEN"]}))
+    KubernetesSecretStore(load_config().profile("fake")).create(
+        Secret("logs-dbx", SecretKind.DATABRICKS, {"host": env["DATABRICKS_HOST"], "token": env["DATABRICKS_TOKEN"]})
+    )
     backend = KubernetesBackend(load_config().profile("fake"))
     try:
         # The rank prints the archive's own credential: masked in the pod log and in the archive.
-        spec = RunSpec.model_validate({"name": "masked-abc123", "command": worker("--print-env", "DATABRICKS_TOKEN"),
-                                       "env_variables": {"PYTHONPATH": str(REPO)}})
+        spec = RunSpec.model_validate(
+            {
+                "name": "masked-abc123",
+                "command": worker("--print-env", "DATABRICKS_TOKEN"),
+                "env_variables": {"PYTHONPATH": str(REPO)},
+            }
+        )
         backend.submit(spec, backend.secret_store().for_run([]))
         wait_until(lambda: backend.get(spec.name).status.is_terminal, 60, message="the run to end")
         assert backend.get(spec.name).status.value == "COMPLETED"
@@ -314,15 +383,25 @@ def test_the_archive_is_masked_at_the_source_like_the_pod_log(fake_kube_factory,
     assert not any(env["DATABRICKS_TOKEN"] in text for c in kube.containers.values() for _, text in c.lines)
 
 
-@pytest.mark.parametrize("log_store, problem", [
-    ("gs://bucket/launcher/", "gs:// is not supported by the pod's entrypoint; use s3://<bucket>/<prefix>, "
-                              "dbfs:/Volumes/<catalog>/<schema>/<volume>/... or a path (or file://) on a volume "
-                              "every pod mounts"),
-    ("dbfs:/mnt/logs/", "dbfs:/mnt/logs/: only Unity Catalog Volumes (dbfs:/Volumes/<catalog>/<schema>/<volume>/...) "
-                        "are supported for dbfs: paths"),
-])
-def test_a_log_store_no_pod_can_write_is_refused_by_validate_dry_run_and_run(fake_kube_factory, tmp_path, capsys,
-                                                                            log_store, problem):
+@pytest.mark.parametrize(
+    "log_store, problem",
+    [
+        (
+            "gs://bucket/launcher/",
+            "gs:// is not supported by the pod's entrypoint; use s3://<bucket>/<prefix>, "
+            "dbfs:/Volumes/<catalog>/<schema>/<volume>/... or a path (or file://) on a volume "
+            "every pod mounts",
+        ),
+        (
+            "dbfs:/mnt/logs/",
+            "dbfs:/mnt/logs/: only Unity Catalog Volumes (dbfs:/Volumes/<catalog>/<schema>/<volume>/...) "
+            "are supported for dbfs: paths",
+        ),
+    ],
+)
+def test_a_log_store_no_pod_can_write_is_refused_by_validate_dry_run_and_run(
+    fake_kube_factory, tmp_path, capsys, log_store, problem
+):
     kube = fake_kube_factory(profile={"log_store": log_store})
     spec = tmp_path / "spec.yaml"
     spec.write_text(json.dumps({"name": "x", "image": "i:1", "command": "true", "compute": {"gpu_type": "none"}}))

@@ -36,7 +36,9 @@ def test_watches_answered_410_gone_relist_at_once(fake_kube, api):
         # The open watch ends within 1 s; then six 410s, each followed by a list and a new
         # watch at once. Treated as failures
         # with backoff (0.2 s doubling), they would take over 10 s.
-        wait_until(lambda: fake_kube.faults.gone_watches == 0, 5.0, interval=0.02, message="the six 410s to be answered")
+        wait_until(
+            lambda: fake_kube.faults.gone_watches == 0, 5.0, interval=0.02, message="the six 410s to be answered"
+        )
         fake_kube.create("ConfigMap", "default", configmap("after-gone"))
         wait_seen(inf, "after-gone", 2.0)
         assert fake_kube.count(verb="list", kind="ConfigMap") - lists >= 6  # a fresh list after each
@@ -76,8 +78,12 @@ def test_a_watch_from_a_compacted_version_relists_and_misses_nothing(fake_kube, 
         fake_kube.create("ConfigMap", "default", configmap("after-compaction"))
         fake_kube.delete("ConfigMap", "default", "seen")
         fake_kube.compact()
-        wait_until(lambda: inf.get("seen") is None and inf.get("after-compaction") is not None, 10, interval=0.02,
-                   message="the relist to bring the create and the delete")
+        wait_until(
+            lambda: inf.get("seen") is None and inf.get("after-compaction") is not None,
+            10,
+            interval=0.02,
+            message="the relist to bring the create and the delete",
+        )
         assert inf.expired == 1 and inf.relists == relists + 1
     finally:
         inf.stop()

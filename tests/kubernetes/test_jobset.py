@@ -28,8 +28,9 @@ from tests.kubernetes.test_backend import worker
 LAUNCHER = [sys.executable, "-m", "launcher"]
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
 # attempt 1: rank 1 fails with code 3 while rank 0 is still busy; attempt 2: both succeed.
-FAIL_RANK_1_ONCE = worker("--lines", "6", "--interval", "0.1", "--fail-rank", "1", "--fail-code", "3",
-                          "--fail-attempt", "1")
+FAIL_RANK_1_ONCE = worker(
+    "--lines", "6", "--interval", "0.1", "--fail-rank", "1", "--fail-code", "3", "--fail-attempt", "1"
+)
 
 
 def launcher(*args: str) -> int:
@@ -53,13 +54,20 @@ def submit_detached(tmp_path: Path, spec: dict) -> str:
     launcher runs afterwards until the test asks."""
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
-    done = subprocess.run([*LAUNCHER, "run", "-f", str(path), "--cluster", "fake"], capture_output=True,
-                          text=True, timeout=60, env=os.environ)
+    done = subprocess.run(
+        [*LAUNCHER, "run", "-f", str(path), "--cluster", "fake"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+    )
     assert done.returncode == 0, done.stderr
     assert "has no JobSet" not in done.stderr  # no "no JobSet" warning on a cluster that serves it
     if (spec.get("scheduling") or {}).get("retry_on_system_failure"):
-        assert "scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without limit" \
+        assert (
+            "scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without limit"
             in done.stderr
+        )
     else:
         assert "JobSet" not in done.stderr
     return re.search(r"Run (\S+) submitted", done.stdout + done.stderr).group(1)
@@ -77,14 +85,23 @@ def jobset_cluster(fake_kube_program):
 
 
 def _spec(command: str, **scheduling) -> dict:
-    return {"name": "group", "image": "ghcr.io/example/launcher:test", "command": command,
-            "compute": {"gpu_type": "none", "nodes": 2}, "scheduling": scheduling}
+    return {
+        "name": "group",
+        "image": "ghcr.io/example/launcher:test",
+        "command": command,
+        "compute": {"gpu_type": "none", "nodes": 2},
+        "scheduling": scheduling,
+    }
 
 
 def _restart_once(kube, tmp_path) -> str:
     name = submit_detached(tmp_path, _spec(FAIL_RANK_1_ONCE, max_retries=1))
-    status = wait_until(lambda: (s := jobset_status(kube, name)).get("terminalState") and s, 90, interval=0.3,
-                        message="the JobSet to complete")
+    status = wait_until(
+        lambda: (s := jobset_status(kube, name)).get("terminalState") and s,
+        90,
+        interval=0.3,
+        message="the JobSet to complete",
+    )
     assert status["terminalState"] == "Completed" and status["restarts"] == 1
     return name
 
@@ -111,21 +128,34 @@ def test_describe_shows_the_exit_code_of_an_attempt_nobody_watched(jobset_cluste
 
 def test_a_preemption_does_not_count_against_max_retries(jobset_cluster, tmp_path, capsys):
     kube = jobset_cluster
-    command = (f'if [ "$LAUNCHER_ATTEMPT" = 1 ]; then {worker("--forever", "--interval", "0.2")}; '
-               f'else {worker("--lines", "2")}; fi')
+    command = (
+        f'if [ "$LAUNCHER_ATTEMPT" = 1 ]; then {worker("--forever", "--interval", "0.2")}; '
+        f"else {worker('--lines', '2')}; fi"
+    )
     name = submit_detached(tmp_path, _spec(command, max_retries=0, retry_on_system_failure=True))
     pods = f"/api/v1/namespaces/default/pods?labelSelector=launcher.dev/run%3D{name}"
-    running = wait_until(lambda: [p for p in api_get(kube, pods)["items"] if (p.get("status") or {}).get("phase") == "Running"],
-                         90, interval=0.3, message="attempt 1 running")
+    running = wait_until(
+        lambda: [p for p in api_get(kube, pods)["items"] if (p.get("status") or {}).get("phase") == "Running"],
+        90,
+        interval=0.3,
+        message="attempt 1 running",
+    )
     kube.evict(running[0]["metadata"]["name"])
-    status = wait_until(lambda: (s := jobset_status(kube, name)).get("terminalState") and s, 90, interval=0.3,
-                        message="the JobSet to complete")
+    status = wait_until(
+        lambda: (s := jobset_status(kube, name)).get("terminalState") and s,
+        90,
+        interval=0.3,
+        message="the JobSet to complete",
+    )
     assert status["terminalState"] == "Completed"
     assert status["restarts"] == 1 and status.get("restartsCountTowardsMax", 0) == 0
     out = describe(capsys, name)
     assert "Status:     COMPLETED" in out
-    assert re.search(r"Attempt 1: FAILED \(rank \d was stopped by the cluster: DisruptionTarget; "
-                     r"not counted against max_retries \(a disruption\)\)", out)
+    assert re.search(
+        r"Attempt 1: FAILED \(rank \d was stopped by the cluster: DisruptionTarget; "
+        r"not counted against max_retries \(a disruption\)\)",
+        out,
+    )
     assert "Attempt 2: COMPLETED" in out
 
 
@@ -133,8 +163,12 @@ def test_exhausting_max_retries_ends_failed_with_the_reason(jobset_cluster, tmp_
     kube = jobset_cluster
     command = worker("--lines", "6", "--interval", "0.1", "--fail-rank", "1", "--fail-code", "3")
     name = submit_detached(tmp_path, _spec(command, max_retries=1))
-    status = wait_until(lambda: (s := jobset_status(kube, name)).get("terminalState") and s, 90, interval=0.3,
-                        message="the JobSet to fail")
+    status = wait_until(
+        lambda: (s := jobset_status(kube, name)).get("terminalState") and s,
+        90,
+        interval=0.3,
+        message="the JobSet to fail",
+    )
     assert status["terminalState"] == "Failed" and status["restarts"] == 1
     out = describe(capsys, name)
     assert re.search(r"Status:     FAILED \(rank 1 exited with code 3; .*max number of restarts", out)
@@ -182,8 +216,10 @@ def test_an_llm_foundry_mcli_yaml_runs_through_the_injected_runtime(fake_kube_pr
     image_bin = make_image(image_root)
     # The image's `composer`: a tiny stand-in with the image's own python in its shebang.
     composer = image_bin / "composer"
-    composer.write_text(f"#!{image_root}/venv/bin/python3\nimport runpy, sys\nsys.argv = sys.argv[1:]\n"
-                        "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    composer.write_text(
+        f"#!{image_root}/venv/bin/python3\nimport runpy, sys\nsys.argv = sys.argv[1:]\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
     composer.chmod(0o755)
     # llm-foundry, served over git's smart HTTP on 127.0.0.1.
     work = tmp_path / "llm-foundry"
@@ -194,12 +230,21 @@ def test_an_llm_foundry_mcli_yaml_runs_through_the_injected_runtime(fake_kube_pr
     commit_file(work, "scripts/train/train.py", TRAIN_PY, "train")
     served = tmp_path / "git"
     (served / "mosaicml").mkdir(parents=True)
-    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(served / "mosaicml" / "llm-foundry.git")],
-                   check=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(work), str(served / "mosaicml" / "llm-foundry.git")], check=True
+    )
     server = GitHTTPServer(served).start()
     try:
-        fake_kube_program("--jobset", "--nodes", "1", "--image", f"{RUNTIME_IMAGE_GLOB}={runtime.out}",
-                          "--image", f"mosaicml/pytorch:*={image_root}", profile={"entrypoint_mode": "inject"})
+        fake_kube_program(
+            "--jobset",
+            "--nodes",
+            "1",
+            "--image",
+            f"{RUNTIME_IMAGE_GLOB}={runtime.out}",
+            "--image",
+            f"mosaicml/pytorch:*={image_root}",
+            profile={"entrypoint_mode": "inject"},
+        )
         spec = tmp_path / "mpt-125m.yaml"
         spec.write_text(LLM_FOUNDRY_YAML.format(repo=f"{server.url}/mosaicml/llm-foundry.git"))
         capsys.readouterr()
@@ -223,8 +268,10 @@ def test_cluster_add_detects_jobset_and_submit_warns_without_it(fake_kube_progra
     without = fake_kube_program("--nodes", "1")
     for name, kube, served in (("js", with_jobset, True), ("plain", without, False)):
         assert launcher("cluster", "add", name, "--kubeconfig", str(kube.kubeconfig), "--context", "fake") == 0
-        assert yaml.safe_load((Path(os.environ["LAUNCHER_HOME"]) / "config.yaml").read_text())[
-            "clusters"][name]["jobset"] is served
+        assert (
+            yaml.safe_load((Path(os.environ["LAUNCHER_HOME"]) / "config.yaml").read_text())["clusters"][name]["jobset"]
+            is served
+        )
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(_spec(worker("--lines", "1"), max_retries=2) | {"compute": {"gpu_type": "none"}}))
     capsys.readouterr()

@@ -16,11 +16,21 @@ T0 = "2026-12-01T10:00:00+00:00"
 
 
 def record() -> dict:
-    spec = {"name": RUN, "command": "x", "compute": {"nodes": 2, "gpus": 0, "gpu_type": "none"},
-            "scheduling": {"max_retries": 1}}
-    return {"metadata": {"name": RUN, "creationTimestamp": T0, "resourceVersion": "1",
-                         "annotations": {keys.RECORD_FORM: "JobSet", keys.RECORD_SECRETS: "[]"}},
-            "data": {keys.SPEC_FILE: json.dumps(spec)}}
+    spec = {
+        "name": RUN,
+        "command": "x",
+        "compute": {"nodes": 2, "gpus": 0, "gpu_type": "none"},
+        "scheduling": {"max_retries": 1},
+    }
+    return {
+        "metadata": {
+            "name": RUN,
+            "creationTimestamp": T0,
+            "resourceVersion": "1",
+            "annotations": {keys.RECORD_FORM: "JobSet", keys.RECORD_SECRETS: "[]"},
+        },
+        "data": {keys.SPEC_FILE: json.dumps(spec)},
+    }
 
 
 def jobset(restarts: int = 0, terminal: str | None = None, condition: dict | None = None) -> dict:
@@ -33,26 +43,47 @@ def jobset(restarts: int = 0, terminal: str | None = None, condition: dict | Non
 
 
 def child_job(restart: int, *, complete: bool = False) -> dict:
-    conds = [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-01T10:05:00+00:00"}] if complete else []
-    return {"metadata": {"name": f"{RUN}-node-0", "labels": {keys.JOBSET_RESTART: str(restart)},
-                         "creationTimestamp": T0}, "spec": {"completions": 2}, "status": {"conditions": conds}}
+    conds = (
+        [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-01T10:05:00+00:00"}] if complete else []
+    )
+    return {
+        "metadata": {"name": f"{RUN}-node-0", "labels": {keys.JOBSET_RESTART: str(restart)}, "creationTimestamp": T0},
+        "spec": {"completions": 2},
+        "status": {"conditions": conds},
+    }
 
 
 def pod(rank: int, restart: int, *, phase: str = "Succeeded", code: int = 0, waiting: str | None = None) -> dict:
-    state = {"waiting": {"reason": waiting}} if waiting else {
-        "terminated": {"exitCode": code, "startedAt": "2026-12-01T10:03:00+00:00",
-                       "finishedAt": "2026-12-01T10:04:00+00:00"}}
-    return {"metadata": {"name": f"{RUN}-node-0-{rank}-x{restart}", "labels": {keys.RUN: RUN,
-                                                                              keys.JOBSET_RESTART: str(restart)},
-                         "annotations": {keys.COMPLETION_INDEX: str(rank)}},
-            "spec": {"nodeName": "fake-node-0"},
-            "status": {"phase": "Pending" if waiting else phase,
-                       "containerStatuses": [{"name": "main", "state": state}]}}
+    state = (
+        {"waiting": {"reason": waiting}}
+        if waiting
+        else {
+            "terminated": {
+                "exitCode": code,
+                "startedAt": "2026-12-01T10:03:00+00:00",
+                "finishedAt": "2026-12-01T10:04:00+00:00",
+            }
+        }
+    )
+    return {
+        "metadata": {
+            "name": f"{RUN}-node-0-{rank}-x{restart}",
+            "labels": {keys.RUN: RUN, keys.JOBSET_RESTART: str(restart)},
+            "annotations": {keys.COMPLETION_INDEX: str(rank)},
+        },
+        "spec": {"nodeName": "fake-node-0"},
+        "status": {"phase": "Pending" if waiting else phase, "containerStatuses": [{"name": "main", "state": state}]},
+    }
 
 
 def job_event(message: str, reason: str = "PodFailurePolicy", at: str = "2026-12-01T10:01:00+00:00") -> dict:
-    return {"type": "Warning", "reason": reason, "message": message, "lastTimestamp": at,
-            "involvedObject": {"kind": "Job", "name": f"{RUN}-node-0"}}
+    return {
+        "type": "Warning",
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": at,
+        "involvedObject": {"kind": "Job", "name": f"{RUN}-node-0"},
+    }
 
 
 def test_the_restart_attempt_label_numbers_attempts_from_one():
@@ -60,25 +91,45 @@ def test_the_restart_attempt_label_numbers_attempts_from_one():
 
 
 def test_an_unobserved_restart_is_told_from_the_child_jobs_failure_event():
-    obs = Observed(RUN, record=record(), jobset=jobset(1, "Completed"), jobs=[child_job(1, complete=True)],
-                   pods=[pod(0, 1), pod(1, 1)],
-                   events=[job_event(f"Container main for pod default/{RUN}-node-0-1-k2x9q failed with exit code 3 "
-                                     "matching FailJob rule at index 1")])
+    obs = Observed(
+        RUN,
+        record=record(),
+        jobset=jobset(1, "Completed"),
+        jobs=[child_job(1, complete=True)],
+        pods=[pod(0, 1), pod(1, 1)],
+        events=[
+            job_event(
+                f"Container main for pod default/{RUN}-node-0-1-k2x9q failed with exit code 3 "
+                "matching FailJob rule at index 1"
+            )
+        ],
+    )
     run, action = derive(obs)
     assert action is None
     assert run.status is RunStatus.COMPLETED and run.exit_code == 0
     first, second = run.attempts
     assert (first.index, first.status, first.reason) == (1, RunStatus.FAILED, "rank 1 exited with code 3")
     assert [(r.rank, r.status, r.exit_code) for r in first.ranks] == [
-        (0, RunStatus.STOPPED, None), (1, RunStatus.FAILED, 3)]
+        (0, RunStatus.STOPPED, None),
+        (1, RunStatus.FAILED, 3),
+    ]
     assert (second.index, second.status) == (2, RunStatus.COMPLETED)
     assert [r.exit_code for r in second.ranks] == [0, 0]
 
 
 def test_a_disruption_event_names_the_cluster():
-    obs = Observed(RUN, record=record(), jobset=jobset(1), jobs=[], pods=[],
-                   events=[job_event(f"Pod default/{RUN}-node-0-0-abcde has condition DisruptionTarget matching "
-                                     "FailJob rule at index 0")])
+    obs = Observed(
+        RUN,
+        record=record(),
+        jobset=jobset(1),
+        jobs=[],
+        pods=[],
+        events=[
+            job_event(
+                f"Pod default/{RUN}-node-0-0-abcde has condition DisruptionTarget matching FailJob rule at index 0"
+            )
+        ],
+    )
     run, _ = derive(obs)
     assert run.attempts[0].reason == "rank 0 was stopped by the cluster: DisruptionTarget"
     # Between the deletion of attempt 1's Job and the creation of attempt 2's.
@@ -86,23 +137,42 @@ def test_a_disruption_event_names_the_cluster():
 
 
 def test_reaching_max_restarts_fails_with_the_last_attempts_reason():
-    cond = {"type": "Failed", "status": "True", "reason": "ReachedMaxRestarts",
-            "message": f"jobset failed due to reaching max number of restarts (first failed job: {RUN}-node-0)",
-            "lastTransitionTime": "2026-12-01T10:09:00+00:00"}
-    events = [job_event(f"Container main for pod default/{RUN}-node-0-1-aaaaa failed with exit code 3 matching "
-                        "FailJob rule at index 1", at="2026-12-01T10:01:00+00:00"),
-              job_event(f"Container main for pod default/{RUN}-node-0-1-bbbbb failed with exit code 4 matching "
-                        "FailJob rule at index 1", at="2026-12-01T10:08:00+00:00")]
+    cond = {
+        "type": "Failed",
+        "status": "True",
+        "reason": "ReachedMaxRestarts",
+        "message": f"jobset failed due to reaching max number of restarts (first failed job: {RUN}-node-0)",
+        "lastTransitionTime": "2026-12-01T10:09:00+00:00",
+    }
+    events = [
+        job_event(
+            f"Container main for pod default/{RUN}-node-0-1-aaaaa failed with exit code 3 matching "
+            "FailJob rule at index 1",
+            at="2026-12-01T10:01:00+00:00",
+        ),
+        job_event(
+            f"Container main for pod default/{RUN}-node-0-1-bbbbb failed with exit code 4 matching "
+            "FailJob rule at index 1",
+            at="2026-12-01T10:08:00+00:00",
+        ),
+    ]
     run, _ = derive(Observed(RUN, record=record(), jobset=jobset(1, "Failed", cond), events=events))
     assert run.status is RunStatus.FAILED and run.exit_code == 4
     assert run.reason.startswith("rank 1 exited with code 4; jobset failed due to reaching max number of restarts")
-    assert [(a.index, a.reason) for a in run.attempts] == [(1, "rank 1 exited with code 3"),
-                                                           (2, "rank 1 exited with code 4")]
+    assert [(a.index, a.reason) for a in run.attempts] == [
+        (1, "rank 1 exited with code 3"),
+        (2, "rank 1 exited with code 4"),
+    ]
 
 
 def test_an_image_that_cannot_be_pulled_is_ended_by_the_launcher():
-    obs = Observed(RUN, record=record(), jobset=jobset(0), jobs=[child_job(0)],
-                   pods=[pod(0, 0, waiting="ErrImagePull"), pod(1, 0, waiting="ContainerCreating")])
+    obs = Observed(
+        RUN,
+        record=record(),
+        jobset=jobset(0),
+        jobs=[child_job(0)],
+        pods=[pod(0, 0, waiting="ErrImagePull"), pod(1, 0, waiting="ContainerCreating")],
+    )
     run, action = derive(obs)
     assert run.status is RunStatus.FAILED and action is not None and action.kind == "fail"
     assert "ErrImagePull" in action.reason

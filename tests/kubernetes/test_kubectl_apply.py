@@ -27,52 +27,77 @@ LAUNCHER = [sys.executable, "-m", "launcher"]
 @pytest.fixture(params=["jobset", "job"])
 def cluster(request, fake_kube_program):
     jobset = request.param == "jobset"
-    prog = fake_kube_program(*(["--jobset"] if jobset else []), "--nodes", "2",
-                             profile={"entrypoint_mode": "image", "jobset": jobset})
+    prog = fake_kube_program(
+        *(["--jobset"] if jobset else []), "--nodes", "2", profile={"entrypoint_mode": "image", "jobset": jobset}
+    )
     prog.form = request.param
     return prog
 
 
 def spec_file(tmp_path: Path) -> Path:
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({"name": "reviewed", "image": "ghcr.io/example/launcher:test",
-                                    "command": worker("--lines", "3"), "compute": {"gpu_type": "none", "nodes": 2}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "reviewed",
+                "image": "ghcr.io/example/launcher:test",
+                "command": worker("--lines", "3"),
+                "compute": {"gpu_type": "none", "nodes": 2},
+            }
+        )
+    )
     return path
 
 
 def sh(command: str, cluster, *, stdin: str | None = None) -> subprocess.CompletedProcess:
     # HOME: kubectl's discovery and OpenAPI caches go beside the fake's kubeconfig, not into ~/.kube.
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HOME": str(cluster.kubeconfig.parent)}
-    return subprocess.run(["bash", "-o", "pipefail", "-c", command], input=stdin, capture_output=True, text=True,
-                          timeout=120, env=env)
+    return subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command], input=stdin, capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def dry_run(tmp_path: Path) -> str:
-    done = subprocess.run([*LAUNCHER, "run", "-f", str(spec_file(tmp_path)), "--cluster", "fake", "--dry-run",
-                           "-o", "yaml"], capture_output=True, text=True, timeout=60, env=os.environ)
+    done = subprocess.run(
+        [*LAUNCHER, "run", "-f", str(spec_file(tmp_path)), "--cluster", "fake", "--dry-run", "-o", "yaml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def runs() -> list[dict]:
-    done = subprocess.run([*LAUNCHER, "get", "runs", "--cluster", "fake", "-o", "json"], capture_output=True,
-                          text=True, timeout=60, env=os.environ)
+    done = subprocess.run(
+        [*LAUNCHER, "get", "runs", "--cluster", "fake", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def test_a_piped_dry_run_is_validated_by_kubectl_applied_and_seen_by_get_runs(cluster, tmp_path):
     launcher = " ".join(LAUNCHER)
-    done = sh(f"{launcher} run -f {spec_file(tmp_path)} --cluster fake --dry-run -o yaml | {KUBECTL} apply -f -",
-              cluster)
+    done = sh(
+        f"{launcher} run -f {spec_file(tmp_path)} --cluster fake --dry-run -o yaml | {KUBECTL} apply -f -", cluster
+    )
     assert done.returncode == 0, done.stderr
     assert "validate=false" not in done.stderr
     created = done.stdout.split()
     name = created[0].split("/")[1]
     kinds = {"jobset": ["configmap", "jobset.jobset.x-k8s.io"], "job": ["configmap", "service", "job.batch"]}
     assert created == [w for kind in kinds[cluster.form] for w in (f"{kind}/{name}", "created")], done.stdout
-    run = wait_until(lambda: next((r for r in runs() if r["name"] == name and r["status"] == "COMPLETED"), None),
-                     90, interval=0.5, message=lambda: f"run {name} to complete: {runs()}")
+    run = wait_until(
+        lambda: next((r for r in runs() if r["name"] == name and r["status"] == "COMPLETED"), None),
+        90,
+        interval=0.5,
+        message=lambda: f"run {name} to complete: {runs()}",
+    )
     assert run["cluster"] == "fake"
 
 
@@ -93,13 +118,21 @@ def test_an_invalid_field_gets_kubectls_own_validation_error(cluster, tmp_path):
     if cluster.form == "jobset":
         where = "io.x-k8s.jobset.v1alpha2.JobSet.spec.replicatedJobs"
         assert f'ValidationError(JobSet.spec.replicatedJobs[0]): unknown field "replica" in {where}' in err
-        assert ("ValidationError(JobSet.spec.replicatedJobs[0].template.spec.parallelism): invalid type for "
-                f'{where}.template.spec.parallelism: got "string", expected "integer"') in err
-        assert "ValidationError(JobSet.spec.replicatedJobs[0].template.spec.template.spec.containers[0]): " \
-               f'unknown field "imagePullPolicyy" in {where}.template.spec.template.spec.containers' in err
+        assert (
+            "ValidationError(JobSet.spec.replicatedJobs[0].template.spec.parallelism): invalid type for "
+            f'{where}.template.spec.parallelism: got "string", expected "integer"'
+        ) in err
+        assert (
+            "ValidationError(JobSet.spec.replicatedJobs[0].template.spec.template.spec.containers[0]): "
+            f'unknown field "imagePullPolicyy" in {where}.template.spec.template.spec.containers' in err
+        )
     else:
-        assert ("ValidationError(Job.spec.parallelism): invalid type for io.k8s.api.batch.v1.JobSpec.parallelism: "
-                'got "string", expected "integer"') in err
-        assert ('ValidationError(Job.spec.template.spec.containers[0]): unknown field "imagePullPolicyy" in '
-                "io.k8s.api.core.v1.Container") in err
+        assert (
+            "ValidationError(Job.spec.parallelism): invalid type for io.k8s.api.batch.v1.JobSpec.parallelism: "
+            'got "string", expected "integer"'
+        ) in err
+        assert (
+            'ValidationError(Job.spec.template.spec.containers[0]): unknown field "imagePullPolicyy" in '
+            "io.k8s.api.core.v1.Container"
+        ) in err
     assert cluster.count(verb="create") == creates  # refused before anything reached the server

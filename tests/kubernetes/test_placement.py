@@ -94,8 +94,13 @@ class Clusters:
         config = (yaml.safe_load(path.read_text()) if path.exists() else {}) or {}
         config.setdefault("current", "local")
         config.setdefault("clusters", {})[name] = {
-            "backend": "kubernetes", "kubeconfig": str(kubeconfig), "context": "fake", "namespace": "default",
-            "image": "ghcr.io/example/launcher:test", "entrypoint_mode": "image"}
+            "backend": "kubernetes",
+            "kubeconfig": str(kubeconfig),
+            "context": "fake",
+            "namespace": "default",
+            "image": "ghcr.io/example/launcher:test",
+            "entrypoint_mode": "image",
+        }
         path.write_text(yaml.safe_dump(config, sort_keys=False))
 
     def close(self) -> None:
@@ -116,8 +121,9 @@ def clusters(launcher_home: Path, tmp_path: Path):
 
 def hold_gpus(cli: CLI, cluster: str) -> str:
     """Another run that takes every GPU of `cluster` (RUNNING); its name."""
-    holder = cli.spec("holder", SPEC.replace("name: placed", "name: holder").replace("echo placed-and-done",
-                                                                                     "sleep 600"))
+    holder = cli.spec(
+        "holder", SPEC.replace("name: placed", "name: holder").replace("echo placed-and-done", "sleep 600")
+    )
     r = cli("run", "-f", str(holder), "--cluster", cluster)
     assert r.returncode == 0, r.stderr
     name = re.search(r"Run (holder-\w+) submitted", r.stdout + r.stderr).group(1)
@@ -166,8 +172,10 @@ def test_a_run_is_placed_on_the_second_cluster_when_the_first_has_no_free_gpus(c
     spec = cli.spec("placed", SPEC)
     r = cli("run", "-f", str(spec), "--cluster", "gke-a,gke-b", "--follow")
     assert r.returncode == 0, r.stderr
-    assert ("i placement: gke-a has 0 of 8 free h100_80gb, gke-b has 8 of 8 free h100_80gb: placed on gke-b"
-            in r.stderr.splitlines()), r.stderr
+    assert (
+        "i placement: gke-a has 0 of 8 free h100_80gb, gke-b has 8 of 8 free h100_80gb: placed on gke-b"
+        in r.stderr.splitlines()
+    ), r.stderr
     assert "placed-and-done" in r.stdout
     name = submitted_name(r)
     assert cli.describe(name)["cluster"] == "gke-b"
@@ -185,15 +193,22 @@ def test_a_run_queued_past_max_queue_fails_over_to_the_next_cluster(cli, cluster
     assert cli.wait_status(name, {"QUEUED"})["cluster"] == "gke-a"
     assert cli("stop", holder_b, "-y").returncode == 0  # gke-b frees its GPUs while the run waits on gke-a
 
-    wait_until(lambda: cli.describe(name)["cluster"] == "gke-b", 60, interval=0.3,
-               message=lambda: f"the run to move to gke-b: {describe_text(cli, name)}")
+    wait_until(
+        lambda: cli.describe(name)["cluster"] == "gke-b",
+        60,
+        interval=0.3,
+        message=lambda: f"the run to move to gke-b: {describe_text(cli, name)}",
+    )
     done = cli("logs", name, "-f")
     assert done.returncode == 0 and "placed-and-done" in done.stdout, done.stderr
     text = describe_text(cli, name)
     moves = [line for line in text.splitlines() if "withdrawn there" in line]
     assert len(moves) == 1, text  # moved once, though the watcher looked many times
-    assert re.search(r"attempt 1 on gke-a: withdrawn there \(QUEUED on gke-a for \d+ s, past "
-                     r"placement.max_queue \(2 s\)\); moved to gke-b", moves[0]), text
+    assert re.search(
+        r"attempt 1 on gke-a: withdrawn there \(QUEUED on gke-a for \d+ s, past "
+        r"placement.max_queue \(2 s\)\); moved to gke-b",
+        moves[0],
+    ), text
     assert "now: attempt 2 on gke-b" in text, text
     assert [r["cluster"] for r in listed(cli) if r["name"] == name] == ["gke-b"]
     # The withdrawn copy keeps its record on gke-a, stopped.
@@ -206,8 +221,11 @@ def test_a_followed_run_fails_over_and_each_move_is_a_line(cli, clusters):
     spec = cli.spec("placed", SPEC + "placement:\n  max_queue: 2s\n")
     follow = cli.popen("run", "-f", str(spec), "--cluster", "gke-a,gke-b", "--follow")
     try:
-        wait_until(lambda: any(r["name"].startswith("placed-") and r["status"] == "QUEUED" for r in listed(cli)), 60,
-                   interval=0.3)
+        wait_until(
+            lambda: any(r["name"].startswith("placed-") and r["status"] == "QUEUED" for r in listed(cli)),
+            60,
+            interval=0.3,
+        )
         assert cli("stop", holder_b, "-y").returncode == 0
         out, err = follow.communicate(timeout=120)
     finally:
@@ -217,8 +235,14 @@ def test_a_followed_run_fails_over_and_each_move_is_a_line(cli, clusters):
     assert follow.returncode == 0, err
     assert "placed-and-done" in out
     lines = err.splitlines()
-    assert any(re.fullmatch(r"i placement: QUEUED on gke-a for \d+ s, past placement.max_queue \(2 s\): withdrawn "
-                            r"there, attempt 2 submitted to gke-b", line) for line in lines), err
+    assert any(
+        re.fullmatch(
+            r"i placement: QUEUED on gke-a for \d+ s, past placement.max_queue \(2 s\): withdrawn "
+            r"there, attempt 2 submitted to gke-b",
+            line,
+        )
+        for line in lines
+    ), err
 
 
 def test_a_cluster_that_cannot_be_reached_passes_the_run_to_the_next(cli, clusters):
@@ -229,9 +253,12 @@ def test_a_cluster_that_cannot_be_reached_passes_the_run_to_the_next(cli, cluste
     r = cli("run", "-f", str(spec), "--cluster", "gke-a,gke-h,gke-b")
     assert r.returncode == 0, r.stderr
     line = next(line for line in r.stderr.splitlines() if "placement:" in line)
-    assert re.fullmatch(r"i placement: gke-a could not be asked \(cannot reach the API server: "
-                        r"connection refused \(https://127.0.0.1:\d+\)\), gke-h could not be asked \(no answer "
-                        r"within 3 s\), gke-b has 8 of 8 free h100_80gb: placed on gke-b", line), line
+    assert re.fullmatch(
+        r"i placement: gke-a could not be asked \(cannot reach the API server: "
+        r"connection refused \(https://127.0.0.1:\d+\)\), gke-h could not be asked \(no answer "
+        r"within 3 s\), gke-b has 8 of 8 free h100_80gb: placed on gke-b",
+        line,
+    ), line
     name = submitted_name(r)
     assert cli.describe(name)["cluster"] == "gke-b"
     done = cli("logs", name, "-f")
@@ -253,13 +280,31 @@ def test_auto_is_every_cluster_profile_in_order_and_a_dry_run_asks_none(cli, clu
 def test_a_cluster_queues_free_quota_is_its_nominal_quota_less_its_usage():
     cluster_queue = {
         "metadata": {"name": "team-a-cq"},
-        "spec": {"resourceGroups": [
-            {"coveredResources": ["cpu", "nvidia.com/gpu"],
-             "flavors": [{"name": "h100", "resources": [{"name": "cpu", "nominalQuota": "512"},
-                                                        {"name": "nvidia.com/gpu", "nominalQuota": 16}]},
-                         {"name": "h100-spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]},
-        "status": {"flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "12"},
-                                                                   {"name": "cpu", "total": "100"}]}]},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "h100",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "512"},
+                                {"name": "nvidia.com/gpu", "nominalQuota": 16},
+                            ],
+                        },
+                        {"name": "h100-spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]},
+                    ],
+                }
+            ]
+        },
+        "status": {
+            "flavorsUsage": [
+                {
+                    "name": "h100",
+                    "resources": [{"name": "nvidia.com/gpu", "total": "12"}, {"name": "cpu", "total": "100"}],
+                }
+            ]
+        },
     }
     assert cluster_queue_gpus(cluster_queue, {"nvidia.com/gpu"}) == (24, 12)
     assert cluster_queue_gpus({"metadata": {"name": "new"}, "spec": {}}, {"nvidia.com/gpu"}) == (0, 0)

@@ -25,8 +25,11 @@ def test_stop_during_a_restart_lets_no_pod_of_the_next_attempt_run(fake_kube_fac
     # The old Job takes a while to go (the orphan finalizer): the window in which another
     # launcher process, an eager reconciler here, waits to create attempt 2.
     kube = fake_kube_factory(orphan_delay=1.5)
-    spec = run_spec("race-abc123", worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
-                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
+    spec = run_spec(
+        "race-abc123",
+        worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+    )
     backend = make_backend()
     backend.submit(spec, [])
     observer = make_backend()
@@ -63,15 +66,21 @@ def test_stop_during_a_restart_lets_no_pod_of_the_next_attempt_run(fake_kube_fac
 
 def test_a_read_never_waits_for_somebody_elses_restart(fake_kube_factory):
     kube = fake_kube_factory(orphan_delay=3.0)
-    spec = run_spec("reader-abc123", worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
-                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
+    spec = run_spec(
+        "reader-abc123",
+        worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+    )
     backend = make_backend()
     backend.submit(spec, [])
     # The attempt fails; a reconciler's pass starts the restart, and must not wait out the old
     # Job's deletion; nor must a read.
     reconciler = make_backend()
-    wait_until(lambda: reconciler.reconcile(spec.name)[0].status is RunStatus.PENDING and restarting(kube, spec.name),
-               timeout=30, message="the failure and restart")
+    wait_until(
+        lambda: reconciler.reconcile(spec.name)[0].status is RunStatus.PENDING and restarting(kube, spec.name),
+        timeout=30,
+        message="the failure and restart",
+    )
     for look in (backend.get, lambda name: reconciler.reconcile(name)[0]):
         started = time.monotonic()
         run = look(spec.name)
@@ -79,8 +88,11 @@ def test_a_read_never_waits_for_somebody_elses_restart(fake_kube_factory):
         assert run.status is RunStatus.PENDING and run.reason == "restarting the group: attempt 2"
         assert took < 2.0, f"a look took {took:.1f}s"  # the old Job needs 3 s to go
     # The next passes carry the restart through: attempt 2 runs and completes.
-    final = wait_until(lambda: (r := reconciler.reconcile(spec.name)[0]).status.is_terminal and r, timeout=60,
-                       message="the end of attempt 2")
+    final = wait_until(
+        lambda: (r := reconciler.reconcile(spec.name)[0]).status.is_terminal and r,
+        timeout=60,
+        message="the end of attempt 2",
+    )
     reconciler.close()
     assert final.status is RunStatus.COMPLETED and [a.index for a in final.attempts] == [1, 2]
     backend.close()
@@ -106,7 +118,11 @@ def test_a_job_left_without_its_record_is_removed_once_no_submit_can_be_on_its_w
     assert fake_kube.get("Job", "default", old.name) is not None
     [run] = backend.reconcile(old.name)
     assert run.status is RunStatus.FAILED and run.reason == "its submit never finished (no record); its Job was removed"
-    wait_until(lambda: not fake_kube.list("Job", "default", f"launcher.dev/run={old.name}")[0], timeout=30, message="the Job's removal")
+    wait_until(
+        lambda: not fake_kube.list("Job", "default", f"launcher.dev/run={old.name}")[0],
+        timeout=30,
+        message="the Job's removal",
+    )
     assert fake_kube.list("Job", "default", f"launcher.dev/run={young.name}")[0]
     backend.close()
 
@@ -124,21 +140,33 @@ def test_a_jobset_left_without_its_record_is_seen_and_removed(fake_kube_factory)
         jobset = plan_run(spec, backend.profile, [], jobset=True).manifests[-1]
         assert jobset["kind"] == "JobSet"
         kube.create("JobSet", "default", jobset)
-    wait_until(lambda: kube.list("Job", "default", f"launcher.dev/run={old.name}")[0], timeout=30, message="the JobSet's child Job")
+    wait_until(
+        lambda: kube.list("Job", "default", f"launcher.dev/run={old.name}")[0],
+        timeout=30,
+        message="the JobSet's child Job",
+    )
     with kube.lock:
         kube.objects[("JobSet", "default", old.name)]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
     listed = {r.name: r for r in backend.list()}
     assert listed[young.name].status is not RunStatus.FAILED  # a submit may still be on its way
     assert listed[old.name].status is RunStatus.FAILED
-    assert listed[old.name].reason == ("its submit never finished (no record); its JobSet is left until "
-                                       "`launcher reconcile` removes it")
+    assert listed[old.name].reason == (
+        "its submit never finished (no record); its JobSet is left until `launcher reconcile` removes it"
+    )
     assert kube.get("JobSet", "default", old.name) is not None  # a listing only reads
     reconciled = {r.name: r for r in backend.reconcile()}
     assert reconciled[young.name].status is not RunStatus.FAILED
     assert reconciled[old.name].reason == "its submit never finished (no record); its JobSet was removed"
-    wait_until(lambda: not kube.list("JobSet", "default", f"launcher.dev/run={old.name}")[0],
-               timeout=30, message="the JobSet's removal")
-    wait_until(lambda: not kube.list("Job", "default", f"launcher.dev/run={old.name}")[0], timeout=30, message="its Job's removal")
+    wait_until(
+        lambda: not kube.list("JobSet", "default", f"launcher.dev/run={old.name}")[0],
+        timeout=30,
+        message="the JobSet's removal",
+    )
+    wait_until(
+        lambda: not kube.list("Job", "default", f"launcher.dev/run={old.name}")[0],
+        timeout=30,
+        message="its Job's removal",
+    )
     assert kube.list("JobSet", "default", f"launcher.dev/run={young.name}")[0]
     assert backend.get(young.name).status is not RunStatus.FAILED
     backend.close()
@@ -148,8 +176,11 @@ def test_a_stop_while_the_next_attempt_is_being_created_wins(fake_kube):
     # The create of attempt 2's Job is held at the server; the stop comes and returns
     # meanwhile. The Job then appears, but held (suspended), and the restarter's
     # compare-and-swap on the record fails on the stop's write: the Job goes unstarted.
-    spec = run_spec("held-abc123", worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
-                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
+    spec = run_spec(
+        "held-abc123",
+        worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1"),
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+    )
     backend = make_backend()
     backend.submit(spec, [])
     held = fake_kube.faults.inject("create", "jobs", delay=1.5, times=1)
@@ -158,7 +189,11 @@ def test_a_stop_while_the_next_attempt_is_being_created_wins(fake_kube):
 
     def restart() -> None:
         try:
-            wait_until(lambda: restarter.reconcile(spec.name)[0].current_attempt == 2 or held.fired, timeout=30, message="a restart")
+            wait_until(
+                lambda: restarter.reconcile(spec.name)[0].current_attempt == 2 or held.fired,
+                timeout=30,
+                message="a restart",
+            )
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             failures.append(e)
 
@@ -170,15 +205,19 @@ def test_a_stop_while_the_next_attempt_is_being_created_wins(fake_kube):
     # A stated window, watched for 4 s: the held create lands, and is undone before a pod runs.
     deadline = time.monotonic() + 4.0
     while time.monotonic() < deadline:
-        seen_pods |= {p["metadata"]["name"] for p in
-                      fake_kube.pods(labels=f"launcher.dev/run={spec.name},launcher.dev/attempt=2")}
+        seen_pods |= {
+            p["metadata"]["name"] for p in fake_kube.pods(labels=f"launcher.dev/run={spec.name},launcher.dev/attempt=2")
+        }
         time.sleep(0.05)
     looker.join(30)
     restarter.close()
     assert not failures, failures
     assert seen_pods == set(), f"pods of attempt 2 ran after the stop: {sorted(seen_pods)}"
-    wait_until(lambda: not fake_kube.list("Job", "default", f"launcher.dev/run={spec.name}")[0],
-               timeout=30, message="the held Job's removal")
+    wait_until(
+        lambda: not fake_kube.list("Job", "default", f"launcher.dev/run={spec.name}")[0],
+        timeout=30,
+        message="the held Job's removal",
+    )
     assert backend.get(spec.name).status is RunStatus.STOPPED
     backend.close()
 
@@ -201,6 +240,8 @@ def test_a_connection_cut_while_the_record_is_created_still_gives_one_whole_run(
     cutter.join(10)
     for kind in ("Job", "ConfigMap", "Service"):
         assert len(fake_kube.list(kind, "default", f"launcher.dev/run={spec.name}")[0]) == 1, kind
-    final = wait_until(lambda: (r := backend.get(spec.name)).status.is_terminal and r, timeout=30, message="the run's end")
+    final = wait_until(
+        lambda: (r := backend.get(spec.name)).status.is_terminal and r, timeout=30, message="the run's end"
+    )
     assert final.status is RunStatus.COMPLETED
     backend.close()

@@ -29,17 +29,22 @@ from tests.kubernetes.specs import WORKER
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(not (os.environ.get("KUBECONFIG") and os.environ.get("LAUNCHER_TEST_IMAGE")),
-                       reason="needs KUBECONFIG and LAUNCHER_TEST_IMAGE (a real cluster)"),
+    pytest.mark.skipif(
+        not (os.environ.get("KUBECONFIG") and os.environ.get("LAUNCHER_TEST_IMAGE")),
+        reason="needs KUBECONFIG and LAUNCHER_TEST_IMAGE (a real cluster)",
+    ),
 ]
 TIMEOUT = float(os.environ.get("LAUNCHER_TEST_TIMEOUT", "300"))
 
 
 @pytest.fixture
 def cluster(launcher_home):
-    settings = {"backend": "kubernetes", "kubeconfig": os.environ["KUBECONFIG"],
-                "namespace": os.environ.get("LAUNCHER_TEST_NAMESPACE", "default"),
-                "image": os.environ["LAUNCHER_TEST_IMAGE"]}
+    settings = {
+        "backend": "kubernetes",
+        "kubeconfig": os.environ["KUBECONFIG"],
+        "namespace": os.environ.get("LAUNCHER_TEST_NAMESPACE", "default"),
+        "image": os.environ["LAUNCHER_TEST_IMAGE"],
+    }
     if os.environ.get("LAUNCHER_TEST_CONTEXT"):
         settings["context"] = os.environ["LAUNCHER_TEST_CONTEXT"]
     (launcher_home / "config.yaml").write_text(yaml.safe_dump({"current": "real", "clusters": {"real": settings}}))
@@ -87,8 +92,17 @@ def test_two_nodes_complete_with_logs_and_masked_secret(cluster):
     value = f"real-secret-{uuid.uuid4().hex}"
     store.create(Secret(secret_name, SecretKind.ENV, {"value": value}, {"env_key": "API_TOKEN"}))
     secrets.append(secret_name)
-    spec = spec_with_worker(made, "--lines", "4", "--interval", "0.2", "--print-env", "API_TOKEN",
-                            compute={"nodes": 2}, secrets=[secret_name])
+    spec = spec_with_worker(
+        made,
+        "--lines",
+        "4",
+        "--interval",
+        "0.2",
+        "--print-env",
+        "API_TOKEN",
+        compute={"nodes": 2},
+        secrets=[secret_name],
+    )
     backend.submit(spec, store.for_run([secret_name]))
     lines = list(backend.logs(spec.name, follow=True))
     assert until_terminal(backend, spec.name).status is RunStatus.COMPLETED
@@ -100,8 +114,17 @@ def test_two_nodes_complete_with_logs_and_masked_secret(cluster):
 
 def test_failing_rank_restarts_the_group(cluster):
     backend, _, made, _ = cluster
-    spec = spec_with_worker(made, "--lines", "4", "--fail-rank", "1", "--fail-attempt", "1",
-                            compute={"nodes": 2}, scheduling={"max_retries": 1, "retry_backoff": {"first": "1s"}})
+    spec = spec_with_worker(
+        made,
+        "--lines",
+        "4",
+        "--fail-rank",
+        "1",
+        "--fail-attempt",
+        "1",
+        compute={"nodes": 2},
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "1s"}},
+    )
     backend.submit(spec, [])
     final = until_terminal(backend, spec.name)
     assert final.status is RunStatus.COMPLETED, final.reason
@@ -113,8 +136,12 @@ def test_unschedulable_is_queued_with_a_reason(cluster):
     backend, _, made, _ = cluster
     spec = spec_with_worker(made, compute={"gpus": 8, "gpu_type": "h100_80gb"})
     backend.submit(spec, [])
-    run = wait_until(lambda: (run := backend.get(spec.name)).status is RunStatus.QUEUED and run.reason and run, 60,
-                     interval=1, message="the run to be QUEUED with a reason")
+    run = wait_until(
+        lambda: (run := backend.get(spec.name)).status is RunStatus.QUEUED and run.reason and run,
+        60,
+        interval=1,
+        message="the run to be QUEUED with a reason",
+    )
     assert "nodes are available" in run.reason
     assert backend.stop(spec.name).status is RunStatus.STOPPED
 

@@ -26,14 +26,21 @@ def writes(kube) -> list[tuple[str, str, str]]:
 def jobs_added(kube, name: str) -> list[dict]:
     """Every Job of the run the API server ever added, oldest first (its watch history)."""
     with kube.lock:
-        return [obj for (_, kind, _, type_, obj) in kube.store.history
-                if kind == "Job" and type_ == "ADDED" and obj["metadata"]["name"] == name]
+        return [
+            obj
+            for (_, kind, _, type_, obj) in kube.store.history
+            if kind == "Job" and type_ == "ADDED" and obj["metadata"]["name"] == name
+        ]
 
 
 def failing_once(name: str, **fields):
     """Attempt 1 fails (rank 0 exits 3); attempt 2 completes."""
-    return run_spec(name, worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1", "--fail-code", "3"),
-                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}}, **fields)
+    return run_spec(
+        name,
+        worker("--lines", "2", "--fail-rank", "0", "--fail-attempt", "1", "--fail-code", "3"),
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+        **fields,
+    )
 
 
 def due(backend, name: str):
@@ -83,9 +90,15 @@ def test_reads_of_a_run_whose_retry_is_due_write_nothing(fake_kube, capsys):
     # released), not just its first step: nothing else will act on the run after it.
     assert run_cli(cli, ["reconcile", spec.name]) == 0
     assert "attempt 2" in capsys.readouterr().out
-    assert [j["metadata"]["annotations"]["launcher.dev/attempt"] for j in jobs_added(fake_kube, spec.name)] == ["1", "2"]
-    final = wait_until(lambda: (r := reader.get(spec.name)).status.is_terminal and r, 60,
-                       message="the end of attempt 2, read without reconciling")
+    assert [j["metadata"]["annotations"]["launcher.dev/attempt"] for j in jobs_added(fake_kube, spec.name)] == [
+        "1",
+        "2",
+    ]
+    final = wait_until(
+        lambda: (r := reader.get(spec.name)).status.is_terminal and r,
+        60,
+        message="the end of attempt 2, read without reconciling",
+    )
     assert final.status is RunStatus.COMPLETED and [a.index for a in final.attempts] == [1, 2]
     for b in (backend, reader, readonly):
         b.close()
@@ -109,8 +122,14 @@ def test_two_reconcilers_at_once_start_attempt_2_once(fake_kube_factory):
         backend = make_backend()
         try:
             start.wait(10)
-            outcomes.append(wait_until(lambda: (r := backend.reconcile(spec.name)[0]).status.is_terminal and r,
-                                       60, interval=0.01, message="the run's end"))
+            outcomes.append(
+                wait_until(
+                    lambda: (r := backend.reconcile(spec.name)[0]).status.is_terminal and r,
+                    60,
+                    interval=0.01,
+                    message="the run's end",
+                )
+            )
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             outcomes.append(e)
         finally:
@@ -128,7 +147,9 @@ def test_two_reconcilers_at_once_start_attempt_2_once(fake_kube_factory):
     assert added == ["1", "2"], f"Jobs created: attempts {added}"
     assert len(kube.pods(labels=f"launcher.dev/run={spec.name},launcher.dev/attempt=2")) == 2
     job = kube.get("Job", "default", spec.name)
-    assert job["metadata"]["annotations"]["launcher.dev/attempt"] == "2" and not job["metadata"].get("deletionTimestamp")
+    assert job["metadata"]["annotations"]["launcher.dev/attempt"] == "2" and not job["metadata"].get(
+        "deletionTimestamp"
+    )
     # The late write was turned away: it neither recorded attempt 1 again nor restarted anything.
     notes = kube.get("ConfigMap", "default", spec.name)["metadata"]["annotations"]
     assert [a["index"] for a in json.loads(notes["launcher.dev/attempts"])] == [1]
@@ -152,16 +173,20 @@ def test_a_retry_is_the_job_kept_at_submit_not_the_reconcilers_profile(fake_kube
     settings["clusters"]["fake"].update({"master_port": 29999, "service_account": "someone-elses"})
     config.write_text(yaml.safe_dump(settings))
     other = make_backend()
-    wait_until(lambda: (r := other.reconcile(spec.name)[0]).status.is_terminal and r, 60,
-               message="the end of attempt 2")
+    wait_until(
+        lambda: (r := other.reconcile(spec.name)[0]).status.is_terminal and r, 60, message="the end of attempt 2"
+    )
     again = kube_job(fake_kube, spec.name)
     assert again["metadata"]["annotations"]["launcher.dev/attempt"] == "2"
     template, first = again["spec"]["template"], submitted["spec"]["template"]
     assert template["metadata"]["labels"]["launcher.dev/attempt"] == "2"
     env = {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}
     assert env["LAUNCHER_ATTEMPT"] == "2"
-    assert env["MASTER_PORT"] == {e["name"]: e.get("value") for e in first["spec"]["containers"][0]["env"]}[
-        "MASTER_PORT"] != "29999"
+    assert (
+        env["MASTER_PORT"]
+        == {e["name"]: e.get("value") for e in first["spec"]["containers"][0]["env"]}["MASTER_PORT"]
+        != "29999"
+    )
     assert template["spec"].get("serviceAccountName") == first["spec"].get("serviceAccountName")
     for b in (backend, other):
         b.close()
@@ -183,12 +208,19 @@ def test_reconcile_watch_carries_a_run_through_its_retry_until_interrupted(fake_
     spec = failing_once("watched-abc123")
     backend.submit(spec, [])
     wait_until(lambda: due(backend, spec.name), 30, message="attempt 1 to fail with its retry due")
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "reconcile", "--watch", "--cluster", "fake",
-                             "--every", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "reconcile", "--watch", "--cluster", "fake", "--every", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ,
+    )
     try:
-        final = wait_until(lambda: (r := backend.get(spec.name)).status.is_terminal and r, 60,
-                           message="the reconciler to carry the run through attempt 2")
+        final = wait_until(
+            lambda: (r := backend.get(spec.name)).status.is_terminal and r,
+            60,
+            message="the reconciler to carry the run through attempt 2",
+        )
         assert final.status is RunStatus.COMPLETED and [a.index for a in final.attempts] == [1, 2]
         assert proc.poll() is None, "reconcile --watch ended by itself"
     finally:
@@ -203,9 +235,15 @@ def test_reconcile_watch_carries_a_run_through_its_retry_until_interrupted(fake_
 
 
 # Where each kind lives, as an RBAC rule names it.
-RESOURCES = {"ConfigMap": ("", "configmaps"), "Pod": ("", "pods"), "Event": ("", "events"),
-             "Service": ("", "services"), "Secret": ("", "secrets"), "Job": ("batch", "jobs"),
-             "JobSet": ("jobset.x-k8s.io", "jobsets")}
+RESOURCES = {
+    "ConfigMap": ("", "configmaps"),
+    "Pod": ("", "pods"),
+    "Event": ("", "events"),
+    "Service": ("", "services"),
+    "Secret": ("", "secrets"),
+    "Job": ("batch", "jobs"),
+    "JobSet": ("jobset.x-k8s.io", "jobsets"),
+}
 
 
 def test_the_reconcilers_role_grants_what_its_passes_use(fake_kube):
@@ -214,11 +252,10 @@ def test_the_reconcilers_role_grants_what_its_passes_use(fake_kube):
     for the Job form is used."""
     from pathlib import Path
 
+    import kubernetes_validate
     import yaml
 
     from launcher.backends.kubernetes.render import plan_run
-
-    import kubernetes_validate
 
     manifests = list(yaml.safe_load_all((Path(__file__).parents[2] / "docs" / "reconciler.yaml").read_text()))
     for manifest in manifests:
@@ -230,11 +267,16 @@ def test_the_reconcilers_role_grants_what_its_passes_use(fake_kube):
     settings = yaml.safe_load(profile["data"]["config.yaml"])["clusters"]["cluster"]
     assert load_profile(Profile("cluster", settings.pop("backend"), settings)).namespace == "training"
     [role] = [m for m in manifests if m["kind"] == "Role"]
-    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-               for v in rule["verbs"]}
+    granted = {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
     [deployment] = [m for m in manifests if m["kind"] == "Deployment"]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["command"][-4:] == [
-        "reconcile", "--watch", "--cluster", "cluster"]
+        "reconcile",
+        "--watch",
+        "--cluster",
+        "cluster",
+    ]
 
     backend = make_backend()
     retried = failing_once("retried-abc123")
@@ -247,17 +289,27 @@ def test_the_reconcilers_role_grants_what_its_passes_use(fake_kube):
     fake_kube.create("Job", "default", job)
     with fake_kube.lock:  # older than any submit still on its way
         fake_kube.objects[("Job", "default", left.name)]["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
-    wait_until(lambda: due(backend, retried.name) and backend.get(unpulled.name).status is RunStatus.FAILED, 30,
-               message="a retry due and a run that cannot start")
+    wait_until(
+        lambda: due(backend, retried.name) and backend.get(unpulled.name).status is RunStatus.FAILED,
+        30,
+        message="a retry due and a run that cannot start",
+    )
 
     first = len(fake_kube.requests)
     reconciler = make_backend()
-    final = wait_until(lambda: (runs := {r.name: r for r in reconciler.reconcile()})[retried.name].status.is_terminal
-                       and runs, 60, interval=0.1, message="the passes to carry the retry through")
+    final = wait_until(
+        lambda: (runs := {r.name: r for r in reconciler.reconcile()})[retried.name].status.is_terminal and runs,
+        60,
+        interval=0.1,
+        message="the passes to carry the retry through",
+    )
     assert final[retried.name].status is RunStatus.COMPLETED
     for gone in (unpulled, left):
-        wait_until(lambda: not fake_kube.list("Job", "default", f"launcher.dev/run={gone.name}")[0], 10,
-                   message=f"the Job of {gone.name} to go")
+        wait_until(
+            lambda: not fake_kube.list("Job", "default", f"launcher.dev/run={gone.name}")[0],
+            10,
+            message=f"the Job of {gone.name} to go",
+        )
     used = {(*RESOURCES[kind], verb) for _, kind, verb in fake_kube.requests[first:]}
     assert used - granted == set(), "the Role lacks these"
     assert {g for g in granted if g[0] != "jobset.x-k8s.io"} - used == set(), "the Role grants more than is used"
@@ -274,8 +326,9 @@ def test_a_record_from_before_the_kept_job_is_retried_by_rendering_it_again(fake
     fake_kube.patch("ConfigMap", "default", spec.name, {"metadata": {"annotations": {"launcher.dev/job": None}}})
     assert "launcher.dev/job" not in fake_kube.get("ConfigMap", "default", spec.name)["metadata"]["annotations"]
     wait_until(lambda: due(backend, spec.name), 30, message="attempt 1 to fail with its retry due")
-    final = wait_until(lambda: (r := backend.reconcile(spec.name)[0]).status.is_terminal and r, 60,
-                       message="the end of attempt 2")
+    final = wait_until(
+        lambda: (r := backend.reconcile(spec.name)[0]).status.is_terminal and r, 60, message="the end of attempt 2"
+    )
     assert final.status is RunStatus.COMPLETED and [a.index for a in final.attempts] == [1, 2]
     assert fake_kube.get("Job", "default", spec.name)["metadata"]["annotations"]["launcher.dev/attempt"] == "2"
     backend.close()

@@ -72,8 +72,12 @@ def validate(manifest: dict, version: str) -> None:
     validate_jobset(manifest)
     # Its Job template is a batch/v1 Job spec: the core schema checks the pod template too.
     template = manifest["spec"]["replicatedJobs"][0]["template"]
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x", **template.get("metadata", {})},
-           "spec": template["spec"]}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "x", **template.get("metadata", {})},
+        "spec": template["spec"],
+    }
     kubernetes_validate.validate(job, version, strict=True)
 
 
@@ -122,10 +126,14 @@ def test_jobset_shape_for_4x8():
     env = env_of(ms)
     # Rank 0 by DNS: <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain = the JobSet's name>
     assert env["MASTER_ADDR"]["value"] == "four-node-abc123-node-0-0.four-node-abc123"
-    assert env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == \
-        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-    assert env["LAUNCHER_RESTART_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"] == \
-        "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"
+    assert (
+        env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+        == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    )
+    assert (
+        env["LAUNCHER_RESTART_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"]
+        == "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"
+    )
     assert "LAUNCHER_ATTEMPT" not in env  # the entrypoint adds 1 to the restart count
     rules = job["podFailurePolicy"]["rules"]
     assert rules[0] == {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
@@ -137,9 +145,14 @@ def test_jobset_retries_map_onto_its_failure_policy():
     assert policy["maxRestarts"] == 2
     # A disruption (the DisruptionTarget podFailurePolicy rule fails the Job, reason PodFailurePolicy)
     # restarts for free; a user's exit code fails the Job by the other rule, whose message differs.
-    assert policy["rules"] == [{"name": "disruption", "action": "RestartJobSetAndIgnoreMaxRestarts",
-                                "onJobFailureReasons": ["PodFailurePolicy"],
-                                "onJobFailureMessagePatterns": ["condition DisruptionTarget"]}]
+    assert policy["rules"] == [
+        {
+            "name": "disruption",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+            "onJobFailureMessagePatterns": ["condition DisruptionTarget"],
+        }
+    ]
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch-low"
     # Created suspended: a namespace Kueue does not manage would otherwise start it at once.
@@ -205,8 +218,9 @@ def test_inject_mode_copies_the_runtime_into_the_users_image():
     assert env["LAUNCHER_IMAGE"]["value"] == "ghcr.io/example/trainer:2.0"
     for leak in ("PYTHONHOME", "PYTHONPATH", "LD_LIBRARY_PATH", "PATH"):
         assert leak not in env
-    custom = INJECT_PROFILE.model_copy(update={"runtime_image": "registry.local/rt:dev",
-                                               "runtime_image_pull_policy": "Always"})
+    custom = INJECT_PROFILE.model_copy(
+        update={"runtime_image": "registry.local/rt:dev", "runtime_image_pull_policy": "Always"}
+    )
     [init] = pod_spec(plan_run(spec(), custom, []).manifests)["initContainers"]
     assert (init["image"], init["imagePullPolicy"]) == ("registry.local/rt:dev", "Always")
 
@@ -258,13 +272,18 @@ def test_indexed_job_shape_for_4x8():
 def test_every_placement_field_reaches_the_pods():
     ms = plan_run(*CASES["placement-gke-spot"]()).manifests
     pod = pod_spec(ms)
-    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
-                                   "node.kubernetes.io/instance-type": "a3-highgpu-8g",
-                                   "cloud.google.com/gke-spot": "true"}
-    assert {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true",
-            "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+        "node.kubernetes.io/instance-type": "a3-highgpu-8g",
+        "cloud.google.com/gke-spot": "true",
+    }
+    assert {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
     [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gke-a-1", "gke-a-2"]} in term["matchExpressions"]
+    assert {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gke-a-1", "gke-a-2"]} in term[
+        "matchExpressions"
+    ]
     assert pod["priorityClassName"] == "highest"  # priority_class_kind PriorityClass: the pods' own
     js = by_kind(ms)["JobSet"]
     assert "kueue.x-k8s.io/priority-class" not in js["metadata"]["labels"]
@@ -288,15 +307,17 @@ def test_priorities_the_profile_does_not_list_are_errors():
     for priority in ("lowest", "low", "medium", "high", "highest"):  # mcli's, known to the shipped defaults
         js = by_kind(plan_run(spec(scheduling={"priority": priority}), PROFILE, []).manifests)["JobSet"]
         assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == priority
-    with pytest.raises(InputError, match=r"unknown priority 'urgent' on cluster gpu-cluster "
-                                         r"\(known: lowest, low, medium, high, highest, auto"):
+    with pytest.raises(
+        InputError,
+        match=r"unknown priority 'urgent' on cluster gpu-cluster "
+        r"\(known: lowest, low, medium, high, highest, auto",
+    ):
         plan_run(spec(scheduling={"priority": "urgent"}), PROFILE, [])
     with pytest.raises(InputError, match=r"known: low, high, auto"):
         plan_run(spec(scheduling={"priority": "urgent"}), KUEUE_PROFILE, [])
 
 
-@pytest.mark.parametrize("profile", [PROFILE, KUEUE_PROFILE, GKE_SPOT_PROFILE, KARPENTER_PROFILE],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("profile", [PROFILE, KUEUE_PROFILE, GKE_SPOT_PROFILE, KARPENTER_PROFILE], ids=lambda p: p.name)
 def test_priority_auto_is_accepted_on_every_profile_as_the_clusters_default(profile):
     """mcli's default priority: no class, no Kueue priority label, no warning."""
     rendered = plan_run(spec(scheduling={"priority": "auto"}), profile, [])
@@ -310,8 +331,10 @@ def test_priority_auto_is_accepted_on_every_profile_as_the_clusters_default(prof
 def test_an_mcli_priority_the_profile_does_not_map_is_the_clusters_default_with_a_warning():
     rendered = plan_run(spec(scheduling={"priority": "medium"}), KUEUE_PROFILE, [])
     assert "kueue.x-k8s.io/priority-class" not in by_kind(rendered.manifests)["JobSet"]["metadata"]["labels"]
-    assert ("scheduling.priority: cluster kueue-cluster maps no class to medium (clusters.kueue-cluster."
-            "priority_classes: low, high): the run gets the cluster's default priority") in rendered.warnings
+    assert (
+        "scheduling.priority: cluster kueue-cluster maps no class to medium (clusters.kueue-cluster."
+        "priority_classes: low, high): the run gets the cluster's default priority"
+    ) in rendered.warnings
 
 
 def test_fields_the_cluster_cannot_honour_are_named_warnings():
@@ -323,8 +346,9 @@ def test_fields_the_cluster_cannot_honour_are_named_warnings():
     assert no_jobset.startswith("cluster gpu-cluster has no JobSet (jobset.x-k8s.io/v1alpha2)")
     assert "happen only while a reconciler runs: `launcher run --follow`, `launcher reconcile [--watch]`" in no_jobset
     [uncapped] = plan_run(spec(scheduling={"retry_on_system_failure": True}), PROFILE, []).warnings
-    assert uncapped.startswith("scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run "
-                               "without limit")
+    assert uncapped.startswith(
+        "scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without limit"
+    )
     assert "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/" in no_jobset
     with pytest.raises(InputError, match=r"metadata.bad key: not usable as a Kubernetes annotation name"):
         plan_run(spec(metadata={"bad key": 1}), PROFILE, [])
@@ -365,8 +389,11 @@ def test_secrets_are_references_never_values():
     assert env["LAUNCHER_MASK_FILES"]["value"] == "/secrets/aws/credentials:/etc/ssh-key/secret"
     pod = pod_spec(ms)
     vols = {v["name"]: v for v in pod["volumes"]}
-    assert vols["secret-ssh-key"]["secret"] == {"secretName": "ssh-key", "defaultMode": 0o400,
-                                                "items": [{"key": "value", "path": "secret"}]}
+    assert vols["secret-ssh-key"]["secret"] == {
+        "secretName": "ssh-key",
+        "defaultMode": 0o400,
+        "items": [{"key": "value", "path": "secret"}],
+    }
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert mounts["secret-ssh-key"] == {"name": "secret-ssh-key", "mountPath": "/etc/ssh-key", "readOnly": True}
     assert pod["imagePullSecrets"] == [{"name": "registry"}]
@@ -377,7 +404,8 @@ def test_kueue_labels_and_priority():
     protected = by_kind(plan_run(*CASES["kueue-non-preemptible"]()).manifests)["JobSet"]
     assert protected["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "no-preempt"
     assert pod_spec(plan_run(*CASES["kueue"]()).manifests)["nodeSelector"] == {
-        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"
+    }
     job = by_kind(plan_run(*CASES["kueue"]()[:2], [], jobset=False).manifests)["Job"]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch-low"
@@ -396,11 +424,15 @@ def test_a_queued_run_is_created_suspended_with_its_topology_on_the_pod_template
         owner = by_kind(ms)["JobSet" if jobset else "Job"]
         assert owner["spec"]["suspend"] is True
         assert job_of(ms)["spec"]["template"]["metadata"]["annotations"] == {
-            "kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block"}
-    preferred = spec("near-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb",
-                                             "topology": {"level": "rack", "mode": "preferred"}})
+            "kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block"
+        }
+    preferred = spec(
+        "near-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb", "topology": {"level": "rack", "mode": "preferred"}}
+    )
     ms = plan_run(preferred, KUEUE_PROFILE, [], jobset=False).manifests
-    assert job_of(ms)["spec"]["template"]["metadata"]["annotations"] == {"kueue.x-k8s.io/podset-preferred-topology": "rack"}
+    assert job_of(ms)["spec"]["template"]["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-preferred-topology": "rack"
+    }
     assert not [w for w in plan_run(preferred, KUEUE_PROFILE, []).warnings if "topology" in w]
 
 
@@ -410,9 +442,11 @@ def test_topology_without_a_queue_is_a_named_warning_and_renders_nothing():
         rendered = plan_run(placed, profile, [])
         assert "annotations" not in job_of(rendered.manifests)["spec"]["template"]["metadata"]
         assert "suspend" not in by_kind(rendered.manifests)["JobSet" if profile.jobset else "Job"]["spec"]
-        assert ("compute.topology: Kueue's topology-aware scheduling places the nodes, and cluster gpu-cluster names "
-                "no queue (set clusters.gpu-cluster.queue to a Kueue LocalQueue): the nodes are placed without regard "
-                "to rack") in rendered.warnings
+        assert (
+            "compute.topology: Kueue's topology-aware scheduling places the nodes, and cluster gpu-cluster names "
+            "no queue (set clusters.gpu-cluster.queue to a Kueue LocalQueue): the nodes are placed without regard "
+            "to rack"
+        ) in rendered.warnings
     from launcher.backends.local.backend import unhonoured
 
     assert "compute.topology: ignored by the local backend (this machine runs every rank)" in unhonoured(placed)
@@ -433,8 +467,11 @@ def test_render_errors():
     with pytest.raises(InputError, match="too long for 512 nodes"):
         plan_run(spec(long, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), JOB_PROFILE, [])
     # JobSet's webhook counts the pods' 5 random characters too.
-    with pytest.raises(InputError, match=r"too long for 512 nodes: pod name \(with its 5 random characters\) "
-                                         r"'x{47}-node-0-511-abcde' exceeds 63"):
+    with pytest.raises(
+        InputError,
+        match=r"too long for 512 nodes: pod name \(with its 5 random characters\) "
+        r"'x{47}-node-0-511-abcde' exceeds 63",
+    ):
         plan_run(spec("x" * 47, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
     plan_run(spec("x" * 46, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), PROFILE, [])
     with pytest.raises(InputError, match="ConfigMap holds at most"):
@@ -451,8 +488,9 @@ def test_golden_yaml(case):
 
 @pytest.mark.parametrize("profile", [PROFILE, JOB_PROFILE], ids=["jobset", "job"])
 def test_a_profiles_log_store_and_ttl_reach_the_pods_and_the_record(profile):
-    logged = profile.model_copy(update={"log_store": "s3://bucket/launcher/", "log_store_secret": "logs-s3",
-                                        "ttl_seconds_after_finished": 3600})
+    logged = profile.model_copy(
+        update={"log_store": "s3://bucket/launcher/", "log_store_secret": "logs-s3", "ttl_seconds_after_finished": 3600}
+    )
     ms = plan_run(spec(), logged, []).manifests
     for m in ms:
         validate(m, NEWEST)
@@ -460,8 +498,10 @@ def test_a_profiles_log_store_and_ttl_reach_the_pods_and_the_record(profile):
     assert owner["spec"]["ttlSecondsAfterFinished"] == 3600
     if profile.jobset:  # on the JobSet, which deletes its Jobs with it; not on its Job template
         assert "ttlSecondsAfterFinished" not in job_of(ms)["spec"]
-    assert env_of(ms)["LAUNCHER_LOG_ARCHIVE"] == {"name": "LAUNCHER_LOG_ARCHIVE",
-                                                  "value": "s3://bucket/launcher/train-abc123"}
+    assert env_of(ms)["LAUNCHER_LOG_ARCHIVE"] == {
+        "name": "LAUNCHER_LOG_ARCHIVE",
+        "value": "s3://bucket/launcher/train-abc123",
+    }
     notes = by_kind(ms)["ConfigMap"]["metadata"]["annotations"]
     assert notes["launcher.dev/log-archive"] == "s3://bucket/launcher/train-abc123"
     assert notes["launcher.dev/log-archive-secret"] == "logs-s3"

@@ -31,14 +31,14 @@ def launcher(*args: str) -> int:
 
 def spec_file(tmp_path: Path, command: str, **fields) -> Path:
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({"name": "again", "image": "ghcr.io/example/trainer:2.0", "command": command,
-                                    **fields}))
+    path.write_text(
+        yaml.safe_dump({"name": "again", "image": "ghcr.io/example/trainer:2.0", "command": command, **fields})
+    )
     return path
 
 
 def submit(tmp_path: Path, capsys, command: str, **fields) -> str:
-    assert launcher("run", "-f", str(spec_file(tmp_path, command, **fields)), "--cluster", "fake",
-                    "--no-follow") == 0
+    assert launcher("run", "-f", str(spec_file(tmp_path, command, **fields)), "--cluster", "fake", "--no-follow") == 0
     return re.search(r"Run (again-[a-z0-9]{6}) submitted", capsys.readouterr().out).group(1)
 
 
@@ -49,8 +49,12 @@ def record(capsys, name: str) -> dict:
 
 
 def wait_status(capsys, name: str, *statuses: str, timeout: float = 60) -> dict:
-    return wait_until(lambda: (r := record(capsys, name))["status"] in statuses and r, timeout, interval=0.2,
-                      message=f"{name} to be {' or '.join(statuses)}")
+    return wait_until(
+        lambda: (r := record(capsys, name))["status"] in statuses and r,
+        timeout,
+        interval=0.2,
+        message=f"{name} to be {' or '.join(statuses)}",
+    )
 
 
 def service(kube, name: str) -> dict | None:
@@ -111,8 +115,7 @@ def test_restart_refuses_a_running_run(fake_kube, tmp_path, capsys):
 
 
 def test_clone_submits_a_copy_with_overrides_to_the_same_cluster(fake_kube, tmp_path, capsys):
-    spec = spec_file(tmp_path, "echo clone says $GREETING", env_variables={"GREETING": "hello"},
-                     parameters={"lr": 0.1})
+    spec = spec_file(tmp_path, "echo clone says $GREETING", env_variables={"GREETING": "hello"}, parameters={"lr": 0.1})
     assert launcher("run", "-f", str(spec), "--cluster", "fake", "--follow") == 0
     name = re.search(r"Run (again-[a-z0-9]{6}) completed", capsys.readouterr().err).group(1)
 
@@ -171,9 +174,11 @@ def test_a_jobset_run_refuses_restart_and_update_naming_why(fake_kube_factory, t
 
 
 def test_a_restart_counts_its_retries_afresh(fake_kube, tmp_path, capsys):
-    spec = spec_file(tmp_path, 'if [ "$LAUNCHER_ATTEMPT" -lt 4 ]; then exit 3; fi; '
-                               'echo "attempt $LAUNCHER_ATTEMPT done"',
-                     scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
+    spec = spec_file(
+        tmp_path,
+        'if [ "$LAUNCHER_ATTEMPT" -lt 4 ]; then exit 3; fi; echo "attempt $LAUNCHER_ATTEMPT done"',
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+    )
     assert launcher("run", "-f", str(spec), "--cluster", "fake", "--follow") == 1  # attempts 1 and 2 fail
     name = re.search(r"Run (again-[a-z0-9]{6}) failed", capsys.readouterr().err).group(1)
 

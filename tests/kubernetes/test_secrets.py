@@ -8,9 +8,9 @@ import json
 import pytest
 
 from launcher.backends.kubernetes.secrets import KubernetesSecretStore
-from launcher.sdk.profiles import open_secret_store
 from launcher.config import load_config
 from launcher.errors import InputError, NotFoundError
+from launcher.sdk.profiles import open_secret_store
 from launcher.secrets.kinds import Secret, SecretKind
 
 
@@ -37,8 +37,9 @@ def test_create_list_get_delete(store, fake_kube):
 
 
 def test_docker_registry_secret_is_usable_as_image_pull_secret(store, fake_kube):
-    store.create(Secret("reg", SecretKind.DOCKER_REGISTRY,
-                        {"username": "bot", "password": "pw-12345678", "server": "ghcr.io"}))
+    store.create(
+        Secret("reg", SecretKind.DOCKER_REGISTRY, {"username": "bot", "password": "pw-12345678", "server": "ghcr.io"})
+    )
     raw = fake_kube.get("Secret", "default", "reg")
     assert raw["type"] == "kubernetes.io/dockerconfigjson"
     cfg = json.loads(base64.b64decode(raw["data"][".dockerconfigjson"]))

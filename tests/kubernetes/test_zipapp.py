@@ -24,9 +24,11 @@ IMAGE = "registry.example/system-python:1"
 ZIPAPP = {"entrypoint_mode": "zipapp"}
 PODS = "/api/v1/namespaces/default/pods?labelSelector=launcher.dev/run%3D"
 # Prints what a rank sees, with the image's python: the only one on its PATH.
-REPORT = ("python3 -c 'import json, os, sys; print(\"REPORT \" + json.dumps({\"rank\": os.environ[\"NODE_RANK\"], "
-          "\"params\": open(\"/mnt/config/parameters.yaml\").read(), \"run\": os.environ[\"RUN_NAME\"], "
-          "\"world\": os.environ[\"WORLD_SIZE\"], \"python\": sys.executable}))'")
+REPORT = (
+    'python3 -c \'import json, os, sys; print("REPORT " + json.dumps({"rank": os.environ["NODE_RANK"], '
+    '"params": open("/mnt/config/parameters.yaml").read(), "run": os.environ["RUN_NAME"], '
+    '"world": os.environ["WORLD_SIZE"], "python": sys.executable}))\''
+)
 
 
 def image_dir(root: Path, python: Path | None) -> Path:
@@ -51,9 +53,17 @@ def older_python() -> Path | None:
 
 def run_spec(tmp_path: Path, name: str, nodes: int, command: str = REPORT) -> Path:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"name": name, "image": IMAGE, "command": command,
-                                    "compute": {"gpu_type": "none", "nodes": nodes},
-                                    "parameters": {"lr": 0.5, "_hidden": 1}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "image": IMAGE,
+                "command": command,
+                "compute": {"gpu_type": "none", "nodes": nodes},
+                "parameters": {"lr": 0.5, "_hidden": 1},
+            }
+        )
+    )
     return path
 
 
@@ -72,8 +82,9 @@ def test_an_image_whose_only_python_is_the_systems_runs(fake_kube_program, tmp_p
     runtime image is mapped to nothing: a pod that pulled it would fail."""
     assert SYSTEM_PYTHON.exists()
     image_bin = image_dir(tmp_path / "image", SYSTEM_PYTHON)
-    kube = fake_kube_program("--jobset", "--nodes", str(nodes), "--image", f"{IMAGE}={image_bin.parent}",
-                             profile=ZIPAPP)
+    kube = fake_kube_program(
+        "--jobset", "--nodes", str(nodes), "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP
+    )
     capsys.readouterr()
     code = launcher("run", "-f", str(run_spec(tmp_path, "system-python", nodes)), "--cluster", "fake", "--follow")
     out, err = capsys.readouterr()
@@ -109,12 +120,15 @@ def test_an_image_without_python_fails_at_once_saying_so(fake_kube_program, tmp_
     image_bin = image_dir(tmp_path / "image", None)
     fake_kube_program("--jobset", "--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP)
     capsys.readouterr()
-    code = launcher("run", "-f", str(run_spec(tmp_path, "no-python", 1, "echo never ran")), "--cluster", "fake",
-                    "--follow")
+    code = launcher(
+        "run", "-f", str(run_spec(tmp_path, "no-python", 1, "echo never ran")), "--cluster", "fake", "--follow"
+    )
     out, err = capsys.readouterr()
     assert code != 0
-    assert (f"[launcher] error: image {IMAGE} has no python3 or python 3.8 or newer on its PATH ({image_bin}): "
-            "set entrypoint_mode: inject in the cluster profile for an image without Python") in out
+    assert (
+        f"[launcher] error: image {IMAGE} has no python3 or python 3.8 or newer on its PATH ({image_bin}): "
+        "set entrypoint_mode: inject in the cluster profile for an image without Python"
+    ) in out
     assert "or entrypoint_mode: image for an image with the launcher installed" in out
     assert "never ran" not in out
     capsys.readouterr()
@@ -130,10 +144,12 @@ def test_an_image_whose_python_is_too_old_fails_naming_it(fake_kube_program, tmp
     image_bin = image_dir(tmp_path / "image", Path(found[0]).resolve())
     fake_kube_program("--jobset", "--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP)
     capsys.readouterr()
-    code = launcher("run", "-f", str(run_spec(tmp_path, "old-python", 1, "echo never ran")), "--cluster", "fake",
-                    "--follow")
+    code = launcher(
+        "run", "-f", str(run_spec(tmp_path, "old-python", 1, "echo never ran")), "--cluster", "fake", "--follow"
+    )
     out = capsys.readouterr().out
     assert code != 0
-    assert (f"has no python3 or python 3.8 or newer on its PATH ({image_bin}); "
-            f"found: {image_bin}/python3 (Python 3.7.") in out
+    assert (
+        f"has no python3 or python 3.8 or newer on its PATH ({image_bin}); found: {image_bin}/python3 (Python 3.7."
+    ) in out
     assert "never ran" not in out

@@ -81,15 +81,27 @@ def test_the_full_083_yaml_maps_integrations_and_notes_platform_fields(call, tmp
     env = json.loads(out)["environment"]
     name = json.loads(out)["run"]["name"]
     assert {k: env[k] for k in env if k.startswith(("WANDB_", "MLFLOW_", "COMET_"))} == {
-        "WANDB_NAME": name, "WANDB_PROJECT": "my-project", "WANDB_ENTITY": "my-team", "WANDB_RUN_GROUP": "sweep",
-        "WANDB_JOB_TYPE": "train", "WANDB_TAGS": "a,b",
-        "MLFLOW_EXPERIMENT_NAME": "/Users/someone@example.com/my-experiment", "MLFLOW_TRACKING_URI": "databricks",
-        "COMET_PROJECT_NAME": "comet-project", "COMET_WORKSPACE": "comet-ws",
+        "WANDB_NAME": name,
+        "WANDB_PROJECT": "my-project",
+        "WANDB_ENTITY": "my-team",
+        "WANDB_RUN_GROUP": "sweep",
+        "WANDB_JOB_TYPE": "train",
+        "WANDB_TAGS": "a,b",
+        "MLFLOW_EXPERIMENT_NAME": "/Users/someone@example.com/my-experiment",
+        "MLFLOW_TRACKING_URI": "databricks",
+        "COMET_PROJECT_NAME": "comet-project",
+        "COMET_WORKSPACE": "comet-ws",
     }
     notes = [line for line in err.splitlines() if "accepted and ignored here" in line]
     assert len(notes) == 1, err  # one note for all of them, pointing at the first
-    for field in ("optimization_level", "platform", "dependent_deployment", "parent_name", "scheduling.resumable",
-                  "scheduling.watchdogEnabled"):
+    for field in (
+        "optimization_level",
+        "platform",
+        "dependent_deployment",
+        "parent_name",
+        "scheduling.resumable",
+        "scheduling.watchdogEnabled",
+    ):
         assert field in notes[0]
     assert re.search(r"full\.yaml:\d+:", notes[0])
 
@@ -120,8 +132,10 @@ def test_mcli_yaml_runs_locally_with_mnt_config_and_the_secret_mount_path(key, m
     assert runs_locally
     # The command also reads the file secret where mcli puts it (reversed: the log masks the value).
     text = render(template, f"{server.url}/org/repo.git").replace(
-        READ_PARAMETERS, f"{READ_PARAMETERS} && rev {SECRET_MOUNT}/secret && echo \"path=$SECRET_PATH_CREDS\" "
-                         "&& echo \"run_config commands=$(grep -c '^command:' /mnt/config/run_config.yaml)\"")
+        READ_PARAMETERS,
+        f'{READ_PARAMETERS} && rev {SECRET_MOUNT}/secret && echo "path=$SECRET_PATH_CREDS" '
+        "&& echo \"run_config commands=$(grep -c '^command:' /mnt/config/run_config.yaml)\"",
+    )
     spec = cli.spec(key, text)
     (tmp_path / "creds").write_text(SECRET_VALUE)
     r = cli("secret", "create", "file", "creds", "--from", str(tmp_path / "creds"), "--mount-path", SECRET_MOUNT)
@@ -151,12 +165,16 @@ def test_rewriting_replaces_whole_path_components_only():
     from launcher.backends.local.mounts import rewrite_spec
 
     binds = [("/home/u/run/config", "/mnt/config"), ("/home/u/run/private/c", "/secrets/c")]
-    spec = {"command": "cat /mnt/config/parameters.yaml /mnt/config2/x /secrets/c/secret; ls /mnt/config",
-            "parameters": {"paths": ["/mnt/config/a.yaml", {"deep": "/secrets/c"}], "n": 3},
-            "env_variables": {"CFG": "/mnt/config/parameters.yaml"}, "name": "/mnt/config"}
+    spec = {
+        "command": "cat /mnt/config/parameters.yaml /mnt/config2/x /secrets/c/secret; ls /mnt/config",
+        "parameters": {"paths": ["/mnt/config/a.yaml", {"deep": "/secrets/c"}], "n": 3},
+        "env_variables": {"CFG": "/mnt/config/parameters.yaml"},
+        "name": "/mnt/config",
+    }
     out = rewrite_spec(spec, binds)
-    assert out["command"] == ("cat /home/u/run/config/parameters.yaml /mnt/config2/x /home/u/run/private/c/secret; "
-                              "ls /home/u/run/config")
+    assert out["command"] == (
+        "cat /home/u/run/config/parameters.yaml /mnt/config2/x /home/u/run/private/c/secret; ls /home/u/run/config"
+    )
     assert out["parameters"] == {"paths": ["/home/u/run/config/a.yaml", {"deep": "/home/u/run/private/c"}], "n": 3}
     assert out["env_variables"] == {"CFG": "/home/u/run/config/parameters.yaml"}
     assert out["name"] == "/mnt/config"  # only the command, parameters and env_variables
@@ -180,11 +198,15 @@ def test_environment_only_integrations_run_as_steps_that_set_variables(tmp_path)
 
     entry = Entrypoint(tmp_path)
     try:
-        result = entry.run({
-            "command": 'echo "mlflow=$MLFLOW_EXPERIMENT_NAME@$MLFLOW_TRACKING_URI comet=$COMET_PROJECT_NAME/$COMET_WORKSPACE"',
-            "integrations": [{"integration_type": "mlflow", "experiment_name": "/Users/me/exp"},
-                             {"integration_type": "comet_ml", "project_name": "p", "workspace": "w"}],
-        })
+        result = entry.run(
+            {
+                "command": 'echo "mlflow=$MLFLOW_EXPERIMENT_NAME@$MLFLOW_TRACKING_URI comet=$COMET_PROJECT_NAME/$COMET_WORKSPACE"',
+                "integrations": [
+                    {"integration_type": "mlflow", "experiment_name": "/Users/me/exp"},
+                    {"integration_type": "comet_ml", "project_name": "p", "workspace": "w"},
+                ],
+            }
+        )
     finally:
         entry.kill_all()
     assert result.code == 0, result.out

@@ -13,7 +13,7 @@ from __future__ import annotations
 # The command that stands in for `composer train/train.py /mnt/config/parameters.yaml`:
 # it reads the parameters at the path mcli promises and prints one line a test checks.
 READ_PARAMETERS = (
-    "python -c \"import sys, yaml; p = yaml.safe_load(open(sys.argv[1])); "
+    'python -c "import sys, yaml; p = yaml.safe_load(open(sys.argv[1])); '
     "print('parameters', sys.argv[1], 'max_seq_len', p['max_seq_len'])\" /mnt/config/parameters.yaml"
 )
 

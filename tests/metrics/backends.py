@@ -5,7 +5,7 @@ logs lie in a directory (like the local backend's), one that can only stream log
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from launcher.backends.base import Attempt, Backend, LogLine, Run, RunStatus
@@ -18,7 +18,7 @@ def make_run(name: str, attempts: list[tuple[RunStatus, datetime | None]], statu
         name=name,
         backend="test",
         status=status or attempts[-1][0],
-        created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
         spec={},
         attempts=[Attempt(index=i, status=s, started_at=at) for i, (s, at) in enumerate(attempts, start=1)],
     )

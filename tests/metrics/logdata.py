@@ -19,8 +19,16 @@ def step_line(step: int, attempt: int = 1, *, rank: int = 0, extra: dict | None 
 
 
 def fit_start(attempt: int = 1, max_batches: int = 10, start: int = 0) -> str:
-    return format_record({"event": "fit_start", "step": start, "time": T0 + attempt * 100, "rank": 0,
-                          "max_duration": f"{max_batches}ba", "max_batches": max_batches})
+    return format_record(
+        {
+            "event": "fit_start",
+            "step": start,
+            "time": T0 + attempt * 100,
+            "rank": 0,
+            "max_duration": f"{max_batches}ba",
+            "max_batches": max_batches,
+        }
+    )
 
 
 NOISE = [

@@ -24,16 +24,27 @@ def _submit(home: Path, work: Path, name: str, command: str, *, retries: int = 0
     work.mkdir(parents=True, exist_ok=True)
     spec = work / "spec.yaml"
     indented = "\n".join("  " + line for line in command.splitlines())
-    spec.write_text(f"name: {name}\nimage: x\ncommand: |\n{indented}\ncompute: {{gpus: 0}}\n"
-                    f"scheduling: {{max_retries: {retries}, retry_backoff: {{first: 0.1s}}}}\n")
+    spec.write_text(
+        f"name: {name}\nimage: x\ncommand: |\n{indented}\ncompute: {{gpus: 0}}\n"
+        f"scheduling: {{max_retries: {retries}, retry_backoff: {{first: 0.1s}}}}\n"
+    )
     env = {"LAUNCHER_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": str(home)}
     if os.environ.get("PYTHONPATH"):  # the launcher under test, where the tests run from a checkout
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    proc = subprocess.run([sys.executable, "-m", "launcher", "run", "-f", str(spec), *(["--follow"] if follow else [])],
-                          cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "launcher", "run", "-f", str(spec), *(["--follow"] if follow else [])],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    return next(p.name for p in (home / "runs").iterdir() if p.name.startswith(name + "-")
-                and p.stat().st_mtime >= spec.stat().st_mtime)
+    return next(
+        p.name
+        for p in (home / "runs").iterdir()
+        if p.name.startswith(name + "-") and p.stat().st_mtime >= spec.stat().st_mtime
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +58,13 @@ def runs(tmp_path_factory) -> dict[str, object]:
     work.mkdir()
     (work / "attempt1.txt").write_text("\n".join(attempt_lines(1, ATTEMPT_1)) + "\n")
     (work / "attempt2.txt").write_text("\n".join(attempt_lines(2, ATTEMPT_2)) + "\n")
-    retried = _submit(home, work, "retried",
-                      "if [ -f marker ]; then cat attempt2.txt; else touch marker; cat attempt1.txt; exit 3; fi",
-                      retries=1)
+    retried = _submit(
+        home,
+        work,
+        "retried",
+        "if [ -f marker ]; then cat attempt2.txt; else touch marker; cat attempt1.txt; exit 3; fi",
+        retries=1,
+    )
     solo_work = root / "solo"
     solo_work.mkdir()
     (solo_work / "log.txt").write_text("\n".join(step_line(s, 3) for s in range(1, 9)) + "\n")
@@ -74,8 +89,17 @@ def invoke(runs, monkeypatch, capsys):
 def test_json_holds_exactly_the_points_of_rank_0_across_both_attempts(runs, invoke):
     code, out, err = invoke(runs["retried"], "-o", "json")
     assert code == 0, err
-    want = [{"run": runs["retried"], "metric": "loss/train/total", "step": s, "value": v,
-             "time": expected_time(s, a), "attempt": a} for s, v, a in expected_points()]
+    want = [
+        {
+            "run": runs["retried"],
+            "metric": "loss/train/total",
+            "step": s,
+            "value": v,
+            "time": expected_time(s, a),
+            "attempt": a,
+        }
+        for s, v, a in expected_points()
+    ]
     assert json.loads(out) == want
 
 
@@ -91,8 +115,17 @@ def test_csv_parses_back_to_the_json_values(runs, invoke):
     code, out_csv, _ = invoke(runs["retried"], "-o", "csv", "-m", "loss/*", "-m", "throughput/tokens_per_sec")
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out_csv)))
-    back = [{"run": r["run"], "metric": r["metric"], "step": int(r["step"]), "value": float(r["value"]),
-             "time": float(r["time"]), "attempt": int(r["attempt"])} for r in rows]
+    back = [
+        {
+            "run": r["run"],
+            "metric": r["metric"],
+            "step": int(r["step"]),
+            "value": float(r["value"]),
+            "time": float(r["time"]),
+            "attempt": int(r["attempt"]),
+        }
+        for r in rows
+    ]
     assert back == json.loads(out_json)
     assert len(back) == 2 * len(expected_points())
 
@@ -122,8 +155,10 @@ def test_list_shows_names_counts_and_last_values(runs, invoke):
     assert code == 0
     got = {r["metric"]: (r["points"], r["last_step"], r["last_value"]) for r in json.loads(out)}
     last = expected_points()[-1]
-    assert got == {"loss/train/total": (len(expected_points()), last[0], last[1]),
-                   "throughput/tokens_per_sec": (len(expected_points()), last[0], 1000.0 * last[0])}
+    assert got == {
+        "loss/train/total": (len(expected_points()), last[0], last[1]),
+        "throughput/tokens_per_sec": (len(expected_points()), last[0], 1000.0 * last[0]),
+    }
     _, table, _ = invoke(runs["retried"], "--list")
     assert table.splitlines()[1].split() == ["METRIC", "POINTS", "LAST", "STEP", "LAST", "VALUE"]
 
@@ -140,7 +175,9 @@ def test_png_overlays_runs_in_a_valid_image(runs, invoke, tmp_path):
     from PIL import Image
 
     png = tmp_path / "curves.png"
-    code, out, err = invoke(runs["retried"], runs["solo"], "--png", str(png), "-m", "loss/train/total", "-m", "throughput/*")
+    code, out, err = invoke(
+        runs["retried"], runs["solo"], "--png", str(png), "-m", "loss/train/total", "-m", "throughput/*"
+    )
     assert code == 0, err
     assert out == "" and err == f"✔ Wrote {png}\n"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -157,8 +194,9 @@ def test_png_overlays_runs_in_a_valid_image(runs, invoke, tmp_path):
 def test_errors_are_one_line_and_exit_2(runs, invoke):
     code, out, err = invoke(runs["retried"], "-m", "loss/train/totl")
     assert code == 2 and out == ""
-    assert err.splitlines()[0] == (f"✗ no metric 'loss/train/totl' in run {runs['retried']} "
-                                   "(did you mean 'loss/train/total'?)")
+    assert err.splitlines()[0] == (
+        f"✗ no metric 'loss/train/totl' in run {runs['retried']} (did you mean 'loss/train/total'?)"
+    )
     code, _, err = invoke(runs["quiet"])
     assert code == 2 and err.splitlines()[0] == f"✗ run {runs['quiet']} ended (COMPLETED) without any metrics"
     code, _, err = invoke("no-such-run")
@@ -226,8 +264,9 @@ def test_follow_on_a_terminal_redraws_the_plot_and_table(runs):
     name = _slow_printer(runs, "follow-tty", 5)
     master, slave = pty.openpty()
     env = {"LAUNCHER_HOME": str(runs["home"]), "PATH": "/usr/bin:/bin", "COLUMNS": "100", "LINES": "60"}
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "metrics", name, "--follow", "--plot"],
-                            stdout=slave, stderr=slave, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "metrics", name, "--follow", "--plot"], stdout=slave, stderr=slave, env=env
+    )
     os.close(slave)
     shown = read_terminal(master)
     assert proc.wait(timeout=60) == 0

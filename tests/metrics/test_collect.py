@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from launcher.backends.base import LogLine, RunStatus
 from launcher.metrics.cache import IndexCache
@@ -62,13 +62,17 @@ def test_the_cache_survives_between_collectors(tmp_path):
 
 def test_metrics_jsonl_wins_and_is_split_into_attempts_by_start_time(tmp_path):
     backend = DirBackend(tmp_path / "runs")
-    started = [datetime.fromtimestamp(T0 + 100 * a - 1, timezone.utc) for a in (1, 2)]
+    started = [datetime.fromtimestamp(T0 + 100 * a - 1, UTC) for a in (1, 2)]
     run = make_run("r", [(RunStatus.FAILED, started[0]), (RunStatus.COMPLETED, started[1])])
     backend.runs["r"] = run
     jsonl = backend.artifacts_dir("r") / "metrics.jsonl"
     jsonl.parent.mkdir(parents=True)
-    body = [line.split("@@launcher.metrics ", 1)[1] for a, steps in ((1, ATTEMPT_1), (2, ATTEMPT_2))
-            for line in attempt_lines(a, steps) if line.startswith("@@launcher.metrics {\"")]
+    body = [
+        line.split("@@launcher.metrics ", 1)[1]
+        for a, steps in ((1, ATTEMPT_1), (2, ATTEMPT_2))
+        for line in attempt_lines(a, steps)
+        if line.startswith('@@launcher.metrics {"')
+    ]
     jsonl.write_text("\n".join(body) + "\n")
     backend.log_file("r", 0, 1).write_text(step_line(1, 1, extra={"loss/train/total": 42.0}) + "\n")
 
@@ -109,8 +113,12 @@ def test_the_running_attempt_is_streamed_again(tmp_path):
 def test_following_a_streamed_attempt_reads_it_in_the_background(tmp_path):
     backend, run = _stream_backend(RunStatus.RUNNING)
     collector = Collector(backend, run, cache=IndexCache(tmp_path / "cache"), follow=True)
-    rm = wait_until(lambda: (rm := collector.refresh()).series and rm.series["loss/train/total"].steps[-1] == ATTEMPT_2[-1]
-                    and rm, 5, interval=0.02, message="the follower to deliver attempt 2")
+    rm = wait_until(
+        lambda: (rm := collector.refresh()).series and rm.series["loss/train/total"].steps[-1] == ATTEMPT_2[-1] and rm,
+        5,
+        interval=0.02,
+        message="the follower to deliver attempt 2",
+    )
     assert _points(rm) == expected_points()
 
 
@@ -143,8 +151,17 @@ def _json_text(rm, *, last=None):
 def _dumps(run, points):
     """What json.dumps writes for each (step, value, attempt[, time]) point, one a line:
     the text -o json must match."""
-    want = [{"run": run, "metric": "loss/train/total", "step": p[0], "value": p[1],
-             "time": p[3] if len(p) > 3 else expected_time(p[0], p[2]), "attempt": p[2]} for p in points]
+    want = [
+        {
+            "run": run,
+            "metric": "loss/train/total",
+            "step": p[0],
+            "value": p[1],
+            "time": p[3] if len(p) > 3 else expected_time(p[0], p[2]),
+            "attempt": p[2],
+        }
+        for p in points
+    ]
     return "[\n" + ",\n".join(json.dumps(w) for w in want) + "\n]"
 
 

@@ -29,8 +29,9 @@ def test_the_terminal_plot_labels_steps_with_whole_numbers():
 
 
 def test_identical_curves_get_their_own_line_style_and_a_legend_note():
-    chosen = choose([_run("run-a", 40), _run("run-b", 40), _run("run-c", 60)], ["loss/train/total"],
-                    every=None, last=None)
+    chosen = choose(
+        [_run("run-a", 40), _run("run-b", 40), _run("run-c", 60)], ["loss/train/total"], every=None, last=None
+    )
     fig = png_figure(chosen)
     ax = fig.axes[0]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]

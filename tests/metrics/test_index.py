@@ -93,8 +93,11 @@ def test_values_that_are_not_numbers_are_dropped_point_by_point(tmp_path):
     from launcher.metrics.records import format_record
 
     log = tmp_path / "rank-0.log"
-    recs = [{"step": 1, "metrics": {"a": 1.5, "b": "n/a"}}, {"step": 2, "metrics": {"a": None, "b": 2}},
-            {"step": 3, "metrics": {"a": True}}]
+    recs = [
+        {"step": 1, "metrics": {"a": 1.5, "b": "n/a"}},
+        {"step": 2, "metrics": {"a": None, "b": 2}},
+        {"step": 3, "metrics": {"a": True}},
+    ]
     _write(log, [format_record(r) for r in recs])
     seg = index_file(log).segments[0]
     assert list(seg.metrics["a"].steps) == [1, 3] and list(seg.metrics["a"].values) == [1.5, 1.0]

@@ -12,8 +12,11 @@ from launcher.metrics.series import RunMetrics, merge
 def _run(name: str, n: int, restart_at: int | None = None) -> RunMetrics:
     def seg(steps):
         vals = [10.0 / (s + 1) for s in steps]
-        return Segment(metrics={"loss/train/total": Columns(array("q", steps), array("d", [float(s) for s in steps]),
-                                                          array("d", vals))})
+        return Segment(
+            metrics={
+                "loss/train/total": Columns(array("q", steps), array("d", [float(s) for s in steps]), array("d", vals))
+            }
+        )
 
     labelled = [(1, seg(list(range(1, n + 1))))]
     if restart_at:

@@ -12,8 +12,16 @@ def rec(step: int, t: float, *, loss: float = 2.5, rank: int = 0, tps: float | N
 
 
 def fit(max_batches: int | None = 50, max_duration: str = "50ba") -> str:
-    return format_record({"event": "fit_start", "step": 0, "time": 0.0, "rank": 0,
-                          "max_duration": max_duration, "max_batches": max_batches})
+    return format_record(
+        {
+            "event": "fit_start",
+            "step": 0,
+            "time": 0.0,
+            "rank": 0,
+            "max_duration": max_duration,
+            "max_batches": max_batches,
+        }
+    )
 
 
 def test_nothing_to_show_before_the_first_step():

@@ -27,7 +27,7 @@ def test_scan_does_not_merge_lines_that_only_parse_together():
 
 
 def test_scan_of_metrics_jsonl_reads_bare_objects():
-    body = "\n".join(format_record({"step": s, "metrics": {"a": s}})[len("@@launcher.metrics "):] for s in (1, 2))
+    body = "\n".join(format_record({"step": s, "metrics": {"a": s}})[len("@@launcher.metrics ") :] for s in (1, 2))
     assert [r["step"] for r in scan_records((body + "\n\n").encode(), prefixed=False)] == [1, 2]
 
 

@@ -24,8 +24,17 @@ def test_json_is_what_json_dumps_writes_and_round_trips_non_finite_values():
     times = [1.5, math.nan, 3.0, 4.0, 5.0, 6.0]
     rm = run_metrics(values, times, name='odd "name" 100%')
     text = to_json(choose([rm], ["m"], every=None, last=None))
-    want = [{"run": 'odd "name" 100%', "metric": "m", "step": i + 1, "value": v,
-             "time": None if math.isnan(t) else t, "attempt": 1} for i, (v, t) in enumerate(zip(values, times))]
+    want = [
+        {
+            "run": 'odd "name" 100%',
+            "metric": "m",
+            "step": i + 1,
+            "value": v,
+            "time": None if math.isnan(t) else t,
+            "attempt": 1,
+        }
+        for i, (v, t) in enumerate(zip(values, times))
+    ]
     assert text == "[\n" + ",\n".join(json.dumps(w) for w in want) + "\n]"
     back = json.loads(text)
     assert [p["value"] for p in back][:2] == values[:2] and math.isnan(back[2]["value"])

@@ -19,25 +19,62 @@ STEPS = 12
 
 
 def _launcher(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "launcher", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "launcher", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
 
 def test_tiny_mpt_loss_curve(tmp_path: Path) -> None:
     pytest.importorskip("composer")
-    env = {**os.environ, "LAUNCHER_HOME": str(tmp_path / "home"),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    env = {
+        **os.environ,
+        "LAUNCHER_HOME": str(tmp_path / "home"),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+    }
     data = "out/number-say"
     for split, n, seed in (("train", 1500, 0), ("val", 150, 1)):
-        _launcher("data", "synthetic", "--samples", str(n), "--out", f"raw/{split}.jsonl", "--seed", str(seed),
-                  cwd=tmp_path, env=env)
-    _launcher("data", "tokenizer", "train", "raw/train.jsonl", "--vocab-size", "512", "--out", f"{data}/tokenizer",
-              cwd=tmp_path, env=env)
+        _launcher(
+            "data",
+            "synthetic",
+            "--samples",
+            str(n),
+            "--out",
+            f"raw/{split}.jsonl",
+            "--seed",
+            str(seed),
+            cwd=tmp_path,
+            env=env,
+        )
+    _launcher(
+        "data",
+        "tokenizer",
+        "train",
+        "raw/train.jsonl",
+        "--vocab-size",
+        "512",
+        "--out",
+        f"{data}/tokenizer",
+        cwd=tmp_path,
+        env=env,
+    )
     for split in ("train", "val"):
-        _launcher("data", "convert", f"raw/{split}.jsonl", "--out", f"{data}/mds", "--tokenizer", f"{data}/tokenizer",
-                  "--concat-tokens", "64", "--split", split, cwd=tmp_path, env=env)
+        _launcher(
+            "data",
+            "convert",
+            f"raw/{split}.jsonl",
+            "--out",
+            f"{data}/mds",
+            "--tokenizer",
+            f"{data}/tokenizer",
+            "--concat-tokens",
+            "64",
+            "--split",
+            split,
+            cwd=tmp_path,
+            env=env,
+        )
 
     spec = yaml.safe_load((REPO / "runspecs" / "mpt-tiny-local.yaml").read_text())
     spec["parameters"].update(max_duration=f"{STEPS}ba", eval_interval=f"{STEPS // 2}ba", save_interval=f"{STEPS}ba")

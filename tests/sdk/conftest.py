@@ -22,12 +22,16 @@ def spec_file(directory: Path, name: str, command: str, **compute) -> Path:
     """A run YAML in `directory` whose command is `command`; `compute` fields (gpus: 0 by default)."""
     lines = "".join(f"  {k}: {v}\n" for k, v in {"gpus": 0, **compute}.items())
     path = directory / f"{name}.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: {name}
         image: ghcr.io/example/launcher:test
         command: {command!r}
         compute:
-        """) + lines + f"env_variables:\n  PYTHONPATH: {REPO}\n")
+        """)
+        + lines
+        + f"env_variables:\n  PYTHONPATH: {REPO}\n"
+    )
     return path
 
 

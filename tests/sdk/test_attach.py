@@ -51,12 +51,22 @@ def test_exec_in_run_returns_the_exit_code_and_runs_in_the_ranks_environment(sta
 
 
 def test_exec_in_a_rank_that_has_ended_while_the_run_goes_on(started):
-    run = launcher.create_run({"name": "one-done", "compute": {"nodes": 2}, "scheduling": {"max_duration": 0.02},
-                               "command": '[ "$NODE_RANK" = 1 ] && exit 0; exec sleep 70'})
+    run = launcher.create_run(
+        {
+            "name": "one-done",
+            "compute": {"nodes": 2},
+            "scheduling": {"max_duration": 0.02},
+            "command": '[ "$NODE_RANK" = 1 ] && exit 0; exec sleep 70',
+        }
+    )
     started.append(run)
     # The run records its ranks' outcomes when the attempt ends; rank 1's log says it ended now.
-    wait_until(lambda: any("exit code 0" in str(line) for line in launcher.get_run_logs(run, rank=1)), 60,
-               interval=0.2, message="rank 1's entrypoint to end")
+    wait_until(
+        lambda: any("exit code 0" in str(line) for line in launcher.get_run_logs(run, rank=1)),
+        60,
+        interval=0.2,
+        message="rank 1's entrypoint to end",
+    )
     assert exec_in_run(run, ["true"], rank=0) == 0
     with pytest.raises(launcher.LauncherError, match="rank 1 of run .* has ended; the run goes on"):
         exec_in_run(run, ["true"], rank=1)
@@ -64,13 +74,19 @@ def test_exec_in_a_rank_that_has_ended_while_the_run_goes_on(started):
 
 def test_port_forward_serves_until_stop_is_set(started, tmp_path):
     remote = free_port()
-    run = launcher.create_run({"name": "web", "command": f"exec python -m http.server {remote} --bind 127.0.0.1",
-                               "scheduling": {"max_duration": 0.02}})
+    run = launcher.create_run(
+        {
+            "name": "web",
+            "command": f"exec python -m http.server {remote} --bind 127.0.0.1",
+            "scheduling": {"max_duration": 0.02},
+        }
+    )
     started.append(run)
     ports: queue.Queue[int] = queue.Queue()
     stop = threading.Event()
-    forwarding = threading.Thread(target=port_forward, args=(run, 0, 0, remote),
-                                  kwargs={"ready": ports.put, "stop": stop}, daemon=True)
+    forwarding = threading.Thread(
+        target=port_forward, args=(run, 0, 0, remote), kwargs={"ready": ports.put, "stop": stop}, daemon=True
+    )
     forwarding.start()
     local = ports.get(timeout=30)
     assert local != remote

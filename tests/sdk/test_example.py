@@ -19,7 +19,7 @@ STEPS = 6
 
 def sdk_example() -> str:
     text = (REPO / "docs" / "sdk.md").read_text()
-    section = text[text.index("# The Python SDK"):]
+    section = text[text.index("# The Python SDK") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert EXAMPLE_SPEC in code, "the SDK page's example loads its spec as this test expects"
     return code
@@ -34,8 +34,10 @@ def run_example(specs: Path, tmp_path: Path, monkeypatch) -> dict:
     work.mkdir()
     monkeypatch.chdir(work)
     namespace: dict = {}
-    exec(compile(sdk_example().replace(EXAMPLE_SPEC, f"RunConfig.from_file({str(spec)!r})"), "docs/sdk.md", "exec"),
-         namespace)
+    exec(
+        compile(sdk_example().replace(EXAMPLE_SPEC, f"RunConfig.from_file({str(spec)!r})"), "docs/sdk.md", "exec"),
+        namespace,
+    )
     return namespace
 
 

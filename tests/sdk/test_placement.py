@@ -8,8 +8,8 @@ import pytest
 from launcher.backends.capabilities import FreeGpus
 from launcher.errors import SpecError
 from launcher.sdk.placement import Candidate, decide
-from launcher.spec.models import is_placed
 from launcher.spec.load import load_spec_text
+from launcher.spec.models import is_placed
 
 
 def spec(gpus: int = 8) -> dict:
@@ -23,8 +23,10 @@ def free(profile: str, n: int, total: int = 16, source: str = "nodes") -> Candid
 def test_the_first_profile_in_order_whose_free_gpus_fit_takes_the_run():
     d = decide(spec(8), [free("gke-a", 0, 8), free("gke-b", 16), free("gke-c", 16)])
     assert (d.chosen, d.fits) == ("gke-b", True)
-    assert d.line() == ("placement: gke-a has 0 of 8 free h100_80gb, gke-b has 16 of 16 free h100_80gb, "
-                        "gke-c has 16 of 16 free h100_80gb: placed on gke-b")
+    assert d.line() == (
+        "placement: gke-a has 0 of 8 free h100_80gb, gke-b has 16 of 16 free h100_80gb, "
+        "gke-c has 16 of 16 free h100_80gb: placed on gke-b"
+    )
 
 
 def test_exactly_enough_free_gpus_fit():
@@ -59,28 +61,38 @@ def test_a_queue_is_named_as_the_source_of_the_numbers():
     assert d.line() == "placement: a's queue team-a-cq has 8 of 32 free h100_80gb: placed on a"
 
 
-@pytest.mark.parametrize("cluster, placed", [("auto", True), ("a,b", True), (["a", "b"], True), ("a", False),
-                                             (["a"], False), (None, False)])
+@pytest.mark.parametrize(
+    "cluster, placed", [("auto", True), ("a,b", True), (["a", "b"], True), ("a", False), (["a"], False), (None, False)]
+)
 def test_auto_or_several_profiles_is_a_placement(cluster, placed):
     assert is_placed(cluster) is placed
 
 
-@pytest.mark.parametrize("text", ["compute:\n  cluster: auto\n", "compute:\n  cluster: gke-a, gke-b\n",
-                                  "compute:\n  cluster: [gke-a, gke-b]\nplacement:\n  max_queue: 15m\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "compute:\n  cluster: auto\n",
+        "compute:\n  cluster: gke-a, gke-b\n",
+        "compute:\n  cluster: [gke-a, gke-b]\nplacement:\n  max_queue: 15m\n",
+    ],
+)
 def test_the_spec_takes_auto_a_comma_list_or_a_yaml_list(text):
-    loaded = load_spec_text("name: x\ncommand: \"true\"\n" + text, "run.yaml").spec
+    loaded = load_spec_text('name: x\ncommand: "true"\n' + text, "run.yaml").spec
     assert is_placed(loaded.compute.cluster)
     if loaded.placement is not None:
         assert loaded.placement.max_queue == 900
 
 
-@pytest.mark.parametrize("text, message", [
-    ("compute:\n  cluster: [auto, gke-b]\n", "run.yaml:4:12: compute.cluster: auto means every cluster profile"),
-    ("compute:\n  cluster: a,a\n", "run.yaml:4:12: compute.cluster: names a cluster twice"),
-    ("placement:\n  max_queue: 0\n", "run.yaml:4:14: placement.max_queue: must be more than 0 s"),
-    ("placement:\n  max_queue: soon\n", "run.yaml:4:14: placement.max_queue: must be a duration"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("compute:\n  cluster: [auto, gke-b]\n", "run.yaml:4:12: compute.cluster: auto means every cluster profile"),
+        ("compute:\n  cluster: a,a\n", "run.yaml:4:12: compute.cluster: names a cluster twice"),
+        ("placement:\n  max_queue: 0\n", "run.yaml:4:14: placement.max_queue: must be more than 0 s"),
+        ("placement:\n  max_queue: soon\n", "run.yaml:4:14: placement.max_queue: must be a duration"),
+    ],
+)
 def test_a_bad_placement_field_is_placed_at_its_line(text, message):
     with pytest.raises(SpecError) as e:
-        load_spec_text("name: x\ncommand: \"true\"\n" + text, "run.yaml")
+        load_spec_text('name: x\ncommand: "true"\n' + text, "run.yaml")
     assert message in str(e.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -27,9 +27,11 @@ def finished(specs, name: str, command: str = "echo one; echo two; echo three", 
 
 
 def test_importing_launcher_loads_nothing_and_serves_the_sdk_on_first_use():
-    code = ("import sys, launcher; before = sorted(m for m in sys.modules if m.startswith(('launcher.', 'pydantic')));"
-            "from launcher import RunConfig, create_run, get_runs, RunNotFound;"
-            "print(before, RunConfig.__module__, create_run.__module__, 'pydantic' in sys.modules)")
+    code = (
+        "import sys, launcher; before = sorted(m for m in sys.modules if m.startswith(('launcher.', 'pydantic')));"
+        "from launcher import RunConfig, create_run, get_runs, RunNotFound;"
+        "print(before, RunConfig.__module__, create_run.__module__, 'pydantic' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[]", "launcher.sdk.config", "launcher.sdk.runs", "True"]
@@ -68,7 +70,7 @@ def test_create_wait_get_and_logs(specs):
     assert lines[-4:-1] == ["one", "two", "three"]
     assert [str(line) for line in launcher.get_run_logs(run.name, tail=2)][0] == "three"
     followed = [line.text for line in launcher.follow_run_logs(run)]
-    assert ["one", "two", "three"] == [t for t in followed if t in ("one", "two", "three")]
+    assert [t for t in followed if t in ("one", "two", "three")] == ["one", "two", "three"]
 
 
 def test_wait_returns_at_any_end_or_past_the_status_and_times_out(specs):
@@ -110,7 +112,7 @@ def test_get_runs_filters(specs):
     assert launcher.get_runs().warnings == []
     with pytest.raises(launcher.LauncherError, match="no cluster profile named 'nope'"):
         launcher.get_runs(cluster="nope")
-    assert datetime.now(timezone.utc) > a.created_at
+    assert datetime.now(UTC) > a.created_at
 
 
 def test_delete_and_run_not_found(specs):
@@ -168,8 +170,10 @@ def test_metrics_points_and_to_pandas(specs):
     assert "did you mean" in (unknown.value.message + (unknown.value.hint or ""))
     assert launcher.get_run_metrics(finished(specs, "quiet")) == []
     # The records are the metrics' channel: the logs leave them out unless asked, as `launcher logs` does.
-    shown, raw = (["@@launcher.metrics" in str(line) for line in lines]
-                  for lines in (launcher.get_run_logs(run), launcher.get_run_logs(run, raw=True)))
+    shown, raw = (
+        ["@@launcher.metrics" in str(line) for line in lines]
+        for lines in (launcher.get_run_logs(run), launcher.get_run_logs(run, raw=True))
+    )
     assert shown and not any(shown) and raw.count(True) == 5
     assert not any("@@launcher.metrics" in str(line) for line in launcher.get_run_logs(run, tail=3))
 
@@ -177,8 +181,12 @@ def test_metrics_points_and_to_pandas(specs):
 def test_secrets_never_show_a_value(specs):
     value = "tok-Very-Secret-987"
     made = launcher.create_secret("env", "api-token", value)
-    assert (made.name, made.kind, made.options["env_key"], made.exposed_as) == ("api-token", "env", "API_TOKEN",
-                                                                               ["API_TOKEN"])
+    assert (made.name, made.kind, made.options["env_key"], made.exposed_as) == (
+        "api-token",
+        "env",
+        "API_TOKEN",
+        ["API_TOKEN"],
+    )
     listed = launcher.get_secrets()
     assert [s.name for s in listed] == ["api-token"] and value not in repr(listed)
     run = finished(specs, "uses-secret", worker("--lines", "1", "--print-env", "API_TOKEN"))
@@ -195,11 +203,16 @@ def test_get_clusters(launcher_home):
     import yaml
 
     assert [(c.name, c.backend, c.current) for c in launcher.get_clusters()] == [("local", "local", True)]
-    (launcher_home / "config.yaml").write_text(yaml.safe_dump(
-        {"current": "gke", "clusters": {"gke": {"backend": "kubernetes", "context": "ctx", "namespace": "ml"}}}))
+    (launcher_home / "config.yaml").write_text(
+        yaml.safe_dump(
+            {"current": "gke", "clusters": {"gke": {"backend": "kubernetes", "context": "ctx", "namespace": "ml"}}}
+        )
+    )
     clusters = launcher.get_clusters()
-    assert [(c.name, c.backend, c.current) for c in clusters] == [("local", "local", False),
-                                                                  ("gke", "kubernetes", True)]
+    assert [(c.name, c.backend, c.current) for c in clusters] == [
+        ("local", "local", False),
+        ("gke", "kubernetes", True),
+    ]
     assert clusters[1].settings["namespace"] == "ml"
 
 

@@ -110,9 +110,17 @@ def test_overrides_apply_before_validation():
         compute: {gpus: 8, gpu_type: a100_80gb}
         parameters: {optimizer: {lr: 0.1}}
         """,
-        Overrides(name="renamed", image="img:2", gpus=16, gpu_type="h100_80gb", nodes=2, cluster="c",
-                  env=["FOO=bar=baz"], set=["parameters.optimizer.lr=1e-4", "parameters.new.deep=[1, 2]"],
-                  max_retries=3),
+        Overrides(
+            name="renamed",
+            image="img:2",
+            gpus=16,
+            gpu_type="h100_80gb",
+            nodes=2,
+            cluster="c",
+            env=["FOO=bar=baz"],
+            set=["parameters.optimizer.lr=1e-4", "parameters.new.deep=[1, 2]"],
+            max_retries=3,
+        ),
     ).spec
     assert s.name == "renamed" and s.image == "img:2"
     assert (s.compute.gpus, s.compute.gpu_type, s.compute.nodes, s.compute.cluster) == (16, "h100_80gb", 2, "c")
@@ -128,8 +136,9 @@ def test_a_bad_override_names_the_flag():
     errs = errors_of("name: a\ncommand: x\n", Overrides(set=["bogus.field=1"]))
     assert len(errs) == 1 and errs[0].startswith("--set bogus.field=1: bogus: unknown field"), errs
     errs = errors_of("name: a\ncommand: x\n", Overrides(set=["scheduling.max_retris=1"]))
-    assert errs[0].startswith("--set scheduling.max_retris=1: scheduling.max_retris: unknown field "
-                              "(did you mean 'max_retries'?)"), errs
+    assert errs[0].startswith(
+        "--set scheduling.max_retris=1: scheduling.max_retris: unknown field (did you mean 'max_retries'?)"
+    ), errs
     assert errors_of("name: a\ncommand: x\n", Overrides(env=["NOEQUALS"])) == [
         "command line: --env takes KEY=VALUE, got 'NOEQUALS'"
     ]
@@ -175,20 +184,48 @@ BAD = [
     ("command: x\n", "spec.yaml:1:1: name: is required"),
     ("name: a\n", "spec.yaml:1:1: command: is required"),
     ("name: a\ncommand: '  '\n", "spec.yaml:2:10: command: must not be empty"),
-    ("name: a\ncommand: x\nimage: 'Not A Valid:Image Ref'\n", "spec.yaml:3:8: image: is not a valid Docker image reference"),
-    ("name: a\ncommand: x\nenv_variables: {1BAD: x}\n", "spec.yaml:3:16: env_variables: '1BAD' is not a valid environment variable name"),
-    ("name: a\ncommand: x\nenv_variables: [{key: A}]\n", "spec.yaml:3:17: env_variables.0: each item of the list form must be {key: NAME, value: VALUE}"),
-    ("name: a\ncommand: x\ndata: {remote: 'dbfs:/Volumes/main/x'}\n", "spec.yaml:3:16: data.remote: a Volume path is dbfs:/Volumes/<catalog>/<schema>/<volume>/..."),
-    ("name: a\ncommand: x\ndata: {remote: 'dbfs:/volumes/c/s/v'}\n", "data.remote: Unity Catalog paths are case-sensitive: did you mean dbfs:/Volumes/c/s/v?"),
+    (
+        "name: a\ncommand: x\nimage: 'Not A Valid:Image Ref'\n",
+        "spec.yaml:3:8: image: is not a valid Docker image reference",
+    ),
+    (
+        "name: a\ncommand: x\nenv_variables: {1BAD: x}\n",
+        "spec.yaml:3:16: env_variables: '1BAD' is not a valid environment variable name",
+    ),
+    (
+        "name: a\ncommand: x\nenv_variables: [{key: A}]\n",
+        "spec.yaml:3:17: env_variables.0: each item of the list form must be {key: NAME, value: VALUE}",
+    ),
+    (
+        "name: a\ncommand: x\ndata: {remote: 'dbfs:/Volumes/main/x'}\n",
+        "spec.yaml:3:16: data.remote: a Volume path is dbfs:/Volumes/<catalog>/<schema>/<volume>/...",
+    ),
+    (
+        "name: a\ncommand: x\ndata: {remote: 'dbfs:/volumes/c/s/v'}\n",
+        "data.remote: Unity Catalog paths are case-sensitive: did you mean dbfs:/Volumes/c/s/v?",
+    ),
     ("name: a\ncommand: x\ndata: {remote: 'http://x/y'}\n", "data.remote: unsupported scheme http://"),
-    ("name: a\ncommand: x\ndata: {remote: 'file:///data'}\n", "data.remote: file:// URLs are not supported by streaming; use the bare path '/data'"),
-    ("name: a\ncommand: x\nintegrations:\n  - integration_type: gti_repo\n",
-     "spec.yaml:4:23: integrations.0.integration_type: must be one of git_repo, pip_packages, apt_packages, wandb, mlflow, comet_ml, got 'gti_repo' (did you mean 'git_repo'?)"),
-    ("name: a\ncommand: x\nintegrations:\n  - integration_type: git_repo\n    git_repo: o/r\n    git_brnch: dev\n",
-     "spec.yaml:6:5: integrations.0.git_brnch: unknown field (did you mean 'git_branch'?)"),
+    (
+        "name: a\ncommand: x\ndata: {remote: 'file:///data'}\n",
+        "data.remote: file:// URLs are not supported by streaming; use the bare path '/data'",
+    ),
+    (
+        "name: a\ncommand: x\nintegrations:\n  - integration_type: gti_repo\n",
+        "spec.yaml:4:23: integrations.0.integration_type: must be one of git_repo, pip_packages, apt_packages, wandb, mlflow, comet_ml, got 'gti_repo' (did you mean 'git_repo'?)",
+    ),
+    (
+        "name: a\ncommand: x\nintegrations:\n  - integration_type: git_repo\n    git_repo: o/r\n    git_brnch: dev\n",
+        "spec.yaml:6:5: integrations.0.git_brnch: unknown field (did you mean 'git_branch'?)",
+    ),
     ("name: a\ncommand: x\nintegrations:\n  - {git_repo: o/r}\n", "integrations.0: needs integration_type"),
-    ("name: a\ncommand: x\nscheduling: {max_retries: many}\n", "spec.yaml:3:27: scheduling.max_retries: must be an integer, got 'many'"),
-    ("name: a\ncommand: x\nscheduling: {preemptible: maybe}\n", "scheduling.preemptible: must be true or false, got 'maybe'"),
+    (
+        "name: a\ncommand: x\nscheduling: {max_retries: many}\n",
+        "spec.yaml:3:27: scheduling.max_retries: must be an integer, got 'many'",
+    ),
+    (
+        "name: a\ncommand: x\nscheduling: {preemptible: maybe}\n",
+        "scheduling.preemptible: must be true or false, got 'maybe'",
+    ),
     ("name: a\ncommand: x\nrun_name: b\n", "spec.yaml:3:1: run_name: set both 'run_name' and 'name'; keep only 'name'"),
     ("name: a\ncommand: x\nsecrets: [a, a]\n", "secrets: secret 'a' is listed twice"),
     ("name: a\ncommand: x\ncompute: {memory: lots}\n", "compute.memory: must be a Kubernetes quantity"),
@@ -198,21 +235,29 @@ BAD = [
     ("a: 1\n---\nb: 2\n", "spec.yaml:3:1: file holds several YAML documents"),
     ("name: a\ncommand: x\ncompute: {gpus: true}\n", "spec.yaml:3:17: compute.gpus: must be an integer, got True"),
     ("name: a\ncommand: x\ncompute: {gpus: '8'}\n", "spec.yaml:3:17: compute.gpus: must be an integer, got '8'"),
-    ("name: a\ncommand: x\nscheduling: {max_retries: 101}\n",
-     "spec.yaml:3:27: scheduling.max_retries: must be less than or equal to 100, got 101"),
-    ("name: a\ncommand: x\nintegrations:\n  - {integration_type: git_repo, git_repo: 'https://u:pa[ss@h.com/o/r'}\n",
-     "spec.yaml:4:44: integrations.0.git_repo: is not a URL urllib can read: https://***@h.com/o/r"),
-    ("name: a\ncommand: x\nintegrations:\n  - {integration_type: git_repo, git_repo: o/r, host: 'git[hub.com'}\n",
-     "integrations.0.host: is not a host name urllib can read (Invalid IPv6 URL)"),
-    ("name: a\ncommand: x\nintegrations:\n  - {integration_type: pip_packages, packages: [x], index_url: 'https://u:p]w@h/simple'}\n",
-     "integrations.0.index_url: is not a URL urllib can read: https://***@h/simple"),
+    (
+        "name: a\ncommand: x\nscheduling: {max_retries: 101}\n",
+        "spec.yaml:3:27: scheduling.max_retries: must be less than or equal to 100, got 101",
+    ),
+    (
+        "name: a\ncommand: x\nintegrations:\n  - {integration_type: git_repo, git_repo: 'https://u:pa[ss@h.com/o/r'}\n",
+        "spec.yaml:4:44: integrations.0.git_repo: is not a URL urllib can read: https://***@h.com/o/r",
+    ),
+    (
+        "name: a\ncommand: x\nintegrations:\n  - {integration_type: git_repo, git_repo: o/r, host: 'git[hub.com'}\n",
+        "integrations.0.host: is not a host name urllib can read (Invalid IPv6 URL)",
+    ),
+    (
+        "name: a\ncommand: x\nintegrations:\n  - {integration_type: pip_packages, packages: [x], index_url: 'https://u:p]w@h/simple'}\n",
+        "integrations.0.index_url: is not a URL urllib can read: https://***@h/simple",
+    ),
 ]
 
 
 @pytest.mark.parametrize("text, message", BAD, ids=[m[:50] for _, m in BAD])
 def test_bad_inputs_get_precise_messages(text, message):
     errs = errors_of(text)
-    assert any(e.startswith(message) if message.startswith('spec.yaml') else message in e for e in errs), errs
+    assert any(e.startswith(message) if message.startswith("spec.yaml") else message in e for e in errs), errs
 
 
 def test_all_errors_are_reported_at_once_in_file_order():
@@ -257,15 +302,18 @@ def test_missing_file_and_directory(tmp_path: Path):
 
 def test_values_yaml_cannot_construct_are_spec_errors():
     assert errors_of("name: a\ncommand: x\nmetadata: {d: 2020-13-45}\n")[0].startswith(
-        "spec.yaml:3:15: cannot read the value '2020-13-45'")
+        "spec.yaml:3:15: cannot read the value '2020-13-45'"
+    )
     assert load("name: ._a\ncommand: x\nmetadata: {v: ._}\n").spec.metadata == {"v": "._"}  # not a float
     assert load("name: a\ncommand: x\nparameters: {lr: 1e-4, w: .5}\n").spec.parameters == {"lr": 1e-4, "w": 0.5}
 
 
 def test_a_url_the_entrypoint_cannot_read_is_refused_without_its_password():
     for password in ("Qz[Wk", "Qz/Wk[Yv", "Xy]Zq:80Qw"):
-        errs = errors_of(f"name: a\ncommand: x\nintegrations:\n  - integration_type: git_repo\n"
-                         f"    git_repo: 'https://alice:{password}@github.com/o/r'\n")
+        errs = errors_of(
+            f"name: a\ncommand: x\nintegrations:\n  - integration_type: git_repo\n"
+            f"    git_repo: 'https://alice:{password}@github.com/o/r'\n"
+        )
         assert len(errs) == 1 and "https://***@github.com/o/r" in errs[0], errs
         # urllib's own message would quote a "port" cut from the password: no piece of it shows.
         pieces = [p for p in re.split(r"[\[\]/:]", password) if p]
@@ -273,7 +321,10 @@ def test_a_url_the_entrypoint_cannot_read_is_refused_without_its_password():
 
 
 def test_strict_fields_keep_what_mcli_yamls_hold():
-    spec = load_spec_text("name: a\ncommand: x\ncompute: {gpus: 8}\nscheduling: {max_retries: 100}\n"
-                          "integrations:\n  - {integration_type: git_repo, git_repo: 'https://tok@github.com/o/r',"
-                          " host: 'https://gitlab.example.com:8443/'}\n", "spec.yaml").spec
+    spec = load_spec_text(
+        "name: a\ncommand: x\ncompute: {gpus: 8}\nscheduling: {max_retries: 100}\n"
+        "integrations:\n  - {integration_type: git_repo, git_repo: 'https://tok@github.com/o/r',"
+        " host: 'https://gitlab.example.com:8443/'}\n",
+        "spec.yaml",
+    ).spec
     assert spec.compute.gpus == 8 and spec.scheduling.max_retries == 100

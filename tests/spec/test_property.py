@@ -9,14 +9,42 @@ from hypothesis import strategies as st
 from launcher.errors import SpecError
 from launcher.spec.load import Overrides, load_spec_text
 
-FIELDS = ["name", "image", "command", "compute", "gpus", "nodes", "integrations", "env_variables", "secrets",
-          "data", "remote", "parameters", "scheduling", "max_retries", "integration_type", "git_repo",
-          "run_name", "gpu_num", "packages", "key", "value"]
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**12), st.floats(allow_nan=True),
-                    st.text(max_size=20), st.sampled_from(["dbfs:/Volumes/a/b/c", "s3://b", "git_repo", "wandb"]))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(st.sampled_from(FIELDS), inner, max_size=5)),
-                      max_leaves=20)
+FIELDS = [
+    "name",
+    "image",
+    "command",
+    "compute",
+    "gpus",
+    "nodes",
+    "integrations",
+    "env_variables",
+    "secrets",
+    "data",
+    "remote",
+    "parameters",
+    "scheduling",
+    "max_retries",
+    "integration_type",
+    "git_repo",
+    "run_name",
+    "gpu_num",
+    "packages",
+    "key",
+    "value",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-10, 10**12),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.sampled_from(["dbfs:/Volumes/a/b/c", "s3://b", "git_repo", "wandb"]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(FIELDS), inner, max_size=5)),
+    max_leaves=20,
+)
 
 
 def _only_spec_errors(text) -> None:
@@ -42,7 +70,9 @@ def test_arbitrary_bytes(data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(list("ab: -[]{}&*!|>'\"\n\t#,?%@`") + ["name", "command", "<<"]), max_size=60).map("".join))
+@given(
+    st.lists(st.sampled_from(list("ab: -[]{}&*!|>'\"\n\t#,?%@`") + ["name", "command", "<<"]), max_size=60).map("".join)
+)
 def test_yaml_punctuation_soup(text):
     _only_spec_errors(text)
 

@@ -30,11 +30,13 @@ def volume(fake, token: str | None = None, patience: Patience = QUICK):
 
 
 def put(fake, rel: str, data: bytes) -> None:
-    from databricks.sdk import WorkspaceClient
-
     import io
 
-    WorkspaceClient(host=fake.host, token=fake.token).files.upload(f"/Volumes/main/default/data/ds/{rel}", io.BytesIO(data))
+    from databricks.sdk import WorkspaceClient
+
+    WorkspaceClient(host=fake.host, token=fake.token).files.upload(
+        f"/Volumes/main/default/data/ds/{rel}", io.BytesIO(data)
+    )
 
 
 def test_401_is_a_rejected_token_exit_2_without_the_token(databricks_files) -> None:
@@ -43,22 +45,30 @@ def test_401_is_a_rejected_token_exit_2_without_the_token(databricks_files) -> N
         store.read("index.json")
     e = info.value
     assert e.exit_code == 2
-    assert e.message == (f"Databricks at {databricks_files.host} rejected the token (401 Unauthenticated) "
-                         f"while reading {VOL}/ds/index.json")
+    assert e.message == (
+        f"Databricks at {databricks_files.host} rejected the token (401 Unauthenticated) "
+        f"while reading {VOL}/ds/index.json"
+    )
     assert e.hint == "check DATABRICKS_TOKEN, or the databricks secret it comes from"
     assert "dapi-wrong" not in e.message + e.hint
 
 
 def test_403_is_denied_access_with_the_servers_reason(databricks_files, tmp_path: Path) -> None:
-    databricks_files.fail("PUT", "/Volumes/main/default/data/ds/*", status=403, code="PERMISSION_DENIED",
-                          message="User does not have WRITE VOLUME on Volume 'main.default.data'.")
+    databricks_files.fail(
+        "PUT",
+        "/Volumes/main/default/data/ds/*",
+        status=403,
+        code="PERMISSION_DENIED",
+        message="User does not have WRITE VOLUME on Volume 'main.default.data'.",
+    )
     (tmp_path / "f").write_bytes(b"x")
     with pytest.raises(StorageAccessError) as info:
         volume(databricks_files).upload(tmp_path / "f", "train/f")
     assert info.value.exit_code == 2
     assert info.value.message == (
         f"Databricks at {databricks_files.host} denied access (403 Permission denied) while uploading "
-        f"{VOL}/ds/train/f: User does not have WRITE VOLUME on Volume 'main.default.data'.")
+        f"{VOL}/ds/train/f: User does not have WRITE VOLUME on Volume 'main.default.data'."
+    )
     assert "READ VOLUME" in info.value.hint
 
 
@@ -69,11 +79,14 @@ def test_404_is_not_found_and_a_missing_volume_is_named(databricks_files) -> Non
         store.read("index.json")
     assert info.value.exit_code == 2
     assert info.value.message.startswith(
-        f"Databricks at {databricks_files.host} answered 404 Not found while reading {VOL}/ds/index.json: ")
+        f"Databricks at {databricks_files.host} answered 404 Not found while reading {VOL}/ds/index.json: "
+    )
     with pytest.raises(StorageNotFoundError) as info:
         open_store("dbfs:/Volumes/main/default/nope/x", Credentials(databricks_files.env())).check()
-    assert info.value.message == (f"Volume main.default.nope does not exist on Databricks at {databricks_files.host}, "
-                                  "or is not visible to this token")
+    assert info.value.message == (
+        f"Volume main.default.nope does not exist on Databricks at {databricks_files.host}, "
+        "or is not visible to this token"
+    )
 
 
 def test_5xx_after_the_retry_window_is_a_failure_exit_1(databricks_files) -> None:
@@ -84,8 +97,10 @@ def test_5xx_after_the_retry_window_is_a_failure_exit_1(databricks_files) -> Non
         volume(databricks_files).read("index.json")
     assert time.monotonic() - started < 15  # the store's 2 s window, not the SDK's 300 s
     assert info.value.exit_code == 1 and not isinstance(info.value, InputError)
-    assert info.value.message == (f"Databricks at {databricks_files.host} failed (TEMPORARILY_UNAVAILABLE) while reading "
-                                  f"{VOL}/ds/index.json: try later (still failing after 2 s of retries)")
+    assert info.value.message == (
+        f"Databricks at {databricks_files.host} failed (TEMPORARILY_UNAVAILABLE) while reading "
+        f"{VOL}/ds/index.json: try later (still failing after 2 s of retries)"
+    )
     assert sum(1 for m, p in databricks_files.requests if m == "GET" and p.endswith("/index.json")) >= 2  # it retried
 
 
@@ -94,8 +109,9 @@ def test_a_500_is_not_retried_and_keeps_the_servers_text(databricks_files) -> No
     with pytest.raises(StorageError) as info:
         volume(databricks_files).read("index.json")
     assert info.value.exit_code == 1
-    assert info.value.message == (f"Databricks at {databricks_files.host} failed (INTERNAL_ERROR) while reading "
-                                  f"{VOL}/ds/index.json: disk on fire")
+    assert info.value.message == (
+        f"Databricks at {databricks_files.host} failed (INTERNAL_ERROR) while reading {VOL}/ds/index.json: disk on fire"
+    )
 
 
 def test_connection_refused_fails_at_once(monkeypatch) -> None:
@@ -111,19 +127,28 @@ def test_connection_refused_fails_at_once(monkeypatch) -> None:
         store.read("index.json")
     assert time.monotonic() - started < 5
     assert info.value.exit_code == 1
-    assert info.value.message == f"cannot reach DATABRICKS_HOST {host} while reading {VOL}/ds/index.json: connection refused"
+    assert (
+        info.value.message
+        == f"cannot reach DATABRICKS_HOST {host} while reading {VOL}/ds/index.json: connection refused"
+    )
     assert info.value.hint == "check DATABRICKS_HOST, and that this machine can reach it"
 
 
 def test_missing_credentials_name_the_store_and_every_way_to_add_them(databricks_files) -> None:
     with pytest.raises(StorageAccessError) as info:
-        open_store(f"{VOL}/ds", Credentials({"DATABRICKS_HOST": databricks_files.host}, other_ways=("or this",)),
-                   what="--out x")
+        open_store(
+            f"{VOL}/ds",
+            Credentials({"DATABRICKS_HOST": databricks_files.host}, other_ways=("or this",)),
+            what="--out x",
+        )
     assert info.value.message == "--out x needs Databricks credentials, but DATABRICKS_TOKEN is not set"
-    assert info.value.hint == ("add a databricks secret to the run (it provides DATABRICKS_HOST and DATABRICKS_TOKEN), "
-                               "or or this")
+    assert info.value.hint == (
+        "add a databricks secret to the run (it provides DATABRICKS_HOST and DATABRICKS_TOKEN), or or this"
+    )
     assert databricks_files.requests == []
-    with pytest.raises(InputError, match=r"only Unity Catalog Volumes \(dbfs:/Volumes/<catalog>/<schema>/<volume>/...\)"):
+    with pytest.raises(
+        InputError, match=r"only Unity Catalog Volumes \(dbfs:/Volumes/<catalog>/<schema>/<volume>/...\)"
+    ):
         open_store("dbfs:/tmp/x", Credentials(databricks_files.env()))
 
 
@@ -131,11 +156,14 @@ def test_s3_missing_key_and_bucket(s3) -> None:
     store = open_store("s3://launcher-test/ds")
     with pytest.raises(StorageNotFoundError) as info:
         store.read("index.json")
-    assert info.value.message.startswith(f"S3 at {s3.endpoint} answered NoSuchKey while reading s3://launcher-test/ds/index.json")
+    assert info.value.message.startswith(
+        f"S3 at {s3.endpoint} answered NoSuchKey while reading s3://launcher-test/ds/index.json"
+    )
     with pytest.raises(StorageNotFoundError) as info:
         open_store("s3://no-such-bucket/x").check()
-    assert info.value.message == (f"bucket no-such-bucket does not exist on S3 at {s3.endpoint}, "
-                                  "or is not visible to these credentials")
+    assert info.value.message == (
+        f"bucket no-such-bucket does not exist on S3 at {s3.endpoint}, or is not visible to these credentials"
+    )
 
 
 def test_s3_without_credentials(monkeypatch, tmp_path: Path) -> None:
@@ -157,7 +185,10 @@ def test_local_and_fsspec_missing_files(tmp_path: Path) -> None:
     assert info.value.message == f"the local filesystem has no such file or directory while reading {tmp_path}/nope"
     with pytest.raises(StorageNotFoundError) as info:
         open_store(f"memory:///{id(tmp_path)}").read("nope")
-    assert info.value.message == f"memory:// storage has no such file or directory while reading memory:///{id(tmp_path)}/nope"
+    assert (
+        info.value.message
+        == f"memory:// storage has no such file or directory while reading memory:///{id(tmp_path)}/nope"
+    )
     with pytest.raises(InputError, match="cannot open it"):
         open_store("nosuchscheme://x/y")
 
@@ -172,5 +203,6 @@ def test_gs_without_credentials_says_what_streaming_needs(monkeypatch, tmp_path:
     with pytest.raises(StorageAccessError) as info:
         open_store("gs://some-bucket/x", what="--out gs://some-bucket/x").check()
     assert info.value.exit_code == 2
-    assert info.value.message.startswith("--out gs://some-bucket/x: Either set the environment variables `GCS_KEY` and "
-                                         "`GCS_SECRET`")
+    assert info.value.message.startswith(
+        "--out gs://some-bucket/x: Either set the environment variables `GCS_KEY` and `GCS_SECRET`"
+    )

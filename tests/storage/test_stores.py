@@ -65,8 +65,10 @@ def test_round_trip(store, tmp_path: Path) -> None:
 def test_write_puts_bytes_at_a_new_path_and_replaces_them(store) -> None:
     store.write("logs/run/attempt-1/rank-0/00000000-1.log", b"line 1\nline 2\n")
     store.write("logs/run/attempt-1/rank-0/00000001-2.log", b"")
-    assert store.files("logs/run") == ["logs/run/attempt-1/rank-0/00000000-1.log",
-                                       "logs/run/attempt-1/rank-0/00000001-2.log"]
+    assert store.files("logs/run") == [
+        "logs/run/attempt-1/rank-0/00000000-1.log",
+        "logs/run/attempt-1/rank-0/00000001-2.log",
+    ]
     assert store.read("logs/run/attempt-1/rank-0/00000000-1.log") == b"line 1\nline 2\n"
     assert store.read("logs/run/attempt-1/rank-0/00000001-2.log") == b""
     store.write("logs/run/attempt-1/rank-0/00000000-1.log", b"again\n")
@@ -74,7 +76,9 @@ def test_write_puts_bytes_at_a_new_path_and_replaces_them(store) -> None:
 
 
 def test_importing_storage_loads_no_client() -> None:
-    code = ("import sys, launcher.storage, launcher.data.remote, launcher.train.preflight\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'databricks', 'fsspec', 'boto3', 'botocore', 'requests'}))")
+    code = (
+        "import sys, launcher.storage, launcher.data.remote, launcher.train.preflight\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'databricks', 'fsspec', 'boto3', 'botocore', 'requests'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

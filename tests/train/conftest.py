@@ -97,6 +97,7 @@ def tiny_config(
 ) -> Path:
     """A tiny MPT (~0.46M parameters) config, as a user would write it; `extra` adds or
     replaces top-level keys."""
+
     def dataset(split: str) -> dict:
         ds: dict = {"remote": remote or "", "split": split, "shuffle": split == "train"}
         if local is not None:
@@ -126,8 +127,19 @@ def tiny_config(
 def train_env(fake=None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABRICKS_", "LAUNCHER_ARTIFACTS"))}
     env.update({"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"})
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
-              "DATA_REMOTE", "DATA_LOCAL", "RUN_NAME", "COMPOSER_RUN_NAME"):
+    for k in (
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "NODE_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "DATA_REMOTE",
+        "DATA_LOCAL",
+        "RUN_NAME",
+        "COMPOSER_RUN_NAME",
+    ):
         env.pop(k, None)
     if fake is not None:
         env.update(fake.env())
@@ -139,8 +151,15 @@ def run_trainer(
     args: Sequence[str], env: dict[str, str], timeout: float = 240, cwd: Path = REPO
 ) -> subprocess.CompletedProcess[str]:
     """Run to the end; past `timeout`, its whole process group (torchrun's workers too) is killed."""
-    proc = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -25,7 +25,14 @@ pytestmark = pytest.mark.train
 def local_run_env(fake, tmp_path: Path, run: str, **extra: str) -> tuple[dict[str, str], Path]:
     """What the local backend gives a run: its name, and artifacts/ inside the run's directory."""
     run_dir = tmp_path / "runs" / run
-    env = train_env(fake, RUN_NAME=run, LAUNCHER_BACKEND="local", LAUNCHER_ON_HOST="1", LAUNCHER_ARTIFACTS_DIR=str(run_dir / "artifacts"), **extra)
+    env = train_env(
+        fake,
+        RUN_NAME=run,
+        LAUNCHER_BACKEND="local",
+        LAUNCHER_ON_HOST="1",
+        LAUNCHER_ARTIFACTS_DIR=str(run_dir / "artifacts"),
+        **extra,
+    )
     return env, run_dir
 
 
@@ -33,11 +40,13 @@ def shard_gets(fake) -> int:
     return sum(1 for m, p in fake.requests if m == "GET" and ".mds" in p)
 
 
-def test_the_same_config_twice_and_two_runs_at_once_on_one_remote(tmp_path: Path, databricks_files, uc_data: str,
-                                                                   number_say) -> None:
+def test_the_same_config_twice_and_two_runs_at_once_on_one_remote(
+    tmp_path: Path, databricks_files, uc_data: str, number_say
+) -> None:
     # No dataset.local: streaming's default (/tmp/<hash of remote>) would refuse the second run.
-    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="4ba",
-                      eval_loader=True)
+    cfg = tiny_config(
+        tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="4ba", eval_loader=True
+    )
     # Once alone, then the same config again twice at once: three trainer starts (each pays
     # Composer's import) show both a second run after a finished one and two runs together.
     env, run_dir = local_run_env(databricks_files, tmp_path, "alone")
@@ -50,8 +59,17 @@ def test_the_same_config_twice_and_two_runs_at_once_on_one_remote(tmp_path: Path
     for run in ("both-1", "both-2"):
         env, run_dir = local_run_env(databricks_files, tmp_path, run)
         run_dirs.append(run_dir)
-        procs.append(subprocess.Popen([sys.executable, "-m", "launcher.train", str(cfg)], cwd=REPO, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "launcher.train", str(cfg)],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        )
     try:
         outs = [p.communicate(timeout=300) for p in procs]
     finally:
@@ -65,17 +83,25 @@ def test_the_same_config_twice_and_two_runs_at_once_on_one_remote(tmp_path: Path
         assert not (run_dir / "cache" / "streaming" / "train_loader").exists(), "a finished run's cache is removed"
 
 
-def test_a_retry_reuses_the_shards_its_first_attempt_downloaded(tmp_path: Path, databricks_files, uc_data: str,
-                                                                 number_say) -> None:
+def test_a_retry_reuses_the_shards_its_first_attempt_downloaded(
+    tmp_path: Path, databricks_files, uc_data: str, number_say
+) -> None:
     cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="400ba")
     env, run_dir = local_run_env(databricks_files, tmp_path, "retry", LAUNCHER_ATTEMPT="1")
-    first = subprocess.Popen([sys.executable, "-m", "launcher.train", str(cfg)], cwd=REPO, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "launcher.train", str(cfg)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         for line in first.stdout:  # the first step's record: the shards are on disk
             rec = parse_record(line)
-            if rec and "metrics" in rec or time.monotonic() > deadline:
+            if (rec and "metrics" in rec) or time.monotonic() > deadline:
                 break
         os.killpg(first.pid, signal.SIGKILL)  # a crash: no cleanup runs
     finally:
@@ -110,7 +136,9 @@ def test_a_reused_cache_names_the_dataset_and_the_fix(tmp_path: Path, number_say
     local = tmp_path / "shared-cache"
     remote = str(number_say.mds)
     holder = StreamingDataset(remote=remote, local=str(local), split="train", batch_size=1)
-    info = DatasetInfo(remote=remote, local=str(local), split="train", dtype="uint16", seq_len=64, vocab_size=None, samples=None)
+    info = DatasetInfo(
+        remote=remote, local=str(local), split="train", dtype="uint16", seq_len=64, vocab_size=None, samples=None
+    )
     with pytest.raises(InputError) as caught, streaming_errors({"eval_loader": info}):
         StreamingDataset(remote=remote, local=str(local), split="train", batch_size=1)
     assert caught.value.message == (
@@ -147,13 +175,26 @@ def test_a_download_timeout_names_the_dataset_and_the_fix(tmp_path: Path, s3) ->
     thread.start()
     os.environ["S3_ENDPOINT_URL"] = f"http://127.0.0.1:{silent.getsockname()[1]}"  # restored by the s3 fixture
     remote = "s3://launcher-test/mds"
-    info = DatasetInfo(remote=remote, local=str(tmp_path / "cache"), split="train", dtype="uint16", seq_len=64,
-                       vocab_size=None, samples=None)
+    info = DatasetInfo(
+        remote=remote,
+        local=str(tmp_path / "cache"),
+        split="train",
+        dtype="uint16",
+        seq_len=64,
+        vocab_size=None,
+        samples=None,
+    )
     try:
         started = time.monotonic()
         with pytest.raises(InputError) as caught, streaming_errors({"train_loader": info}, {"train_loader": 1.0}):
-            StreamingDataset(remote=remote, local=str(tmp_path / "cache"), split="train", batch_size=1,
-                             download_timeout=1.0, download_retry=1)
+            StreamingDataset(
+                remote=remote,
+                local=str(tmp_path / "cache"),
+                split="train",
+                batch_size=1,
+                download_timeout=1.0,
+                download_retry=1,
+            )
         assert time.monotonic() - started < 60
     finally:
         stop.set()
@@ -170,7 +211,11 @@ def test_a_download_timeout_names_the_dataset_and_the_fix(tmp_path: Path, s3) ->
 def test_each_backend_puts_a_runs_caches_where_it_has_room() -> None:
     from launcher.train.cache import run_cache_root
 
-    local = {"LAUNCHER_BACKEND": "local", "LAUNCHER_ON_HOST": "1", "LAUNCHER_ARTIFACTS_DIR": "/home/u/.launcher/runs/r-1/artifacts"}
+    local = {
+        "LAUNCHER_BACKEND": "local",
+        "LAUNCHER_ON_HOST": "1",
+        "LAUNCHER_ARTIFACTS_DIR": "/home/u/.launcher/runs/r-1/artifacts",
+    }
     assert run_cache_root(local, "r-1") == Path("/home/u/.launcher/runs/r-1/cache/streaming")
     # In a pod: the emptyDir the Kubernetes backend mounts and names (tests/kubernetes/test_render.py).
     pod = {"LAUNCHER_BACKEND": "kubernetes", "LAUNCHER_CACHE_DIR": "/tmp/launcher-cache"}
@@ -180,6 +225,7 @@ def test_each_backend_puts_a_runs_caches_where_it_has_room() -> None:
 
 # ---------------------------------------------------------------- runs on one host at once
 
+
 def _build_datasets_in_step(index: int, remote: str, cache: str, rounds: int, barrier, failures) -> None:
     """One of several processes (runs on one host): each round, all build a dataset at once."""
     from launcher.train.data import TokenDataset
@@ -187,8 +233,9 @@ def _build_datasets_in_step(index: int, remote: str, cache: str, rounds: int, ba
     for _ in range(rounds):
         barrier.wait(timeout=60)
         try:
-            dataset = TokenDataset(dtype="uint16", seq_len=64, remote=remote, local=f"{cache}/{index}", split="train",
-                                   batch_size=1)
+            dataset = TokenDataset(
+                dtype="uint16", seq_len=64, remote=remote, local=f"{cache}/{index}", split="train", batch_size=1
+            )
         except FileExistsError as err:  # streaming's prefix taken between its check and its create
             failures.put(str(err))
             dataset = None
@@ -204,9 +251,13 @@ def test_runs_on_one_host_that_build_their_datasets_at_once_each_get_one(tmp_pat
     processes, rounds = 3, 6
     ctx = multiprocessing.get_context("spawn")
     barrier, failures = ctx.Barrier(processes), ctx.Queue()
-    workers = [ctx.Process(target=_build_datasets_in_step,
-                           args=(i, str(number_say.mds), str(tmp_path / "cache"), rounds, barrier, failures))
-               for i in range(processes)]
+    workers = [
+        ctx.Process(
+            target=_build_datasets_in_step,
+            args=(i, str(number_say.mds), str(tmp_path / "cache"), rounds, barrier, failures),
+        )
+        for i in range(processes)
+    ]
     for worker in workers:
         worker.start()
     try:
@@ -235,18 +286,28 @@ def test_a_retry_removes_the_shared_memory_its_killed_attempt_left_and_no_other(
     ours, theirs = tmp_path / "ours" / "train_loader", tmp_path / "theirs" / "train_loader"
 
     def build(cache: Path, own: tuple[Path, ...] = ()) -> TokenDataset:
-        return TokenDataset(dtype="uint16", seq_len=64, remote=remote, local=str(cache), split="train", batch_size=1,
-                            own_caches=own)
+        return TokenDataset(
+            dtype="uint16", seq_len=64, remote=remote, local=str(cache), split="train", batch_size=1, own_caches=own
+        )
 
     live = build(theirs)  # another run, training
     live_locals = Path(SHM_DIR, f"{live._shm_prefix_int:06}_locals")
-    code = ("import os, signal, sys\nfrom launcher.train.data import TokenDataset\n"
-            f"dataset = TokenDataset(dtype='uint16', seq_len=64, remote={remote!r}, local={str(ours)!r}, split='train', "
-            "batch_size=1)\nprint('built', flush=True)\nos.killpg(0, signal.SIGKILL)\n")
+    code = (
+        "import os, signal, sys\nfrom launcher.train.data import TokenDataset\n"
+        f"dataset = TokenDataset(dtype='uint16', seq_len=64, remote={remote!r}, local={str(ours)!r}, split='train', "
+        "batch_size=1)\nprint('built', flush=True)\nos.killpg(0, signal.SIGKILL)\n"
+    )
     # The whole process group, as a cancel or the OOM killer does: Python's resource tracker
     # (which would unlink what its process left) dies with it.
-    killed = subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, capture_output=True, text=True,
-                            timeout=120, start_new_session=True)
+    killed = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+    )
     assert killed.returncode == -signal.SIGKILL and "built" in killed.stdout, killed.stderr[-2000:]
 
     retry = build(ours, own=(ours,))

@@ -22,7 +22,11 @@ def test_cpu_node_trains_in_this_process() -> None:
 
 
 def test_several_gpus_exec_the_composer_launcher() -> None:
-    assert plan_launch("p.yaml", ("max_duration=5ba",), gpus=8, env={}, python=PY) == [*COMPOSER, *TRAIN, "max_duration=5ba"]
+    assert plan_launch("p.yaml", ("max_duration=5ba",), gpus=8, env={}, python=PY) == [
+        *COMPOSER,
+        *TRAIN,
+        "max_duration=5ba",
+    ]
 
 
 def test_nproc_on_cpu_uses_the_composer_launcher() -> None:
@@ -31,7 +35,13 @@ def test_nproc_on_cpu_uses_the_composer_launcher() -> None:
 
 
 def test_multi_node_rank_environment_uses_the_composer_launcher() -> None:
-    env = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "NODE_RANK": "1", "MASTER_ADDR": "r-0.svc", "MASTER_PORT": "29500"}
+    env = {
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "1",
+        "NODE_RANK": "1",
+        "MASTER_ADDR": "r-0.svc",
+        "MASTER_PORT": "29500",
+    }
     assert plan_launch("p.yaml", (), gpus=1, env=env, python=PY) == [*COMPOSER, *TRAIN]
 
 
@@ -41,8 +51,14 @@ def test_inside_a_launched_rank_it_trains_in_process() -> None:
 
 
 def launcher(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "launcher", "train", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "train", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_missing_parameters_file(tmp_path: Path) -> None:

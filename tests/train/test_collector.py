@@ -73,10 +73,22 @@ print("RESULT " + json.dumps(out))
 
 def test_garbage_is_collected_on_schedule_not_automatically(tmp_path: Path, number_say) -> None:
     schedule = {"scheduled_gc": {"batch_interval": 12, "gen_1_batch_interval": 5}}
-    cfg = tiny_config(tmp_path / "schedule.yaml", tokenizer=number_say.tokenizer, remote=str(number_say.mds),
-                      max_duration="14ba", callbacks=schedule)
-    with_eval = tiny_config(tmp_path / "eval.yaml", tokenizer=number_say.tokenizer, remote=str(number_say.mds),
-                            max_duration="8ba", eval_loader=True, eval_interval="4ba", eval_subset_num_batches=2)
+    cfg = tiny_config(
+        tmp_path / "schedule.yaml",
+        tokenizer=number_say.tokenizer,
+        remote=str(number_say.mds),
+        max_duration="14ba",
+        callbacks=schedule,
+    )
+    with_eval = tiny_config(
+        tmp_path / "eval.yaml",
+        tokenizer=number_say.tokenizer,
+        remote=str(number_say.mds),
+        max_duration="8ba",
+        eval_loader=True,
+        eval_interval="4ba",
+        eval_subset_num_batches=2,
+    )
     proc = run_trainer(["-c", SCRIPT, str(cfg), str(with_eval)], train_env(RUN_NAME="gc-schedule"), timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
@@ -98,8 +110,12 @@ def test_garbage_is_collected_on_schedule_not_automatically(tmp_path: Path, numb
 
 
 def test_bad_schedule_is_one_line_and_exit_2(tmp_path: Path, number_say) -> None:
-    cfg = tiny_config(tmp_path / "bad.yaml", tokenizer=number_say.tokenizer, remote=str(number_say.mds),
-                      callbacks={"scheduled_gc": {"batch_interval": 0}})
+    cfg = tiny_config(
+        tmp_path / "bad.yaml",
+        tokenizer=number_say.tokenizer,
+        remote=str(number_say.mds),
+        callbacks={"scheduled_gc": {"batch_interval": 0}},
+    )
     proc = run_trainer(["-m", "launcher.train", str(cfg)], train_env(), cwd=REPO)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "✗ callbacks.scheduled_gc: batch_interval must be a whole number of batches >= 1, got 0" in proc.stderr

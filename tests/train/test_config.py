@@ -77,7 +77,10 @@ def test_rope_is_rejected_with_its_position(tmp_path: Path) -> None:
     text = BASE.replace("  vocab_size: 512\n", "  vocab_size: 512\n  attn_config:\n    rope: true\n")
     p = write(tmp_path, text)
     msg = errors(p, {"DATA_REMOTE": "./x"})
-    assert msg == f"{p}:13:11: model.attn_config.rope: RoPE is not supported: Hugging Face's MptForCausalLM implements only ALiBi; set alibi: true"
+    assert (
+        msg
+        == f"{p}:13:11: model.attn_config.rope: RoPE is not supported: Hugging Face's MptForCausalLM implements only ALiBi; set alibi: true"
+    )
 
 
 def test_unknown_field_suggests_the_right_one(tmp_path: Path) -> None:
@@ -175,11 +178,15 @@ def test_unions_and_lists_get_clean_fields_and_guesses(tmp_path: Path) -> None:
         eval_loader:
           dataset: {remote: ./x, splt: val}
         """)
-    text = text.replace("optimizer:\n  name: decoupled_adamw\n", "optimizer:\n  name: decoupled_adamw\n  betas: [0.9, high]\n")
+    text = text.replace(
+        "optimizer:\n  name: decoupled_adamw\n", "optimizer:\n  name: decoupled_adamw\n  betas: [0.9, high]\n"
+    )
     p = write(tmp_path, text)
     lines = errors(p, {"DATA_REMOTE": "./x"}).splitlines()
-    assert any(ln.startswith(f"{p}:") and "eval_loader.dataset.splt: unknown field (did you mean 'split'?)" in ln
-               for ln in lines), lines
+    assert any(
+        ln.startswith(f"{p}:") and "eval_loader.dataset.splt: unknown field (did you mean 'split'?)" in ln
+        for ln in lines
+    ), lines
     assert f"{p}:21:16: optimizer.betas.1: must be a number, got 'high'" in lines
     assert any(ln.endswith("device_train_microbatch_size: must be an integer, got 'big'") for ln in lines)
     assert any(ln.endswith("device_train_microbatch_size: must be 'auto', got 'big'") for ln in lines)

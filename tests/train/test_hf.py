@@ -42,13 +42,28 @@ def sentiment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def hf_config(path: Path, sentiment: dict[str, Path], output_dir: str, **training: object) -> Path:
     cfg = {
         "task": "sequence_classification",
-        "model": {"config": {"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-                             "intermediate_size": 128, "max_position_embeddings": 64}},
+        "model": {
+            "config": {
+                "model_type": "bert",
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "intermediate_size": 128,
+                "max_position_embeddings": 64,
+            }
+        },
         "tokenizer": str(sentiment["tokenizer"]),
         "data": {"path": str(sentiment["prepared"]), "max_length": 32},
         "output_dir": output_dir,
-        "training": {"num_train_epochs": 3, "per_device_train_batch_size": 16, "learning_rate": 2.0e-3,
-                     "warmup_ratio": 0.1, "logging_steps": 5, "seed": 17, **training},
+        "training": {
+            "num_train_epochs": 3,
+            "per_device_train_batch_size": 16,
+            "learning_rate": 2.0e-3,
+            "warmup_ratio": 0.1,
+            "logging_steps": 5,
+            "seed": 17,
+            **training,
+        },
     }
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
@@ -69,10 +84,22 @@ def test_the_local_finetune_spec_learns_with_two_processes_and_reports_to_mlflow
     mlruns = tmp_path / "mlruns"
     env = train_env(LAUNCHER_HOME=str(home), PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")
     proc = run_trainer(
-        ["-m", "launcher", "run", "-f", str(REPO / "runspecs" / "hf-finetune-local.yaml"), "--follow",
-         "--set", f"parameters.loggers.mlflow.tracking_uri={mlruns.as_uri()}",
-         "--set", "parameters.loggers.mlflow.experiment_name=finetune"],
-        env, timeout=600, cwd=work)
+        [
+            "-m",
+            "launcher",
+            "run",
+            "-f",
+            str(REPO / "runspecs" / "hf-finetune-local.yaml"),
+            "--follow",
+            "--set",
+            f"parameters.loggers.mlflow.tracking_uri={mlruns.as_uri()}",
+            "--set",
+            "parameters.loggers.mlflow.experiment_name=finetune",
+        ],
+        env,
+        timeout=600,
+        cwd=work,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     (run_dir,) = [p for p in (home / "runs").iterdir() if p.name.startswith("hf-finetune-local-")]
 
@@ -86,8 +113,15 @@ def test_the_local_finetune_spec_learns_with_two_processes_and_reports_to_mlflow
     assert any("loss/train/total" in r.get("metrics", {}) for r in recs)
     assert any(r.get("metrics", {}).get("throughput/samples_per_sec", 0) > 0 for r in recs)
 
-    shown = subprocess.run([sys.executable, "-m", "launcher", "metrics", run_dir.name, "-m", "metrics/eval/accuracy",
-                            "-o", "json"], cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False)
+    shown = subprocess.run(
+        [sys.executable, "-m", "launcher", "metrics", run_dir.name, "-m", "metrics/eval/accuracy", "-o", "json"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert shown.returncode == 0, shown.stderr
     assert str(round(evals[-1]["metrics/eval/accuracy"], 4))[:4] in shown.stdout
 
@@ -104,19 +138,46 @@ def test_the_local_finetune_spec_learns_with_two_processes_and_reports_to_mlflow
     assert len(history) == 3 and history[-1].value == pytest.approx(evals[-1]["metrics/eval/accuracy"])
 
 
-def test_a_killed_run_resumes_from_the_newest_checkpoint_on_the_volume(tmp_path: Path, sentiment, databricks_files) -> None:
+def test_a_killed_run_resumes_from_the_newest_checkpoint_on_the_volume(
+    tmp_path: Path, sentiment, databricks_files
+) -> None:
     databricks_files.create_volume("main", "default", "ckpt")
-    cfg = hf_config(tmp_path / "params.yaml", sentiment, f"{CKPT_VOLUME}/{{run_name}}", max_steps=24,
-                    eval_strategy="steps", eval_steps=6, save_total_limit=2)
-    env = train_env(databricks_files, RUN_NAME="hf-resume", LAUNCHER_BACKEND="local", LAUNCHER_ON_HOST="1",
-                    LAUNCHER_ARTIFACTS_DIR=str(tmp_path / "attempt1" / "artifacts"))
+    cfg = hf_config(
+        tmp_path / "params.yaml",
+        sentiment,
+        f"{CKPT_VOLUME}/{{run_name}}",
+        max_steps=24,
+        eval_strategy="steps",
+        eval_steps=6,
+        save_total_limit=2,
+    )
+    env = train_env(
+        databricks_files,
+        RUN_NAME="hf-resume",
+        LAUNCHER_BACKEND="local",
+        LAUNCHER_ON_HOST="1",
+        LAUNCHER_ARTIFACTS_DIR=str(tmp_path / "attempt1" / "artifacts"),
+    )
     marker = "/Volumes/main/default/ckpt/hf-resume/checkpoint-6/trainer_state.json"
-    proc = subprocess.Popen([sys.executable, "-m", "launcher.train.hf", str(cfg)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher.train.hf", str(cfg)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        wait_until(lambda: databricks_files.exists(marker) or proc.poll() is not None, 400, interval=0.2,
-                   message="the first checkpoint on the volume")
-        assert databricks_files.exists(marker), proc.stderr.read()[-3000:] if proc.poll() is not None else "no checkpoint"
+        wait_until(
+            lambda: databricks_files.exists(marker) or proc.poll() is not None,
+            400,
+            interval=0.2,
+            message="the first checkpoint on the volume",
+        )
+        assert databricks_files.exists(marker), (
+            proc.stderr.read()[-3000:] if proc.poll() is not None else "no checkpoint"
+        )
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
         if proc.poll() is None:

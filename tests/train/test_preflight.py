@@ -30,8 +30,14 @@ def cfg(tmp_path: Path, number_say) -> Path:
 
 
 def use(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
-    for key in ("DATABRICKS_HOST", "DATABRICKS_TOKEN", "DATABRICKS_CONFIG_PROFILE", "DATABRICKS_CLIENT_ID",
-                "DATA_REMOTE", "DATA_LOCAL"):
+    for key in (
+        "DATABRICKS_HOST",
+        "DATABRICKS_TOKEN",
+        "DATABRICKS_CONFIG_PROFILE",
+        "DATABRICKS_CLIENT_ID",
+        "DATA_REMOTE",
+        "DATA_LOCAL",
+    ):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("DATABRICKS_CONFIG_FILE", "/nonexistent/.databrickscfg")  # ignore any real profile
     for key, value in env.items():
@@ -71,11 +77,13 @@ def test_missing_databricks_secret(monkeypatch, capsys, cfg: Path, databricks_fi
     assert databricks_files.requests == []
 
 
-def test_sequence_length_must_match_the_data(monkeypatch, capsys, tmp_path: Path, number_say, databricks_files,
-                                             uc_data: str) -> None:
+def test_sequence_length_must_match_the_data(
+    monkeypatch, capsys, tmp_path: Path, number_say, databricks_files, uc_data: str
+) -> None:
     use(monkeypatch, databricks_files.env())
-    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data,
-                      variables={"seq": 2 * SEQ})
+    cfg = tiny_config(
+        tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, variables={"seq": 2 * SEQ}
+    )
     assert fail_line(capsys, cfg) == (
         f"{uc_data}/train holds sequences of {SEQ} tokens but model.max_seq_len is {2 * SEQ}: "
         "convert the data with the model's sequence length, or change model.max_seq_len"
@@ -90,7 +98,9 @@ def test_data_without_sidecar_is_refused_not_guessed(monkeypatch, capsys, tmp_pa
     shutil.copytree(number_say.mds, data)
     (data / "train" / "launcher_dataset.json").unlink()
     cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=str(data))
-    assert fail_line(capsys, cfg).startswith(f"{data}/train has no launcher_dataset.json, so its token dtype and sequence length are unknown")
+    assert fail_line(capsys, cfg).startswith(
+        f"{data}/train has no launcher_dataset.json, so its token dtype and sequence length are unknown"
+    )
     sidecar = json.loads((number_say.mds / "train" / "launcher_dataset.json").read_text())
     (data / "train" / "launcher_dataset.json").write_text(json.dumps({**sidecar, "dtype": "float16"}))
     assert "unsupported dtype 'float16'" in fail_line(capsys, cfg)

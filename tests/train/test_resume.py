@@ -23,18 +23,32 @@ def attempt(cfg: Path, env: dict[str, str], cwd: Path) -> list[dict]:
     return records(proc.stdout)
 
 
-def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path, databricks_files, uc_data: str, number_say,
-                                                killer) -> None:
+def test_killed_run_resumes_from_its_checkpoint(
+    tmp_path: Path, databricks_files, uc_data: str, number_say, killer
+) -> None:
     ckpt = tmp_path / "checkpoints"
     cfg = tiny_config(
-        tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, local=tmp_path / "cache",
-        max_duration="40ba", save_folder=str(ckpt / "{run_name}"), save_interval="10ba", autoresume=True,
+        tmp_path / "params.yaml",
+        tokenizer=number_say.tokenizer,
+        remote=uc_data,
+        local=tmp_path / "cache",
+        max_duration="40ba",
+        save_folder=str(ckpt / "{run_name}"),
+        save_interval="10ba",
+        autoresume=True,
     )
     env = train_env(databricks_files, RUN_NAME="resume-me")  # the launcher keeps RUN_NAME across retries
 
     # First attempt: killed (SIGKILL, as a lost node) once it has passed step 24.
-    first = subprocess.Popen([sys.executable, "-m", "launcher.train", str(cfg)], cwd=REPO, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "launcher.train", str(cfg)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     killer.append(first)
     out1 = []
     assert first.stdout is not None
@@ -68,8 +82,9 @@ def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path, databricks_files
 
 
 @pytest.mark.slow
-def test_retry_on_a_fresh_machine_resumes_from_the_volume(tmp_path: Path, databricks_files, uc_data: str,
-                                                          number_say) -> None:
+def test_retry_on_a_fresh_machine_resumes_from_the_volume(
+    tmp_path: Path, databricks_files, uc_data: str, number_say
+) -> None:
     """Checkpoints saved to dbfs:/Volumes/...; the retry runs in an empty working directory,
     as a new pod would, and continues from the Volume's latest checkpoint. (Slow: Composer
     uploads through spawned worker processes, which take a while to start on 2 cores.)"""
@@ -78,9 +93,16 @@ def test_retry_on_a_fresh_machine_resumes_from_the_volume(tmp_path: Path, databr
     env = train_env(databricks_files, RUN_NAME="remote-resume")
 
     def cfg(duration: str) -> Path:
-        return tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data,
-                           local=tmp_path / "cache", max_duration=duration, save_folder=folder,
-                           save_interval="10ba", autoresume=True)
+        return tiny_config(
+            tmp_path / "params.yaml",
+            tokenizer=number_say.tokenizer,
+            remote=uc_data,
+            local=tmp_path / "cache",
+            max_duration=duration,
+            save_folder=folder,
+            save_interval="10ba",
+            autoresume=True,
+        )
 
     first = losses(attempt(cfg("20ba"), env, tmp_path / "node-a"))
     assert databricks_files.read(latest).decode().endswith("-ba20-rank0.pt")

@@ -18,13 +18,22 @@ def test_convert_train_and_checkpoint_on_s3(tmp_path: Path, s3, number_say) -> N
     from launcher.data.convert import convert
 
     train_jsonl = number_say.mds.parent / "train.jsonl"
-    summary = convert([str(train_jsonl)], "s3://launcher-test/number-say", str(number_say.tokenizer), SEQ, split="train")
+    summary = convert(
+        [str(train_jsonl)], "s3://launcher-test/number-say", str(number_say.tokenizer), SEQ, split="train"
+    )
     keys = s3.keys("number-say/train/")
     assert "number-say/train/index.json" in keys and "number-say/train/launcher_dataset.json" in keys
     assert summary.remote == "s3://launcher-test/number-say"
 
-    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=None, max_duration="4ba",
-                      save_folder="s3://launcher-test/ckpt/{run_name}", save_interval="2ba", run_name="on-s3")
+    cfg = tiny_config(
+        tmp_path / "params.yaml",
+        tokenizer=number_say.tokenizer,
+        remote=None,
+        max_duration="4ba",
+        save_folder="s3://launcher-test/ckpt/{run_name}",
+        save_interval="2ba",
+        run_name="on-s3",
+    )
     env = train_env(None, DATA_REMOTE="s3://launcher-test/number-say", **s3.env())
     proc = run_trainer(["-m", "launcher.train", str(cfg)], env)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -29,8 +29,13 @@ def test_mpt_metrics_land_in_the_workspace_mlflow(tmp_path: Path, databricks_fil
     pytest.importorskip("mlflow")
     workspace = databricks_files.mlflow
     cfg_mlflow = {"experiment_name": EXPERIMENT}  # no tracking_uri
-    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="3ba",
-                      loggers={"mlflow": cfg_mlflow})
+    cfg = tiny_config(
+        tmp_path / "params.yaml",
+        tokenizer=number_say.tokenizer,
+        remote=uc_data,
+        max_duration="3ba",
+        loggers={"mlflow": cfg_mlflow},
+    )
     env = train_env(databricks_files, RUN_NAME="mlflow-databricks")
     proc = run_trainer(["-m", "launcher.train", str(cfg)], env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -75,8 +80,12 @@ def test_fake_workspace_mlflow_speaks_to_the_real_client(databricks_files, monke
     exp_id = client.create_experiment(EXPERIMENT)
     assert client.get_experiment(exp_id).name == EXPERIMENT
     run = client.create_run(exp_id, run_name="direct")
-    client.log_batch(run.info.run_id, metrics=[Metric("loss", 2.5, 1000, 1), Metric("loss", 2.0, 1001, 2)],
-                     params=[Param("lr", "0.003")], tags=[RunTag("team", "llm")])
+    client.log_batch(
+        run.info.run_id,
+        metrics=[Metric("loss", 2.5, 1000, 1), Metric("loss", 2.0, 1001, 2)],
+        params=[Param("lr", "0.003")],
+        tags=[RunTag("team", "llm")],
+    )
     client.log_metric(run.info.run_id, "loss", 1.5, timestamp=1002, step=3)
     client.set_tag(run.info.run_id, "stage", "pretrain")
     client.set_terminated(run.info.run_id)
@@ -102,8 +111,13 @@ def test_fake_workspace_mlflow_speaks_to_the_real_client(databricks_files, monke
         MlflowClient(tracking_uri=uri).get_experiment_by_name(EXPERIMENT)
     assert e.value.error_code == "UNAUTHENTICATED"
     # The single-item endpoints were really called (the client could have sent log-batch instead).
-    assert {("POST", "/runs/log-metric"), ("POST", "/runs/set-tag"), ("POST", "/runs/log-parameter"),
-            ("GET", "/experiments/get"), ("GET", "/metrics/get-history")} <= set(databricks_files.mlflow.endpoints())
+    assert {
+        ("POST", "/runs/log-metric"),
+        ("POST", "/runs/set-tag"),
+        ("POST", "/runs/log-parameter"),
+        ("GET", "/experiments/get"),
+        ("GET", "/metrics/get-history"),
+    } <= set(databricks_files.mlflow.endpoints())
 
 
 def test_metrics_export_to_mlflow_and_tensorboard(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -135,7 +149,9 @@ def test_metrics_export_to_mlflow_and_tensorboard(tmp_path: Path, capsys, monkey
     assert run_cli(cli, ["metrics", run, "--to", "tensorboard", str(tmp_path / "tb")]) == 0
     events = sorted((tmp_path / "tb" / run).glob("events.out.tfevents.*"))
     assert len(events) == 1
-    scalars = [(e.step, v.simple_value) for e in read_events(events[0]) for v in e.summary.value if v.tag == "loss/train/total"]
+    scalars = [
+        (e.step, v.simple_value) for e in read_events(events[0]) for v in e.summary.value if v.tag == "loss/train/total"
+    ]
     assert scalars == [(s, pytest.approx(loss(s, 1))) for s in range(1, 7)]
 
 

@@ -25,8 +25,14 @@ def merged(recs: list[dict], step: int) -> dict[str, float]:
 
 def test_tiny_mpt_learns_from_a_uc_volume(tmp_path: Path, databricks_files, uc_data: str, number_say) -> None:
     # dataset.remote is empty: the run spec's data.remote arrives as DATA_REMOTE.
-    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=None, local=tmp_path / "cache",
-                      eval_loader=True, eval_interval="20ba")
+    cfg = tiny_config(
+        tmp_path / "params.yaml",
+        tokenizer=number_say.tokenizer,
+        remote=None,
+        local=tmp_path / "cache",
+        eval_loader=True,
+        eval_interval="20ba",
+    )
     artifacts = tmp_path / "artifacts"
     env = train_env(databricks_files, DATA_REMOTE=uc_data, LAUNCHER_ARTIFACTS_DIR=str(artifacts))
     proc = run_trainer(["-m", "launcher.train", str(cfg)], env)
@@ -60,8 +66,14 @@ def test_tiny_mpt_learns_from_a_uc_volume(tmp_path: Path, databricks_files, uc_d
 
 
 def test_two_ranks_on_cpu_split_the_data(tmp_path: Path, databricks_files, uc_data: str, number_say) -> None:
-    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, local=tmp_path / "cache",
-                      max_duration="20ba", batch=16)
+    cfg = tiny_config(
+        tmp_path / "params.yaml",
+        tokenizer=number_say.tokenizer,
+        remote=uc_data,
+        local=tmp_path / "cache",
+        max_duration="20ba",
+        batch=16,
+    )
     audit = tmp_path / "audit"
     env = train_env(databricks_files, LAUNCHER_TRAIN_SAMPLE_LOG=str(audit))
     proc = run_trainer(["-m", "composer.cli.launcher", "-n", "2", "-m", "launcher.train", str(cfg)], env, timeout=300)

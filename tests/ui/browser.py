@@ -48,8 +48,15 @@ def dashboard(home: Path, *args: str, timeout: float = 30) -> Iterator[str]:
     drain = None
     # cwd: `python -m` imports from the working directory first, so that must not be a checkout
     # other than the one PYTHONPATH names.
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "ui", "--port", "0", *args], env=env, cwd=home,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "ui", "--port", "0", *args],
+        env=env,
+        cwd=home,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + timeout
         said = []
@@ -89,8 +96,12 @@ def browser(executable: str) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, headless=True,
-                              args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"], timeout=60_000)
+        b = p.chromium.launch(
+            executable_path=executable,
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+            timeout=60_000,
+        )
         try:
             yield b
         finally:

@@ -31,7 +31,6 @@ class Runs(CLI):
         return m.group(1)
 
 
-
 @pytest.fixture(scope="module")
 def module_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     """A LAUNCHER_HOME for one test module, set in this process too (the app reads it)."""
@@ -47,9 +46,11 @@ def module_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
 def gate_command(lines_before: int, lines_after: int, gate: Path) -> str:
     """A command that prints some lines, waits (at most a minute) for `gate` to exist, then
     prints more: a log that grows while a test watches."""
-    return (f"for i in $(seq 1 {lines_before}); do echo \"line $i\"; done\n"
-            f"for t in $(seq 1 600); do [ -e {gate} ] && break; sleep 0.1; done\n"
-            f"for i in $(seq {lines_before + 1} {lines_before + lines_after}); do echo \"line $i\"; done\n")
+    return (
+        f'for i in $(seq 1 {lines_before}); do echo "line $i"; done\n'
+        f"for t in $(seq 1 600); do [ -e {gate} ] && break; sleep 0.1; done\n"
+        f'for i in $(seq {lines_before + 1} {lines_before + lines_after}); do echo "line $i"; done\n'
+    )
 
 
 def metric_script(path: Path) -> Path:
@@ -88,7 +89,9 @@ def sse_events(lines: Iterator[str]) -> Iterator[dict]:
             event[key] = event[key] + "\n" + value if key == "data" and key in event else value
 
 
-def read_log(client: TestClient, url: str, *, until: int | None = None, headers: dict | None = None) -> tuple[list[str], list[dict]]:
+def read_log(
+    client: TestClient, url: str, *, until: int | None = None, headers: dict | None = None
+) -> tuple[list[str], list[dict]]:
     """The log lines and events of a stream; with `until`, disconnect once that many lines came."""
     texts: list[str] = []
     events: list[dict] = []

@@ -20,19 +20,28 @@ from tests.ui.conftest import Runs, gate_command, metric_script, read_log
 class Named:
     def __init__(self, runs: Runs, tmp: Path):
         self.gate = tmp / "gate"
-        self.failed = runs.submit("fail", """\
+        self.failed = runs.submit(
+            "fail",
+            """\
             name: ui-fail
             command: |
               echo "about to fail"
               exit 3
-            """)
-        self.trained = runs.submit("metrics", f"""\
+            """,
+        )
+        self.trained = runs.submit(
+            "metrics",
+            f"""\
             name: ui-metrics
-            command: python3 {metric_script(tmp / 'fake_trainer.py')}
+            command: python3 {metric_script(tmp / "fake_trainer.py")}
             scheduling: {{max_retries: 1, retry_backoff: {{first: 0.1s}}}}
-            """)
-        self.gated = runs.submit("gated", "name: ui-gated\ncommand: |\n"
-                                 + "".join(f"  {line}\n" for line in gate_command(5, 5, self.gate).splitlines()))
+            """,
+        )
+        self.gated = runs.submit(
+            "gated",
+            "name: ui-gated\ncommand: |\n"
+            + "".join(f"  {line}\n" for line in gate_command(5, 5, self.gate).splitlines()),
+        )
         runs.wait_status(self.failed, {"FAILED"}, timeout=120)
         runs.wait_status(self.trained, {"COMPLETED"}, timeout=120)
         runs.wait_status(self.gated, {"RUNNING"}, timeout=120)
@@ -61,11 +70,16 @@ def test_runs_are_listed_newest_first_filtered_and_paged(client: TestClient, nam
     assert failed["nodes"] == 1 and failed["gpus"] == 0 and failed["cluster"] == "local"
 
     assert [r["name"] for r in client.get("/api/runs?status=failed").json()["runs"]] == [named.failed]
-    assert [r["name"] for r in client.get("/api/runs?status=COMPLETED,FAILED").json()["runs"]] == [named.trained,
-                                                                                                  named.failed]
+    assert [r["name"] for r in client.get("/api/runs?status=COMPLETED,FAILED").json()["runs"]] == [
+        named.trained,
+        named.failed,
+    ]
     assert [r["name"] for r in client.get("/api/runs?name=metr").json()["runs"]] == [named.trained]
-    assert [r["name"] for r in client.get("/api/runs?name=ui-*-*").json()["runs"]] == [named.gated, named.trained,
-                                                                                         named.failed]
+    assert [r["name"] for r in client.get("/api/runs?name=ui-*-*").json()["runs"]] == [
+        named.gated,
+        named.trained,
+        named.failed,
+    ]
     assert client.get("/api/runs?cluster=elsewhere").json()["total"] == 0
     second = client.get("/api/runs?per_page=2&page=2").json()
     assert [r["name"] for r in second["runs"]] == [named.failed] and second["pages"] == 2
@@ -132,8 +146,10 @@ def test_a_client_that_leaves_a_quiet_run_s_log_leaves_no_reader_behind(client: 
     before = {t.ident for t in threading.enumerate()}
     first, _ = read_log(client, f"/api/runs/{named.gated}/logs", until=6 + 5)
     assert first[-1] == "line 5"
+
     def readers() -> list[str]:
         return [t.name for t in threading.enumerate() if t.ident not in before and t.name == "log-stream"]
+
     wait_until(lambda: not readers(), 5, message=lambda: f"the log readers to end (left: {readers()})")
 
 
@@ -203,8 +219,11 @@ def test_pages_show_runs_statuses_and_a_run_in_full(client: TestClient, named: N
     run = client.get(f"/runs/{named.failed}")
     assert run.status_code == 200
     assert "exit 3" in run.text and "rank 0 exited with code 3" in run.text  # the spec, the reason
-    assert re.search(r"<td>0</td><td>localhost</td>\s*<td><span class=\"status status-FAILED\">FAILED</span></td>\s*"
-                     r"<td>3</td>", run.text)
+    assert re.search(
+        r"<td>0</td><td>localhost</td>\s*<td><span class=\"status status-FAILED\">FAILED</span></td>\s*"
+        r"<td>3</td>",
+        run.text,
+    )
     assert "/static/uplot/uPlot.iife.min.js" in run.text
     assert client.get("/static/uplot/uPlot.iife.min.js").status_code == 200
     assert client.get(f"/compare?runs={named.trained},{named.failed}").status_code == 200

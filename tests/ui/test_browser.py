@@ -24,8 +24,9 @@ pytestmark = [pytest.mark.train, pytest.mark.slow, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = chromium_path()
 if CHROMIUM is None:
-    pytest.skip("Debian's chromium is not installed (apt-get install -y chromium; .ci/run installs it)",
-                allow_module_level=True)
+    pytest.skip(
+        "Debian's chromium is not installed (apt-get install -y chromium; .ci/run installs it)", allow_module_level=True
+    )
 pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra), which drives chromium")
 pytest.importorskip("composer", reason="the runs train the tiny MPT: needs the train extra")
 
@@ -73,8 +74,13 @@ def trained(module_runs: Runs) -> Iterator[Trained]:
         convert([str(data / f"{split}.jsonl")], str(data / "mds"), str(tok), 64, split=split)
 
     gate1, gate2 = work / "gate-1", work / "gate-2"
-    after = ('echo "ui-test: waiting for gate 1"\n' + wait_for(gate1)
-             + 'echo "ui-test: gate 1 opened"\n' + wait_for(gate2) + 'echo "ui-test: done"\n')
+    after = (
+        'echo "ui-test: waiting for gate 1"\n'
+        + wait_for(gate1)
+        + 'echo "ui-test: gate 1 opened"\n'
+        + wait_for(gate2)
+        + 'echo "ui-test: done"\n'
+    )
     a = module_runs.submit("tiny-a", tiny_spec(work, "ui-tiny-a", 24, 3.0e-3, after).read_text())
     b = module_runs.submit("tiny-b", tiny_spec(work, "ui-tiny-b", 12, 1.0e-3).read_text())
     with dashboard(module_runs.home) as url:
@@ -117,8 +123,10 @@ def test_run_page_log_shows_lines_as_they_arrive(trained: Trained, page, tmp_pat
     page.goto(trained.url + f"runs/{trained.a}")
     mark_page(page)
     # Training lines stream in while the run trains, up to the line before gate 1.
-    page.wait_for_function("document.getElementById('log').textContent.includes('ui-test: waiting for gate 1')",
-                           timeout=TRAIN_SECONDS * 1000)
+    page.wait_for_function(
+        "document.getElementById('log').textContent.includes('ui-test: waiting for gate 1')",
+        timeout=TRAIN_SECONDS * 1000,
+    )
     text = log_text(page)
     # The trainer's progress lines are shown; its metric records (the charts') are not.
     assert "ui-test: training" in text and "[train] step 20/24 · loss " in text
@@ -145,7 +153,8 @@ def test_runs_page_status_turns_completed_without_reload(trained: Trained, page,
     mark_page(page)
     trained.gate2.touch()
     page.wait_for_function(
-        f"document.querySelector('tr[data-run=\"{trained.a}\"] .status').textContent === 'COMPLETED'")
+        f"document.querySelector('tr[data-run=\"{trained.a}\"] .status').textContent === 'COMPLETED'"
+    )
     assert not_reloaded(page)
     assert "1 × cpu" in row.text_content()
     page.screenshot(path=str(tmp_path / "runs-completed.png"), full_page=True)
@@ -160,8 +169,10 @@ def test_loss_chart_draws_the_training_loss(trained: Trained, page, tmp_path: Pa
     try:
         chart.locator("canvas").wait_for()
     except Exception as e:  # say what the page said instead of a bare timeout
-        raise AssertionError(f"no chart; the page's note: {page.locator('#chart-note').text_content()!r}; "
-                             f"the dashboard's stderr:\n{server_log(trained.url)[-6000:]}") from e
+        raise AssertionError(
+            f"no chart; the page's note: {page.locator('#chart-note').text_content()!r}; "
+            f"the dashboard's stderr:\n{server_log(trained.url)[-6000:]}"
+        ) from e
     assert int(chart.get_attribute("data-points")) == 2 * 24  # raw and smoothed, every step
     legend = chart.locator(".u-legend").text_content()
     assert "loss/train/total" in legend and "loss/train/total (smoothed)" in legend
@@ -195,7 +206,9 @@ def test_compare_view_overlays_two_runs(trained: Trained, page, tmp_path: Path) 
     assert page.evaluate(COUNT_PIXELS_JS, [canvas, list(RED)]) > 100
     assert chart.get_attribute("data-metric") == "loss/train/total"
     # Two animation frames: the chart's last frame is painted before the screenshot.
-    page.evaluate("() => { window.frames_seen = 0; const next = () => ++window.frames_seen < 2 && "
-                  "requestAnimationFrame(next); requestAnimationFrame(next); }")
+    page.evaluate(
+        "() => { window.frames_seen = 0; const next = () => ++window.frames_seen < 2 && "
+        "requestAnimationFrame(next); requestAnimationFrame(next); }"
+    )
     page.wait_for_function("window.frames_seen >= 2", timeout=10_000)
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)

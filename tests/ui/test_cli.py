@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from tests.ui.browser import dashboard
 
+
 def get(url: str) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
@@ -45,7 +46,8 @@ def test_a_busy_port_is_a_clear_error(launcher_home: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "launcher", "ui", "--port", str(port)], capture_output=True,
-                           text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "launcher", "ui", "--port", str(port)], capture_output=True, text=True, timeout=60
+        )
     assert r.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr

@@ -34,7 +34,7 @@ def test_a_two_pod_run_is_listed_and_its_log_resumes_per_rank(fake_kube) -> None
         # Resuming from the middle of each rank gives each rank's rest, once.
         half = {r: len(lines) // 2 for r, lines in per_rank.items()}
         rest, _ = read_log(c, url + f"&cursor=a1:0={half[0]},1={half[1]}")
-        assert sorted(rest) == sorted(per_rank[0][half[0]:] + per_rank[1][half[1]:])
+        assert sorted(rest) == sorted(per_rank[0][half[0] :] + per_rank[1][half[1] :])
         assert "rank 0 line 5" in rest and "rank 1 line 5" in rest
 
 
@@ -44,12 +44,18 @@ def test_the_dashboard_shows_a_due_retry_and_writes_nothing(fake_kube) -> None:
     from tests.conftest import wait_until
 
     backend = make_backend()
-    spec = run_spec("ui-due", worker("--lines", "1", "--fail-rank", "0", "--fail-attempt", "1"),
-                    scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}})
+    spec = run_spec(
+        "ui-due",
+        worker("--lines", "1", "--fail-rank", "0", "--fail-attempt", "1"),
+        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+    )
     try:
         backend.submit(spec, [])
-        due = wait_until(lambda: "a retry is due" in (backend.get(spec.name).reason or ""), 30,
-                         message="attempt 1 to fail with its retry due")
+        due = wait_until(
+            lambda: "a retry is due" in (backend.get(spec.name).reason or ""),
+            30,
+            message="attempt 1 to fail with its retry due",
+        )
         assert due
         before = len(fake_kube.requests)
         with TestClient(create_app(RunsSource())) as c:
@@ -75,8 +81,15 @@ def test_the_log_and_curve_of_a_run_whose_pods_are_gone_come_from_its_archive(fa
     backend = make_backend()
     repo = Path(__file__).resolve().parents[2]
     try:
-        run = backend.submit(run_spec("ui-archived", worker("--lines", "8", "--interval", "0.02", "--metrics"),
-                                      compute={"nodes": 2}, env_variables={"PYTHONPATH": str(repo)}), [])
+        run = backend.submit(
+            run_spec(
+                "ui-archived",
+                worker("--lines", "8", "--interval", "0.02", "--metrics"),
+                compute={"nodes": 2},
+                env_variables={"PYTHONPATH": str(repo)},
+            ),
+            [],
+        )
         follow(backend, run.name)
         with TestClient(create_app(RunsSource())) as c:
             live, _ = read_log(c, f"/api/runs/{run.name}/logs?follow=0")

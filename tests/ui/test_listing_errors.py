@@ -23,8 +23,9 @@ def set_status(home: Path, name: str, status: str) -> None:
         db.execute("UPDATE runs SET status = ? WHERE name = ?", (status, name))
 
 
-def test_a_failed_listing_shows_its_error_until_a_listing_succeeds(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_listing_shows_its_error_until_a_listing_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
@@ -38,8 +39,11 @@ def test_a_failed_listing_shows_its_error_until_a_listing_succeeds(tmp_path: Pat
 
         # A status this launcher does not know (as a newer one might write): listing fails on it.
         set_status(home, name, "ARCHIVED")
-        failed = wait_until(lambda: (r := client.get("/api/runs")).status_code == 500 and r, timeout=30,
-                            message="the API to answer the listing's error")
+        failed = wait_until(
+            lambda: (r := client.get("/api/runs")).status_code == 500 and r,
+            timeout=30,
+            message="the API to answer the listing's error",
+        )
         assert failed.json() == {"error": ERROR}
         for path in ("/", "/?partial=rows"):
             page = client.get(path)
@@ -48,7 +52,10 @@ def test_a_failed_listing_shows_its_error_until_a_listing_succeeds(tmp_path: Pat
         assert client.get(f"/api/runs/{name}").status_code == 500  # the run itself cannot be read either
 
         set_status(home, name, "COMPLETED")
-        listed = wait_until(lambda: (r := client.get("/api/runs")).status_code == 200 and r, timeout=30,
-                            message="a listing to succeed again")
+        listed = wait_until(
+            lambda: (r := client.get("/api/runs")).status_code == 200 and r,
+            timeout=30,
+            message="a listing to succeed again",
+        )
         assert [r["name"] for r in listed.json()["runs"]] == [name]
         assert name in client.get("/").text

@@ -89,8 +89,11 @@ def open_archive(api: KubeApi, record: dict | None) -> LogArchive | None:
     url = ann.get(keys.RECORD_LOG_ARCHIVE)
     if not url:
         return None
-    return LogArchive(open_store(url, store_credentials(api, url, ann.get(keys.RECORD_LOG_ARCHIVE_SECRET)),
-                                 what=f"the log archive {url}"))
+    return LogArchive(
+        open_store(
+            url, store_credentials(api, url, ann.get(keys.RECORD_LOG_ARCHIVE_SECRET)), what=f"the log archive {url}"
+        )
+    )
 
 
 def store_credentials(api: KubeApi, url: str, secret_name: str | None) -> Credentials:
@@ -134,8 +137,11 @@ def _s3_env(data: dict[str, str]) -> dict[str, str]:
     creds = configparser.ConfigParser()
     creds.read_string(data.get("credentials", ""))
     section = creds["default"] if creds.has_section("default") else {}
-    for var, key in (("AWS_ACCESS_KEY_ID", "aws_access_key_id"), ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
-                     ("AWS_SESSION_TOKEN", "aws_session_token")):
+    for var, key in (
+        ("AWS_ACCESS_KEY_ID", "aws_access_key_id"),
+        ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
+        ("AWS_SESSION_TOKEN", "aws_session_token"),
+    ):
         if section.get(key):
             env[var] = section[key]
     config = configparser.ConfigParser()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from launcher.backends.base import Attempt, RankState, RunStatus, StatusEvent
@@ -25,13 +25,27 @@ from launcher.backends.kubernetes import keys
 from launcher.spec.retry import DEADLINE, FATAL, SYSTEM, USER
 
 # Waiting reasons that never fix themselves: fail the run instead of waiting forever.
-FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
-                 "CreateContainerError", "ErrImageNeverPull"}
+FATAL_WAITING = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "ErrImageNeverPull",
+}
 # Pod-level reasons that mean the cluster, not the user's program, ended the pod.
-SYSTEM_POD_REASONS = {"Evicted", "Preempting", "NodeLost", "Shutdown", "NodeShutdown", "Terminated",
-                      "UnexpectedAdmissionError", "DeletionByTaintManager"}
+SYSTEM_POD_REASONS = {
+    "Evicted",
+    "Preempting",
+    "NodeLost",
+    "Shutdown",
+    "NodeShutdown",
+    "Terminated",
+    "UnexpectedAdmissionError",
+    "DeletionByTaintManager",
+}
 
-NEVER = datetime.max.replace(tzinfo=timezone.utc)
+NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 def ts(value: str | None) -> datetime | None:
@@ -81,7 +95,8 @@ def record_json(record: dict | None, key: str, default: Any) -> Any:
 def pod_rank(pod: dict) -> int:
     meta = pod.get("metadata") or {}
     value = (meta.get("annotations") or {}).get(keys.COMPLETION_INDEX) or (meta.get("labels") or {}).get(
-        keys.COMPLETION_INDEX, "0")
+        keys.COMPLETION_INDEX, "0"
+    )
     return int(value)
 
 
@@ -162,8 +177,10 @@ def _init_failure(pod: dict) -> str | None:
             return f"init container {c.get('name')}: {waiting['reason']}" + (f": {msg}" if msg else "")
         if terminated and terminated.get("exitCode"):
             msg = (terminated.get("message") or "").strip()
-            return (f"init container {c.get('name')} (image {c.get('image', '?')}) exited with code "
-                    f"{terminated['exitCode']}" + (f": {msg}" if msg else ""))
+            return (
+                f"init container {c.get('name')} (image {c.get('image', '?')}) exited with code "
+                f"{terminated['exitCode']}" + (f": {msg}" if msg else "")
+            )
     return None
 
 
@@ -186,8 +203,15 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
     deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
     def view(st: RunStatus, **kw: Any) -> RankView:
-        return RankView(rank, st, node=node, started_at=started_at, scheduled_at=scheduled_at,
-                        pod=(pod.get("metadata") or {}).get("name", ""), **kw)
+        return RankView(
+            rank,
+            st,
+            node=node,
+            started_at=started_at,
+            scheduled_at=scheduled_at,
+            pod=(pod.get("metadata") or {}).get("name", ""),
+            **kw,
+        )
 
     init = None if (running or terminated) else _init_failure(pod)
     if init:
@@ -203,22 +227,41 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
             return view(RunStatus.STOPPED, exit_code=code, finished_at=finished, reason="stopped with the group")
         if disrupted or pod_reason in SYSTEM_POD_REASONS:
             why = (disrupted or {}).get("message") or status.get("message") or pod_reason or "disrupted"
-            return view(RunStatus.FAILED, exit_code=code, failure=SYSTEM, finished_at=finished,
-                        reason=f"rank {rank} was stopped by the cluster: {why}")
+            return view(
+                RunStatus.FAILED,
+                exit_code=code,
+                failure=SYSTEM,
+                finished_at=finished,
+                reason=f"rank {rank} was stopped by the cluster: {why}",
+            )
         if pod_reason == "DeadlineExceeded":
-            return view(RunStatus.FAILED, exit_code=code, failure=DEADLINE, finished_at=finished,
-                        reason=f"rank {rank}: {status.get('message') or 'deadline exceeded'}")
+            return view(
+                RunStatus.FAILED,
+                exit_code=code,
+                failure=DEADLINE,
+                finished_at=finished,
+                reason=f"rank {rank}: {status.get('message') or 'deadline exceeded'}",
+            )
         if code is None:
-            return view(RunStatus.FAILED, failure=USER, finished_at=finished,
-                        reason=f"rank {rank} failed: {status.get('message') or pod_reason or 'unknown reason'}")
+            return view(
+                RunStatus.FAILED,
+                failure=USER,
+                finished_at=finished,
+                reason=f"rank {rank} failed: {status.get('message') or pod_reason or 'unknown reason'}",
+            )
         extra = " (out of memory)" if (terminated or {}).get("reason") == "OOMKilled" else ""
         # The container's termination message: the entrypoint leaves one when setup fails
         # (inject mode: an image without bash), as `kubectl describe pod` shows it.
         told = ((terminated or {}).get("message") or "").strip().splitlines()
         if told:
             extra += f": {told[0]}"
-        return view(RunStatus.FAILED, exit_code=code, failure=USER, finished_at=finished,
-                    reason=f"rank {rank} exited with code {code}{extra}")
+        return view(
+            RunStatus.FAILED,
+            exit_code=code,
+            failure=USER,
+            finished_at=finished,
+            reason=f"rank {rank} exited with code {code}{extra}",
+        )
     if deleting:
         return view(RunStatus.TERMINATING)
     if running:
@@ -226,8 +269,9 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
     waiting = state.get("waiting") or {}
     if waiting.get("reason") in FATAL_WAITING:
         msg = waiting.get("message") or ""
-        return view(RunStatus.FAILED, failure=FATAL,
-                    reason=f"rank {rank}: {waiting['reason']}" + (f": {msg}" if msg else ""))
+        return view(
+            RunStatus.FAILED, failure=FATAL, reason=f"rank {rank}: {waiting['reason']}" + (f": {msg}" if msg else "")
+        )
     if not node and scheduled.get("status") != "True":
         ev = newest_event(events, pod["metadata"]["name"], "FailedScheduling")
         why = (ev or {}).get("message") or scheduled.get("message")
@@ -235,8 +279,12 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
     mount = newest_event(events, pod["metadata"]["name"], "FailedMount")
     # A missing secret of the user's is fatal; the run's own code Secret is created right after its pods' owner.
     ours = f'"{keys.code_object_name(labels(pod).get(keys.RUN, ""))}"'
-    if mount and "secret" in (mount.get("message") or "") and "not found" in mount.get("message", "") \
-            and ours not in mount["message"]:
+    if (
+        mount
+        and "secret" in (mount.get("message") or "")
+        and "not found" in mount.get("message", "")
+        and ours not in mount["message"]
+    ):
         return view(RunStatus.FAILED, failure=FATAL, reason=f"rank {rank}: {mount['message']}")
     why = waiting.get("reason")
     return view(RunStatus.STARTING, reason=f"rank {rank}: {why}" if why and why != "ContainerCreating" else None)
@@ -262,8 +310,14 @@ def _job_failure_kind(job: dict | None, ranks: list[RankView]) -> str:
     return first.failure if first and first.failure else USER
 
 
-def _events(job: dict | None, ranks: list[RankView], status: RunStatus, index: int,
-            ended_at: datetime | None, reason: str | None) -> list[StatusEvent]:
+def _events(
+    job: dict | None,
+    ranks: list[RankView],
+    status: RunStatus,
+    index: int,
+    ended_at: datetime | None,
+    reason: str | None,
+) -> list[StatusEvent]:
     out: list[StatusEvent] = []
     created = ts(((job or {}).get("metadata") or {}).get("creationTimestamp"))
     if created:
@@ -285,7 +339,9 @@ def _events(job: dict | None, ranks: list[RankView], status: RunStatus, index: i
     return out
 
 
-def attempt_view(index: int, job: dict | None, pods: list[dict], events: list[dict], nodes: int) -> tuple[Attempt, str | None, list[StatusEvent]]:
+def attempt_view(
+    index: int, job: dict | None, pods: list[dict], events: list[dict], nodes: int
+) -> tuple[Attempt, str | None, list[StatusEvent]]:
     """The live attempt: status, ranks, and why it failed (user, system, fatal, deadline)."""
     ranks = sorted((rank_view(p, events) for p in pods), key=lambda r: r.rank)
     started = [r.started_at for r in ranks if r.started_at]
@@ -341,10 +397,11 @@ def attempt_view(index: int, job: dict | None, pods: list[dict], events: list[di
     if status in (RunStatus.FAILED, RunStatus.TERMINATING):
         # The Job controller deletes the other ranks' pods when one fails: say so.
         have = {r.rank for r in ranks}
-        states += [RankState(i, RunStatus.STOPPED, reason="stopped with the group") for i in range(nodes) if i not in have]
+        states += [
+            RankState(i, RunStatus.STOPPED, reason="stopped with the group") for i in range(nodes) if i not in have
+        ]
         states.sort(key=lambda r: r.rank)
-    attempt = Attempt(index=index, status=status, started_at=started_at, ended_at=ended_at, reason=reason,
-                      ranks=states)
+    attempt = Attempt(index=index, status=status, started_at=started_at, ended_at=ended_at, reason=reason, ranks=states)
     return attempt, failure, _events(job, ranks, status, index, ended_at, reason)
 
 
@@ -352,23 +409,37 @@ def summary_of(attempt: Attempt, failure: str | None, events: list[StatusEvent])
     """A finished attempt as JSON for the record (its pods may be gone later)."""
     iso = lambda d: d.isoformat() if d else None  # noqa: E731
     return {
-        "index": attempt.index, "status": attempt.status.value, "reason": attempt.reason, "failure": failure,
-        "started_at": iso(attempt.started_at), "ended_at": iso(attempt.ended_at),
-        "ranks": [{"rank": r.rank, "status": r.status.value, "exit_code": r.exit_code, "reason": r.reason,
-                   "node": r.node} for r in attempt.ranks],
+        "index": attempt.index,
+        "status": attempt.status.value,
+        "reason": attempt.reason,
+        "failure": failure,
+        "started_at": iso(attempt.started_at),
+        "ended_at": iso(attempt.ended_at),
+        "ranks": [
+            {"rank": r.rank, "status": r.status.value, "exit_code": r.exit_code, "reason": r.reason, "node": r.node}
+            for r in attempt.ranks
+        ],
         "events": [{"status": e.status.value, "at": iso(e.at), "reason": e.reason} for e in events],
     }
 
 
 def attempt_from_summary(s: dict[str, Any]) -> tuple[Attempt, list[StatusEvent]]:
     attempt = Attempt(
-        index=s["index"], status=RunStatus(s["status"]), started_at=ts(s.get("started_at")),
-        ended_at=ts(s.get("ended_at")), reason=s.get("reason"),
-        ranks=[RankState(r["rank"], RunStatus(r["status"]), r.get("exit_code"), r.get("reason"), r.get("node"))
-               for r in s.get("ranks", [])],
+        index=s["index"],
+        status=RunStatus(s["status"]),
+        started_at=ts(s.get("started_at")),
+        ended_at=ts(s.get("ended_at")),
+        reason=s.get("reason"),
+        ranks=[
+            RankState(r["rank"], RunStatus(r["status"]), r.get("exit_code"), r.get("reason"), r.get("node"))
+            for r in s.get("ranks", [])
+        ],
     )
-    events = [StatusEvent(RunStatus(e["status"]), ts(e["at"]), s["index"], e.get("reason"))
-              for e in s.get("events", []) if e.get("at")]
+    events = [
+        StatusEvent(RunStatus(e["status"]), ts(e["at"]), s["index"], e.get("reason"))
+        for e in s.get("events", [])
+        if e.get("at")
+    ]
     return attempt, events
 
 
@@ -378,5 +449,3 @@ def spec_of(record: dict | None) -> dict[str, Any]:
         return json.loads(raw) if raw else {}
     except ValueError:
         return {}
-
-

@@ -38,9 +38,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from launcher.backends.base import Backend, LogLine, Plan, Run
-from launcher.backends.capabilities import (ClusterProbe, CodeSnapshots, Exec, Feature, FreeGpus, GpuUsage,
-                                            GpuUsageReport, ImagePull, ImageProbe, PortForward, QueueUsage,
-                                            QueueUsageReport, Restartable, Updatable)
+from launcher.backends.capabilities import (
+    ClusterProbe,
+    CodeSnapshots,
+    Exec,
+    Feature,
+    FreeGpus,
+    GpuUsage,
+    GpuUsageReport,
+    ImageProbe,
+    ImagePull,
+    PortForward,
+    QueueUsage,
+    QueueUsageReport,
+    Restartable,
+    Updatable,
+)
 from launcher.backends.kubernetes.profiles import (
     RUNTIME_IMAGE,
     ClusterProfile,
@@ -65,8 +78,18 @@ def newest_first(runs: list[Run]) -> list[Run]:
     return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
 
 
-class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageReport, QueueUsageReport,
-                        ClusterProbe, ImageProbe, CodeSnapshots):
+class KubernetesBackend(
+    Backend,
+    Restartable,
+    Updatable,
+    Exec,
+    PortForward,
+    GpuUsageReport,
+    QueueUsageReport,
+    ClusterProbe,
+    ImageProbe,
+    CodeSnapshots,
+):
     name = "kubernetes"
     # Restart: a Job-form run: the reconciler starts attempt N+1 from the Job its record keeps. A
     # JobSet run is refused, saying why (lifecycle.JOBSET_RESTART_REFUSAL). Exec and port-forward:
@@ -75,8 +98,8 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
     # reconciler. A JobSet run refuses both (lifecycle.JOBSET_UPDATE_REFUSAL).
     UNSUPPORTED = {
         Feature.UPDATE_PRIORITY: "a pod's priority is fixed when it is created (priorityClassName cannot change "
-                                 "on a pod, nor in a Job's pod template; Kueue reads the priority class when it "
-                                 "creates the run's workload)",
+        "on a pod, nor in a Job's pod template; Kueue reads the priority class when it "
+        "creates the run's workload)",
         Feature.LOCAL_ARTIFACTS: "its runs' logs and artifacts lie in the cluster's pods and log store",
     }
 
@@ -126,11 +149,13 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
 
     def profile_warnings(self) -> list[str]:
         if RUNTIME_IMAGE in self.run_images():
-            return [f"runtime_image {RUNTIME_IMAGE} is the package's default, which is published nowhere: "
-                    "inject mode's init container cannot pull it from a real cluster. Publish it (a v<version> tag "
-                    "on a GitHub fork runs .github/workflows/release.yml; or build images/runtime/Dockerfile) and "
-                    "set runtime_image (`cluster add NAME --runtime-image IMAGE --replace`); "
-                    "`launcher cluster check NAME` tries the pull"]
+            return [
+                f"runtime_image {RUNTIME_IMAGE} is the package's default, which is published nowhere: "
+                "inject mode's init container cannot pull it from a real cluster. Publish it (a v<version> tag "
+                "on a GitHub fork runs .github/workflows/release.yml; or build images/runtime/Dockerfile) and "
+                "set runtime_image (`cluster add NAME --runtime-image IMAGE --replace`); "
+                "`launcher cluster check NAME` tries the pull"
+            ]
         return []
 
     def run_images(self) -> list[str]:
@@ -147,8 +172,14 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
         api = KubeApi(self.profile, retry=QUICK_RETRY)
         try:
             stored = KubernetesSecretStore(self.profile, api=api).list()
-            return probe_image(api, self.profile, image, pull_policy=self.profile.runtime_image_pull_policy,
-                               pull_secrets=stored, timeout=timeout)
+            return probe_image(
+                api,
+                self.profile,
+                image,
+                pull_policy=self.profile.runtime_image_pull_policy,
+                pull_secrets=stored,
+                timeout=timeout,
+            )
         finally:
             api.close()
 
@@ -210,8 +241,9 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
         from launcher.backends.kubernetes.render import code_in_store
 
         if code is not None and code_in_store(spec, self.profile):
-            secrets = self._with_store_secret(secrets, "code_store", self.profile.code_store,
-                                              self.profile.code_store_secret)
+            secrets = self._with_store_secret(
+                secrets, "code_store", self.profile.code_store, self.profile.code_store_secret
+            )
         self.check_secrets(spec, secrets)
         return submit_run(self.api, spec, secrets, placement=self._placement(spec), code=code)
 
@@ -220,8 +252,9 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
         write its log archive (and which is masked in its logs like the others)."""
         return self._with_store_secret(secrets, "log_store", self.profile.log_store, self.profile.log_store_secret)
 
-    def _with_store_secret(self, secrets: list[Secret], field: str, store: str | None,
-                           name: str | None) -> list[Secret]:
+    def _with_store_secret(
+        self, secrets: list[Secret], field: str, store: str | None, name: str | None
+    ) -> list[Secret]:
         """The run's secrets and the secret of the profile's `field` store (log_store's, or
         code_store's, which every rank needs to fetch the code snapshot)."""
         if not store or not name or any(s.name == name for s in secrets):
@@ -230,16 +263,20 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
 
         found = [s for s in self.secret_store().list() if s.name == name]
         if not found:
-            raise InputError(f"config.yaml: clusters.{self.profile.name}.{field}_secret: no secret named "
-                             f"{name!r} in {self.profile.where}",
-                             hint=f"create a secret of that name (`launcher secret create ... --cluster "
-                                  f"{self.profile.name}`), or remove {field}_secret from the profile")
+            raise InputError(
+                f"config.yaml: clusters.{self.profile.name}.{field}_secret: no secret named "
+                f"{name!r} in {self.profile.where}",
+                hint=f"create a secret of that name (`launcher secret create ... --cluster "
+                f"{self.profile.name}`), or remove {field}_secret from the profile",
+            )
         from launcher.secrets.kinds import collision
 
         problem = collision([*secrets, found[0]])
         if problem:
-            raise InputError(f"config.yaml: clusters.{self.profile.name}.{field}_secret: {problem}, or make "
-                             f"{field}_secret the run's own secret")
+            raise InputError(
+                f"config.yaml: clusters.{self.profile.name}.{field}_secret: {problem}, or make "
+                f"{field}_secret the run's own secret"
+            )
         return [*secrets, found[0]]
 
     def get(self, name: str) -> Run:
@@ -268,12 +305,22 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
 
         return watch_run(self.api, name, poll_seconds=poll_seconds, reconcile=reconcile)
 
-    def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
-             follow: bool = False, previous: bool = False, cancel: threading.Event | None = None) -> Iterator[LogLine]:
+    def logs(
+        self,
+        name: str,
+        *,
+        rank: int | None = None,
+        attempt: int | None = None,
+        tail: int | None = None,
+        follow: bool = False,
+        previous: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[LogLine]:
         from launcher.backends.kubernetes.follow import run_logs
 
-        return run_logs(self.api, name, rank=rank, attempt=attempt, tail=tail, follow=follow, previous=previous,
-                        cancel=cancel)
+        return run_logs(
+            self.api, name, rank=rank, attempt=attempt, tail=tail, follow=follow, previous=previous, cancel=cancel
+        )
 
     def _rank_pod(self, name: str, rank: int) -> str:
         from launcher.backends.kubernetes.podexec import rank_pod
@@ -282,9 +329,11 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
         pod = rank_pod(self.api, name, rank)
         if pod is None:
             run = self.get(name)  # a run that does not exist says so here
-            raise InputError(f"run {name} has no running pod for rank {rank} (the run is {run.status}"
-                             f"{'' if rank < run.nodes else f'; it has {run.nodes} rank(s)'})",
-                             hint=f"`launcher describe {name}` shows its pods")
+            raise InputError(
+                f"run {name} has no running pod for rank {rank} (the run is {run.status}"
+                f"{'' if rank < run.nodes else f'; it has {run.nodes} rank(s)'})",
+                hint=f"`launcher describe {name}` shows its pods",
+            )
         return pod
 
     def exec(self, name: str, argv: list[str], *, rank: int = 0, tty: bool = False) -> int:
@@ -293,14 +342,23 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
 
         return exec_in_pod(self.api, self._rank_pod(name, rank), argv, tty=tty)
 
-    def port_forward(self, name: str, *, rank: int, local_port: int, remote_port: int,
-                     ready: Callable[[int], None] | None = None, stop: threading.Event | None = None) -> None:
+    def port_forward(
+        self,
+        name: str,
+        *,
+        rank: int,
+        local_port: int,
+        remote_port: int,
+        ready: Callable[[int], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
         """127.0.0.1:local_port to remote_port of rank `rank`'s pod (pods/portforward); the pod is
         found once, as kubectl port-forward does."""
         from launcher.backends.kubernetes.podexec import forward_port
 
-        forward_port(self.api, self._rank_pod(name, rank), local_port=local_port, remote_port=remote_port,
-                     ready=ready, stop=stop)
+        forward_port(
+            self.api, self._rank_pod(name, rank), local_port=local_port, remote_port=remote_port, ready=ready, stop=stop
+        )
 
     def stop(self, name: str) -> Run:
         from launcher.backends.kubernetes.lifecycle import stop_run
@@ -312,12 +370,21 @@ class KubernetesBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuU
 
         return restart_run(self.api, name)
 
-    def update(self, name: str, *, max_duration: float | None = None, priority: str | None = None,
-               max_retries: int | None = None) -> Run:
+    def update(
+        self,
+        name: str,
+        *,
+        max_duration: float | None = None,
+        priority: str | None = None,
+        max_retries: int | None = None,
+    ) -> Run:
         from launcher.backends.kubernetes.lifecycle import update_run
 
-        changes = {k: v for k, v in (("max_duration", max_duration), ("priority", priority),
-                                     ("max_retries", max_retries)) if v is not None}
+        changes = {
+            k: v
+            for k, v in (("max_duration", max_duration), ("priority", priority), ("max_retries", max_retries))
+            if v is not None
+        }
         return update_run(self.api, name, changes, lambda run: self.refuse_update(run, changes))
 
     def delete(self, name: str) -> None:

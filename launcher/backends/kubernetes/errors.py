@@ -22,9 +22,17 @@ class KubeError(LauncherError):
     connection, timeout, TLS or kubeconfig failure); `reason` is the API's reason
     (AlreadyExists, Conflict, Expired, ...) or the kind of connection failure."""
 
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "",
-                 retryable: bool = False, maybe_done: bool = False, exit_code: int | None = None,
-                 hint: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        retryable: bool = False,
+        maybe_done: bool = False,
+        exit_code: int | None = None,
+        hint: str | None = None,
+    ):
         if exit_code is None:
             exit_code = 2 if status in INPUT_STATUSES else 1
         super().__init__(message, exit_code=exit_code, hint=hint)

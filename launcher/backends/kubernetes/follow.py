@@ -16,15 +16,15 @@ import threading
 from collections.abc import Callable, Iterator
 
 from launcher.backends.base import LogLine, Run, RunStatus
-from launcher.backends.kubernetes.archive import LogArchive, open_archive
 from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.archive import LogArchive, open_archive
+from launcher.backends.kubernetes.attempts import Observed, attempt_of, pod_rank, record_json
 from launcher.backends.kubernetes.informer import Informer
-from launcher.backends.kubernetes.kubeapi import KubeApi, WatchHandle
 from launcher.backends.kubernetes.jobset_status import child_job_name
+from launcher.backends.kubernetes.kubeapi import KubeApi, WatchHandle
 from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
 from launcher.backends.kubernetes.observe import observe
 from launcher.backends.kubernetes.reconcile import settle
-from launcher.backends.kubernetes.attempts import Observed, attempt_of, pod_rank, record_json
 from launcher.backends.kubernetes.status import derive
 from launcher.errors import LauncherError, NotFoundError
 from launcher.secrets.mask import Masker
@@ -45,9 +45,17 @@ def masker_for(api: KubeApi, record: dict | None) -> Masker:
     return Masker(v for s in secrets for v in s.masked_values())
 
 
-def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int | None = None,
-             tail: int | None = None, follow: bool = False, previous: bool = False,
-             cancel: threading.Event | None = None) -> Iterator[LogLine]:
+def run_logs(
+    api: KubeApi,
+    name: str,
+    *,
+    rank: int | None = None,
+    attempt: int | None = None,
+    tail: int | None = None,
+    follow: bool = False,
+    previous: bool = False,
+    cancel: threading.Event | None = None,
+) -> Iterator[LogLine]:
     obs = observe(api, name)
     run = settle(api, obs)
     index = attempt or run.current_attempt
@@ -59,34 +67,55 @@ def run_logs(api: KubeApi, name: str, *, rank: int | None = None, attempt: int |
     archive = functools.cache(lambda: open_archive(api, obs.record))
 
     def to_line(r: int, stamp: int | None, text: str) -> LogLine:
-        return LogLine(rank=r, text=masker.mask(text), attempt=index,
-                       timestamp=ns_to_datetime(stamp) if stamp is not None else None)
+        return LogLine(
+            rank=r,
+            text=masker.mask(text),
+            attempt=index,
+            timestamp=ns_to_datetime(stamp) if stamp is not None else None,
+        )
 
     sel = attempt_selector(name, index, jobset=obs.is_jobset)
     ended = index < run.current_attempt or run.status.is_terminal
     if not follow or ended:  # an attempt that has ended is read once: its log will not grow
         wanted = {rank} if rank is not None else set(range(run.nodes))
-        yield from _read_all(api, sel, rank, tail, previous, to_line, archive, index, wanted,
-                             lambda: gone_error(run, index, rank, obs.is_jobset, archive()))
+        yield from _read_all(
+            api,
+            sel,
+            rank,
+            tail,
+            previous,
+            to_line,
+            archive,
+            index,
+            wanted,
+            lambda: gone_error(run, index, rank, obs.is_jobset, archive()),
+        )
         return
     job_name = child_job_name(name) if obs.is_jobset else name
-    yield from _follow(api, name, job_name, sel, index, rank, tail, previous, to_line, cancel or threading.Event(),
-                       archive)
+    yield from _follow(
+        api, name, job_name, sel, index, rank, tail, previous, to_line, cancel or threading.Event(), archive
+    )
 
 
-def gone_error(run: Run, index: int, rank: int | None, jobset: bool, archive: LogArchive | None) -> LauncherError | None:
+def gone_error(
+    run: Run, index: int, rank: int | None, jobset: bool, archive: LogArchive | None
+) -> LauncherError | None:
     """Why an attempt's log cannot be read: its pods are gone and no archive has it, or it
     never started a container (None: the attempt is yet to start)."""
     attempt = next((a for a in run.attempts if a.index == index), None)
     if attempt is None:
         return None
-    ran = index < run.current_attempt or attempt.started_at is not None or any(
-        r.exit_code is not None for r in attempt.ranks)
+    ran = (
+        index < run.current_attempt
+        or attempt.started_at is not None
+        or any(r.exit_code is not None for r in attempt.ranks)
+    )
     if not ran:
         if not attempt.status.is_terminal:
             return None
-        return LauncherError(f"attempt {index} of run {run.name} never started a container "
-                             f"({attempt.status.value}), so it has no logs")
+        return LauncherError(
+            f"attempt {index} of run {run.name} never started a container ({attempt.status.value}), so it has no logs"
+        )
     if index < run.current_attempt:
         why = "JobSet restart" if jobset else "retry"
     elif run.status is RunStatus.STOPPED:
@@ -95,7 +124,11 @@ def gone_error(run: Run, index: int, rank: int | None, jobset: bool, archive: Lo
         why = "removed after the run ended"
     else:
         why = "deleted"
-    what = f"the pods of attempt {index} are gone" if rank is None else f"the pod of rank {rank} of attempt {index} is gone"
+    what = (
+        f"the pods of attempt {index} are gone"
+        if rank is None
+        else f"the pod of rank {rank} of attempt {index} is gone"
+    )
     if archive is None:
         return LauncherError(f"{what} ({why}); set log_store in the profile to keep logs")
     return LauncherError(f"{what} ({why}), and the log archive {archive.url} holds nothing of it")
@@ -108,10 +141,18 @@ def attempt_selector(name: str, index: int, *, jobset: bool) -> str:
     return f"{keys.run_selector(name)},{keys.ATTEMPT}={index}"
 
 
-def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previous: bool,
-              to_line: ToLine, archive_of: Callable[[], LogArchive | None] = lambda: None, index: int = 1,
-              wanted: set[int] | None = None,
-              gone: Callable[[], LauncherError | None] = lambda: None) -> Iterator[LogLine]:
+def _read_all(
+    api: KubeApi,
+    sel: str,
+    rank: int | None,
+    tail: int | None,
+    previous: bool,
+    to_line: ToLine,
+    archive_of: Callable[[], LogArchive | None] = lambda: None,
+    index: int = 1,
+    wanted: set[int] | None = None,
+    gone: Callable[[], LauncherError | None] = lambda: None,
+) -> Iterator[LogLine]:
     """Every rank's lines: from its pod while it exists, else (a rank of `wanted` without a
     log from its pod) from the archive."""
     pods, _ = api.list("Pod", labels=sel)
@@ -122,8 +163,9 @@ def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previo
         if rank is not None and r != rank:
             continue
         before = len(lines)
-        for n, (stamp, text) in enumerate(read_pod(api, pod["metadata"]["name"], follow=False,
-                                                  tail=tail, previous=previous)):
+        for n, (stamp, text) in enumerate(
+            read_pod(api, pod["metadata"]["name"], follow=False, tail=tail, previous=previous)
+        ):
             lines.append((stamp or 0, r, n, text))
         if len(lines) > before:
             read.add(r)
@@ -144,9 +186,19 @@ def _read_all(api: KubeApi, sel: str, rank: int | None, tail: int | None, previo
         yield to_line(r, stamp or None, text)
 
 
-def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: int | None, tail: int | None,
-            previous: bool, to_line: ToLine, cancel: threading.Event,
-            archive_of: Callable[[], LogArchive | None] = lambda: None) -> Iterator[LogLine]:
+def _follow(
+    api: KubeApi,
+    name: str,
+    job_name: str,
+    sel: str,
+    index: int,
+    rank: int | None,
+    tail: int | None,
+    previous: bool,
+    to_line: ToLine,
+    cancel: threading.Event,
+    archive_of: Callable[[], LogArchive | None] = lambda: None,
+) -> Iterator[LogLine]:
     """Attach a reader to each rank's pod as it starts; end when the attempt has ended and
     every reader is done, or soon after `cancel` is set.
 
@@ -177,8 +229,15 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
     def reader(pod_name: str, r: int, handle: WatchHandle) -> None:
         try:
             seen = 0
-            for stamp, text in read_pod(api, pod_name, follow=True, tail=tail if pod_name in tailed else None,
-                                        previous=previous, is_done=lambda: pod_done(pod_name), handle=handle):
+            for stamp, text in read_pod(
+                api,
+                pod_name,
+                follow=True,
+                tail=tail if pod_name in tailed else None,
+                previous=previous,
+                is_done=lambda: pod_done(pod_name),
+                handle=handle,
+            ):
                 out.put(to_line(r, stamp, text))
                 seen += 1
             gone = pods_inf.get(pod_name) is None and not handle.stopped and (tail is None or pod_name not in tailed)
@@ -248,8 +307,9 @@ def _follow(api: KubeApi, name: str, job_name: str, sel: str, index: int, rank: 
         job_inf.stop()
 
 
-def _attempt_over(name: str, job_name: str, index: int, job_inf: Informer, pods_inf: Informer,
-                  rank: int | None) -> bool:
+def _attempt_over(
+    name: str, job_name: str, index: int, job_inf: Informer, pods_inf: Informer, rank: int | None
+) -> bool:
     job = job_inf.get(job_name)  # the Job <run>, or the JobSet's child Job <run>-node-0
     if job is None or attempt_of(job) != index:
         return True  # stopped, deleted or superseded by a retry
@@ -262,8 +322,11 @@ def _attempt_over(name: str, job_name: str, index: int, job_inf: Informer, pods_
     if len(pods) >= expected and all(container_finished(p) for p in pods):
         return True
     # A container that can never start ends the attempt too (the run is FAILED fast).
-    run, _ = derive(Observed(name, job=job, pods=pods_inf.snapshot()) if job_name == name else
-                    Observed(name, jobset={"status": {"restarts": index - 1}}, jobs=[job], pods=pods_inf.snapshot()))
+    run, _ = derive(
+        Observed(name, job=job, pods=pods_inf.snapshot())
+        if job_name == name
+        else Observed(name, jobset={"status": {"restarts": index - 1}}, jobs=[job], pods=pods_inf.snapshot())
+    )
     return run.status.is_terminal
 
 
@@ -278,4 +341,6 @@ def container_started(pod: dict) -> bool:
 def container_finished(pod: dict) -> bool:
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return True
-    return any((c.get("state") or {}).get("terminated") for c in (pod.get("status") or {}).get("containerStatuses") or [])
+    return any(
+        (c.get("state") or {}).get("terminated") for c in (pod.get("status") or {}).get("containerStatuses") or []
+    )

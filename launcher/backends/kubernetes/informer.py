@@ -24,8 +24,7 @@ SYNC_SECONDS = 30.0
 
 
 class Informer:
-    def __init__(self, api: KubeApi, kind: str, labels: str, on_change: Callable[[], None], *,
-                 watch_seconds: int = 60):
+    def __init__(self, api: KubeApi, kind: str, labels: str, on_change: Callable[[], None], *, watch_seconds: int = 60):
         self.api, self.kind, self.labels = api, kind, labels
         self.on_change = on_change
         self.watch_seconds = watch_seconds
@@ -58,11 +57,16 @@ class Informer:
             error = self.error
             if error is not None:
                 message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
-                raise LauncherError(f"{message}; so cannot {doing}",
-                                    exit_code=getattr(error, "exit_code", 1), hint=getattr(error, "hint", None))
+                raise LauncherError(
+                    f"{message}; so cannot {doing}",
+                    exit_code=getattr(error, "exit_code", 1),
+                    hint=getattr(error, "hint", None),
+                )
             if time.monotonic() > deadline:
-                raise LauncherError(f"cluster {self.api.profile.name}: cannot {doing}: listing its {self.kind}s "
-                                    f"got no answer in {seconds:.0f} s")
+                raise LauncherError(
+                    f"cluster {self.api.profile.name}: cannot {doing}: listing its {self.kind}s "
+                    f"got no answer in {seconds:.0f} s"
+                )
 
     def snapshot(self) -> list[dict]:
         with self.lock:
@@ -101,8 +105,9 @@ class Informer:
                     rv = self._relist()
                     backoff.reset()
                 opened, events = time.monotonic(), 0
-                for event in self.api.watch(self.kind, labels=self.labels, resource_version=rv,
-                                            stopper=self._handle, timeout=self.watch_seconds):
+                for event in self.api.watch(
+                    self.kind, labels=self.labels, resource_version=rv, stopper=self._handle, timeout=self.watch_seconds
+                ):
                     rv = ((event.get("object") or {}).get("metadata") or {}).get("resourceVersion") or rv
                     if event.get("type") != "BOOKMARK":
                         self._apply(event)

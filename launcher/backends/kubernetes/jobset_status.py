@@ -63,23 +63,38 @@ def _rank_of_pod(run: str, pod: str) -> int | None:
 
 
 def _when(event: dict) -> str:
-    return event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or \
-        (event.get("metadata") or {}).get("creationTimestamp") or ""
+    return (
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
 
 
 def job_failure_events(run: str, events: list[dict]) -> list[dict]:
     """The child Job's failure events, oldest first: one per failed attempt."""
     job = child_job_name(run)
-    out = [e for e in events if (e.get("involvedObject") or {}).get("kind") == "Job"
-           and (e.get("involvedObject") or {}).get("name") == job and e.get("reason") in JOB_FAILURE_REASONS]
+    out = [
+        e
+        for e in events
+        if (e.get("involvedObject") or {}).get("kind") == "Job"
+        and (e.get("involvedObject") or {}).get("name") == job
+        and e.get("reason") in JOB_FAILURE_REASONS
+    ]
     return sorted(out, key=_when)
 
 
 def restart_events(run: str, events: list[dict]) -> list[dict]:
     """The JobSet controller's restart events, oldest first: one per restart (it emits them
     whether or not the restart counts against maxRestarts)."""
-    out = [e for e in events if (e.get("involvedObject") or {}).get("kind") == "JobSet"
-           and (e.get("involvedObject") or {}).get("name") == run and str(e.get("reason", "")).startswith("Restart")]
+    out = [
+        e
+        for e in events
+        if (e.get("involvedObject") or {}).get("kind") == "JobSet"
+        and (e.get("involvedObject") or {}).get("name") == run
+        and str(e.get("reason", "")).startswith("Restart")
+    ]
     return sorted(out, key=_when)
 
 
@@ -161,11 +176,15 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
     action: Action | None = None
     reason: str | None = None
     exit_code: int | None = None
-    job = next((j for j in obs.jobs if attempt_of(j) == current
-                and not (j.get("metadata") or {}).get("deletionTimestamp")), None)
+    job = next(
+        (j for j in obs.jobs if attempt_of(j) == current and not (j.get("metadata") or {}).get("deletionTimestamp")),
+        None,
+    )
     pods = [p for p in obs.pods if attempt_of(p) == current]
     live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes)
-    completed = true_condition(jobset, "Completed") or ((jobset or {}).get("status") or {}).get("terminalState") == "Completed"
+    completed = (
+        true_condition(jobset, "Completed") or ((jobset or {}).get("status") or {}).get("terminalState") == "Completed"
+    )
     failed = true_condition(jobset, "Failed") or ((jobset or {}).get("status") or {}).get("terminalState") == "Failed"
 
     if final:
@@ -234,9 +253,19 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
     if not events and created:
         events.append(StatusEvent(RunStatus.PENDING, created, 1))
     events.sort(key=lambda e: e.at)
-    run = Run(name=obs.name, backend="kubernetes", status=status, created_at=created, spec=spec,
-              cluster=obs.cluster, started_at=min(started) if started else None, ended_at=ended_at,
-              reason=reason, exit_code=exit_code, attempts=attempts, events=events,
-              backoff=f"none: {JOBSET_NO_BACKOFF}")
+    run = Run(
+        name=obs.name,
+        backend="kubernetes",
+        status=status,
+        created_at=created,
+        spec=spec,
+        cluster=obs.cluster,
+        started_at=min(started) if started else None,
+        ended_at=ended_at,
+        reason=reason,
+        exit_code=exit_code,
+        attempts=attempts,
+        events=events,
+        backoff=f"none: {JOBSET_NO_BACKOFF}",
+    )
     return run, action
-

@@ -4,22 +4,22 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "launcher"
 RUN = "launcher.dev/run"
 ATTEMPT = "launcher.dev/attempt"
-SUBMISSION = "launcher.dev/submission"           # one submission's uid: a retried create finds its own object
+SUBMISSION = "launcher.dev/submission"  # one submission's uid: a retried create finds its own object
 SECRET_KIND = "launcher.dev/secret-kind"
 SECRET_OPTIONS = "launcher.dev/secret-options"
 
 # On the ConfigMap, the run's durable record (see backend.py).
-RECORD_SECRETS = "launcher.dev/secrets"          # JSON [{name, kind, options, keys}]: no values
-RECORD_ATTEMPTS = "launcher.dev/attempts"        # JSON list of finished attempts
-RECORD_FINAL = "launcher.dev/final"              # JSON {status, reason, at}: ended by the launcher
-RECORD_RESTART = "launcher.dev/restart"          # the attempt being started by a retry
-RECORD_RESTARTED = "launcher.dev/restarted"      # the attempt a user's restart (`run -r`) began: retries count from it
-RECORD_FORM = "launcher.dev/form"                # JobSet or Job: what runs the attempts
-RECORD_JOB = "launcher.dev/job"                  # JSON: the Job form's Job as submitted (no secret values)
+RECORD_SECRETS = "launcher.dev/secrets"  # JSON [{name, kind, options, keys}]: no values
+RECORD_ATTEMPTS = "launcher.dev/attempts"  # JSON list of finished attempts
+RECORD_FINAL = "launcher.dev/final"  # JSON {status, reason, at}: ended by the launcher
+RECORD_RESTART = "launcher.dev/restart"  # the attempt being started by a retry
+RECORD_RESTARTED = "launcher.dev/restarted"  # the attempt a user's restart (`run -r`) began: retries count from it
+RECORD_FORM = "launcher.dev/form"  # JobSet or Job: what runs the attempts
+RECORD_JOB = "launcher.dev/job"  # JSON: the Job form's Job as submitted (no secret values)
 RECORD_LOG_ARCHIVE = "launcher.dev/log-archive"  # the run's directory in the profile's log_store
 RECORD_LOG_ARCHIVE_SECRET = "launcher.dev/log-archive-secret"  # the secret its credentials come from
 
-METADATA_PREFIX = "metadata.launcher.dev"      # the spec's metadata keys, as annotations
+METADATA_PREFIX = "metadata.launcher.dev"  # the spec's metadata keys, as annotations
 
 # Set by the JobSet controller on child Jobs and pods: the JobSet's restart count (0, 1, ...).
 JOBSET_RESTART = "jobset.sigs.k8s.io/restart-attempt"
@@ -28,10 +28,12 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
-KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"        # on a Workload: the uid of the Job or JobSet it admits
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"  # on a Workload: the uid of the Job or JobSet it admits
 # On a pod template: the node label whose one domain must (or should) hold every pod of the pod set.
-KUEUE_TOPOLOGY = {"required": "kueue.x-k8s.io/podset-required-topology",
-                  "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
+KUEUE_TOPOLOGY = {
+    "required": "kueue.x-k8s.io/podset-required-topology",
+    "preferred": "kueue.x-k8s.io/podset-preferred-topology",
+}
 
 CONTAINER = "main"
 CONFIG_MOUNT = "/mnt/config"

@@ -130,8 +130,14 @@ def retry_on_conflict(write: Callable[[], T], *, tries: int = CONFLICT_TRIES) ->
 DEFAULT_RETRY = RequestRetry()
 # One look across every profile (`get runs`): an unreachable cluster must not hold up the
 # answer, so its connection failure is not tried again; a 5xx gets one quick second try.
-QUICK_RETRY = RequestRetry(tries=2, connection_tries=1, base_seconds=0.1, max_seconds=0.1,
-                          connect_timeout=LIST_CONNECT_TIMEOUT, read_timeout=5.0)
+QUICK_RETRY = RequestRetry(
+    tries=2,
+    connection_tries=1,
+    base_seconds=0.1,
+    max_seconds=0.1,
+    connect_timeout=LIST_CONNECT_TIMEOUT,
+    read_timeout=5.0,
+)
 
 
 def _api_message(e: ApiException) -> tuple[str, str]:
@@ -187,33 +193,52 @@ class KubeApi:
                 lines = str(e.reason or "").splitlines() or ["ConnectionError"]
                 tls = lines[0] == "SSLError"
                 what = f"TLS failed: {lines[-1]}" if tls else "; ".join(lines)
-                raise KubeError(f"{where}: cannot {doing}: {what} ({self.server})", reason="TLS" if tls else lines[0],
-                                exit_code=2 if tls else 1,
-                                hint="check the certificate-authority in the kubeconfig" if tls else None,
-                                ) from None
+                raise KubeError(
+                    f"{where}: cannot {doing}: {what} ({self.server})",
+                    reason="TLS" if tls else lines[0],
+                    exit_code=2 if tls else 1,
+                    hint="check the certificate-authority in the kubeconfig" if tls else None,
+                ) from None
             message, reason = _api_message(e)
             hint = None
             if code in (401, 403):
                 hint = f"check your kubeconfig context and your rights in namespace {self.namespace}"
             label = f"{code} {reason or e.reason or ''}".strip()
             said = f": {message}" if message and message not in (reason, e.reason) else ""
-            raise KubeError(f"{where}: cannot {doing}: {label}{said}",
-                            status=code, reason=reason, hint=hint,
-                            retryable=code in UNDONE_STATUSES | MAYBE_DONE_STATUSES,
-                            maybe_done=code in MAYBE_DONE_STATUSES) from None
+            raise KubeError(
+                f"{where}: cannot {doing}: {label}{said}",
+                status=code,
+                reason=reason,
+                hint=hint,
+                retryable=code in UNDONE_STATUSES | MAYBE_DONE_STATUSES,
+                maybe_done=code in MAYBE_DONE_STATUSES,
+            ) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             what, reason, maybe_done = _connection_error(e)
             # A connection that never got an answer is a cluster away (ClusterUnreachable).
             error = KubeUnreachable if reason in UNREACHABLE else KubeError
-            raise error(f"{where}: cannot {doing}: {what} ({self.server})", reason=reason,
-                            retryable=True, maybe_done=maybe_done,
-                            exit_code=2 if reason == TLS else 1,
-                            hint="check the certificate-authority in the kubeconfig" if reason == TLS else None,
-                            ) from None
+            raise error(
+                f"{where}: cannot {doing}: {what} ({self.server})",
+                reason=reason,
+                retryable=True,
+                maybe_done=maybe_done,
+                exit_code=2 if reason == TLS else 1,
+                hint="check the certificate-authority in the kubeconfig" if reason == TLS else None,
+            ) from None
 
-    def _call(self, doing: str, method: str, path: str, *, query: dict[str, Any] | None = None,
-              body: Any = None, content_type: str = "application/json", token: str | None = None,
-              policy: RequestRetry | None = None, read_timeout: float | None = None) -> Any:
+    def _call(
+        self,
+        doing: str,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        token: str | None = None,
+        policy: RequestRetry | None = None,
+        read_timeout: float | None = None,
+    ) -> Any:
         """One request inside the boundary, retried as the policy allows; the urllib3
         response, unread. A write that may have happened is repeated only with a creation
         token (see the module docstring)."""
@@ -239,8 +264,15 @@ class KubeApi:
             time.sleep(policy.delay(retry))
             retry += 1
 
-    def _send(self, method: str, path: str, query: dict[str, Any] | None, body: Any, content_type: str,
-              timeout: tuple[float, float]) -> Any:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: tuple[float, float],
+    ) -> Any:
         """Through the official client's ApiClient (kubeconfig, auth, TLS) by path: the
         generated per-group API classes would load hundreds of models we never use."""
         headers = {"Accept": "application/json, */*"}
@@ -248,8 +280,8 @@ class KubeApi:
             headers["Content-Type"] = content_type
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
         method, url, headers, body, post = self.client.param_serialize(
-            method, path, query_params=params or None, header_params=headers, body=body,
-            auth_settings=["BearerToken"])
+            method, path, query_params=params or None, header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
         resp = self.client.call_api(method, url, headers, body, post, _request_timeout=timeout)
         if not 200 <= resp.status <= 299:
             resp.read()
@@ -260,8 +292,14 @@ class KubeApi:
         """After AlreadyExists on a retried create: the stored object, if it carries our token."""
         name = (body.get("metadata") or {}).get("name", "")
         try:
-            resp = self._send("GET", f"{path}/{quote(name, safe='')}", None, None, "", (
-                self.retry.connect_timeout, self.retry.read_timeout))
+            resp = self._send(
+                "GET",
+                f"{path}/{quote(name, safe='')}",
+                None,
+                None,
+                "",
+                (self.retry.connect_timeout, self.retry.read_timeout),
+            )
         except (ApiException, urllib3.exceptions.HTTPError, OSError):
             return None
         data = resp.data
@@ -269,7 +307,9 @@ class KubeApi:
         existing = json.loads(data)
         return _Stored(existing) if (existing["metadata"].get("labels") or {}).get(keys.SUBMISSION) == token else None
 
-    def _path(self, kind: str, name: str | None = None, sub: str | None = None, *, every_namespace: bool = False) -> str:
+    def _path(
+        self, kind: str, name: str | None = None, sub: str | None = None, *, every_namespace: bool = False
+    ) -> str:
         prefix, plural = self.kinds[kind]
         if kind in CLUSTER_SCOPED or every_namespace:
             path = f"{prefix}/{plural}"
@@ -310,26 +350,41 @@ class KubeApi:
                 return None
             raise
 
-    def list(self, kind: str, *, labels: str | None = None, fields: str | None = None,
-             policy: RequestRetry | None = None, every_namespace: bool = False) -> tuple[list[dict], str]:
+    def list(
+        self,
+        kind: str,
+        *,
+        labels: str | None = None,
+        fields: str | None = None,
+        policy: RequestRetry | None = None,
+        every_namespace: bool = False,
+    ) -> tuple[list[dict], str]:
         """Items and the list's resourceVersion (where a watch resumes). Of the profile's
         namespace, unless `every_namespace` (or the kind has none, as Node)."""
-        body = self._json(self._call(f"list {kind}s", "GET", self._path(kind, every_namespace=every_namespace),
-                                     policy=policy,
-                                     query={"labelSelector": labels, "fieldSelector": fields}))
+        body = self._json(
+            self._call(
+                f"list {kind}s",
+                "GET",
+                self._path(kind, every_namespace=every_namespace),
+                policy=policy,
+                query={"labelSelector": labels, "fieldSelector": fields},
+            )
+        )
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
 
     def create(self, kind: str, body: dict) -> dict:
         """Create; idempotent when the body carries a creation token (keys.SUBMISSION)."""
         meta = body.get("metadata") or {}
         token = (meta.get("labels") or {}).get(keys.SUBMISSION)
-        return self._json(self._call(f"create {kind} {meta.get('name', '')}", "POST", self._path(kind),
-                                     body=body, token=token))
+        return self._json(
+            self._call(f"create {kind} {meta.get('name', '')}", "POST", self._path(kind), body=body, token=token)
+        )
 
     def patch(self, kind: str, name: str, patch: dict) -> dict:
         # A merge patch is idempotent, and one guarded by a resourceVersion fails with 409 if repeated.
-        return self._json(self._call(f"update {kind} {name}", "PATCH", self._path(kind, name), body=patch,
-                                     content_type=MERGE_PATCH))
+        return self._json(
+            self._call(f"update {kind} {name}", "PATCH", self._path(kind, name), body=patch, content_type=MERGE_PATCH)
+        )
 
     def replace(self, kind: str, name: str, body: dict) -> dict:
         return self._json(self._call(f"replace {kind} {name}", "PUT", self._path(kind, name), body=body))
@@ -348,18 +403,36 @@ class KubeApi:
             raise
 
     def delete_collection(self, kind: str, labels: str) -> None:
-        self._json(self._call(f"delete {kind}s", "DELETE", self._path(kind), query={"labelSelector": labels},
-                              body={"propagationPolicy": "Background"}))
+        self._json(
+            self._call(
+                f"delete {kind}s",
+                "DELETE",
+                self._path(kind),
+                query={"labelSelector": labels},
+                body={"propagationPolicy": "Background"},
+            )
+        )
 
-    def watch(self, kind: str, *, labels: str, resource_version: str, stopper: WatchHandle,
-              timeout: int = WATCH_SECONDS) -> Iterator[dict]:
+    def watch(
+        self, kind: str, *, labels: str, resource_version: str, stopper: WatchHandle, timeout: int = WATCH_SECONDS
+    ) -> Iterator[dict]:
         """Watch events ({type, object}) after resource_version, bookmarks included. An ERROR
         event raises KubeError with its status: 410 (Expired/Gone) means the version is too
         old and the caller lists again. Ends when the server closes the watch."""
         doing = f"watch {kind}s"
-        resp = self._call(doing, "GET", self._path(kind), read_timeout=timeout + 15, query={
-            "labelSelector": labels, "resourceVersion": resource_version, "watch": True,
-            "timeoutSeconds": timeout, "allowWatchBookmarks": True})
+        resp = self._call(
+            doing,
+            "GET",
+            self._path(kind),
+            read_timeout=timeout + 15,
+            query={
+                "labelSelector": labels,
+                "resourceVersion": resource_version,
+                "watch": True,
+                "timeoutSeconds": timeout,
+                "allowWatchBookmarks": True,
+            },
+        )
         stopper.attach(resp)
         try:
             with self._mapped(doing):
@@ -371,14 +444,21 @@ class KubeApi:
                     try:
                         event = json.loads(line)
                     except ValueError:
-                        raise KubeError(f"cluster {self.profile.name}: {doing}: a garbled event",
-                                        reason="ConnectionBroken", retryable=True) from None
+                        raise KubeError(
+                            f"cluster {self.profile.name}: {doing}: a garbled event",
+                            reason="ConnectionBroken",
+                            retryable=True,
+                        ) from None
                     if event.get("type") == "ERROR":
                         status = event.get("object") or {}
                         code = int(status.get("code") or 500)
-                        raise KubeError(f"cluster {self.profile.name}: {doing}: {code} {status.get('reason', '')}: "
-                                        f"{status.get('message', '')}", status=code,
-                                        reason=str(status.get("reason") or ""), retryable=code >= 500)
+                        raise KubeError(
+                            f"cluster {self.profile.name}: {doing}: {code} {status.get('reason', '')}: "
+                            f"{status.get('message', '')}",
+                            status=code,
+                            reason=str(status.get("reason") or ""),
+                            retryable=code >= 500,
+                        )
                     yield event
         except KubeError:
             if stopper.stopped:
@@ -409,8 +489,9 @@ class KubeApi:
     def _stream_request(self, path: str, params: list[tuple[str, str]]) -> tuple[str, dict]:
         """The URL and headers (auth) of a WebSocket request, serialized by the ApiClient as
         _send's are: kubernetes.stream's wrapper needs a generated API class (0.7 s to import)."""
-        _, url, headers, _, _ = self.client.param_serialize("GET", path, query_params=params, header_params={},
-                                                            auth_settings=["BearerToken"])
+        _, url, headers, _, _ = self.client.param_serialize(
+            "GET", path, query_params=params, header_params={}, auth_settings=["BearerToken"]
+        )
         return url, headers
 
     def exec_stream(self, pod: str, argv: list[str], *, tty: bool) -> Any:
@@ -418,13 +499,18 @@ class KubeApi:
         official client's open WSClient (v5.channel.k8s.io, else v4), binary."""
         from kubernetes.stream import ws_client
 
-        params = [("command", a) for a in argv] + [("container", keys.CONTAINER), ("stdin", "true"),
-                                                   ("stdout", "true"), ("stderr", _query_value(not tty)),
-                                                   ("tty", _query_value(tty))]
+        params = [("command", a) for a in argv] + [
+            ("container", keys.CONTAINER),
+            ("stdin", "true"),
+            ("stdout", "true"),
+            ("stderr", _query_value(not tty)),
+            ("tty", _query_value(tty)),
+        ]
         url, headers = self._stream_request(self._path("Pod", pod, "exec"), params)
         with self._mapped_stream(f"exec in pod {pod}"):
-            return ws_client.websocket_call(self.client.configuration, "GET", url, headers=headers,
-                                            _preload_content=False, binary=True)
+            return ws_client.websocket_call(
+                self.client.configuration, "GET", url, headers=headers, _preload_content=False, binary=True
+            )
 
     def portforward(self, pod: str, port: int) -> Any:
         """pods/portforward of one port: the client's PortForward (its socket(port) is the
@@ -438,8 +524,13 @@ class KubeApi:
     def pod_log(self, pod: str, **params: Any) -> Any:
         """A streaming log response (urllib3), unread; params are the API's query
         parameters (follow, timestamps, sinceSeconds, previous, tailLines)."""
-        return self._call(f"read the log of pod {pod}", "GET", self._path("Pod", pod, "log"),
-                          query={"container": keys.CONTAINER, **params}, read_timeout=LOG_READ_TIMEOUT)
+        return self._call(
+            f"read the log of pod {pod}",
+            "GET",
+            self._path("Pod", pod, "log"),
+            query={"container": keys.CONTAINER, **params},
+            read_timeout=LOG_READ_TIMEOUT,
+        )
 
 
 def _stream_failure(e: ApiException) -> Exception:
@@ -450,8 +541,9 @@ def _stream_failure(e: ApiException) -> Exception:
         head, _, body = text.partition(" -+-+- ")
         body = body.rpartition(" -+-+- ")[2]
         words = head.split()
-        refused = ApiException(status=int(words[2]) if words[2:3] and words[2].isdigit() else 0,
-                               reason=" ".join(words[3:]) or None)
+        refused = ApiException(
+            status=int(words[2]) if words[2:3] and words[2].isdigit() else 0, reason=" ".join(words[3:]) or None
+        )
         refused.body = body or None
         return refused
     if "Errno" in text or "refused" in text.lower():
@@ -516,8 +608,11 @@ def _api_client(profile: ClusterProfile) -> Any:
             configuration.retries = False
             client = kubernetes.client.ApiClient(configuration)
         except ConfigException:
-            raise KubeError(f"{where}: no kubeconfig found (set kubeconfig in the profile or KUBECONFIG)",
-                            exit_code=2, reason="Kubeconfig") from None
+            raise KubeError(
+                f"{where}: no kubeconfig found (set kubeconfig in the profile or KUBECONFIG)",
+                exit_code=2,
+                reason="Kubeconfig",
+            ) from None
     else:
         if not os.path.exists(path):
             raise KubeError(f"{where}: kubeconfig not found: {path}", exit_code=2, reason="Kubeconfig")
@@ -528,15 +623,20 @@ def _api_client(profile: ClusterProfile) -> Any:
             configuration.retries = False
             client = kubernetes.client.ApiClient(configuration)
         except FileNotFoundError as e:
-            raise KubeError(f"{where}: kubeconfig not found: {e.filename or path}", exit_code=2,
-                            reason="Kubeconfig") from None
+            raise KubeError(
+                f"{where}: kubeconfig not found: {e.filename or path}", exit_code=2, reason="Kubeconfig"
+            ) from None
         except (ConfigException, ValueError, TypeError, KeyError, AttributeError, OSError) as e:
             # ConfigException for a missing context or user; the others for a file that is not a kubeconfig.
-            raise KubeError(f"{where}: cannot load the kubeconfig {path}: {_first_line(e)}", exit_code=2,
-                            reason="Kubeconfig") from None
+            raise KubeError(
+                f"{where}: cannot load the kubeconfig {path}: {_first_line(e)}", exit_code=2, reason="Kubeconfig"
+            ) from None
         except Exception as e:  # noqa: BLE001 - yaml errors and the like: still the file's fault
-            raise KubeError(f"{where}: cannot load the kubeconfig {path}: {type(e).__name__}: {_first_line(e)}",
-                            exit_code=2, reason="Kubeconfig") from None
+            raise KubeError(
+                f"{where}: cannot load the kubeconfig {path}: {type(e).__name__}: {_first_line(e)}",
+                exit_code=2,
+                reason="Kubeconfig",
+            ) from None
     return client
 
 
@@ -551,8 +651,9 @@ def _load_kubeconfig(path: str, context: str | None, configuration: Any) -> None
     config = read_kubeconfig(path) if os.pathsep not in path else None
     if config is None:
         debug.count(debug.KUBECONFIG_READ, path)
-        kubernetes.config.load_kube_config(config_file=path, context=context,
-                                           client_configuration=configuration, persist_config=False)
+        kubernetes.config.load_kube_config(
+            config_file=path, context=context, client_configuration=configuration, persist_config=False
+        )
         return
     merged = ConfigNode(path, {**config, "clusters": [], "contexts": [], "users": []}, path)
     for item in ("clusters", "contexts", "users"):

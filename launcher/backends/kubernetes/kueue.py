@@ -61,6 +61,7 @@ class KueueView:
 
 # --- pure: Workloads ------------------------------------------------------------------------
 
+
 def condition(workload: dict | None, kind: str) -> dict | None:
     return conditions(workload).get(kind)
 
@@ -75,16 +76,22 @@ def owned_workload(owner: dict | None, workloads: list[dict]) -> dict | None:
     uid = ((owner or {}).get("metadata") or {}).get("uid")
     if not uid:
         return None
-    mine = [w for w in workloads
-            if any(r.get("uid") == uid for r in (w.get("metadata") or {}).get("ownerReferences") or [])
-            or labels(w).get(keys.KUEUE_JOB_UID) == uid]
+    mine = [
+        w
+        for w in workloads
+        if any(r.get("uid") == uid for r in (w.get("metadata") or {}).get("ownerReferences") or [])
+        or labels(w).get(keys.KUEUE_JOB_UID) == uid
+    ]
     return max(mine, key=lambda w: (w.get("metadata") or {}).get("creationTimestamp") or "", default=None)
 
 
 def is_pending(workload: dict) -> bool:
     """Waiting for quota: not finished, no quota reserved, not deactivated."""
-    return not (is_true(workload, "Finished") or is_true(workload, "QuotaReserved")
-                or (workload.get("spec") or {}).get("active") is False)
+    return not (
+        is_true(workload, "Finished")
+        or is_true(workload, "QuotaReserved")
+        or (workload.get("spec") or {}).get("active") is False
+    )
 
 
 def queue_name(workload: dict) -> str | None:
@@ -94,9 +101,14 @@ def queue_name(workload: dict) -> str | None:
 def pending_order(workloads: list[dict], queue: str) -> list[dict]:
     """The pending Workloads of one LocalQueue in the order Kueue admits them: higher
     priority first, then the older."""
+
     def key(w: dict) -> tuple:
         meta = w.get("metadata") or {}
-        return -int((w.get("spec") or {}).get("priority") or 0), meta.get("creationTimestamp") or "", meta.get("name", "")
+        return (
+            -int((w.get("spec") or {}).get("priority") or 0),
+            meta.get("creationTimestamp") or "",
+            meta.get("name", ""),
+        )
 
     return sorted((w for w in workloads if queue_name(w) == queue and is_pending(w)), key=key)
 
@@ -111,15 +123,21 @@ def evictions(workload: dict | None) -> list[Eviction]:
         active = evicted.get("status") == "True"
         message = (evicted.get("message") or "").removeprefix(PREVIOUSLY)
         reason = evicted.get("reason") if active else None
-        if preempted and (preempted.get("status") == "True" or not active) and preempted.get("reason") not in (
-                None, "QuotaReserved"):
+        if (
+            preempted
+            and (preempted.get("status") == "True" or not active)
+            and preempted.get("reason") not in (None, "QuotaReserved")
+        ):
             reason = reason or "Preempted"
             message = f"{message} ({preempted['reason']})" if message else preempted["reason"]
         # A reset condition's time is the re-admission's, not the eviction's.
-        latest = Eviction(reason=reason or "", message=message, at=ts(evicted.get("lastTransitionTime")) if active
-                          else None)
-    counted = [(e.get("reason") or "", int(e.get("count") or 0))
-               for e in ((workload or {}).get("status") or {}).get("schedulingStats", {}).get("evictions") or []]
+        latest = Eviction(
+            reason=reason or "", message=message, at=ts(evicted.get("lastTransitionTime")) if active else None
+        )
+    counted = [
+        (e.get("reason") or "", int(e.get("count") or 0))
+        for e in ((workload or {}).get("status") or {}).get("schedulingStats", {}).get("evictions") or []
+    ]
     counted = [(reason, n) for reason, n in counted if n > 0]
     if latest is None:
         return [Eviction(reason=reason, count=n) for reason, n in counted]
@@ -151,13 +169,13 @@ def queue_state(owner: dict | None, view: KueueView | None) -> QueueState | None
         return state
     state.cluster_queue = view.cluster_queues.get(queue)
     if view.version is None:
-        state.reason = (f"Kueue ({GROUP}) is not served by this cluster: nothing admits the run (it was created "
-                        "suspended)")
+        state.reason = (
+            f"Kueue ({GROUP}) is not served by this cluster: nothing admits the run (it was created suspended)"
+        )
         return state
     workload = owned_workload(owner, view.workloads)
     if workload is None:
-        state.reason = (f"no Kueue Workload for it yet (Kueue creates one where it manages namespace "
-                        f"{view.namespace})")
+        state.reason = f"no Kueue Workload for it yet (Kueue creates one where it manages namespace {view.namespace})"
         return state
     meta, status = workload.get("metadata") or {}, workload.get("status") or {}
     state.workload = meta.get("name")
@@ -172,10 +190,14 @@ def queue_state(owner: dict | None, view: KueueView | None) -> QueueState | None
         return state
     reserved = condition(workload, "QuotaReserved")
     waiting = reserved is not None and reserved.get("status") == "False"
-    state.reason = (reserved.get("message") or reserved.get("reason")) if waiting else \
-        "waiting for Kueue to consider it"
-    state.since = ts(reserved.get("lastTransitionTime")) if waiting and reserved.get("lastTransitionTime") else \
-        ts(meta.get("creationTimestamp"))
+    state.reason = (
+        (reserved.get("message") or reserved.get("reason")) if waiting else "waiting for Kueue to consider it"
+    )
+    state.since = (
+        ts(reserved.get("lastTransitionTime"))
+        if waiting and reserved.get("lastTransitionTime")
+        else ts(meta.get("creationTimestamp"))
+    )
     listed = view.pending.get(queue)
     if listed is not None:
         item = next((i for i in listed if (i.get("metadata") or {}).get("name") == state.workload), None)
@@ -185,7 +207,9 @@ def queue_state(owner: dict | None, view: KueueView | None) -> QueueState | None
             state.position_in_cluster_queue = None if cq is None else int(cq) + 1
             state.pending, state.position_from = len(listed), "Kueue's visibility API"
             return state
-    order = [(w.get("metadata") or {}).get("name") for w in pending_order(view.workloads, queue_name(workload) or queue)]
+    order = [
+        (w.get("metadata") or {}).get("name") for w in pending_order(view.workloads, queue_name(workload) or queue)
+    ]
     if state.workload in order:
         state.position, state.pending = order.index(state.workload) + 1, len(order)
         state.position_from = f"the pending Workloads of namespace {view.namespace}"
@@ -233,6 +257,7 @@ def evicted_during(state: QueueState | None, started_at: datetime | None) -> Evi
 
 
 # --- reading --------------------------------------------------------------------------------
+
 
 def use_served_version(api: KubeApi) -> str | None:
     """The kueue.x-k8s.io version the cluster serves (v1beta2 first), set on the client's
@@ -290,6 +315,7 @@ def read_view(api: KubeApi, owners: list[dict | None]) -> KueueView | None:
 
 # --- quota (`launcher util`) ----------------------------------------------------------------
 
+
 def _count(value: Any) -> int:
     from launcher.backends.kubernetes.usage import quantity_count
 
@@ -298,10 +324,19 @@ def _count(value: Any) -> int:
 
 def cluster_queue_gpus(cluster_queue: dict, resources: set[str]) -> tuple[int, int]:
     """(nominal quota, usage) of a ClusterQueue in these GPU resources, over every flavor."""
-    quota = sum(_count(r.get("nominalQuota")) for g in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
-                for f in g.get("flavors") or [] for r in f.get("resources") or [] if r.get("name") in resources)
-    used = sum(_count(r.get("total")) for f in (cluster_queue.get("status") or {}).get("flavorsUsage") or []
-               for r in f.get("resources") or [] if r.get("name") in resources)
+    quota = sum(
+        _count(r.get("nominalQuota"))
+        for g in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+        for f in g.get("flavors") or []
+        for r in f.get("resources") or []
+        if r.get("name") in resources
+    )
+    used = sum(
+        _count(r.get("total"))
+        for f in (cluster_queue.get("status") or {}).get("flavorsUsage") or []
+        for r in f.get("resources") or []
+        if r.get("name") in resources
+    )
     return quota, used
 
 
@@ -313,8 +348,11 @@ def workload_gpus(workload: dict, resources: set[str]) -> int:
     asked = (workload.get("status") or {}).get("resourceRequests")
     if asked:
         return sum(_count((ps.get("resources") or {}).get(r, 0)) for ps in asked for r in resources)
-    return sum(int(ps.get("count") or 0) * pod_request(ps.get("template") or {}, r)
-               for ps in (workload.get("spec") or {}).get("podSets") or [] for r in resources)
+    return sum(
+        int(ps.get("count") or 0) * pod_request(ps.get("template") or {}, r)
+        for ps in (workload.get("spec") or {}).get("podSets") or []
+        for r in resources
+    )
 
 
 def cluster_queue_of(api: KubeApi, queue: str) -> dict | None:
@@ -337,8 +375,18 @@ def queue_usage(api: KubeApi, queue: str, resources: set[str]) -> list[QueueUsag
     name = cq["metadata"]["name"]
     quota, used = cluster_queue_gpus(cq, resources)
     workloads = _readable(lambda: api.list("Workload")[0], None)
-    pending_gpus = None if workloads is None else sum(workload_gpus(w, resources)
-                                                      for w in workloads if queue_name(w) == queue and is_pending(w))
-    return [QueueUsage(queue=queue, cluster_queue=name, quota=quota, used=used,
-                       pending_workloads=int((cq.get("status") or {}).get("pendingWorkloads") or 0),
-                       pending_gpus=pending_gpus)]
+    pending_gpus = (
+        None
+        if workloads is None
+        else sum(workload_gpus(w, resources) for w in workloads if queue_name(w) == queue and is_pending(w))
+    )
+    return [
+        QueueUsage(
+            queue=queue,
+            cluster_queue=name,
+            quota=quota,
+            used=used,
+            pending_workloads=int((cq.get("status") or {}).get("pendingWorkloads") or 0),
+            pending_gpus=pending_gpus,
+        )
+    ]

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import KubeApi, retry_on_conflict
+from launcher.backends.kubernetes.attempts import Observed, attempt_of, spec_of, summary_of
 from launcher.backends.kubernetes.jobset_status import restarts_of
+from launcher.backends.kubernetes.kubeapi import KubeApi, retry_on_conflict
 from launcher.backends.kubernetes.observe import observe
 from launcher.backends.kubernetes.reconcile import finish, settle
-from launcher.backends.kubernetes.attempts import Observed, attempt_of, spec_of, summary_of
 from launcher.backends.kubernetes.status import derive
 from launcher.errors import NotFoundError
 
@@ -78,10 +78,14 @@ def delete_run(api: KubeApi, name: str) -> None:
 # before it leaves the rest to the next reconciler's pass (a watch, `launcher reconcile`).
 RESTART_CARRY_SECONDS = 30.0
 
-JOBSET_RESTART_REFUSAL = ("a JobSet that ended cannot run again: its spec is immutable and its controller numbers "
-                          "attempts by its own restarts")
-JOBSET_UPDATE_REFUSAL = ("JobSet's replicatedJobs and failurePolicy are immutable once it is created, and its "
-                         "controller renders every restart from them")
+JOBSET_RESTART_REFUSAL = (
+    "a JobSet that ended cannot run again: its spec is immutable and its controller numbers "
+    "attempts by its own restarts"
+)
+JOBSET_UPDATE_REFUSAL = (
+    "JobSet's replicatedJobs and failurePolicy are immutable once it is created, and its "
+    "controller renders every restart from them"
+)
 
 
 def restart_run(api: KubeApi, name: str) -> Run:
@@ -102,8 +106,10 @@ def restart_run(api: KubeApi, name: str) -> Run:
         run, _ = derive(obs)
         Restartable.refuse_restart(run)
         if obs.is_jobset:
-            raise InputError(f"run {name} cannot be restarted: {JOBSET_RESTART_REFUSAL}",
-                             hint=f"`launcher run --clone {name}` submits a copy of it")
+            raise InputError(
+                f"run {name} cannot be restarted: {JOBSET_RESTART_REFUSAL}",
+                hint=f"`launcher run --clone {name}` submits a copy of it",
+            )
         if obs.record is None:
             raise InputError(f"run {name} cannot be restarted: its record (ConfigMap {name}) is gone")
         attempts = record_json(obs.record, keys.RECORD_ATTEMPTS, [])
@@ -112,11 +118,21 @@ def restart_run(api: KubeApi, name: str) -> Run:
             attempt, failure, events = live
             attempts.append(summary_of(attempt, failure, events))
         attempt = max([int(a["index"]) for a in attempts] + [run.current_attempt]) + 1
-        api.patch("ConfigMap", name, {"metadata": {
-            "resourceVersion": obs.record["metadata"]["resourceVersion"],
-            "annotations": {keys.RECORD_ATTEMPTS: json.dumps(attempts), keys.RECORD_FINAL: None,
-                            keys.RECORD_RESTART: str(attempt), keys.RECORD_RESTARTED: str(attempt)},
-        }})
+        api.patch(
+            "ConfigMap",
+            name,
+            {
+                "metadata": {
+                    "resourceVersion": obs.record["metadata"]["resourceVersion"],
+                    "annotations": {
+                        keys.RECORD_ATTEMPTS: json.dumps(attempts),
+                        keys.RECORD_FINAL: None,
+                        keys.RECORD_RESTART: str(attempt),
+                        keys.RECORD_RESTARTED: str(attempt),
+                    },
+                }
+            },
+        )
         if api.get("Service", name) is None:
             from launcher.spec.models import RunSpec
 
@@ -142,8 +158,10 @@ def update_run(api: KubeApi, name: str, changes: dict, refuse: Callable[[Run], N
         run, _ = derive(obs)
         refuse(run)
         if obs.is_jobset:
-            raise InputError(f"the kubernetes backend cannot change {', '.join('scheduling.' + k for k in changes)} "
-                             f"of run {name}: it is a JobSet, and {JOBSET_UPDATE_REFUSAL}")
+            raise InputError(
+                f"the kubernetes backend cannot change {', '.join('scheduling.' + k for k in changes)} "
+                f"of run {name}: it is a JobSet, and {JOBSET_UPDATE_REFUSAL}"
+            )
         spec = spec_of(obs.record)
         spec.setdefault("scheduling", {}).update(changes)
         patch: dict = {keys.SPEC_FILE: json.dumps(spec, sort_keys=True)}

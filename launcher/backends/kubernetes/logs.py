@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import urllib3
@@ -40,11 +40,11 @@ def parse_line(line: str) -> tuple[int | None, str]:
         return None, line
     base = datetime.fromisoformat(m.group(1) + (m.group(3) if m.group(3) != "Z" else "+00:00"))
     frac = (m.group(2) or "").ljust(9, "0")
-    return int(base.timestamp()) * 1_000_000_000 + int(frac or 0), line[m.end():]
+    return int(base.timestamp()) * 1_000_000_000 + int(frac or 0), line[m.end() :]
 
 
 def ns_to_datetime(ns: int) -> datetime:
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
 @dataclass
@@ -103,9 +103,16 @@ def _server_skew(resp) -> float:
 MAX_REREADS = 5
 
 
-def read_pod(api: KubeApi, pod: str, *, follow: bool, tail: int | None = None, previous: bool = False,
-             is_done: Callable[[], bool] = lambda: True, handle: WatchHandle | None = None,
-             ) -> Iterator[tuple[int | None, str]]:
+def read_pod(
+    api: KubeApi,
+    pod: str,
+    *,
+    follow: bool,
+    tail: int | None = None,
+    previous: bool = False,
+    is_done: Callable[[], bool] = lambda: True,
+    handle: WatchHandle | None = None,
+) -> Iterator[tuple[int | None, str]]:
     """(timestamp ns, text) for each line of one pod's container, in order, each once.
     `handle.stop()`, from any thread, ends it at once, even while it waits for a line."""
     cursor = Cursor()

@@ -7,10 +7,10 @@ must be done about them is reconcile's.
 from __future__ import annotations
 
 from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.attempts import Observed, attempt_of
 from launcher.backends.kubernetes.jobset_status import child_job_name, restarts_of
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, RequestRetry
 from launcher.backends.kubernetes.kueue import read_view
-from launcher.backends.kubernetes.attempts import Observed, attempt_of
 from launcher.errors import NotFoundError
 
 
@@ -23,23 +23,28 @@ def warning_events(api: KubeApi, pods: list[dict], objects: tuple[tuple[str, str
     kinds = {k for k, _ in names}
     fields = "type=Warning" + (f",involvedObject.kind={kinds.pop()}" if len(kinds) == 1 else "")
     items, _ = api.list("Event", fields=fields)
-    return [e for e in items if ((e.get("involvedObject") or {}).get("kind"),
-                                 (e.get("involvedObject") or {}).get("name")) in names]
+    return [
+        e
+        for e in items
+        if ((e.get("involvedObject") or {}).get("kind"), (e.get("involvedObject") or {}).get("name")) in names
+    ]
 
 
 def waiting_pods(job: dict | None, pods: list[dict]) -> list[dict]:
     """The current attempt's pods that have not started: their events say why."""
     current = attempt_of(job) if job else None
-    return [p for p in pods if attempt_of(p) == current
-            and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
+    return [
+        p for p in pods if attempt_of(p) == current and (p.get("status") or {}).get("phase", "Pending") == "Pending"
+    ]
 
 
 def jobset_events(api: KubeApi, obs: Observed) -> list[dict]:
     """A JobSet run's pending pods' events, and its child Job's failure events, which tell the
     attempts whose pods the JobSet controller already deleted."""
     current = restarts_of(obs.jobset) + 1
-    waiting = [p for p in obs.pods if attempt_of(p) == current
-               and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
+    waiting = [
+        p for p in obs.pods if attempt_of(p) == current and (p.get("status") or {}).get("phase", "Pending") == "Pending"
+    ]
     ended = current > 1 or bool(((obs.jobset or {}).get("status") or {}).get("terminalState"))
     return warning_events(api, waiting, jobset_objects(obs.name) if ended else ())
 
@@ -57,8 +62,7 @@ def observe(api: KubeApi, name: str) -> Observed:
     if obs.is_jobset or (record is None and obs.job is None):
         obs.jobset = api.get("JobSet", name)
     if record is None and obs.job is None and obs.jobset is None:
-        raise NotFoundError(f"no run named {name!r} in {api.profile.where}",
-                            hint="list runs with `launcher get runs`")
+        raise NotFoundError(f"no run named {name!r} in {api.profile.where}", hint="list runs with `launcher get runs`")
     obs.pods, _ = api.list("Pod", labels=keys.run_selector(name))
     obs.kueue = read_view(api, [obs.jobset if obs.is_jobset else obs.job])
     if obs.is_jobset:
@@ -116,11 +120,19 @@ def observe_all(api: KubeApi, policy: RequestRetry | None = None) -> list[Observ
     for o in by_run.values():
         o.kueue = kueue
     waiting = [p for o in by_run.values() if not o.is_jobset for p in waiting_pods(o.job, o.pods)]
-    ended = tuple(obj for o in by_run.values() if o.is_jobset and (
-        restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState"))
-        for obj in jobset_objects(o.name))
-    waiting += [p for o in by_run.values() if o.is_jobset for p in o.pods
-                if attempt_of(p) == restarts_of(o.jobset) + 1 and (p.get("status") or {}).get("phase") == "Pending"]
+    ended = tuple(
+        obj
+        for o in by_run.values()
+        if o.is_jobset and (restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState"))
+        for obj in jobset_objects(o.name)
+    )
+    waiting += [
+        p
+        for o in by_run.values()
+        if o.is_jobset
+        for p in o.pods
+        if attempt_of(p) == restarts_of(o.jobset) + 1 and (p.get("status") or {}).get("phase") == "Pending"
+    ]
     if waiting or ended:
         events = warning_events(api, waiting, ended)
         for o in by_run.values():

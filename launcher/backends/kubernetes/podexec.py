@@ -39,13 +39,22 @@ STDOUT, STDERR, ERROR, RESIZE = 1, 2, 3, 4
 def rank_pod(api: KubeApi, name: str, rank: int) -> str | None:
     """The running pod of rank `rank` of run `name` (its completion index) in the newest
     attempt that has one; None when no such pod runs."""
-    running = [p for p in api.list("Pod", labels=keys.run_selector(name))[0]
-               if pod_rank(p) == rank and (p.get("status") or {}).get("phase") == "Running"
-               and not (p.get("metadata") or {}).get("deletionTimestamp")]
+    running = [
+        p
+        for p in api.list("Pod", labels=keys.run_selector(name))[0]
+        if pod_rank(p) == rank
+        and (p.get("status") or {}).get("phase") == "Running"
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
+    ]
     if not running:
         return None
-    newest = max(running, key=lambda p: (int((p["metadata"].get("labels") or {}).get(keys.ATTEMPT) or 0),
-                                         p["metadata"].get("creationTimestamp") or ""))
+    newest = max(
+        running,
+        key=lambda p: (
+            int((p["metadata"].get("labels") or {}).get(keys.ATTEMPT) or 0),
+            p["metadata"].get("creationTimestamp") or "",
+        ),
+    )
     return newest["metadata"]["name"]
 
 
@@ -86,8 +95,9 @@ def exec_in_pod(api: KubeApi, pod: str, argv: list[str], *, tty: bool) -> int:
                     previous_winch = signal.signal(signal.SIGWINCH, lambda *_: _poke(wake))
             _relay(ws, stdin_fd, resized if tty else None)
     except OSError as e:  # the WebSocket broke under us
-        raise KubeError(f"cluster {api.profile.name}: exec in pod {pod}: the connection broke: {e}",
-                        reason="ConnectionBroken") from None
+        raise KubeError(
+            f"cluster {api.profile.name}: exec in pod {pod}: the connection broke: {e}", reason="ConnectionBroken"
+        ) from None
     finally:
         if previous_winch is not None:
             signal.signal(signal.SIGWINCH, previous_winch)
@@ -156,26 +166,39 @@ def _relay(ws: Any, stdin_fd: int, resized: socket.socket | None) -> None:
 def _exit_code(api: KubeApi, pod: str, ws: Any) -> int:
     raw = ws.read_channel(ERROR)
     if not raw:
-        raise KubeError(f"cluster {api.profile.name}: exec in pod {pod}: the connection closed before the command "
-                        "ended", reason="ConnectionBroken")
+        raise KubeError(
+            f"cluster {api.profile.name}: exec in pod {pod}: the connection closed before the command ended",
+            reason="ConnectionBroken",
+        )
     try:
         status = json.loads(raw)
     except ValueError:
-        raise KubeError(f"cluster {api.profile.name}: exec in pod {pod}: the server's exit status is not a Status",
-                        reason="BadStatus") from None
+        raise KubeError(
+            f"cluster {api.profile.name}: exec in pod {pod}: the server's exit status is not a Status",
+            reason="BadStatus",
+        ) from None
     if status.get("status") == "Success":
         return 0
     causes = (status.get("details") or {}).get("causes") or []
     code = next((c.get("message") for c in causes if c.get("reason") == "ExitCode"), None)
     if status.get("reason") == "NonZeroExitCode" and code is not None and str(code).isdigit():
         return int(code)
-    raise KubeError(f"cluster {api.profile.name}: exec in pod {pod}: {status.get('message') or 'failed'}",
-                    reason=str(status.get("reason") or "ExecFailed"))
+    raise KubeError(
+        f"cluster {api.profile.name}: exec in pod {pod}: {status.get('message') or 'failed'}",
+        reason=str(status.get("reason") or "ExecFailed"),
+    )
 
 
 # --- port-forward -----------------------------------------------------------------------------------
-def forward_port(api: KubeApi, pod: str, *, local_port: int, remote_port: int,
-                 ready: Callable[[int], None] | None, stop: threading.Event | None) -> None:
+def forward_port(
+    api: KubeApi,
+    pod: str,
+    *,
+    local_port: int,
+    remote_port: int,
+    ready: Callable[[int], None] | None,
+    stop: threading.Event | None,
+) -> None:
     """Serve the pod's remote_port on 127.0.0.1:local_port: one pods/portforward WebSocket per
     accepted connection (a WebSocket carries one connection of each port), until stop is set."""
     stop = stop or threading.Event()

@@ -46,8 +46,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from launcher import __version__
 from launcher.backends import gpus
 from launcher.backends.gpus import (  # noqa: F401 - the catalogue, as this backend's modules name it
-    CPU_RUN_REQUESTS, CPU_TYPE, GENERIC_SHARE, GFD_LABEL, GKE_LABEL, GPU_RESOURCE, KARPENTER_LABEL, GpuType, Placement,
-    _quantity, shipped_gpu_types)
+    CPU_RUN_REQUESTS,
+    CPU_TYPE,
+    GENERIC_SHARE,
+    GFD_LABEL,
+    GKE_LABEL,
+    GPU_RESOURCE,
+    KARPENTER_LABEL,
+    GpuType,
+    Placement,
+    _quantity,
+    shipped_gpu_types,
+)
 from launcher.backends.kubernetes.reach import DEFAULT_NAMESPACE, profile_namespace
 from launcher.spec.models import MCLI_PRIORITIES
 
@@ -166,8 +176,10 @@ class ClusterProfile(BaseModel):
     @model_validator(mode="after")
     def _default_gpu_type(self) -> ClusterProfile:
         if self.default_gpu_type is not None and self.default_gpu_type not in self.all_gpu_types():
-            raise ValueError(f"default_gpu_type: unknown gpu_type {self.default_gpu_type!r} "
-                             f"(known: {', '.join(sorted(self.all_gpu_types()))})")
+            raise ValueError(
+                f"default_gpu_type: unknown gpu_type {self.default_gpu_type!r} "
+                f"(known: {', '.join(sorted(self.all_gpu_types()))})"
+            )
         return self
 
     @field_validator("namespace")
@@ -201,8 +213,9 @@ def load_profile(profile: Profile) -> ClusterProfile:
 
 def resolve_placement(spec: RunSpec, profile: ClusterProfile) -> Placement:
     """The spec's nodes x GPUs on one of the profile's gpu_types (the shared catalogue and its own)."""
-    return gpus.resolve_placement(spec, profile.all_gpu_types(), default_gpu_type=profile.default_gpu_type,
-                                  cluster=profile.name)
+    return gpus.resolve_placement(
+        spec, profile.all_gpu_types(), default_gpu_type=profile.default_gpu_type, cluster=profile.name
+    )
 
 
 def default_requests(profile: ClusterProfile, placement: Placement) -> tuple[float, str]:
@@ -234,6 +247,6 @@ def quantity_times(quantity: str, times: int) -> str:
     number = quantity.rstrip("KMGTPEikmn")
     if "e" in number:  # an exponent form (1e9): the number is all of it
         number = quantity
-    suffix = quantity[len(number):]
+    suffix = quantity[len(number) :]
     value = Decimal(number) * times
     return f"{value.normalize():f}{suffix}"

@@ -32,19 +32,34 @@ def probe_pod(profile: ClusterProfile, image: str, pull_policy: str, pull_secret
         "activeDeadlineSeconds": DEADLINE_SECONDS,
         "terminationGracePeriodSeconds": 0,
         "automountServiceAccountToken": False,
-        "containers": [{"name": "pull", "image": image, "imagePullPolicy": pull_policy, "command": ["true"],
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
-                                      "limits": {"cpu": "100m", "memory": "64Mi"}}}],
+        "containers": [
+            {
+                "name": "pull",
+                "image": image,
+                "imagePullPolicy": pull_policy,
+                "command": ["true"],
+                "resources": {
+                    "requests": {"cpu": "10m", "memory": "16Mi"},
+                    "limits": {"cpu": "100m", "memory": "64Mi"},
+                },
+            }
+        ],
     }
     pulls = sorted(s.name for s in pull_secrets if project(s).image_pull)
     if pulls:
         spec["imagePullSecrets"] = [{"name": n} for n in pulls]
     if profile.service_account:
         spec["serviceAccountName"] = profile.service_account
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": profile.namespace,
-                         "labels": {keys.MANAGED_BY: keys.MANAGER, PROBE: "image-pull"}},
-            "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": profile.namespace,
+            "labels": {keys.MANAGED_BY: keys.MANAGER, PROBE: "image-pull"},
+        },
+        "spec": spec,
+    }
 
 
 def verdict(pod: dict, image: str) -> ImagePull | None:
@@ -75,8 +90,16 @@ def _pending(pod: dict | None) -> str:
     return status.get("phase") or "Pending"
 
 
-def probe_image(api: KubeApi, profile: ClusterProfile, image: str, *, pull_policy: str,
-                pull_secrets: list[Secret], timeout: float, poll: float = 0.5) -> ImagePull:
+def probe_image(
+    api: KubeApi,
+    profile: ClusterProfile,
+    image: str,
+    *,
+    pull_policy: str,
+    pull_secrets: list[Secret],
+    timeout: float,
+    poll: float = 0.5,
+) -> ImagePull:
     name = f"launcher-pull-check-{random.token_hex(3)}"
     api.create("Pod", probe_pod(profile, image, pull_policy, pull_secrets, name))
     try:

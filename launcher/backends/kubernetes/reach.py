@@ -123,8 +123,12 @@ def profile_namespace(settings: dict) -> str:
     if isinstance(settings.get("namespace"), str) and settings["namespace"]:
         return settings["namespace"]
     kubeconfig, context = settings.get("kubeconfig"), settings.get("context")
-    return context_namespace(kubeconfig if isinstance(kubeconfig, str) else None,
-                             context if isinstance(context, str) else None) or DEFAULT_NAMESPACE
+    return (
+        context_namespace(
+            kubeconfig if isinstance(kubeconfig, str) else None, context if isinstance(context, str) else None
+        )
+        or DEFAULT_NAMESPACE
+    )
 
 
 def server_address(kubeconfig: str | None, context: str | None) -> tuple[str, str, int] | None:
@@ -157,8 +161,9 @@ def check_reachable(name: str, settings: dict, *, timeout: float = LIST_CONNECT_
     does not take a TCP connection within `timeout` seconds. `settings` is the raw
     `clusters.<name>` entry of config.yaml, not yet validated."""
     kubeconfig, context = settings.get("kubeconfig"), settings.get("context")
-    address = server_address(kubeconfig if isinstance(kubeconfig, str) else None,
-                             context if isinstance(context, str) else None)
+    address = server_address(
+        kubeconfig if isinstance(kubeconfig, str) else None, context if isinstance(context, str) else None
+    )
     if address is None:
         return
     server, host, port = address
@@ -166,5 +171,6 @@ def check_reachable(name: str, settings: dict, *, timeout: float = LIST_CONNECT_
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as e:
         what, reason = connect_failure(e)
-        raise KubeUnreachable(f"cluster {name}: cannot reach the API server: {what} ({server})", reason=reason,
-                        retryable=True) from None
+        raise KubeUnreachable(
+            f"cluster {name}: cannot reach the API server: {what} ({server})", reason=reason, retryable=True
+        ) from None

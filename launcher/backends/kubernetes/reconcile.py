@@ -80,8 +80,10 @@ def settle(api: KubeApi, obs: Observed, *, act: bool = False, carry_seconds: flo
         # Its pods wait for a ConfigMap that will never come: without this it is STARTING forever.
         kind, owner = ("JobSet", obs.jobset) if obs.jobset is not None else ("Job", obs.job)
         if not act:
-            run.status, run.reason = RunStatus.FAILED, (f"its submit never finished (no record); its {kind} is "
-                                                        "left until `launcher reconcile` removes it")
+            run.status, run.reason = (
+                RunStatus.FAILED,
+                (f"its submit never finished (no record); its {kind} is left until `launcher reconcile` removes it"),
+            )
             return run
         api.delete(kind, obs.name, propagation="Background", uid=owner["metadata"]["uid"])
         run.status, run.reason = RunStatus.FAILED, f"its submit never finished (no record); its {kind} was removed"
@@ -140,8 +142,9 @@ def apply(api: KubeApi, obs: Observed, action: Action) -> None:
         raise
 
 
-def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summaries: list[dict],
-           exit_code: int | None = None) -> None:
+def finish(
+    api: KubeApi, obs: Observed, status: str, reason: str | None, summaries: list[dict], exit_code: int | None = None
+) -> None:
     """End the run by the launcher's hand: record it (compare-and-swap on the record that
     was observed) with the summaries of attempts it does not have yet, keep the record, and
     delete the JobSet, or whatever Job exists now."""
@@ -151,12 +154,21 @@ def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summari
         attempts += [s for s in summaries if s["index"] not in have]
         attempts.sort(key=lambda a: a["index"])
         final = {"status": status, "reason": reason, "at": utcnow().isoformat(), "exit_code": exit_code}
-        api.patch("ConfigMap", obs.name, {"metadata": {
-            "resourceVersion": obs.record["metadata"]["resourceVersion"],
-            "ownerReferences": None,  # the record outlives the Job
-            "annotations": {keys.RECORD_ATTEMPTS: json.dumps(attempts), keys.RECORD_FINAL: json.dumps(final),
-                            keys.RECORD_RESTART: None},
-        }})
+        api.patch(
+            "ConfigMap",
+            obs.name,
+            {
+                "metadata": {
+                    "resourceVersion": obs.record["metadata"]["resourceVersion"],
+                    "ownerReferences": None,  # the record outlives the Job
+                    "annotations": {
+                        keys.RECORD_ATTEMPTS: json.dumps(attempts),
+                        keys.RECORD_FINAL: json.dumps(final),
+                        keys.RECORD_RESTART: None,
+                    },
+                }
+            },
+        )
     if obs.is_jobset:
         # Foreground, as the JobSet controller deletes its Jobs: nothing of the run keeps running.
         api.delete("JobSet", obs.name, propagation="Foreground")
@@ -171,11 +183,19 @@ def restart(api: KubeApi, obs: Observed, action: Action) -> None:
     attempts = record_json(obs.record, keys.RECORD_ATTEMPTS, [])
     attempts.append(action.summary)
     # The resourceVersion makes this a compare-and-swap: one observer wins the restart.
-    api.patch("ConfigMap", obs.name, {"metadata": {
-        "resourceVersion": obs.record["metadata"]["resourceVersion"],
-        "annotations": {keys.RECORD_ATTEMPTS: json.dumps(attempts),
-                        keys.RECORD_RESTART: str(action.next_attempt)},
-    }})
+    api.patch(
+        "ConfigMap",
+        obs.name,
+        {
+            "metadata": {
+                "resourceVersion": obs.record["metadata"]["resourceVersion"],
+                "annotations": {
+                    keys.RECORD_ATTEMPTS: json.dumps(attempts),
+                    keys.RECORD_RESTART: str(action.next_attempt),
+                },
+            }
+        },
+    )
     # Orphan: the failed attempt's pods (and logs) stay; the Service and ConfigMap lose their owner.
     api.delete("Job", obs.name, propagation="Orphan", uid=obs.job["metadata"]["uid"])
     resume(api, obs.name, action.next_attempt)
@@ -183,8 +203,11 @@ def restart(api: KubeApi, obs: Observed, action: Action) -> None:
 
 def _restarting(record: dict | None, attempt: int) -> bool:
     """Is the record still asking for this attempt (not ended, not moved on)?"""
-    return (record is not None and annotations(record).get(keys.RECORD_RESTART) == str(attempt)
-            and not annotations(record).get(keys.RECORD_FINAL))
+    return (
+        record is not None
+        and annotations(record).get(keys.RECORD_RESTART) == str(attempt)
+        and not annotations(record).get(keys.RECORD_FINAL)
+    )
 
 
 def resume(api: KubeApi, name: str, attempt: int) -> None:
@@ -212,8 +235,11 @@ def resume(api: KubeApi, name: str, attempt: int) -> None:
                 # Ended (stopped) while the attempt was being created: it must never run.
                 api.delete("Job", name, propagation="Background", uid=job["metadata"]["uid"])
             return False
-        api.patch("ConfigMap", name, {"metadata": {
-            "resourceVersion": record["metadata"]["resourceVersion"], "ownerReferences": refs}})
+        api.patch(
+            "ConfigMap",
+            name,
+            {"metadata": {"resourceVersion": record["metadata"]["resourceVersion"], "ownerReferences": refs}},
+        )
         return True
 
     # A record that keeps changing answers 409 to the last try: apply() leaves it to the next pass.
@@ -227,10 +253,16 @@ def resume(api: KubeApi, name: str, attempt: int) -> None:
     def clear_mark() -> None:
         record = api.get("ConfigMap", name)
         if _restarting(record, attempt):
-            api.patch("ConfigMap", name, {"metadata": {
-                "resourceVersion": record["metadata"]["resourceVersion"],
-                "annotations": {keys.RECORD_RESTART: None},
-            }})
+            api.patch(
+                "ConfigMap",
+                name,
+                {
+                    "metadata": {
+                        "resourceVersion": record["metadata"]["resourceVersion"],
+                        "annotations": {keys.RECORD_RESTART: None},
+                    }
+                },
+            )
 
     retry_on_conflict(clear_mark)
 

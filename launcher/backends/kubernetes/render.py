@@ -39,13 +39,18 @@ import yaml
 
 from launcher.backends.base import Plan
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.profiles import (ClusterProfile, Placement, default_requests, load_profile,
-                                                   resolve_placement)
+from launcher.backends.kubernetes.profiles import (
+    ClusterProfile,
+    Placement,
+    default_requests,
+    load_profile,
+    resolve_placement,
+)
 from launcher.errors import InputError
 from launcher.pod import contract, zipapp
+from launcher.pod.code_archive import ARCHIVE_NAME
 from launcher.pod.logarchive import LOG_ARCHIVE, archive_url, pod_store_problem
 from launcher.pod.plan import PLAN_FILE, ZIPAPP_FILE
-from launcher.pod.code_archive import ARCHIVE_NAME
 from launcher.secrets.kinds import project
 from launcher.spec.models import AUTO_PRIORITY, MCLI_PRIORITIES
 from launcher.spec.plan import parameters_text, plan_text
@@ -95,8 +100,9 @@ def _quantity_cpu(cpus: float) -> str:
 
 def _label_value(value: str, what: str) -> str:
     if len(value) > 63 or not LABEL_VALUE.match(value):
-        raise InputError(f"{what}: {value!r} is not a valid Kubernetes label value "
-                         "(at most 63 letters, digits, '-', '_' or '.')")
+        raise InputError(
+            f"{what}: {value!r} is not a valid Kubernetes label value (at most 63 letters, digits, '-', '_' or '.')"
+        )
     return value
 
 
@@ -124,12 +130,19 @@ def check_hostnames(name: str, nodes: int, *, jobset: bool) -> None:
     else:
         longest, what = f"{name}-{nodes - 1}", "pod hostname"
     if len(longest) > 63:
-        raise InputError(f"name: the run name {name!r} is too long for {nodes} nodes: "
-                         f"{what} {longest!r} exceeds 63 characters")
+        raise InputError(
+            f"name: the run name {name!r} is too long for {nodes} nodes: {what} {longest!r} exceeds 63 characters"
+        )
 
 
-def plan_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Secret], *,
-             jobset: bool | None = None, placement: Placement | None = None) -> Rendered:
+def plan_run(
+    spec: RunSpec,
+    profile: Profile | ClusterProfile,
+    secrets: list[Secret],
+    *,
+    jobset: bool | None = None,
+    placement: Placement | None = None,
+) -> Rendered:
     """The manifests of a run and the warnings about it. Pure: no I/O, no secret value read.
     `jobset` None takes the profile's setting (what `cluster add` detected); `placement`
     None resolves it here (the backend passes the one its check resolved)."""
@@ -139,8 +152,9 @@ def plan_run(spec: RunSpec, profile: Profile | ClusterProfile, secrets: list[Sec
         placement = resolve_placement(spec, cp)
     check_hostnames(spec.name, placement.nodes, jobset=use_jobset)
     # The record says what the run got: nodes and GPUs resolved from gpus and gpus_per_node.
-    compute = spec.compute.model_copy(update={"nodes": placement.nodes, "gpus": placement.gpus,
-                                               "gpu_type": placement.gpu_type_name})
+    compute = spec.compute.model_copy(
+        update={"nodes": placement.nodes, "gpus": placement.gpus, "gpu_type": placement.gpu_type_name}
+    )
     spec = spec.model_copy(update={"compute": compute})
     configmap = render_configmap(spec, cp, secrets)
     configmap["metadata"]["annotations"][keys.RECORD_FORM] = "JobSet" if use_jobset else "Job"
@@ -161,28 +175,40 @@ def kept_job(job: dict) -> str:
     name the secrets; no value is in it), within what a ConfigMap's annotations may hold."""
     text = json.dumps(job, sort_keys=True, separators=(",", ":"))
     if len(text.encode()) > KEPT_JOB_LIMIT:
-        raise InputError(f"the run's Job takes {len(text.encode())} bytes; its record keeps it for retries and "
-                         f"holds at most {KEPT_JOB_LIMIT} (move large env values into files the command reads)")
+        raise InputError(
+            f"the run's Job takes {len(text.encode())} bytes; its record keeps it for retries and "
+            f"holds at most {KEPT_JOB_LIMIT} (move large env values into files the command reads)"
+        )
     return text
 
 
-def dry_run(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret] | None, *,
-            placement: Placement | None = None, code=None) -> Plan:
+def dry_run(
+    spec: RunSpec,
+    profile: ClusterProfile,
+    secrets: list[Secret] | None,
+    *,
+    placement: Placement | None = None,
+    code=None,
+) -> Plan:
     """`run --dry-run`: the manifests as a List, from the profile alone. Secrets live in the
     cluster, so with `secrets` None they are not read and the note says which the run would use."""
     notes = []
     if secrets is None:
         which = ", ".join(spec.secrets) if spec.secrets is not None else "every secret the launcher stored there"
-        notes.append(f"secrets: a dry-run does not contact cluster {profile.name}, so the manifests leave out "
-                     f"the secrets the run would use ({which or 'none'}, in {profile.where})")
+        notes.append(
+            f"secrets: a dry-run does not contact cluster {profile.name}, so the manifests leave out "
+            f"the secrets the run would use ({which or 'none'}, in {profile.where})"
+        )
         secrets = []
     rendered = plan_run(spec, profile, secrets, placement=placement)
     if code is not None:
         kind = "Secret" if profile.code_in_secret else "ConfigMap"
-        where = code_url(profile, spec.name) if code_in_store(spec, profile) else \
-            f"the {kind} {keys.code_object_name(spec.name)}, left out of this listing"
-        notes.append(f"code: the snapshot {code.digest} ({code.files} files, {code.size} bytes packed) goes to "
-                     f"{where}")
+        where = (
+            code_url(profile, spec.name)
+            if code_in_store(spec, profile)
+            else f"the {kind} {keys.code_object_name(spec.name)}, left out of this listing"
+        )
+        notes.append(f"code: the snapshot {code.digest} ({code.files} files, {code.size} bytes packed) goes to {where}")
     return Plan({"apiVersion": "v1", "kind": "List", "items": rendered.manifests}, rendered.warnings, notes)
 
 
@@ -213,12 +239,21 @@ def render_code_object(spec: RunSpec, profile: ClusterProfile, data: bytes) -> d
     carries the run's packed code snapshot; its digest is in the spec and the plan."""
     kind = "Secret" if profile.code_in_secret else "ConfigMap"
     encoded = base64.b64encode(data).decode()
-    body: dict[str, Any] = {"type": "Opaque", "data": {ARCHIVE_NAME: encoded}} if kind == "Secret" else \
-        {"binaryData": {ARCHIVE_NAME: encoded}}
-    return {"apiVersion": "v1", "kind": kind,
-            "metadata": {"name": keys.code_object_name(spec.name), "namespace": profile.namespace,
-                         "labels": {keys.CODE_OF: spec.name}},
-            **body}
+    body: dict[str, Any] = (
+        {"type": "Opaque", "data": {ARCHIVE_NAME: encoded}}
+        if kind == "Secret"
+        else {"binaryData": {ARCHIVE_NAME: encoded}}
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": kind,
+        "metadata": {
+            "name": keys.code_object_name(spec.name),
+            "namespace": profile.namespace,
+            "labels": {keys.CODE_OF: spec.name},
+        },
+        **body,
+    }
 
 
 def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret]) -> dict[str, Any]:
@@ -236,8 +271,10 @@ def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secre
     size = sum(len(k) + len(v.encode()) for k, v in {**data, **binary}.items())
     if size > CONFIGMAP_LIMIT:
         with_zipapp = " with the entrypoint's zipapp" if binary else ""
-        raise InputError(f"parameters: the spec and parameters take {size} bytes{with_zipapp}; a Kubernetes "
-                         f"ConfigMap holds at most {CONFIGMAP_LIMIT} (move large values into files the command reads)")
+        raise InputError(
+            f"parameters: the spec and parameters take {size} bytes{with_zipapp}; a Kubernetes "
+            f"ConfigMap holds at most {CONFIGMAP_LIMIT} (move large values into files the command reads)"
+        )
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -245,7 +282,10 @@ def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secre
             "name": spec.name,
             "namespace": profile.namespace,
             "labels": run_labels(spec.name),
-            "annotations": {keys.RECORD_SECRETS: json.dumps(secret_refs(secrets)), **_archive_annotations(spec, profile)},
+            "annotations": {
+                keys.RECORD_SECRETS: json.dumps(secret_refs(secrets)),
+                **_archive_annotations(spec, profile),
+            },
         },
         "data": data,
         **({"binaryData": binary} if binary else {}),
@@ -267,15 +307,24 @@ def _archive_annotations(spec: RunSpec, profile: ClusterProfile) -> dict[str, st
 
 def secret_refs(secrets: list[Secret]) -> list[dict[str, Any]]:
     """What a retry needs to render the Job again: names, kinds, options and key names, no values."""
-    return [{"name": s.name, "kind": s.kind.value, "options": dict(s.options), "keys": sorted(s.data)}
-            for s in sorted(secrets, key=lambda s: s.name)]
+    return [
+        {"name": s.name, "kind": s.kind.value, "options": dict(s.options), "keys": sorted(s.data)}
+        for s in sorted(secrets, key=lambda s: s.name)
+    ]
 
 
 def secrets_from_refs(refs: list[dict[str, Any]]) -> list[Secret]:
     from launcher.secrets.kinds import Secret, SecretKind
 
-    return [Secret(name=r["name"], kind=SecretKind(r["kind"]), data=dict.fromkeys(r.get("keys", []), ""),
-                   options=r.get("options", {})) for r in refs]
+    return [
+        Secret(
+            name=r["name"],
+            kind=SecretKind(r["kind"]),
+            data=dict.fromkeys(r.get("keys", []), ""),
+            options=r.get("options", {}),
+        )
+        for r in refs
+    ]
 
 
 def render_service(spec: RunSpec, profile: ClusterProfile) -> dict[str, Any]:
@@ -308,11 +357,16 @@ def _secret_parts(secrets: list[Secret]) -> tuple[list[dict], list[dict], list[d
             mask_env.append(var)
         if p.files:
             vol = f"secret-{s.name}"[:63].rstrip("-")
-            volumes.append({"name": vol, "secret": {
-                "secretName": s.name,
-                "defaultMode": 0o400,
-                "items": [{"key": key, "path": fname} for fname, key in sorted(p.files.items())],
-            }})
+            volumes.append(
+                {
+                    "name": vol,
+                    "secret": {
+                        "secretName": s.name,
+                        "defaultMode": 0o400,
+                        "items": [{"key": key, "path": fname} for fname, key in sorted(p.files.items())],
+                    },
+                }
+            )
             mounts.append({"name": vol, "mountPath": p.mount_path, "readOnly": True})
             mask_files.extend(f"{p.mount_path}/{fname}" for fname in sorted(p.files))
         for var, value in p.plain_env.items():
@@ -347,7 +401,9 @@ def _resources(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> 
 def _node_affinity_terms(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> list[dict[str, Any]]:
     """Required node affinity expressions, ANDed: the gpu_type's labels, compute.node_names,
     and keeping off spot nodes when scheduling.preemptible is false."""
-    exprs = [{"key": k, "operator": "In", "values": list(v)} for k, v in sorted(placement.gpu_type.node_affinity.items())]
+    exprs = [
+        {"key": k, "operator": "In", "values": list(v)} for k, v in sorted(placement.gpu_type.node_affinity.items())
+    ]
     if spec.compute.node_names:
         exprs.append({"key": HOSTNAME_LABEL, "operator": "In", "values": list(spec.compute.node_names)})
     scheme = profile.spot_scheme()
@@ -361,14 +417,19 @@ def _affinity(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> d
     out: dict[str, Any] = {}
     exprs = _node_affinity_terms(spec, profile, placement)
     if exprs:
-        out["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": exprs}]}}
+        out["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+        }
     if placement.nodes > 1:
         # One rank per node: two ranks on one node would fight over its GPUs.
-        out["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {keys.RUN: spec.name}},
-            "topologyKey": HOSTNAME_LABEL,
-        }]}
+        out["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {keys.RUN: spec.name}},
+                    "topologyKey": HOSTNAME_LABEL,
+                }
+            ]
+        }
     return out
 
 
@@ -407,8 +468,10 @@ def priority_class(spec: RunSpec, profile: ClusterProfile) -> str | None:
     if s.priority == AUTO_PRIORITY or s.priority in MCLI_PRIORITIES:
         return None
     known = ", ".join([*profile.priority_classes, AUTO_PRIORITY])
-    raise InputError(f"scheduling.priority: unknown priority {s.priority!r} on cluster {profile.name} "
-                     f"(known: {known}; map more under clusters.{profile.name}.priority_classes)")
+    raise InputError(
+        f"scheduling.priority: unknown priority {s.priority!r} on cluster {profile.name} "
+        f"(known: {known}; map more under clusters.{profile.name}.priority_classes)"
+    )
 
 
 def kueue_labels(spec: RunSpec, profile: ClusterProfile) -> dict[str, str]:
@@ -427,8 +490,10 @@ def metadata_annotations(spec: RunSpec) -> dict[str, str]:
     for key, value in spec.metadata.items():
         name = str(key)
         if len(name) > 63 or not ANNOTATION_NAME.match(name):
-            raise InputError(f"metadata.{name}: not usable as a Kubernetes annotation name "
-                             "(at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)")
+            raise InputError(
+                f"metadata.{name}: not usable as a Kubernetes annotation name "
+                "(at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
+            )
         out[f"{keys.METADATA_PREFIX}/{name}"] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return out
 
@@ -437,54 +502,73 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> li
     """Fields this cluster cannot fully honour, named: shown at dry-run and submit, never dropped in silence."""
     out: list[str] = []
     s = spec.scheduling
-    if s.preemptible is not None and profile.spot_scheme() is None and not (
-            s.preemptible is False and profile.non_preemptible_priority_class):
-        out.append(f"scheduling.preemptible: cluster {profile.name} has no spot scheme "
-                   f"(set clusters.{profile.name}.spot to gke, karpenter or generic): the pods may land on any node")
+    if (
+        s.preemptible is not None
+        and profile.spot_scheme() is None
+        and not (s.preemptible is False and profile.non_preemptible_priority_class)
+    ):
+        out.append(
+            f"scheduling.preemptible: cluster {profile.name} has no spot scheme "
+            f"(set clusters.{profile.name}.spot to gke, karpenter or generic): the pods may land on any node"
+        )
     mapped = bool(s.priority) and s.priority in profile.priority_classes
     if s.priority and not mapped and s.priority != AUTO_PRIORITY:
-        out.append(f"scheduling.priority: cluster {profile.name} maps no class to {s.priority} "
-                   f"(clusters.{profile.name}.priority_classes: {', '.join(profile.priority_classes) or 'none'}): "
-                   "the run gets the cluster's default priority")
+        out.append(
+            f"scheduling.priority: cluster {profile.name} maps no class to {s.priority} "
+            f"(clusters.{profile.name}.priority_classes: {', '.join(profile.priority_classes) or 'none'}): "
+            "the run gets the cluster's default priority"
+        )
     if mapped and profile.priority_class_kind == "WorkloadPriorityClass" and not profile.queue:
-        out.append(f"scheduling.priority: {s.priority} becomes the Kueue label {keys.KUEUE_PRIORITY}, which only "
-                   f"Kueue reads, and cluster {profile.name} names no queue (set clusters.{profile.name}.queue, "
-                   "or priority_class_kind: PriorityClass)")
+        out.append(
+            f"scheduling.priority: {s.priority} becomes the Kueue label {keys.KUEUE_PRIORITY}, which only "
+            f"Kueue reads, and cluster {profile.name} names no queue (set clusters.{profile.name}.queue, "
+            "or priority_class_kind: PriorityClass)"
+        )
     if spec.compute.topology is not None and not profile.queue:
-        out.append(f"compute.topology: Kueue's topology-aware scheduling places the nodes, and cluster {profile.name} "
-                   f"names no queue (set clusters.{profile.name}.queue to a Kueue LocalQueue): the nodes are placed "
-                   f"without regard to {spec.compute.topology.level}")
+        out.append(
+            f"compute.topology: Kueue's topology-aware scheduling places the nodes, and cluster {profile.name} "
+            f"names no queue (set clusters.{profile.name}.queue to a Kueue LocalQueue): the nodes are placed "
+            f"without regard to {spec.compute.topology.level}"
+        )
     policy = RetryPolicy.from_spec(spec)
     if jobset and policy.retry_on_system_failure:
-        out.append(f"scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without "
-                   f"limit; the launcher's cap of {policy.max_system_retries} free retries holds only for "
-                   "Indexed Jobs (clusters without JobSet)")
+        out.append(
+            f"scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without "
+            f"limit; the launcher's cap of {policy.max_system_retries} free retries holds only for "
+            "Indexed Jobs (clusters without JobSet)"
+        )
     if jobset and s.retry_backoff is not None:
-        out.append(f"scheduling.retry_backoff: {JOBSET_NO_BACKOFF}; it applies on clusters without JobSet "
-                   "(Indexed Jobs) and on the local backend")
+        out.append(
+            f"scheduling.retry_backoff: {JOBSET_NO_BACKOFF}; it applies on clusters without JobSet "
+            "(Indexed Jobs) and on the local backend"
+        )
     if not jobset:
         out.append(no_jobset_warning(profile.name))
     return out
 
 
-JOBSET_INSTALL = ("kubectl apply --server-side -f "
-                  "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml")
+JOBSET_INSTALL = (
+    "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+)
 
 
 def no_jobset_warning(cluster: str) -> str:
-    return (f"cluster {cluster} has no JobSet (jobset.x-k8s.io/v1alpha2): the run is an Indexed Job, and its "
-            "retries (scheduling.max_retries) happen only while a reconciler runs: `launcher run --follow`, "
-            "`launcher reconcile [--watch]`, or the in-cluster Deployment of docs/reconciler.yaml. For restarts "
-            f"inside the cluster without one, install JobSet: {JOBSET_INSTALL}")
+    return (
+        f"cluster {cluster} has no JobSet (jobset.x-k8s.io/v1alpha2): the run is an Indexed Job, and its "
+        "retries (scheduling.max_retries) happen only while a reconciler runs: `launcher run --follow`, "
+        "`launcher reconcile [--watch]`, or the in-cluster Deployment of docs/reconciler.yaml. For restarts "
+        f"inside the cluster without one, install JobSet: {JOBSET_INSTALL}"
+    )
 
 
-def _entrypoint(profile: ClusterProfile, image: str) -> tuple[list[str], list[dict], list[dict], list[dict], list[dict]]:
+def _entrypoint(
+    profile: ClusterProfile, image: str
+) -> tuple[list[str], list[dict], list[dict], list[dict], list[dict]]:
     """command, initContainers, extra volumes, extra mounts, extra env of the main container."""
     if profile.entrypoint_mode == "image":
         return list(IMAGE_ENTRYPOINT), [], [], [], []
     if profile.entrypoint_mode == "zipapp":
-        return (list(zipapp.COMMAND), [], [], [],
-                [{"name": contract.IMAGE, "value": image}])
+        return (list(zipapp.COMMAND), [], [], [], [{"name": contract.IMAGE, "value": image}])
     mount = {"name": RUNTIME_VOLUME, "mountPath": RUNTIME_MOUNT}
     init = {
         "name": RUNTIME_VOLUME,
@@ -494,24 +578,40 @@ def _entrypoint(profile: ClusterProfile, image: str) -> tuple[list[str], list[di
         "volumeMounts": [mount],
     }
     env = [{"name": contract.RUNTIME, "value": RUNTIME_MOUNT}, {"name": contract.IMAGE, "value": image}]
-    return (list(INJECTED_ENTRYPOINT), [init], [{"name": RUNTIME_VOLUME, "emptyDir": {}}],
-            [{**mount, "readOnly": True}], env)
+    return (
+        list(INJECTED_ENTRYPOINT),
+        [init],
+        [{"name": RUNTIME_VOLUME, "emptyDir": {}}],
+        [{**mount, "readOnly": True}],
+        env,
+    )
 
 
-def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *,
-                 jobset: bool, attempt: int = 1) -> dict[str, Any]:
+def pod_template(
+    spec: RunSpec,
+    profile: ClusterProfile,
+    secrets: list[Secret],
+    placement: Placement,
+    *,
+    jobset: bool,
+    attempt: int = 1,
+) -> dict[str, Any]:
     """The pod template both forms share. The Job form numbers attempts itself (a label and
     LAUNCHER_ATTEMPT); under JobSet the restart-attempt label says it, read by the downward API."""
     name = spec.name
     image = spec.image or profile.image
     if not image:
-        raise InputError(f"image: a Kubernetes run needs an image; set image in the spec, "
-                         f"or image in the profile of cluster {profile.name}")
+        raise InputError(
+            f"image: a Kubernetes run needs an image; set image in the spec, "
+            f"or image in the profile of cluster {profile.name}"
+        )
     s_env, s_volumes, s_mounts, pulls, mask_env, mask_files = _secret_parts(secrets)
     command, init, r_volumes, r_mounts, r_env = _entrypoint(profile, image)
     if jobset:
-        attempt_env = {"name": contract.RESTART_ATTEMPT, "valueFrom": {"fieldRef": {
-            "fieldPath": f"metadata.labels['{keys.JOBSET_RESTART}']"}}}
+        attempt_env = {
+            "name": contract.RESTART_ATTEMPT,
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{keys.JOBSET_RESTART}']"}},
+        }
     else:
         attempt_env = {"name": contract.ATTEMPT, "value": str(attempt)}
     env: list[dict[str, Any]] = [
@@ -520,8 +620,10 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
         {"name": contract.BACKEND, "value": "kubernetes"},
         {"name": contract.CONFIG_DIR, "value": keys.CONFIG_MOUNT},
         {"name": contract.CACHE_DIR, "value": keys.CACHE_MOUNT},
-        {"name": "NODE_RANK", "valueFrom": {"fieldRef": {
-            "fieldPath": f"metadata.annotations['{keys.COMPLETION_INDEX}']"}}},
+        {
+            "name": "NODE_RANK",
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{keys.COMPLETION_INDEX}']"}},
+        },
         {"name": contract.NODES, "value": str(placement.nodes)},
         {"name": contract.GPUS_PER_NODE, "value": str(placement.gpus_per_node)},
         {"name": "MASTER_ADDR", "value": master_addr(name, jobset=jobset)},
@@ -558,8 +660,11 @@ def pod_template(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], 
     code_volume = []
     if _code_plan(spec, profile) is not None and not code_in_store(spec, profile):
         container["volumeMounts"].append({"name": "code", "mountPath": keys.CODE_MOUNT, "readOnly": True})
-        source = {"secret": {"secretName": keys.code_object_name(name)}} if profile.code_in_secret else \
-            {"configMap": {"name": keys.code_object_name(name)}}
+        source = (
+            {"secret": {"secretName": keys.code_object_name(name)}}
+            if profile.code_in_secret
+            else {"configMap": {"name": keys.code_object_name(name)}}
+        )
         code_volume.append({"name": "code", **source})
     container["resources"] = _resources(spec, profile, placement)
     pod_spec: dict[str, Any] = {
@@ -629,12 +734,14 @@ def _job_spec(spec: RunSpec, template: dict[str, Any], placement: Placement) -> 
         "parallelism": placement.nodes,
         # A static rendezvous cannot take a replacement rank: the whole group restarts.
         "backoffLimit": 0,
-        "podFailurePolicy": {"rules": [
-            # Preemption or a node drain: a system failure (free with retry_on_system_failure).
-            {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-            # The user's program failed: its exit code lands in the Job's failure message.
-            {"action": "FailJob", "onExitCodes": dict(USER_EXIT_RULE)},
-        ]},
+        "podFailurePolicy": {
+            "rules": [
+                # Preemption or a node drain: a system failure (free with retry_on_system_failure).
+                {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                # The user's program failed: its exit code lands in the Job's failure message.
+                {"action": "FailJob", "onExitCodes": dict(USER_EXIT_RULE)},
+            ]
+        },
         "template": template,
     }
     if spec.scheduling.max_duration:
@@ -660,8 +767,9 @@ def job_for_attempt(job: dict[str, Any], attempt: int) -> dict[str, Any]:
     return out
 
 
-def render_job(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *,
-               attempt: int = 1) -> dict[str, Any]:
+def render_job(
+    spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *, attempt: int = 1
+) -> dict[str, Any]:
     template = pod_template(spec, profile, secrets, placement, jobset=False, attempt=attempt)
     return {
         "apiVersion": "batch/v1",
@@ -681,7 +789,9 @@ def _ttl(profile: ClusterProfile) -> dict[str, int]:
     return {} if ttl is None else {"ttlSecondsAfterFinished": ttl}
 
 
-def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement) -> dict[str, Any]:
+def render_jobset(
+    spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement
+) -> dict[str, Any]:
     """One replicated job of one Indexed Job: the JobSet controller restarts the whole group
     on a failure, with no launcher watching. The run's RetryPolicy: max_retries is
     maxRestarts; with retry_on_system_failure a disruption restarts without counting (and
@@ -690,16 +800,21 @@ def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret],
     policy = RetryPolicy.from_spec(spec)
     failure: dict[str, Any] = {"maxRestarts": policy.max_retries}
     if policy.retry_on_system_failure:
-        failure["rules"] = [{
-            "name": "disruption",
-            "action": "RestartJobSetAndIgnoreMaxRestarts",
-            "onJobFailureReasons": ["PodFailurePolicy"],
-            # Both podFailurePolicy rules fail the Job with reason PodFailurePolicy; only the
-            # DisruptionTarget rule's message names the condition, so user exit codes still count.
-            "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE],
-        }]
-    meta: dict[str, Any] = {"name": spec.name, "namespace": profile.namespace,
-                            "labels": {**run_labels(spec.name), **kueue_labels(spec, profile)}}
+        failure["rules"] = [
+            {
+                "name": "disruption",
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                # Both podFailurePolicy rules fail the Job with reason PodFailurePolicy; only the
+                # DisruptionTarget rule's message names the condition, so user exit codes still count.
+                "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE],
+            }
+        ]
+    meta: dict[str, Any] = {
+        "name": spec.name,
+        "namespace": profile.namespace,
+        "labels": {**run_labels(spec.name), **kueue_labels(spec, profile)},
+    }
     if spec.metadata:
         meta["annotations"] = metadata_annotations(spec)
     return {
@@ -710,14 +825,16 @@ def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret],
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "successPolicy": {"operator": "All"},
             "failurePolicy": failure,
-            "replicatedJobs": [{
-                "name": REPLICATED_JOB,
-                "replicas": 1,
-                "template": {
-                    "metadata": {"labels": run_labels(spec.name)},
-                    "spec": _job_spec(spec, template, placement),
-                },
-            }],
+            "replicatedJobs": [
+                {
+                    "name": REPLICATED_JOB,
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"labels": run_labels(spec.name)},
+                        "spec": _job_spec(spec, template, placement),
+                    },
+                }
+            ],
             **_ttl(profile),
             **kueue_suspend(profile),
         },
@@ -726,5 +843,10 @@ def render_jobset(spec: RunSpec, profile: ClusterProfile, secrets: list[Secret],
 
 def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
     """A reference to the run's Job or JobSet, so deleting it deletes the run's other objects."""
-    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"], "controller": False}
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": False,
+    }

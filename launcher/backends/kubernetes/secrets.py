@@ -13,7 +13,6 @@ import base64
 import json
 from typing import TYPE_CHECKING
 
-
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, retry_on_conflict
 from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile
@@ -36,8 +35,11 @@ def docker_config(data: dict[str, str]) -> str | None:
     """The .dockerconfigjson of a docker-registry secret (username, password, server, email)."""
     if not data.get("username") or not data.get("password"):
         return None
-    entry = {"username": data["username"], "password": data["password"],
-             "auth": _b64(f"{data['username']}:{data['password']}")}
+    entry = {
+        "username": data["username"],
+        "password": data["password"],
+        "auth": _b64(f"{data['username']}:{data['password']}"),
+    }
     if data.get("email"):
         entry["email"] = data["email"]
     return json.dumps({"auths": {data.get("server") or DOCKER_HUB: entry}})
@@ -60,13 +62,18 @@ def to_manifest(secret: Secret, namespace: str) -> dict:
         "labels": {keys.MANAGED_BY: keys.MANAGER, keys.SECRET_KIND: secret.kind.value},
         "annotations": {keys.SECRET_OPTIONS: json.dumps(secret.options, sort_keys=True)},
     }
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": kind_type,
-            "data": {k: _b64(v) for k, v in data.items()}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": kind_type,
+        "data": {k: _b64(v) for k, v in data.items()},
+    }
 
 
 def from_manifest(obj: dict) -> Secret | None:
-    from launcher.secrets.kinds import SecretKind as Kind
     from launcher.backends.kubernetes.attempts import ts
+    from launcher.secrets.kinds import SecretKind as Kind
 
     meta = obj.get("metadata") or {}
     try:
@@ -77,10 +84,14 @@ def from_manifest(obj: dict) -> Secret | None:
         options = json.loads((meta.get("annotations") or {}).get(keys.SECRET_OPTIONS) or "{}")
     except ValueError:
         options = {}
-    data = {k: base64.b64decode(v).decode("utf-8", errors="replace")
-            for k, v in (obj.get("data") or {}).items() if k != DOCKER_CONFIG}
-    return Secret(name=meta["name"], kind=kind, data=data, options=options,
-                  created_at=ts(meta.get("creationTimestamp")))
+    data = {
+        k: base64.b64decode(v).decode("utf-8", errors="replace")
+        for k, v in (obj.get("data") or {}).items()
+        if k != DOCKER_CONFIG
+    }
+    return Secret(
+        name=meta["name"], kind=kind, data=data, options=options, created_at=ts(meta.get("creationTimestamp"))
+    )
 
 
 class KubernetesSecretStore(SecretStore):
@@ -106,11 +117,15 @@ class KubernetesSecretStore(SecretStore):
         if existing is None:
             return
         if keys.SECRET_KIND not in ((existing.get("metadata") or {}).get("labels") or {}):
-            raise InputError(f"a Secret named {secret.name!r} already exists in {self.where} "
-                             "and was not created by the launcher; pick another name")
+            raise InputError(
+                f"a Secret named {secret.name!r} already exists in {self.where} "
+                "and was not created by the launcher; pick another name"
+            )
         if not replace:
-            raise InputError(f"a secret named {secret.name!r} already exists in {self.where}",
-                             hint="delete it first, or pass --replace")
+            raise InputError(
+                f"a secret named {secret.name!r} already exists in {self.where}",
+                hint="delete it first, or pass --replace",
+            )
         body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         self.api.replace("Secret", secret.name, body)
 

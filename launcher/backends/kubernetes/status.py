@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from launcher.backends.base import Attempt, Run, RunStatus, StatusEvent, retry_due, utcnow
-from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes import keys, kueue
 from launcher.backends.kubernetes.attempts import (
     Action,
     Observed,
@@ -32,7 +32,6 @@ from launcher.backends.kubernetes.attempts import (
     ts,
 )
 from launcher.backends.kubernetes.jobset_status import derive_jobset
-from launcher.backends.kubernetes import kueue
 from launcher.spec.retry import EVICTED, FATAL, RetryPolicy
 
 
@@ -40,8 +39,11 @@ def retry_allowed(spec: dict[str, Any], finished: list[dict[str, Any]], failure:
     """May a failed attempt be followed by another? `finished` are the attempt summaries
     already recorded before this one (stopped ones do not count, nor those before attempt
     `since`, where a user's restart began)."""
-    earlier = [a.get("failure") for a in finished
-               if a.get("status") == RunStatus.FAILED.value and (since <= 1 or int(a.get("index") or 0) >= since)]
+    earlier = [
+        a.get("failure")
+        for a in finished
+        if a.get("status") == RunStatus.FAILED.value and (since <= 1 or int(a.get("index") or 0) >= since)
+    ]
     return RetryPolicy.from_spec(spec).allows(earlier, failure)
 
 
@@ -95,7 +97,9 @@ def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | No
     if final:
         status, reason = RunStatus(final["status"]), final.get("reason")
         exit_code = final.get("exit_code")
-    elif restart and (job is None or job_attempt < int(restart) or (job.get("metadata") or {}).get("deletionTimestamp")):
+    elif restart and (
+        job is None or job_attempt < int(restart) or (job.get("metadata") or {}).get("deletionTimestamp")
+    ):
         status, reason = RunStatus.PENDING, f"restarting the group: attempt {restart}"
         action = Action("resume", next_attempt=int(restart))
     elif job is None or job_attempt in recorded:
@@ -103,8 +107,11 @@ def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | No
             status, reason = RunStatus.UNKNOWN, f"its Job {obs.name} no longer exists"
         else:
             last = attempts[-1]
-            status, reason = (last.status, last.reason) if last.status.is_terminal else (
-                RunStatus.UNKNOWN, f"its Job {obs.name} no longer exists")
+            status, reason = (
+                (last.status, last.reason)
+                if last.status.is_terminal
+                else (RunStatus.UNKNOWN, f"its Job {obs.name} no longer exists")
+            )
     else:
         pods = [p for p in obs.pods if attempt_of(p) == job_attempt]
         live, failure, live_events = attempt_view(job_attempt, job, pods, obs.events, nodes)
@@ -124,14 +131,17 @@ def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | No
             summary = summary_of(live, failure, live_events)
             if failure == FATAL:
                 action = Action("fail", summary=summary, reason=reason)
-            elif record is not None and retry_allowed(spec, finished, failure,
-                                                      int(annotations(record).get(keys.RECORD_RESTARTED) or 1)):
+            elif record is not None and retry_allowed(
+                spec, finished, failure, int(annotations(record).get(keys.RECORD_RESTARTED) or 1)
+            ):
                 # The backoff counts from the end of the failed attempt (its Job's Failed condition).
                 due = (live.ended_at or now) + timedelta(seconds=RetryPolicy.from_spec(spec).delay(job_attempt))
                 if now >= due:
                     action = Action("retry", summary=summary, next_attempt=job_attempt + 1)
-                    status, reason = RunStatus.PENDING, (f"attempt {job_attempt} failed ({reason}); a retry is due "
-                                                         "(`launcher reconcile` starts it)")
+                    status, reason = (
+                        RunStatus.PENDING,
+                        (f"attempt {job_attempt} failed ({reason}); a retry is due (`launcher reconcile` starts it)"),
+                    )
                 else:
                     retry_at = due
                     status, reason = RunStatus.PENDING, f"attempt {job_attempt} failed ({reason}); {retry_due(due)}"
@@ -148,9 +158,19 @@ def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | No
     if not events and created:
         events.append(StatusEvent(RunStatus.PENDING, created, 1))
     run = Run(
-        name=obs.name, backend="kubernetes", status=status, created_at=created, spec=spec,
-        cluster=obs.cluster, started_at=min(started) if started else None, ended_at=ended_at,
-        reason=reason, exit_code=exit_code, attempts=attempts, events=events, retry_at=retry_at,
+        name=obs.name,
+        backend="kubernetes",
+        status=status,
+        created_at=created,
+        spec=spec,
+        cluster=obs.cluster,
+        started_at=min(started) if started else None,
+        ended_at=ended_at,
+        reason=reason,
+        exit_code=exit_code,
+        attempts=attempts,
+        events=events,
+        retry_at=retry_at,
     )
     kueue.apply(run, queue)
     return run, action

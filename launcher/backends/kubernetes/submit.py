@@ -20,11 +20,17 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.base import Run
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi, KubeError
-from launcher.backends.kubernetes.discovery import serves_jobset
-from launcher.backends.kubernetes.render import (code_in_store, code_url, kept_job, owner_reference, plan_run,
-                                                 render_code_object)
 from launcher.backends.kubernetes.attempts import Observed, labels
+from launcher.backends.kubernetes.discovery import serves_jobset
+from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi, KubeError
+from launcher.backends.kubernetes.render import (
+    code_in_store,
+    code_url,
+    kept_job,
+    owner_reference,
+    plan_run,
+    render_code_object,
+)
 from launcher.backends.kubernetes.status import derive
 from launcher.errors import InputError, LauncherError
 
@@ -37,8 +43,14 @@ if TYPE_CHECKING:
 KINDS_IN_ORDER = ("JobSet", "Job", "ConfigMap", "Service")
 
 
-def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement: Placement | None = None,
-               code: Snapshot | None = None) -> Run:
+def submit_run(
+    api: KubeApi,
+    spec: RunSpec,
+    secrets: list[Secret],
+    *,
+    placement: Placement | None = None,
+    code: Snapshot | None = None,
+) -> Run:
     """Named warnings (no JobSet, fields the cluster cannot honour) ride on the returned Run.
     `placement`: the one the backend's check resolved (None: resolved here); `code`: the
     run's packed code snapshot, created as <run>-code beside the record."""
@@ -76,11 +88,20 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
         record = api.create("ConfigMap", configmap)
     except KubeError as e:
         left = _clean_up(api, spec.name, token)
-        raise KubeError(f"{e.message}; " + (f"could not remove what was created ({', '.join(left)}): "
-                                             f"`launcher delete {spec.name}` does, and so does any look at "
-                                             "the run in a few minutes" if left
-                                             else "the run was not started and nothing of it is left"),
-                        status=e.status, reason=e.reason, exit_code=e.exit_code, hint=e.hint) from None
+        raise KubeError(
+            f"{e.message}; "
+            + (
+                f"could not remove what was created ({', '.join(left)}): "
+                f"`launcher delete {spec.name}` does, and so does any look at "
+                "the run in a few minutes"
+                if left
+                else "the run was not started and nothing of it is left"
+            ),
+            status=e.status,
+            reason=e.reason,
+            exit_code=e.exit_code,
+            hint=e.hint,
+        ) from None
     obs = Observed(spec.name, record=record, cluster=profile.name)
     if jobset:
         obs.jobset = created
@@ -89,8 +110,11 @@ def submit_run(api: KubeApi, spec: RunSpec, secrets: list[Secret], *, placement:
     run, _ = derive(obs)
     run.warnings = list(rendered.warnings) + kueue_warnings(api) + reconcile_namespace(api)
     if jobset != profile.jobset:
-        run.warnings.insert(0, f"cluster {profile.name} {'now serves' if jobset else 'no longer serves'} JobSet "
-                               f"(its profile says jobset: {str(profile.jobset).lower()}): the run is a {kind}")
+        run.warnings.insert(
+            0,
+            f"cluster {profile.name} {'now serves' if jobset else 'no longer serves'} JobSet "
+            f"(its profile says jobset: {str(profile.jobset).lower()}): the run is a {kind}",
+        )
     return run
 
 
@@ -102,9 +126,11 @@ def kueue_warnings(api: KubeApi) -> list[str]:
     profile = api.profile
     if not profile.queue or use_served_version(api) is not None:
         return []
-    return [f"clusters.{profile.name}.queue: cluster {profile.name} serves no Kueue API ({GROUP}): the run was "
-            f"created suspended for queue {profile.queue} and nothing will admit it (install Kueue, or remove "
-            f"queue from the profile and `launcher run --clone`)"]
+    return [
+        f"clusters.{profile.name}.queue: cluster {profile.name} serves no Kueue API ({GROUP}): the run was "
+        f"created suspended for queue {profile.queue} and nothing will admit it (install Kueue, or remove "
+        f"queue from the profile and `launcher run --clone`)"
+    ]
 
 
 def upload_code(api: KubeApi, name: str, code: Snapshot) -> None:
@@ -139,8 +165,11 @@ def _clean_up(api: KubeApi, name: str, token: str) -> list[str]:
     Job, so the Job's deletion takes them too; they are deleted here as well so that
     nothing waits on the garbage collector."""
     left = []
-    for kind, obj_name in [*((k, name) for k in KINDS_IN_ORDER), ("ConfigMap", keys.code_object_name(name)),
-                           ("Secret", keys.code_object_name(name))]:
+    for kind, obj_name in [
+        *((k, name) for k in KINDS_IN_ORDER),
+        ("ConfigMap", keys.code_object_name(name)),
+        ("Secret", keys.code_object_name(name)),
+    ]:
         try:
             obj = api.get(kind, obj_name)
             if obj is not None and labels(obj).get(keys.SUBMISSION) == token:

@@ -34,7 +34,8 @@ def _selects(t: GpuType, labels: dict[str, str]) -> bool:
     if not (t.node_selector or t.node_affinity):
         return False  # selects every node: says nothing of its GPUs
     return all(labels.get(k) == v for k, v in t.node_selector.items()) and all(
-        labels.get(k) in values for k, values in t.node_affinity.items())
+        labels.get(k) in values for k, values in t.node_affinity.items()
+    )
 
 
 def node_gpu_type(profile: ClusterProfile, labels: dict[str, str]) -> tuple[str, str]:
@@ -57,11 +58,14 @@ def quantity_count(value: object) -> int:
 def pod_request(pod: dict, resource: str) -> int:
     """What the scheduler reserves of `resource` for the pod: its containers' requests
     (an extended resource's request defaults to its limit), or its largest init container's."""
+
     def each(containers: list[dict]) -> list[int]:
         out = []
         for c in containers:
             res = c.get("resources") or {}
-            out.append(quantity_count((res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource, 0))))
+            out.append(
+                quantity_count((res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource, 0)))
+            )
         return out
 
     spec = pod.get("spec") or {}
@@ -88,5 +92,7 @@ def gpu_usage(api: KubeApi, profile: ClusterProfile) -> list[GpuUsage]:
         row[0] += 1
         row[1] += gpus
         row[2] += min(used, gpus)
-    return [GpuUsage(gpu_type=name, nodes=n, gpus=g, used=u) for name, (n, g, u) in
-            sorted(totals.items(), key=lambda item: (item[0] == CPU_TYPE, item[0]))]
+    return [
+        GpuUsage(gpu_type=name, nodes=n, gpus=g, used=u)
+        for name, (n, g, u) in sorted(totals.items(), key=lambda item: (item[0] == CPU_TYPE, item[0]))
+    ]

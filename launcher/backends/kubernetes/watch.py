@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 from launcher.backends.base import Run, utcnow
 from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.attempts import Observed, attempt_of
 from launcher.backends.kubernetes.informer import Informer
-from launcher.backends.kubernetes.kubeapi import KubeApi
 from launcher.backends.kubernetes.jobset_status import restarts_of
+from launcher.backends.kubernetes.kubeapi import KubeApi
 from launcher.backends.kubernetes.observe import jobset_events, observe, waiting_pods, warning_events
 from launcher.backends.kubernetes.reconcile import apply
-from launcher.backends.kubernetes.attempts import Observed, attempt_of
 from launcher.backends.kubernetes.status import derive
 
 
@@ -35,8 +35,9 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5, reconcile: 
         events_at = 0.0
         while True:
             changed.clear()
-            obs = Observed(name, record=informers["ConfigMap"].get(name), pods=informers["Pod"].snapshot(),
-                           cluster=profile.name)
+            obs = Observed(
+                name, record=informers["ConfigMap"].get(name), pods=informers["Pod"].snapshot(), cluster=profile.name
+            )
             if first.is_jobset:
                 obs.jobset, obs.jobs = informers["JobSet"].get(name), informers["Job"].snapshot()
             else:
@@ -47,9 +48,16 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5, reconcile: 
                 else:
                     return  # deleted while watched
             seen = True
-            waiting = waiting_pods(obs.job, obs.pods) if not obs.is_jobset else [
-                p for p in obs.pods if attempt_of(p) == restarts_of(obs.jobset) + 1
-                and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
+            waiting = (
+                waiting_pods(obs.job, obs.pods)
+                if not obs.is_jobset
+                else [
+                    p
+                    for p in obs.pods
+                    if attempt_of(p) == restarts_of(obs.jobset) + 1
+                    and (p.get("status") or {}).get("phase", "Pending") == "Pending"
+                ]
+            )
             if (waiting or obs.is_jobset) and time.monotonic() - events_at > 2.0:
                 events = jobset_events(api, obs) if obs.is_jobset else warning_events(api, waiting)
                 events_at = time.monotonic()

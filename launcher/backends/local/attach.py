@@ -96,8 +96,9 @@ def run_in_rank(record: ExecRecord, plan: MountPlan | None, argv: list[str], *, 
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGQUIT, signal.SIG_IGN)
         try:
-            proc = subprocess.Popen(argv, env=env, preexec_fn=_enter(fds, record.cwd) if fds else None,
-                                    cwd=None if fds else record.cwd)
+            proc = subprocess.Popen(
+                argv, env=env, preexec_fn=_enter(fds, record.cwd) if fds else None, cwd=None if fds else record.cwd
+            )
         finally:
             for fd, _ in fds:
                 os.close(fd)
@@ -148,8 +149,9 @@ class _Relay(socketserver.BaseRequestHandler):
                     return
 
 
-def relay(local_port: int, remote_port: int, *, ready: Callable[[int], None] | None,
-          stop: threading.Event | None) -> None:
+def relay(
+    local_port: int, remote_port: int, *, ready: Callable[[int], None] | None, stop: threading.Event | None
+) -> None:
     """Serve 127.0.0.1:remote_port on 127.0.0.1:local_port until `stop` is set (forever without one)."""
     stop = stop or threading.Event()
     with _Server(("127.0.0.1", local_port), _Relay) as server:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from datetime import UTC
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +23,17 @@ from typing import TYPE_CHECKING
 import yaml
 
 from launcher.backends.base import Backend, LogLine, Plan, Run, RunStatus
-from launcher.backends.capabilities import (CodeSnapshots, Exec, Feature, GpuUsage, GpuUsageReport, LocalArtifacts,
-                                            PortForward, Restartable, Updatable)
+from launcher.backends.capabilities import (
+    CodeSnapshots,
+    Exec,
+    Feature,
+    GpuUsage,
+    GpuUsageReport,
+    LocalArtifacts,
+    PortForward,
+    Restartable,
+    Updatable,
+)
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.procs import alive, start_time, terminate_groups
 from launcher.errors import FieldError, InputError, LauncherError, NotFoundError, StateFileError
@@ -35,10 +45,10 @@ from launcher.secrets.mask import Masker
 from launcher.secrets.store import LocalSecretStore
 
 if TYPE_CHECKING:
-    from launcher.backends.local.profile import LocalProfile
-    from launcher.pod import code_archive
     from launcher.backends.local.mounts import MountPlan
+    from launcher.backends.local.profile import LocalProfile
     from launcher.backends.local.state import State
+    from launcher.pod import code_archive
 
 # What only a submit, a run's logs or its clean-up use (the snapshot packer, the mount plan
 # and its namespaces, the log readers, the plan renderer, subprocess, the reaper and ctypes)
@@ -58,15 +68,26 @@ def unhonoured(spec) -> list[str]:
     from launcher.spec.models import AUTO_PRIORITY  # loaded with the spec; a listing needs neither
 
     c, s = spec.compute, spec.scheduling
-    fields = {"compute.instance": c.instance, "compute.node_names": c.node_names, "compute.cpus": c.cpus,
-              "compute.memory": c.memory, "compute.topology": c.topology, "scheduling.preemptible": s.preemptible,
-              # auto (mcli's default) asks for nothing beyond the default: nothing is ignored.
-              "scheduling.priority": s.priority if s.priority != AUTO_PRIORITY else None}
-    out = [f"{field}: ignored by the local backend (this machine runs every rank)"
-           for field, value in fields.items() if value is not None]
+    fields = {
+        "compute.instance": c.instance,
+        "compute.node_names": c.node_names,
+        "compute.cpus": c.cpus,
+        "compute.memory": c.memory,
+        "compute.topology": c.topology,
+        "scheduling.preemptible": s.preemptible,
+        # auto (mcli's default) asks for nothing beyond the default: nothing is ignored.
+        "scheduling.priority": s.priority if s.priority != AUTO_PRIORITY else None,
+    }
+    out = [
+        f"{field}: ignored by the local backend (this machine runs every rank)"
+        for field, value in fields.items()
+        if value is not None
+    ]
     if s.retry_on_system_failure:
-        out.append("scheduling.retry_on_system_failure: ignored by the local backend (no cluster ends a rank here: "
-                   "every failure is the run's own and counts against max_retries)")
+        out.append(
+            "scheduling.retry_on_system_failure: ignored by the local backend (no cluster ends a rank here: "
+            "every failure is the run's own and counts against max_retries)"
+        )
     return out
 
 
@@ -84,8 +105,9 @@ def gpu_names() -> list[str]:
     import subprocess
 
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=10).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]
@@ -96,7 +118,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
     # The supervisor reads max_duration and max_retries from the state every second.
     UNSUPPORTED = {
         Feature.UPDATE_PRIORITY: "there are no priorities on this machine (every rank runs at once; "
-                                 "scheduling.priority is ignored here)",
+        "scheduling.priority is ignored here)",
         Feature.QUEUE_USAGE: "nothing queues runs on this machine",
         Feature.CLUSTER_PROBE: "it runs on this machine, not a cluster",
         Feature.IMAGE_PROBE: "it runs with this machine's Python environment and pulls no images",
@@ -138,15 +160,19 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         cap = max_local_nodes()
         if spec.nodes > cap:
             raise FieldError(
-                "compute.nodes", f"{spec.nodes} is more than the local backend runs on this machine: at most "
+                "compute.nodes",
+                f"{spec.nodes} is more than the local backend runs on this machine: at most "
                 f"{cap} ({NODES_PER_CORE} per CPU core, {os.cpu_count() or 1} cores); each node is a process here",
-                hint="use fewer nodes, or a Kubernetes cluster (--cluster)")
+                hint="use fewer nodes, or a Kubernetes cluster (--cluster)",
+            )
         from launcher.spec.models import AptPackagesIntegration
 
         apt = [i for i in spec.integrations if isinstance(i, AptPackagesIntegration)]
         if apt and self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is not True:
-            raise FieldError(f"integrations.{spec.integrations.index(apt[0])}",
-                             host_packages_refusal([p for i in apt for p in i.packages]))
+            raise FieldError(
+                f"integrations.{spec.integrations.index(apt[0])}",
+                host_packages_refusal([p for i in apt for p in i.packages]),
+            )
         self.check_exec(spec, [])
         return unhonoured(spec)
 
@@ -165,8 +191,12 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
                 env[var] = f"<from secret {s.name}>"
             for var in proj.plain_env:
                 env[var] = f"<path into secret {s.name}>"
-        document = {"backend": "local", "run": spec.to_submitted(), "environment": env,
-                    "secrets": [{"name": s.name, "kind": s.kind.value} for s in secrets]}
+        document = {
+            "backend": "local",
+            "run": spec.to_submitted(),
+            "environment": env,
+            "secrets": [{"name": s.name, "kind": s.kind.value} for s in secrets],
+        }
         if code is not None:
             document["code"] = code.record()
         return Plan(document, unhonoured(spec))
@@ -178,8 +208,9 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
 
         return code_archive.DEFAULT_LIMIT
 
-    def submit(self, spec, secrets: list[Secret], *, workdir: str | None = None,
-               code: code_archive.Snapshot | None = None) -> Run:
+    def submit(
+        self, spec, secrets: list[Secret], *, workdir: str | None = None, code: code_archive.Snapshot | None = None
+    ) -> Run:
         warnings = self.check(spec)
         self.check_secrets(spec, secrets)
         name = spec.name
@@ -216,8 +247,9 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         env[contract.OWNER] = layout.owner
         if self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is True:
             env[contract.ALLOW_HOST_PACKAGES] = "1"
-        mounts = plan_mounts(layout.config_dir, {project(s).mount_path: layout.private / s.name
-                                                 for s in secrets if project(s).files})
+        mounts = plan_mounts(
+            layout.config_dir, {project(s).mount_path: layout.private / s.name for s in secrets if project(s).files}
+        )
         mounts.save(layout.root / PLAN_FILE)
         env.update(self._secret_env(secrets, layout, mounts))
         compute = submitted.get("compute") or {}
@@ -265,10 +297,19 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         self._start_supervisor(name, layout, env)
         return self.get(name)
 
-    def update(self, name: str, *, max_duration: float | None = None, priority: str | None = None,
-               max_retries: int | None = None) -> Run:
-        changes = {k: v for k, v in (("max_duration", max_duration), ("priority", priority),
-                                     ("max_retries", max_retries)) if v is not None}
+    def update(
+        self,
+        name: str,
+        *,
+        max_duration: float | None = None,
+        priority: str | None = None,
+        max_retries: int | None = None,
+    ) -> Run:
+        changes = {
+            k: v
+            for k, v in (("max_duration", max_duration), ("priority", priority), ("max_retries", max_retries))
+            if v is not None
+        }
         run = self.get(name)
         self.refuse_update(run, changes)
         if not self.state.update_scheduling(name, changes):
@@ -379,7 +420,9 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
                 code = outcome["exit_code"]
                 if code:
                     failed.append(outcome.get("reason") or f"rank {rank} exited with code {code}")
-                ranks.append((rank, RunStatus.COMPLETED if code == 0 else RunStatus.FAILED, code, outcome.get("reason")))
+                ranks.append(
+                    (rank, RunStatus.COMPLETED if code == 0 else RunStatus.FAILED, code, outcome.get("reason"))
+                )
             else:
                 why = "stopped by the user" if stopped else "its supervisor died before it ended; stopped"
                 ranks.append((rank, RunStatus.STOPPED if stopped else RunStatus.FAILED, None, why))
@@ -392,7 +435,11 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         elif not failed:
             status, reason, code = RunStatus.COMPLETED, None, 0
         else:
-            status, reason, code = RunStatus.FAILED, f"the run's supervisor process died unexpectedly; {failed[0]}", None
+            status, reason, code = (
+                RunStatus.FAILED,
+                f"the run's supervisor process died unexpectedly; {failed[0]}",
+                None,
+            )
         try:
             for rank, rank_status, rank_code, why in ranks:
                 self.state.set_rank(name, attempt, rank, rank_status, exit_code=rank_code, reason=why)
@@ -449,8 +496,17 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             secrets = []
         return Masker(v for s in secrets for v in s.masked_values())
 
-    def logs(self, name: str, *, rank: int | None = None, attempt: int | None = None, tail: int | None = None,
-             follow: bool = False, previous: bool = False, cancel: threading.Event | None = None) -> Iterator[LogLine]:
+    def logs(
+        self,
+        name: str,
+        *,
+        rank: int | None = None,
+        attempt: int | None = None,
+        tail: int | None = None,
+        follow: bool = False,
+        previous: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[LogLine]:
         from launcher.backends.local.logs import rank_lines
 
         attempt, ranks = self._select(name, rank, attempt, previous)
@@ -460,8 +516,16 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             run = self.get(name)
             return run.status.is_terminal or run.current_attempt != attempt
 
-        yield from rank_lines(RunLayout(self.home, name), attempt, ranks, masker, tail=tail, follow=follow,
-                              attempt_over=attempt_over, cancel=cancel)
+        yield from rank_lines(
+            RunLayout(self.home, name),
+            attempt,
+            ranks,
+            masker,
+            tail=tail,
+            follow=follow,
+            attempt_over=attempt_over,
+            cancel=cancel,
+        )
 
     def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, list[int]]:
         run = self.get(name)
@@ -474,8 +538,15 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             raise InputError(f"run {name} has ranks 0..{run.nodes - 1}, not {rank}")
         return attempt, ranks
 
-    def log_chunks(self, name: str, *, rank: int | None = None, attempt: int | None = None,
-                   previous: bool = False, prefix_ranks: bool = False) -> Iterator[bytes]:
+    def log_chunks(
+        self,
+        name: str,
+        *,
+        rank: int | None = None,
+        attempt: int | None = None,
+        previous: bool = False,
+        prefix_ranks: bool = False,
+    ) -> Iterator[bytes]:
         """The whole log of each selected rank, in turn, as masked bytes in large chunks
         (what `launcher logs` prints when it neither follows nor tails): no per-line work
         unless each line gets a "[rank N] " prefix. Every rank's part ends with a newline."""
@@ -490,9 +561,10 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
     def _live_rank(self, name: str, rank: int) -> Run:
         run = self.get(name)
         if run.status.is_terminal:
-            raise InputError(f"run {name} has ended ({run.status.value}): there is no rank to reach",
-                             hint=f"`launcher run -r {name}` starts it again" if run.status is not RunStatus.COMPLETED
-                             else None)
+            raise InputError(
+                f"run {name} has ended ({run.status.value}): there is no rank to reach",
+                hint=f"`launcher run -r {name}` starts it again" if run.status is not RunStatus.COMPLETED else None,
+            )
         if not 0 <= rank < run.nodes:
             raise InputError(f"run {name} has no rank {rank}: its ranks are 0 to {run.nodes - 1}")
         return run
@@ -520,13 +592,20 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             self._live_rank(name, rank)
             raise InputError(f"rank {rank} of run {name} has ended") from None
         except FileNotFoundError as e:
-            raise InputError(f"cannot run {argv[0]!r} in rank {rank} of run {name}: "
-                             f"{e.strerror or e}") from None
+            raise InputError(f"cannot run {argv[0]!r} in rank {rank} of run {name}: {e.strerror or e}") from None
         except OSError as e:
             raise LauncherError(f"cannot enter rank {rank} of run {name}: {e.strerror or e}") from None
 
-    def port_forward(self, name: str, *, rank: int, local_port: int, remote_port: int,
-                     ready=None, stop: threading.Event | None = None) -> None:
+    def port_forward(
+        self,
+        name: str,
+        *,
+        rank: int,
+        local_port: int,
+        remote_port: int,
+        ready=None,
+        stop: threading.Event | None = None,
+    ) -> None:
         """A TCP relay from 127.0.0.1:local_port to the rank's 127.0.0.1:remote_port: the ranks run here."""
         from launcher.backends.local.attach import relay
 
@@ -600,12 +679,16 @@ def _with(run: Run, unwritten: _Unwritten | None) -> Run:
     if unwritten is None:
         return run
     note = f"run {run.name}: its outcome could not be recorded ({unwritten.error})"
-    return replace(run, status=unwritten.status, reason=unwritten.reason, exit_code=unwritten.exit_code,
-                   warnings=[*run.warnings, note])
+    return replace(
+        run,
+        status=unwritten.status,
+        reason=unwritten.reason,
+        exit_code=unwritten.exit_code,
+        warnings=[*run.warnings, note],
+    )
 
 
 def _age(iso: str) -> float:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return (datetime.now(timezone.utc) - datetime.fromisoformat(iso)).total_seconds()
-
+    return (datetime.now(UTC) - datetime.fromisoformat(iso)).total_seconds()

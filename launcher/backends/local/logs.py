@@ -17,8 +17,9 @@ from launcher.secrets.mask import Masker, MaskingStream
 LOG_CHUNK = 1 << 20
 
 
-def rank_chunks(layout: RunLayout, attempt: int, ranks: list[int], masker: Masker, *,
-                prefix_ranks: bool = False) -> Iterator[bytes]:
+def rank_chunks(
+    layout: RunLayout, attempt: int, ranks: list[int], masker: Masker, *, prefix_ranks: bool = False
+) -> Iterator[bytes]:
     """The whole log of each rank, in turn, as masked bytes in large chunks: no per-line
     work unless each line gets a "[rank N] " prefix. Every rank's part ends with a newline."""
     for r in ranks:
@@ -48,9 +49,17 @@ def rank_chunks(layout: RunLayout, attempt: int, ranks: list[int], masker: Maske
             yield b"\n"
 
 
-def rank_lines(layout: RunLayout, attempt: int, ranks: list[int], masker: Masker, *, tail: int | None,
-               follow: bool, attempt_over: Callable[[], bool], cancel: threading.Event | None = None,
-               ) -> Iterator[LogLine]:
+def rank_lines(
+    layout: RunLayout,
+    attempt: int,
+    ranks: list[int],
+    masker: Masker,
+    *,
+    tail: int | None,
+    follow: bool,
+    attempt_over: Callable[[], bool],
+    cancel: threading.Event | None = None,
+) -> Iterator[LogLine]:
     """Lines from each rank's file; with follow, keep reading until `attempt_over()` and
     every file is drained, or until `cancel` is set."""
     offsets: dict[int, int] = {r: 0 for r in ranks}
@@ -64,7 +73,9 @@ def rank_lines(layout: RunLayout, attempt: int, ranks: list[int], masker: Masker
                     offsets[r] = f.tell()
                 for raw in last:
                     if raw.endswith(b"\n"):
-                        yield LogLine(rank=r, text=masker.mask(raw.decode("utf-8", "replace").rstrip("\n")), attempt=attempt)
+                        yield LogLine(
+                            rank=r, text=masker.mask(raw.decode("utf-8", "replace").rstrip("\n")), attempt=attempt
+                        )
                     else:
                         pending[r] = raw
     while True:

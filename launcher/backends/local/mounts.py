@@ -74,8 +74,10 @@ class MountPlan:
         pairs = ", ".join(f"{t} -> {s}" for s, t in self.binds)
         if self.mode == NAMESPACE:
             return f"private mount namespace: {pairs}"
-        return (f"no private mount namespace here ({self.reason}): rewrote these paths in the command, "
-                f"parameters and env_variables: {pairs}")
+        return (
+            f"no private mount namespace here ({self.reason}): rewrote these paths in the command, "
+            f"parameters and env_variables: {pairs}"
+        )
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps({"mode": self.mode, "binds": self.binds, "reason": self.reason}))
@@ -152,8 +154,10 @@ def _enter_namespace() -> None:
 def _bind(source: str, target: str) -> None:
     if not os.path.isdir(target):
         os.makedirs(target, exist_ok=True)  # root only: namespace_problem refused the rest
-    _check(_libc().mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
-           f"bind-mounting {source} at {target}")
+    _check(
+        _libc().mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
+        f"bind-mounting {source} at {target}",
+    )
 
 
 def create_mount_points(run_root: Path) -> None:

@@ -1,8 +1,8 @@
 """The local backend's profile: the `local` entry of config.yaml's clusters, if any.
 
-    clusters:
-      local:
-        allow_host_packages: true   # let apt_packages install on this machine
+clusters:
+  local:
+    allow_host_packages: true   # let apt_packages install on this machine
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from typing import Any
 
 from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, retry_due, utcnow
 from launcher.backends.local.procs import alive, start_time
-from launcher.statedb import connect
 from launcher.errors import StateFileError
 from launcher.spec.retry import RetryPolicy
+from launcher.statedb import connect
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -63,8 +63,10 @@ _ACTIVE = tuple(s.value for s in RunStatus if not s.is_terminal)
 
 def _end_ranks(db, name: str, attempt: int, status: RunStatus) -> None:
     """An ended attempt has no rank still running: any rank not yet final takes its status."""
-    db.execute(f"UPDATE ranks SET status = ? WHERE run = ? AND attempt = ? AND status IN ({','.join('?' * len(_ACTIVE))})",
-               (status.value, name, attempt, *_ACTIVE))
+    db.execute(
+        f"UPDATE ranks SET status = ? WHERE run = ? AND attempt = ? AND status IN ({','.join('?' * len(_ACTIVE))})",
+        (status.value, name, attempt, *_ACTIVE),
+    )
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -111,8 +113,11 @@ class State:
                 db.close()
         except sqlite3.DatabaseError as e:
             raise StateFileError.from_sqlite(
-                self.path, e, forgets="the local runs it recorded are then forgotten; their logs stay under "
-                f"{self.path.parent / 'runs'}") from None
+                self.path,
+                e,
+                forgets="the local runs it recorded are then forgotten; their logs stay under "
+                f"{self.path.parent / 'runs'}",
+            ) from None
 
     @contextmanager
     def tx(self):
@@ -138,8 +143,15 @@ class State:
             db.execute("INSERT INTO attempts (run, idx, status) VALUES (?, 1, ?)", (name, RunStatus.PENDING.value))
             db.execute("INSERT INTO events VALUES (?, 1, ?, ?, NULL)", (name, RunStatus.PENDING.value, now))
 
-    def set_status(self, name: str, status: RunStatus, reason: str | None = None, *, exit_code: int | None = None,
-                   only_if_active: bool = True) -> bool:
+    def set_status(
+        self,
+        name: str,
+        status: RunStatus,
+        reason: str | None = None,
+        *,
+        exit_code: int | None = None,
+        only_if_active: bool = True,
+    ) -> bool:
         """Move the run (and its current attempt) to `status`. Terminal statuses are final:
         returns False, changing nothing, if the run already ended."""
         now = utcnow().isoformat()
@@ -167,8 +179,10 @@ class State:
                 a_fields["ended_at"] = now
             sets = ", ".join(f"{k} = COALESCE(started_at, ?)" if k == "started_at" else f"{k} = ?" for k in a_fields)
             # An attempt already ended (a stop while a retry waits out its backoff) keeps its outcome.
-            db.execute(f"UPDATE attempts SET {sets} WHERE run = ? AND idx = ? AND ended_at IS NULL",
-                       (*a_fields.values(), name, attempt))
+            db.execute(
+                f"UPDATE attempts SET {sets} WHERE run = ? AND idx = ? AND ended_at IS NULL",
+                (*a_fields.values(), name, attempt),
+            )
             if status.is_terminal:
                 _end_ranks(db, name, attempt, status)
             db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, status.value, now, reason))
@@ -181,23 +195,37 @@ class State:
         now, due = ended.isoformat(), ended + timedelta(seconds=delay)
         with self.tx() as db:
             attempt = db.execute("SELECT attempt FROM runs WHERE name = ?", (name,)).fetchone()["attempt"]
-            db.execute("UPDATE attempts SET status = ?, reason = ?, ended_at = ? WHERE run = ? AND idx = ?",
-                       (RunStatus.FAILED.value, reason, now, name, attempt))
+            db.execute(
+                "UPDATE attempts SET status = ?, reason = ?, ended_at = ? WHERE run = ? AND idx = ?",
+                (RunStatus.FAILED.value, reason, now, name, attempt),
+            )
             _end_ranks(db, name, attempt, RunStatus.FAILED)
-            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.FAILED.value, now, reason))
+            db.execute(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.FAILED.value, now, reason)
+            )
             waiting = f"attempt {attempt} failed ({reason}); {retry_due(due)}"
-            db.execute("UPDATE runs SET status = ?, reason = ? WHERE name = ?", (RunStatus.PENDING.value, waiting, name))
-            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.PENDING.value, now, waiting))
+            db.execute(
+                "UPDATE runs SET status = ?, reason = ? WHERE name = ?", (RunStatus.PENDING.value, waiting, name)
+            )
+            db.execute(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.PENDING.value, now, waiting)
+            )
 
     def new_attempt(self, name: str) -> int:
         now = utcnow().isoformat()
         with self.tx() as db:
             attempt = db.execute("SELECT attempt FROM runs WHERE name = ?", (name,)).fetchone()["attempt"] + 1
-            db.execute("UPDATE runs SET attempt = ?, status = ?, reason = NULL WHERE name = ?",
-                       (attempt, RunStatus.STARTING.value, name))
-            db.execute("INSERT INTO attempts (run, idx, status) VALUES (?, ?, ?)", (name, attempt, RunStatus.STARTING.value))
-            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
-                       (name, attempt, RunStatus.STARTING.value, now, f"retry: attempt {attempt}"))
+            db.execute(
+                "UPDATE runs SET attempt = ?, status = ?, reason = NULL WHERE name = ?",
+                (attempt, RunStatus.STARTING.value, name),
+            )
+            db.execute(
+                "INSERT INTO attempts (run, idx, status) VALUES (?, ?, ?)", (name, attempt, RunStatus.STARTING.value)
+            )
+            db.execute(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                (name, attempt, RunStatus.STARTING.value, now, f"retry: attempt {attempt}"),
+            )
         return attempt
 
     def restart(self, name: str) -> int | None:
@@ -213,9 +241,11 @@ class State:
                 return None
             attempt = row["attempt"] + 1
             reason = f"restarted by the user: attempt {attempt}"
-            db.execute("UPDATE runs SET attempt = ?, status = ?, reason = ?, ended_at = NULL, exit_code = NULL,"
-                       " stop_requested = 0, supervisor_pid = ?, supervisor_started = ? WHERE name = ?",
-                       (attempt, RunStatus.PENDING.value, reason, me, start_time(me), name))
+            db.execute(
+                "UPDATE runs SET attempt = ?, status = ?, reason = ?, ended_at = NULL, exit_code = NULL,"
+                " stop_requested = 0, supervisor_pid = ?, supervisor_started = ? WHERE name = ?",
+                (attempt, RunStatus.PENDING.value, reason, me, start_time(me), name),
+            )
             pending = RunStatus.PENDING.value
             db.execute("INSERT INTO attempts (run, idx, status) VALUES (?, ?, ?)", (name, attempt, pending))
             db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, pending, now, reason))
@@ -235,10 +265,22 @@ class State:
 
     def set_supervisor(self, name: str, pid: int, started: str | None) -> None:
         with self.tx() as db:
-            db.execute("UPDATE runs SET supervisor_pid = ?, supervisor_started = ? WHERE name = ?", (pid, started, name))
+            db.execute(
+                "UPDATE runs SET supervisor_pid = ?, supervisor_started = ? WHERE name = ?", (pid, started, name)
+            )
 
-    def set_rank(self, name: str, attempt: int, rank: int, status: RunStatus, *, pid: int | None = None,
-                 pid_started: str | None = None, exit_code: int | None = None, reason: str | None = None) -> None:
+    def set_rank(
+        self,
+        name: str,
+        attempt: int,
+        rank: int,
+        status: RunStatus,
+        *,
+        pid: int | None = None,
+        pid_started: str | None = None,
+        exit_code: int | None = None,
+        reason: str | None = None,
+    ) -> None:
         with self.tx() as db:
             db.execute(
                 "INSERT INTO ranks (run, attempt, rank, status, pid, pid_started, exit_code, reason)"
@@ -251,8 +293,10 @@ class State:
 
     def request_stop(self, name: str) -> None:
         with self.tx() as db:
-            db.execute("UPDATE runs SET stop_requested = ? WHERE name = ? AND stop_requested < ?",
-                       (STOP_REQUESTED, name, STOP_REQUESTED))
+            db.execute(
+                "UPDATE runs SET stop_requested = ? WHERE name = ? AND stop_requested < ?",
+                (STOP_REQUESTED, name, STOP_REQUESTED),
+            )
 
     def mark_deleting(self, name: str) -> None:
         """This process deletes the run: it is stopped, and `load` does not find it while
@@ -291,17 +335,27 @@ class State:
         by_attempt: dict[int, list[RankState]] = {}
         for k in ranks:
             by_attempt.setdefault(k["attempt"], []).append(
-                RankState(rank=k["rank"], status=RunStatus(k["status"]), exit_code=k["exit_code"], reason=k["reason"],
-                          node="localhost")
+                RankState(
+                    rank=k["rank"],
+                    status=RunStatus(k["status"]),
+                    exit_code=k["exit_code"],
+                    reason=k["reason"],
+                    node="localhost",
+                )
             )
         status = RunStatus(r["status"])
         spec = json.loads(r["spec"])
         retry_at = None
-        if status is RunStatus.PENDING and attempts and attempts[-1]["status"] == RunStatus.FAILED.value \
-                and attempts[-1]["ended_at"]:
+        if (
+            status is RunStatus.PENDING
+            and attempts
+            and attempts[-1]["status"] == RunStatus.FAILED.value
+            and attempts[-1]["ended_at"]
+        ):
             # Waiting out the backoff (await_retry): the supervisor starts the next attempt then.
             retry_at = _ts(attempts[-1]["ended_at"]) + timedelta(
-                seconds=RetryPolicy.from_spec(spec).delay(attempts[-1]["idx"]))
+                seconds=RetryPolicy.from_spec(spec).delay(attempts[-1]["idx"])
+            )
         return Run(
             name=r["name"],
             backend="local",
@@ -315,10 +369,18 @@ class State:
             reason=r["reason"],
             exit_code=r["exit_code"],
             attempts=[
-                Attempt(index=a["idx"], status=RunStatus(a["status"]), started_at=_ts(a["started_at"]),
-                        ended_at=_ts(a["ended_at"]), reason=a["reason"], ranks=by_attempt.get(a["idx"], []))
+                Attempt(
+                    index=a["idx"],
+                    status=RunStatus(a["status"]),
+                    started_at=_ts(a["started_at"]),
+                    ended_at=_ts(a["ended_at"]),
+                    reason=a["reason"],
+                    ranks=by_attempt.get(a["idx"], []),
+                )
                 for a in attempts
             ],
-            events=[StatusEvent(status=RunStatus(e["status"]), at=_ts(e["at"]), attempt=e["attempt"], reason=e["reason"])
-                    for e in events],
+            events=[
+                StatusEvent(status=RunStatus(e["status"]), at=_ts(e["at"]), attempt=e["attempt"], reason=e["reason"])
+                for e in events
+            ],
         )

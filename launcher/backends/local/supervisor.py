@@ -137,10 +137,17 @@ class Supervisor:
         except StateFileError as e:
             # The state database cannot be written (a full disk): the outcome goes to the
             # file reserved for it, where a reader finds it once this process has gone.
-            status, reason, code = self.known or (RunStatus.FAILED, f"the run's state could not be written: {e.message}",
-                                                  None)
-            if outcome_file.write({"status": status.value, "reason": reason, "exit_code": code,
-                                   "state_error": e.message}) is not None:
+            status, reason, code = self.known or (
+                RunStatus.FAILED,
+                f"the run's state could not be written: {e.message}",
+                None,
+            )
+            if (
+                outcome_file.write(
+                    {"status": status.value, "reason": reason, "exit_code": code, "state_error": e.message}
+                )
+                is not None
+            ):
                 raise
             written = True
         except Exception as e:
@@ -167,24 +174,26 @@ class Supervisor:
         env = dict(os.environ)
         if self.layout.plan_file.exists():  # a run submitted by an older launcher has only its spec
             env[contract.PLAN] = str(self.layout.plan_file)
-        env.update({
-            contract.SPEC: str(self.layout.spec_file),
-            contract.BACKEND: "local",
-            contract.ON_HOST: "1",
-            contract.CONFIG_DIR: str(self.layout.config_dir),
-            contract.WORKDIR: self.workdir,
-            contract.NODES: str(nodes),
-            contract.VENV: str(self.layout.venv),
-            contract.ARTIFACTS_DIR: str(self.layout.artifacts),
-            "NODE_RANK": str(rank),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            contract.ATTEMPT: str(self.attempt),
-            contract.GRACE_SECONDS: str(GRACE_SECONDS),
-            contract.EXIT_FILE: str(self.layout.exit_file(self.attempt, rank)),
-            contract.EXEC_RECORD: str(self.layout.exec_record(rank)),
-            contract.OWNER: self.layout.owner,
-        })
+        env.update(
+            {
+                contract.SPEC: str(self.layout.spec_file),
+                contract.BACKEND: "local",
+                contract.ON_HOST: "1",
+                contract.CONFIG_DIR: str(self.layout.config_dir),
+                contract.WORKDIR: self.workdir,
+                contract.NODES: str(nodes),
+                contract.VENV: str(self.layout.venv),
+                contract.ARTIFACTS_DIR: str(self.layout.artifacts),
+                "NODE_RANK": str(rank),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                contract.ATTEMPT: str(self.attempt),
+                contract.GRACE_SECONDS: str(GRACE_SECONDS),
+                contract.EXIT_FILE: str(self.layout.exit_file(self.attempt, rank)),
+                contract.EXEC_RECORD: str(self.layout.exec_record(rank)),
+                contract.OWNER: self.layout.owner,
+            }
+        )
         return env
 
     def _attempt(self) -> tuple[RunStatus, str | None, int | None]:
@@ -202,8 +211,9 @@ class Supervisor:
         for rank in range(nodes):
             try:
                 self.layout.exit_file(attempt, rank).unlink(missing_ok=True)
-                launch = rank_launch(self.layout.root, [sys.executable, "-m", "launcher.entrypoint"],
-                                     self._rank_env(rank, nodes, port))
+                launch = rank_launch(
+                    self.layout.root, [sys.executable, "-m", "launcher.entrypoint"], self._rank_env(rank, nodes, port)
+                )
                 with open(self.layout.log_file(attempt, rank), "ab") as log:
                     if launch.note:
                         log.write(f"[launcher] {launch.note}\n".encode())
@@ -268,8 +278,11 @@ class Supervisor:
             status, reason = ending
             # A rank that could not write its log says why; its exit code alone cannot.
             why = next((o["reason"] for o in outcomes.values() if o.get("reason")), None)
-            self.known = status, why if why and status is RunStatus.FAILED else reason, \
-                first_failure[1] if first_failure else None
+            self.known = (
+                status,
+                why if why and status is RunStatus.FAILED else reason,
+                first_failure[1] if first_failure else None,
+            )
         for rank, code in codes.items():
             if ending and ending[0] is RunStatus.STOPPED:
                 st = RunStatus.STOPPED
@@ -278,16 +291,24 @@ class Supervisor:
             self.state.set_rank(self.name, attempt, rank, st, exit_code=code, reason=outcomes[rank].get("reason"))
         return self.known
 
-    def _failed_start(self, attempt: int, rank: int, started: dict[int, subprocess.Popen],
-                      error: OSError) -> tuple[RunStatus, str, None]:
+    def _failed_start(
+        self, attempt: int, rank: int, started: dict[int, subprocess.Popen], error: OSError
+    ) -> tuple[RunStatus, str, None]:
         """Rank `rank` cannot start: the ranks already started cannot go on without it."""
         why = f"could not start rank {rank}: {error.strerror or error}" + (
-            f": {error.filename}" if getattr(error, "filename", None) else "")
+            f": {error.filename}" if getattr(error, "filename", None) else ""
+        )
         terminate_groups([p.pid for p in started.values()], KILL_AFTER)
         for r, p in started.items():
             code = p.wait()
-            self.state.set_rank(self.name, attempt, r, RunStatus.FAILED, exit_code=code if code >= 0 else 128 - code,
-                                reason=f"stopped: {why}")
+            self.state.set_rank(
+                self.name,
+                attempt,
+                r,
+                RunStatus.FAILED,
+                exit_code=code if code >= 0 else 128 - code,
+                reason=f"stopped: {why}",
+            )
         self._sweep()
         self.state.set_rank(self.name, attempt, rank, RunStatus.FAILED, reason=why)
         return RunStatus.FAILED, why, None

@@ -27,11 +27,25 @@ def handle_admin(handler, method: str, parts: list[str], body: Any) -> None:
         if route == ("GET", "healthz"):
             return handler.send_json(200, "ok")
         if route == ("GET", "faults"):
-            return handler.send_json(200, {"rules": [r.to_json() for r in k.faults.list_rules()],
-                                           "knobs": k.faults.knobs()})
+            return handler.send_json(
+                200, {"rules": [r.to_json() for r in k.faults.list_rules()], "knobs": k.faults.knobs()}
+            )
         if route == ("POST", "faults"):
-            fields = {key: body[key] for key in ("verb", "resource", "status", "times", "lose_response", "delay",
-                                                 "name", "message", "after_commit") if key in body}
+            fields = {
+                key: body[key]
+                for key in (
+                    "verb",
+                    "resource",
+                    "status",
+                    "times",
+                    "lose_response",
+                    "delay",
+                    "name",
+                    "message",
+                    "after_commit",
+                )
+                if key in body
+            }
             return handler.send_json(201, k.faults.inject(**fields).to_json())
         if route == ("PATCH", "faults"):
             k.faults.set(**body)

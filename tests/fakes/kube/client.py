@@ -18,8 +18,9 @@ from tests.fakes.kube.resources import Registry
 
 def _call(url: str, method: str, path: str, body: Any = None, timeout: float = 10) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data else {})
+    req = urllib.request.Request(
+        url + path, data=data, method=method, headers={"Content-Type": "application/json"} if data else {}
+    )
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read() or b"null")
 
@@ -28,13 +29,38 @@ class RemoteFaults:
     def __init__(self, url: str):
         self.url = url
 
-    def inject(self, verb: str | None = None, resource: str | None = None, *, status: int | None = None,
-               times: int = 1, lose_response: bool = False, delay: float = 0.0, name: str | None = None,
-               message: str | None = None, after_commit: bool = False) -> FaultRule:
-        FaultRule(verb=verb, resource=resource, status=status, lose_response=lose_response, delay=delay,
-                  after_commit=after_commit)  # validate here, for a clear error
-        body = {"verb": verb, "resource": resource, "status": status, "times": times, "lose_response": lose_response,
-                "delay": delay, "name": name, "message": message, "after_commit": after_commit}
+    def inject(
+        self,
+        verb: str | None = None,
+        resource: str | None = None,
+        *,
+        status: int | None = None,
+        times: int = 1,
+        lose_response: bool = False,
+        delay: float = 0.0,
+        name: str | None = None,
+        message: str | None = None,
+        after_commit: bool = False,
+    ) -> FaultRule:
+        FaultRule(
+            verb=verb,
+            resource=resource,
+            status=status,
+            lose_response=lose_response,
+            delay=delay,
+            after_commit=after_commit,
+        )  # validate here, for a clear error
+        body = {
+            "verb": verb,
+            "resource": resource,
+            "status": status,
+            "times": times,
+            "lose_response": lose_response,
+            "delay": delay,
+            "name": name,
+            "message": message,
+            "after_commit": after_commit,
+        }
         return FaultRule(**_call(self.url, "POST", "/_fake/faults", body))
 
     def clear(self) -> None:
@@ -70,8 +96,11 @@ class RemoteKube:
         return [tuple(r) for r in _call(self.url, "GET", "/_fake/requests")]
 
     def count(self, method: str | None = None, kind: str | None = None, verb: str | None = None) -> int:
-        return sum(1 for m, k, v in self.requests
-                   if (method is None or m == method) and (kind is None or k == kind) and (verb is None or v == verb))
+        return sum(
+            1
+            for m, k, v in self.requests
+            if (method is None or m == method) and (kind is None or k == kind) and (verb is None or v == verb)
+        )
 
     def evict(self, pod_name: str, ns: str = "default", reason: str = "PreemptionByScheduler") -> None:
         _call(self.url, "POST", "/_fake/evict", {"name": pod_name, "namespace": ns, "reason": reason})

@@ -19,10 +19,21 @@ from tests.fakes.kube.store import Store, record_event
 
 
 class FakeKube:
-    def __init__(self, *, nodes: list[dict] | None = None, run_controllers: bool = True,
-                 log_resolution_ns: int = 1_000, grace_seconds: float = 3.0, orphan_delay: float = 0.2,
-                 jobset: bool = False, images: dict[str, str] | None = None, isolate: bool | None = None,
-                 history_limit: int = 10_000, bookmark_seconds: float = 1.0, kueue: bool = False):
+    def __init__(
+        self,
+        *,
+        nodes: list[dict] | None = None,
+        run_controllers: bool = True,
+        log_resolution_ns: int = 1_000,
+        grace_seconds: float = 3.0,
+        orphan_delay: float = 0.2,
+        jobset: bool = False,
+        images: dict[str, str] | None = None,
+        isolate: bool | None = None,
+        history_limit: int = 10_000,
+        bookmark_seconds: float = 1.0,
+        kueue: bool = False,
+    ):
         self.registry = Registry(jobset=jobset, kueue=kueue)
         self.store = Store(self.registry, history_limit=history_limit, orphan_delay=orphan_delay)
         self.lock, self.changed, self.objects = self.store.lock, self.store.changed, self.store.objects
@@ -34,24 +45,38 @@ class FakeKube:
         self.nodes = nodes if nodes is not None else default_nodes()
         self.run_controllers = run_controllers
         self.bookmark_seconds = bookmark_seconds
-        self.kubelet = Kubelet(self.store, self.faults, log_resolution_ns=log_resolution_ns,
-                               grace_seconds=grace_seconds, images=images, isolate=isolate)
+        self.kubelet = Kubelet(
+            self.store,
+            self.faults,
+            log_resolution_ns=log_resolution_ns,
+            grace_seconds=grace_seconds,
+            images=images,
+            isolate=isolate,
+        )
         self.containers, self.ports, self.root = self.kubelet.containers, self.kubelet.ports, self.kubelet.root
         self.jobs = JobController(self.store)
         self.scheduler = Scheduler(self.store, self.nodes)
         self.jobset = None
         if jobset:
             from tests.fakes.kube.jobset import JobSetController, admit_jobset
+
             self.jobset = JobSetController(self.store)
             self.store.admit["JobSet"] = admit_jobset
-        self.store.admit.update({
-            "Job": default_job, "Pod": validation.validate_pod, "Service": validation.validate_service,
-            "ConfigMap": validation.validate_data("ConfigMap"), "Secret": validation.validate_data("Secret")})
+        self.store.admit.update(
+            {
+                "Job": default_job,
+                "Pod": validation.validate_pod,
+                "Service": validation.validate_service,
+                "ConfigMap": validation.validate_data("ConfigMap"),
+                "Secret": validation.validate_data("Secret"),
+            }
+        )
         self.kueue = None
         """The Kueue simulation (kueue.py), with kueue=True: add_queue, add_priority_class, add_topology."""
         if kueue:
             from tests.fakes.kube import kueue_api
             from tests.fakes.kube.kueue import KueueController
+
             for res in self.registry.resources:
                 if res.crd and res.storage and res.group == kueue_api.KUEUE_GROUP:
                     self.store.admit[res.kind] = kueue_api.admit(res)
@@ -64,6 +89,7 @@ class FakeKube:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         from tests.fakes.kube.http import ApiServer
+
         self.server = ApiServer(self)
         self.faults._connections = self.server
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -136,8 +162,11 @@ class FakeKube:
 
     def count(self, method: str | None = None, kind: str | None = None, verb: str | None = None) -> int:
         with self.lock:
-            return sum(1 for m, k, v in self.requests
-                       if (method is None or m == method) and (kind is None or k == kind) and (verb is None or v == verb))
+            return sum(
+                1
+                for m, k, v in self.requests
+                if (method is None or m == method) and (kind is None or k == kind) and (verb is None or v == verb)
+            )
 
     def pods(self, ns: str = "default", labels: str | None = None) -> list[dict]:
         return self.list("Pod", ns, labels)[0]
@@ -146,9 +175,11 @@ class FakeKube:
     def _control_loop(self) -> None:
         loops = [self.store.finish_pending_deletes]
         if self.run_controllers:
-            loops += ([self.kueue.sync] if self.kueue else []) + ([self.jobset.sync] if self.jobset else []) + [
-                self.jobs.sync, self.scheduler.sync,
-                                                                    self.kubelet.sync]
+            loops += (
+                ([self.kueue.sync] if self.kueue else [])
+                + ([self.jobset.sync] if self.jobset else [])
+                + [self.jobs.sync, self.scheduler.sync, self.kubelet.sync]
+            )
         while not self._stop.is_set():
             for loop in loops:
                 try:
@@ -161,7 +192,10 @@ class FakeKube:
 
 def kubeconfig(url: str, context: str = "fake", namespace: str = "default") -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Config", "current-context": context, "preferences": {},
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": context,
+        "preferences": {},
         "clusters": [{"name": "fake", "cluster": {"server": url}}],
         "users": [{"name": "tester", "user": {"token": "fake-token"}}],
         "contexts": [{"name": context, "context": {"cluster": "fake", "user": "tester", "namespace": namespace}}],

@@ -7,7 +7,7 @@ import copy
 import random
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -18,7 +18,7 @@ def now_ns() -> int:
 def rfc3339(ns: int | None = None, *, nano: bool = False) -> str:
     ns = now_ns() if ns is None else ns
     secs, frac = divmod(ns, 1_000_000_000)
-    base = datetime.fromtimestamp(secs, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    base = datetime.fromtimestamp(secs, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
     if not nano:
         return base + "Z"
     digits = f"{frac:09d}".rstrip("0")  # Go's RFC3339Nano trims trailing zeros
@@ -54,14 +54,34 @@ def rand_suffix(n: int = 5) -> str:
     return "".join(random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
 
 
-REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
-           409: "Conflict", 410: "Expired", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests",
-           500: "InternalError", 502: "BadGateway", 503: "ServiceUnavailable", 504: "Timeout"}
+REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    502: "BadGateway",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
 
 
 def status_body(code: int, reason: str | None = None, message: str | None = None, details: dict | None = None) -> dict:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message or REASONS.get(code, "error"), "reason": reason or REASONS.get(code, ""), "code": code}
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message or REASONS.get(code, "error"),
+        "reason": reason or REASONS.get(code, ""),
+        "code": code,
+    }
     if details:
         body["details"] = details
     return body
@@ -86,9 +106,17 @@ def invalid(kind: str, name: str, causes: list[tuple[str, str]], group: str = ""
     qual = f"{kind}.{group}" if group else kind
     parts = [f"{f}: {m}" for f, m in causes]
     text = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-    return ApiError(422, "Invalid", f'{qual} "{name}" is invalid: {text}',
-                    {"name": name, "group": group, "kind": kind,
-                     "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes]})
+    return ApiError(
+        422,
+        "Invalid",
+        f'{qual} "{name}" is invalid: {text}',
+        {
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes],
+        },
+    )
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -176,5 +204,6 @@ def expr_match(labels: dict[str, str], e: dict) -> bool:
 
 def selector_matches(labels: dict[str, str], selector: dict) -> bool:
     """A metav1.LabelSelector (matchLabels and matchExpressions)."""
-    return (all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
-            and all(expr_match(labels, e) for e in selector.get("matchExpressions") or []))
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items()) and all(
+        expr_match(labels, e) for e in selector.get("matchExpressions") or []
+    )

@@ -21,7 +21,7 @@ STRICT = contextvars.ContextVar("strict_field_validation", default=False)
 """True while the HTTP layer serves a request with fieldValidation=Strict (kubectl's default)."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(filename: str) -> dict:
     with open(CRDS / filename) as f:
         return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -97,8 +97,12 @@ def decode(obj: dict, schema: dict, *, kind: str, group: str, strict: bool | Non
     unknown = unknown_fields(obj, schema)
     if unknown and strict:
         name = (obj.get("metadata") or {}).get("name", "")
-        raise ApiError(400, "BadRequest", f'{kind}.{group} "{name}" is invalid: strict decoding error: ' +
-                       ", ".join(f'unknown field "{u}"' for u in unknown))
+        raise ApiError(
+            400,
+            "BadRequest",
+            f'{kind}.{group} "{name}" is invalid: strict decoding error: '
+            + ", ".join(f'unknown field "{u}"' for u in unknown),
+        )
     prune(obj, unknown)
     return unknown
 
@@ -110,8 +114,13 @@ def validate(obj: dict, schema: dict, *, kind: str, group: str) -> None:
     validator = jsonschema.Draft7Validator(_no_metadata(schema))
     errors = sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        causes = [(".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in e.absolute_path).replace(".[", "["),
-                   e.message) for e in errors[:10]]
+        causes = [
+            (
+                ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in e.absolute_path).replace(".[", "["),
+                e.message,
+            )
+            for e in errors[:10]
+        ]
         raise invalid(kind, (obj.get("metadata") or {}).get("name", ""), causes, group)
 
 

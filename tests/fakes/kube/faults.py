@@ -49,8 +49,12 @@ class FaultRule:
             raise ValueError("after_commit needs a status")
 
     def matches(self, verb: str, resource: str, name: str | None) -> bool:
-        return ((self.verb is None or self.verb == verb) and (self.resource is None or self.resource == resource)
-                and (self.name is None or self.name == name) and (self.times <= 0 or self.fired < self.times))
+        return (
+            (self.verb is None or self.verb == verb)
+            and (self.resource is None or self.resource == resource)
+            and (self.name is None or self.name == name)
+            and (self.times <= 0 or self.fired < self.times)
+        )
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -84,12 +88,31 @@ class Faults:
     _connections: object | None = field(default=None, repr=False)  # the server's Listener
 
     # --- the helper API (stable: other tests build on it) ---------------------------------
-    def inject(self, verb: str | None = None, resource: str | None = None, *, status: int | None = None,
-               times: int = 1, lose_response: bool = False, delay: float = 0.0, name: str | None = None,
-               message: str | None = None, after_commit: bool = False) -> FaultRule:
+    def inject(
+        self,
+        verb: str | None = None,
+        resource: str | None = None,
+        *,
+        status: int | None = None,
+        times: int = 1,
+        lose_response: bool = False,
+        delay: float = 0.0,
+        name: str | None = None,
+        message: str | None = None,
+        after_commit: bool = False,
+    ) -> FaultRule:
         """Add a rule; the first matching rule that still has `times` left fires."""
-        rule = FaultRule(verb=verb, resource=resource, status=status, times=times, lose_response=lose_response,
-                         delay=delay, name=name, message=message, after_commit=after_commit)
+        rule = FaultRule(
+            verb=verb,
+            resource=resource,
+            status=status,
+            times=times,
+            lose_response=lose_response,
+            delay=delay,
+            name=name,
+            message=message,
+            after_commit=after_commit,
+        )
         with self._lock:
             rule.id = self._next_id
             self._next_id += 1
@@ -136,8 +159,7 @@ class Faults:
                     return rule
             if self.api_errors > 0 and verb not in ("watch", "log"):
                 self.api_errors -= 1
-                return FaultRule(status=503, message="the server is currently unable to handle the request",
-                                 fired=1)
+                return FaultRule(status=503, message="the server is currently unable to handle the request", fired=1)
         return None
 
     def take_log_drop(self, follow: bool) -> int | None:
@@ -155,10 +177,16 @@ class Faults:
         return False
 
     def knobs(self) -> dict:
-        return {"gone_watches": self.gone_watches, "drop_logs_after": self.drop_logs_after,
-                "drop_logs_count": self.drop_logs_count, "drop_finished_reads": self.drop_finished_reads,
-                "garble_log_stamps": self.garble_log_stamps,
-                "api_errors": self.api_errors, "bad_images": sorted(self.bad_images), "hold_pods": self.hold_pods}
+        return {
+            "gone_watches": self.gone_watches,
+            "drop_logs_after": self.drop_logs_after,
+            "drop_logs_count": self.drop_logs_count,
+            "drop_finished_reads": self.drop_finished_reads,
+            "garble_log_stamps": self.garble_log_stamps,
+            "api_errors": self.api_errors,
+            "bad_images": sorted(self.bad_images),
+            "hold_pods": self.hold_pods,
+        }
 
     def _listener(self):
         if self._connections is None:

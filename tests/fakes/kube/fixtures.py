@@ -31,9 +31,13 @@ class KubeProgram(RemoteKube):
         self.log = workdir / "fake-kube.log"
         self._log = open(self.log, "wb")
         # --exit-with-parent: a test process that dies leaves no fake (nor its pods) behind.
-        self.proc = subprocess.Popen([sys.executable, str(PROGRAM), "--kubeconfig", str(self.kubeconfig),
-                                      "--exit-with-parent", *args],
-                                     cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(PROGRAM), "--kubeconfig", str(self.kubeconfig), "--exit-with-parent", *args],
+            cwd=REPO,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             url = self._wait_ready()
         except BaseException:
@@ -79,8 +83,13 @@ def write_profile(home: Path, kube: Any, *, name: str = "fake", **settings: Any)
     config = (yaml.safe_load(path.read_text()) if path.exists() else {}) or {}
     config.setdefault("current", "local")
     config.setdefault("clusters", {})[name] = {
-        "backend": "kubernetes", "kubeconfig": str(kubeconfig), "context": "fake", "namespace": "default",
-        "image": "ghcr.io/example/launcher:test", **settings}
+        "backend": "kubernetes",
+        "kubeconfig": str(kubeconfig),
+        "context": "fake",
+        "namespace": "default",
+        "image": "ghcr.io/example/launcher:test",
+        **settings,
+    }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
@@ -146,14 +155,28 @@ def fake_kueue(fake_kube_factory):
     blocks and makes Topology `default` for flavor `default` (kueue.configure)."""
     from tests.fakes.kube.kueue import configure, topology_nodes
 
-    def make(*, queues: dict[str, int] | None = None, preempt: bool | set[str] = False,
-             priority_classes: dict[str, int] | None = None, topology: dict[str, list[str]] | None = None,
-             nodes: int = 4, gpus_per_node: int = 4, profile: dict | None = None, **options: Any) -> FakeKube:
+    def make(
+        *,
+        queues: dict[str, int] | None = None,
+        preempt: bool | set[str] = False,
+        priority_classes: dict[str, int] | None = None,
+        topology: dict[str, list[str]] | None = None,
+        nodes: int = 4,
+        gpus_per_node: int = 4,
+        profile: dict | None = None,
+        **options: Any,
+    ) -> FakeKube:
         options.setdefault("jobset", True)
-        kube = fake_kube_factory(nodes=topology_nodes(nodes, gpus_per_node, topology), kueue=True, profile=profile,
-                                 **options)
-        configure(kube.kueue, queues={"team": 8} if queues is None else queues, preempt=preempt,
-                  priority_classes=priority_classes, topology=list(topology or {}))
+        kube = fake_kube_factory(
+            nodes=topology_nodes(nodes, gpus_per_node, topology), kueue=True, profile=profile, **options
+        )
+        configure(
+            kube.kueue,
+            queues={"team": 8} if queues is None else queues,
+            preempt=preempt,
+            priority_classes=priority_classes,
+            topology=list(topology or {}),
+        )
         return kube
 
     return make

@@ -220,6 +220,7 @@ class Handler(BaseHTTPRequestHandler):
             body = self.read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
             if parts and parts[0] == "_fake":
                 from tests.fakes.kube.admin import handle_admin
+
                 return handle_admin(self, method, parts[1:], body)
             if method == "GET" and parts[:1] == ["openapi"]:
                 return self.send_bytes(*openapi.answer(self.kube.registry, parts, self.headers.get("Accept") or ""))
@@ -228,8 +229,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(*answer)
             route = self.route(parts)
             if route is None:
-                return self.send_json(404, status_body(404, "NotFound", "the server could not find the requested "
-                                                                         "resource"))
+                return self.send_json(
+                    404, status_body(404, "NotFound", "the server could not find the requested resource")
+                )
             strict = crd.STRICT.set(q.get("fieldValidation") == "Strict")
             try:
                 self.resource_request(method, q, body, *route)
@@ -265,21 +267,34 @@ class Handler(BaseHTTPRequestHandler):
             ns = ""
         return res, ns, name, sub
 
-    def resource_request(self, method: str, q: dict[str, str], body: Any, res: Resource, ns: str | None,
-                         name: str | None, sub: str | None) -> None:
+    def resource_request(
+        self,
+        method: str,
+        q: dict[str, str],
+        body: Any,
+        res: Resource,
+        ns: str | None,
+        name: str | None,
+        sub: str | None,
+    ) -> None:
         k = self.kube
         watch = q.get("watch") in ("true", "1")
         if method == "GET":
             verb = "watch" if watch else ("get" if name else "list")
         else:
-            verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
-                    "DELETE": "delete" if name else "deletecollection"}[method]
+            verb = {
+                "POST": "create",
+                "PUT": "update",
+                "PATCH": "patch",
+                "DELETE": "delete" if name else "deletecollection",
+            }[method]
         if sub == "log":
             verb = "log"
         if sub in ("exec", "portforward"):
             if method not in ("GET", "POST"):
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
-                                                        "resource")
+                raise ApiError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
             with k.lock:
                 k.requests.append((method, res.kind, sub))
             return streams.serve(self, ns, name, sub, parse_qs(urlparse(self.path).query))
@@ -301,8 +316,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.pod_log(ns, name, q)
         if res.group == VISIBILITY_GROUP:
             if verb != "get" or sub != "pendingworkloads" or k.kueue is None:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
-                                                        "resource")
+                raise ApiError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
             return self.answer(rule, 200, k.kueue.pending_workloads(res, ns, name, q))
         out = functools.partial(served_as, res)
         if body is not None and verb in ("create", "update", "patch") and not res.storage:
@@ -313,8 +329,14 @@ class Handler(BaseHTTPRequestHandler):
             obj = out(store.get(res.kind, ns, name))
             return self.answer(rule, 200, self.tables.one(res, obj) if table else obj)
         if verb == "list":
-            items, rv, token, rest = store.list_page(res.kind, ns, q.get("labelSelector"), q.get("fieldSelector"),
-                                                     limit=int(q.get("limit") or 0), token=q.get("continue"))
+            items, rv, token, rest = store.list_page(
+                res.kind,
+                ns,
+                q.get("labelSelector"),
+                q.get("fieldSelector"),
+                limit=int(q.get("limit") or 0),
+                token=q.get("continue"),
+            )
             if q.get("resourceVersion") and q.get("resourceVersionMatch") == "Exact":
                 store.check_version(int(q["resourceVersion"]))
             meta: dict[str, Any] = {"resourceVersion": rv}
@@ -323,22 +345,27 @@ class Handler(BaseHTTPRequestHandler):
             items = [out(o) for o in items]
             if table:
                 return self.answer(rule, 200, self.tables.table(res, items, meta))
-            return self.answer(rule, 200, {"kind": f"{res.kind}List", "apiVersion": res.api_version,
-                                           "metadata": meta, "items": items})
+            return self.answer(
+                rule, 200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": items}
+            )
         if body is None and verb in ("create", "update", "patch"):
             raise ApiError(400, "BadRequest", "the request body is empty")
         if verb == "create":
             if res.kind == "Pod" and sub == "eviction":
                 k.kubelet.evict(ns, name, "EvictionByEvictionAPI", "Eviction API: evicting")
                 k.store.delete("Pod", ns, name, {})
-                return self.answer(rule, 201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                               "status": "Success", "code": 201})
+                return self.answer(
+                    rule, 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+                )
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "the request body must be an object")
             want_ns = (body.get("metadata") or {}).get("namespace")
             if res.namespaced and want_ns and want_ns != ns:
-                raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace "
-                                                  "sent on the request")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
             if q.get("dryRun") == "All":
                 return self.answer(rule, 201, out(self.dry_run_create(res, ns, body)))
             return self.answer(rule, 201, out(store.create(res.kind, ns, body)))
@@ -364,8 +391,16 @@ class Handler(BaseHTTPRequestHandler):
                 store.delete(res.kind, it["metadata"].get("namespace", ""), it["metadata"]["name"], opts)
             except ApiError:
                 pass
-        return self.answer(rule, 200, {"kind": f"{res.kind}List", "apiVersion": res.api_version,
-                                       "metadata": {"resourceVersion": rv}, "items": [out(o) for o in items]})
+        return self.answer(
+            rule,
+            200,
+            {
+                "kind": f"{res.kind}List",
+                "apiVersion": res.api_version,
+                "metadata": {"resourceVersion": rv},
+                "items": [out(o) for o in items],
+            },
+        )
 
     def answer(self, rule: FaultRule | None, code: int, body: Any) -> None:
         if rule is not None and rule.lose_response:
@@ -397,6 +432,7 @@ class Handler(BaseHTTPRequestHandler):
     @property
     def tables(self):
         from tests.fakes.kube import tables
+
         return tables
 
     # --- watch --------------------------------------------------------------------------------
@@ -416,8 +452,9 @@ class Handler(BaseHTTPRequestHandler):
             if type_ not in ("ERROR", "BOOKMARK"):
                 obj = served_as(res, obj)
             if table and type_ != "ERROR":
-                obj = self.tables.table(res, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion")},
-                                        headers=first)
+                obj = self.tables.table(
+                    res, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion")}, headers=first
+                )
                 first = False
             self.chunk((json.dumps({"type": type_, "object": obj}) + "\n").encode())
 
@@ -431,9 +468,14 @@ class Handler(BaseHTTPRequestHandler):
             with store.lock:
                 try:
                     if rv_text in ("", "0") or initial_events:
-                        pending = [("ADDED", copy.deepcopy(o)) for (kk, n, _), o in sorted(store.objects.items())
-                                   if kk == res.kind and (ns is None or n == ns)
-                                   and labels_match(o["metadata"].get("labels") or {}, reqs) and fields_match(o, fields)]
+                        pending = [
+                            ("ADDED", copy.deepcopy(o))
+                            for (kk, n, _), o in sorted(store.objects.items())
+                            if kk == res.kind
+                            and (ns is None or n == ns)
+                            and labels_match(o["metadata"].get("labels") or {}, reqs)
+                            and fields_match(o, fields)
+                        ]
                         pos = store.rv
                     else:
                         pos = int(rv_text)
@@ -487,26 +529,37 @@ class Handler(BaseHTTPRequestHandler):
             container = q.get("container")
             if container is None:
                 if len(pod["spec"]["containers"]) > 1:
-                    raise ApiError(400, "BadRequest", f"a container name must be specified for pod {name}, choose "
-                                   f"one of: [{' '.join(c['name'] for c in pod['spec']['containers'])}]")
+                    raise ApiError(
+                        400,
+                        "BadRequest",
+                        f"a container name must be specified for pod {name}, choose "
+                        f"one of: [{' '.join(c['name'] for c in pod['spec']['containers'])}]",
+                    )
                 container = pod["spec"]["containers"][0]["name"]
             if container not in names:
                 raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
             c = k.kubelet.container(pod, container)
             previous = q.get("previous") in ("true", "1")
             if previous and (c is None or c.previous is None):
-                raise ApiError(400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" '
-                                                  "not found")
+                raise ApiError(
+                    400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" not found'
+                )
             if c is None or c.proc is None:
-                group = "initContainerStatuses" if container not in [x["name"] for x in pod["spec"]["containers"]] \
+                group = (
+                    "initContainerStatuses"
+                    if container not in [x["name"] for x in pod["spec"]["containers"]]
                     else "containerStatuses"
-                state = next((cs.get("state") or {} for cs in pod["status"].get(group) or []
-                              if cs.get("name") == container), {})
+                )
+                state = next(
+                    (cs.get("state") or {} for cs in pod["status"].get(group) or [] if cs.get("name") == container), {}
+                )
                 waiting = state.get("waiting") or {}
-                reason = waiting.get("reason") or ("PodInitializing" if pod["spec"].get("initContainers")
-                                                   else "ContainerCreating")
-                raise ApiError(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: '
-                                                  f"{reason}")
+                reason = waiting.get("reason") or (
+                    "PodInitializing" if pod["spec"].get("initContainers") else "ContainerCreating"
+                )
+                raise ApiError(
+                    400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: {reason}'
+                )
             follow = q.get("follow") in ("true", "1")
             stamps = q.get("timestamps") in ("true", "1")
             floor = None
@@ -542,7 +595,7 @@ class Handler(BaseHTTPRequestHandler):
                         prefix = "2024-13-01T00:00:00Z "
                     data = f"{prefix}{text}\n".encode()
                     if limit_bytes is not None and sent_bytes + len(data) > limit_bytes:
-                        self.chunk(data[:limit_bytes - sent_bytes])
+                        self.chunk(data[: limit_bytes - sent_bytes])
                         return self.end_stream()
                     self.chunk(data)
                     sent += 1
@@ -550,8 +603,9 @@ class Handler(BaseHTTPRequestHandler):
                 if not follow:
                     break
                 with k.lock:
-                    while len(c.lines) <= pos and not c.done and not k._stop.is_set() and \
-                            ("Pod", ns, name) in k.objects:
+                    while (
+                        len(c.lines) <= pos and not c.done and not k._stop.is_set() and ("Pod", ns, name) in k.objects
+                    ):
                         k.changed.wait(0.5)
                     batch = c.lines[pos:]
                     pos = len(c.lines)
@@ -567,6 +621,7 @@ def served_as(res: Resource, obj: dict) -> dict:
     if res.storage or not res.crd:
         return obj
     from tests.fakes.kube import kueue_api
+
     return kueue_api.convert(obj, res.kind, res.version)
 
 
@@ -576,6 +631,7 @@ def stored_as(res: Resource, body: Any, *, whole: bool) -> Any:
     if res.storage or not res.crd or not isinstance(body, dict):
         return body
     from tests.fakes.kube import kueue_api
+
     if whole:
         kueue_api.decode(res, body)
     return kueue_api.convert(body, res.kind, kueue_api.STORAGE)

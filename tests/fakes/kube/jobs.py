@@ -35,13 +35,14 @@ def default_job(job: dict, old: dict | None) -> None:
         # selector and template labels were set at creation and are immutable.
         spec["selector"] = old["spec"]["selector"]
         spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {}).update(
-            old["spec"]["template"]["metadata"]["labels"])
+            old["spec"]["template"]["metadata"]["labels"]
+        )
         validate_job(job)
         return
     if spec.get("selector") and not spec.get("manualSelector"):
         from tests.fakes.kube.common import invalid
-        raise invalid("Job", meta["name"], [("spec.selector", "Invalid value: `selector` not auto-generated")],
-                      "batch")
+
+        raise invalid("Job", meta["name"], [("spec.selector", "Invalid value: `selector` not auto-generated")], "batch")
     tmpl = spec.setdefault("template", {})
     uid = meta["uid"]
     spec["selector"] = {"matchLabels": {CONTROLLER_UID: uid}}
@@ -65,8 +66,16 @@ def set_condition(obj: dict, type_: str, status: str, reason: str = "", message:
                 return False
             c.update(status=status, reason=reason, message=message, lastTransitionTime=rfc3339())
             return True
-    conds.append({"type": type_, "status": status, "reason": reason, "message": message,
-                  "lastProbeTime": rfc3339(), "lastTransitionTime": rfc3339()})
+    conds.append(
+        {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": rfc3339(),
+            "lastTransitionTime": rfc3339(),
+        }
+    )
     return True
 
 
@@ -90,8 +99,11 @@ class JobController:
     def pods_of(self, job: dict) -> list[dict]:
         uid = job["metadata"]["uid"]
         ns = job["metadata"]["namespace"]
-        return [o for (k, n, _), o in self.store.objects.items() if k == "Pod" and n == ns
-                and (o["metadata"].get("labels") or {}).get(CONTROLLER_UID) == uid]
+        return [
+            o
+            for (k, n, _), o in self.store.objects.items()
+            if k == "Pod" and n == ns and (o["metadata"].get("labels") or {}).get(CONTROLLER_UID) == uid
+        ]
 
     def _sync(self, job: dict) -> None:
         meta, spec, status = job["metadata"], job["spec"], job.setdefault("status", {})
@@ -141,15 +153,20 @@ class JobController:
             if n_done >= spec["completions"]:
                 for p in active:
                     self.store.delete("Pod", ns, p["metadata"]["name"])
-                set_condition(job, "SuccessCriteriaMet", "True", "CompletionsReached",
-                              "Reached expected number of succeeded pods")
-                set_condition(job, "Complete", "True", "CompletionsReached",
-                              "Reached expected number of succeeded pods")
+                set_condition(
+                    job, "SuccessCriteriaMet", "True", "CompletionsReached", "Reached expected number of succeeded pods"
+                )
+                set_condition(
+                    job, "Complete", "True", "CompletionsReached", "Reached expected number of succeeded pods"
+                )
                 status["completionTime"] = rfc3339()
                 changed = True
             elif indexed:
-                have = {int(p["metadata"]["annotations"][COMPLETION_INDEX]) for p in pods
-                        if p["status"].get("phase") in (*ACTIVE, "Succeeded")}
+                have = {
+                    int(p["metadata"]["annotations"][COMPLETION_INDEX])
+                    for p in pods
+                    if p["status"].get("phase") in (*ACTIVE, "Succeeded")
+                }
                 room = spec["parallelism"] - len(active)
                 for i in range(spec["completions"]):
                     if i not in have and room > 0:
@@ -164,12 +181,15 @@ class JobController:
             if indexed:
                 status["completedIndexes"] = _ranges(sorted(done))
         pods = self.pods_of(job)
-        counts = {"active": sum(p["status"].get("phase") in ACTIVE and not p["metadata"].get("deletionTimestamp")
-                                for p in pods),
-                  "succeeded": sum(p["status"].get("phase") == "Succeeded" for p in pods),
-                  "failed": sum(p["status"].get("phase") == "Failed" for p in pods),
-                  "terminating": sum(bool(p["metadata"].get("deletionTimestamp")) for p in pods),
-                  "ready": sum(p["status"].get("phase") == "Running" for p in pods)}
+        counts = {
+            "active": sum(
+                p["status"].get("phase") in ACTIVE and not p["metadata"].get("deletionTimestamp") for p in pods
+            ),
+            "succeeded": sum(p["status"].get("phase") == "Succeeded" for p in pods),
+            "failed": sum(p["status"].get("phase") == "Failed" for p in pods),
+            "terminating": sum(bool(p["metadata"].get("deletionTimestamp")) for p in pods),
+            "ready": sum(p["status"].get("phase") == "Running" for p in pods),
+        }
         if any(status.get(k) != v for k, v in counts.items()):
             status.update(counts)
             changed = True
@@ -206,8 +226,16 @@ class JobController:
             meta.setdefault("labels", {})[COMPLETION_INDEX] = str(index)
             meta.setdefault("annotations", {})[COMPLETION_INDEX] = str(index)
             tmpl["spec"]["hostname"] = f"{name}-{index}"
-        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
-                                    "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": name,
+                "uid": job["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
         tmpl["status"] = {"phase": "Pending"}
         self.store.create("Pod", job["metadata"]["namespace"], tmpl)
 
@@ -222,17 +250,23 @@ def pod_failure_action(policy: dict | None, pod: dict) -> tuple[str, str]:
         if codes:
             for cs in statuses:
                 term = (cs.get("state") or {}).get("terminated")
-                if not term or term["exitCode"] == 0 or (codes.get("containerName") and
-                                                         cs["name"] != codes["containerName"]):
+                if (
+                    not term
+                    or term["exitCode"] == 0
+                    or (codes.get("containerName") and cs["name"] != codes["containerName"])
+                ):
                     continue
                 if (term["exitCode"] in codes["values"]) == (codes["operator"] == "In"):
-                    return rule["action"], (f"Container {cs['name']} for pod {where} failed with exit code "
-                                            f"{term['exitCode']} matching {rule['action']} rule at index {i}")
+                    return rule["action"], (
+                        f"Container {cs['name']} for pod {where} failed with exit code "
+                        f"{term['exitCode']} matching {rule['action']} rule at index {i}"
+                    )
         for pc in rule.get("onPodConditions") or []:
             for c in pod["status"].get("conditions", []):
                 if c["type"] == pc["type"] and c.get("status") == pc.get("status", "True"):
-                    return rule["action"], (f"Pod {where} has condition {c['type']} matching "
-                                            f"{rule['action']} rule at index {i}")
+                    return rule["action"], (
+                        f"Pod {where} has condition {c['type']} matching {rule['action']} rule at index {i}"
+                    )
     return "Count", ""
 
 

@@ -56,8 +56,13 @@ JOB_INDEX = PREFIX + "job-index"
 RESTART_ATTEMPT = PREFIX + "restart-attempt"
 COORDINATOR = PREFIX + "coordinator"
 CRD_FILE = "jobset.x-k8s.io_jobsets.yaml"
-FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded",
-                   "PodFailurePolicy")
+FAILURE_REASONS = (
+    "BackoffLimitExceeded",
+    "DeadlineExceeded",
+    "FailedIndexes",
+    "MaxFailedIndexesExceeded",
+    "PodFailurePolicy",
+)
 ACTIONS = ("FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts")
 RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -74,12 +79,12 @@ def admit_jobset(js: dict, old: dict | None) -> None:
     crd.validate(js, schema, kind="JobSet", group=GROUP)
     if old is not None:
         if spec.get("replicatedJobs") != old["spec"].get("replicatedJobs") and not old["spec"].get("suspend"):
-            raise invalid("JobSet", js["metadata"]["name"],
-                          [("spec.replicatedJobs", "Invalid value: field is immutable")], GROUP)
+            raise invalid(
+                "JobSet", js["metadata"]["name"], [("spec.replicatedJobs", "Invalid value: field is immutable")], GROUP
+            )
     errors = _webhook_errors(js)
     if errors:
-        raise ApiError(403, "Forbidden", f'admission webhook "vjobset.kb.io" denied the request: '
-                       + ", ".join(errors))
+        raise ApiError(403, "Forbidden", 'admission webhook "vjobset.kb.io" denied the request: ' + ", ".join(errors))
     js.setdefault("status", {"restarts": 0})
 
 
@@ -103,25 +108,36 @@ def _webhook_errors(js: dict) -> list[str]:
     errors: list[str] = []
     subdomain = (spec.get("network") or {}).get("subdomain")
     if subdomain and (len(subdomain) > 63 or not DNS_1035.match(subdomain)):
-        errors.append(f"spec.network.subdomain: Invalid value: {subdomain!r}: "
-                      + (".spec.network.subdomain is too long, must be less than 63 characters"
-                         if len(subdomain) > 63 else "a DNS-1035 label must consist of lower case alphanumeric "
-                         "characters or '-'"))
+        errors.append(
+            f"spec.network.subdomain: Invalid value: {subdomain!r}: "
+            + (
+                ".spec.network.subdomain is too long, must be less than 63 characters"
+                if len(subdomain) > 63
+                else "a DNS-1035 label must consist of lower case alphanumeric characters or '-'"
+            )
+        )
     names = set()
     for i, rjob in enumerate(spec.get("replicatedJobs") or []):
         names.add(rjob["name"])
         longest_job = f"{name}-{rjob['name']}-{rjob.get('replicas', 1) - 1}"
         if len(longest_job) > 63 or not DNS_1035.match(longest_job):
-            errors.append(f"spec.replicatedJobs[{i}].name: Invalid value: {longest_job!r}: " + (
-                "JobSet name is too long, job names generated for this JobSet will exceed 63 characters"
-                if len(longest_job) > 63 else "a DNS-1035 label must consist of lower case alphanumeric characters "
-                "or '-', start with an alphabetic character, and end with an alphanumeric character"))
+            errors.append(
+                f"spec.replicatedJobs[{i}].name: Invalid value: {longest_job!r}: "
+                + (
+                    "JobSet name is too long, job names generated for this JobSet will exceed 63 characters"
+                    if len(longest_job) > 63
+                    else "a DNS-1035 label must consist of lower case alphanumeric characters "
+                    "or '-', start with an alphabetic character, and end with an alphanumeric character"
+                )
+            )
         job_spec = rjob["template"]["spec"]
         if job_spec.get("completionMode") == "Indexed" and job_spec.get("completions") is not None:
             longest_pod = f"{longest_job}-{job_spec['completions'] - 1}-abcde"
             if len(longest_pod) > 63:
-                errors.append(f"spec.replicatedJobs[{i}].name: Invalid value: {longest_job!r}: JobSet name is too "
-                              "long, pod names generated for this JobSet will exceed 63 characters")
+                errors.append(
+                    f"spec.replicatedJobs[{i}].name: Invalid value: {longest_job!r}: JobSet name is too "
+                    "long, pod names generated for this JobSet will exceed 63 characters"
+                )
     for target in (spec.get("successPolicy") or {}).get("targetReplicatedJobs") or []:
         if target not in names:
             errors.append(f"invalid replicatedJob name '{target}' does not appear in .spec.ReplicatedJobs")
@@ -131,20 +147,25 @@ def _webhook_errors(js: dict) -> list[str]:
         if not RULE_NAME.match(rule["name"]) or len(rule["name"]) > 128:
             errors.append(f"invalid failure policy rule name '{rule['name']}'")
         if rule.get("action") not in ACTIONS:
-            errors.append(f"failure policy action {rule.get('action')!r} is not supported by the fake "
-                          f"(it serves {', '.join(ACTIONS)})")
+            errors.append(
+                f"failure policy action {rule.get('action')!r} is not supported by the fake "
+                f"(it serves {', '.join(ACTIONS)})"
+            )
         for target in rule.get("targetReplicatedJobs") or []:
             if target not in names:
-                errors.append(f"invalid replicatedJob name '{target}' in failure policy does not appear in "
-                              ".spec.ReplicatedJobs")
+                errors.append(
+                    f"invalid replicatedJob name '{target}' in failure policy does not appear in .spec.ReplicatedJobs"
+                )
         for reason in rule.get("onJobFailureReasons") or []:
             if reason not in FAILURE_REASONS:
-                errors.append(f"invalid job failure reason '{reason}' in failure policy is not a recognized job "
-                              "failure reason")
+                errors.append(
+                    f"invalid job failure reason '{reason}' in failure policy is not a recognized job failure reason"
+                )
     for rule_name, indexes in seen.items():
         if len(indexes) > 1:
-            errors.append(f"rule names are not unique, rules with indices {indexes} all have the same name "
-                          f"'{rule_name}'")
+            errors.append(
+                f"rule names are not unique, rules with indices {indexes} all have the same name '{rule_name}'"
+            )
     return errors
 
 
@@ -169,8 +190,9 @@ def set_condition(js: dict, type_: str, status: str, reason: str, message: str) 
             c["status"] = "False"
             changed = True
     if not found and status == "True":
-        conds.append({"type": type_, "status": status, "reason": reason, "message": message,
-                      "lastTransitionTime": rfc3339()})
+        conds.append(
+            {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": rfc3339()}
+        )
         changed = True
     return changed
 
@@ -190,8 +212,13 @@ class JobSetController:
         restarts = js["status"].get("restarts", 0)
         out: dict[str, list[dict]] = {"active": [], "failed": [], "successful": [], "previous": []}
         for (kind, n, _), job in self.store.objects.items():
-            if kind != "Job" or n != ns or not any(r.get("uid") == uid and r.get("controller")
-                                                   for r in job["metadata"].get("ownerReferences") or []):
+            if (
+                kind != "Job"
+                or n != ns
+                or not any(
+                    r.get("uid") == uid and r.get("controller") for r in job["metadata"].get("ownerReferences") or []
+                )
+            ):
                 continue
             if int((job["metadata"].get("labels") or {}).get(RESTART_ATTEMPT, "0")) < restarts:
                 out["previous"].append(job)
@@ -231,8 +258,9 @@ class JobSetController:
             set_condition(js, "Completed", "True", "AllJobsCompleted", "jobset completed successfully")
             set_condition(js, "RestartingJobSet", "False", "JobSetCompleted", "jobset completed successfully")
             status["terminalState"] = "Completed"
-            record_event(self.store, js, "Normal", "AllJobsCompleted", "jobset completed successfully",
-                         "jobset-controller")
+            record_event(
+                self.store, js, "Normal", "AllJobsCompleted", "jobset completed successfully", "jobset-controller"
+            )
             return None
         self._headless_service(js)
         blocking = (spec.get("failurePolicy") or {}).get("restartStrategy") == "BlockingRecreate"
@@ -247,8 +275,9 @@ class JobSetController:
             if bool(job["spec"].get("suspend")) != suspended:
                 if not suspended:
                     self._resume(js, job)
-                self.store.patch("Job", job["metadata"]["namespace"], job["metadata"]["name"],
-                                 {"spec": {"suspend": suspended}})
+                self.store.patch(
+                    "Job", job["metadata"]["namespace"], job["metadata"]["name"], {"spec": {"suspend": suspended}}
+                )
         if suspended:
             set_condition(js, "Suspended", "True", "SuspendedJobs", "jobset is suspended")
             set_condition(js, "RestartingJobSet", "False", "JobSetSuspended", "jobset is suspended")
@@ -260,8 +289,14 @@ class JobSetController:
         """Before a Job resumes, its pod template takes the replicated job's labels,
         annotations, nodeSelector and tolerations (what Kueue set on the JobSet while it
         was suspended), as JobSet's resumeJob merges them."""
-        rjob = next((r for r in js["spec"].get("replicatedJobs") or []
-                     if r["name"] == job["metadata"]["labels"].get(REPLICATED_JOB)), None)
+        rjob = next(
+            (
+                r
+                for r in js["spec"].get("replicatedJobs") or []
+                if r["name"] == job["metadata"]["labels"].get(REPLICATED_JOB)
+            ),
+            None,
+        )
         if rjob is None:
             return
         source = rjob["template"]["spec"].get("template") or {}
@@ -301,18 +336,21 @@ class JobSetController:
                 break
         action = rule["action"] if rule else "RestartJobSet"
         if action == "FailJobSet":
-            return self._fail(js, "FailJobSetFailurePolicyAction",
-                              _with_job("applying FailJobSet failure policy action", job))
+            return self._fail(
+                js, "FailJobSetFailurePolicyAction", _with_job("applying FailJobSet failure policy action", job)
+            )
         counted = action == "RestartJobSet"
         if counted and status.get("restartsCountTowardsMax", 0) >= policy.get("maxRestarts", 0):
-            return self._fail(js, "ReachedMaxRestarts",
-                              _with_job("jobset failed due to reaching max number of restarts", job))
+            return self._fail(
+                js, "ReachedMaxRestarts", _with_job("jobset failed due to reaching max number of restarts", job)
+            )
         message = _with_job(f"applying {action} failure policy action", job)
         status["restarts"] = status.get("restarts", 0) + 1
         if counted:
             status["restartsCountTowardsMax"] = status.get("restartsCountTowardsMax", 0) + 1
-        set_condition(js, "RestartingJobSet", "True",
-                      f"FailurePolicy_{rule['name']}" if rule else "DefaultFailurePolicy", message)
+        set_condition(
+            js, "RestartingJobSet", "True", f"FailurePolicy_{rule['name']}" if rule else "DefaultFailurePolicy", message
+        )
         record_event(self.store, js, "Warning", f"{action}FailurePolicyAction", message, "jobset-controller")
         return None
 
@@ -325,20 +363,34 @@ class JobSetController:
     def _delete(self, jobs: list[dict]) -> None:
         for job in jobs:
             if not job["metadata"].get("deletionTimestamp"):
-                self.store.delete("Job", job["metadata"]["namespace"], job["metadata"]["name"],
-                                  {"propagationPolicy": "Foreground"})
+                self.store.delete(
+                    "Job", job["metadata"]["namespace"], job["metadata"]["name"], {"propagationPolicy": "Foreground"}
+                )
 
     def _replicated_statuses(self, js: dict, jobs: dict[str, list[dict]]) -> list[dict]:
         out = []
         for rjob in js["spec"].get("replicatedJobs") or []:
-            mine = {k: [j for j in v if j["metadata"]["labels"].get(REPLICATED_JOB) == rjob["name"]]
-                    for k, v in jobs.items() if k != "previous"}
-            ready = [j for j in mine["active"] if (j.get("status") or {}).get("ready", 0) + (j.get("status") or {})
-                     .get("succeeded", 0) >= min(j["spec"].get("parallelism", 1), j["spec"].get("completions", 1))]
-            out.append({"name": rjob["name"], "ready": len(ready), "succeeded": len(mine["successful"]),
-                        "failed": len(mine["failed"]),
-                        "active": sum(1 for j in mine["active"] if (j.get("status") or {}).get("active", 0) > 0),
-                        "suspended": sum(1 for j in mine["active"] if j["spec"].get("suspend"))})
+            mine = {
+                k: [j for j in v if j["metadata"]["labels"].get(REPLICATED_JOB) == rjob["name"]]
+                for k, v in jobs.items()
+                if k != "previous"
+            }
+            ready = [
+                j
+                for j in mine["active"]
+                if (j.get("status") or {}).get("ready", 0) + (j.get("status") or {}).get("succeeded", 0)
+                >= min(j["spec"].get("parallelism", 1), j["spec"].get("completions", 1))
+            ]
+            out.append(
+                {
+                    "name": rjob["name"],
+                    "ready": len(ready),
+                    "succeeded": len(mine["successful"]),
+                    "failed": len(mine["failed"]),
+                    "active": sum(1 for j in mine["active"] if (j.get("status") or {}).get("active", 0) > 0),
+                    "suspended": sum(1 for j in mine["active"] if j["spec"].get("suspend")),
+                }
+            )
         return out
 
     def _headless_service(self, js: dict) -> None:
@@ -349,19 +401,33 @@ class JobSetController:
         ns = js["metadata"]["namespace"]
         if ("Service", ns, name) in self.store.objects:
             return
-        self.store.create("Service", ns, {
-            "metadata": {"name": name, "ownerReferences": [owner(js)]},
-            "spec": {"clusterIP": "None", "selector": {JOBSET_NAME: js["metadata"]["name"]},
-                     "publishNotReadyAddresses": network.get("publishNotReadyAddresses", True)}})
+        self.store.create(
+            "Service",
+            ns,
+            {
+                "metadata": {"name": name, "ownerReferences": [owner(js)]},
+                "spec": {
+                    "clusterIP": "None",
+                    "selector": {JOBSET_NAME: js["metadata"]["name"]},
+                    "publishNotReadyAddresses": network.get("publishNotReadyAddresses", True),
+                },
+            },
+        )
 
     def _job(self, js: dict, rjob: dict, index: int) -> dict:
         tmpl = copy.deepcopy(rjob["template"])
         name = f"{js['metadata']['name']}-{rjob['name']}-{index}"
-        job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": name, "labels": dict((tmpl.get("metadata") or {}).get("labels") or {}),
-                            "annotations": dict((tmpl.get("metadata") or {}).get("annotations") or {}),
-                            "ownerReferences": [owner(js)]},
-               "spec": tmpl["spec"]}
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "labels": dict((tmpl.get("metadata") or {}).get("labels") or {}),
+                "annotations": dict((tmpl.get("metadata") or {}).get("annotations") or {}),
+                "ownerReferences": [owner(js)],
+            },
+            "spec": tmpl["spec"],
+        }
         stamp = self._stamp(js, rjob, index)
         pod_meta = job["spec"].setdefault("template", {}).setdefault("metadata", {})
         for meta in (job["metadata"], pod_meta):
@@ -375,23 +441,30 @@ class JobSetController:
     def _stamp(self, js: dict, rjob: dict, index: int) -> dict[str, str]:
         rjobs = js["spec"]["replicatedJobs"]
         group = rjob.get("groupName", "default")
-        before = sum(r.get("replicas", 1) for r in rjobs[:rjobs.index(rjob)])
+        before = sum(r.get("replicas", 1) for r in rjobs[: rjobs.index(rjob)])
         in_group = [r for r in rjobs if r.get("groupName", "default") == group]
-        group_before = sum(r.get("replicas", 1) for r in in_group[:in_group.index(rjob)])
+        group_before = sum(r.get("replicas", 1) for r in in_group[: in_group.index(rjob)])
         name = f"{js['metadata']['name']}-{rjob['name']}-{index}"
-        out = {JOBSET_NAME: js["metadata"]["name"], JOBSET_UID: js["metadata"]["uid"],
-               REPLICATED_JOB: rjob["name"], RESTART_ATTEMPT: str(js["status"].get("restarts", 0)),
-               PREFIX + "replicatedjob-replicas": str(rjob.get("replicas", 1)),
-               PREFIX + "global-replicas": str(sum(r.get("replicas", 1) for r in rjobs)),
-               JOB_INDEX: str(index), PREFIX + "job-key": hashlib.sha1(
-                   f"{js['metadata']['namespace']}/{name}".encode()).hexdigest(),
-               PREFIX + "job-global-index": str(before + index), PREFIX + "group-name": group,
-               PREFIX + "group-replicas": str(sum(r.get("replicas", 1) for r in in_group)),
-               PREFIX + "job-group-index": str(group_before + index)}
+        out = {
+            JOBSET_NAME: js["metadata"]["name"],
+            JOBSET_UID: js["metadata"]["uid"],
+            REPLICATED_JOB: rjob["name"],
+            RESTART_ATTEMPT: str(js["status"].get("restarts", 0)),
+            PREFIX + "replicatedjob-replicas": str(rjob.get("replicas", 1)),
+            PREFIX + "global-replicas": str(sum(r.get("replicas", 1) for r in rjobs)),
+            JOB_INDEX: str(index),
+            PREFIX + "job-key": hashlib.sha1(f"{js['metadata']['namespace']}/{name}".encode()).hexdigest(),
+            PREFIX + "job-global-index": str(before + index),
+            PREFIX + "group-name": group,
+            PREFIX + "group-replicas": str(sum(r.get("replicas", 1) for r in in_group)),
+            PREFIX + "job-group-index": str(group_before + index),
+        }
         coordinator = js["spec"].get("coordinator")
         if coordinator:
-            out[COORDINATOR] = (f"{js['metadata']['name']}-{coordinator['replicatedJob']}-"
-                                f"{coordinator.get('jobIndex', 0)}-{coordinator.get('podIndex', 0)}.{subdomain(js)}")
+            out[COORDINATOR] = (
+                f"{js['metadata']['name']}-{coordinator['replicatedJob']}-"
+                f"{coordinator.get('jobIndex', 0)}-{coordinator.get('podIndex', 0)}.{subdomain(js)}"
+            )
         return out
 
 
@@ -400,8 +473,14 @@ def subdomain(js: dict) -> str:
 
 
 def owner(js: dict) -> dict:
-    return {"apiVersion": API_VERSION, "kind": "JobSet", "name": js["metadata"]["name"],
-            "uid": js["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "JobSet",
+        "name": js["metadata"]["name"],
+        "uid": js["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def _applies(rule: dict, job: dict, failure: dict) -> bool:

@@ -111,8 +111,16 @@ def isolation_check() -> str | None:
 
 
 class Kubelet:
-    def __init__(self, store: Store, faults: Faults, *, log_resolution_ns: int = 1_000, grace_seconds: float = 3.0,
-                 images: dict[str, str] | None = None, isolate: bool | None = None):
+    def __init__(
+        self,
+        store: Store,
+        faults: Faults,
+        *,
+        log_resolution_ns: int = 1_000,
+        grace_seconds: float = 3.0,
+        images: dict[str, str] | None = None,
+        isolate: bool | None = None,
+    ):
         self.store, self.faults = store, faults
         self.log_resolution_ns = log_resolution_ns
         self.grace_seconds = grace_seconds
@@ -132,7 +140,8 @@ class Kubelet:
     def finalizing(self, pod: dict) -> bool:
         rt = self.runtimes.get(pod["metadata"]["uid"])
         return bool(rt and any(c.proc and c.proc.poll() is None for c in rt.containers.values())) or bool(
-            rt and not rt.finished and not rt.stopping and rt.containers)
+            rt and not rt.finished and not rt.stopping and rt.containers
+        )
 
     def container(self, pod: dict, name: str | None) -> Container | None:
         rt = self.runtimes.get(pod["metadata"]["uid"])
@@ -148,16 +157,28 @@ class Kubelet:
             return command
         return [NSENTER, f"--target={c.proc.pid}", "--mount", f"--wd={c.cwd}", "--", *command]
 
-    def evict(self, ns: str, name: str, reason: str = "PreemptionByScheduler",
-              message: str = "Preempted in order to admit critical pod") -> None:
+    def evict(
+        self,
+        ns: str,
+        name: str,
+        reason: str = "PreemptionByScheduler",
+        message: str = "Preempted in order to admit critical pod",
+    ) -> None:
         """DisruptionTarget on the pod, then SIGKILL of its processes (exit 137)."""
         with self.store.lock:
             pod = self.store.objects[("Pod", ns, name)]
 
             def mark(p):
-                p["status"].setdefault("conditions", []).append({
-                    "type": "DisruptionTarget", "status": "True", "reason": reason, "message": message,
-                    "lastTransitionTime": rfc3339()})
+                p["status"].setdefault("conditions", []).append(
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": reason,
+                        "message": message,
+                        "lastTransitionTime": rfc3339(),
+                    }
+                )
+
             self.store.update("Pod", ns, name, mark)
             rt = self.runtimes.get(pod["metadata"]["uid"])
             if rt:
@@ -170,8 +191,12 @@ class Kubelet:
 
     def close(self) -> None:
         with self.store.lock:
-            procs = [c.proc for rt in self.runtimes.values() for c in rt.containers.values()
-                     if c.proc and c.proc.poll() is None]
+            procs = [
+                c.proc
+                for rt in self.runtimes.values()
+                for c in rt.containers.values()
+                if c.proc and c.proc.poll() is None
+            ]
             for rt in self.runtimes.values():
                 rt.stopping = True
         for p in procs:
@@ -218,6 +243,7 @@ class Kubelet:
         def mark(p):
             for cs in p["status"].get(group, []):
                 cs["state"] = {"waiting": {"reason": reason, "message": message}}
+
         cur = (pod["status"].get(group) or [{}])[0].get("state", {}).get("waiting", {})
         if cur.get("reason") != reason or cur.get("message") != message:
             self.store.update("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"], mark)
@@ -230,8 +256,12 @@ class Kubelet:
         first_group = "initContainerStatuses" if inits else "containerStatuses"
         for ct in (*inits, *mains):
             if ct["image"] in self.faults.bad_images:
-                self._waiting(pod, "ErrImagePull", f'failed to pull and unpack image "{ct["image"]}": not found',
-                              group=first_group)
+                self._waiting(
+                    pod,
+                    "ErrImagePull",
+                    f'failed to pull and unpack image "{ct["image"]}": not found',
+                    group=first_group,
+                )
                 return
         pod_dir = self.root / pod["metadata"]["uid"]
         volumes = self._volumes(pod, pod_dir)
@@ -248,8 +278,12 @@ class Kubelet:
             rt.containers[ct["name"]] = Container(name=ct["name"])
         self.runtimes[rt.uid] = rt
         self.containers[rt.uid] = rt.containers[mains[0]["name"]]
-        threading.Thread(target=self._run_pod, args=(pod, rt, volumes, plans, len(inits)),
-                         name=f"pod-{pod['metadata']['name']}", daemon=True).start()
+        threading.Thread(
+            target=self._run_pod,
+            args=(pod, rt, volumes, plans, len(inits)),
+            name=f"pod-{pod['metadata']['name']}",
+            daemon=True,
+        ).start()
 
     def _volumes(self, pod: dict, pod_dir: Path) -> dict[str, tuple[Path, bool]] | None:
         """Each volume's host directory and whether it is read-only; None if one cannot mount yet."""
@@ -268,30 +302,49 @@ class Kubelet:
                     if conf.get("optional"):
                         out[vol["name"]] = (host, True)
                         continue
-                    record_event(self.store, pod, "Warning", "FailedMount",
-                                 f'MountVolume.SetUp failed for volume "{vol["name"]}" : {what} "{ref}" not found',
-                                 "kubelet")
+                    record_event(
+                        self.store,
+                        pod,
+                        "Warning",
+                        "FailedMount",
+                        f'MountVolume.SetUp failed for volume "{vol["name"]}" : {what} "{ref}" not found',
+                        "kubelet",
+                    )
                     return None
-                data = {k: v.encode() for k, v in (src.get("data") or {}).items()} if is_cm else {
-                    k: base64.b64decode(v) for k, v in (src.get("data") or {}).items()}
+                data = (
+                    {k: v.encode() for k, v in (src.get("data") or {}).items()}
+                    if is_cm
+                    else {k: base64.b64decode(v) for k, v in (src.get("data") or {}).items()}
+                )
                 if is_cm:
                     data.update({k: base64.b64decode(v) for k, v in (src.get("binaryData") or {}).items()})
                 items = conf.get("items") or [{"key": k, "path": k} for k in data]
                 mode = conf.get("defaultMode", 0o644)
                 for it in items:
                     if it["key"] not in data:
-                        record_event(self.store, pod, "Warning", "FailedMount",
-                                     f'MountVolume.SetUp failed for volume "{vol["name"]}" : '
-                                     f'{what} references non-existent config key: {it["key"]}', "kubelet")
+                        record_event(
+                            self.store,
+                            pod,
+                            "Warning",
+                            "FailedMount",
+                            f'MountVolume.SetUp failed for volume "{vol["name"]}" : '
+                            f"{what} references non-existent config key: {it['key']}",
+                            "kubelet",
+                        )
                         return None
                     files.append((host / it["path"], data[it["key"]], it.get("mode", mode)))
                 out[vol["name"]] = (host, True)
             elif "emptyDir" in vol:
                 out[vol["name"]] = (host, False)
             else:
-                record_event(self.store, pod, "Warning", "FailedMount",
-                             f'volume "{vol["name"]}": this fake kubelet mounts emptyDir, configMap and secret '
-                             "volumes only", "kubelet")
+                record_event(
+                    self.store,
+                    pod,
+                    "Warning",
+                    "FailedMount",
+                    f'volume "{vol["name"]}": this fake kubelet mounts emptyDir, configMap and secret volumes only',
+                    "kubelet",
+                )
                 return None
         for host, _ in out.values():
             host.mkdir(parents=True, exist_ok=True)
@@ -311,8 +364,9 @@ class Kubelet:
             if obj is None:
                 if ref.get("optional"):
                     continue
-                self._waiting(pod, "CreateContainerConfigError", f'{kind.lower()} "{ref["name"]}" not found',
-                              group=group)
+                self._waiting(
+                    pod, "CreateContainerConfigError", f'{kind.lower()} "{ref["name"]}" not found', group=group
+                )
                 return None
             for k, v in (obj.get("data") or {}).items():
                 env[source.get("prefix", "") + k] = v if kind == "ConfigMap" else base64.b64decode(v).decode()
@@ -328,9 +382,14 @@ class Kubelet:
                 if obj is None or ref["key"] not in (obj.get("data") or {}):
                     if ref.get("optional"):
                         continue
-                    self._waiting(pod, "CreateContainerConfigError",
-                                  f'{kind.lower()} "{ref["name"]}" not found' if obj is None else
-                                  f"couldn't find key {ref['key']} in {kind} {ns}/{ref['name']}", group=group)
+                    self._waiting(
+                        pod,
+                        "CreateContainerConfigError",
+                        f'{kind.lower()} "{ref["name"]}" not found'
+                        if obj is None
+                        else f"couldn't find key {ref['key']} in {kind} {ns}/{ref['name']}",
+                        group=group,
+                    )
                     return None
                 raw = obj["data"][ref["key"]]
                 env[e["name"]] = base64.b64decode(raw).decode() if kind == "Secret" else raw
@@ -358,8 +417,10 @@ class Kubelet:
             if rt.stopping:
                 return
             policy = pod["spec"].get("restartPolicy", "Always")
-            runs = [threading.Thread(target=self._run_container, args=(pod, rt, ct, env, volumes, i, policy),
-                                     daemon=True) for i, (ct, env) in enumerate(mains)]
+            runs = [
+                threading.Thread(target=self._run_container, args=(pod, rt, ct, env, volumes, i, policy), daemon=True)
+                for i, (ct, env) in enumerate(mains)
+            ]
             for t in runs:
                 t.start()
             for t in runs:
@@ -371,8 +432,9 @@ class Kubelet:
             with self.store.lock:
                 self.store.changed.notify_all()
 
-    def _run_container(self, pod: dict, rt: PodRuntime, ct: dict, env: dict, volumes: dict, index: int,
-                       policy: str) -> None:
+    def _run_container(
+        self, pod: dict, rt: PodRuntime, ct: dict, env: dict, volumes: dict, index: int, policy: str
+    ) -> None:
         """Run one container, restarting it in place (restartCount, lastState, a short
         CrashLoopBackOff) as restartPolicy OnFailure or Always asks."""
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -386,7 +448,7 @@ class Kubelet:
                 self._set_terminated(ns, name, "containerStatuses", index, c)
                 return
             self._set_terminated(ns, name, "containerStatuses", index, c, restarting=True)
-            backoff = time.monotonic() + min(0.5 * 2 ** c.restarts, 5.0)
+            backoff = time.monotonic() + min(0.5 * 2**c.restarts, 5.0)
             while time.monotonic() < backoff and not rt.stopping:
                 time.sleep(0.05)
             if rt.stopping:
@@ -396,8 +458,18 @@ class Kubelet:
                 c.proc, c.done, c.exit_code, c.term_sent = None, False, None, None
                 c.restarts += 1
 
-    def _spawn(self, pod: dict, rt: PodRuntime, ct: dict, env: dict[str, str], volumes: dict, c: Container, *,
-               group: str, index: int) -> bool:
+    def _spawn(
+        self,
+        pod: dict,
+        rt: PodRuntime,
+        ct: dict,
+        env: dict[str, str],
+        volumes: dict,
+        c: Container,
+        *,
+        group: str,
+        index: int,
+    ) -> bool:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         image_dir = self._image_dir(ct["image"])
         mounts = []  # (host source, mountPath, read-only)
@@ -427,16 +499,23 @@ class Kubelet:
             if argv and "/" not in argv[0]:
                 found = shutil.which(argv[0], path=base["PATH"])
                 if found is None:
-                    return self._spawn_failed(ns, name, group, index, c, ct, f'exec: "{argv[0]}": executable file '
-                                              "not found in $PATH")
+                    return self._spawn_failed(
+                        ns, name, group, index, c, ct, f'exec: "{argv[0]}": executable file not found in $PATH'
+                    )
         else:
-            base = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "/usr/bin:/bin")]),
-                    "HOME": str(workdir), "LANG": "C.UTF-8", "HOSTNAME": hostname, "LAUNCHER_GRACE_SECONDS": "2"}
+            base = {
+                "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "/usr/bin:/bin")]),
+                "HOME": str(workdir),
+                "LANG": "C.UTF-8",
+                "HOSTNAME": hostname,
+                "LAUNCHER_GRACE_SECONDS": "2",
+            }
             if argv and argv[0] in ("python", "python3"):
                 argv[0] = sys.executable
         if not argv:
-            return self._spawn_failed(ns, name, group, index, c, ct, "no command specified (the fake has no image "
-                                      "entrypoints)")
+            return self._spawn_failed(
+                ns, name, group, index, c, ct, "no command specified (the fake has no image entrypoints)"
+            )
         cwd = ct.get("workingDir") if ct.get("workingDir") and os.path.isdir(ct["workingDir"]) else str(workdir)
         if self.isolated and mounts:
             binds: list[str] = []
@@ -446,13 +525,31 @@ class Kubelet:
                 except OSError as e:
                     return self._spawn_failed(ns, name, group, index, c, ct, f"cannot make mount point {path}: {e}")
                 binds += [str(src), path, "ro" if ro else "rw"]
-            argv = [UNSHARE, "--mount", "--propagation", "private", "/bin/sh", "-c", MOUNT_SCRIPT, "sh",
-                    *binds, "--", *argv]
+            argv = [
+                UNSHARE,
+                "--mount",
+                "--propagation",
+                "private",
+                "/bin/sh",
+                "-c",
+                MOUNT_SCRIPT,
+                "sh",
+                *binds,
+                "--",
+                *argv,
+            ]
         if rt.stopping:
             return False
         try:
-            c.proc = subprocess.Popen(argv, cwd=cwd, env={**base, **env}, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            c.proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env={**base, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as e:
             return self._spawn_failed(ns, name, group, index, c, ct, str(e))
         c.env, c.cwd = {**base, **env}, cwd
@@ -467,21 +564,33 @@ class Kubelet:
                 _condition(p, "Ready", "True")
                 _condition(p, "ContainersReady", "True")
             else:
-                _condition(p, "Initialized", "False", "ContainersNotInitialized",
-                           "containers with incomplete status: [" + ct["name"] + "]")
+                _condition(
+                    p,
+                    "Initialized",
+                    "False",
+                    "ContainersNotInitialized",
+                    "containers with incomplete status: [" + ct["name"] + "]",
+                )
             p["status"].setdefault("startTime", started)
             p["status"].setdefault("hostIP", "127.0.0.1")
             statuses = p["status"].setdefault(group, [])
             while len(statuses) <= index:
                 statuses.append({"name": ct["name"], "image": ct["image"], "restartCount": 0})
-            statuses[index].update(name=ct["name"], image=ct["image"], imageID=f"fake://{ct['image']}",
-                                   ready=group == "containerStatuses", started=True, restartCount=c.restarts,
-                                   containerID=f"fake://{c.proc.pid}", state={"running": {"startedAt": started}})
+            statuses[index].update(
+                name=ct["name"],
+                image=ct["image"],
+                imageID=f"fake://{ct['image']}",
+                ready=group == "containerStatuses",
+                started=True,
+                restartCount=c.restarts,
+                containerID=f"fake://{c.proc.pid}",
+                state={"running": {"startedAt": started}},
+            )
+
         self._update(ns, name, running)
         return True
 
-    def _spawn_failed(self, ns: str, name: str, group: str, index: int, c: Container, ct: dict, message: str
-                      ) -> bool:
+    def _spawn_failed(self, ns: str, name: str, group: str, index: int, c: Container, ct: dict, message: str) -> bool:
         c.done = True
         c.exit_code = 128
 
@@ -489,8 +598,16 @@ class Kubelet:
             statuses = p["status"].setdefault(group, [])
             while len(statuses) <= index:
                 statuses.append({"name": ct["name"], "image": ct["image"], "restartCount": 0})
-            statuses[index]["state"] = {"terminated": {"exitCode": 128, "reason": "StartError", "message": message,
-                                                       "startedAt": rfc3339(), "finishedAt": rfc3339()}}
+            statuses[index]["state"] = {
+                "terminated": {
+                    "exitCode": 128,
+                    "reason": "StartError",
+                    "message": message,
+                    "startedAt": rfc3339(),
+                    "finishedAt": rfc3339(),
+                }
+            }
+
         self._update(ns, name, mark)
         return False
 
@@ -510,21 +627,38 @@ class Kubelet:
             c.done = True
             self.store.changed.notify_all()
 
-    def _set_terminated(self, ns: str, name: str, group: str, index: int, c: Container, *,
-                        restarting: bool = False) -> None:
+    def _set_terminated(
+        self, ns: str, name: str, group: str, index: int, c: Container, *, restarting: bool = False
+    ) -> None:
         started, finished = rfc3339(c.started_ns), rfc3339()
 
         def mark(p):
             cs = p["status"][group][index]
-            term = {"terminated": {"exitCode": c.exit_code, "reason": "Completed" if c.exit_code == 0 else "Error",
-                                   "startedAt": started, "finishedAt": finished,
-                                   "containerID": cs.get("containerID", "")}}
+            term = {
+                "terminated": {
+                    "exitCode": c.exit_code,
+                    "reason": "Completed" if c.exit_code == 0 else "Error",
+                    "startedAt": started,
+                    "finishedAt": finished,
+                    "containerID": cs.get("containerID", ""),
+                }
+            }
             if restarting:
-                cs.update(ready=False, started=False, lastState=term, restartCount=c.restarts + 1,
-                          state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed "
-                                             f"container {c.name} in pod {name}"}})
+                cs.update(
+                    ready=False,
+                    started=False,
+                    lastState=term,
+                    restartCount=c.restarts + 1,
+                    state={
+                        "waiting": {
+                            "reason": "CrashLoopBackOff",
+                            "message": f"back-off restarting failed container {c.name} in pod {name}",
+                        }
+                    },
+                )
             else:
                 cs.update(ready=False, started=False, state=term)
+
         self._update(ns, name, mark)
 
     def _finish(self, pod: dict, rt: PodRuntime, phase: str) -> None:
@@ -538,6 +672,7 @@ class Kubelet:
                 if "waiting" in (cs.get("state") or {}):
                     # A container that never ran (its init container failed): what a kubelet reports.
                     cs["state"] = {"waiting": {"reason": "PodInitializing"}} if phase != "Failed" else cs["state"]
+
         self._update(ns, name, mark)
 
     def _update(self, ns: str, name: str, fn) -> None:
@@ -619,7 +754,12 @@ def _field(pod: dict, path: str) -> str:
     m = re.match(r"metadata\.(annotations|labels)\['([^']+)'\]", path)
     if m:
         return (pod["metadata"].get(m.group(1)) or {}).get(m.group(2), "")
-    return {"metadata.name": pod["metadata"]["name"], "metadata.namespace": pod["metadata"]["namespace"],
-            "spec.nodeName": pod["spec"].get("nodeName", ""), "status.podIP": pod["status"].get("podIP", ""),
-            "metadata.uid": pod["metadata"]["uid"], "spec.serviceAccountName": pod["spec"].get(
-                "serviceAccountName", "default"), "status.hostIP": "127.0.0.1"}.get(path, "")
+    return {
+        "metadata.name": pod["metadata"]["name"],
+        "metadata.namespace": pod["metadata"]["namespace"],
+        "spec.nodeName": pod["spec"].get("nodeName", ""),
+        "status.podIP": pod["status"].get("podIP", ""),
+        "metadata.uid": pod["metadata"]["uid"],
+        "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "default"),
+        "status.hostIP": "127.0.0.1",
+    }.get(path, "")

@@ -76,22 +76,37 @@ NOT_READY = "Not all pods are ready or succeeded"
 READY = "All pods reached readiness and the workload is running"
 OWNER_GROUPS = {"JobSet": "jobset.x-k8s.io", "Job": "batch"}
 OWNER_VERSIONS = {"JobSet": "jobset.x-k8s.io/v1alpha2", "Job": "batch/v1"}
-NODE_CAPACITY = {"cpu": Decimal(16), "memory": Decimal(64 * 2 ** 30)}  # scheduler.node_object's
+NODE_CAPACITY = {"cpu": Decimal(16), "memory": Decimal(64 * 2**30)}  # scheduler.node_object's
 
 
-def topology_nodes(count: int, gpus: int, topology: dict[str, list[str]] | None = None,
-                   labels: dict[str, str] | None = None) -> list[dict]:
+def topology_nodes(
+    count: int, gpus: int, topology: dict[str, list[str]] | None = None, labels: dict[str, str] | None = None
+) -> list[dict]:
     """FakeKube nodes fake-node-<i>, each key of `topology` spread over its values in
     contiguous blocks (4 nodes over r1,r2: r1 r1 r2 r2)."""
     topology = topology or {}
-    return [{"name": f"fake-node-{i}", "gpus": gpus,
-             "labels": {HOSTNAME: f"fake-node-{i}", **(labels or {}),
-                        **{k: v[min(len(v) - 1, i * len(v) // count)] for k, v in topology.items()}}}
-            for i in range(count)]
+    return [
+        {
+            "name": f"fake-node-{i}",
+            "gpus": gpus,
+            "labels": {
+                HOSTNAME: f"fake-node-{i}",
+                **(labels or {}),
+                **{k: v[min(len(v) - 1, i * len(v) // count)] for k, v in topology.items()},
+            },
+        }
+        for i in range(count)
+    ]
 
 
-def configure(kueue: KueueController, *, queues: dict[str, int] | None = None, preempt: bool | set[str] = False,
-              priority_classes: dict[str, int] | None = None, topology: list[str] | None = None) -> None:
+def configure(
+    kueue: KueueController,
+    *,
+    queues: dict[str, int] | None = None,
+    preempt: bool | set[str] = False,
+    priority_classes: dict[str, int] | None = None,
+    topology: list[str] | None = None,
+) -> None:
     """The objects of a small Kueue setup: a Topology `default` (levels: `topology`, then
     kubernetes.io/hostname) when given, WorkloadPriorityClasses, and per queue name a
     ClusterQueue and LocalQueue (KueueController.add_queue) with that many GPUs; preempt
@@ -101,14 +116,18 @@ def configure(kueue: KueueController, *, queues: dict[str, int] | None = None, p
     for name, value in (priority_classes or {}).items():
         kueue.add_priority_class(name, value)
     for name, gpus in (queues or {}).items():
-        kueue.add_queue(name, gpus, preempt=name in preempt if isinstance(preempt, set) else preempt,
-                        topology="default" if topology else None)
+        kueue.add_queue(
+            name,
+            gpus,
+            preempt=name in preempt if isinstance(preempt, set) else preempt,
+            topology="default" if topology else None,
+        )
 
 
 def workload_name(kind: str, name: str, uid: str) -> str:
     """jobframework.GetWorkloadNameForOwnerWithGVK (long names)."""
     h = hashlib.sha1(f"{kind}\n{OWNER_GROUPS[kind]}\n{name}\n{uid}".encode()).hexdigest()[:5]
-    return f"{(kind.lower() + '-' + name)[:253 - 6]}-{h}"
+    return f"{(kind.lower() + '-' + name)[: 253 - 6]}-{h}"
 
 
 def set_condition(obj: dict, type_: str, status: str, reason: str, message: str) -> bool:
@@ -123,8 +142,16 @@ def set_condition(obj: dict, type_: str, status: str, reason: str, message: str)
                 c["lastTransitionTime"] = rfc3339()
             c.update(status=status, reason=reason, message=message[:32768], observedGeneration=gen)
             return True
-    conds.append({"type": type_, "status": status, "reason": reason, "message": message[:32768],
-                  "observedGeneration": gen, "lastTransitionTime": rfc3339()})
+    conds.append(
+        {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message[:32768],
+            "observedGeneration": gen,
+            "lastTransitionTime": rfc3339(),
+        }
+    )
     return True
 
 
@@ -147,7 +174,7 @@ def format_quantity(resource: str, value: Decimal) -> str:
     if value == value.to_integral_value():
         n = int(value)
         if resource == "memory" or resource.endswith("storage"):
-            for suffix, size in (("Gi", 2 ** 30), ("Mi", 2 ** 20), ("Ki", 2 ** 10)):
+            for suffix, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
                 if n and n % size == 0:
                     return f"{n // size}{suffix}"
         return str(n)
@@ -157,6 +184,7 @@ def format_quantity(resource: str, value: Decimal) -> str:
 def pod_requests(pod_spec: dict) -> dict[str, Decimal]:
     """One pod's requests (limits stand in for missing requests): the containers' sum, or an
     init container's, whichever is larger, per resource."""
+
     def of(container: dict) -> dict[str, Decimal]:
         res = container.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
@@ -227,6 +255,7 @@ class KueueController:
             if old is None and (meta.get("labels") or {}).get(QUEUE_LABEL) and _owner(obj) is None:
                 obj.setdefault("spec", {})["suspend"] = True
             inner(obj, old)
+
         return admit
 
     # --- setup helpers (program flags, fixtures) -------------------------------------------------
@@ -234,11 +263,21 @@ class KueueController:
         return self.store.create("WorkloadPriorityClass", "", {"metadata": {"name": name}, "value": value})
 
     def add_topology(self, name: str, levels: list[str]) -> dict:
-        return self.store.create("Topology", "", {"metadata": {"name": name},
-                                                  "spec": {"levels": [{"nodeLabel": k} for k in levels]}})
+        return self.store.create(
+            "Topology", "", {"metadata": {"name": name}, "spec": {"levels": [{"nodeLabel": k} for k in levels]}}
+        )
 
-    def add_queue(self, name: str, gpus: int, *, preempt: bool = False, namespace: str = "default",
-                  flavor: str = "default", topology: str | None = None, strategy: str = "BestEffortFIFO") -> dict:
+    def add_queue(
+        self,
+        name: str,
+        gpus: int,
+        *,
+        preempt: bool = False,
+        namespace: str = "default",
+        flavor: str = "default",
+        topology: str | None = None,
+        strategy: str = "BestEffortFIFO",
+    ) -> dict:
         """A ClusterQueue `name` with `gpus` nominal nvidia.com/gpu (and the nodes' cpu and
         memory) in ResourceFlavor `flavor` (made if missing, with topologyName `topology`),
         and a LocalQueue `name` in `namespace` pointing at it."""
@@ -246,14 +285,26 @@ class KueueController:
             spec = {"topologyName": topology} if topology else {}
             self.store.create("ResourceFlavor", "", {"metadata": {"name": flavor}, "spec": spec})
         n = len(self.nodes)
-        quotas = [{"name": "cpu", "nominalQuota": format_quantity("cpu", NODE_CAPACITY["cpu"] * n)},
-                  {"name": "memory", "nominalQuota": format_quantity("memory", NODE_CAPACITY["memory"] * n)},
-                  {"name": GPU, "nominalQuota": str(gpus)}]
-        cq = self.store.create("ClusterQueue", "", {"metadata": {"name": name}, "spec": {
-            "namespaceSelector": {}, "queueingStrategy": strategy,
-            "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU],
-                                "flavors": [{"name": flavor, "resources": quotas}]}],
-            "preemption": {"withinClusterQueue": "LowerPriority" if preempt else "Never"}}})
+        quotas = [
+            {"name": "cpu", "nominalQuota": format_quantity("cpu", NODE_CAPACITY["cpu"] * n)},
+            {"name": "memory", "nominalQuota": format_quantity("memory", NODE_CAPACITY["memory"] * n)},
+            {"name": GPU, "nominalQuota": str(gpus)},
+        ]
+        cq = self.store.create(
+            "ClusterQueue",
+            "",
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "namespaceSelector": {},
+                    "queueingStrategy": strategy,
+                    "resourceGroups": [
+                        {"coveredResources": ["cpu", "memory", GPU], "flavors": [{"name": flavor, "resources": quotas}]}
+                    ],
+                    "preemption": {"withinClusterQueue": "LowerPriority" if preempt else "Never"},
+                },
+            },
+        )
         self.store.create("LocalQueue", namespace, {"metadata": {"name": name}, "spec": {"clusterQueue": name}})
         return cq
 
@@ -267,8 +318,11 @@ class KueueController:
                     self._delete_workload(wl)
                     del workloads[uid]
             for uid, (kind, job) in jobs.items():
-                if uid not in workloads and not job["metadata"].get("deletionTimestamp") and not self._finished(
-                        kind, job):
+                if (
+                    uid not in workloads
+                    and not job["metadata"].get("deletionTimestamp")
+                    and not self._finished(kind, job)
+                ):
                     wl = self._create_workload(kind, job)
                     if wl is not None:
                         workloads[uid] = wl
@@ -293,8 +347,11 @@ class KueueController:
     def _managed_jobs(self) -> dict[str, tuple[str, dict]]:
         out = {}
         for (kind, _, _), obj in self.store.objects.items():
-            if kind in ("Job", "JobSet") and (obj["metadata"].get("labels") or {}).get(QUEUE_LABEL) \
-                    and _owner(obj) is None:
+            if (
+                kind in ("Job", "JobSet")
+                and (obj["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+                and _owner(obj) is None
+            ):
                 out[obj["metadata"]["uid"]] = (kind, obj)
         return out
 
@@ -342,31 +399,60 @@ class KueueController:
     def _create_workload(self, kind: str, job: dict) -> dict | None:
         meta = job["metadata"]
         labels = meta.get("labels") or {}
-        spec: dict[str, Any] = {"queueName": labels[QUEUE_LABEL], "podSets": pod_sets(kind, job), "active": True,
-                                "priority": 0}
+        spec: dict[str, Any] = {
+            "queueName": labels[QUEUE_LABEL],
+            "podSets": pod_sets(kind, job),
+            "active": True,
+            "priority": 0,
+        }
         priority_class = labels.get(PRIORITY_LABEL)
         if priority_class:
             wpc = self.store.objects.get(("WorkloadPriorityClass", "", priority_class))
             if wpc is None:
-                record_event(self.store, job, "Warning", "ErrWorkloadCompose",
-                             f'workloadpriorityclasses.kueue.x-k8s.io "{priority_class}" not found', "kueue")
+                record_event(
+                    self.store,
+                    job,
+                    "Warning",
+                    "ErrWorkloadCompose",
+                    f'workloadpriorityclasses.kueue.x-k8s.io "{priority_class}" not found',
+                    "kueue",
+                )
                 return None
-            spec.update(priority=int(wpc["value"]), priorityClassRef={
-                "group": KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": priority_class})
-        body = {"metadata": {"name": workload_name(kind, meta["name"], meta["uid"]),
-                             "labels": {JOB_UID_LABEL: meta["uid"]},
-                             "ownerReferences": [{"apiVersion": OWNER_VERSIONS[kind], "kind": kind, "name": meta["name"],
-                                                  "uid": meta["uid"], "controller": True,
-                                                  "blockOwnerDeletion": True}]},
-                "spec": spec}
+            spec.update(
+                priority=int(wpc["value"]),
+                priorityClassRef={"group": KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": priority_class},
+            )
+        body = {
+            "metadata": {
+                "name": workload_name(kind, meta["name"], meta["uid"]),
+                "labels": {JOB_UID_LABEL: meta["uid"]},
+                "ownerReferences": [
+                    {
+                        "apiVersion": OWNER_VERSIONS[kind],
+                        "kind": kind,
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": spec,
+        }
         try:
             wl = self.store.create("Workload", meta["namespace"], body)
         except ApiError as e:
             record_event(self.store, job, "Warning", "ErrWorkloadCompose", e.message, "kueue")
             return None
         self._seq[wl["metadata"]["uid"]] = len(self._seq)
-        record_event(self.store, job, "Normal", "CreatedWorkload",
-                     f"Created Workload: {meta['namespace']}/{wl['metadata']['name']}", "kueue")
+        record_event(
+            self.store,
+            job,
+            "Normal",
+            "CreatedWorkload",
+            f"Created Workload: {meta['namespace']}/{wl['metadata']['name']}",
+            "kueue",
+        )
         return self.store.objects[("Workload", meta["namespace"], wl["metadata"]["name"])]
 
     # --- the job reconciler -----------------------------------------------------------------------
@@ -377,8 +463,9 @@ class KueueController:
         if finished is not None:
             ok, message = finished
             if set_condition(wl, "Finished", "True", "Succeeded" if ok else "Failed", message):
-                record_event(self.store, wl, "Normal", "Finished", message or ("Succeeded" if ok else "Failed"),
-                             "kueue")
+                record_event(
+                    self.store, wl, "Normal", "Finished", message or ("Succeeded" if ok else "Failed"), "kueue"
+                )
                 self.store.publish("Workload", ns, wl)
             return
         suspended = bool(job["spec"].get("suspend"))
@@ -409,8 +496,9 @@ class KueueController:
     def _templates(self, kind: str, job: dict) -> dict[str, dict]:
         """Pod template per pod set name."""
         if kind == "JobSet":
-            return {rj["name"]: rj["template"]["spec"].setdefault("template", {})
-                    for rj in job["spec"]["replicatedJobs"]}
+            return {
+                rj["name"]: rj["template"]["spec"].setdefault("template", {}) for rj in job["spec"]["replicatedJobs"]
+            }
         return {"main": job["spec"].setdefault("template", {})}
 
     def _start(self, kind: str, job: dict, wl: dict) -> None:
@@ -429,8 +517,14 @@ class KueueController:
             if selector:
                 tmpl.setdefault("spec", {}).setdefault("nodeSelector", {}).update(selector)
         job["spec"]["suspend"] = False
-        record_event(self.store, job, "Normal", "Started",
-                     f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}", "kueue")
+        record_event(
+            self.store,
+            job,
+            "Normal",
+            "Started",
+            f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}",
+            "kueue",
+        )
         self.store.publish(kind, job["metadata"]["namespace"], job)
 
     def _topology_selector(self, wl: dict, psa: dict) -> dict[str, str]:
@@ -473,14 +567,18 @@ class KueueController:
             ready = False
         elif kind == "JobSet":
             want = sum(rj.get("replicas", 1) for rj in job["spec"]["replicatedJobs"])
-            ready = want == sum(s.get("ready", 0) + s.get("succeeded", 0)
-                                for s in status.get("replicatedJobsStatus") or [])
+            ready = want == sum(
+                s.get("ready", 0) + s.get("succeeded", 0) for s in status.get("replicatedJobsStatus") or []
+            )
         else:
             ready = status.get("ready", 0) + status.get("succeeded", 0) >= job["spec"].get("parallelism", 1)
         old = condition(wl, "PodsReady")
         if ready:
-            args = ("True", "Recovered" if old and old["reason"] in ("WaitForRecovery", "Recovered") else "Started",
-                    READY)
+            args = (
+                "True",
+                "Recovered" if old and old["reason"] in ("WaitForRecovery", "Recovered") else "Started",
+                READY,
+            )
         elif old is not None and old["status"] == "True" and is_true(wl, "Admitted"):
             args = ("False", "WaitForRecovery", "At least one pod has failed, waiting for recovery")
         else:
@@ -494,23 +592,39 @@ class KueueController:
         return (lq or {}).get("spec", {}).get("clusterQueue") if lq else None
 
     def _pending(self, wl: dict) -> bool:
-        return (not is_true(wl, "QuotaReserved") and not is_true(wl, "Finished")
-                and wl["spec"].get("active", True) and not wl["metadata"].get("deletionTimestamp"))
+        return (
+            not is_true(wl, "QuotaReserved")
+            and not is_true(wl, "Finished")
+            and wl["spec"].get("active", True)
+            and not wl["metadata"].get("deletionTimestamp")
+        )
 
     def _order_key(self, wl: dict) -> tuple:
-        return (-_priority(wl), parse_rfc3339_ns(wl["metadata"]["creationTimestamp"]),
-                self._seq.get(wl["metadata"]["uid"], 1 << 30), wl["metadata"]["name"])
+        return (
+            -_priority(wl),
+            parse_rfc3339_ns(wl["metadata"]["creationTimestamp"]),
+            self._seq.get(wl["metadata"]["uid"], 1 << 30),
+            wl["metadata"]["name"],
+        )
 
     def queue(self, cq_name: str) -> list[dict]:
         """The ClusterQueue's pending Workloads in the order Kueue tries them."""
-        wls = [o for (k, _, _), o in self.store.objects.items() if k == "Workload" and self._pending(o)
-               and self._cluster_queue_of(o) == cq_name]
+        wls = [
+            o
+            for (k, _, _), o in self.store.objects.items()
+            if k == "Workload" and self._pending(o) and self._cluster_queue_of(o) == cq_name
+        ]
         return sorted(wls, key=self._order_key)
 
     def _reserving(self, cq_name: str) -> list[dict]:
-        return [o for (k, _, _), o in self.store.objects.items() if k == "Workload"
-                and is_true(o, "QuotaReserved") and not is_true(o, "Finished")
-                and (o["status"].get("admission") or {}).get("clusterQueue") == cq_name]
+        return [
+            o
+            for (k, _, _), o in self.store.objects.items()
+            if k == "Workload"
+            and is_true(o, "QuotaReserved")
+            and not is_true(o, "Finished")
+            and (o["status"].get("admission") or {}).get("clusterQueue") == cq_name
+        ]
 
     @staticmethod
     def _usage(wls: list[dict]) -> dict[tuple[str, str], Decimal]:
@@ -555,8 +669,7 @@ class KueueController:
             if strict:
                 break
 
-    def _flavor_fit(self, cq: dict, ps: dict, count: int, used: dict, extra: dict
-                    ) -> tuple[dict[str, str] | None, str]:
+    def _flavor_fit(self, cq: dict, ps: dict, count: int, used: dict, extra: dict) -> tuple[dict[str, str] | None, str]:
         """(resource -> flavor, '') for a pod set, or (None, why not)."""
         per_pod = pod_requests((ps.get("template") or {}).get("spec") or {})
         total = {r: v * count for r, v in per_pod.items()}
@@ -591,13 +704,17 @@ class KueueController:
                     nominal = quotas.get(res, Decimal(0))
                     have = used.get((fq["name"], res), Decimal(0)) + extra.get((fq["name"], res), Decimal(0))
                     if total[res] > nominal:
-                        short.append(f"insufficient quota for {res} in flavor {fq['name']}, previously considered "
-                                     f"podsets requests ({format_quantity(res, extra.get((fq['name'], res), Decimal(0)))}) "
-                                     f"+ current podset request ({format_quantity(res, total[res])}) > maximum "
-                                     f"capacity ({format_quantity(res, nominal)})")
+                        short.append(
+                            f"insufficient quota for {res} in flavor {fq['name']}, previously considered "
+                            f"podsets requests ({format_quantity(res, extra.get((fq['name'], res), Decimal(0)))}) "
+                            f"+ current podset request ({format_quantity(res, total[res])}) > maximum "
+                            f"capacity ({format_quantity(res, nominal)})"
+                        )
                     elif have + total[res] > nominal:
-                        short.append(f"insufficient unused quota for {res} in flavor {fq['name']}, "
-                                     f"{format_quantity(res, have + total[res] - nominal)} more needed")
+                        short.append(
+                            f"insufficient unused quota for {res} in flavor {fq['name']}, "
+                            f"{format_quantity(res, have + total[res] - nominal)} more needed"
+                        )
                 if short:
                     whys += short
                     continue
@@ -623,8 +740,7 @@ class KueueController:
             return f'Flavor "{rf["metadata"]["name"]}" does not contain the requested level'
         return ""
 
-    def _assign(self, cq: dict, wl: dict, used: dict, free: dict[str, Decimal] | None
-                ) -> tuple[list[dict] | None, str]:
+    def _assign(self, cq: dict, wl: dict, used: dict, free: dict[str, Decimal] | None) -> tuple[list[dict] | None, str]:
         """The pod set assignments of a Workload that fits (free: GPUs per node for topology
         checks, None to check quota only), or (None, Kueue's message)."""
         extra: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
@@ -636,8 +752,12 @@ class KueueController:
             if flavors is None:
                 return None, f"couldn't assign flavors to pod set {ps['name']}: {why}"
             per_pod = pod_requests((ps.get("template") or {}).get("spec") or {})
-            psa: dict[str, Any] = {"name": ps["name"], "flavors": flavors, "count": count,
-                                   "resourceUsage": {r: format_quantity(r, per_pod[r] * count) for r in flavors}}
+            psa: dict[str, Any] = {
+                "name": ps["name"],
+                "flavors": flavors,
+                "count": count,
+                "resourceUsage": {r: format_quantity(r, per_pod[r] * count) for r in flavors},
+            }
             if free is not None and self._topology_level(ps, flavors):
                 ta, why = self._place(ps, flavors, per_pod, count, free)
                 if ta is None:
@@ -656,8 +776,11 @@ class KueueController:
             name = (rf.get("spec") or {}).get("topologyName")
             topo = self.store.objects.get(("Topology", "", name)) if name else None
             if topo is not None:
-                return name, [lv["nodeLabel"] for lv in topo["spec"]["levels"]], \
-                    (rf.get("spec") or {}).get("nodeLabels") or {}
+                return (
+                    name,
+                    [lv["nodeLabel"] for lv in topo["spec"]["levels"]],
+                    (rf.get("spec") or {}).get("nodeLabels") or {},
+                )
         return None
 
     def _topology_level(self, ps: dict, flavors: dict[str, str]) -> str | None:
@@ -672,8 +795,12 @@ class KueueController:
         free = {n["name"]: Decimal(n.get("gpus", 0)) for n in self.nodes}
         assigned_jobs = set()
         for (k, _, _), wl in self.store.objects.items():
-            if k != "Workload" or not is_true(wl, "QuotaReserved") or is_true(wl, "Finished") or \
-                    wl["metadata"]["uid"] == exclude:
+            if (
+                k != "Workload"
+                or not is_true(wl, "QuotaReserved")
+                or is_true(wl, "Finished")
+                or wl["metadata"]["uid"] == exclude
+            ):
                 continue
             for psa in (wl["status"].get("admission") or {}).get("podSetAssignments") or []:
                 if not psa.get("topologyAssignment"):
@@ -689,8 +816,11 @@ class KueueController:
                     assigned_jobs.add(ref["uid"])
         owners = {o["metadata"]["uid"]: _owner(o) for (k, _, _), o in self.store.objects.items() if k == "Job"}
         for (k, _, _), pod in self.store.objects.items():
-            if k != "Pod" or not pod["spec"].get("nodeName") or pod["status"].get("phase") not in ("Pending",
-                                                                                                  "Running"):
+            if (
+                k != "Pod"
+                or not pod["spec"].get("nodeName")
+                or pod["status"].get("phase") not in ("Pending", "Running")
+            ):
                 continue
             ref = _owner(pod)
             job_uid = ref["uid"] if ref else None
@@ -699,6 +829,7 @@ class KueueController:
                 continue
             if pod["spec"]["nodeName"] in free:
                 from tests.fakes.kube.scheduler import gpu_request
+
                 free[pod["spec"]["nodeName"]] -= gpu_request(pod)
         return free
 
@@ -706,16 +837,21 @@ class KueueController:
         node = next((n for n in self.nodes if n["labels"].get(HOSTNAME, n["name"]) == value), None)
         return node["name"] if node else None
 
-    def _place(self, ps: dict, flavors: dict[str, str], per_pod: dict[str, Decimal], count: int,
-               free: dict[str, Decimal]) -> tuple[dict | None, str]:
+    def _place(
+        self, ps: dict, flavors: dict[str, str], per_pod: dict[str, Decimal], count: int, free: dict[str, Decimal]
+    ) -> tuple[dict | None, str]:
         """A topology assignment for the pod set's pods, taking from `free`; or (None, why)."""
         topo_name, levels, flavor_labels = self._topology_of(flavors)
         request = ps.get("topologyRequest") or {}
         level = request.get("required") or request.get("preferred")
         selector = ((ps.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
         gpus = per_pod.get(GPU, Decimal(0))
-        nodes = [n for n in self.nodes if all(n["labels"].get(k) == v for k, v in {**flavor_labels, **selector}.items())
-                 and all(lv in n["labels"] for lv in levels if lv != HOSTNAME)]
+        nodes = [
+            n
+            for n in self.nodes
+            if all(n["labels"].get(k) == v for k, v in {**flavor_labels, **selector}.items())
+            and all(lv in n["labels"] for lv in levels if lv != HOSTNAME)
+        ]
 
         def room(node: dict) -> int:
             return 110 if not gpus else max(0, int(free[node["name"]] // gpus))
@@ -731,8 +867,11 @@ class KueueController:
             chosen = sorted(nodes, key=lambda n: -capacity[n["labels"].get(level, "")])
         else:
             best = max(capacity.values(), default=0)
-            return None, (f'topology "{topo_name}" doesn\'t allow to fit any of {count} pod(s)' if best == 0 else
-                          f'topology "{topo_name}" allows to fit only {best} out of {count} pod(s)')
+            return None, (
+                f'topology "{topo_name}" doesn\'t allow to fit any of {count} pod(s)'
+                if best == 0
+                else f'topology "{topo_name}" allows to fit only {best} out of {count} pod(s)'
+            )
         left, assignment = count, []
         for n in sorted(chosen, key=lambda n: (-room(n), n["name"])):
             take = min(left, room(n))
@@ -744,8 +883,14 @@ class KueueController:
                 break
         # Kueue keeps only the hostname level when the topology's lowest level is the node.
         keys = [HOSTNAME] if levels and levels[-1] == HOSTNAME else levels
-        return kueue_api.slices_from({"levels": keys, "domains": [
-            {"values": [n["labels"].get(k, n["name"]) for k in keys], "count": c} for n, c in assignment]}), ""
+        return kueue_api.slices_from(
+            {
+                "levels": keys,
+                "domains": [
+                    {"values": [n["labels"].get(k, n["name"]) for k in keys], "count": c} for n, c in assignment
+                ],
+            }
+        ), ""
 
     # --- admission, preemption ------------------------------------------------------------------------
     def _admit(self, cq: dict, wl: dict, assignment: list[dict]) -> None:
@@ -764,21 +909,40 @@ class KueueController:
             status.pop("resourceRequests", None)
 
         self.store.update("Workload", ns, name, apply)
-        record_event(self.store, wl, "Normal", "QuotaReserved",
-                     f"Quota reserved in ClusterQueue {cq_name}, wait time since queued was "
-                     f"{self._waited(wl)}s", "kueue")
-        record_event(self.store, wl, "Normal", "Admitted",
-                     f"Admitted by ClusterQueue {cq_name}, wait time since reservation was 0s", "kueue")
+        record_event(
+            self.store,
+            wl,
+            "Normal",
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {cq_name}, wait time since queued was {self._waited(wl)}s",
+            "kueue",
+        )
+        record_event(
+            self.store,
+            wl,
+            "Normal",
+            "Admitted",
+            f"Admitted by ClusterQueue {cq_name}, wait time since reservation was 0s",
+            "kueue",
+        )
 
     @staticmethod
     def _waited(wl: dict) -> int:
         import time
+
         return max(0, int(time.time() - parse_rfc3339_ns(wl["metadata"]["creationTimestamp"]) / 1e9))
 
     def _mark_pending(self, wl: dict, message: str) -> None:
-        requests = [{"name": ps["name"], "resources": {r: format_quantity(r, v * ps.get("count", 1)) for r, v in
-                                                       pod_requests((ps.get("template") or {}).get("spec") or {}).items()}}
-                    for ps in wl["spec"]["podSets"]]
+        requests = [
+            {
+                "name": ps["name"],
+                "resources": {
+                    r: format_quantity(r, v * ps.get("count", 1))
+                    for r, v in pod_requests((ps.get("template") or {}).get("spec") or {}).items()
+                },
+            }
+            for ps in wl["spec"]["podSets"]
+        ]
         changed = set_condition(wl, "QuotaReserved", "False", "Pending", message)
         if wl.setdefault("status", {}).get("resourceRequests") != requests:
             wl["status"]["resourceRequests"] = requests
@@ -801,9 +965,13 @@ class KueueController:
             return policy == "LowerOrNewerEqualPriority" and _priority(o) == _priority(wl) and self._order_key(o) > mine
 
         candidates = [o for o in reserving if o["metadata"]["uid"] != wl["metadata"]["uid"] and eligible(o)]
-        candidates.sort(key=lambda o: (not is_true(o, "Evicted"), _priority(o),
-                                       -parse_rfc3339_ns((condition(o, "QuotaReserved") or {}).get(
-                                           "lastTransitionTime", rfc3339()))))
+        candidates.sort(
+            key=lambda o: (
+                not is_true(o, "Evicted"),
+                _priority(o),
+                -parse_rfc3339_ns((condition(o, "QuotaReserved") or {}).get("lastTransitionTime", rfc3339())),
+            )
+        )
         others = [o for o in reserving if o not in candidates]
 
         def fits(removed: list[dict]) -> bool:
@@ -825,9 +993,11 @@ class KueueController:
 
     def _evict(self, cq: dict, target: dict, preemptor: dict) -> None:
         path = "/" + cq["metadata"]["name"]
-        message = (f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: "
-                   f"{(preemptor['metadata'].get('labels') or {}).get(JOB_UID_LABEL, 'UNKNOWN')}) due to "
-                   f"prioritization in the ClusterQueue; preemptor path: {path}; preemptee path: {path}")
+        message = (
+            f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: "
+            f"{(preemptor['metadata'].get('labels') or {}).get(JOB_UID_LABEL, 'UNKNOWN')}) due to "
+            f"prioritization in the ClusterQueue; preemptor path: {path}; preemptee path: {path}"
+        )
 
         def apply(o: dict) -> None:
             set_condition(o, "Evicted", "True", "Preempted", message)
@@ -835,16 +1005,26 @@ class KueueController:
 
         self.store.update("Workload", target["metadata"]["namespace"], target["metadata"]["name"], apply)
         record_event(self.store, target, "Normal", "Preempted", message, "kueue")
-        record_event(self.store, preemptor, "Normal", "PreemptedWorkload",
-                     f"Preempted workload {target['metadata']['namespace']}/{target['metadata']['name']}", "kueue")
+        record_event(
+            self.store,
+            preemptor,
+            "Normal",
+            "PreemptedWorkload",
+            f"Preempted workload {target['metadata']['namespace']}/{target['metadata']['name']}",
+            "kueue",
+        )
 
     # --- queue status ---------------------------------------------------------------------------------
     def _queue_statuses(self) -> None:
         wls = [o for (k, _, _), o in self.store.objects.items() if k == "Workload"]
         for (kind, ns, name), q in list(self.store.objects.items()):
             if kind == "ClusterQueue":
-                mine = [w for w in wls if self._cluster_queue_of(w) == name
-                        or (w["status"].get("admission") or {}).get("clusterQueue") == name]
+                mine = [
+                    w
+                    for w in wls
+                    if self._cluster_queue_of(w) == name
+                    or (w["status"].get("admission") or {}).get("clusterQueue") == name
+                ]
                 self._set_queue_status(q, "ClusterQueue", mine, q, "Can admit new workloads")
             elif kind == "LocalQueue":
                 mine = [w for w in wls if w["metadata"]["namespace"] == ns and w["spec"].get("queueName") == name]
@@ -856,22 +1036,32 @@ class KueueController:
         admitted = [w for w in reserving if is_true(w, "Admitted")]
         status = q.setdefault("status", {})
         before = copy.deepcopy(status)
-        status.update(pendingWorkloads=sum(1 for w in wls if self._pending(w)),
-                      reservingWorkloads=len(reserving), admittedWorkloads=len(admitted))
+        status.update(
+            pendingWorkloads=sum(1 for w in wls if self._pending(w)),
+            reservingWorkloads=len(reserving),
+            admittedWorkloads=len(admitted),
+        )
         for key, group in (("flavorsReservation", reserving), ("flavorsUsage", admitted)):
             used = self._usage(group)
             out = []
             for rg in ((cq or {}).get("spec") or {}).get("resourceGroups") or []:
                 for fq in rg.get("flavors") or []:
-                    resources = [{"name": r["name"], "total": format_quantity(r["name"], used.get(
-                        (fq["name"], r["name"]), Decimal(0)))} for r in fq.get("resources") or []]
+                    resources = [
+                        {
+                            "name": r["name"],
+                            "total": format_quantity(r["name"], used.get((fq["name"], r["name"]), Decimal(0))),
+                        }
+                        for r in fq.get("resources") or []
+                    ]
                     if kind == "ClusterQueue":
                         for r in resources:
                             r["borrowed"] = "0"
                     out.append({"name": fq["name"], "resources": resources})
             status[key] = out
         if cq is None:
-            set_condition(q, "Active", "False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+            set_condition(
+                q, "Active", "False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue"
+            )
         else:
             set_condition(q, "Active", "True", "Ready", ready)
         if status != before:
@@ -893,14 +1083,26 @@ class KueueController:
             items, in_lq = [], defaultdict(int)
             for i, wl in enumerate(self.queue(cq_name)):
                 key = (wl["metadata"]["namespace"], wl["spec"]["queueName"])
-                items.append({"metadata": {k: wl["metadata"][k] for k in ("name", "namespace", "creationTimestamp",
-                                                                            "ownerReferences")
-                                           if k in wl["metadata"]},
-                              "priority": _priority(wl), "localQueueName": wl["spec"]["queueName"],
-                              "positionInClusterQueue": i, "positionInLocalQueue": in_lq[key]})
+                items.append(
+                    {
+                        "metadata": {
+                            k: wl["metadata"][k]
+                            for k in ("name", "namespace", "creationTimestamp", "ownerReferences")
+                            if k in wl["metadata"]
+                        },
+                        "priority": _priority(wl),
+                        "localQueueName": wl["spec"]["queueName"],
+                        "positionInClusterQueue": i,
+                        "positionInLocalQueue": in_lq[key],
+                    }
+                )
                 in_lq[key] += 1
             if res.kind == "LocalQueue":
                 items = [it for it in items if (it["metadata"]["namespace"], it["localQueueName"]) == (ns, name)]
         offset, limit = int(q.get("offset") or 0), int(q.get("limit") or 1000)
-        return {"kind": "PendingWorkloadsSummary", "apiVersion": f"{VISIBILITY_GROUP}/{res.version}",
-                "metadata": {}, "items": items[offset:offset + limit]}
+        return {
+            "kind": "PendingWorkloadsSummary",
+            "apiVersion": f"{VISIBILITY_GROUP}/{res.version}",
+            "metadata": {},
+            "items": items[offset : offset + limit],
+        }

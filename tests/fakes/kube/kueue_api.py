@@ -32,10 +32,12 @@ def schema(res: Resource) -> dict:
 
 def admit(res: Resource):
     """The admission of a Kueue kind: the CRD schema's defaults, pruning and validation."""
+
     def check(obj: dict, old: dict | None) -> None:
         s = schema(res)
         crd.decode(obj, s, kind=res.kind, group=KUEUE_GROUP)
         crd.validate(obj, s, kind=res.kind, group=KUEUE_GROUP)
+
     return check
 
 
@@ -58,7 +60,7 @@ def convert(obj: Any, kind: str, to_version: str) -> Any:
     if kind == "ClusterQueue":
         if spec is not None:
             _rename(spec, "cohort", "cohortName", up)
-            for gone in (("admissionChecks",) if up else ("concurrentAdmissionPolicy",)):
+            for gone in ("admissionChecks",) if up else ("concurrentAdmissionPolicy",):
                 spec.pop(gone, None)
         if status is not None and up:
             status.pop("pendingWorkloadsStatus", None)
@@ -116,10 +118,13 @@ def slices_from(ta: dict) -> dict:
     out: dict = {"levels": levels, "slices": []}
     if domains:
         counts = [d["count"] for d in domains]
-        out["slices"].append({
-            "domainCount": len(domains),
-            "valuesPerLevel": [_compact([d["values"][i] for d in domains]) for i in range(len(levels))],
-            "podCounts": {"universal": counts[0]} if len(set(counts)) == 1 else {"individual": counts}})
+        out["slices"].append(
+            {
+                "domainCount": len(domains),
+                "valuesPerLevel": [_compact([d["values"][i] for d in domains]) for i in range(len(levels))],
+                "podCounts": {"universal": counts[0]} if len(set(counts)) == 1 else {"individual": counts},
+            }
+        )
     return out
 
 
@@ -129,14 +134,13 @@ def _compact(values: list[str]) -> dict:
         return {"universal": values[0]}
     prefix = suffix = values[0]
     for s in values[1:]:
-        prefix = prefix[:next((i for i, (a, b) in enumerate(zip(prefix, s)) if a != b), min(len(prefix), len(s)))]
-        n = next((i for i, (a, b) in enumerate(zip(reversed(suffix), reversed(s))) if a != b),
-                 min(len(suffix), len(s)))
-        suffix = suffix[len(suffix) - n:] if n else ""
+        prefix = prefix[: next((i for i, (a, b) in enumerate(zip(prefix, s)) if a != b), min(len(prefix), len(s)))]
+        n = next((i for i, (a, b) in enumerate(zip(reversed(suffix), reversed(s))) if a != b), min(len(suffix), len(s)))
+        suffix = suffix[len(suffix) - n :] if n else ""
     shortest = min(len(s) for s in values)
     if len(prefix) + len(suffix) > shortest:
-        prefix = prefix[:shortest - len(suffix)]
-    individual: dict = {"roots": [s[len(prefix):len(s) - len(suffix)] for s in values]}
+        prefix = prefix[: shortest - len(suffix)]
+    individual: dict = {"roots": [s[len(prefix) : len(s) - len(suffix)] for s in values]}
     if prefix:
         individual["prefix"] = prefix
     if suffix:
@@ -157,8 +161,9 @@ def domains_from(ta: dict) -> dict:
                     ind = level["individual"]
                     values.append(ind.get("prefix", "") + ind["roots"][i] + ind.get("suffix", ""))
             counts = sl.get("podCounts") or {}
-            domains.append({"values": values,
-                            "count": counts["universal"] if "universal" in counts else counts["individual"][i]})
+            domains.append(
+                {"values": values, "count": counts["universal"] if "universal" in counts else counts["individual"][i]}
+            )
     return {"levels": ta.get("levels") or [], "domains": domains}
 
 

@@ -38,8 +38,10 @@ PROTOBUF_V2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 PROTOBUF_V2_ANSWER = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 # The bundled schemas' spelling of the two kinds of value that are a string or a number.
-STRING_FORMATS = {"io.k8s.apimachinery.pkg.util.intstr.IntOrString": "int-or-string",
-                  "io.k8s.apimachinery.pkg.api.resource.Quantity": "quantity"}
+STRING_FORMATS = {
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": "int-or-string",
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": "quantity",
+}
 
 
 def answer(registry: Registry, parts: list[str], accept: str) -> tuple[int, str, bytes]:
@@ -50,17 +52,24 @@ def answer(registry: Registry, parts: list[str], accept: str) -> tuple[int, str,
         return 200, "application/json", json.dumps(v2_document(registry.flags)).encode()
     if parts == ["openapi", "v3"]:
         # kubectl caches each document on disk under its hash, as it would a real server's.
-        paths = {_gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash="
-                                  + hashlib.sha256(v3_bytes(registry.flags, g, v)).hexdigest()}
-                 for g, v in _group_versions(registry)}
+        paths = {
+            _gv_path(g, v): {
+                "serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash="
+                + hashlib.sha256(v3_bytes(registry.flags, g, v)).hexdigest()
+            }
+            for g, v in _group_versions(registry)
+        }
         return 200, "application/json", json.dumps({"paths": paths}).encode()
     if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
         gv = "/".join(parts[2:])
         for g, v in _group_versions(registry):
             if _gv_path(g, v) == gv:
                 return 200, "application/json", v3_bytes(registry.flags, g, v)
-    return 404, "application/json", json.dumps(status_body(404, "NotFound", "the server could not find the "
-                                                                            "requested resource")).encode()
+    return (
+        404,
+        "application/json",
+        json.dumps(status_body(404, "NotFound", "the server could not find the requested resource")).encode(),
+    )
 
 
 # --- the definitions ------------------------------------------------------------------------------
@@ -93,8 +102,9 @@ def definition_name(resource: Resource) -> str:
     if resource.crd:  # a custom resource: the group reversed (io.x-k8s.jobset.v1alpha2.JobSet)
         return ".".join(reversed(resource.group.split("."))) + "." + resource.version + "." + resource.kind
     for name, schema in kubernetes_definitions().items():
-        if {"group": resource.group, "version": resource.version, "kind": resource.kind} in \
-                schema.get("x-kubernetes-group-version-kind", []):
+        if {"group": resource.group, "version": resource.version, "kind": resource.kind} in schema.get(
+            "x-kubernetes-group-version-kind", []
+        ):
             return name
     raise KeyError(f"kubernetes-validate has no schema for {resource.api_version} {resource.kind}")
 
@@ -103,10 +113,13 @@ def crd_definition(resource: Resource) -> dict:
     from tests.fakes.kube.crd import schema_of
 
     schema = _from_crd(copy.deepcopy(schema_of(resource.crd, resource.version)))
-    schema["properties"]["metadata"] = {"$ref": f"#/definitions/{OBJECT_META}",
-                                        "description": "Standard object's metadata."}
-    schema["x-kubernetes-group-version-kind"] = [{"group": resource.group, "kind": resource.kind,
-                                                  "version": resource.version}]
+    schema["properties"]["metadata"] = {
+        "$ref": f"#/definitions/{OBJECT_META}",
+        "description": "Standard object's metadata.",
+    }
+    schema["x-kubernetes-group-version-kind"] = [
+        {"group": resource.group, "kind": resource.kind, "version": resource.version}
+    ]
     return schema
 
 
@@ -143,8 +156,7 @@ def _from_crd(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     if node.get("x-kubernetes-int-or-string"):
-        return {k: v for k, v in node.items() if k in ("description",)} | {"type": "string",
-                                                                          "format": "int-or-string"}
+        return {k: v for k, v in node.items() if k in ("description",)} | {"type": "string", "format": "int-or-string"}
     if node.get("x-kubernetes-preserve-unknown-fields"):
         return {k: v for k, v in node.items() if k in ("description", "x-kubernetes-preserve-unknown-fields")}
     out: dict[str, Any] = {}
@@ -185,8 +197,12 @@ def _closure(roots: list[str], defs: dict[str, dict]) -> list[str]:
 def v2_document(flags: tuple[bool, bool]) -> dict:
     from tests.fakes.kube.discovery import VERSION
 
-    return {"swagger": "2.0", "info": {"title": "Kubernetes (fake)", "version": VERSION["gitVersion"]},
-            "paths": {}, "definitions": swagger_definitions(flags)}
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes (fake)", "version": VERSION["gitVersion"]},
+        "paths": {},
+        "definitions": swagger_definitions(flags),
+    }
 
 
 @functools.lru_cache(maxsize=4)
@@ -196,7 +212,8 @@ def v2_protobuf(flags: tuple[bool, bool]) -> bytes:
     doc = v2_document(flags)
     message = pb.Document(swagger=doc["swagger"], info=pb.Info(**doc["info"]))
     message.definitions.additional_properties.extend(
-        pb.NamedSchema(name=name, value=pb.schema(schema)) for name, schema in doc["definitions"].items())
+        pb.NamedSchema(name=name, value=pb.schema(schema)) for name, schema in doc["definitions"].items()
+    )
     return message.SerializeToString()
 
 
@@ -217,14 +234,20 @@ def v3_document(flags: tuple[bool, bool], resources: list[Resource]) -> dict:
         gvk = {"group": r.group, "version": r.version, "kind": r.kind}
         param = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}}]
         body = {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{definition_name(r)}"}}}}
-        paths[f"{base}/{r.plural}"] = {"post": {"x-kubernetes-group-version-kind": gvk, "parameters": param,
-                                                "requestBody": body}}
+        paths[f"{base}/{r.plural}"] = {
+            "post": {"x-kubernetes-group-version-kind": gvk, "parameters": param, "requestBody": body}
+        }
         paths[f"{base}/{r.plural}/{{name}}"] = {
             "patch": {"x-kubernetes-group-version-kind": gvk, "parameters": param},
-            "put": {"x-kubernetes-group-version-kind": gvk, "parameters": param, "requestBody": body}}
+            "put": {"x-kubernetes-group-version-kind": gvk, "parameters": param, "requestBody": body},
+        }
     names = _closure([definition_name(r) for r in resources], defs)
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (fake)", "version": VERSION["gitVersion"]},
-            "paths": paths, "components": {"schemas": {n: _v3_schema(defs[n]) for n in names}}}
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes (fake)", "version": VERSION["gitVersion"]},
+        "paths": paths,
+        "components": {"schemas": {n: _v3_schema(defs[n]) for n in names}},
+    }
 
 
 def _v3_schema(node: Any) -> Any:

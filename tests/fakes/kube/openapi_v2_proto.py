@@ -18,8 +18,11 @@ ONE, MANY = F.LABEL_OPTIONAL, F.LABEL_REPEATED
 
 # message -> [(field, number, type, label, message type or None, oneof index or None)]
 MESSAGES: dict[str, list[tuple]] = {
-    "Document": [("swagger", 1, STRING, ONE, None), ("info", 2, MESSAGE, ONE, "Info"),
-                 ("definitions", 9, MESSAGE, ONE, "Definitions")],
+    "Document": [
+        ("swagger", 1, STRING, ONE, None),
+        ("info", 2, MESSAGE, ONE, "Info"),
+        ("definitions", 9, MESSAGE, ONE, "Definitions"),
+    ],
     "Info": [("title", 1, STRING, ONE, None), ("version", 2, STRING, ONE, None)],
     "Definitions": [("additional_properties", 1, MESSAGE, MANY, "NamedSchema")],
     "NamedSchema": [("name", 1, STRING, ONE, None), ("value", 2, MESSAGE, ONE, "Schema")],
@@ -29,12 +32,20 @@ MESSAGES: dict[str, list[tuple]] = {
     "ItemsItem": [("schema", 1, MESSAGE, MANY, "Schema")],
     "Properties": [("additional_properties", 1, MESSAGE, MANY, "NamedSchema")],
     "AdditionalPropertiesItem": [("schema", 1, MESSAGE, ONE, "Schema", 0), ("boolean", 2, BOOL, ONE, None, 0)],
-    "Schema": [("_ref", 1, STRING, ONE, None), ("format", 2, STRING, ONE, None), ("title", 3, STRING, ONE, None),
-               ("description", 4, STRING, ONE, None), ("default", 5, MESSAGE, ONE, "Any"),
-               ("required", 19, STRING, MANY, None), ("enum", 20, MESSAGE, MANY, "Any"),
-               ("additional_properties", 21, MESSAGE, ONE, "AdditionalPropertiesItem"),
-               ("type", 22, MESSAGE, ONE, "TypeItem"), ("items", 23, MESSAGE, ONE, "ItemsItem"),
-               ("properties", 25, MESSAGE, ONE, "Properties"), ("vendor_extension", 31, MESSAGE, MANY, "NamedAny")],
+    "Schema": [
+        ("_ref", 1, STRING, ONE, None),
+        ("format", 2, STRING, ONE, None),
+        ("title", 3, STRING, ONE, None),
+        ("description", 4, STRING, ONE, None),
+        ("default", 5, MESSAGE, ONE, "Any"),
+        ("required", 19, STRING, MANY, None),
+        ("enum", 20, MESSAGE, MANY, "Any"),
+        ("additional_properties", 21, MESSAGE, ONE, "AdditionalPropertiesItem"),
+        ("type", 22, MESSAGE, ONE, "TypeItem"),
+        ("items", 23, MESSAGE, ONE, "ItemsItem"),
+        ("properties", 25, MESSAGE, ONE, "Properties"),
+        ("vendor_extension", 31, MESSAGE, MANY, "NamedAny"),
+    ],
 }
 ONEOFS = {"AdditionalPropertiesItem": ["oneof"]}
 
@@ -56,8 +67,9 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
 
 _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file())
-_classes = {name: message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"openapi.v2.{name}"))
-            for name in MESSAGES}
+_classes = {
+    name: message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"openapi.v2.{name}")) for name in MESSAGES
+}
 Document, Info, NamedSchema = _classes["Document"], _classes["Info"], _classes["NamedSchema"]
 
 
@@ -85,8 +97,7 @@ def schema(node: dict) -> Any:
             msg.items.schema.append(schema(value))
         elif key == "properties":
             msg.properties.SetInParent()  # an object with no properties still says so
-            msg.properties.additional_properties.extend(
-                NamedSchema(name=p, value=schema(s)) for p, s in value.items())
+            msg.properties.additional_properties.extend(NamedSchema(name=p, value=schema(s)) for p, s in value.items())
         elif key == "additionalProperties":
             if isinstance(value, bool):
                 msg.additional_properties.boolean = value

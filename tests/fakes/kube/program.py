@@ -39,25 +39,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--context", default="fake")
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--gpus-per-node", type=int, default=0)
-    p.add_argument("--node-label", action="append", default=[], metavar="KEY=VALUE",
-                   help="a label on every node (repeatable)")
+    p.add_argument(
+        "--node-label", action="append", default=[], metavar="KEY=VALUE", help="a label on every node (repeatable)"
+    )
     p.add_argument("--jobset", action="store_true", help="serve jobset.x-k8s.io/v1alpha2 and run its controller")
-    p.add_argument("--image", action="append", default=[], metavar="REF_GLOB=DIR",
-                   help="run containers of matching images with PATH=DIR/bin and the pod's env only (repeatable)")
+    p.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="REF_GLOB=DIR",
+        help="run containers of matching images with PATH=DIR/bin and the pod's env only (repeatable)",
+    )
     p.add_argument("--no-isolation", action="store_true", help="never run containers in private mount namespaces")
     p.add_argument("--history-limit", type=int, default=10_000, help="watch events kept before 410 Gone")
     p.add_argument("--grace-seconds", type=float, default=3.0, help="longest SIGTERM-to-SIGKILL wait for a pod")
-    p.add_argument("--exit-with-parent", action="store_true",
-                   help="stop (and kill every pod) when the process that started it dies")
+    p.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop (and kill every pod) when the process that started it dies",
+    )
     p.add_argument("--kueue", action="store_true", help="serve kueue.x-k8s.io and run a Kueue simulation")
-    p.add_argument("--kueue-queue", action="append", default=[], metavar="NAME:GPUS[:preempt]",
-                   help="a ClusterQueue and a LocalQueue NAME (namespace default) with GPUS nvidia.com/gpu quota "
-                        "in flavor default; preempt: withinClusterQueue LowerPriority (repeatable)")
-    p.add_argument("--priority-class", action="append", default=[], metavar="NAME=VALUE",
-                   help="a WorkloadPriorityClass (repeatable)")
-    p.add_argument("--topology", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="spread the nodes over these values of label KEY, in blocks, and make Topology default "
-                        "(levels: the keys in order, then kubernetes.io/hostname) for flavor default (repeatable)")
+    p.add_argument(
+        "--kueue-queue",
+        action="append",
+        default=[],
+        metavar="NAME:GPUS[:preempt]",
+        help="a ClusterQueue and a LocalQueue NAME (namespace default) with GPUS nvidia.com/gpu quota "
+        "in flavor default; preempt: withinClusterQueue LowerPriority (repeatable)",
+    )
+    p.add_argument(
+        "--priority-class",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a WorkloadPriorityClass (repeatable)",
+    )
+    p.add_argument(
+        "--topology",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="spread the nodes over these values of label KEY, in blocks, and make Topology default "
+        "(levels: the keys in order, then kubernetes.io/hostname) for flavor default (repeatable)",
+    )
     args = p.parse_args(argv)
     for text in args.image + args.node_label + args.priority_class + args.topology:
         if "=" not in text:
@@ -77,9 +101,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def nodes_from(args: argparse.Namespace) -> list[dict]:
     from tests.fakes.kube.kueue import topology_nodes
 
-    return topology_nodes(args.nodes, args.gpus_per_node, {k: v.split(",") for k, v in
-                                                           (t.split("=", 1) for t in args.topology)},
-                          dict(t.split("=", 1) for t in args.node_label))
+    return topology_nodes(
+        args.nodes,
+        args.gpus_per_node,
+        {k: v.split(",") for k, v in (t.split("=", 1) for t in args.topology)},
+        dict(t.split("=", 1) for t in args.node_label),
+    )
 
 
 def setup_kueue(kube, args: argparse.Namespace) -> None:
@@ -87,9 +114,13 @@ def setup_kueue(kube, args: argparse.Namespace) -> None:
     from tests.fakes.kube.kueue import configure
 
     queues = {t.split(":")[0]: int(t.split(":")[1]) for t in args.kueue_queue}
-    configure(kube.kueue, queues=queues, preempt={t.split(":")[0] for t in args.kueue_queue if t.endswith(":preempt")},
-              priority_classes={k: int(v) for k, v in (t.split("=", 1) for t in args.priority_class)},
-              topology=[t.split("=", 1)[0] for t in args.topology])
+    configure(
+        kube.kueue,
+        queues=queues,
+        preempt={t.split(":")[0] for t in args.kueue_queue if t.endswith(":preempt")},
+        priority_classes={k: int(v) for k, v in (t.split("=", 1) for t in args.priority_class)},
+        topology=[t.split("=", 1)[0] for t in args.topology],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,9 +128,15 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     images = dict(t.split("=", 1) for t in args.image)
-    kube = FakeKube(nodes=nodes_from(args), jobset=args.jobset, images=images,
-                    isolate=False if args.no_isolation else None, history_limit=args.history_limit,
-                    grace_seconds=args.grace_seconds, kueue=args.kueue)
+    kube = FakeKube(
+        nodes=nodes_from(args),
+        jobset=args.jobset,
+        images=images,
+        isolate=False if args.no_isolation else None,
+        history_limit=args.history_limit,
+        grace_seconds=args.grace_seconds,
+        kueue=args.kueue,
+    )
     if args.kueue:
         setup_kueue(kube, args)
     stop = threading.Event()

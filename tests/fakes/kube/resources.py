@@ -44,19 +44,35 @@ class Resource:
 
 
 CORE = [
-    Resource("Pod", "pods", "", "v1", short_names=("po",), subresources=("log", "status", "exec", "portforward"),
-             categories=("all",)),
+    Resource(
+        "Pod",
+        "pods",
+        "",
+        "v1",
+        short_names=("po",),
+        subresources=("log", "status", "exec", "portforward"),
+        categories=("all",),
+    ),
     Resource("Service", "services", "", "v1", short_names=("svc",), subresources=("status",), categories=("all",)),
     Resource("ConfigMap", "configmaps", "", "v1", short_names=("cm",)),
     Resource("Secret", "secrets", "", "v1"),
     Resource("Event", "events", "", "v1", short_names=("ev",)),
-    Resource("Namespace", "namespaces", "", "v1", namespaced=False, short_names=("ns",),
-             verbs=("create", "delete", "get", "list", "patch", "update", "watch"), subresources=("status",)),
+    Resource(
+        "Namespace",
+        "namespaces",
+        "",
+        "v1",
+        namespaced=False,
+        short_names=("ns",),
+        verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+        subresources=("status",),
+    ),
     Resource("Node", "nodes", "", "v1", namespaced=False, short_names=("no",), subresources=("status",)),
     Resource("Job", "jobs", "batch", "v1", subresources=("status",), categories=("all",)),
 ]
-JOBSET = Resource("JobSet", "jobsets", "jobset.x-k8s.io", "v1alpha2", subresources=("status",),
-                  crd="jobset.x-k8s.io_jobsets.yaml")
+JOBSET = Resource(
+    "JobSet", "jobsets", "jobset.x-k8s.io", "v1alpha2", subresources=("status",), crd="jobset.x-k8s.io_jobsets.yaml"
+)
 KUEUE_GROUP = "kueue.x-k8s.io"
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 KUEUE_CRDS = ("resourceflavors", "clusterqueues", "localqueues", "workloads", "workloadpriorityclasses", "topologies")
@@ -77,17 +93,42 @@ def kueue_resources() -> tuple[Resource, ...]:
         served = {v["name"]: v for v in crd["spec"]["versions"] if v.get("served")}
         for version in KUEUE_VERSIONS:
             if version in served:
-                out.append(Resource(names["kind"], names["plural"], KUEUE_GROUP, version,
-                                    namespaced=crd["spec"]["scope"] == "Namespaced",
-                                    short_names=tuple(names.get("shortNames") or ()),
-                                    subresources=tuple(served[version].get("subresources") or ()),
-                                    categories=tuple(names.get("categories") or ()), crd=filename,
-                                    storage=served[version].get("storage", False)))
+                out.append(
+                    Resource(
+                        names["kind"],
+                        names["plural"],
+                        KUEUE_GROUP,
+                        version,
+                        namespaced=crd["spec"]["scope"] == "Namespaced",
+                        short_names=tuple(names.get("shortNames") or ()),
+                        subresources=tuple(served[version].get("subresources") or ()),
+                        categories=tuple(names.get("categories") or ()),
+                        crd=filename,
+                        storage=served[version].get("storage", False),
+                    )
+                )
     for version in KUEUE_VERSIONS:
-        out += [Resource("ClusterQueue", "clusterqueues", VISIBILITY_GROUP, version, namespaced=False, verbs=("get",),
-                         subresources=("pendingworkloads",), storage=False),
-                Resource("LocalQueue", "localqueues", VISIBILITY_GROUP, version, verbs=("get",),
-                         subresources=("pendingworkloads",), storage=False)]
+        out += [
+            Resource(
+                "ClusterQueue",
+                "clusterqueues",
+                VISIBILITY_GROUP,
+                version,
+                namespaced=False,
+                verbs=("get",),
+                subresources=("pendingworkloads",),
+                storage=False,
+            ),
+            Resource(
+                "LocalQueue",
+                "localqueues",
+                VISIBILITY_GROUP,
+                version,
+                verbs=("get",),
+                subresources=("pendingworkloads",),
+                storage=False,
+            ),
+        ]
     return tuple(out)
 
 

@@ -17,29 +17,45 @@ GPU = "nvidia.com/gpu"
 
 
 def default_nodes(count: int = 4, gpus: int = 0) -> list[dict]:
-    return [{"name": f"fake-node-{i}", "labels": {"kubernetes.io/hostname": f"fake-node-{i}"}, "gpus": gpus}
-            for i in range(count)]
+    return [
+        {"name": f"fake-node-{i}", "labels": {"kubernetes.io/hostname": f"fake-node-{i}"}, "gpus": gpus}
+        for i in range(count)
+    ]
 
 
 def node_object(node: dict) -> dict:
     capacity = {"cpu": "16", "memory": "64Gi", "pods": "110"}
     if node.get("gpus"):
         capacity[GPU] = str(node["gpus"])
-    return {"metadata": {"name": node["name"], "labels": dict(node["labels"])},
-            "spec": {},
-            "status": {"capacity": capacity, "allocatable": dict(capacity),
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                       "message": "kubelet is posting ready status",
-                                       "lastTransitionTime": rfc3339(), "lastHeartbeatTime": rfc3339()}],
-                       "nodeInfo": {"kubeletVersion": "v1.32.0-fake", "architecture": "amd64",
-                                    "operatingSystem": "linux"},
-                       "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
-                                     {"type": "Hostname", "address": node["name"]}]}}
+    return {
+        "metadata": {"name": node["name"], "labels": dict(node["labels"])},
+        "spec": {},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastTransitionTime": rfc3339(),
+                    "lastHeartbeatTime": rfc3339(),
+                }
+            ],
+            "nodeInfo": {"kubeletVersion": "v1.32.0-fake", "architecture": "amd64", "operatingSystem": "linux"},
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": node["name"]},
+            ],
+        },
+    }
 
 
 def gpu_request(pod: dict) -> int:
-    return sum(int(((c.get("resources") or {}).get("requests") or {}).get(GPU, 0))
-               for c in pod["spec"].get("containers", []))
+    return sum(
+        int(((c.get("resources") or {}).get("requests") or {}).get(GPU, 0)) for c in pod["spec"].get("containers", [])
+    )
 
 
 class Scheduler:
@@ -49,9 +65,13 @@ class Scheduler:
     def sync(self) -> None:
         with self.store.lock:
             for (kind, ns, name), pod in list(self.store.objects.items()):
-                if kind == "Pod" and not pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp") \
-                        and pod["status"].get("phase") not in ("Succeeded", "Failed") \
-                        and (kind, ns, name) in self.store.objects:
+                if (
+                    kind == "Pod"
+                    and not pod["spec"].get("nodeName")
+                    and not pod["metadata"].get("deletionTimestamp")
+                    and pod["status"].get("phase") not in ("Succeeded", "Failed")
+                    and (kind, ns, name) in self.store.objects
+                ):
                     self.schedule(pod)
 
     def schedule(self, pod: dict) -> None:
@@ -59,36 +79,55 @@ class Scheduler:
         want = gpu_request(pod)
         selector = spec.get("nodeSelector") or {}
         affinity = spec.get("affinity") or {}
-        terms = ((affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-                 or {}).get("nodeSelectorTerms") or []
+        terms = ((affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
+            "nodeSelectorTerms"
+        ) or []
         anti = (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
         reasons: Counter = Counter()
-        placed = [o for (k, _, _), o in self.store.objects.items() if k == "Pod" and o["spec"].get("nodeName")
-                  and o["status"].get("phase") in ("Pending", "Running")]
+        placed = [
+            o
+            for (k, _, _), o in self.store.objects.items()
+            if k == "Pod" and o["spec"].get("nodeName") and o["status"].get("phase") in ("Pending", "Running")
+        ]
         for node in self.nodes:
             labels = node["labels"]
-            if any(labels.get(k) != v for k, v in selector.items()) or (terms and not any(
-                    all(expr_match(labels, e) for e in t.get("matchExpressions", [])) for t in terms)):
+            if any(labels.get(k) != v for k, v in selector.items()) or (
+                terms and not any(all(expr_match(labels, e) for e in t.get("matchExpressions", [])) for t in terms)
+            ):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 continue
-            if any(p["spec"]["nodeName"] == node["name"]
-                   and selector_matches(p["metadata"].get("labels") or {}, a.get("labelSelector") or {})
-                   for a in anti for p in placed):
+            if any(
+                p["spec"]["nodeName"] == node["name"]
+                and selector_matches(p["metadata"].get("labels") or {}, a.get("labelSelector") or {})
+                for a in anti
+                for p in placed
+            ):
                 reasons["node(s) didn't match pod anti-affinity rules"] += 1
                 continue
             used = sum(gpu_request(p) for p in placed if p["spec"]["nodeName"] == node["name"])
             if want and node.get("gpus", 0) - used < want:
                 reasons[f"Insufficient {GPU}"] += 1
                 continue
-            self.store.update("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"],
-                              lambda p, node=node: _bind(p, node["name"]))
+            self.store.update(
+                "Pod",
+                pod["metadata"]["namespace"],
+                pod["metadata"]["name"],
+                lambda p, node=node: _bind(p, node["name"]),
+            )
             return
-        message = f"0/{len(self.nodes)} nodes are available: " + ", ".join(
-            f"{n} {r}" for r, n in sorted(reasons.items())) + "."
+        message = (
+            f"0/{len(self.nodes)} nodes are available: "
+            + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+            + "."
+        )
         sched = next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), None)
         if sched is None or sched.get("message") != message:
-            self.store.update("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"],
-                              lambda p: _set_scheduled(p, "False", "Unschedulable", message))
+            self.store.update(
+                "Pod",
+                pod["metadata"]["namespace"],
+                pod["metadata"]["name"],
+                lambda p: _set_scheduled(p, "False", "Unschedulable", message),
+            )
             record_event(self.store, pod, "Warning", "FailedScheduling", message, "default-scheduler")
 
 
@@ -105,9 +144,26 @@ def _bind(pod: dict, node: str) -> None:
     _set_scheduled(pod, "True")
     waiting = {"waiting": {"reason": "PodInitializing" if pod["spec"].get("initContainers") else "ContainerCreating"}}
     pod["status"]["containerStatuses"] = [
-        {"name": ct["name"], "ready": False, "restartCount": 0, "image": ct["image"], "imageID": "",
-         "started": False, "state": dict(waiting)} for ct in pod["spec"]["containers"]]
+        {
+            "name": ct["name"],
+            "ready": False,
+            "restartCount": 0,
+            "image": ct["image"],
+            "imageID": "",
+            "started": False,
+            "state": dict(waiting),
+        }
+        for ct in pod["spec"]["containers"]
+    ]
     if pod["spec"].get("initContainers"):
         pod["status"]["initContainerStatuses"] = [
-            {"name": ct["name"], "ready": False, "restartCount": 0, "image": ct["image"], "imageID": "",
-             "state": {"waiting": {"reason": "PodInitializing"}}} for ct in pod["spec"]["initContainers"]]
+            {
+                "name": ct["name"],
+                "ready": False,
+                "restartCount": 0,
+                "image": ct["image"],
+                "imageID": "",
+                "state": {"waiting": {"reason": "PodInitializing"}},
+            }
+            for ct in pod["spec"]["initContainers"]
+        ]

@@ -23,8 +23,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tests.fakes.kube.common import (ApiError, fields_match, labels_match, merge_patch, not_found,
-                                     parse_label_selector, rand_suffix, rfc3339)
+from tests.fakes.kube.common import (
+    ApiError,
+    fields_match,
+    labels_match,
+    merge_patch,
+    not_found,
+    parse_label_selector,
+    rand_suffix,
+    rfc3339,
+)
 from tests.fakes.kube.resources import Registry
 
 Key = tuple[str, str, str]
@@ -71,13 +79,20 @@ class Store:
         if rv and rv < self.compacted_rv:
             raise Gone(f"too old {what}: {rv} ({self.compacted_rv + 1})")
 
-    def events_after(self, rv: int, kind: str, ns: str | None, reqs: list[tuple], fields: str | None
-                     ) -> list[tuple[str, dict]]:
+    def events_after(
+        self, rv: int, kind: str, ns: str | None, reqs: list[tuple], fields: str | None
+    ) -> list[tuple[str, dict]]:
         """Events of one kind after version rv (the caller holds the lock)."""
         self.check_version(rv)
-        return [(t, o) for (erv, k, n, t, o) in self.history
-                if erv > rv and k == kind and (ns is None or n == ns)
-                and labels_match(o["metadata"].get("labels") or {}, reqs) and fields_match(o, fields)]
+        return [
+            (t, o)
+            for (erv, k, n, t, o) in self.history
+            if erv > rv
+            and k == kind
+            and (ns is None or n == ns)
+            and labels_match(o["metadata"].get("labels") or {}, reqs)
+            and fields_match(o, fields)
+        ]
 
     # --- reads ------------------------------------------------------------------------------
     def _res(self, kind: str):
@@ -90,14 +105,23 @@ class Store:
                 raise not_found(self._res(kind).qualified, name)
             return copy.deepcopy(obj)
 
-    def list(self, kind: str, ns: str | None, labels: str | None = None, fields: str | None = None
-             ) -> tuple[list[dict], str]:
+    def list(
+        self, kind: str, ns: str | None, labels: str | None = None, fields: str | None = None
+    ) -> tuple[list[dict], str]:
         """Items of one kind (ns None: every namespace), sorted by namespace and name."""
         items, rv, _, _ = self.list_page(kind, ns, labels, fields)
         return items, rv
 
-    def list_page(self, kind: str, ns: str | None, labels: str | None = None, fields: str | None = None, *,
-                  limit: int = 0, token: str | None = None) -> tuple[list[dict], str, str, int]:
+    def list_page(
+        self,
+        kind: str,
+        ns: str | None,
+        labels: str | None = None,
+        fields: str | None = None,
+        *,
+        limit: int = 0,
+        token: str | None = None,
+    ) -> tuple[list[dict], str, str, int]:
         """One page of a list: items, resourceVersion, continue token ('' on the last page),
         and how many items remain after it."""
         reqs = parse_label_selector(labels)
@@ -110,20 +134,26 @@ class Store:
                 except (ValueError, KeyError, TypeError):
                     raise ApiError(400, "BadRequest", "continue key is not valid") from None
                 if token_rv < self.compacted_rv:
-                    raise Gone("The provided continue parameter is too old to display a consistent list result. "
-                               "You can start a new list without the continue parameter.")
+                    raise Gone(
+                        "The provided continue parameter is too old to display a consistent list result. "
+                        "You can start a new list without the continue parameter."
+                    )
             keys = sorted((n, name) for (k, n, name) in self.objects if k == kind and (ns is None or n == ns))
-            matched = [self.objects[(kind, n, name)] for n, name in keys
-                       if (after is None or (n, name) > after)
-                       and labels_match(self.objects[(kind, n, name)]["metadata"].get("labels") or {}, reqs)
-                       and fields_match(self.objects[(kind, n, name)], fields)]
+            matched = [
+                self.objects[(kind, n, name)]
+                for n, name in keys
+                if (after is None or (n, name) > after)
+                and labels_match(self.objects[(kind, n, name)]["metadata"].get("labels") or {}, reqs)
+                and fields_match(self.objects[(kind, n, name)], fields)
+            ]
             page = matched[:limit] if limit else matched
             rest = len(matched) - len(page)
             nxt = ""
             if rest:
                 last = page[-1]["metadata"]
-                nxt = base64.urlsafe_b64encode(json.dumps(
-                    {"rv": self.rv, "ns": last.get("namespace", ""), "name": last["name"]}).encode()).decode()
+                nxt = base64.urlsafe_b64encode(
+                    json.dumps({"rv": self.rv, "ns": last.get("namespace", ""), "name": last["name"]}).encode()
+                ).decode()
             return [copy.deepcopy(o) for o in page], str(self.rv), nxt, rest
 
     # --- writes -----------------------------------------------------------------------------
@@ -135,8 +165,11 @@ class Store:
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = meta["generateName"] + rand_suffix()
             if not meta.get("name"):
-                raise ApiError(422, "Invalid", f'{kind} "" is invalid: metadata.name: Required value: '
-                               "name or generateName is required")
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'{kind} "" is invalid: metadata.name: Required value: name or generateName is required',
+                )
             if res.namespaced:
                 meta["namespace"] = ns
             else:
@@ -148,8 +181,12 @@ class Store:
                 self.admit[kind](obj, None)
             key = (kind, ns, meta["name"])
             if key in self.objects:
-                raise ApiError(409, "AlreadyExists", f'{res.qualified} "{meta["name"]}" already exists',
-                               {"name": meta["name"], "kind": res.plural})
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{res.qualified} "{meta["name"]}" already exists',
+                    {"name": meta["name"], "kind": res.plural},
+                )
             if ns and kind != "Namespace" and ("Namespace", "", ns) not in self.objects:
                 self.ensure_namespace(ns)
             self.objects[key] = obj
@@ -159,8 +196,12 @@ class Store:
     def ensure_namespace(self, ns: str) -> None:
         """Namespaces spring into being on first use (a real server would answer 404)."""
         if ("Namespace", "", ns) not in self.objects:
-            self.create("Namespace", "", {"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]},
-                                          "status": {"phase": "Active"}}, admit=False)
+            self.create(
+                "Namespace",
+                "",
+                {"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}},
+                admit=False,
+            )
 
     def update(self, kind: str, ns: str, name: str, fn: Callable[[dict], Any]) -> dict:
         """Apply fn(obj) to the stored object and publish the change (controllers' writes)."""
@@ -180,8 +221,12 @@ class Store:
     def _check_rv(self, kind: str, name: str, obj: dict, body: dict) -> None:
         want = (body.get("metadata") or {}).get("resourceVersion")
         if want and want != obj["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {self._res(kind).qualified} "{name}": '
-                           "the object has been modified; please apply your changes to the latest version")
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {self._res(kind).qualified} "{name}": '
+                "the object has been modified; please apply your changes to the latest version",
+            )
 
     def _write(self, kind: str, ns: str, name: str, old: dict, new: dict, *, status_only: bool) -> dict:
         """A client's update or patch: the main resource ignores status and the status
@@ -235,11 +280,18 @@ class Store:
             meta = obj["metadata"]
             pre = options.get("preconditions") or {}
             if pre.get("uid") and pre["uid"] != meta["uid"]:
-                raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {pre['uid']}, "
-                               f"UID in object meta: {meta['uid']}")
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
+                )
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-                raise ApiError(409, "Conflict", f"Precondition failed: ResourceVersion in precondition: "
-                               f"{pre['resourceVersion']}, ResourceVersion in object meta: {meta['resourceVersion']}")
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"Precondition failed: ResourceVersion in precondition: "
+                    f"{pre['resourceVersion']}, ResourceVersion in object meta: {meta['resourceVersion']}",
+                )
             # batch/v1 Jobs keep the legacy default: a delete without a policy orphans the pods.
             policy = options.get("propagationPolicy") or ("Orphan" if kind == "Job" else "Background")
             if policy not in ("Orphan", "Background", "Foreground"):
@@ -248,8 +300,9 @@ class Store:
                 grace = options.get("gracePeriodSeconds")
                 if not meta.get("deletionTimestamp") or grace == 0:
                     meta["deletionTimestamp"] = rfc3339()
-                    meta["deletionGracePeriodSeconds"] = int(grace if grace is not None else
-                                                             obj["spec"].get("terminationGracePeriodSeconds", 30))
+                    meta["deletionGracePeriodSeconds"] = int(
+                        grace if grace is not None else obj["spec"].get("terminationGracePeriodSeconds", 30)
+                    )
                     self._bump(kind, ns, "MODIFIED", obj)
                 return copy.deepcopy(obj)
             if policy in ("Orphan", "Foreground") and self._dependents(meta["uid"], ns):
@@ -277,8 +330,11 @@ class Store:
         self._bump(kind, ns, "DELETED", obj)
 
     def _dependents(self, uid: str, ns: str) -> list[Key]:
-        return [k for k, o in self.objects.items() if k[1] == ns
-                and any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])]
+        return [
+            k
+            for k, o in self.objects.items()
+            if k[1] == ns and any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])
+        ]
 
     def _collect(self, uid: str, ns: str) -> None:
         for kind, _, name in self._dependents(uid, ns):
@@ -314,8 +370,9 @@ def _strip_owner(obj: dict, uid: str) -> None:
         obj["metadata"].pop("ownerReferences", None)
 
 
-def record_event(store: Store, involved: dict, type_: str, reason: str, message: str,
-                 component: str = "fake-kube") -> None:
+def record_event(
+    store: Store, involved: dict, type_: str, reason: str, message: str, component: str = "fake-kube"
+) -> None:
     """A core/v1 Event about an object. A repeat of (object, reason, message) raises the
     count and lastTimestamp of the one event, at most once a second, as the event
     correlator of a kubelet or scheduler that keeps retrying does."""
@@ -323,19 +380,37 @@ def record_event(store: Store, involved: dict, type_: str, reason: str, message:
         meta = involved["metadata"]
         ns = meta.get("namespace") or "default"
         for (kind, _, name), o in store.objects.items():
-            if (kind == "Event" and o["involvedObject"].get("uid") == meta["uid"]
-                    and o["reason"] == reason and o["message"] == message):
+            if (
+                kind == "Event"
+                and o["involvedObject"].get("uid") == meta["uid"]
+                and o["reason"] == reason
+                and o["message"] == message
+            ):
                 now = rfc3339()
                 if o["lastTimestamp"] != now:
                     o["count"] = o.get("count", 1) + 1
                     o["lastTimestamp"] = now
                     store.publish("Event", ns, o)
                 return
-        store.create("Event", ns, {
-            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}"},
-            "involvedObject": {"kind": involved["kind"], "name": meta["name"], "namespace": ns,
-                               "uid": meta["uid"], "apiVersion": involved.get("apiVersion", "v1")},
-            "reason": reason, "message": message, "type": type_, "count": 1,
-            "firstTimestamp": rfc3339(), "lastTimestamp": rfc3339(),
-            "source": {"component": component},
-        }, admit=False)
+        store.create(
+            "Event",
+            ns,
+            {
+                "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}"},
+                "involvedObject": {
+                    "kind": involved["kind"],
+                    "name": meta["name"],
+                    "namespace": ns,
+                    "uid": meta["uid"],
+                    "apiVersion": involved.get("apiVersion", "v1"),
+                },
+                "reason": reason,
+                "message": message,
+                "type": type_,
+                "count": 1,
+                "firstTimestamp": rfc3339(),
+                "lastTimestamp": rfc3339(),
+                "source": {"component": component},
+            },
+            admit=False,
+        )

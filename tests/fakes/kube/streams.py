@@ -55,8 +55,11 @@ class WebSocket:
         self._send_lock = threading.Lock()
         self._pending: collections.deque[bytes] = collections.deque()
         # The handler has read the request already; the protocol parses it again from its bytes.
-        head = f"{handler.command} {handler.path} HTTP/1.1\r\n" + "".join(
-            f"{key}: {value}\r\n" for key, value in handler.headers.items()) + "\r\n"
+        head = (
+            f"{handler.command} {handler.path} HTTP/1.1\r\n"
+            + "".join(f"{key}: {value}\r\n" for key, value in handler.headers.items())
+            + "\r\n"
+        )
         self.protocol.receive_data(head.encode("latin-1"))
         request = next(e for e in self.protocol.events_received() if isinstance(e, Request))
         response = self.protocol.accept(request)
@@ -85,8 +88,9 @@ class WebSocket:
         """The next data message's payload; None once the connection is closed."""
         while True:
             with self._send_lock:  # the protocol is shared with the senders; flushed: pongs, the close reply
-                self._pending.extend(e.data for e in self.protocol.events_received()
-                                     if e.opcode in (Opcode.BINARY, Opcode.TEXT))
+                self._pending.extend(
+                    e.data for e in self.protocol.events_received() if e.opcode in (Opcode.BINARY, Opcode.TEXT)
+                )
                 try:
                     self._flush()
                 except OSError:
@@ -147,8 +151,11 @@ def _running_container(handler: Handler, ns: str, name: str, q: dict[str, list[s
 
 def serve(handler: Handler, ns: str, name: str, sub: str, q: dict[str, list[str]]) -> None:
     if "websocket" not in (handler.headers.get("Upgrade") or "").lower():
-        raise ApiError(400, "BadRequest", "Upgrade request required: this fake serves exec and portforward "
-                                          "over WebSocket only, not SPDY")
+        raise ApiError(
+            400,
+            "BadRequest",
+            "Upgrade request required: this fake serves exec and portforward over WebSocket only, not SPDY",
+        )
     try:
         if sub == "exec":
             serve_exec(handler, ns, name, q)
@@ -162,10 +169,13 @@ def serve(handler: Handler, ns: str, name: str, sub: str, q: dict[str, list[str]
 def _status(code: int, command: list[str]) -> dict[str, Any]:
     if code == 0:
         return {"metadata": {}, "status": "Success"}
-    return {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
-            "message": f"command terminated with non-zero exit code: error executing command {command}, "
-                       f"exit code {code}",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+    return {
+        "metadata": {},
+        "status": "Failure",
+        "reason": "NonZeroExitCode",
+        "message": f"command terminated with non-zero exit code: error executing command {command}, exit code {code}",
+        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+    }
 
 
 def _controlling_tty() -> None:  # in the child, after setsid: the pty on fd 0 becomes its terminal
@@ -186,20 +196,43 @@ def serve_exec(handler: Handler, ns: str, name: str, q: dict[str, list[str]]) ->
     try:
         if tty:
             master, slave = pty.openpty()
-            proc = subprocess.Popen(argv, cwd=c.cwd, env=c.env, stdin=slave, stdout=slave, stderr=slave,
-                                    start_new_session=True, preexec_fn=_controlling_tty)
+            proc = subprocess.Popen(
+                argv,
+                cwd=c.cwd,
+                env=c.env,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                start_new_session=True,
+                preexec_fn=_controlling_tty,
+            )
             os.close(slave)
             outputs = [(master, STDOUT)]
         else:
-            proc = subprocess.Popen(argv, cwd=c.cwd, env=c.env, stdin=subprocess.PIPE if want_stdin else
-                                    subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                cwd=c.cwd,
+                env=c.env,
+                stdin=subprocess.PIPE if want_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
             outputs = [(proc.stdout.fileno(), STDOUT), (proc.stderr.fileno(), STDERR)]
     except OSError as e:  # not found / not executable: the runtime's exec fails before the process runs
-        ws.send(bytes([ERROR]) + json.dumps({
-            "metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500,
-            "message": f"Internal error occurred: error executing command in container: OCI runtime exec failed: "
-                       f'exec failed: unable to start container process: exec: "{command[0]}": {e.strerror}'}).encode())
+        ws.send(
+            bytes([ERROR])
+            + json.dumps(
+                {
+                    "metadata": {},
+                    "status": "Failure",
+                    "reason": "InternalError",
+                    "code": 500,
+                    "message": f"Internal error occurred: error executing command in container: OCI runtime exec failed: "
+                    f'exec failed: unable to start container process: exec: "{command[0]}": {e.strerror}',
+                }
+            ).encode()
+        )
         ws.close()
         return
 
@@ -269,11 +302,15 @@ def serve_exec(handler: Handler, ns: str, name: str, q: dict[str, list[str]]) ->
 # --- portforward ------------------------------------------------------------------------------------
 def serve_portforward(handler: Handler, ns: str, name: str, q: dict[str, list[str]]) -> None:
     if "SPDY/3.1+portforward.k8s.io" in (handler.headers.get("Sec-WebSocket-Protocol") or ""):
-        raise ApiError(400, "BadRequest", "this fake does not serve SPDY tunnelled in a WebSocket (kubectl "
-                                          "port-forward); it serves portforward over v4.channel.k8s.io")
+        raise ApiError(
+            400,
+            "BadRequest",
+            "this fake does not serve SPDY tunnelled in a WebSocket (kubectl "
+            "port-forward); it serves portforward over v4.channel.k8s.io",
+        )
     ports = [int(p) for v in q.get("ports") or [] for p in v.split(",") if p.strip()]
     if not ports or any(not 0 < p < 65536 for p in ports):
-        raise ApiError(400, "BadRequest", "query parameter \"ports\" is required and must be valid ports")
+        raise ApiError(400, "BadRequest", 'query parameter "ports" is required and must be valid ports')
     pod_uid = _running_container(handler, ns, name, q)[0]["metadata"]["uid"]
     ws = WebSocket(handler, PORTFORWARD_PROTOCOLS)
     with handler.kube.lock:
@@ -304,8 +341,13 @@ def serve_portforward(handler: Handler, ns: str, name: str, q: dict[str, list[st
             conns[i] = socket.create_connection(("127.0.0.1", port), timeout=5)
             conns[i].settimeout(None)
         except OSError as e:
-            ws.send(bytes([2 * i + 1]) + (f"an error occurred forwarding {port} -> {port}: error forwarding port "
-                                          f"{port} to pod {pod_uid}: dial tcp4 127.0.0.1:{port}: {e}").encode())
+            ws.send(
+                bytes([2 * i + 1])
+                + (
+                    f"an error occurred forwarding {port} -> {port}: error forwarding port "
+                    f"{port} to pod {pod_uid}: dial tcp4 127.0.0.1:{port}: {e}"
+                ).encode()
+            )
             continue
         open_ports.add(i)
     if not open_ports:
