@@ -60,7 +60,7 @@ def silent_server(answer: bytes | None = None) -> Iterator[int]:
 def failure_of(call) -> BaseException:
     try:
         call()
-    except Exception as e:  # what the client raised, whatever it is
+    except Exception as e:  # noqa: BLE001 - what the client raised, whatever it is
         return e
     pytest.fail("the call did not fail")
 

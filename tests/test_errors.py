@@ -53,7 +53,7 @@ def test_the_boundary_names_the_path_a_write_without_a_filename_was_for(tmp_path
     assert e.value.hint == f"free some space on the disk that holds {tmp_path / 'out.jsonl'} and run again"
     # Another file's error names that file.
     with pytest.raises(FileSystemError) as e, file_boundary(tmp_path / "out", "write"):
-        open(tmp_path / "missing" / "x")  # noqa: SIM115
+        open(tmp_path / "missing" / "x")
     assert e.value.message == f"{tmp_path / 'missing' / 'x'}: no such file or directory (ENOENT)"
     # What is not the filesystem's passes through.
     with pytest.raises(ConnectionRefusedError), file_boundary(tmp_path / "out", "write"):

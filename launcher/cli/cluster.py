@@ -23,7 +23,7 @@ def _add_options(command):
     from launcher.backends.registry import BACKENDS
 
     seen: dict[str, object] = {}
-    for name, row in BACKENDS.items():
+    for _name, row in BACKENDS.items():
         for option in row.add:
             seen.setdefault(option.flag, option)
     for option in reversed(list(seen.values())):

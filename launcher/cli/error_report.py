@@ -51,7 +51,7 @@ def _run(group: click.Group, argv: list[str] | None, debug: bool) -> int:
     except BrokenPipeError:
         # The reader went away (`launcher logs | head`); that is not an error.
         try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+            sys.stdout = open(os.devnull, "w")
         except OSError:
             pass
         return 0

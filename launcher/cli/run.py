@@ -11,7 +11,8 @@ from launcher.backends.registry import BACKENDS
 from launcher.cli.common import OK, complete_run_names, dump, info, run_record, warn
 from launcher.cli.follow import follow_run
 from launcher.sdk.config import RunConfig
-from launcher.sdk.run_names import resolve_run, spec_name_of
+from launcher.sdk.fanout import resolve_run
+from launcher.sdk.run_names import spec_name_of
 from launcher.sdk.runs import prepare_run
 from launcher.spec.load import Overrides
 from launcher.spec.names import MAX_BASE, sanitize

@@ -45,7 +45,7 @@ def plan_launch(
     argv = [python, "-m", "composer.cli.launcher"]
     if nproc is not None:
         argv += ["-n", str(nproc)]
-    return argv + ["-m", "launcher.train", parameters, *overrides]
+    return [*argv, "-m", "launcher.train", parameters, *overrides]
 
 
 def _gpu_count() -> int:

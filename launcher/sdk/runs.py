@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from launcher.backends.base import Backend, Run, RunStatus
 from launcher.backends.capabilities import UPDATE_FEATURES, Feature, Updatable
@@ -39,7 +39,7 @@ __all__ = [
     "wait_for_run_status",
 ]
 
-RunRef = Union[Run, str]
+RunRef = Run | str
 """A Run, or a name: full, a spec name (its latest run) or a glob."""
 
 

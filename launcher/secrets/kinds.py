@@ -86,7 +86,7 @@ class Secret:
     def masked_values(self) -> list[str]:
         """The values that must never appear in logs (host names and such are public)."""
         out = []
-        for key, value in self.secret_data().items():
+        for _key, value in self.secret_data().items():
             out.extend(mask_candidates(value))
         return sorted(set(out), key=len, reverse=True)
 

@@ -83,23 +83,23 @@ class _Builder:
         if node.tag not in _COLLECTION_TAGS:
             raise self.fail(node, f"unsupported YAML tag {node.tag}")
         if isinstance(node, yaml.SequenceNode):
-            return [self.build(child, path + (i,), depth + 1) for i, child in enumerate(node.value)]
+            return [self.build(child, (*path, i), depth + 1) for i, child in enumerate(node.value)]
         if isinstance(node, yaml.MappingNode):
             out: dict[Any, Any] = {}
             for key_node, value_node in self._merged_pairs(node):
-                key = self.build(key_node, path + ("<key>",), depth + 1)
+                key = self.build(key_node, (*path, "<key>"), depth + 1)
                 if isinstance(key, list | dict):
                     raise self.fail(key_node, "a mapping key must be a plain value")
                 if key in out:
-                    first = self.located.key_positions.get(path + (key,))
+                    first = self.located.key_positions.get((*path, key))
                     at = f" (first defined on line {first[0]})" if first else ""
                     raise self.fail(key_node, f"duplicate key {key!r}{at}")
-                self.located.key_positions[path + (key,)] = (
+                self.located.key_positions[(*path, key)] = (
                     key_node.start_mark.line + 1,
                     key_node.start_mark.column + 1,
                 )
-                out[key] = self.build(value_node, path + (key,), depth + 1)
-            self.located.positions.pop(path + ("<key>",), None)
+                out[key] = self.build(value_node, (*path, key), depth + 1)
+            self.located.positions.pop((*path, "<key>"), None)
             return out
         raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
 

@@ -246,7 +246,7 @@ class SampleAudit(LoggerDestination):
 
     def init(self, state: State, logger: Logger) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.file = open(self.folder / f"samples-rank{dist.get_global_rank()}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self.file = open(self.folder / f"samples-rank{dist.get_global_rank()}.jsonl", "a", encoding="utf-8")
 
     def after_dataloader(self, state: State, logger: Logger) -> None:
         import json

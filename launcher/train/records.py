@@ -42,7 +42,7 @@ class RecordWriter:
     def open(self) -> None:
         for folder in self.folders:
             folder.mkdir(parents=True, exist_ok=True)
-            self._files.append(open(folder / METRICS_FILE, "a", encoding="utf-8"))  # noqa: SIM115 - closed in close()
+            self._files.append(open(folder / METRICS_FILE, "a", encoding="utf-8"))
         self._thread = threading.Thread(target=self._run, name="metric-records", daemon=True)
         self._thread.start()
 

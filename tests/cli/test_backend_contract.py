@@ -29,7 +29,7 @@ def refusals(cli, spec: Path, *args: str) -> dict[str, str]:
         r = cli(*command, "-f", str(spec), *args)
         assert r.returncode == 2, (command, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr
-        lines[" ".join(command)] = [line for line in r.stderr.splitlines() if line.startswith("✗")][0]
+        lines[" ".join(command)] = next(line for line in r.stderr.splitlines() if line.startswith("✗"))
     return lines
 
 

@@ -150,7 +150,7 @@ def test_ctrl_c_while_following_says_the_run_keeps_going(cli):
         message="the followed run to be RUNNING",
     )
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=30)
+    _out, err = p.communicate(timeout=30)
     assert "keeps running" in err
     name = json.loads(cli("get", "runs", "-o", "json").stdout)[0]["name"]
     assert cli.wait_status(name, {"COMPLETED", "FAILED"})["status"] == "COMPLETED"

@@ -239,7 +239,7 @@ def test_metric_records_are_hidden_unless_raw(cli, where, request):
 
 
 @pytest.mark.train
-def test_the_trainer_prints_a_progress_line_per_log_interval(cli, number_say):  # noqa: F811 - the fixture
+def test_the_trainer_prints_a_progress_line_per_log_interval(cli, number_say):
     pytest.importorskip("composer")
     cfg = yaml.safe_load(
         tiny_config(

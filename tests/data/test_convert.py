@@ -191,7 +191,7 @@ def test_narrowest_dtype_for_a_small_vocabulary(tmp_path: Path) -> None:
         )
     assert len(ds[0]["tokens"]) == 32  # one byte per token
     text = "".join(docs)
-    expected = [vocab[c] for d in docs for c in (list(d) + [EOS])]
+    expected = [vocab[c] for d in docs for c in ([*list(d), EOS])]
     assert len(text) + len(docs) == len(expected)
     got = [t for i in range(len(ds)) for t in ds[i]["tokens"]]
     assert got == expected[: len(expected) // 32 * 32]

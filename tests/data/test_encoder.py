@@ -90,7 +90,7 @@ def trained(varied_dir: Path):
 def test_a_trained_tokenizer_is_encoded_by_tiktoken_with_its_own_ids(trained, varied_dir: Path) -> None:
     tok, concat = trained
     assert concat.encoder.backend == "tiktoken", concat.encoder.fallback_reason
-    texts = VARIED + [CODE, CODE.replace("    ", "\t")] + documents(300)
+    texts = [*VARIED, CODE, CODE.replace("    ", "\t"), *documents(300)]
     assert max(map(len, tok.convert_ids_to_tokens(hf_ids(tok, [CODE])[0]))) > 3  # runs of spaces are tokens
     assert encoded(concat.encoder, texts) == hf_ids(tok, texts)
     eos = tok.convert_tokens_to_ids(EOS)
@@ -100,7 +100,7 @@ def test_a_trained_tokenizer_is_encoded_by_tiktoken_with_its_own_ids(trained, va
 
     plain = Tokenizer.from_file(str(varied_dir / "tokenizer.json"))
     stream = concat.encode(texts).tolist()
-    assert stream == [i for t in texts for i in plain.encode(t, add_special_tokens=False).ids + [eos]]
+    assert stream == [i for t in texts for i in [*plain.encode(t, add_special_tokens=False).ids, eos]]
 
 
 def test_a_post_processor_that_adds_a_bos_only_on_request_keeps_tiktoken(varied_dir: Path) -> None:

@@ -35,7 +35,7 @@ def test_the_spark_extra_imports_with_numpy_pandas_and_pyarrow() -> None:
 def test_convert_with_spark_gives_the_local_engines_samples(tmp_path: Path, tokenizer_dir: Path, spark, capsys) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", documents(400))
     for engine in ("local", "spark"):
-        code, out, err = cli_run(
+        code, _out, err = cli_run(
             capsys,
             "data",
             "convert",
@@ -62,7 +62,7 @@ def test_prepare_with_spark_gives_the_local_engines_dataset(tmp_path: Path, word
     src = write_sentiment(tmp_path / "reviews.jsonl", 120, seed=3) and tmp_path / "reviews.jsonl"
     got = {}
     for engine in ("local", "spark"):
-        code, out, err = cli_run(
+        code, _out, err = cli_run(
             capsys,
             "data",
             "prepare",

@@ -222,7 +222,7 @@ def test_inputs_read_from_a_volume_with_a_glob_and_compression(
     (src / "notes.md.txt").write_text("not matched")
     upload_tree(volume_env, src, f"{VOL}/raw")
 
-    code, stdout, err = cli_run(
+    code, _stdout, err = cli_run(
         capsys,
         "data",
         "convert",

@@ -103,15 +103,18 @@ def test_item1_pod_logs_of_the_fake_cluster_hold_no_value(fake_kube, launcher_ho
     import sys
 
     env = {**os.environ, "LAUNCHER_HOME": str(launcher_home)}
-    run = lambda *a, **kw: subprocess.run(
-        [sys.executable, "-m", "launcher", *a],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        **kw,
-    )
+
+    def run(*a, **kw):
+        return subprocess.run(
+            [sys.executable, "-m", "launcher", *a],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            **kw,
+        )
+
     assert run("secret", "create", "env", "MULTI_SECRET", "--cluster", "fake", input=MULTI).returncode == 0
     spec = tmp_path / "pod.yaml"
     spec.write_text(

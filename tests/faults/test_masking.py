@@ -423,7 +423,7 @@ for text in (doc, pem, raw, "".join(pem.splitlines()[1:-1]), *strings(json.loads
     for line in text.split("\n"):
         print(line)
 print("%(marker)s")
-""" % {"marker": UNMASKABLE}
+""" % {"marker": UNMASKABLE}  # noqa: UP031 - the program's own braces stay literal
 
 e2e_examples = st.tuples(credentials_documents(), pem_blocks(), binary_values)
 # No shrinking: a failing example is reported as it is (shrinking would take a run per try).

@@ -6,6 +6,7 @@ backend (the Kubernetes side is tests/kubernetes/test_backoff.py)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -47,7 +48,7 @@ def test_item9_retries_back_off_doubling_and_a_crash_loop_is_named(cli):
     assert "Retries:    up to 2; backoff 1 s doubling to 1 min" in text
     record = cli.wait_status("crash", {"FAILED"})
     times = started_and_ended(record)
-    gaps = [(nxt[0] - prev[1]).total_seconds() for prev, nxt in zip(times, times[1:])]
+    gaps = [(nxt[0] - prev[1]).total_seconds() for prev, nxt in itertools.pairwise(times)]
     assert len(gaps) == 2 and gaps[0] >= 1 and gaps[1] >= 2, gaps  # 1 s, then doubled
     assert record["crash_loop"] is True
     text = cli("describe", "crash").stdout

@@ -43,7 +43,7 @@ def test_run_follow_waits_out_a_doubling_backoff_and_describe_says_crash_loop(fa
         )
     )
     code = launcher("run", "-f", str(spec), "--cluster", "fake", "--follow")
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert code == 1, err
     name = re.search(r"Run (crashing-[a-z0-9]{6}) failed: rank 0 exited with code 4", err).group(1)
     # The follow said when each retry was due, and waited for it: as "Run X is PENDING: ... (in N s)"

@@ -316,7 +316,7 @@ def test_an_attempt_that_failed_of_an_eviction_is_retried_without_counting():
         Observed("r", record=record(spec), job=failed, pods=pods, kueue=view(admitted("job-r-1a2b3", owner_uid="u1")))
     )
     assert quiet.status is RunStatus.FAILED and action is None  # no eviction: the program's own failure
-    run, action = derive(
+    _run, action = derive(
         Observed("r", record=record(spec), job=failed, pods=pods, kueue=view(preempted("job-r-1a2b3", owner_uid="u1"))),
         now=at("2025-01-01T01:00:00Z"),
     )

@@ -3,6 +3,7 @@ visible when they coincide, and the last progress line before the exit line."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from launcher.metrics.plot import integer_ticks, png_figure, terminal_plot
@@ -17,7 +18,7 @@ def test_integer_ticks_are_whole_evenly_spaced_and_within_range():
         ticks = integer_ticks(lo, hi)
         assert all(isinstance(t, int) for t in ticks)
         assert ticks and lo <= ticks[0] and ticks[-1] <= hi and len(ticks) <= 6
-        assert len({b - a for a, b in zip(ticks, ticks[1:])}) <= 1
+        assert len({b - a for a, b in itertools.pairwise(ticks)}) <= 1
 
 
 def test_the_terminal_plot_labels_steps_with_whole_numbers():

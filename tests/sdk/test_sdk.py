@@ -68,7 +68,7 @@ def test_create_wait_get_and_logs(specs):
     assert launcher.get_run("hello").name == run.name  # a spec name: its latest run
     lines = [str(line) for line in launcher.get_run_logs(run)]
     assert lines[-4:-1] == ["one", "two", "three"]
-    assert [str(line) for line in launcher.get_run_logs(run.name, tail=2)][0] == "three"
+    assert next(str(line) for line in launcher.get_run_logs(run.name, tail=2)) == "three"
     followed = [line.text for line in launcher.follow_run_logs(run)]
     assert [t for t in followed if t in ("one", "two", "three")] == ["one", "two", "three"]
 

@@ -71,7 +71,7 @@ def test_arbitrary_bytes(data):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.sampled_from(list("ab: -[]{}&*!|>'\"\n\t#,?%@`") + ["name", "command", "<<"]), max_size=60).map("".join)
+    st.lists(st.sampled_from([*list("ab: -[]{}&*!|>'\"\n\t#,?%@`"), "name", "command", "<<"]), max_size=60).map("".join)
 )
 def test_yaml_punctuation_soup(text):
     _only_spec_errors(text)

@@ -183,7 +183,7 @@ def test_log_stream_picks_the_rank_and_the_attempt(client: TestClient, named: Na
     assert [t for t in first if t.startswith("training step")] == [f"training step {s}" for s in range(1, 7)]
     assert json.loads(events[-1]["data"])["attempt"] == 1
     latest, _ = read_log(client, url)
-    assert [t for t in latest if t.startswith("training step")][0] == "training step 5"
+    assert next(t for t in latest if t.startswith("training step")) == "training step 5"
     assert client.get(url + "&rank=1").status_code == 400
     assert client.get(url + "&attempt=3").status_code == 400
 

@@ -303,11 +303,11 @@ def read_view(api: KubeApi, owners: list[dict | None]) -> KueueView | None:
     view.workloads = _readable(lambda: api.list("Workload")[0], [])
     waiting = {queue_name(w) for w in view.workloads if is_pending(w)}
     for queue in sorted(queues & waiting):
-        local = _readable(lambda: api.get("LocalQueue", queue), None)
+        local = _readable(lambda queue=queue: api.get("LocalQueue", queue), None)
         if local and (local.get("spec") or {}).get("clusterQueue"):
             view.cluster_queues[queue] = local["spec"]["clusterQueue"]
         if serves_visibility(api):
-            listed = _readable(lambda: api.get("PendingWorkloads", queue, "pendingworkloads"), None)
+            listed = _readable(lambda queue=queue: api.get("PendingWorkloads", queue, "pendingworkloads"), None)
             if listed is not None:
                 view.pending[queue] = listed.get("items") or []
     return view

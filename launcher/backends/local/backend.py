@@ -266,7 +266,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
                 [sys.executable, "-m", "launcher.backends.local.supervisor", name],
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=open(layout.supervisor_log, "ab"),  # noqa: SIM115 - handed to the child
+                stdout=open(layout.supervisor_log, "ab"),
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # survives the CLI and its Ctrl-C
                 close_fds=True,

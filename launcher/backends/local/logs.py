@@ -25,7 +25,7 @@ def rank_chunks(
     for r in ranks:
         path = layout.log_file(attempt, r)
         try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below
+            f = open(path, "rb")
         except FileNotFoundError:
             continue
         stream = MaskingStream(masker)

@@ -251,7 +251,7 @@ class Kubelet:
     def _start(self, pod: dict) -> None:
         if self.faults.hold_pods:
             return
-        ns, spec = pod["metadata"]["namespace"], pod["spec"]
+        _ns, spec = pod["metadata"]["namespace"], pod["spec"]
         inits, mains = spec.get("initContainers") or [], spec["containers"]
         first_group = "initContainerStatuses" if inits else "containerStatuses"
         for ct in (*inits, *mains):

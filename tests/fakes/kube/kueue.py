@@ -112,7 +112,7 @@ def configure(
     ClusterQueue and LocalQueue (KueueController.add_queue) with that many GPUs; preempt
     True (or the set of queue names) turns on withinClusterQueue LowerPriority."""
     if topology:
-        kueue.add_topology("default", list(topology) + [HOSTNAME])
+        kueue.add_topology("default", [*list(topology), HOSTNAME])
     for name, value in (priority_classes or {}).items():
         kueue.add_priority_class(name, value)
     for name, gpus in (queues or {}).items():
@@ -642,7 +642,7 @@ class KueueController:
                 message = f"LocalQueue {wl['spec'].get('queueName')} doesn't exist"
                 if set_condition(wl, "QuotaReserved", "False", "Inadmissible", message):
                     self.store.publish("Workload", wl["metadata"]["namespace"], wl)
-        for (kind, _, name), cq in list(self.store.objects.items()):
+        for (kind, _, _name), cq in list(self.store.objects.items()):
             if kind == "ClusterQueue":
                 self._schedule_queue(cq)
 

@@ -136,7 +136,7 @@ def _set_scheduled(pod: dict, status: str, reason: str = "", message: str = "") 
     cond = {"type": "PodScheduled", "status": status, "lastTransitionTime": rfc3339()}
     if reason:
         cond.update(reason=reason, message=message)
-    pod["status"]["conditions"] = conds + [cond]
+    pod["status"]["conditions"] = [*conds, cond]
 
 
 def _bind(pod: dict, node: str) -> None:

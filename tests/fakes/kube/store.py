@@ -379,7 +379,7 @@ def record_event(
     with store.lock:
         meta = involved["metadata"]
         ns = meta.get("namespace") or "default"
-        for (kind, _, name), o in store.objects.items():
+        for (kind, _, _name), o in store.objects.items():
             if (
                 kind == "Event"
                 and o["involvedObject"].get("uid") == meta["uid"]
