@@ -7,7 +7,7 @@ made before a listing, stays light.
 
 from __future__ import annotations
 
-from launcher.errors import ClusterUnreachable, LauncherError, connection_failure
+from launcher.errors import ClusterUnreachable, LauncherError
 
 # Statuses the server answers without having done the request: safe to repeat, even a create.
 UNDONE_STATUSES = {429, 503}
@@ -45,9 +45,3 @@ class KubeError(LauncherError):
 class KubeUnreachable(KubeError, ClusterUnreachable):
     """A connection to the API server that failed before any answer (refused, timed out,
     unresolvable): the SDK's ClusterUnreachable."""
-
-
-def connect_failure(cause: BaseException) -> tuple[str, str]:
-    """(what happened, reason) for a TCP connect (the reachability check) that failed with
-    `cause`: launcher.errors' words, one set for clusters, stores and trackers."""
-    return connection_failure(cause, connecting=True)

@@ -15,8 +15,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from launcher.backends.kubernetes.kubeapi import Backoff, KubeApi, KubeError, WatchHandle
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, WatchHandle
 from launcher.errors import LauncherError
+from launcher.pod.backoff import Backoff
 
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 5.0

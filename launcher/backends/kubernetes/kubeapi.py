@@ -59,7 +59,6 @@ from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is t
 from launcher.backends.kubernetes.profiles import ClusterProfile
 from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path, read_kubeconfig
 from launcher.errors import TLS, UNREACHABLE, connection_failure
-from launcher.pod.backoff import Backoff as Backoff  # the informers' (informer.py imports it from here)
 from launcher.pod.backoff import delay, jittered
 
 WATCH_SECONDS = 60

@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from launcher import debug
-from launcher.backends.kubernetes.errors import KubeUnreachable, connect_failure
+from launcher.backends.kubernetes.errors import KubeUnreachable
+from launcher.errors import connection_failure
 
 # A connect to a host name looks up the idna codec, which imports it the first time: here,
 # then, in the thread that imports reach.py, not in a look's threads (registry.ask_each).
@@ -170,7 +171,7 @@ def check_reachable(name: str, settings: dict, *, timeout: float = LIST_CONNECT_
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as e:
-        what, reason = connect_failure(e)
+        what, reason = connection_failure(e, connecting=True)
         raise KubeUnreachable(
             f"cluster {name}: cannot reach the API server: {what} ({server})", reason=reason, retryable=True
         ) from None
