@@ -1,7 +1,7 @@
 """The fake Kubernetes cluster: a compatibility front for tests/fakes/kube/ (read its
 package docstring), the pytest plugin that registers its fixtures, and the program:
 
-    python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N --gpus-per-node G] [--jobset]
+    python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N --gpus-per-node G] [--no-jobset]
 """
 
 from __future__ import annotations

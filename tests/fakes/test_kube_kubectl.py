@@ -60,7 +60,7 @@ spec:
 def cluster(tmp_path_factory):
     from tests.fakes.kube.fixtures import KubeProgram
 
-    prog = KubeProgram(tmp_path_factory.mktemp("kubectl"), "--jobset", "--nodes", "2")
+    prog = KubeProgram(tmp_path_factory.mktemp("kubectl"), "--nodes", "2")
     try:
         yield prog
     finally:

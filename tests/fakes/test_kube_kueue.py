@@ -329,7 +329,6 @@ def test_kubectl_lists_workloads_and_queues(tmp_path):
 
     prog = KubeProgram(
         tmp_path,
-        "--jobset",
         "--kueue",
         "--nodes",
         "2",

@@ -1,162 +1,258 @@
-"""A run's status, derived from what the API server says: a pure function.
+"""A JobSet run's status: a pure function of what the API server says.
 
-Inputs are plain API objects (dicts): the run's ConfigMap (its durable record),
-its current Job, its pods (every attempt's), and recent Warning events of its
-pods. The output is the contract's `Run`, plus what a reconciler must do next:
-restart the group (a retry) or end a run that can never start (a fatal
-container error, which Kubernetes would otherwise leave Pending forever).
+The JobSet controller restarts the group by itself, with no launcher watching:
+it deletes the child Job `<run>-node-0` (and so its pods) and creates it again,
+and counts in `status.restarts`. Attempt N (1-based) is restart N-1: the child
+Job and its pods carry `jobset.sigs.k8s.io/restart-attempt: N-1`.
 
-One attempt's status is attempts.py's (shared with the JobSet form, in
-jobset_status.py); whether a failed attempt is retried is the run's RetryPolicy.
-An observation only says what is due: reconcile.py acts on it, and only where a
-command asks it to (`launcher reconcile`, `run --follow`).
+An attempt whose pods are gone is told from, in order:
+1. its summary in the run's record, when a launcher process saw it end;
+2. the Job controller's Warning event on the child Job, which outlives it (an hour
+   on a default API server): "Container main for pod <ns>/<pod> failed with exit
+   code 3 matching FailJob rule at index 1", or "Pod <ns>/<pod> has condition
+   DisruptionTarget ..." for a preemption; the k-th such event is attempt k;
+3. the JobSet controller's restart event on the JobSet ("applying RestartJobSet
+   failure policy action", or ...AndIgnoreMaxRestarts for one that did not count);
+4. otherwise: "restarted by the JobSet controller", no exit code.
+
+The JobSet's own terminal state (`status.terminalState`, the Completed/Failed
+conditions) ends the run; the only action left to the launcher is failing a run
+whose container can never start (an image that does not pull), which Kubernetes
+would leave Pending forever.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any
+import re
 
-from launcher.backends.base import Attempt, Run, RunStatus, StatusEvent, retry_due, utcnow
-from launcher.backends.kubernetes import keys, kueue
+from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent
+from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.attempts import (
     Action,
     Observed,
-    annotations,
     attempt_from_summary,
     attempt_of,
     attempt_view,
+    labels,
     record_json,
     spec_of,
     summary_of,
+    true_condition,
     ts,
 )
-from launcher.backends.kubernetes.jobset_status import derive_jobset
-from launcher.spec.retry import EVICTED, FATAL, RetryPolicy
+from launcher.spec.retry import FATAL, JOBSET_NO_BACKOFF
+
+JOB_FAILURE_REASONS = ("PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded")
+EXIT_MESSAGE = re.compile(r"Container \S+ for pod [^/\s]+/(?P<pod>\S+) failed with exit code (?P<code>-?\d+)")
+DISRUPTION_MESSAGE = re.compile(r"Pod [^/\s]+/(?P<pod>\S+) has condition DisruptionTarget")
 
 
-def retry_allowed(spec: dict[str, Any], finished: list[dict[str, Any]], failure: str | None, since: int = 1) -> bool:
-    """May a failed attempt be followed by another? `finished` are the attempt summaries
-    already recorded before this one (stopped ones do not count, nor those before attempt
-    `since`, where a user's restart began)."""
-    earlier = [
-        a.get("failure")
-        for a in finished
-        if a.get("status") == RunStatus.FAILED.value and (since <= 1 or int(a.get("index") or 0) >= since)
+def child_job_name(run: str) -> str:
+    from launcher.backends.kubernetes.render import REPLICATED_JOB
+
+    return f"{run}-{REPLICATED_JOB}-0"
+
+
+def restarts_of(jobset: dict | None) -> int:
+    return int(((jobset or {}).get("status") or {}).get("restarts") or 0)
+
+
+def _rank_of_pod(run: str, pod: str) -> int | None:
+    m = re.match(rf"^{re.escape(child_job_name(run))}-(\d+)-", pod)
+    return int(m.group(1)) if m else None
+
+
+def _when(event: dict) -> str:
+    return (
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
+
+
+def job_failure_events(run: str, events: list[dict]) -> list[dict]:
+    """The child Job's failure events, oldest first: one per failed attempt."""
+    job = child_job_name(run)
+    out = [
+        e
+        for e in events
+        if (e.get("involvedObject") or {}).get("kind") == "Job"
+        and (e.get("involvedObject") or {}).get("name") == job
+        and e.get("reason") in JOB_FAILURE_REASONS
     ]
-    return RetryPolicy.from_spec(spec).allows(earlier, failure)
+    return sorted(out, key=_when)
 
 
-def live_attempt(obs: Observed) -> tuple[Attempt, str | None, list[StatusEvent]] | None:
-    """The attempt of the run's current Job as its pods tell it (with how it failed, and its
-    events), or None where there is no Job or its attempt is already recorded."""
-    record, job = obs.record, obs.job
-    if job is None:
-        return None
+def restart_events(run: str, events: list[dict]) -> list[dict]:
+    """The JobSet controller's restart events, oldest first: one per restart (it emits them
+    whether or not the restart counts against maxRestarts)."""
+    out = [
+        e
+        for e in events
+        if (e.get("involvedObject") or {}).get("kind") == "JobSet"
+        and (e.get("involvedObject") or {}).get("name") == run
+        and str(e.get("reason", "")).startswith("Restart")
+    ]
+    return sorted(out, key=_when)
+
+
+def attempt_from_restart_event(index: int, event: dict) -> Attempt:
+    free = "IgnoreMaxRestarts" in (event.get("reason") or "")
+    why = event.get("message") or event.get("reason")
+    reason = f"restarted by the JobSet controller{' (not counted: a disruption)' if free else ''}: {why}"
+    return Attempt(index=index, status=RunStatus.FAILED, ended_at=ts(_when(event) or None), reason=reason)
+
+
+def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt:
+    message = event.get("message") or event.get("reason") or ""
+    when = ts(_when(event) or None)
+    ranks: list[RankState] = []
+    disrupted = DISRUPTION_MESSAGE.search(message)
+    m = EXIT_MESSAGE.search(message)
+    if m:
+        rank = _rank_of_pod(run, m.group("pod"))
+        code = int(m.group("code"))
+        reason = f"rank {rank} exited with code {code}"
+        if rank is not None:
+            ranks.append(RankState(rank, RunStatus.FAILED, code, reason))
+    elif disrupted:
+        rank = _rank_of_pod(run, disrupted.group("pod"))
+        reason = f"rank {rank} was stopped by the cluster: DisruptionTarget"
+        if rank is not None:
+            ranks.append(RankState(rank, RunStatus.FAILED, None, reason))
+    elif event.get("reason") == "DeadlineExceeded":
+        reason = f"exceeded max_duration: {message}"
+    else:
+        reason = message
+    have = {r.rank for r in ranks}
+    ranks += [RankState(i, RunStatus.STOPPED, reason="stopped with the group") for i in range(nodes) if i not in have]
+    ranks.sort(key=lambda r: r.rank)
+    return Attempt(index=index, status=RunStatus.FAILED, ended_at=when, reason=reason, ranks=ranks)
+
+
+def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
+    """The run as a user sees it, and what the launcher must do (only: fail a run that cannot start)."""
+    record, jobset = obs.record, obs.jobset
     spec = spec_of(record)
-    recorded = {int(s.get("index") or 0) for s in record_json(record, keys.RECORD_ATTEMPTS, [])}
-    job_attempt = attempt_of(job)
-    if job_attempt in recorded:
-        return None
-    nodes = int((job.get("spec") or {}).get("completions") or (spec.get("compute") or {}).get("nodes") or 1)
-    pods = [p for p in obs.pods if attempt_of(p) == job_attempt]
-    return attempt_view(job_attempt, job, pods, obs.events, nodes)
-
-
-def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | None]:
-    """The run as a user sees it, and what must happen next (or None) at `now` (by default
-    the present): a failed attempt's retry is due only once its backoff has passed."""
-    if obs.is_jobset:
-        run, action = derive_jobset(obs)
-        kueue.apply(run, kueue.queue_state(obs.jobset, obs.kueue))
-        return run, action
-    now = now or utcnow()
-    queue = kueue.queue_state(obs.job, obs.kueue)
-    retry_at: datetime | None = None
-    record, job = obs.record, obs.job
-    spec = spec_of(record)
-    finished: list[dict[str, Any]] = record_json(record, keys.RECORD_ATTEMPTS, [])
+    nodes = int((spec.get("compute") or {}).get("nodes") or 1)
+    finished = {s["index"]: s for s in record_json(record, keys.RECORD_ATTEMPTS, [])}
     final = record_json(record, keys.RECORD_FINAL, None)
-    restart = annotations(record).get(keys.RECORD_RESTART)
-    created = ts(((record or job or {}).get("metadata") or {}).get("creationTimestamp"))
-    nodes = int(((job or {}).get("spec") or {}).get("completions") or (spec.get("compute") or {}).get("nodes") or 1)
+    created = ts(((record or jobset or {}).get("metadata") or {}).get("creationTimestamp"))
+    restarts = restarts_of(jobset)
+    current = restarts + 1
+    if jobset is None and final and finished:
+        # Stopped (or ended by the launcher) and its JobSet gone: the record's summaries,
+        # written as the run ended, say how many attempts there were.
+        current = max(current, max(finished))
 
     attempts: list[Attempt] = []
     events: list[StatusEvent] = []
-    for s in finished:
-        a, ev = attempt_from_summary(s)
+    failures = job_failure_events(obs.name, obs.events)
+    restarted = restart_events(obs.name, obs.events)
+    for index in range(1, current):
+        pods = [p for p in obs.pods if attempt_of(p) == index]
+        if index in finished:
+            a, ev = attempt_from_summary(finished[index])
+        elif pods and all((p.get("status") or {}).get("phase") in ("Failed", "Succeeded") for p in pods):
+            job = next((j for j in obs.jobs if attempt_of(j) == index), None)
+            a, _, ev = attempt_view(index, job, pods, obs.events, nodes)
+            a.status = RunStatus.FAILED
+        elif index <= len(failures):
+            a = attempt_from_event(index, obs.name, nodes, failures[index - 1])
+            if index <= len(restarted) and "IgnoreMaxRestarts" in (restarted[index - 1].get("reason") or ""):
+                a.reason = f"{a.reason}; not counted against max_retries (a disruption)"
+            ev = [StatusEvent(RunStatus.FAILED, a.ended_at, index, a.reason)] if a.ended_at else []
+        elif index <= len(restarted):
+            a = attempt_from_restart_event(index, restarted[index - 1])
+            ev = [StatusEvent(RunStatus.FAILED, a.ended_at, index, a.reason)] if a.ended_at else []
+        else:
+            a = Attempt(index=index, status=RunStatus.FAILED, reason="restarted by the JobSet controller")
+            ev = []
         attempts.append(a)
         events.extend(ev)
+
     action: Action | None = None
-    status: RunStatus
     reason: str | None = None
     exit_code: int | None = None
+    job = next(
+        (j for j in obs.jobs if attempt_of(j) == current and not (j.get("metadata") or {}).get("deletionTimestamp")),
+        None,
+    )
+    pods = [p for p in obs.pods if attempt_of(p) == current]
+    live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes)
+    completed = (
+        true_condition(jobset, "Completed") or ((jobset or {}).get("status") or {}).get("terminalState") == "Completed"
+    )
+    failed = true_condition(jobset, "Failed") or ((jobset or {}).get("status") or {}).get("terminalState") == "Failed"
 
-    job_attempt = attempt_of(job) if job else None
-    recorded = {a.index for a in attempts}
     if final:
-        status, reason = RunStatus(final["status"]), final.get("reason")
-        exit_code = final.get("exit_code")
-    elif restart and (
-        job is None or job_attempt < int(restart) or (job.get("metadata") or {}).get("deletionTimestamp")
-    ):
-        status, reason = RunStatus.PENDING, f"restarting the group: attempt {restart}"
-        action = Action("resume", next_attempt=int(restart))
-    elif job is None or job_attempt in recorded:
-        if not attempts:
-            status, reason = RunStatus.UNKNOWN, f"its Job {obs.name} no longer exists"
+        status, reason, exit_code = RunStatus(final["status"]), final.get("reason"), final.get("exit_code")
+        if current in finished:
+            a, ev = attempt_from_summary(finished[current])
+            attempts.append(a)
+            events.extend(ev)
+        elif pods or job:
+            attempts.append(live)
+            events.extend(live_events)
+    elif jobset is None:
+        status, reason = RunStatus.UNKNOWN, f"its JobSet {obs.name} no longer exists"
+    elif completed:
+        live.status = RunStatus.COMPLETED
+        attempts.append(live)
+        events.extend(live_events)
+        status, exit_code = RunStatus.COMPLETED, 0
+        if not live.ended_at:
+            live.ended_at = ts((completed or {}).get("lastTransitionTime") if isinstance(completed, dict) else None)
+    elif failed:
+        cond = failed if isinstance(failed, dict) else {}
+        # The attempt that ended the run: live if its pods are still there, else from its Job's event.
+        if pods or job:
+            last = live
+            last.status = RunStatus.FAILED
+        elif len(failures) >= current:
+            last = attempt_from_event(current, obs.name, nodes, failures[current - 1])
         else:
-            last = attempts[-1]
-            status, reason = (
-                (last.status, last.reason)
-                if last.status.is_terminal
-                else (RunStatus.UNKNOWN, f"its Job {obs.name} no longer exists")
-            )
+            last = Attempt(index=current, status=RunStatus.FAILED, reason=cond.get("message"))
+        attempts.append(last)
+        events.extend(live_events if last is live else [])
+        status = RunStatus.FAILED
+        why = cond.get("message") or "the JobSet failed"
+        reason = f"{last.reason}; {why}" if last.reason and last.reason not in why else why
+        failed_rank = next((r for r in last.ranks if r.status is RunStatus.FAILED and r.exit_code is not None), None)
+        exit_code = failed_rank.exit_code if failed_rank else None
+        last.ended_at = last.ended_at or ts(cond.get("lastTransitionTime"))
+    elif (jobset.get("spec") or {}).get("suspend"):
+        live.status = RunStatus.QUEUED
+        queue = labels(jobset).get(keys.KUEUE_QUEUE)
+        live.reason = f"waiting in queue {queue}" if queue else "the JobSet is suspended"
+        attempts.append(live)
+        status, reason = live.status, live.reason
     else:
-        pods = [p for p in obs.pods if attempt_of(p) == job_attempt]
-        live, failure, live_events = attempt_view(job_attempt, job, pods, obs.events, nodes)
         attempts.append(live)
         events.extend(live_events)
         status, reason = live.status, live.reason
-        if restart and int(restart) == job_attempt:
-            action = Action("resume", next_attempt=job_attempt)  # only the ownership step is left
-        elif live.status is RunStatus.FAILED:
-            failed_rank = next((r for r in live.ranks if r.reason == live.reason), None)
-            exit_code = failed_rank.exit_code if failed_rank else None
-            evicted = kueue.evicted_during(queue, live.started_at) if failure != FATAL else None
-            if evicted is not None:
-                # Kueue took the run off its nodes and its pods failed of it: not the run's failure.
-                failure, live.reason = EVICTED, f"{kueue.eviction_text(evicted)} (not counted against max_retries)"
-                reason = live.reason
-            summary = summary_of(live, failure, live_events)
-            if failure == FATAL:
-                action = Action("fail", summary=summary, reason=reason)
-            elif record is not None and retry_allowed(
-                spec, finished, failure, int(annotations(record).get(keys.RECORD_RESTARTED) or 1)
-            ):
-                # The backoff counts from the end of the failed attempt (its Job's Failed condition).
-                due = (live.ended_at or now) + timedelta(seconds=RetryPolicy.from_spec(spec).delay(job_attempt))
-                if now >= due:
-                    action = Action("retry", summary=summary, next_attempt=job_attempt + 1)
-                    status, reason = (
-                        RunStatus.PENDING,
-                        (f"attempt {job_attempt} failed ({reason}); a retry is due (`launcher reconcile` starts it)"),
-                    )
-                else:
-                    retry_at = due
-                    status, reason = RunStatus.PENDING, f"attempt {job_attempt} failed ({reason}); {retry_due(due)}"
+        if job is None and restarts:
+            status, reason = RunStatus.PENDING, f"restarting the group: attempt {current}"
         elif live.status is RunStatus.COMPLETED:
-            exit_code = 0
-    if status is RunStatus.COMPLETED:
-        exit_code = 0
+            exit_code = 0  # its Job completed before the JobSet controller marked the set
+        elif live.status is RunStatus.FAILED:
+            if failure == FATAL:
+                action = Action("fail", summary=summary_of(live, failure, live_events), reason=reason)
+            else:
+                # The JobSet controller is about to restart or fail the set.
+                status = RunStatus.TERMINATING
     started = [a.started_at for a in attempts if a.started_at]
     ended_at = attempts[-1].ended_at if attempts and status.is_terminal else None
     if final and final.get("at"):
         ended_at = ts(final["at"])
-    if final:
-        events.append(StatusEvent(status, ended_at or created, attempts[-1].index if attempts else 1, reason))
+        events.append(StatusEvent(status, ended_at or created, current, reason))
+    elif status.is_terminal and ended_at and not (events and events[-1].status is status):
+        events.append(StatusEvent(status, ended_at, current, reason))
     if not events and created:
         events.append(StatusEvent(RunStatus.PENDING, created, 1))
+    events.sort(key=lambda e: e.at)
     run = Run(
         name=obs.name,
         backend="kubernetes",
@@ -170,7 +266,6 @@ def derive(obs: Observed, now: datetime | None = None) -> tuple[Run, Action | No
         exit_code=exit_code,
         attempts=attempts,
         events=events,
-        retry_at=retry_at,
+        backoff=f"none: {JOBSET_NO_BACKOFF}",
     )
-    kueue.apply(run, queue)
     return run, action

@@ -21,7 +21,7 @@ Modules, one job each:
 
 In-process use (pytest fixtures `fake_kube`, `fake_kube_factory`):
 
-    kube = FakeKube(nodes=None, jobset=False, images={"mosaicml/pytorch:*": "/path/to/image"},
+    kube = FakeKube(nodes=None, jobset=True, images={"mosaicml/pytorch:*": "/path/to/image"},
                     isolate=None, history_limit=10_000, log_resolution_ns=1_000).start()
     kube.write_kubeconfig(path); kube.url; kube.close()
     kube.get/list/create/patch/replace/delete/update(kind, namespace, ...)
@@ -34,7 +34,7 @@ As a program (fixture `fake_kube_program`, which starts it with a bounded startu
 and always stops it):
 
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N --gpus-per-node G]
-        [--node-label K=V] [--jobset] [--image REF_GLOB=DIR] [--no-isolation]
+        [--node-label K=V] [--no-jobset] [--image REF_GLOB=DIR] [--no-isolation]
         [--exit-with-parent] [--kueue [--kueue-queue NAME:GPUS[:preempt]]
         [--priority-class NAME=VALUE] [--topology KEY=V1,V2]]   (program.py says more)
 

@@ -27,7 +27,7 @@ class FakeKube:
         log_resolution_ns: int = 1_000,
         grace_seconds: float = 3.0,
         orphan_delay: float = 0.2,
-        jobset: bool = False,
+        jobset: bool = True,
         images: dict[str, str] | None = None,
         isolate: bool | None = None,
         history_limit: int = 10_000,

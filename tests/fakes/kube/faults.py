@@ -34,6 +34,8 @@ class FaultRule:
     """How many matching requests this rule affects; 0: every one until cleared."""
     name: str | None = None
     """Only requests for this object name."""
+    labels: str | None = None
+    """Only requests whose labelSelector contains this text (e.g. one informer's list)."""
     message: str | None = None
     """The Status message; a stock one for the code when None."""
     fired: int = 0
@@ -48,11 +50,12 @@ class FaultRule:
         if self.after_commit and self.status is None:
             raise ValueError("after_commit needs a status")
 
-    def matches(self, verb: str, resource: str, name: str | None) -> bool:
+    def matches(self, verb: str, resource: str, name: str | None, labels: str = "") -> bool:
         return (
             (self.verb is None or self.verb == verb)
             and (self.resource is None or self.resource == resource)
             and (self.name is None or self.name == name)
+            and (self.labels is None or self.labels in labels)
             and (self.times <= 0 or self.fired < self.times)
         )
 
@@ -98,6 +101,7 @@ class Faults:
         lose_response: bool = False,
         delay: float = 0.0,
         name: str | None = None,
+        labels: str | None = None,
         message: str | None = None,
         after_commit: bool = False,
     ) -> FaultRule:
@@ -110,6 +114,7 @@ class Faults:
             lose_response=lose_response,
             delay=delay,
             name=name,
+            labels=labels,
             message=message,
             after_commit=after_commit,
         )
@@ -148,13 +153,13 @@ class Faults:
         self._listener().stall(seconds)
 
     # --- for the HTTP layer ----------------------------------------------------------------
-    def take(self, verb: str, resource: str, name: str | None) -> FaultRule | None:
+    def take(self, verb: str, resource: str, name: str | None, labels: str = "") -> FaultRule | None:
         with self._lock:
             if verb == "watch" and self.gone_watches > 0:
                 self.gone_watches -= 1
                 return FaultRule(verb="watch", resource=resource, status=410, fired=1)
             for rule in self.rules:
-                if rule.matches(verb, resource, name):
+                if rule.matches(verb, resource, name, labels):
                     rule.fired += 1
                     return rule
             if self.api_errors > 0 and verb not in ("watch", "log"):

@@ -126,7 +126,7 @@ def fake_kube_factory(launcher_home: Path):
 
 @pytest.fixture
 def fake_kube_program(launcher_home: Path, tmp_path: Path):
-    """Start the fake as a program: fake_kube_program("--jobset", "--nodes", "2", profile={...}).
+    """Start the fake as a program: fake_kube_program("--nodes", "2", profile={...}).
     Writes the `fake` profile; the program is stopped (and its pods killed) at teardown."""
     made: list[KubeProgram] = []
 

@@ -302,7 +302,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         with k.lock:
             k.requests.append((method, res.kind, verb))
-        rule = k.faults.take(verb, res.plural, name)
+        selector = (parse_qs(urlparse(self.path).query).get("labelSelector") or [""])[0]
+        rule = k.faults.take(verb, res.plural, name, selector)
         if rule is not None:
             if rule.delay:
                 time.sleep(rule.delay)

@@ -1,7 +1,7 @@
 """The fake cluster as a program:
 
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N] [--gpus-per-node G]
-        [--node-label KEY=VALUE ...] [--jobset] [--image REF_GLOB=DIR ...] [--no-isolation]
+        [--node-label KEY=VALUE ...] [--no-jobset] [--image REF_GLOB=DIR ...] [--no-isolation]
         [--history-limit N] [--grace-seconds S] [--exit-with-parent]
         [--kueue [--kueue-queue NAME:GPUS[:preempt] ...] [--priority-class NAME=VALUE ...]
                  [--topology KEY=V1,V2,... ...]]
@@ -42,7 +42,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--node-label", action="append", default=[], metavar="KEY=VALUE", help="a label on every node (repeatable)"
     )
-    p.add_argument("--jobset", action="store_true", help="serve jobset.x-k8s.io/v1alpha2 and run its controller")
+    p.add_argument(
+        "--no-jobset",
+        dest="jobset",
+        action="store_false",
+        help="serve no jobset.x-k8s.io/v1alpha2 (by default it is served and its controller runs)",
+    )
     p.add_argument(
         "--image",
         action="append",
