@@ -1,11 +1,9 @@
-"""API requests and wall time to submit a Kubernetes run of 1, 8, 64 and 512 nodes, in both
-forms: a JobSet (the cluster serves jobset.x-k8s.io) and an Indexed Job (it does not).
+"""API requests and wall time to submit a Kubernetes run of 1, 8, 64 and 512 nodes.
 
 Submits 8-GPU-per-node runs through the real kubernetes client to the fake cluster run
-as a program (`python tests/fakes/kube_api.py`, with `--jobset` for the JobSet form), and
-counts the requests the server saw. The count must stay flat in N: a run is a ConfigMap
-and a JobSet (or a ConfigMap, a Service and a Job), whatever the number of nodes, plus
-one discovery request. Each run is deleted after it is measured.
+as a program (`python tests/fakes/kube_api.py`), and counts the requests the server
+saw. The count must stay flat in N: a run is a ConfigMap and a JobSet, whatever the
+number of nodes, plus one discovery request. Each run is deleted after it is measured.
 
     .venv/bin/python bench/bench_k8s_submit.py [--repeat 3]
 """
@@ -33,8 +31,8 @@ def bench_form(form: str, repeat: int) -> None:
 
     home = Path(os.environ["LAUNCHER_HOME"])
     work = Path(tempfile.mkdtemp(prefix=f"bench-k8s-{form.lower()}-"))
-    kube = KubeProgram(work, "--nodes", "1", *(["--jobset"] if form == "JobSet" else []))
-    write_profile(home, kube, jobset=form == "JobSet")
+    kube = KubeProgram(work, "--nodes", "1")
+    write_profile(home, kube)
     backend = KubernetesBackend(load_config().profile("fake"))
     try:
         for nodes in NODES:
@@ -48,7 +46,7 @@ def bench_form(form: str, repeat: int) -> None:
                 elapsed = time.perf_counter() - t0
                 seen = kube.requests[before:]
                 backend.delete(spec.name)
-                assert not run.warnings or form == "Job", run.warnings
+                assert not run.warnings, run.warnings
                 if i == 0:
                     continue  # the first call warms pydantic's model builds and the connection
                 times.append(elapsed)
@@ -67,8 +65,7 @@ def main() -> None:
     args = p.parse_args()
     os.environ["LAUNCHER_HOME"] = tempfile.mkdtemp(prefix="bench-k8s-")
     print(f"{'form':>7} {'nodes':>6} {'requests':>9}  {'by verb':<44} {'submit ms':>10}")
-    for form in ("JobSet", "Job"):
-        bench_form(form, args.repeat)
+    bench_form("JobSet", args.repeat)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,11 @@ class NotFoundError(InputError):
     """A named run, secret or cluster that does not exist."""
 
 
+class LogsGoneError(LauncherError):
+    """An attempt's log that can no longer be read: its pods are gone (a restart, a stop, a
+    TTL) and no log archive holds it. Exit code 1."""
+
+
 class ClusterUnreachable(LauncherError):
     """A cluster whose API server could not be reached at all (refused, timed out, no
     route): the cluster is away, not the request wrong. Exit code 1."""

@@ -262,33 +262,20 @@ class Backend(abc.ABC):
     def list(self) -> list[Run]:
         """All runs, newest first."""
 
-    def watch(self, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
-        """Yield the run each time its status changes, starting with the current one;
-        return after yielding a terminal status. With `reconcile`, also act on what is
-        due as `reconcile(name)` does (`run --follow`); without it, a watch only reads.
-        By default it polls get() (and reconcile(name)) every `poll_seconds`."""
+    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
+        """Yield the run each time its status changes, starting with the current one; return
+        after yielding a terminal status. A watch starts and changes nothing; a backend may
+        end a run it sees can never start (Kubernetes: an image that does not pull), as a stop
+        would. By default it polls get() every `poll_seconds`."""
         last = None
         while True:
-            run = self.reconcile(name)[0] if reconcile else self.get(name)
+            run = self.get(name)
             if last is None or (run.status, run.current_attempt) != last:
                 last = (run.status, run.current_attempt)
                 yield run
             if run.status.is_terminal:
                 return
             time.sleep(poll_seconds)
-
-    def reconcile(self, name: str | None = None, *, carry_seconds: float = 0.0) -> list[Run]:
-        """Act on what the runs' observations call for, once: start a retry that is due,
-        end a run that can never start, remove what a submit that died part way left. One
-        run, or every run (newest first); return them as they are after. `get`, `list`,
-        `logs` and a `watch` without `reconcile` never act: they are reads. A backend whose
-        runs move by themselves (the local supervisor) has nothing to do.
-
-        An action whose steps wait on the cluster (a restart waits for the old attempt to
-        be gone) is left for the next pass, unless `carry_seconds` says how long this pass
-        may keep carrying it on: a caller after which nothing acts (one `launcher
-        reconcile`) passes some."""
-        return [self.get(name)] if name is not None else self.list()
 
     @abc.abstractmethod
     def logs(

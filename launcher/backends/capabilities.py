@@ -272,11 +272,21 @@ class QueueUsageReport(abc.ABC):
         (none where nothing queues runs)."""
 
 
+@dataclass(frozen=True)
+class ClusterReport:
+    """What a cluster serves that runs need or use, as a probe found (`cluster add`, `cluster check`)."""
+
+    serves: dict[str, bool]
+    """API name: served (e.g. {"JobSet": True, "Kueue": False})."""
+    problems: list[str]
+    """What keeps every run off the cluster, each with how to fix it (e.g. JobSet's install command)."""
+
+
 class ClusterProbe(abc.ABC):
     @abc.abstractmethod
-    def probe(self) -> dict[str, bool]:
-        """What the cluster serves that its profile records (`cluster add`), asked quickly:
-        an unreachable cluster raises a LauncherError."""
+    def probe(self) -> ClusterReport:
+        """What the cluster serves (`cluster add`, `cluster check`), asked quickly: an
+        unreachable cluster raises a LauncherError."""
 
 
 @dataclass(frozen=True)

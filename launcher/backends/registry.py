@@ -30,8 +30,6 @@ class Option:
     default: str | None = None
     path: bool = False
     """A file: recorded as an absolute path."""
-    boolean: bool = False
-    """--FLAG/--no-FLAG; left out, the cluster is asked (ClusterProbe.probe) where it can be."""
 
     @property
     def setting(self) -> str:
@@ -87,7 +85,6 @@ BACKENDS: dict[str, Row] = {
                 choices=("zipapp", "inject", "image"),
             ),
             Option("runtime-image", "The runtime image inject mode copies from (default: the pinned release)."),
-            Option("jobset", "Whether the cluster serves JobSet (default: ask the cluster).", boolean=True),
         ),
     ),
 }

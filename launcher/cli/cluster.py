@@ -27,19 +27,14 @@ def _add_options(command):
         for option in row.add:
             seen.setdefault(option.flag, option)
     for option in reversed(list(seen.values())):
-        if option.boolean:
-            command = click.option(
-                f"--{option.flag}/--no-{option.flag}", option.setting, default=None, help=option.help
-            )(command)
-        else:
-            kind = (
-                click.Choice(list(option.choices))
-                if option.choices
-                else click.Path(dir_okay=False)
-                if option.path
-                else None
-            )
-            command = click.option(f"--{option.flag}", option.setting, type=kind, help=option.help)(command)
+        kind = (
+            click.Choice(list(option.choices))
+            if option.choices
+            else click.Path(dir_okay=False)
+            if option.path
+            else None
+        )
+        command = click.option(f"--{option.flag}", option.setting, type=kind, help=option.help)(command)
     adders = [name for name, row in BACKENDS.items() if row.add]
     return click.option(
         "--backend", type=click.Choice(adders), default=adders[0], show_default=True, help="The backend of the profile."
@@ -52,8 +47,10 @@ def _add_options(command):
 @click.option("--use", "make_current", is_flag=True, help="Make it the current profile.")
 @click.option("--replace", is_flag=True, help="Replace a profile of the same name.")
 def add(name, backend, make_current, replace, **options):
-    """Add a cluster profile NAME of a backend (default: Kubernetes), from its options below.
-    Edit config.yaml for the rest (gpu_types, priority classes)."""
+    """Add a cluster profile NAME of a backend (default: Kubernetes), from its options below,
+    and ask the cluster what it serves: one that serves no JobSet is added, and the command
+    that installs JobSet is printed (exit 2). Edit config.yaml for the rest (gpu_types,
+    priority classes)."""
     import os
 
     from launcher.backends.capabilities import Feature
@@ -79,14 +76,12 @@ def add(name, backend, make_current, replace, **options):
     settings: dict = {"backend": backend}
     for setting, option in own.items():
         value = options.get(setting)
-        if value is None and not option.boolean:
+        if value is None:
             value = option.default
         if value is not None:
             settings[setting] = os.path.abspath(os.path.expanduser(value)) if option.path else value
     opened = open_backend(Profile(name, backend, settings))  # validates every field
-    unasked = [o.setting for o in own.values() if o.boolean and settings.get(o.setting) is None]
-    if unasked and opened.supports(Feature.CLUSTER_PROBE):
-        settings.update({k: v for k, v in _probe(name, opened).items() if k in unasked})
+    report = _probe(name, opened) if opened.supports(Feature.CLUSTER_PROBE) else None
 
     def add_profile(config) -> None:
         refuse_a_repeat(config.clusters)
@@ -104,20 +99,27 @@ def add(name, backend, make_current, replace, **options):
         + f" to {config_path()}"
         + (" and made it current" if make_current else "")
     )
-    for what in unasked:
-        if what in settings:
-            info(f"{what}: {'served' if settings[what] else 'not served'} (asked the cluster)")
+    if report is not None:
+        info(_served(report.serves) + " (asked the cluster)")
     for warning in opened.profile_warnings():
         warn(f"cluster {name}: {warning}")
+    if report is not None and report.problems:
+        for problem in report.problems:
+            click.echo(f"{FAIL} {problem}", err=True)
+        raise SystemExit(2)
 
 
-def _probe(name: str, backend) -> dict[str, bool]:
-    """What the cluster serves; nothing (and a warning) when it cannot be asked."""
+def _served(serves: dict[str, bool]) -> str:
+    return ", ".join(f"{what} {'served' if on else 'not served'}" for what, on in serves.items())
+
+
+def _probe(name: str, backend):
+    """What the cluster serves (a ClusterReport); None (and a warning) when it cannot be asked."""
     try:
         return backend.probe()  # quickly: an unreachable cluster must not hold up `cluster add`
     except Exception as e:  # noqa: BLE001 - whatever the failure, the profile is still added
-        warn(f"cluster {name}: could not ask what it serves ({type(e).__name__}); submit checks again")
-        return {}
+        warn(f"cluster {name}: could not ask what it serves ({type(e).__name__}); `launcher run` asks again")
+        return None
 
 
 @cluster.command("check")
@@ -133,7 +135,8 @@ def _probe(name: str, backend) -> dict[str, bool]:
 def check(names, timeout, output):
     """Check cluster profiles NAMES (default: every cluster profile): whether the cluster
     answers, and whether it can pull the images every run needs, with one short-lived pod
-    per image (deleted after). Exits 1 unless every cluster answered and pulled them all."""
+    per image (deleted after), and whether it serves what runs need (JobSet). Exits 1
+    unless every cluster answered, serves it, and pulled them all."""
     from launcher.backends.capabilities import Feature, ImagePull
     from launcher.backends.registry import is_cluster, open_backend
     from launcher.config import load_config
@@ -152,12 +155,14 @@ def check(names, timeout, output):
             "reachable": None,
             "error": None,
             "serves": {},
+            "problems": [],
             "images": [],
             "warnings": backend.profile_warnings(),
         }
         try:
             if backend.supports(Feature.CLUSTER_PROBE):
-                report["serves"] = backend.probe()
+                found = backend.probe()
+                report.update(serves=found.serves, problems=found.problems)
             report["reachable"] = True
             for image in backend.run_images() if backend.supports(Feature.IMAGE_PROBE) else []:
                 try:
@@ -169,7 +174,12 @@ def check(names, timeout, output):
             report.update(reachable=False, error=str(e))
         finally:
             backend.close()
-        failed = failed or report["reachable"] is False or any(i["pulled"] is not True for i in report["images"])
+        failed = (
+            failed
+            or report["reachable"] is False
+            or bool(report["problems"])
+            or any(i["pulled"] is not True for i in report["images"])
+        )
         reports.append(report)
         if output == "text":
             _say_check(report)
@@ -184,8 +194,10 @@ def _say_check(report: dict) -> None:
     if report["reachable"] is False:
         click.echo(f"{FAIL} {name}: {report['error']}")
     else:
-        served = ", ".join(f"{what} {'served' if on else 'not served'}" for what, on in report["serves"].items())
+        served = _served(report["serves"])
         click.echo(f"{OK} {name}: the cluster answers" + (f" ({served})" if served else ""))
+    for problem in report["problems"]:
+        click.echo(f"{FAIL} {name}: {problem}")
     for pull in report["images"]:
         if pull["pulled"]:
             click.echo(f"{OK} {name}: can pull {pull['image']}")

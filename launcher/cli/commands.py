@@ -11,11 +11,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "describe": ("launcher.cli.describe", "describe", "Show a run's spec, statuses, ranks and reason."),
     "logs": ("launcher.cli.logs", "logs", "Print or follow a run's logs."),
     "stop": ("launcher.cli.stop", "stop", "Stop runs, keeping their records."),
-    "reconcile": (
-        "launcher.cli.reconcile",
-        "reconcile",
-        "Start due retries and clean up after failed submits, once or --watch.",
-    ),
     "delete": ("launcher.cli.stop", "delete", "Delete runs and everything they created."),
     "update": ("launcher.cli.update", "update", "Change a running run's max_duration, priority or max_retries."),
     "exec": ("launcher.cli.exec", "exec_command", "Run a command in a rank of a run, with its environment."),

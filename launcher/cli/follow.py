@@ -9,7 +9,7 @@ import time
 import click
 
 from launcher.backends.base import Backend, LogLine, Run, RunStatus
-from launcher.cli.common import FAIL, OK, info
+from launcher.cli.common import FAIL, OK, info, warn
 from launcher.metrics.progress import ProgressLine
 from launcher.metrics.records import METRIC_PREFIX
 from launcher.sdk.logs import follow_run as events
@@ -133,6 +133,9 @@ def _follow(backend: Backend, name: str, live: LiveProgress, from_attempt: int =
         elif event.kind == "retry_due":
             live.close()
             info(f"Run {name} is {run.status.value}: {run.reason} ({until(run.retry_at)})")
+        elif event.kind == "lost":
+            live.close()
+            warn(f"Run {name}: {event.note}")
         elif event.kind == "restarted":
             live.close()
             previous = next((a for a in run.attempts if a.index == event.attempt), None)

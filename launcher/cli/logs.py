@@ -165,7 +165,7 @@ def _why_follow_ended(backend, name: str, followed: int) -> str:
     if run.status.is_terminal:
         return f"run {name} {run.status.value}" + (f": {run.reason}" if run.reason else "")
     status = chosen.status.value if chosen else run.status.value
-    # A run that waits (on Kubernetes without JobSet, a retry due for a reconciler) says why.
+    # A run that waits (a retry's backoff on the local backend) says why.
     return f"attempt {followed} of run {name} ended ({status}); the run is {run.status.value}" + (
         f": {run.reason}" if run.reason else ""
     )

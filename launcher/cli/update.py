@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from launcher.cli.common import OK, NounGroup, complete_run_names, dump, info, run_record
+from launcher.cli.common import OK, NounGroup, complete_run_names, dump, info, run_record, warn
 from launcher.sdk.runs import update_run as update_the_run
 
 
@@ -47,4 +47,6 @@ def update_run(name, max_duration, priority, max_retries, output):
         dump(run_record(updated), output)
     words = ", ".join(f"{k} {v}" + ("h" if k == "max_duration" else "") for k, v in changed.items())
     click.echo(f"{OK} Run {updated.name} updated: {words}.", err=bool(output))
+    for warning in updated.warnings:
+        warn(warning)
     info(f"See it with `launcher describe run {updated.name}`.")

@@ -170,8 +170,7 @@ def start_archive(env: dict[str, str]):
     from launcher.entrypoint.archive import open_archive
 
     rank = env.get("NODE_RANK") or env.get("JOB_COMPLETION_INDEX") or "0"
-    restarts = env.get(contract.RESTART_ATTEMPT)
-    attempt = int(restarts) + 1 if restarts not in (None, "") else int(env.get(contract.ATTEMPT) or 1)
+    attempt = contract.attempt_number(env)
     try:
         archive = open_archive(env, attempt, int(rank), on_error=log)
     except Exception as e:  # noqa: BLE001 - the log itself still works

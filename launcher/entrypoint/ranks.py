@@ -47,9 +47,8 @@ def rank_env(spec, env: dict[str, str]) -> dict[str, str]:
     if not 0 < master_port < 65536:
         raise ValueError(f"MASTER_PORT must be a TCP port, got {master_port}")
     out: dict[str, str] = {}
-    restarts = _int(env, contract.RESTART_ATTEMPT)
-    if restarts is not None:  # JobSet counts restarts from 0; our attempts count from 1
-        out[contract.ATTEMPT] = str(restarts + 1)
+    if env.get(contract.RESTART_ATTEMPT) not in (None, ""):  # the JobSet's first attempt plus its restarts
+        out[contract.ATTEMPT] = str(contract.attempt_number(env))
     return {
         **out,
         "NODE_RANK": str(node_rank),

@@ -21,9 +21,11 @@ or the zipapp of it: launcher.pod.zipapp) with:
     LAUNCHER_MASK_FILES    os.pathsep-separated paths of secret files
     LAUNCHER_VENV          (local) where the run's virtualenv goes
     LAUNCHER_ARTIFACTS_DIR (optional) where the run's artifacts go, e.g. metrics.jsonl
-    LAUNCHER_ATTEMPT       which attempt of the run this is (1, 2, ... after retries)
-    LAUNCHER_RESTART_ATTEMPT  (JobSet) the JobSet's restart count from the pod's
-                           jobset.sigs.k8s.io/restart-attempt label; LAUNCHER_ATTEMPT is it + 1
+    LAUNCHER_ATTEMPT       which attempt of the run this is (1, 2, ... after retries); on
+                           Kubernetes, the first attempt of the run's JobSet (1, or N+1 after
+                           a `run -r`), to which LAUNCHER_RESTART_ATTEMPT adds
+    LAUNCHER_RESTART_ATTEMPT  (Kubernetes) the JobSet's restart count from the pod's
+                           jobset.sigs.k8s.io/restart-attempt label (attempt_number adds them)
     LAUNCHER_RUNTIME       (inject mode) where the injected runtime lies (/launcher); the
                            command then runs in the image's own environment, not ours
     LAUNCHER_IMAGE         (inject and zipapp modes) the user's image, named in setup errors
@@ -61,6 +63,10 @@ Where LAUNCHER_ON_HOST is "1" the ranks of a run share one machine: the integrat
 run once per run, by whichever rank takes the lock in LAUNCHER_CONFIG_DIR first; the
 other ranks wait for it and reuse the result.
 """
+
+from __future__ import annotations
+
+from collections.abc import Mapping
 
 PLAN = "LAUNCHER_PLAN"
 SPEC = "LAUNCHER_SPEC"
@@ -117,3 +123,9 @@ METRIC_PREFIX = "@@launcher.metrics "
 launcher.metrics.records). It is the metrics channel between the pod and the host's
 readers: `launcher metrics` reads those lines, and the log views hide them
 (launcher.sdk.logview)."""
+
+
+def attempt_number(env: Mapping[str, str]) -> int:
+    """This rank's attempt: LAUNCHER_ATTEMPT, plus the JobSet's restart count where a JobSet
+    runs it. A value that is not a number is the backend's bug: ValueError, not a guess."""
+    return int(env.get(ATTEMPT) or 1) + int(env.get(RESTART_ATTEMPT) or 0)

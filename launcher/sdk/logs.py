@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from launcher.backends.base import Backend, LogLine, Run, RunStatus
-from launcher.errors import LauncherError, NotFoundError
+from launcher.errors import LauncherError, LogsGoneError, NotFoundError
 from launcher.sdk.exceptions import run_not_found
 from launcher.sdk.runs import RunRef, resolve
 
@@ -20,6 +20,7 @@ class FollowEvent:
     "started"   it started: its log lines follow;
     "retry_due" attempt `attempt` ended and the run waits out the backoff (run.retry_at);
     "restarted" attempt `attempt` ended and attempt `attempt + 1` took over;
+    "lost"      attempt `attempt` ended before its log could be read, and it is gone (`note`: why);
     "moved"     placement's failover acted while it waited (launcher.sdk.placement): `note` says how;
     "ended"     the run ended: `run` is its final record."""
 
@@ -68,7 +69,6 @@ def follow_run(
     """Follow a run from wherever it is: its statuses until it starts, then the log lines
     of each attempt (a retry restarts the whole group: the next attempt's lines follow),
     and last the "ended" event with its final record. `run --follow` prints this.
-    Following acts for the run as a reconciler does (a retry that is due starts).
     `from_attempt`: the first attempt whose lines are given (a restarted run's new one).
     A run placed across clusters with placement.max_queue is moved on while it waits, as
     its watcher would move it (a "moved" event), and followed where it goes."""
@@ -143,7 +143,7 @@ def _follow(
     """`last`: the status (and reason) already shown, not shown again."""
     try:
         current = None
-        for current in backend.watch(name, reconcile=True):
+        for current in backend.watch(name):
             if current.status.is_terminal:
                 break
             if (current.status, current.reason) != last:
@@ -156,12 +156,15 @@ def _follow(
             yield FollowEvent("started", current, current.current_attempt)
         attempt = from_attempt  # every attempt from there, even one that ended before we looked
         while True:
-            # A backend's follow stream returns once the attempt is over.
-            yield from backend.logs(name, rank=rank, attempt=attempt, follow=True)
+            try:
+                # A backend's follow stream returns once the attempt is over.
+                yield from backend.logs(name, rank=rank, attempt=attempt, follow=True)
+            except LogsGoneError as e:  # it ended (a fast restart) before it could be read
+                yield FollowEvent("lost", backend.get(name), attempt, note=e.message)
             current = backend.get(name)
             if not current.status.is_terminal and current.current_attempt == attempt:
                 said = False
-                for current in backend.watch(name, reconcile=True):
+                for current in backend.watch(name):
                     if current.status.is_terminal or current.current_attempt > attempt:
                         break
                     if current.retry_at is not None and not said:  # waiting out the backoff

@@ -667,15 +667,14 @@ def wait_for_run_status(
 ) -> Run:
     """Wait until the run reaches `status` (a RunStatus or its name), goes past it, or
     ends (COMPLETED, FAILED, STOPPED), and return it as it is then. Past `timeout`
-    seconds, raise WaitTimeout (a TimeoutError). While it waits it acts for the run as
-    `run --follow` does (a retry that is due starts)."""
+    seconds, raise WaitTimeout (a TimeoutError)."""
     wanted = parse_status(status)
     deadline = None if timeout is None else time.monotonic() + timeout
     with _Backends() as backends:
         backend, name = backends.of(run)
         while True:
             try:
-                current = backend.reconcile(name)[0]
+                current = backend.get(name)
             except NotFoundError as e:
                 raise run_not_found(e) from None
             if reached(current.status, wanted):

@@ -14,14 +14,13 @@ and asks `RetryPolicy.allows`; what a backend cannot honour it names in its
   * local: the supervisor retries after the backoff; nothing but the run itself ends
     its ranks on this machine, so every failure is USER (or DEADLINE) and
     retry_on_system_failure is named as not honoured;
-  * Kubernetes, Job form: the reconciler (`launcher reconcile`, `run --follow`)
-    classifies from the pods (a DisruptionTarget condition or an eviction is SYSTEM),
-    and starts a retry once its backoff has passed since the failed attempt ended;
-  * Kubernetes, JobSet form: the JobSet controller, whose failurePolicy is rendered
-    from this policy (maxRestarts, and a rule that ignores maxRestarts for a disruption:
-    it has no cap on those, which its warning names). JobSet restarts at once: its
-    failurePolicy has no backoff (maxRestarts, restartStrategy and rules only), which
-    a named warning (a retry_backoff in the spec) and describe say.
+  * Kubernetes: the JobSet controller, whose failurePolicy is rendered from this
+    policy (maxRestarts, and a rule that ignores maxRestarts for a disruption: it has
+    no cap on those, which its warning names). JobSet restarts at once, with no
+    launcher watching: its failurePolicy has no backoff (maxRestarts, restartStrategy
+    and rules only), which a named warning (a retry_backoff in the spec) and describe
+    say. What the launcher's backoff guards against locally (a crash loop that burns
+    attempts in seconds) is bounded there by maxRestarts alone.
 
 Successive attempts are spaced as the Kubernetes Job controller spaces a failed pod's
 restarts: an exponential backoff, `first` seconds after the first failure, doubling

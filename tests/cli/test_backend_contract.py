@@ -37,7 +37,7 @@ def test_a_50_character_name_is_cut_to_fit_by_validate_dry_run_and_run_alike(cli
     """The name is cut to fit every pod name of both forms (up to 10,000 nodes), on every
     backend: validate, run --dry-run and run agree, and the run completes (the fake's JobSet
     webhook refuses the pod names the real one refuses)."""
-    kube = fake_kube_factory(jobset=True)
+    kube = fake_kube_factory()
     spec = cli.spec(
         "long",
         f"""
@@ -72,7 +72,7 @@ def test_a_50_character_name_is_cut_to_fit_by_validate_dry_run_and_run_alike(cli
 
 @pytest.mark.parametrize("target", [["--cluster", "fake"], ["--backend", "local"]])
 def test_what_the_target_cannot_honour_is_warned_by_validate_as_by_run(cli, fake_kube_factory, target):
-    fake_kube_factory(jobset=True)  # as the profile records it (else submit adds that it has none)
+    fake_kube_factory()
     spec = cli.spec(
         "spot",
         """

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 from tests.cli.test_exec import submitted
 from tests.conftest import wait_until
 
@@ -71,15 +69,8 @@ def test_a_queued_run_shows_its_place_and_kueues_reason_then_runs_when_quota_fre
     assert "second done" in logs.stdout, logs.stdout + logs.stderr
 
 
-@pytest.mark.parametrize("jobset", [True, False], ids=["jobset", "job"])
-def test_a_preempted_run_goes_back_to_the_queue_and_runs_again_without_spending_a_retry(cli, fake_kueue, jobset):
-    fake_kueue(
-        queues={"team": 8},
-        preempt=True,
-        priority_classes={"high": 1000, "low": 10},
-        jobset=jobset,
-        profile={**PROFILE, "jobset": jobset},
-    )
+def test_a_preempted_run_goes_back_to_the_queue_and_runs_again_without_spending_a_retry(cli, fake_kueue):
+    fake_kueue(queues={"team": 8}, preempt=True, priority_classes={"high": 1000, "low": 10}, profile=PROFILE)
     # Long enough, both, that on a loaded machine the low run is preempted before it ends,
     # and stays QUEUED long enough (while the high one runs) for a poll to see it.
     low = run(cli, "low", "sleep 20", scheduling="{priority: low, max_retries: 0}")
@@ -103,7 +94,7 @@ def test_a_preempted_run_goes_back_to_the_queue_and_runs_again_without_spending_
     assert cli.wait_status(high, {"COMPLETED"}, timeout=90)["status"] == "COMPLETED"
     done = cli.wait_status(low, {"COMPLETED"}, timeout=90)  # readmitted once the high one ends
     # max_retries 0, and yet it ran again: the preemption was no failure of its own.
-    # Kueue suspended and resumed the same JobSet or Job: one attempt, which completed.
+    # Kueue suspended and resumed the same JobSet: one attempt, which completed.
     assert [(a["attempt"], a["status"]) for a in done["attempts"]] == [(1, "COMPLETED")]
     assert done["exit_code"] == 0, done
     [after] = done["queue"]["evictions"]

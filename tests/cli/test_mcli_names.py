@@ -28,7 +28,7 @@ def test_a_unique_prefix_of_a_run_name_resolves_in_every_command(cli):
     assert cli.describe(prefix.upper())["name"] == two  # as spec names, in either case
     logs = cli("logs", "thr")
     assert logs.returncode == 0 and f"hello from {three}" in logs.stdout, logs.stderr
-    assert cli("reconcile", "two-w").returncode == 0
+    assert cli("stop", "two-w", "-y").returncode == 0  # an ended run: nothing to stop
     metrics = cli("metrics", "thr")  # resolved: the run it names has none
     assert f"run {three} ended (COMPLETED) without any metrics" in metrics.stderr, metrics.stderr
 

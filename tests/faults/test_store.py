@@ -101,7 +101,7 @@ def test_item2_an_env_value_no_run_could_use_is_refused_at_create(cli):
 
 def test_item3_parallel_writers_lose_no_secret_and_no_profile(cli):
     secrets = [cli.popen("secret", "create", "env", f"CONC{i}=value-{i}-of-the-test") for i in range(WRITERS)]
-    profiles = [cli.popen("cluster", "add", f"conc{i}", "--context", "nowhere", "--no-jobset") for i in range(WRITERS)]
+    profiles = [cli.popen("cluster", "add", f"conc{i}", "--context", "nowhere") for i in range(WRITERS)]
     said = {}
     for i, p in enumerate(secrets + profiles):
         out, err = p.communicate(timeout=120)
@@ -152,7 +152,7 @@ def test_item5_a_bad_secrets_json_or_config_yaml_is_named_with_the_way_out(cli):
 
     config = cli.home / "config.yaml"
     config.write_bytes(bytes(range(256)))
-    for r in (cli("cluster", "list"), cli("run", "-f", str(ok)), cli("cluster", "add", "x", "--no-jobset")):
+    for r in (cli("cluster", "list"), cli("run", "-f", str(ok)), cli("cluster", "add", "x")):
         refused(r, f"{config}: not YAML text", f"mv {config} {config}.bad")
     assert config.read_bytes() == bytes(range(256))  # a refused change leaves it as it was
 

@@ -76,22 +76,14 @@ def test_item6_validate_and_dry_run_refuse_what_run_refuses(cli, case, text, mes
     assert line.startswith("✗ " + message.format(spec=spec)), line
 
 
-REFUSED_BY_A_CLUSTER = [c for c in REFUSED_BY_RUN if c[0].startswith(("nul", "long-"))] + [
-    # A cluster without JobSet: the run's record keeps its Job for retries, in annotations.
-    (
-        "big-job",
-        "name: big\ncommand: 'true'\nenv_variables:\n" + "".join(f"  V{i}: {'x' * 80_000}\n" for i in range(3)),
-        "the run's Job takes ",
-    ),
-]
+REFUSED_BY_A_CLUSTER = [c for c in REFUSED_BY_RUN if c[0].startswith(("nul", "long-"))]
 
 
 @pytest.mark.parametrize("case, text, message", REFUSED_BY_A_CLUSTER, ids=[c[0] for c in REFUSED_BY_A_CLUSTER])
 def test_item6_a_cluster_refuses_what_no_pod_could_exec(cli, fake_kube_factory, case, text, message):
     """The exec's limits are Linux's, in a pod as here: validate, the dry-run and run on a
-    cluster refuse the same specs, and run creates nothing in the cluster. So is a Job
-    too large for the record that keeps it (only submit refused it)."""
-    fake_kube = fake_kube_factory(profile={"jobset": False})  # as `cluster add` records a cluster without it
+    cluster refuse the same specs, and run creates nothing in the cluster."""
+    fake_kube = fake_kube_factory()
     spec = cli.spec(case, text + "image: python:3.11-slim\n")  # last: the lines stay where they were
     line = assert_same_refusal(cli, spec, "", "--cluster", "fake")[0]
     assert line.startswith("✗ " + message.format(spec=spec)), line

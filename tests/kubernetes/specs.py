@@ -11,12 +11,10 @@ from launcher.spec.models import RunSpec
 
 WORKER = Path(__file__).with_name("worker.py")
 
-# The shipped defaults: the JobSet form, the entrypoint as a zipapp run by the image's python3.
+# The shipped defaults: the entrypoint as a zipapp run by the image's python3.
 PROFILE = ClusterProfile(
     name="gpu-cluster", namespace="training", service_account="trainer", image="ghcr.io/example/launcher:1.0"
 )
-# No JobSet on the cluster: the Indexed Job form, retried by whichever launcher looks.
-JOB_PROFILE = PROFILE.model_copy(update={"jobset": False})
 # Images without Python: the runtime injected by an init container.
 INJECT_PROFILE = PROFILE.model_copy(update={"entrypoint_mode": "inject"})
 # The image already has the launcher: no init container.
@@ -30,9 +28,7 @@ KUEUE_PROFILE = ClusterProfile(
     gpu_labels="gke",
 )
 GKE_SPOT_PROFILE = ClusterProfile(name="gke", gpu_labels="gke", spot="gke", priority_class_kind="PriorityClass")
-KARPENTER_PROFILE = ClusterProfile(
-    name="eks", gpu_labels="karpenter", spot="karpenter", entrypoint_mode="image", jobset=False
-)
+KARPENTER_PROFILE = ClusterProfile(name="eks", gpu_labels="karpenter", spot="karpenter", entrypoint_mode="image")
 
 SECRET_VALUES = {
     "hf": "hf_Sup3rS3cretTokenValue",
@@ -87,21 +83,11 @@ CASES = {
         PROFILE,
         [],
     ),
-    "4x8-job": lambda: (
-        spec(
-            "four-node-abc123",
-            compute={"gpus": 32, "gpu_type": "a100_80gb"},
-            env_variables={"NCCL_DEBUG": "INFO"},
-            scheduling={"max_duration": 2, "max_retries": 1},
-        ),
-        JOB_PROFILE,
-        [],
-    ),
     "1x8-inject": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), INJECT_PROFILE, []),
     "1x8-image": lambda: (spec("one-node-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), IMAGE_PROFILE, []),
-    "cpu-image-job": lambda: (
+    "cpu-image": lambda: (
         spec("cpu-abc123", compute={"gpu_type": "none", "cpus": 0.5}),
-        IMAGE_PROFILE.model_copy(update={"jobset": False}),
+        IMAGE_PROFILE,
         [],
     ),
     "secrets": lambda: (spec("with-secrets-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), PROFILE, secrets()),

@@ -109,7 +109,7 @@ def test_a_transient_5xx_on_submit_is_retried(fake_kube):
     fake_kube.faults.api_errors = 2
     backend.submit(spec, [])
     assert fake_kube.faults.api_errors == 0
-    assert fake_kube.count(method="POST", kind="Job") == 3  # two 503s, then the create
+    assert fake_kube.count(method="POST", kind="JobSet") == 3  # two 503s, then the create
     assert fake_kube.get("ConfigMap", "default", spec.name)
     backend.close()
 
@@ -204,7 +204,7 @@ def kubectl_names(prog, run: str) -> list[str]:
             "--kubeconfig",
             str(prog.kubeconfig),
             "get",
-            "jobs,configmaps,services",
+            "jobsets.jobset.x-k8s.io,configmaps",
             "-l",
             f"launcher.dev/run={run}",
             "-o",
@@ -226,18 +226,18 @@ def test_retries_run_out_on_a_create_and_the_submit_leaves_nothing(fake_kube_pro
     prog = fake_kube_program()
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({"name": "nothing-left", "image": "x", "command": worker("--lines", "1")}))
-    prog.faults.inject("create", "services", status=500, times=0)
+    prog.faults.inject("create", "configmaps", status=500, times=0)
     capsys.readouterr()
     assert launcher("run", "-f", str(spec), "--cluster", "fake") == 1
     err = capsys.readouterr().err
-    name = err.split("cannot create Service ")[1].split(":")[0]
-    assert prog.count(method="POST", kind="Service") == DEFAULT_RETRY.tries
+    name = err.split("cannot create ConfigMap ")[1].split(":")[0]
+    assert prog.count(method="POST", kind="ConfigMap") == DEFAULT_RETRY.tries
     assert f"(tried {DEFAULT_RETRY.tries} times); the run was not started and nothing of it is left" in err
     assert kubectl_names(prog, name) == []
 
 
 @needs_kubectl
-@pytest.mark.parametrize("resource", ["jobs", "configmaps", "services"])
+@pytest.mark.parametrize("resource", ["jobsets", "configmaps"])
 def test_a_create_whose_answer_was_lost_is_not_a_second_run(fake_kube_program, resource):
     prog = fake_kube_program()
     backend = make_backend()
@@ -245,13 +245,9 @@ def test_a_create_whose_answer_was_lost_is_not_a_second_run(fake_kube_program, r
     prog.faults.inject("create", resource, lose_response=True, times=1)
     run = backend.submit(spec, [])  # the create happened; its retry finds our own object
     assert run.name == spec.name
-    kind = {"jobs": "Job", "configmaps": "ConfigMap", "services": "Service"}[resource]
+    kind = {"jobsets": "JobSet", "configmaps": "ConfigMap"}[resource]
     assert prog.count(method="POST", kind=kind) == 2
-    assert kubectl_names(prog, spec.name) == [
-        f"configmap/{spec.name}",
-        f"job.batch/{spec.name}",
-        f"service/{spec.name}",
-    ]
+    assert kubectl_names(prog, spec.name) == [f"configmap/{spec.name}", f"jobset.jobset.x-k8s.io/{spec.name}"]
     assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
     backend.close()
 

@@ -29,10 +29,10 @@ def run_spec(name: str, command: str, **fields) -> RunSpec:
 
 
 def follow(backend, name: str, timeout: float = 60) -> list:
-    """The run's statuses until it ends, reconciling it as `run --follow` does."""
+    """The run's statuses until it ends, as `run --follow` sees them."""
     seen = []
     start = time.monotonic()
-    for run in backend.watch(name, poll_seconds=0.05, reconcile=True):
+    for run in backend.watch(name, poll_seconds=0.05):
         seen.append(run)
         assert time.monotonic() - start < timeout, f"{name} did not end in {timeout}s: {seen[-1]}"
     return seen
@@ -84,7 +84,7 @@ def test_failed_rank_fails_the_run_with_its_exit_code(backend, fake_kube):
     seen = follow(backend, spec.name)
     final = seen[-1]
     assert final.status is RunStatus.FAILED
-    assert final.reason == "rank 1 exited with code 3"
+    assert final.reason.startswith("rank 1 exited with code 3; "), final.reason  # and what the JobSet says
     assert final.exit_code == 3
     assert len(final.attempts) == 1
     assert "rank 1 fails with code 3" in [ln.text for ln in backend.logs(spec.name, rank=1)]
@@ -115,38 +115,37 @@ def test_stop_keeps_the_record_and_delete_removes_everything(backend, fake_kube)
     backend.delete(spec.name)
     with pytest.raises(NotFoundError):
         backend.get(spec.name)
-    for kind in ("Job", "ConfigMap", "Service", "Pod"):
+    for kind in ("JobSet", "Job", "ConfigMap", "Pod"):
         assert fake_kube.list(kind, "default", f"launcher.dev/run={spec.name}")[0] == []
     with pytest.raises(NotFoundError):
         backend.delete(spec.name)
 
 
-def test_submit_creates_three_objects_owned_by_the_job(backend, fake_kube):
+def test_submit_creates_a_jobset_and_its_record_owned_by_it(backend, fake_kube):
     spec = run_spec("owned-abc123", worker("--lines", "1"), compute={"nodes": 3})
     before = fake_kube.count(method="POST")
     backend.submit(spec, [])
-    assert fake_kube.count(method="POST") - before == 3
-    job = fake_kube.get("Job", "default", spec.name)
-    for kind in ("ConfigMap", "Service"):
-        refs = fake_kube.get(kind, "default", spec.name)["metadata"]["ownerReferences"]
-        assert refs == [
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": spec.name,
-                "uid": job["metadata"]["uid"],
-                "controller": False,
-            }
-        ]
+    assert fake_kube.count(method="POST") - before == 2
+    jobset = fake_kube.get("JobSet", "default", spec.name)
+    refs = fake_kube.get("ConfigMap", "default", spec.name)["metadata"]["ownerReferences"]
+    assert refs == [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": spec.name,
+            "uid": jobset["metadata"]["uid"],
+            "controller": False,
+        }
+    ]
     with pytest.raises(InputError, match="already exists"):
         backend.submit(spec, [])
     assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
-    # Deleting the Job alone (background) takes the Service and the ConfigMap with it.
-    backend.api.delete("Job", spec.name, propagation="Background")
+    # Deleting the JobSet alone (background) takes the ConfigMap with it.
+    backend.api.delete("JobSet", spec.name, propagation="Background")
     wait_until(
         lambda: fake_kube.list("ConfigMap", "default", f"launcher.dev/run={spec.name}")[0] == [],
         10,
-        message="the ConfigMap to go with its Job",
+        message="the ConfigMap to go with its JobSet",
     )
     assert fake_kube.list("Service", "default", f"launcher.dev/run={spec.name}")[0] == []
 

@@ -116,7 +116,7 @@ def test_dry_run_yaml_golden(fake_kube, tmp_path, capsys, case):
     """`launcher run --dry-run -o yaml` prints the manifests; the random name suffix is
     normalised. Regenerate with UPDATE_GOLDEN=1 after an intended change."""
     assert launcher("secret", "create", "env", "API_TOKEN=" + SECRET, "--cluster", "fake") == 0
-    _profile_settings(entrypoint_mode="zipapp", jobset=True)  # the shipped defaults, which the golden files show
+    _profile_settings(entrypoint_mode="zipapp")  # the shipped default, which the golden files show
     fields = (
         {"compute": {"gpus": 16, "gpu_type": "h100_80gb"}}
         if case == "dry-run-2x8"

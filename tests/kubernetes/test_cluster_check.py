@@ -70,7 +70,7 @@ def test_cluster_add_warns_about_the_unpublished_default_runtime_image(inject_ku
 def test_check_says_the_cluster_can_pull_the_runtime_image_and_removes_its_pod(inject_kube, capsys):
     assert launcher("cluster", "check", "fake") == 0
     out, err = capsys.readouterr()
-    assert out.splitlines() == ["✔ fake: the cluster answers (jobset not served)", f"✔ fake: can pull {RUNTIME_IMAGE}"]
+    assert out.splitlines() == ["✔ fake: the cluster answers (JobSet served)", f"✔ fake: can pull {RUNTIME_IMAGE}"]
     assert "published nowhere" not in err  # this cluster pulls it (a mirror, a preloaded image)
     assert len([r for r in inject_kube.requests if r[1] == "Pod" and r[2] == "create"]) == 1
     wait_until(lambda: probe_pods_gone(inject_kube), 20, message="the probe pod to be deleted")
@@ -125,7 +125,7 @@ def test_an_unreachable_cluster_exits_1_and_image_mode_pulls_nothing(inject_kube
         (launcher_home / "config.yaml").write_text(yaml.safe_dump(config))
         assert launcher("cluster", "check", "own-image", "down") == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "✔ own-image: the cluster answers (jobset not served)"
+    assert out[0] == "✔ own-image: the cluster answers (JobSet served)"
     assert len(out) == 2 and out[1].startswith("✗ down: ") and "cluster down" in out[1], out
     assert not [r for r in inject_kube.requests if r[1] == "Pod" and r[2] == "create"]
 
@@ -134,7 +134,7 @@ def test_a_probe_the_cluster_refuses_is_no_answer(inject_kube, capsys):
     inject_kube.faults.inject("create", "pods", status=403, times=1)
     assert launcher("cluster", "check", "fake") == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "✔ fake: the cluster answers (jobset not served)"
+    assert out[0] == "✔ fake: the cluster answers (JobSet served)"
     assert (
         out[1].startswith(f"! fake: could not tell whether it can pull {RUNTIME_IMAGE}: the probe pod could not run: ")
         and "403" in out[1]

@@ -48,7 +48,6 @@ def test_an_uncommitted_module_reaches_the_pod(fake_kube_program, tmp_path, caps
     tree = git_tree(tmp_path / "tree")
     image_bin = image_dir(tmp_path / "image", SYSTEM_PYTHON)
     kube = fake_kube_program(
-        "--jobset",
         "--nodes",
         "1",
         "--image",
@@ -85,7 +84,7 @@ def test_a_tree_past_the_configmap_limit_is_refused_before_anything_is_submitted
     tree = git_tree(tmp_path / "tree")
     (tree / "assets").mkdir()
     (tree / "assets" / "blob.bin").write_bytes(os.urandom(800 * 1024))
-    kube = fake_kube_program("--jobset", "--nodes", "1", profile=ZIPAPP)
+    kube = fake_kube_program("--nodes", "1", profile=ZIPAPP)
     capsys.readouterr()
     code = launcher("run", "-f", str(code_spec(tmp_path, "too-big", "true")), "--cluster", "fake", "--code", str(tree))
     out, err = capsys.readouterr()
@@ -137,7 +136,6 @@ def test_a_large_tree_goes_through_the_code_store(fake_kube_program, s3, tmp_pat
     image_bin = image_dir(tmp_path / "image", SYSTEM_PYTHON)
     env = s3.env()
     kube = fake_kube_program(
-        "--jobset",
         "--nodes",
         "1",
         "--image",

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from launcher.backends.base import RunStatus
+from launcher.errors import LauncherError
 from launcher.secrets.kinds import Secret, SecretKind
 from tests.conftest import wait_until
 from tests.kubernetes.conftest import make_backend
@@ -70,17 +71,18 @@ def test_failed_pod_restarts_the_group_as_attempt_2(fake_kube, backend):
     assert [(a.index, a.status) for a in final.attempts] == [(1, RunStatus.FAILED), (2, RunStatus.COMPLETED)]
     assert final.attempts[0].reason == "rank 1 exited with code 3"
     assert any(r.current_attempt == 2 for r in seen)
-    # Each attempt's logs stay reachable.
-    first = [ln.text for ln in backend.logs(spec.name, attempt=1, rank=1)]
-    assert "rank 1 attempt 1 starting" in first and "rank 1 fails with code 3" in first
+    # The JobSet controller deleted attempt 1's pods: without a log_store its log is gone, and
+    # the error says so (tests/kubernetes/test_history.py reads it from an archive).
+    with pytest.raises(LauncherError, match=r"attempt 1 is gone \(JobSet restart\); set log_store"):
+        list(backend.logs(spec.name, attempt=1, rank=1))
     second = [ln.text for ln in backend.logs(spec.name, rank=1)]
     assert "rank 1 attempt 2 starting" in second and "rank 1 done" in second
-    # Still one Job, re-created; the Service and ConfigMap now belong to it.
-    job = fake_kube.get("Job", "default", spec.name)
-    assert job["metadata"]["annotations"]["launcher.dev/attempt"] == "2"
-    for kind in ("ConfigMap", "Service"):
-        refs = fake_kube.get(kind, "default", spec.name)["metadata"]["ownerReferences"]
-        assert [r["uid"] for r in refs] == [job["metadata"]["uid"]]
+    # The JobSet controller re-created its one child Job; the record still belongs to the JobSet.
+    job = fake_kube.get("Job", "default", f"{spec.name}-node-0")
+    assert job["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "1"
+    jobset = fake_kube.get("JobSet", "default", spec.name)
+    refs = fake_kube.get("ConfigMap", "default", spec.name)["metadata"]["ownerReferences"]
+    assert [r["uid"] for r in refs] == [jobset["metadata"]["uid"]]
 
 
 def test_retries_run_out(fake_kube, backend):
@@ -91,7 +93,7 @@ def test_retries_run_out(fake_kube, backend):
     )
     backend.submit(spec, [])
     final = follow(backend, spec.name)[-1]
-    assert final.status is RunStatus.FAILED and final.reason == "rank 0 exited with code 5"
+    assert final.status is RunStatus.FAILED and final.reason.startswith("rank 0 exited with code 5; "), final.reason
     assert [a.status for a in final.attempts] == [RunStatus.FAILED, RunStatus.FAILED]
 
 
@@ -162,7 +164,7 @@ def test_missing_env_secret_fails_fast_and_clearly(fake_kube, backend):
     assert time.monotonic() - started < 15
     assert final.status is RunStatus.FAILED
     assert final.reason == 'rank 0: CreateContainerConfigError: secret "ghost" not found'
-    # Nothing is left pending: the Job is gone, the record stays.
+    # Nothing is left pending: the follower ended it (the JobSet and its Job are gone), the record stays.
     assert fake_kube.list("Job", "default", f"launcher.dev/run={spec.name}")[0] == []
     assert backend.get(spec.name).status is RunStatus.FAILED
     assert "never-created-value" not in str(fake_kube.objects)
@@ -213,16 +215,16 @@ def test_suspended_job_is_queued_not_failed(fake_kube_factory):
     spec = run_spec("kueue-abc123", worker("--lines", "2"), compute={"nodes": 2})
     # Created suspended, as Kueue's webhook would make it, until Kueue admits it.
     submitted = backend.submit(spec, [])
-    job = kube.get("Job", "default", spec.name)
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    assert job["spec"]["suspend"] is True
+    jobset = kube.get("JobSet", "default", spec.name)
+    assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert jobset["spec"]["suspend"] is True
     # This fake serves no Kueue: the submit says nothing will admit it, and so does the run.
     assert any("serves no Kueue API (kueue.x-k8s.io)" in w for w in submitted.warnings), submitted.warnings
     run = wait_for(backend, spec.name, RunStatus.QUEUED)
     assert "Kueue (kueue.x-k8s.io) is not served by this cluster" in run.reason
-    assert backend.reconcile(spec.name)[0].status is RunStatus.QUEUED  # a reconciler never releases it
-    assert kube.get("Job", "default", spec.name)["spec"]["suspend"] is True
-    kube.patch("Job", "default", spec.name, {"spec": {"suspend": False}})  # admitted
+    assert backend.get(spec.name).status is RunStatus.QUEUED  # the launcher never releases it
+    assert kube.get("JobSet", "default", spec.name)["spec"]["suspend"] is True
+    kube.patch("JobSet", "default", spec.name, {"spec": {"suspend": False}})  # admitted
     assert follow(backend, spec.name)[-1].status is RunStatus.COMPLETED
     backend.close()
 

@@ -64,14 +64,15 @@ def test_logs_follow_says_why_when_the_run_cannot_be_followed(fake_kube, capsys)
     backend = make_backend()
     spec = run_spec("nosync-abc123", worker("--lines", "3"))
     backend.submit(spec, [])
-    fake_kube.faults.inject("list", "jobs", status=503, times=0)  # its informers never sync
+    # The pods informer of `logs -f` (its selector names the attempt) never syncs.
+    fake_kube.faults.inject("list", "pods", status=503, times=0, labels="jobset.sigs.k8s.io/restart-attempt")
     capsys.readouterr()
     started = time.monotonic()
     assert launcher("logs", spec.name, "-f") == 1
     err = capsys.readouterr().err
     assert time.monotonic() - started < 20
     assert err.strip().splitlines()[-1] == (
-        f"✗ cluster fake: cannot list Jobs: 503 ServiceUnavailable (tried 5 times); so cannot follow the logs of "
+        f"✗ cluster fake: cannot list Pods: 503 ServiceUnavailable (tried 5 times); so cannot follow the logs of "
         f"run '{spec.name}'"
     )
     backend.close()

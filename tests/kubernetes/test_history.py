@@ -115,7 +115,7 @@ def numbered(out: str, rank: int) -> list[int]:
 
 
 def test_without_a_log_store_stop_keeps_the_history_and_gone_logs_are_an_error(fake_kube_program, tmp_path, capsys):
-    kube = fake_kube_program("--jobset", "--nodes", "2", profile={"entrypoint_mode": "image"})
+    kube = fake_kube_program("--nodes", "2", profile={"entrypoint_mode": "image"})
     name = restart_then_stop(kube, tmp_path, capsys)
     assert_history(capsys, name)
 
@@ -177,7 +177,6 @@ def archived_cluster(request, fake_kube_program):
     # A pod's grace period lets the entrypoint write its last chunks after SIGTERM (the pods
     # ask 45 s); the fake's default of 3 s could cut them short on a loaded machine.
     kube = fake_kube_program(
-        "--jobset",
         "--nodes",
         "2",
         "--grace-seconds",
@@ -235,7 +234,6 @@ def test_with_a_log_store_logs_and_metrics_outlive_a_restart_and_a_stop(archived
 
 def test_a_run_on_a_profile_with_a_missing_log_store_secret_is_refused(fake_kube_program, tmp_path, capsys):
     fake_kube_program(
-        "--jobset",
         profile={"entrypoint_mode": "image", "log_store": str(tmp_path / "logs"), "log_store_secret": "nope"},
     )
     spec = tmp_path / "spec.yaml"

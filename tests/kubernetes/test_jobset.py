@@ -1,5 +1,5 @@
 """The JobSet form against the fake cluster run as a program with its JobSet controller
-(`python tests/fakes/kube_api.py --jobset`): group restarts happen in the cluster with no
+(`python tests/fakes/kube_api.py`): group restarts happen in the cluster with no
 launcher process alive, disruptions are free, exhausted retries end FAILED; and an
 llm-foundry-style mcli YAML runs through the injected runtime in an image without the
 launcher."""
@@ -81,7 +81,7 @@ def describe(capsys, name: str) -> str:
 
 @pytest.fixture
 def jobset_cluster(fake_kube_program):
-    return fake_kube_program("--jobset", "--nodes", "2", profile={"entrypoint_mode": "image"})
+    return fake_kube_program("--nodes", "2", profile={"entrypoint_mode": "image"})
 
 
 def _spec(command: str, **scheduling) -> dict:
@@ -236,7 +236,6 @@ def test_an_llm_foundry_mcli_yaml_runs_through_the_injected_runtime(fake_kube_pr
     server = GitHTTPServer(served).start()
     try:
         fake_kube_program(
-            "--jobset",
             "--nodes",
             "1",
             "--image",
@@ -263,20 +262,25 @@ def test_an_llm_foundry_mcli_yaml_runs_through_the_injected_runtime(fake_kube_pr
     assert report["attempt"] == "1"
 
 
-def test_cluster_add_detects_jobset_and_submit_warns_without_it(fake_kube_program, tmp_path, capsys):
-    with_jobset = fake_kube_program("--jobset", "--nodes", "1")
-    without = fake_kube_program("--nodes", "1")
-    for name, kube, served in (("js", with_jobset, True), ("plain", without, False)):
-        assert launcher("cluster", "add", name, "--kubeconfig", str(kube.kubeconfig), "--context", "fake") == 0
-        assert (
-            yaml.safe_load((Path(os.environ["LAUNCHER_HOME"]) / "config.yaml").read_text())["clusters"][name]["jobset"]
-            is served
-        )
+def test_a_cluster_without_jobset_is_named_with_its_install_command(fake_kube_program, tmp_path, capsys):
+    """`cluster add` and `cluster check` say that the cluster serves no JobSet and print the one
+    command that installs it; `run` refuses with the same words, exit 2, creating nothing."""
+    with_jobset = fake_kube_program("--nodes", "1")
+    without = fake_kube_program("--no-jobset", "--nodes", "1")
+    install = "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/"
+    assert launcher("cluster", "add", "js", "--kubeconfig", str(with_jobset.kubeconfig), "--context", "fake") == 0
+    assert "JobSet served (asked the cluster)" in capsys.readouterr().err
+    assert launcher("cluster", "add", "plain", "--kubeconfig", str(without.kubeconfig), "--context", "fake") == 2
+    err = capsys.readouterr().err
+    words = "cluster plain serves no JobSet (jobset.x-k8s.io/v1alpha2), which runs every launcher run on Kubernetes"
+    assert words in err and install in err, err
+    assert "plain" in yaml.safe_load((Path(os.environ["LAUNCHER_HOME"]) / "config.yaml").read_text())["clusters"]
+    assert launcher("cluster", "check", "plain") == 1
+    out = capsys.readouterr().out
+    assert f"✗ plain: {words}" in out and install in out, out
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(_spec(worker("--lines", "1"), max_retries=2) | {"compute": {"gpu_type": "none"}}))
-    capsys.readouterr()
-    assert launcher("run", "-f", str(spec), "--cluster", "plain") == 0
+    assert launcher("run", "-f", str(spec), "--cluster", "plain") == 2
     err = capsys.readouterr().err
-    assert err.count("has no JobSet") == 1
-    assert "retries (scheduling.max_retries) happen only while a reconciler runs" in err
-    assert "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/" in err
+    assert words in err and install in err and "Traceback" not in err, err
+    assert api_get(without, "/api/v1/namespaces/default/configmaps?labelSelector=launcher.dev%2Frun")["items"] == []

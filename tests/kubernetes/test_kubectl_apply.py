@@ -24,14 +24,9 @@ pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installe
 LAUNCHER = [sys.executable, "-m", "launcher"]
 
 
-@pytest.fixture(params=["jobset", "job"])
-def cluster(request, fake_kube_program):
-    jobset = request.param == "jobset"
-    prog = fake_kube_program(
-        *(["--jobset"] if jobset else []), "--nodes", "2", profile={"entrypoint_mode": "image", "jobset": jobset}
-    )
-    prog.form = request.param
-    return prog
+@pytest.fixture
+def cluster(fake_kube_program):
+    return fake_kube_program("--nodes", "2", profile={"entrypoint_mode": "image"})
 
 
 def spec_file(tmp_path: Path) -> Path:
@@ -90,8 +85,8 @@ def test_a_piped_dry_run_is_validated_by_kubectl_applied_and_seen_by_get_runs(cl
     assert "validate=false" not in done.stderr
     created = done.stdout.split()
     name = created[0].split("/")[1]
-    kinds = {"jobset": ["configmap", "jobset.jobset.x-k8s.io"], "job": ["configmap", "service", "job.batch"]}
-    assert created == [w for kind in kinds[cluster.form] for w in (f"{kind}/{name}", "created")], done.stdout
+    kinds = ["configmap", "jobset.jobset.x-k8s.io"]
+    assert created == [w for kind in kinds for w in (f"{kind}/{name}", "created")], done.stdout
     run = wait_until(
         lambda: next((r for r in runs() if r["name"] == name and r["status"] == "COMPLETED"), None),
         90,
@@ -104,35 +99,24 @@ def test_a_piped_dry_run_is_validated_by_kubectl_applied_and_seen_by_get_runs(cl
 def test_an_invalid_field_gets_kubectls_own_validation_error(cluster, tmp_path):
     doc = yaml.safe_load(dry_run(tmp_path))
     workload = doc["items"][-1]
-    job = workload["spec"]["replicatedJobs"][0]["template"] if cluster.form == "jobset" else workload
+    job = workload["spec"]["replicatedJobs"][0]["template"]
     job["spec"]["parallelism"] = "two"
     job["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
-    if cluster.form == "jobset":
-        workload["spec"]["replicatedJobs"][0]["replica"] = 2
+    workload["spec"]["replicatedJobs"][0]["replica"] = 2
     creates = cluster.count(verb="create")
     done = sh(f"{KUBECTL} apply -f -", cluster, stdin=yaml.safe_dump(doc))
     assert done.returncode == 1
     err = done.stderr
     assert err.startswith('error: error validating "STDIN": error validating data: '), err
     assert err.rstrip().endswith("if you choose to ignore these errors, turn validation off with --validate=false")
-    if cluster.form == "jobset":
-        where = "io.x-k8s.jobset.v1alpha2.JobSet.spec.replicatedJobs"
-        assert f'ValidationError(JobSet.spec.replicatedJobs[0]): unknown field "replica" in {where}' in err
-        assert (
-            "ValidationError(JobSet.spec.replicatedJobs[0].template.spec.parallelism): invalid type for "
-            f'{where}.template.spec.parallelism: got "string", expected "integer"'
-        ) in err
-        assert (
-            "ValidationError(JobSet.spec.replicatedJobs[0].template.spec.template.spec.containers[0]): "
-            f'unknown field "imagePullPolicyy" in {where}.template.spec.template.spec.containers' in err
-        )
-    else:
-        assert (
-            "ValidationError(Job.spec.parallelism): invalid type for io.k8s.api.batch.v1.JobSpec.parallelism: "
-            'got "string", expected "integer"'
-        ) in err
-        assert (
-            'ValidationError(Job.spec.template.spec.containers[0]): unknown field "imagePullPolicyy" in '
-            "io.k8s.api.core.v1.Container"
-        ) in err
+    where = "io.x-k8s.jobset.v1alpha2.JobSet.spec.replicatedJobs"
+    assert f'ValidationError(JobSet.spec.replicatedJobs[0]): unknown field "replica" in {where}' in err
+    assert (
+        "ValidationError(JobSet.spec.replicatedJobs[0].template.spec.parallelism): invalid type for "
+        f'{where}.template.spec.parallelism: got "string", expected "integer"'
+    ) in err
+    assert (
+        "ValidationError(JobSet.spec.replicatedJobs[0].template.spec.template.spec.containers[0]): "
+        f'unknown field "imagePullPolicyy" in {where}.template.spec.template.spec.containers' in err
+    )
     assert cluster.count(verb="create") == creates  # refused before anything reached the server

@@ -13,7 +13,7 @@ from launcher.backends.kubernetes.attempts import Observed
 from launcher.backends.kubernetes.kueue import KueueView
 from launcher.backends.kubernetes.status import derive
 from launcher.spec.retry import EVICTED, SYSTEM, USER, RetryPolicy
-from tests.kubernetes.test_status import T0, T1, job, pod, record, terminated
+from tests.kubernetes.test_status import T0, T1, job, pod, record
 
 T2, T3 = "2025-01-01T00:01:00Z", "2025-01-01T00:02:00Z"
 PENDING_MESSAGE = (
@@ -274,20 +274,31 @@ def test_a_preemption_is_an_eviction_with_kueues_reason_message_and_time():
     assert kueue.evictions(pending("w")) == []
 
 
-def running_job(uid: str = "u1", nodes: int = 1) -> dict:
-    j = job(nodes=nodes)
-    j["metadata"]["uid"] = uid
-    j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "team-a"
-    return j
+def queued_jobset(uid: str = "u1", *, suspend: bool = False) -> dict:
+    """The run's JobSet, for Kueue queue team-a (Kueue's Workload names it by uid)."""
+    labels = {"launcher.dev/run": "r", "kueue.x-k8s.io/queue-name": "team-a"}
+    return {
+        "metadata": {"name": "r", "uid": uid, "creationTimestamp": T0, "labels": labels},
+        "spec": {"suspend": True} if suspend else {},
+        "status": {"restarts": 0},
+    }
+
+
+def observed(pods=(), *, events=(), kueue_view=None, suspend=False) -> Observed:
+    return Observed(
+        "r",
+        record=record(),
+        jobset=queued_jobset(suspend=suspend),
+        jobs=[] if suspend else [job(nodes=1)],
+        pods=list(pods),
+        events=list(events),
+        kueue=kueue_view,
+    )
 
 
 def test_a_run_kueue_is_evicting_is_queued_again_with_the_event_that_says_why():
     pods = [pod(0, state={"running": {"startedAt": T0}})]
-    run, action = derive(
-        Observed(
-            "r", record=record(), job=running_job(), pods=pods, kueue=view(preempted("job-r-1a2b3", owner_uid="u1"))
-        )
-    )
+    run, action = derive(observed(pods, kueue_view=view(preempted("jobset-r-1a2b3", owner_uid="u1"))))
     assert run.status is RunStatus.QUEUED and action is None
     assert run.reason == f"evicted by Kueue (Preempted); #1 of 1 in team-a (cq-a): {PENDING_MESSAGE}"
     assert run.attempts[-1].status is RunStatus.QUEUED and len(run.attempts) == 1
@@ -296,33 +307,8 @@ def test_a_run_kueue_is_evicting_is_queued_again_with_the_event_that_says_why():
     assert run.queue.evictions[0].message == f"{PREEMPTED_MESSAGE} (InClusterQueue)"
 
 
-def test_an_attempt_that_failed_of_an_eviction_is_retried_without_counting():
-    """max_retries 0 and no retry_on_system_failure: a failure of the program ends the run,
-    one of Kueue's eviction is retried all the same."""
-    failed = running_job()
-    failed["status"]["conditions"] = [
-        {
-            "type": "Failed",
-            "status": "True",
-            "reason": "PodFailurePolicy",
-            "message": "Container main for pod default/r-0-abcde failed with exit code 143 "
-            "matching FailJob rule at index 1",
-            "lastTransitionTime": T3,
-        }
-    ]
-    pods = [pod(0, phase="Failed", state=terminated(143, finished=T3))]
-    spec = {"name": "r", "command": "x", "scheduling": {"max_retries": 0}}
-    quiet, action = derive(
-        Observed("r", record=record(spec), job=failed, pods=pods, kueue=view(admitted("job-r-1a2b3", owner_uid="u1")))
-    )
-    assert quiet.status is RunStatus.FAILED and action is None  # no eviction: the program's own failure
-    _run, action = derive(
-        Observed("r", record=record(spec), job=failed, pods=pods, kueue=view(preempted("job-r-1a2b3", owner_uid="u1"))),
-        now=at("2025-01-01T01:00:00Z"),
-    )
-    assert action is not None and action.kind == "retry" and action.summary["failure"] == EVICTED
-    assert action.summary["reason"].startswith("evicted by Kueue (Preempted)")
-    # The record keeps the attempt as evicted: later failures of the program still have max_retries left.
+def test_an_eviction_does_not_count_against_max_retries():
+    """The retry policy every backend reads: an attempt Kueue evicted is no failure of the program."""
     assert RetryPolicy(max_retries=1).allows([EVICTED, EVICTED], USER)
     assert not RetryPolicy(max_retries=1).allows([EVICTED, USER], USER)
     assert RetryPolicy().allows([], EVICTED) and not RetryPolicy().allows([], SYSTEM)
@@ -338,22 +324,11 @@ def test_an_admitted_run_waiting_for_a_node_keeps_the_schedulers_reason():
             "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
         }
     ]
-    run, _ = derive(
-        Observed(
-            "r",
-            record=record(),
-            job=running_job(),
-            pods=waiting,
-            events=events,
-            kueue=view(admitted("job-r-1a2b3", owner_uid="u1")),
-        )
-    )
+    run, _ = derive(observed(waiting, events=events, kueue_view=view(admitted("jobset-r-1a2b3", owner_uid="u1"))))
     assert run.status is RunStatus.QUEUED
     assert run.reason == "rank 0 is waiting for a node: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
     assert run.queue.admitted and run.queue.cluster_queue == "cq-a"
-    suspended = running_job()
-    suspended["spec"]["suspend"] = True
-    run, _ = derive(Observed("r", record=record(), job=suspended, kueue=view(pending("job-r-1a2b3", owner_uid="u1"))))
+    run, _ = derive(observed(suspend=True, kueue_view=view(pending("jobset-r-1a2b3", owner_uid="u1"))))
     assert run.status is RunStatus.QUEUED and run.reason == f"#1 of 1 in team-a (cq-a): {PENDING_MESSAGE}"
 
 

@@ -19,14 +19,12 @@ from tests.conftest import wait_until
 from tests.fakes.kube.fixtures import write_profile
 from tests.fakes.kube.scheduler import default_nodes
 from tests.fakes.kube.validation import qos_class
-from tests.kubernetes.specs import JOB_PROFILE, PROFILE, spec
+from tests.kubernetes.specs import PROFILE, spec
 from tests.kubernetes.test_backend import run_spec, worker
 
 
 def pod_of(manifests: list[dict]) -> dict:
-    workload = manifests[-1]  # the JobSet or the Job
-    job = workload if workload["kind"] == "Job" else workload["spec"]["replicatedJobs"][0]["template"]
-    return job["spec"]["template"]["spec"]
+    return manifests[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
 
 
 def resources(manifests: list[dict]) -> dict:
@@ -84,11 +82,11 @@ def test_qos_class_follows_the_documented_rules():
     ("compute", "profile", "cpu", "memory"),
     [
         ({"gpus": 8, "gpu_type": "h100_80gb"}, PROFILE, "64", "512Gi"),  # 8 CPUs and 64Gi per GPU
-        ({"gpus": 32, "gpu_type": "a100_80gb"}, JOB_PROFILE, "64", "512Gi"),  # per node, in the Job form
+        ({"gpus": 32, "gpu_type": "a100_80gb"}, PROFILE, "64", "512Gi"),  # per node
         ({"gpus": 1, "gpu_type": "l4"}, PROFILE, "2", "8Gi"),  # L4s come on 4-vCPU, 16 GB nodes
         ({"gpus": 4, "gpu_type": "t4"}, PROFILE, "8", "32Gi"),
         ({"gpu_type": "none"}, PROFILE, "1", "2Gi"),  # a CPU-only run
-        ({"gpu_type": "none", "nodes": 2}, JOB_PROFILE, "1", "2Gi"),
+        ({"gpu_type": "none", "nodes": 2}, PROFILE, "1", "2Gi"),
     ],
 )
 def test_the_rendered_pod_is_burstable_by_default(compute, profile, cpu, memory):
@@ -198,7 +196,6 @@ def test_a_context_namespace_is_honoured(cli, launcher_home, fake_kube):
         str(kubeconfig),
         "--entrypoint-mode",
         "image",
-        "--no-jobset",
         "--image",
         "ghcr.io/example/launcher:test",
     )
@@ -230,12 +227,7 @@ def test_a_context_namespace_is_honoured(cli, launcher_home, fake_kube):
     assert cli("get", "runs", "--cluster", "ml", "-o", "name").stdout.split() == [name]
 
     # A namespace in the profile still wins.
-    assert (
-        cli(
-            "cluster", "add", "pinned", "--kubeconfig", str(kubeconfig), "--namespace", "other", "--no-jobset"
-        ).returncode
-        == 0
-    )
+    assert cli("cluster", "add", "pinned", "--kubeconfig", str(kubeconfig), "--namespace", "other").returncode == 0
     pinned = cli("run", "-f", str(spec_file), "--cluster", "pinned", "--dry-run", "--image", "x:1")
     assert {m["metadata"]["namespace"] for m in yaml.safe_load(pinned.stdout)["items"]} == {"other"}
 

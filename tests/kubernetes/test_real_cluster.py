@@ -81,7 +81,7 @@ def until_terminal(backend, name):
     JobSet retries only then)."""
     start = time.monotonic()
     run = None
-    for run in backend.watch(name, poll_seconds=0.5, reconcile=True):
+    for run in backend.watch(name, poll_seconds=0.5):
         assert time.monotonic() - start < TIMEOUT, f"{name}: still {run.status} ({run.reason})"
     return run
 

@@ -21,7 +21,6 @@ from tests.kubernetes.specs import (
     CASES,
     GKE_SPOT_PROFILE,
     INJECT_PROFILE,
-    JOB_PROFILE,
     KARPENTER_PROFILE,
     KUEUE_PROFILE,
     PROFILE,
@@ -42,11 +41,8 @@ def by_kind(manifests: list[dict]) -> dict[str, dict]:
 
 
 def job_of(manifests: list[dict]) -> dict:
-    """The Job itself, or the Job template of the JobSet's one replicated job."""
-    kinds = by_kind(manifests)
-    if "Job" in kinds:
-        return kinds["Job"]
-    return kinds["JobSet"]["spec"]["replicatedJobs"][0]["template"]
+    """The Job template of the JobSet's one replicated job."""
+    return by_kind(manifests)["JobSet"]["spec"]["replicatedJobs"][0]["template"]
 
 
 def pod_spec(manifests: list[dict]) -> dict:
@@ -88,13 +84,13 @@ def test_manifests_validate_strictly(case, version):
         validate(m, version)
 
 
-def test_the_forms_and_their_objects():
+def test_a_run_is_its_record_and_its_jobset():
     assert [m["kind"] for m in plan_run(*CASES["4x8"]()).manifests] == ["ConfigMap", "JobSet"]
-    assert [m["kind"] for m in plan_run(*CASES["4x8-job"]()).manifests] == ["ConfigMap", "Service", "Job"]
 
 
 def test_strict_validation_would_catch_a_typo():
-    job = by_kind(plan_run(*CASES["cpu-image-job"]()).manifests)["Job"]
+    template = job_of(plan_run(*CASES["cpu-image"]()).manifests)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, "spec": template["spec"]}
     job["spec"]["template"]["spec"]["subdomian"] = "x"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(job, "1.30", strict=True)
@@ -115,7 +111,11 @@ def test_jobset_shape_for_4x8():
     s = js["spec"]
     assert s["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
     assert s["successPolicy"] == {"operator": "All"}
-    assert s["failurePolicy"] == {"maxRestarts": 0}
+    # max_duration is set: an attempt past it ends the run (a deadline is not retried).
+    assert s["failurePolicy"] == {
+        "maxRestarts": 0,
+        "rules": [{"name": "deadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]}],
+    }
     [rj] = s["replicatedJobs"]
     assert (rj["name"], rj["replicas"]) == ("node", 1)
     job = rj["template"]["spec"]
@@ -134,7 +134,7 @@ def test_jobset_shape_for_4x8():
         env["LAUNCHER_RESTART_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"]
         == "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"
     )
-    assert "LAUNCHER_ATTEMPT" not in env  # the entrypoint adds 1 to the restart count
+    assert env["LAUNCHER_ATTEMPT"]["value"] == "1"  # the entrypoint adds the restart count
     rules = job["podFailurePolicy"]["rules"]
     assert rules[0] == {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 
@@ -232,16 +232,15 @@ def test_image_mode_runs_the_launcher_of_the_image():
     assert all(v["name"] != "launcher-runtime" for v in pod["volumes"])
 
 
-def test_indexed_job_shape_for_4x8():
-    ms = plan_run(*CASES["4x8-job"]()).manifests
-    job = by_kind(ms)["Job"]
-    s = job["spec"]
+def test_the_job_template_and_pods_for_4x8():
+    ms = plan_run(*CASES["4x8"]()).manifests
+    s = job_of(ms)["spec"]
     assert (s["completionMode"], s["completions"], s["parallelism"], s["backoffLimit"]) == ("Indexed", 4, 4, 0)
     assert s["activeDeadlineSeconds"] == 7200
     rules = s["podFailurePolicy"]["rules"]
     assert rules[0] == {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     pod = s["template"]["spec"]
-    assert pod["restartPolicy"] == "Never" and pod["subdomain"] == "four-node-abc123"
+    assert pod["restartPolicy"] == "Never" and "subdomain" not in pod  # JobSet's network sets it
     c = pod["containers"][0]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "8" == c["resources"]["requests"]["nvidia.com/gpu"]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
@@ -255,18 +254,29 @@ def test_indexed_job_shape_for_4x8():
     assert {"name": "launcher-cache", "mountPath": "/tmp/launcher-cache"} in c["volumeMounts"]
     env = env_of(ms)
     assert env["LAUNCHER_CACHE_DIR"]["value"] == "/tmp/launcher-cache"
-    assert env["MASTER_ADDR"]["value"] == "four-node-abc123-0.four-node-abc123"
+    # The first attempt of this JobSet, plus its restart count: attempt 1, 2, ... of the run.
     assert env["LAUNCHER_ATTEMPT"]["value"] == "1"
     assert env["LAUNCHER_NODES"]["value"] == "4" and env["LAUNCHER_GPUS_PER_NODE"]["value"] == "8"
     assert env["LAUNCHER_SPEC"]["value"] == "/mnt/config/spec.json"
     assert env["NCCL_DEBUG"]["value"] == "INFO"
     assert "NVIDIA_VISIBLE_DEVICES" not in env
-    svc = by_kind(ms)["Service"]["spec"]
-    assert svc["clusterIP"] == "None" and svc["publishNotReadyAddresses"] is True
-    assert svc["selector"] == {"launcher.dev/run": "four-node-abc123"}
     for m in ms:
         assert m["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "launcher"
         assert m["metadata"]["labels"]["launcher.dev/run"] == "four-node-abc123"
+
+
+def test_a_restart_numbers_its_jobsets_attempts_on():
+    """The JobSet a `run -r` creates after attempt 3: its Jobs, pods and LAUNCHER_ATTEMPT say 4,
+    to which the JobSet controller's restart count adds."""
+    run, profile, secrets = CASES["4x8"]()
+    ms = plan_run(run, profile, secrets, attempt=4).manifests
+    jobset = by_kind(ms)["JobSet"]
+    assert jobset["metadata"]["labels"]["launcher.dev/attempt"] == "4"
+    assert job_of(ms)["metadata"]["labels"]["launcher.dev/attempt"] == "4"
+    assert job_of(ms)["spec"]["template"]["metadata"]["labels"]["launcher.dev/attempt"] == "4"
+    assert env_of(ms)["LAUNCHER_ATTEMPT"]["value"] == "4"
+    for m in ms:
+        validate(m, NEWEST)
 
 
 def test_every_placement_field_reaches_the_pods():
@@ -322,7 +332,7 @@ def test_priority_auto_is_accepted_on_every_profile_as_the_clusters_default(prof
     """mcli's default priority: no class, no Kueue priority label, no warning."""
     rendered = plan_run(spec(scheduling={"priority": "auto"}), profile, [])
     workload = rendered.manifests[-1]  # the JobSet or the Job
-    assert workload["kind"] in ("JobSet", "Job")
+    assert workload["kind"] == "JobSet"
     assert "kueue.x-k8s.io/priority-class" not in workload["metadata"]["labels"]
     assert "priorityClassName" not in pod_spec(rendered.manifests)
     assert not [w for w in rendered.warnings if w.startswith("scheduling.priority")]
@@ -342,14 +352,10 @@ def test_fields_the_cluster_cannot_honour_are_named_warnings():
     assert any(w.startswith("scheduling.preemptible: cluster gpu-cluster has no spot scheme") for w in warned)
     assert any(w.startswith("scheduling.priority: low becomes the Kueue label") for w in warned)
     assert plan_run(spec(scheduling={"max_retries": 1}), PROFILE, []).warnings == []
-    [no_jobset] = plan_run(spec(scheduling={"max_retries": 1}), JOB_PROFILE, []).warnings
-    assert no_jobset.startswith("cluster gpu-cluster has no JobSet (jobset.x-k8s.io/v1alpha2)")
-    assert "happen only while a reconciler runs: `launcher run --follow`, `launcher reconcile [--watch]`" in no_jobset
     [uncapped] = plan_run(spec(scheduling={"retry_on_system_failure": True}), PROFILE, []).warnings
     assert uncapped.startswith(
         "scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without limit"
     )
-    assert "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/" in no_jobset
     with pytest.raises(InputError, match=r"metadata.bad key: not usable as a Kubernetes annotation name"):
         plan_run(spec(metadata={"bad key": 1}), PROFILE, [])
 
@@ -406,30 +412,28 @@ def test_kueue_labels_and_priority():
     assert pod_spec(plan_run(*CASES["kueue"]()).manifests)["nodeSelector"] == {
         "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"
     }
-    job = by_kind(plan_run(*CASES["kueue"]()[:2], [], jobset=False).manifests)["Job"]
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch-low"
+    queued = by_kind(plan_run(*CASES["kueue"]()[:2], []).manifests)["JobSet"]
+    assert queued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert queued["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch-low"
     plain = by_kind(plan_run(*CASES["1x8"]()).manifests)["JobSet"]
     assert not any(k.startswith("kueue.x-k8s.io/") for k in plain["metadata"]["labels"])
 
 
 def test_a_queued_run_is_created_suspended_with_its_topology_on_the_pod_template():
-    """With a queue, both forms are created suspended (Kueue admits them) and compute.topology
-    is Kueue's pod-set annotation, required by default, preferred when asked."""
-    for jobset in (True, False):
-        run, profile, _ = CASES["kueue"]()
-        ms = plan_run(run, profile, [], jobset=jobset).manifests
-        for m in ms:
-            validate(m, NEWEST)
-        owner = by_kind(ms)["JobSet" if jobset else "Job"]
-        assert owner["spec"]["suspend"] is True
-        assert job_of(ms)["spec"]["template"]["metadata"]["annotations"] == {
-            "kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block"
-        }
+    """With a queue, the JobSet is created suspended (Kueue admits it) and compute.topology is
+    Kueue's pod-set annotation, required by default, preferred when asked."""
+    run, profile, _ = CASES["kueue"]()
+    ms = plan_run(run, profile, []).manifests
+    for m in ms:
+        validate(m, NEWEST)
+    assert by_kind(ms)["JobSet"]["spec"]["suspend"] is True
+    assert job_of(ms)["spec"]["template"]["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block"
+    }
     preferred = spec(
         "near-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb", "topology": {"level": "rack", "mode": "preferred"}}
     )
-    ms = plan_run(preferred, KUEUE_PROFILE, [], jobset=False).manifests
+    ms = plan_run(preferred, KUEUE_PROFILE, []).manifests
     assert job_of(ms)["spec"]["template"]["metadata"]["annotations"] == {
         "kueue.x-k8s.io/podset-preferred-topology": "rack"
     }
@@ -438,34 +442,29 @@ def test_a_queued_run_is_created_suspended_with_its_topology_on_the_pod_template
 
 def test_topology_without_a_queue_is_a_named_warning_and_renders_nothing():
     placed = spec("near-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb", "topology": {"level": "rack"}})
-    for profile in (PROFILE, JOB_PROFILE):
-        rendered = plan_run(placed, profile, [])
-        assert "annotations" not in job_of(rendered.manifests)["spec"]["template"]["metadata"]
-        assert "suspend" not in by_kind(rendered.manifests)["JobSet" if profile.jobset else "Job"]["spec"]
-        assert (
-            "compute.topology: Kueue's topology-aware scheduling places the nodes, and cluster gpu-cluster names "
-            "no queue (set clusters.gpu-cluster.queue to a Kueue LocalQueue): the nodes are placed without regard "
-            "to rack"
-        ) in rendered.warnings
+    rendered = plan_run(placed, PROFILE, [])
+    assert "annotations" not in job_of(rendered.manifests)["spec"]["template"]["metadata"]
+    assert "suspend" not in by_kind(rendered.manifests)["JobSet"]["spec"]
+    assert (
+        "compute.topology: Kueue's topology-aware scheduling places the nodes, and cluster gpu-cluster names "
+        "no queue (set clusters.gpu-cluster.queue to a Kueue LocalQueue): the nodes are placed without regard "
+        "to rack"
+    ) in rendered.warnings
     from launcher.backends.local.backend import unhonoured
 
     assert "compute.topology: ignored by the local backend (this machine runs every rank)" in unhonoured(placed)
 
 
 def test_object_count_is_constant_in_nodes():
-    for profile, count in ((PROFILE, 2), (JOB_PROFILE, 3)):
-        for gpus in (8, 64, 512 * 8):
-            ms = plan_run(spec(compute={"gpus": gpus, "gpu_type": "h100_80gb"}), profile, []).manifests
-            assert len(ms) == count
-            assert job_of(ms)["spec"]["completions"] == gpus // 8
+    for gpus in (8, 64, 512 * 8):
+        ms = plan_run(spec(compute={"gpus": gpus, "gpu_type": "h100_80gb"}), PROFILE, []).manifests
+        assert len(ms) == 2
+        assert job_of(ms)["spec"]["completions"] == gpus // 8
 
 
 def test_render_errors():
     with pytest.raises(InputError, match="needs an image"):
         plan_run(spec(image=None), PROFILE.model_copy(update={"image": None}), [])
-    long = "x" * 59 + "a"
-    with pytest.raises(InputError, match="too long for 512 nodes"):
-        plan_run(spec(long, compute={"gpus": 4096, "gpu_type": "h100_80gb"}), JOB_PROFILE, [])
     # JobSet's webhook counts the pods' 5 random characters too.
     with pytest.raises(
         InputError,
@@ -486,18 +485,17 @@ def test_golden_yaml(case):
     assert_golden(case, text)
 
 
-@pytest.mark.parametrize("profile", [PROFILE, JOB_PROFILE], ids=["jobset", "job"])
-def test_a_profiles_log_store_and_ttl_reach_the_pods_and_the_record(profile):
+def test_a_profiles_log_store_and_ttl_reach_the_pods_and_the_record():
+    profile = PROFILE
     logged = profile.model_copy(
         update={"log_store": "s3://bucket/launcher/", "log_store_secret": "logs-s3", "ttl_seconds_after_finished": 3600}
     )
     ms = plan_run(spec(), logged, []).manifests
     for m in ms:
         validate(m, NEWEST)
-    owner = by_kind(ms)["JobSet" if profile.jobset else "Job"]
-    assert owner["spec"]["ttlSecondsAfterFinished"] == 3600
-    if profile.jobset:  # on the JobSet, which deletes its Jobs with it; not on its Job template
-        assert "ttlSecondsAfterFinished" not in job_of(ms)["spec"]
+    assert by_kind(ms)["JobSet"]["spec"]["ttlSecondsAfterFinished"] == 3600
+    # On the JobSet, which deletes its Jobs with it; not on its Job template.
+    assert "ttlSecondsAfterFinished" not in job_of(ms)["spec"]
     assert env_of(ms)["LAUNCHER_LOG_ARCHIVE"] == {
         "name": "LAUNCHER_LOG_ARCHIVE",
         "value": "s3://bucket/launcher/train-abc123",
@@ -508,5 +506,5 @@ def test_a_profiles_log_store_and_ttl_reach_the_pods_and_the_record(profile):
 
     plain = plan_run(spec(), profile, []).manifests  # without them: nothing of either
     assert "LAUNCHER_LOG_ARCHIVE" not in env_of(plain)
-    assert "ttlSecondsAfterFinished" not in by_kind(plain)["JobSet" if profile.jobset else "Job"]["spec"]
+    assert "ttlSecondsAfterFinished" not in by_kind(plain)["JobSet"]["spec"]
     assert "launcher.dev/log-archive" not in by_kind(plain)["ConfigMap"]["metadata"]["annotations"]

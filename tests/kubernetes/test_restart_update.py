@@ -1,14 +1,13 @@
 """`run -r`, `run --clone` and `update run` on the Kubernetes backend, through the CLI, against
-the fake API server and its Job controller: a stopped or failed Job-form run restarted as
-its next attempt, a copy with overrides, max_duration and max_retries changed on a running
-run, and what is refused (a completed run, priority, a JobSet run), saying why."""
+the fake API server and its JobSet controller: a stopped or failed run restarted as its next
+attempt (a new JobSet, rendered from the record's spec), a copy with overrides, max_duration
+changed on a running run, and what is refused (a completed run, priority, max_retries),
+saying why."""
 
 from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import yaml
@@ -57,29 +56,23 @@ def wait_status(capsys, name: str, *statuses: str, timeout: float = 60) -> dict:
     )
 
 
-def service(kube, name: str) -> dict | None:
-    try:
-        with urllib.request.urlopen(f"{kube.url}/api/v1/namespaces/default/services/{name}", timeout=10) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        if e.code == 404:
-            return None
-        raise
-
-
 def test_restart_a_stopped_run_as_its_next_attempt(fake_kube, tmp_path, capsys):
     name = submit(tmp_path, capsys, FIRST_ATTEMPT_WAITS, compute={"nodes": 2})
     wait_status(capsys, name, "RUNNING")
     assert launcher("stop", name, "-y") == 0
-    # The stop's clean-up takes the run's headless Service with its Job; the restart makes it again.
-    wait_until(lambda: service(fake_kube, name) is None, 30, message="the stopped run's Service to go")
+    wait_until(
+        lambda: not fake_kube.list("JobSet", "default", f"launcher.dev/run={name}")[0],
+        30,
+        message="the stopped run's JobSet to go",
+    )
     capsys.readouterr()
 
     assert launcher("run", "-r", name, "--follow") == 0
     out, err = capsys.readouterr()
     assert f"Run {name} restarted: attempt 2." in out
     assert "[rank 0] attempt 2 done" in out and "[rank 1] attempt 2 done" in out
-    assert service(fake_kube, name) is not None
+    jobset = fake_kube.get("JobSet", "default", name)
+    assert jobset["metadata"]["labels"]["launcher.dev/attempt"] == "2"
     rec = record(capsys, name)
     assert rec["status"] == "COMPLETED"
     assert [(a["attempt"], a["status"]) for a in rec["attempts"]] == [(1, "STOPPED"), (2, "COMPLETED")]
@@ -128,49 +121,35 @@ def test_clone_submits_a_copy_with_overrides_to_the_same_cluster(fake_kube, tmp_
     assert rec["spec"]["env_variables"]["GREETING"] == "again"
 
 
-def test_update_a_running_job(fake_kube, tmp_path, capsys):
+def test_update_a_running_run(fake_kube, tmp_path, capsys):
     name = submit(tmp_path, capsys, FIRST_ATTEMPT_WAITS)
     wait_status(capsys, name, "RUNNING")
     capsys.readouterr()
 
-    assert launcher("update", "run", name, "--max-retries", "2") == 0
-    assert f"Run {name} updated: max_retries 2." in capsys.readouterr().out
-    rec = record(capsys, name)
-    assert rec["spec"]["scheduling"]["max_retries"] == 2
-    assert launcher("describe", "run", name) == 0
-    assert "Retries:    up to 2" in capsys.readouterr().out
-
-    # Priority cannot change on a pod that exists: refused, saying why, and nothing changes.
-    assert launcher("update", "run", name, "--priority", "high", "--max-retries", "5") == 2
+    # JobSet's failurePolicy cannot change: refused, saying why, and nothing changes.
+    assert launcher("update", "run", name, "--max-retries", "2") == 2
+    err = capsys.readouterr().err
+    assert (
+        f"cannot change scheduling.max_retries of run {name}: JobSet's failurePolicy (maxRestarts) is immutable" in err
+    )
+    # Priority cannot change on a pod that exists.
+    assert launcher("update", "run", name, "--priority", "high") == 2
     err = capsys.readouterr().err
     assert f"cannot change scheduling.priority of run {name}: a pod's priority is fixed when it is created" in err
-    assert record(capsys, name)["spec"]["scheduling"]["max_retries"] == 2
+    assert record(capsys, name)["spec"]["scheduling"]["max_retries"] == 0  # as submitted
 
-    # The Job's deadline moves while it runs: past it the attempt fails, and is not retried.
+    # The live attempt's deadline moves while it runs: past it the attempt fails, and is not retried.
     assert launcher("update", name, "--max-duration", "0.0005") == 0
+    out, err = capsys.readouterr()
+    assert f"Run {name} updated: max_duration 0.0005" in out
+    assert "an attempt the JobSet controller starts after a failure has the submitted one" in err
     rec = wait_status(capsys, name, "FAILED", timeout=30)
     assert "max_duration" in rec["reason"] and len(rec["attempts"]) == 1
     assert rec["spec"]["scheduling"]["max_duration"] == 0.0005
 
     # An ended run has nothing to update.
-    assert launcher("update", name, "--max-retries", "1") == 2
+    assert launcher("update", name, "--max-duration", "1") == 2
     assert f"run {name} has ended (FAILED): there is nothing to update" in capsys.readouterr().err
-
-
-def test_a_jobset_run_refuses_restart_and_update_naming_why(fake_kube_factory, tmp_path, capsys):
-    fake_kube_factory(jobset=True)
-    name = submit(tmp_path, capsys, FIRST_ATTEMPT_WAITS)
-    wait_status(capsys, name, "RUNNING")
-    capsys.readouterr()
-    assert launcher("update", name, "--max-duration", "2") == 2
-    err = capsys.readouterr().err
-    assert "it is a JobSet, and JobSet's replicatedJobs and failurePolicy are immutable" in err
-    assert launcher("stop", name, "-y") == 0
-    capsys.readouterr()
-    assert launcher("run", "-r", name) == 2
-    err = capsys.readouterr().err
-    assert f"run {name} cannot be restarted: a JobSet that ended cannot run again" in err
-    assert f"launcher run --clone {name}" in err
 
 
 def test_a_restart_counts_its_retries_afresh(fake_kube, tmp_path, capsys):

@@ -1,4 +1,5 @@
-"""Status rules on API objects as the server returns them (pure: no server needed)."""
+"""Status rules on API objects as the server returns them (pure: no server needed): one
+attempt's child Job and pods under a JobSet, and the retry policy every backend reads."""
 
 from __future__ import annotations
 
@@ -6,19 +7,19 @@ import json
 
 from launcher.backends.base import RunStatus
 from launcher.backends.kubernetes.attempts import Observed
-from launcher.backends.kubernetes.status import derive, retry_allowed
+from launcher.backends.kubernetes.status import derive
 
 T0, T1 = "2025-01-01T00:00:00Z", "2025-01-01T00:00:05Z"
 
 
 def job(conditions=(), attempt=1, nodes=2, **spec):
+    """The JobSet's child Job of attempt `attempt` (its restart count attempt - 1)."""
     return {
         "metadata": {
-            "name": "r",
+            "name": "r-node-0",
             "uid": "u1",
             "creationTimestamp": T0,
-            "annotations": {"launcher.dev/attempt": str(attempt)},
-            "labels": {"launcher.dev/run": "r"},
+            "labels": {"launcher.dev/run": "r", "jobset.sigs.k8s.io/restart-attempt": str(attempt - 1)},
         },
         "spec": {"completions": nodes, **spec},
         "status": {
@@ -34,7 +35,7 @@ def pod(rank, *, phase="Running", state=None, deleting=False, scheduled=True, co
     meta = {
         "name": f"r-{rank}-abcde",
         "annotations": {"batch.kubernetes.io/job-completion-index": str(rank)},
-        "labels": {"launcher.dev/attempt": str(attempt)},
+        "labels": {"jobset.sigs.k8s.io/restart-attempt": str(attempt - 1)},
     }
     if deleting:
         meta["deletionTimestamp"] = T1
@@ -56,6 +57,14 @@ def record(spec=None, attempts=None):
     }
 
 
+def observed(j, pods, *, terminal=None, events=()):
+    """The run of JobSet r with child Job j (and the JobSet's terminal state, if any)."""
+    status = {"restarts": 0, **({"terminalState": terminal} if terminal else {})}
+    jobset = {"metadata": {"name": "r", "uid": "js", "creationTimestamp": T0}, "spec": {}, "status": status}
+    spec = {"name": "r", "command": "x", "compute": {"nodes": j["spec"]["completions"]}}
+    return Observed("r", record=record(spec), jobset=jobset, jobs=[j], pods=pods, events=list(events))
+
+
 def terminated(code, finished=T1):
     return {"terminated": {"exitCode": code, "startedAt": T0, "finishedAt": finished}}
 
@@ -71,15 +80,15 @@ def test_the_failed_rank_named_by_the_job_wins_a_timestamp_tie():
         ]
     )
     pods = [pod(0, phase="Failed", state=terminated(143), deleting=True), pod(1, phase="Failed", state=terminated(3))]
-    run, action = derive(Observed("r", record=record(), job=j, pods=pods))
-    assert run.status is RunStatus.FAILED and run.reason == "rank 1 exited with code 3" and run.exit_code == 3
+    run, action = derive(observed(j, pods, terminal="Failed"))
+    assert run.status is RunStatus.FAILED and run.reason.startswith("rank 1 exited with code 3") and run.exit_code == 3
     assert [(r.rank, r.status) for r in run.attempts[0].ranks] == [(0, RunStatus.STOPPED), (1, RunStatus.FAILED)]
     assert action is None  # max_retries 0
 
 
 def test_missing_ranks_of_a_failed_attempt_are_reported_stopped():
     j = job([("Failed", "PodFailurePolicy", "x")], nodes=3)
-    run, _ = derive(Observed("r", record=record(), job=j, pods=[pod(2, phase="Failed", state=terminated(1))]))
+    run, _ = derive(observed(j, [pod(2, phase="Failed", state=terminated(1))], terminal="Failed"))
     assert [(r.rank, r.status) for r in run.attempts[0].ranks] == [
         (0, RunStatus.STOPPED),
         (1, RunStatus.STOPPED),
@@ -107,13 +116,13 @@ def test_conditions_and_pod_states():
         ),
     ]
     for j, pods, want in cases:
-        run, _ = derive(Observed("r", record=record(), job=j, pods=pods))
+        run, _ = derive(observed(j, pods))
         assert run.status is want, (want, run.status, run.reason)
 
 
 def test_fatal_waiting_reason_fails_at_once_and_asks_to_end_the_run():
     p = pod(0, phase="Pending", state={"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}})
-    run, action = derive(Observed("r", record=record(), job=job(nodes=1), pods=[p]))
+    run, action = derive(observed(job(nodes=1), [p]))
     assert run.status is RunStatus.FAILED and run.reason == "rank 0: ImagePullBackOff: Back-off pulling image"
     assert action.kind == "fail"
 
@@ -123,9 +132,7 @@ def test_queued_reason_is_the_newest_failed_scheduling_event():
         {"reason": "FailedScheduling", "involvedObject": {"name": "r-0-abcde"}, "lastTimestamp": ts, "message": m}
         for ts, m in ((T0, "old"), (T1, "0/12 nodes are available: 12 Insufficient nvidia.com/gpu."))
     ]
-    run, _ = derive(
-        Observed("r", record=record(), job=job(nodes=1), pods=[pod(0, phase="Pending", scheduled=False)], events=events)
-    )
+    run, _ = derive(observed(job(nodes=1), [pod(0, phase="Pending", scheduled=False)], events=events))
     assert run.reason == "rank 0 is waiting for a node: 0/12 nodes are available: 12 Insufficient nvidia.com/gpu."
 
 
@@ -141,65 +148,16 @@ def test_retry_policy_is_the_same_from_a_spec_or_its_record_and_caps_free_retrie
     assert not policy.allows(["system"] * MAX_SYSTEM_RETRIES, "system")  # a broken node pool ends
     assert policy.allows(["system"] * MAX_SYSTEM_RETRIES, "user")  # and user failures still have theirs
     assert not RetryPolicy().allows([], "user") and not RetryPolicy(5).allows([], "stopped")
-    # A stopped attempt is no failure: it does not use up a retry.
-    assert retry_allowed({"scheduling": {"max_retries": 1}}, [{"status": "STOPPED", "failure": "stopped"}], "user")
+    assert not RetryPolicy(1).allows([], "fatal") and not RetryPolicy(1).allows([], "deadline")
 
 
-def test_retry_accounting():
-    spec = {"scheduling": {"max_retries": 1, "retry_on_system_failure": True}}
-    user = {"status": "FAILED", "failure": "user"}
-    system = {"status": "FAILED", "failure": "system"}
-    assert retry_allowed(spec, [], "user")
-    assert not retry_allowed(spec, [user], "user")
-    assert retry_allowed(spec, [user, system, system], "system")  # free
-    assert retry_allowed(spec, [system, system], "user")  # system ones did not count
-    assert not retry_allowed(spec, [], "fatal") and not retry_allowed(spec, [], "deadline")
-    assert not retry_allowed({"scheduling": {"max_retries": 0}}, [], "system")
-    j = job([("Failed", "PodFailurePolicy", "m")], nodes=1)
-    run, action = derive(
-        Observed(
-            "r",
-            record=record({"name": "r", "command": "x", "scheduling": {"max_retries": 1}}),
-            job=j,
-            pods=[pod(0, phase="Failed", state=terminated(2))],
-        )
-    )
-    assert action.kind == "retry" and action.next_attempt == 2 and run.status is RunStatus.PENDING
-
-
-def test_a_retry_is_due_only_once_its_backoff_has_passed_since_the_attempt_failed():
-    from datetime import datetime, timedelta
-
+def test_the_retry_backoff_doubles_up_to_its_max():
     from launcher.spec.retry import RetryPolicy
 
-    failed_at = datetime.fromisoformat(T1)
     spec = {"name": "r", "command": "x", "scheduling": {"max_retries": 3, "retry_backoff": {"first": 10, "max": 30}}}
     policy = RetryPolicy.from_spec(spec)
     assert [policy.delay(n) for n in (1, 2, 3, 4)] == [10, 20, 30, 30]
     assert RetryPolicy().delay(1) == 10 and RetryPolicy().delay(20) == 300  # the default: 10 s doubling to 5 min
-
-    def at(seconds: float, attempt: int = 1):
-        return derive(
-            Observed(
-                "r",
-                record=record(spec),
-                job=job([("Failed", "PodFailurePolicy", "m")], attempt=attempt, nodes=1),
-                pods=[pod(0, phase="Failed", state=terminated(2), attempt=attempt)],
-            ),
-            now=failed_at + timedelta(seconds=seconds),
-        )
-
-    run, action = at(9.5)
-    assert action is None and run.status is RunStatus.PENDING
-    assert run.retry_at == failed_at + timedelta(seconds=10)
-    local = run.retry_at.astimezone().strftime("%H:%M:%S")
-    assert run.reason == f"attempt 1 failed (rank 0 exited with code 2); a retry is due at {local}"
-    run, action = at(10)
-    assert action.kind == "retry" and action.next_attempt == 2 and run.retry_at is None
-    # The second failure waits twice as long.
-    run, action = at(19, attempt=2)
-    assert action is None and run.retry_at == failed_at + timedelta(seconds=20)
-    assert at(20, attempt=2)[1].kind == "retry"
 
 
 def test_a_run_whose_every_attempt_fails_within_seconds_is_a_crash_loop():

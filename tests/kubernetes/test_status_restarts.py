@@ -27,7 +27,7 @@ def record() -> dict:
             "name": RUN,
             "creationTimestamp": T0,
             "resourceVersion": "1",
-            "annotations": {keys.RECORD_FORM: "JobSet", keys.RECORD_SECRETS: "[]"},
+            "annotations": {keys.RECORD_SECRETS: "[]"},
         },
         "data": {keys.SPEC_FILE: json.dumps(spec)},
     }
@@ -176,3 +176,43 @@ def test_an_image_that_cannot_be_pulled_is_ended_by_the_launcher():
     run, action = derive(obs)
     assert run.status is RunStatus.FAILED and action is not None and action.kind == "fail"
     assert "ErrImagePull" in action.reason
+
+
+def test_a_restarted_runs_jobset_numbers_its_attempts_on_from_the_record():
+    """After `run -r` at attempt 2, the record holds attempts 1 and 2, and the new JobSet (first
+    attempt 3, its launcher.dev/attempt label) has restarted once: attempt 3 is told from its
+    child Job's event, not from the old JobSet's event of the same Job name, and 4 runs."""
+    from launcher.backends.kubernetes.attempts import first_attempt
+
+    born = "2026-12-01T11:00:00+00:00"
+    summaries = [
+        {"index": 1, "status": "FAILED", "reason": "rank 0 exited with code 1", "ranks": [], "events": []},
+        {"index": 2, "status": "STOPPED", "reason": "stopped by the user", "ranks": [], "events": []},
+    ]
+    rec = record()
+    rec["metadata"]["annotations"][keys.RECORD_ATTEMPTS] = json.dumps(summaries)
+    js = jobset(1)
+    js["metadata"]["labels"] = {keys.ATTEMPT: "3"}
+    js["metadata"]["creationTimestamp"] = born
+    live = child_job(1)
+    live["metadata"]["labels"][keys.ATTEMPT] = "3"
+    pods = [pod(r, 1) for r in (0, 1)]
+    for p in pods:
+        p["metadata"]["labels"][keys.ATTEMPT] = "3"
+        p["status"] = {"phase": "Running", "containerStatuses": [{"name": "main", "state": {"running": {}}}]}
+    old = (
+        f"Container main for pod default/{RUN}-node-0-0-aaaaa failed with exit code 9 matching FailJob rule at index 1"
+    )
+    new = (
+        f"Container main for pod default/{RUN}-node-0-1-bbbbb failed with exit code 4 matching FailJob rule at index 1"
+    )
+    events = [job_event(old), job_event(new, at="2026-12-01T11:05:00+00:00")]
+    assert first_attempt(js) == 3 and attempt_of(pods[0]) == 4
+    run, _ = derive(Observed(RUN, record=rec, jobset=js, jobs=[live], pods=pods, events=events))
+    assert [a.index for a in run.attempts] == [1, 2, 3, 4]
+    assert [a.reason for a in run.attempts[:3]] == [
+        "rank 0 exited with code 1",
+        "stopped by the user",
+        "rank 1 exited with code 4",
+    ]
+    assert run.current_attempt == 4 and not run.status.is_terminal

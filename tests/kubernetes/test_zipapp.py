@@ -82,9 +82,7 @@ def test_an_image_whose_only_python_is_the_systems_runs(fake_kube_program, tmp_p
     runtime image is mapped to nothing: a pod that pulled it would fail."""
     assert SYSTEM_PYTHON.exists()
     image_bin = image_dir(tmp_path / "image", SYSTEM_PYTHON)
-    kube = fake_kube_program(
-        "--jobset", "--nodes", str(nodes), "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP
-    )
+    kube = fake_kube_program("--nodes", str(nodes), "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP)
     capsys.readouterr()
     code = launcher("run", "-f", str(run_spec(tmp_path, "system-python", nodes)), "--cluster", "fake", "--follow")
     out, err = capsys.readouterr()
@@ -107,7 +105,7 @@ def test_the_oldest_python_it_supports_runs_it(fake_kube_program, tmp_path, caps
     if python is None:
         pytest.skip("no Python 3.8 on this machine (pyenv's or on PATH)")
     image_bin = image_dir(tmp_path / "image", python)
-    fake_kube_program("--jobset", "--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP)
+    fake_kube_program("--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP)
     capsys.readouterr()
     code = launcher("run", "-f", str(run_spec(tmp_path, "python-38", 1)), "--cluster", "fake", "--follow")
     out, err = capsys.readouterr()
@@ -118,7 +116,7 @@ def test_the_oldest_python_it_supports_runs_it(fake_kube_program, tmp_path, caps
 
 def test_an_image_without_python_fails_at_once_saying_so(fake_kube_program, tmp_path, capsys):
     image_bin = image_dir(tmp_path / "image", None)
-    fake_kube_program("--jobset", "--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP)
+    fake_kube_program("--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP)
     capsys.readouterr()
     code = launcher(
         "run", "-f", str(run_spec(tmp_path, "no-python", 1, "echo never ran")), "--cluster", "fake", "--follow"
@@ -142,7 +140,7 @@ def test_an_image_whose_python_is_too_old_fails_naming_it(fake_kube_program, tmp
     if not found:
         pytest.skip("no Python 3.7 on this machine (pyenv's)")
     image_bin = image_dir(tmp_path / "image", Path(found[0]).resolve())
-    fake_kube_program("--jobset", "--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP)
+    fake_kube_program("--nodes", "1", "--image", f"{IMAGE}={image_bin.parent}", profile=ZIPAPP)
     capsys.readouterr()
     code = launcher(
         "run", "-f", str(run_spec(tmp_path, "old-python", 1, "echo never ran")), "--cluster", "fake", "--follow"

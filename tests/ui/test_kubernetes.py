@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from starlette.testclient import TestClient
 
+from launcher.backends.base import RunStatus
 from launcher.ui.app import create_app
 from launcher.ui.runs import RunsSource
 from tests.kubernetes.conftest import make_backend
@@ -38,34 +39,33 @@ def test_a_two_pod_run_is_listed_and_its_log_resumes_per_rank(fake_kube) -> None
         assert "rank 0 line 5" in rest and "rank 1 line 5" in rest
 
 
-def test_the_dashboard_shows_a_due_retry_and_writes_nothing(fake_kube) -> None:
-    """The dashboard only reads: a run whose retry is due is shown as such, and none of its
-    requests writes to the cluster (the retry waits for a reconciler)."""
+def test_the_dashboard_shows_a_restarted_run_and_writes_nothing(fake_kube) -> None:
+    """The dashboard only reads: a run the JobSet controller restarted is shown with both
+    attempts, and none of the dashboard's requests writes to the cluster."""
     from tests.conftest import wait_until
 
     backend = make_backend()
     spec = run_spec(
-        "ui-due",
+        "ui-restarted",
         worker("--lines", "1", "--fail-rank", "0", "--fail-attempt", "1"),
-        scheduling={"max_retries": 1, "retry_backoff": {"first": "0.1s"}},
+        scheduling={"max_retries": 1},
     )
     try:
         backend.submit(spec, [])
-        due = wait_until(
-            lambda: "a retry is due" in (backend.get(spec.name).reason or ""),
-            30,
-            message="attempt 1 to fail with its retry due",
+        wait_until(
+            lambda: backend.get(spec.name).status is RunStatus.COMPLETED,
+            60,
+            message="attempt 2 to complete",
         )
-        assert due
         before = len(fake_kube.requests)
         with TestClient(create_app(RunsSource())) as c:
             (row,) = [r for r in c.get("/api/runs").json()["runs"] if r["name"] == spec.name]
-            assert row["status"] == "PENDING" and "a retry is due" in row["reason"]
-            assert "a retry is due" in c.get(f"/api/runs/{spec.name}").json()["reason"]
+            assert row["status"] == "COMPLETED"
+            detail = c.get(f"/api/runs/{spec.name}").json()
+            assert [a["attempt"] for a in detail["attempts"]] == [1, 2], detail
             read_log(c, f"/api/runs/{spec.name}/logs?follow=0")
         writes = [r for r in fake_kube.requests[before:] if r[2] not in ("get", "list", "watch", "log")]
         assert len(fake_kube.requests) > before and writes == []
-        assert len(fake_kube.list("Job", "default", f"launcher.dev/run={spec.name}")[0]) == 1
     finally:
         backend.close()
 

@@ -1,9 +1,8 @@
-"""An attempt of a run, from what the API server says: pure functions both forms share.
+"""An attempt of a run, from what the API server says: pure functions.
 
-Inputs are plain API objects (dicts): the run's ConfigMap (its durable record), a
-Job, its pods and recent Warning events. status.py (the Job form) and
-jobset_status.py (the JobSet form) build a run's status from these; neither imports
-the other's rules.
+Inputs are plain API objects (dicts): the run's ConfigMap (its durable record), one
+attempt's child Job, its pods and recent Warning events. status.py builds a run's
+status from these.
 
 Rules for one attempt, from its Job's conditions first and its pods second:
   Complete -> COMPLETED; Failed -> FAILED; FailureTarget -> TERMINATING; Suspended -> QUEUED.
@@ -60,14 +59,23 @@ def labels(obj: dict | None) -> dict[str, str]:
     return ((obj or {}).get("metadata") or {}).get("labels") or {}
 
 
+def first_attempt(obj: dict | None) -> int:
+    """The first attempt of the JobSet an object belongs to: 1, or N+1 for a JobSet a restart
+    (`run -r`) created after attempt N (the launcher.dev/attempt label it renders)."""
+    try:
+        return max(1, int(labels(obj).get(keys.ATTEMPT) or 1))
+    except ValueError:
+        return 1
+
+
 def attempt_of(obj: dict | None) -> int:
-    """The attempt a Job or pod belongs to: the Job's annotation, the pod's label, or under
-    JobSet the controller's restart count (0-based) plus one."""
-    restarts = labels(obj).get(keys.JOBSET_RESTART)
-    if restarts is not None:
-        return int(restarts) + 1
-    value = annotations(obj).get(keys.ATTEMPT) or labels(obj).get(keys.ATTEMPT) or "1"
-    return int(value)
+    """The attempt a child Job or pod belongs to: its JobSet's first attempt plus the JobSet
+    controller's restart count (the restart-attempt label, 0-based)."""
+    try:
+        restarts = int(labels(obj).get(keys.JOBSET_RESTART) or 0)
+    except ValueError:
+        restarts = 0
+    return first_attempt(obj) + restarts
 
 
 def conditions(obj: dict | None) -> dict[str, dict]:
@@ -106,29 +114,23 @@ class Observed:
 
     name: str
     record: dict | None = None
-    job: dict | None = None
+    jobset: dict | None = None
+    jobs: list[dict] = field(default_factory=list)
+    """The JobSet's child Jobs (one per attempt whose Job is not yet deleted)."""
     pods: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     cluster: str | None = None
-    jobset: dict | None = None
-    """The JobSet of a run in the JobSet form (its record says so); then `jobs` are its child Jobs."""
-    jobs: list[dict] = field(default_factory=list)
     kueue: Any = None
     """kueue.KueueView: what Kueue said of the namespace's Workloads (None: not asked)."""
-
-    @property
-    def is_jobset(self) -> bool:
-        return self.jobset is not None or annotations(self.record).get(keys.RECORD_FORM) == "JobSet"
 
 
 @dataclass
 class Action:
-    """What the launcher must do after looking: `retry` (start attempt `next_attempt`),
-    `resume` (finish a restart another observer began), or `fail` (end a run that cannot start)."""
+    """What a stop must do beyond the JobSet controller (`fail`: a run whose container can
+    never start, which Kubernetes would leave Pending forever): its summary and reason."""
 
     kind: str
     summary: dict[str, Any] | None = None
-    next_attempt: int | None = None
     reason: str | None = None
 
 

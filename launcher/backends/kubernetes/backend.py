@@ -1,32 +1,29 @@
-"""The Kubernetes backend: a run is a ConfigMap and a JobSet (where the cluster serves
-JobSet: see render.py and jobset_status.py), or a ConfigMap, a headless Service and
-an Indexed Job, described below.
+"""The Kubernetes backend: a run is a ConfigMap and a JobSet (see render.py), as in
+Kubeflow Trainer v2; a cluster that serves no JobSet is refused, naming the command
+that installs it.
 
 Objects and attempts
 --------------------
 The ConfigMap <run> is the run's durable record: the submitted spec, the
 parameters, and annotations listing the secrets it uses (names, kinds, options;
-never values), the attempts that already ended, a final status when the
-launcher itself ended the run (stop, or a container that can never start), and in
-the Job form the Job as submitted, from which a retry creates the next attempt.
+never values), the attempts that already ended, and a final status when the
+launcher itself ended the run (stop, or a container that can never start).
 
-The Job <run> is the current attempt. Its pods are named by the Job controller,
-with hostnames <run>-<rank> under the Service <run>, so MASTER_ADDR
-<run>-0.<run> holds in every attempt. The Service and the ConfigMap carry an
-owner reference to the current Job, so `kubectl delete job <run>` cleans up.
-The objects per attempt stay constant: one Job, whatever the number of nodes.
+The JobSet <run> runs the attempts: its controller restarts the whole group on a
+failure (failurePolicy), with no launcher watching, and its headless Service <run>
+gives rank 0 the name <run>-node-0-0.<run>. The record and the code snapshot carry an
+owner reference to the JobSet, so `kubectl delete jobset <run>` cleans up. A stop
+keeps the record; a restart (`run -r`) creates a new JobSet from the record's spec.
 
 Where each part lives
 ---------------------
 This class is a thin facade over the Backend contract:
 
-  * submit.py     create the Job, the record and the Service (all or nothing);
-  * observe.py    read a run's objects; status.py says what they mean;
-  * reconcile.py  act on it: restart the group for a retry, end a run that cannot start
-                  (only `reconcile`, `watch(reconcile=True)` and submit act: reads never write);
+  * submit.py     create the JobSet, the record and the code snapshot (all or nothing);
+  * observe.py    read a run's objects; status.py says what they mean (reads never write);
   * watch.py      status changes from informers (informer.py);
   * follow.py     one-shot and followed logs of every rank (logs.py reads one pod);
-  * lifecycle.py  stop and delete;
+  * lifecycle.py  stop, restart, update and delete;
   * kubeapi.py    the client: the one place that talks HTTP and maps its errors.
 """
 
@@ -40,6 +37,7 @@ from typing import TYPE_CHECKING
 from launcher.backends.base import Backend, LogLine, Plan, Run
 from launcher.backends.capabilities import (
     ClusterProbe,
+    ClusterReport,
     CodeSnapshots,
     Exec,
     Feature,
@@ -61,7 +59,7 @@ from launcher.backends.kubernetes.profiles import (
     load_profile,
     resolve_placement,
 )
-from launcher.backends.kubernetes.render import dry_run, plan_run
+from launcher.backends.kubernetes.render import dry_run, no_jobset_error, plan_run
 
 # The parts that talk to the API server import the kubernetes client (about a second):
 # they are imported when first used, so that a dry-run, which never contacts a cluster,
@@ -72,6 +70,12 @@ if TYPE_CHECKING:
     from launcher.config import Profile
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
+
+
+JOBSET_UPDATE_REFUSAL = (
+    "JobSet's failurePolicy (maxRestarts) is immutable once the JobSet exists (its CRD refuses the "
+    "change), and the JobSet controller, not the launcher, restarts the group"
+)
 
 
 def newest_first(runs: list[Run]) -> list[Run]:
@@ -91,12 +95,11 @@ class KubernetesBackend(
     CodeSnapshots,
 ):
     name = "kubernetes"
-    # Restart: a Job-form run: the reconciler starts attempt N+1 from the Job its record keeps. A
-    # JobSet run is refused, saying why (lifecycle.JOBSET_RESTART_REFUSAL). Exec and port-forward:
-    # pods/exec and pods/portforward of the rank's pod (podexec.py). Update: a Job's
-    # activeDeadlineSeconds may change while it runs; max_retries is read from the record by the
-    # reconciler. A JobSet run refuses both (lifecycle.JOBSET_UPDATE_REFUSAL).
+    # Restart: a new JobSet from the record's spec (lifecycle.restart_run). Exec and port-forward:
+    # pods/exec and pods/portforward of the rank's pod (podexec.py). Update: the live attempt's
+    # Job takes a new activeDeadlineSeconds; JobSet's failurePolicy cannot change.
     UNSUPPORTED = {
+        Feature.UPDATE_MAX_RETRIES: JOBSET_UPDATE_REFUSAL,
         Feature.UPDATE_PRIORITY: "a pod's priority is fixed when it is created (priorityClassName cannot change "
         "on a pod, nor in a Job's pod template; Kueue reads the priority class when it "
         "creates the run's workload)",
@@ -135,15 +138,20 @@ class KubernetesBackend(
 
         return KubernetesSecretStore(self.profile, api=self.api)  # one client for the run and its secrets
 
-    def probe(self) -> dict[str, bool]:
-        """Whether the cluster serves JobSet, asked with quick retries (`cluster add` must
-        not wait long on an unreachable cluster)."""
+    def probe(self) -> ClusterReport:
+        """Whether the cluster serves JobSet (which every run needs) and Kueue, asked with quick
+        retries (`cluster add` must not wait long on an unreachable cluster)."""
         from launcher.backends.kubernetes.discovery import serves_jobset
         from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi
+        from launcher.backends.kubernetes.kueue import use_served_version
 
         api = KubeApi(self.profile, retry=QUICK_RETRY)
         try:
-            return {"jobset": serves_jobset(api)}
+            jobset = serves_jobset(api)
+            serves = {"JobSet": jobset}
+            if self.profile.queue:
+                serves["Kueue"] = use_served_version(api) is not None
+            return ClusterReport(serves, [] if jobset else [no_jobset_error(self.profile.name)])
         finally:
             api.close()
 
@@ -281,29 +289,22 @@ class KubernetesBackend(
 
     def get(self, name: str) -> Run:
         from launcher.backends.kubernetes.observe import observe
-        from launcher.backends.kubernetes.reconcile import settle
+        from launcher.backends.kubernetes.status import derive
 
-        return settle(self.api, observe(self.api, name))  # a read: nothing is written
+        return derive(observe(self.api, name))[0]  # a read: nothing is written
 
     def list(self) -> list[Run]:
         from launcher.backends.kubernetes.kubeapi import QUICK_RETRY
         from launcher.backends.kubernetes.observe import observe_all
-        from launcher.backends.kubernetes.reconcile import settle
+        from launcher.backends.kubernetes.status import derive
 
         # A listing is one look (often across many profiles): it fails fast rather than wait on a cluster.
-        return newest_first([settle(self.api, o) for o in observe_all(self.api, QUICK_RETRY)])
+        return newest_first([derive(o)[0] for o in observe_all(self.api, QUICK_RETRY)])
 
-    def reconcile(self, name: str | None = None, *, carry_seconds: float = 0.0) -> list[Run]:
-        from launcher.backends.kubernetes.reconcile import reconcile_all, reconcile_run
-
-        if name is not None:
-            return [reconcile_run(self.api, name, carry_seconds)]
-        return newest_first(reconcile_all(self.api, carry_seconds=carry_seconds))
-
-    def watch(self, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
+    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
         from launcher.backends.kubernetes.watch import watch_run
 
-        return watch_run(self.api, name, poll_seconds=poll_seconds, reconcile=reconcile)
+        return watch_run(self.api, name, poll_seconds=poll_seconds)
 
     def logs(
         self,
@@ -368,7 +369,49 @@ class KubernetesBackend(
     def restart(self, name: str) -> Run:
         from launcher.backends.kubernetes.lifecycle import restart_run
 
-        return restart_run(self.api, name)
+        return restart_run(self.api, name, lambda spec, attempt: self._render_again(name, spec, attempt))
+
+    def _render_again(self, name: str, kept: dict, attempt: int) -> tuple[dict, dict[str, str]]:
+        """The JobSet of attempt `attempt` and the record's data, rendered by this user's backend
+        from the spec the record keeps, validated again, with the secrets of those names stored
+        here now (a secret deleted since is refused, as at submit)."""
+        from pydantic import ValidationError
+
+        from launcher.backends.kubernetes import keys
+        from launcher.backends.kubernetes.attempts import record_json
+        from launcher.backends.kubernetes.profiles import resolve_placement
+        from launcher.errors import InputError
+        from launcher.spec.models import RunSpec
+
+        try:
+            spec = RunSpec.model_validate(kept)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise InputError(
+                f"run {name} cannot be restarted: the spec its record keeps does not validate "
+                f"({where}: {first['msg']})",
+                hint=f"submit a fixed copy: `launcher run --clone {name}`",
+            ) from None
+        if spec.name != name:
+            raise InputError(f"run {name} cannot be restarted: its record's spec names another run ({spec.name!r})")
+        used = [r["name"] for r in record_json(self.api.get("ConfigMap", name), keys.RECORD_SECRETS, [])]
+        stored = {s.name: s for s in self.secret_store().list()}
+        missing = [n for n in used if n not in stored]
+        if missing:
+            raise InputError(
+                f"run {name} cannot be restarted: it uses secret {missing[0]!r}, which is no longer stored "
+                f"in {self.profile.where}",
+                hint="create it again (`launcher secret create ...`) and restart",
+            )
+        secrets = self._with_log_store_secret([stored[n] for n in used])
+        self.check(spec)
+        self.check_secrets(spec, secrets)
+        rendered = plan_run(
+            spec, self.profile, secrets, placement=resolve_placement(spec, self.profile), attempt=attempt
+        )
+        configmap, jobset = rendered.manifests
+        return jobset, configmap["data"]
 
     def update(
         self,

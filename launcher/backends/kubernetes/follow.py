@@ -18,15 +18,13 @@ from collections.abc import Callable, Iterator
 from launcher.backends.base import LogLine, Run, RunStatus
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.archive import LogArchive, open_archive
-from launcher.backends.kubernetes.attempts import Observed, attempt_of, pod_rank, record_json
+from launcher.backends.kubernetes.attempts import Observed, attempt_of, first_attempt, labels, pod_rank, record_json
 from launcher.backends.kubernetes.informer import Informer
-from launcher.backends.kubernetes.jobset_status import child_job_name
 from launcher.backends.kubernetes.kubeapi import KubeApi, WatchHandle
 from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
 from launcher.backends.kubernetes.observe import observe
-from launcher.backends.kubernetes.reconcile import settle
-from launcher.backends.kubernetes.status import derive
-from launcher.errors import LauncherError, NotFoundError
+from launcher.backends.kubernetes.status import child_job_name, derive
+from launcher.errors import LauncherError, LogsGoneError, NotFoundError
 from launcher.secrets.mask import Masker
 
 ToLine = Callable[[int, "int | None", str], LogLine]
@@ -57,7 +55,7 @@ def run_logs(
     cancel: threading.Event | None = None,
 ) -> Iterator[LogLine]:
     obs = observe(api, name)
-    run = settle(api, obs)
+    run, _ = derive(obs)
     index = attempt or run.current_attempt
     # The next attempt may be starting (a retry): its pods are followed as they appear.
     if index < 1 or index > run.current_attempt + 1 or (index > run.current_attempt and not follow):
@@ -74,7 +72,7 @@ def run_logs(
             timestamp=ns_to_datetime(stamp) if stamp is not None else None,
         )
 
-    sel = attempt_selector(name, index, jobset=obs.is_jobset)
+    sel = attempt_selector(name, index, first_attempt(obs.jobset))
     ended = index < run.current_attempt or run.status.is_terminal
     if not follow or ended:  # an attempt that has ended is read once: its log will not grow
         wanted = {rank} if rank is not None else set(range(run.nodes))
@@ -88,18 +86,15 @@ def run_logs(
             archive,
             index,
             wanted,
-            lambda: gone_error(run, index, rank, obs.is_jobset, archive()),
+            lambda: gone_error(run, index, rank, archive()),
         )
         return
-    job_name = child_job_name(name) if obs.is_jobset else name
     yield from _follow(
-        api, name, job_name, sel, index, rank, tail, previous, to_line, cancel or threading.Event(), archive
+        api, name, child_job_name(name), sel, index, rank, tail, previous, to_line, cancel or threading.Event(), archive
     )
 
 
-def gone_error(
-    run: Run, index: int, rank: int | None, jobset: bool, archive: LogArchive | None
-) -> LauncherError | None:
+def gone_error(run: Run, index: int, rank: int | None, archive: LogArchive | None) -> LauncherError | None:
     """Why an attempt's log cannot be read: its pods are gone and no archive has it, or it
     never started a container (None: the attempt is yet to start)."""
     attempt = next((a for a in run.attempts if a.index == index), None)
@@ -117,7 +112,7 @@ def gone_error(
             f"attempt {index} of run {run.name} never started a container ({attempt.status.value}), so it has no logs"
         )
     if index < run.current_attempt:
-        why = "JobSet restart" if jobset else "retry"
+        why = "JobSet restart"
     elif run.status is RunStatus.STOPPED:
         why = "the run was stopped"
     elif run.status.is_terminal:
@@ -130,15 +125,19 @@ def gone_error(
         else f"the pod of rank {rank} of attempt {index} is gone"
     )
     if archive is None:
-        return LauncherError(f"{what} ({why}); set log_store in the profile to keep logs")
-    return LauncherError(f"{what} ({why}), and the log archive {archive.url} holds nothing of it")
+        return LogsGoneError(f"{what} ({why}); set log_store in the profile to keep logs")
+    return LogsGoneError(f"{what} ({why}), and the log archive {archive.url} holds nothing of it")
 
 
-def attempt_selector(name: str, index: int, *, jobset: bool) -> str:
-    """The pods of attempt `index`: under JobSet its restart count (index - 1) labels them."""
-    if jobset:
-        return f"{keys.run_selector(name)},{keys.JOBSET_RESTART}={index - 1}"
-    return f"{keys.run_selector(name)},{keys.ATTEMPT}={index}"
+def attempt_selector(name: str, index: int, first: int) -> str:
+    """The pods of attempt `index` of the JobSet whose first attempt is `first`: their restart
+    count (index - first) labels them, and, after a restart, the first attempt does too."""
+    if index < first:  # an earlier JobSet's: its pods went with it
+        return f"{keys.run_selector(name)},{keys.ATTEMPT}=gone"
+    restarts = f"{keys.JOBSET_RESTART}={index - first}"
+    if first == 1:  # also the pods of a JobSet rendered before the attempt label was
+        return f"{keys.run_selector(name)},{restarts}"
+    return f"{keys.run_selector(name)},{keys.ATTEMPT}={first},{restarts}"
 
 
 def _read_all(
@@ -310,7 +309,7 @@ def _follow(
 def _attempt_over(
     name: str, job_name: str, index: int, job_inf: Informer, pods_inf: Informer, rank: int | None
 ) -> bool:
-    job = job_inf.get(job_name)  # the Job <run>, or the JobSet's child Job <run>-node-0
+    job = job_inf.get(job_name)  # the JobSet's child Job <run>-node-0
     if job is None or attempt_of(job) != index:
         return True  # stopped, deleted or superseded by a retry
     conds = {c["type"]: c.get("status") for c in (job.get("status") or {}).get("conditions") or []}
@@ -322,11 +321,9 @@ def _attempt_over(
     if len(pods) >= expected and all(container_finished(p) for p in pods):
         return True
     # A container that can never start ends the attempt too (the run is FAILED fast).
-    run, _ = derive(
-        Observed(name, job=job, pods=pods_inf.snapshot())
-        if job_name == name
-        else Observed(name, jobset={"status": {"restarts": index - 1}}, jobs=[job], pods=pods_inf.snapshot())
-    )
+    restarts = attempt_of(job) - first_attempt(job)
+    jobset = {"metadata": {"labels": labels(job)}, "status": {"restarts": restarts}}
+    run, _ = derive(Observed(name, jobset=jobset, jobs=[job], pods=pods_inf.snapshot()))
     return run.status.is_terminal
 
 

@@ -3,7 +3,7 @@
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "launcher"
 RUN = "launcher.dev/run"
-ATTEMPT = "launcher.dev/attempt"
+ATTEMPT = "launcher.dev/attempt"  # on a JobSet, its Jobs and pods: its first attempt (1, or N+1 after `run -r`)
 SUBMISSION = "launcher.dev/submission"  # one submission's uid: a retried create finds its own object
 SECRET_KIND = "launcher.dev/secret-kind"
 SECRET_OPTIONS = "launcher.dev/secret-options"
@@ -12,10 +12,7 @@ SECRET_OPTIONS = "launcher.dev/secret-options"
 RECORD_SECRETS = "launcher.dev/secrets"  # JSON [{name, kind, options, keys}]: no values
 RECORD_ATTEMPTS = "launcher.dev/attempts"  # JSON list of finished attempts
 RECORD_FINAL = "launcher.dev/final"  # JSON {status, reason, at}: ended by the launcher
-RECORD_RESTART = "launcher.dev/restart"  # the attempt being started by a retry
 RECORD_RESTARTED = "launcher.dev/restarted"  # the attempt a user's restart (`run -r`) began: retries count from it
-RECORD_FORM = "launcher.dev/form"  # JobSet or Job: what runs the attempts
-RECORD_JOB = "launcher.dev/job"  # JSON: the Job form's Job as submitted (no secret values)
 RECORD_LOG_ARCHIVE = "launcher.dev/log-archive"  # the run's directory in the profile's log_store
 RECORD_LOG_ARCHIVE_SECRET = "launcher.dev/log-archive-secret"  # the secret its credentials come from
 

@@ -1,49 +1,101 @@
-"""Stop and delete.
+"""Stop, restart, update and delete: what a user's command changes in the cluster.
 
 stop writes STOPPED into the record with a summary of every attempt (statuses, exit
-codes, times), detaches the ConfigMap from the JobSet or Job and deletes that (its pods
-and the Service go with it): the run's history stays readable by `describe`, and its
-logs by `logs` where the profile has a log_store. delete removes the JobSet or Job,
-the ConfigMap, the Service and every attempt's pods.
+codes, times), detaches the record and the code snapshot from the JobSet and deletes it
+(its Jobs and pods go with it): the run's history stays readable by `describe`, and its
+logs by `logs` where the profile has a log_store. A run whose container can never start
+(status.derive says FAILED, its pods wait forever) is ended the same way, as FAILED.
+
+restart (`run -r`) starts attempt N+1 of a STOPPED or FAILED run as a new JobSet of the
+same name, rendered by the restarting user's backend from the spec the record keeps,
+validated again: nothing is created from what an annotation says. update changes what
+a live run's objects let change. delete removes the JobSet, the record, the code
+snapshot and every pod.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from typing import Any
 
 from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.attempts import Observed, attempt_of, spec_of, summary_of
-from launcher.backends.kubernetes.jobset_status import restarts_of
+from launcher.backends.kubernetes.attempts import Observed, attempt_of, record_json, spec_of, summary_of
 from launcher.backends.kubernetes.kubeapi import KubeApi, retry_on_conflict
-from launcher.backends.kubernetes.observe import observe
-from launcher.backends.kubernetes.reconcile import finish, settle
+from launcher.backends.kubernetes.observe import current_attempt, observe
+from launcher.backends.kubernetes.render import owner_reference
 from launcher.backends.kubernetes.status import derive
-from launcher.errors import NotFoundError
+from launcher.errors import InputError, LauncherError, NotFoundError
+
+# How long a restart waits for the old JobSet (and its pods) to be gone before it creates the next.
+OLD_JOBSET_WAIT_SECONDS = 60.0
+POLL_SECONDS = 0.2
+
+
+def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summaries: list[dict]) -> None:
+    """End the run by the launcher's hand: record it (compare-and-swap on the record that was
+    observed) with the summaries of attempts it does not have yet, keep the record and the code
+    snapshot (no longer owned by the JobSet), and delete the JobSet."""
+    if obs.record is not None:
+        attempts = _merged(record_json(obs.record, keys.RECORD_ATTEMPTS, []), summaries)
+        final = {"status": status, "reason": reason, "at": utcnow().isoformat(), "exit_code": None}
+        api.patch(
+            "ConfigMap",
+            obs.name,
+            {
+                "metadata": {
+                    "resourceVersion": obs.record["metadata"]["resourceVersion"],
+                    "ownerReferences": None,  # the record outlives the JobSet
+                    "annotations": {keys.RECORD_ATTEMPTS: json.dumps(attempts), keys.RECORD_FINAL: json.dumps(final)},
+                }
+            },
+        )
+        _own_code(api, obs.name, None)
+    # Foreground, as the JobSet controller deletes its Jobs: nothing of the run keeps running.
+    api.delete("JobSet", obs.name, propagation="Foreground")
+
+
+def _merged(attempts: list[dict], summaries: list[dict]) -> list[dict]:
+    have = {a["index"] for a in attempts}
+    out = attempts + [s for s in summaries if s["index"] not in have]
+    return sorted(out, key=lambda a: a["index"])
+
+
+def _own_code(api: KubeApi, name: str, refs: list[dict] | None) -> None:
+    """Point the run's code snapshot (ConfigMap or Secret <run>-code) at the JobSet, or at
+    nothing (refs None) so that it outlives the JobSet for a restart."""
+    for kind in ("ConfigMap", "Secret"):
+        if api.get(kind, keys.code_object_name(name)) is not None:
+            api.patch(kind, keys.code_object_name(name), {"metadata": {"ownerReferences": refs}})
 
 
 def stop_run(api: KubeApi, name: str) -> Run:
     """End the run by the user's hand. The record stays, and keeps every attempt as seen at
     the stop (its status, ranks with their exit codes, times and events), so `describe`
-    reads it after the JobSet or Job and its pods are gone; `delete` removes it."""
-    looks = iter([observe(api, name)])  # the first try writes what was observed; a conflict (a retry) looks again
+    reads it after the JobSet and its pods are gone; `delete` removes it. A run that can
+    never start is ended FAILED, with why."""
+    looks = iter([observe(api, name)])  # the first try writes what was observed; a conflict looks again
 
     def stop_once() -> None:
         obs = next(looks, None) or observe(api, name)
-        run, _ = derive(obs)
+        run, action = derive(obs)
+        if action is not None and action.kind == "fail" and obs.jobset is not None:
+            finish(api, obs, "FAILED", action.reason, [action.summary] if action.summary else [])
+            return
         if run.status.is_terminal:
             return
         finish(api, obs, "STOPPED", "stopped by the user", stop_summaries(obs, run))
 
     retry_on_conflict(stop_once)
-    return settle(api, observe(api, name))
+    return derive(observe(api, name))[0]
 
 
 def stop_summaries(obs: Observed, run: Run) -> list[dict]:
     """Summaries of the run's attempts at a stop: the live one marked STOPPED (its ranks that
     still ran too), the earlier ones as they were seen."""
-    live_index = restarts_of(obs.jobset) + 1 if obs.jobset is not None else attempt_of(obs.job) if obs.job else None
+    live_index = current_attempt(obs) if obs.jobset is not None else None
     now = utcnow()
     out = []
     for a in run.attempts:
@@ -61,9 +113,7 @@ def stop_summaries(obs: Observed, run: Run) -> list[dict]:
 
 def delete_run(api: KubeApi, name: str) -> None:
     found = api.delete("JobSet", name, propagation="Foreground")
-    found = api.delete("Job", name, propagation="Background") or found
     found = api.delete("ConfigMap", name) or found
-    found = api.delete("Service", name) or found
     # The code snapshot is owned by the run too; deleted here so that nothing waits on the garbage collector.
     api.delete("ConfigMap", keys.code_object_name(name))
     api.delete("Secret", keys.code_object_name(name))
@@ -74,108 +124,117 @@ def delete_run(api: KubeApi, name: str) -> None:
         raise NotFoundError(f"no run named {name!r} in {api.profile.where}")
 
 
-# How long `run -r` carries a restart on (the old Job must be gone before the next exists)
-# before it leaves the rest to the next reconciler's pass (a watch, `launcher reconcile`).
-RESTART_CARRY_SECONDS = 30.0
-
-JOBSET_RESTART_REFUSAL = (
-    "a JobSet that ended cannot run again: its spec is immutable and its controller numbers "
-    "attempts by its own restarts"
-)
-JOBSET_UPDATE_REFUSAL = (
-    "JobSet's replicatedJobs and failurePolicy are immutable once it is created, and its "
-    "controller renders every restart from them"
-)
+Render = Callable[[dict[str, Any], int], tuple[dict[str, Any], dict[str, str]]]
+"""render(spec as the record keeps it, attempt) -> (the JobSet, the record's new data): the
+backend's own rendering with its own profile and secrets, which validates the spec again."""
 
 
-def restart_run(api: KubeApi, name: str) -> Run:
-    """Attempt N+1 of a Job-form run that ended STOPPED or FAILED, by the reconciler's own
-    restart: one compare-and-swap on the record (the attempt that ended recorded, the final
-    status cleared, the restart mark set, the retry budget counted from here), then the steps
-    of reconcile.resume, carried on for up to RESTART_CARRY_SECONDS. The Job comes from the
-    one the record keeps; a Service the stop's clean-up took is rendered again."""
+def restart_run(api: KubeApi, name: str, render: Render) -> Run:
+    """Attempt N+1 of a run that ended STOPPED or FAILED: every attempt so far recorded in
+    the record (which no longer belongs to the old JobSet), the old JobSet gone, then a new
+    JobSet rendered by `render` from the record's spec, whose attempts count on from N+1
+    (JobSet's maxRestarts, the retry budget, counts afresh from it)."""
     from launcher.backends.capabilities import Restartable
-    from launcher.backends.kubernetes.attempts import record_json
-    from launcher.backends.kubernetes.reconcile import reconcile_run
-    from launcher.backends.kubernetes.render import render_service
-    from launcher.backends.kubernetes.status import live_attempt
-    from launcher.errors import InputError
 
-    def mark() -> int:
-        obs = observe(api, name)
-        run, _ = derive(obs)
-        Restartable.refuse_restart(run)
-        if obs.is_jobset:
-            raise InputError(
-                f"run {name} cannot be restarted: {JOBSET_RESTART_REFUSAL}",
-                hint=f"`launcher run --clone {name}` submits a copy of it",
-            )
-        if obs.record is None:
+    obs = observe(api, name)
+    run, _ = derive(obs)
+    Restartable.refuse_restart(run)
+    if obs.record is None:
+        raise InputError(f"run {name} cannot be restarted: its record (ConfigMap {name}) is gone")
+    attempt = max([a.index for a in run.attempts] + [run.current_attempt]) + 1
+    # Rendered before anything changes: a spec or a secret that no longer passes is refused here.
+    jobset, data = render(spec_of(obs.record), attempt)
+    code = keys.code_object_name(name)
+    if _mounts_code(jobset) and all(api.get(kind, code) is None for kind in ("ConfigMap", "Secret")):
+        raise InputError(
+            f"run {name} cannot be restarted: its code snapshot ({code}) is gone",
+            hint=f"`launcher run --clone {name} --code DIR` submits a copy with a new one",
+        )
+    summaries = [summary_of(a, None, [e for e in run.events if e.attempt == a.index]) for a in run.attempts]
+
+    def record_attempts() -> None:
+        record = api.get("ConfigMap", name)
+        if record is None:
             raise InputError(f"run {name} cannot be restarted: its record (ConfigMap {name}) is gone")
-        attempts = record_json(obs.record, keys.RECORD_ATTEMPTS, [])
-        live = live_attempt(obs)
-        if live is not None:
-            attempt, failure, events = live
-            attempts.append(summary_of(attempt, failure, events))
-        attempt = max([int(a["index"]) for a in attempts] + [run.current_attempt]) + 1
         api.patch(
             "ConfigMap",
             name,
             {
                 "metadata": {
-                    "resourceVersion": obs.record["metadata"]["resourceVersion"],
+                    "resourceVersion": record["metadata"]["resourceVersion"],
+                    "ownerReferences": None,  # deleting the old JobSet must not take the record
                     "annotations": {
-                        keys.RECORD_ATTEMPTS: json.dumps(attempts),
+                        keys.RECORD_ATTEMPTS: json.dumps(
+                            _merged(record_json(record, keys.RECORD_ATTEMPTS, []), summaries)
+                        ),
                         keys.RECORD_FINAL: None,
-                        keys.RECORD_RESTART: str(attempt),
                         keys.RECORD_RESTARTED: str(attempt),
                     },
-                }
+                },
+                "data": data,
             },
         )
-        if api.get("Service", name) is None:
-            from launcher.spec.models import RunSpec
 
-            record = api.get("ConfigMap", name)
-            api.create("Service", render_service(RunSpec.model_validate(spec_of(record)), api.profile))
-        return attempt
+    retry_on_conflict(record_attempts)
+    _own_code(api, name, None)
+    if obs.jobset is not None:
+        api.delete("JobSet", name, propagation="Foreground", uid=obs.jobset["metadata"]["uid"])
+        _wait_gone(api, name)
+    created = api.create("JobSet", jobset)
+    refs = [owner_reference(created)]
+    api.patch("ConfigMap", name, {"metadata": {"ownerReferences": refs}})
+    _own_code(api, name, refs)
+    return derive(observe(api, name))[0]
 
-    retry_on_conflict(mark)
-    return reconcile_run(api, name, carry_seconds=RESTART_CARRY_SECONDS)
+
+def _mounts_code(jobset: dict[str, Any]) -> bool:
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    return any(v.get("name") == "code" for v in pod.get("volumes") or [])
+
+
+def _wait_gone(api: KubeApi, name: str) -> None:
+    deadline = time.monotonic() + OLD_JOBSET_WAIT_SECONDS
+    while api.get("JobSet", name) is not None:
+        if time.monotonic() >= deadline:
+            raise LauncherError(
+                f"run {name}: its old JobSet is still being deleted after {OLD_JOBSET_WAIT_SECONDS:g} s; "
+                f"the attempts so far are recorded: `launcher run -r {name}` again starts the next",
+                exit_code=1,
+            )
+        time.sleep(POLL_SECONDS)
 
 
 def update_run(api: KubeApi, name: str, changes: dict, refuse: Callable[[Run], None]) -> Run:
-    """Set scheduling fields of a Job-form run that has not ended. The record's spec keeps
-    them (the reconciler reads max_retries from it), and so does the Job it keeps for the next
-    attempts; max_duration also moves the live Job's activeDeadlineSeconds (a Job's deadline
-    may change while it runs; it counts from the Job's start). `refuse(run)` raises for what
-    the backend refuses of the run as it is now (Backend.refuse_update)."""
-    from launcher.backends.kubernetes.attempts import record_json
-    from launcher.errors import InputError
+    """Set scheduling.max_duration of a run that has not ended. The record's spec keeps it
+    (describe shows it; a `run -r` renders it), and the live attempt's child Job gets it as
+    its activeDeadlineSeconds, which a Job lets change while it runs (it counts from the
+    Job's start). The JobSet's own template cannot change (JobSet's replicatedJobs are
+    immutable), so an attempt the JobSet controller starts after a failure has the
+    submitted max_duration: the returned run's warnings say so. `refuse(run)` raises for
+    what the backend refuses of the run as it is now (Updatable.refuse_update)."""
 
-    def write() -> None:
+    def write() -> Run:
         obs = observe(api, name)
         run, _ = derive(obs)
         refuse(run)
-        if obs.is_jobset:
-            raise InputError(
-                f"the kubernetes backend cannot change {', '.join('scheduling.' + k for k in changes)} "
-                f"of run {name}: it is a JobSet, and {JOBSET_UPDATE_REFUSAL}"
-            )
         spec = spec_of(obs.record)
         spec.setdefault("scheduling", {}).update(changes)
-        patch: dict = {keys.SPEC_FILE: json.dumps(spec, sort_keys=True)}
-        meta: dict = {"resourceVersion": obs.record["metadata"]["resourceVersion"]}
-        kept = record_json(obs.record, keys.RECORD_JOB, None)
-        if kept is not None and "max_duration" in changes:
-            kept["spec"]["activeDeadlineSeconds"] = deadline_seconds(changes["max_duration"])
-            meta["annotations"] = {keys.RECORD_JOB: json.dumps(kept, sort_keys=True, separators=(",", ":"))}
-        api.patch("ConfigMap", name, {"metadata": meta, "data": patch})
-        if "max_duration" in changes and obs.job is not None:
-            api.patch("Job", name, {"spec": {"activeDeadlineSeconds": deadline_seconds(changes["max_duration"])}})
+        meta = {"resourceVersion": obs.record["metadata"]["resourceVersion"]} if obs.record else {}
+        api.patch("ConfigMap", name, {"metadata": meta, "data": {keys.SPEC_FILE: json.dumps(spec, sort_keys=True)}})
+        live = [j for j in obs.jobs if attempt_of(j) == current_attempt(obs)]
+        for job in live:
+            seconds = deadline_seconds(changes["max_duration"])
+            api.patch("Job", job["metadata"]["name"], {"spec": {"activeDeadlineSeconds": seconds}})
+        return run
 
     retry_on_conflict(write)
-    return settle(api, observe(api, name))
+    run = derive(observe(api, name))[0]
+    run.warnings.append(
+        f"scheduling.max_duration: attempt {run.current_attempt} now ends after {changes['max_duration']:g} h; "
+        "an attempt the JobSet controller starts after a failure has the submitted one (a JobSet's "
+        f"replicatedJobs are immutable), and `launcher run -r {name}` takes the new one"
+    )
+    return run
 
 
 def deadline_seconds(hours: float) -> int:

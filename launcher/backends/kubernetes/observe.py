@@ -1,16 +1,14 @@
-"""Observe: read a run's objects (record, Job, pods, Warning events) into `Observed`.
-
-Nothing here writes; what the observations mean is status.derive's job, and what
-must be done about them is reconcile's.
+"""Observe: read a run's objects (record, JobSet, its child Jobs, pods, Warning events)
+into `Observed`. Nothing here writes; what the observations mean is status.derive's job.
 """
 
 from __future__ import annotations
 
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.attempts import Observed, attempt_of
-from launcher.backends.kubernetes.jobset_status import child_job_name, restarts_of
+from launcher.backends.kubernetes.attempts import Observed, attempt_of, first_attempt
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, RequestRetry
 from launcher.backends.kubernetes.kueue import read_view
+from launcher.backends.kubernetes.status import child_job_name, restarts_of
 from launcher.errors import NotFoundError
 
 
@@ -30,23 +28,24 @@ def warning_events(api: KubeApi, pods: list[dict], objects: tuple[tuple[str, str
     ]
 
 
-def waiting_pods(job: dict | None, pods: list[dict]) -> list[dict]:
-    """The current attempt's pods that have not started: their events say why."""
-    current = attempt_of(job) if job else None
-    return [
-        p for p in pods if attempt_of(p) == current and (p.get("status") or {}).get("phase", "Pending") == "Pending"
-    ]
-
-
 def jobset_events(api: KubeApi, obs: Observed) -> list[dict]:
     """A JobSet run's pending pods' events, and its child Job's failure events, which tell the
     attempts whose pods the JobSet controller already deleted."""
-    current = restarts_of(obs.jobset) + 1
-    waiting = [
+    waiting = waiting_pods(obs)
+    ended = restarts_of(obs.jobset) > 0 or bool(((obs.jobset or {}).get("status") or {}).get("terminalState"))
+    return warning_events(api, waiting, jobset_objects(obs.name) if ended else ())
+
+
+def current_attempt(obs: Observed) -> int:
+    return first_attempt(obs.jobset) + restarts_of(obs.jobset)
+
+
+def waiting_pods(obs: Observed) -> list[dict]:
+    """The current attempt's pods that have not started: their events say why."""
+    current = current_attempt(obs)
+    return [
         p for p in obs.pods if attempt_of(p) == current and (p.get("status") or {}).get("phase", "Pending") == "Pending"
     ]
-    ended = current > 1 or bool(((obs.jobset or {}).get("status") or {}).get("terminalState"))
-    return warning_events(api, waiting, jobset_objects(obs.name) if ended else ())
 
 
 def jobset_objects(run: str) -> tuple[tuple[str, str], ...]:
@@ -57,38 +56,41 @@ def jobset_objects(run: str) -> tuple[tuple[str, str], ...]:
 def observe(api: KubeApi, name: str) -> Observed:
     record = api.get("ConfigMap", name)
     obs = Observed(name, record=record, cluster=api.profile.name)
-    if not obs.is_jobset:
-        obs.job = api.get("Job", name)
-    if obs.is_jobset or (record is None and obs.job is None):
-        obs.jobset = api.get("JobSet", name)
-    if record is None and obs.job is None and obs.jobset is None:
+    obs.jobset = _get_jobset(api, name)
+    if record is None and obs.jobset is None:
         raise NotFoundError(f"no run named {name!r} in {api.profile.where}", hint="list runs with `launcher get runs`")
     obs.pods, _ = api.list("Pod", labels=keys.run_selector(name))
-    obs.kueue = read_view(api, [obs.jobset if obs.is_jobset else obs.job])
-    if obs.is_jobset:
-        obs.jobs, _ = api.list("Job", labels=keys.run_selector(name))
-        obs.events = jobset_events(api, obs)
-        return obs
-    waiting = waiting_pods(obs.job, obs.pods)
-    obs.events = warning_events(api, waiting) if waiting else []
+    obs.kueue = read_view(api, [obs.jobset])
+    obs.jobs, _ = api.list("Job", labels=keys.run_selector(name))
+    obs.events = jobset_events(api, obs)
     return obs
+
+
+def _get_jobset(api: KubeApi, name: str) -> dict | None:
+    try:
+        return api.get("JobSet", name)
+    except KubeError as e:
+        if e.status == 404:  # JobSet was removed from the cluster: the record still reads
+            return None
+        raise
 
 
 def _list_jobsets(api: KubeApi, selector: str, policy: RequestRetry | None) -> list[dict]:
     try:
         return api.list("JobSet", labels=selector, policy=policy)[0]
     except KubeError as e:
-        if e.status == 404:  # JobSet was removed from the cluster since the profile said it serves it
+        if e.status == 404:  # JobSet was removed from the cluster: the records still list
             return []
         raise
 
 
 def observe_all(api: KubeApi, policy: RequestRetry | None = None) -> list[Observed]:
-    """Every run in the profile's namespace: three list calls (four on a cluster that serves
-    JobSet or with JobSet runs, and one for events), whatever the count."""
+    """Every run in the profile's namespace: four list calls (and one for events, one for
+    Kueue's Workloads where runs name a queue), whatever the count."""
     cluster = api.profile.name
     sel = keys.MANAGED_SELECTOR
     records, _ = api.list("ConfigMap", labels=sel, policy=policy)
+    jobsets = _list_jobsets(api, sel, policy)
     jobs, _ = api.list("Job", labels=sel, policy=policy)
     pods, _ = api.list("Pod", labels=sel, policy=policy)
     by_run: dict[str, Observed] = {}
@@ -96,43 +98,29 @@ def observe_all(api: KubeApi, policy: RequestRetry | None = None) -> list[Observ
         name = cm["metadata"].get("labels", {}).get(keys.RUN)
         if name:
             by_run[name] = Observed(name, record=cm, cluster=cluster)
-    # On a cluster that serves JobSet, a JobSet whose submit died before its record counts too.
-    if api.profile.jobset or any(o.is_jobset for o in by_run.values()):
-        for js in _list_jobsets(api, sel, policy):
-            name = js["metadata"].get("labels", {}).get(keys.RUN)
-            if name:
-                by_run.setdefault(name, Observed(name, cluster=cluster)).jobset = js
+    # A JobSet whose submit died before its record counts too.
+    for js in jobsets:
+        name = js["metadata"].get("labels", {}).get(keys.RUN)
+        if name:
+            by_run.setdefault(name, Observed(name, cluster=cluster)).jobset = js
     for job in jobs:
         name = job["metadata"].get("labels", {}).get(keys.RUN)
-        if not name:
-            continue
-        o = by_run.setdefault(name, Observed(name, cluster=cluster))
-        if o.is_jobset:
-            o.jobs.append(job)
-        else:
-            o.job = job
+        if name in by_run:
+            by_run[name].jobs.append(job)
     for pod in pods:
         name = pod["metadata"].get("labels", {}).get(keys.RUN)
         if name in by_run:
             by_run[name].pods.append(pod)
-    # Where runs name a Kueue queue: one more list (the Workloads), and a look per queue that has a pending one.
-    kueue = read_view(api, [o.jobset if o.is_jobset else o.job for o in by_run.values()])
+    kueue = read_view(api, [o.jobset for o in by_run.values()])
     for o in by_run.values():
         o.kueue = kueue
-    waiting = [p for o in by_run.values() if not o.is_jobset for p in waiting_pods(o.job, o.pods)]
+    waiting = [p for o in by_run.values() for p in waiting_pods(o)]
     ended = tuple(
         obj
         for o in by_run.values()
-        if o.is_jobset and (restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState"))
+        if restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState")
         for obj in jobset_objects(o.name)
     )
-    waiting += [
-        p
-        for o in by_run.values()
-        if o.is_jobset
-        for p in o.pods
-        if attempt_of(p) == restarts_of(o.jobset) + 1 and (p.get("status") or {}).get("phase") == "Pending"
-    ]
     if waiting or ended:
         events = warning_events(api, waiting, ended)
         for o in by_run.values():

@@ -22,7 +22,6 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         priority_classes: {low: low, high: high}   # scheduling.priority -> class name (default: mcli's five)
         priority_class_kind: WorkloadPriorityClass  # or PriorityClass (the pods' priorityClassName)
         non_preemptible_priority_class: protected  # used when scheduling.preemptible is false
-        jobset: true                      # the cluster serves JobSet (detected by `cluster add`)
         entrypoint_mode: zipapp           # zipapp (any image with python3) | inject (any image) | image
         runtime_image: ghcr.io/launcher-dev/launcher-runtime:0.1.0
         runtime_image_pull_policy: IfNotPresent
@@ -111,9 +110,9 @@ class ClusterProfile(BaseModel):
     priority_classes: dict[str, str] = Field(default_factory=lambda: {p: p for p in MCLI_PRIORITIES})
     priority_class_kind: Literal["WorkloadPriorityClass", "PriorityClass"] = "WorkloadPriorityClass"
     non_preemptible_priority_class: str | None = None
-    jobset: bool = True
-    """Whether the cluster serves jobset.x-k8s.io/v1alpha2; `cluster add` detects it and
-    submit checks again. The shipped default renders the JobSet form."""
+    jobset: bool | None = None
+    """Read and ignored: profiles that `cluster add` wrote before JobSet became the one form
+    carry it. Every run is a JobSet; submit asks the cluster whether it serves one."""
     entrypoint_mode: Literal["zipapp", "inject", "image"] = "zipapp"
     runtime_image: str = RUNTIME_IMAGE
     runtime_image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"

@@ -1,6 +1,6 @@
 """What a run becomes on Kubernetes: a pure function from spec + profile to manifests.
 
-Where the cluster serves JobSet (jobset.x-k8s.io/v1alpha2), two objects:
+Two objects (the cluster must serve JobSet, jobset.x-k8s.io/v1alpha2):
 
     ConfigMap <run>   spec.json, parameters.yaml and run_config.yaml, mounted at /mnt/config;
                       also the run's durable record (annotations, see backend.py)
@@ -9,10 +9,9 @@ Where the cluster serves JobSet (jobset.x-k8s.io/v1alpha2), two objects:
                       (failurePolicy), and its headless Service <run> (network) gives rank 0
                       the name <run>-node-0-0.<run>
 
-Without JobSet, three: the ConfigMap, a headless Service <run> (publishNotReadyAddresses)
-and the Indexed Job <run>, whose retries a reconciler performs (reconcile.py: `launcher
-reconcile`, `run --follow`), from the Job rendered here and kept in the record.
-Either way the count does not depend on the number of nodes. Secrets are referenced by
+The count does not depend on the number of nodes. A restart (`run -r`) renders a new
+JobSet from the spec its record keeps, re-validated, with the restarting user's profile;
+its first attempt is numbered on (the `launcher.dev/attempt` label, LAUNCHER_ATTEMPT). Secrets are referenced by
 name only (secretKeyRef, a Secret volume, imagePullSecrets): no value reaches a manifest.
 
 The entrypoint reads the run's plan, /mnt/config/plan.json (launcher.pod.plan), in every
@@ -29,7 +28,6 @@ has the launcher: `python -m launcher.entrypoint`.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import re
 from dataclasses import dataclass, field
@@ -86,12 +84,11 @@ USER_EXIT_RULE = {"containerName": keys.CONTAINER, "operator": "NotIn", "values"
 
 @dataclass
 class Rendered:
-    """The manifests of a run, and the named warnings about fields the cluster cannot
-    fully honour; `jobset` says which form."""
+    """The manifests of a run (its record, then its JobSet), and the named warnings about
+    fields the cluster cannot fully honour."""
 
     manifests: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
-    jobset: bool = True
 
 
 def _quantity_cpu(cpus: float) -> str:
@@ -110,25 +107,22 @@ def run_labels(name: str) -> dict[str, str]:
     return {keys.MANAGED_BY: keys.MANAGER, keys.RUN: name}
 
 
-def master_addr(name: str, *, jobset: bool) -> str:
-    """Rank 0's DNS name under the run's headless Service <run>. An Indexed Job names its
-    pods' hostnames <job>-<index>; JobSet <jobset>-<replicatedJob>-<jobIndex>-<podIndex>."""
-    return f"{name}-{REPLICATED_JOB}-0-0.{name}" if jobset else f"{name}-0.{name}"
+def master_addr(name: str) -> str:
+    """Rank 0's DNS name under the JobSet's headless Service <run>: JobSet names its pods'
+    hostnames <jobset>-<replicatedJob>-<jobIndex>-<podIndex>."""
+    return f"{name}-{REPLICATED_JOB}-0-0.{name}"
 
 
 def _as_cluster_profile(profile: Profile | ClusterProfile) -> ClusterProfile:
     return profile if isinstance(profile, ClusterProfile) else load_profile(profile)
 
 
-def check_hostnames(name: str, nodes: int, *, jobset: bool) -> None:
-    """Refuse a run name whose pods' names would exceed a DNS label (63 characters): under
-    JobSet, the longest pod name as its webhook checks it (<run>-node-0-<index> and the pod's
-    5 random characters); in the Job form, the last pod's hostname <run>-<index>. Run names
-    are cut to fit up to 10,000 nodes (launcher.spec.names), so only more nodes meet this."""
-    if jobset:
-        longest, what = f"{name}-{REPLICATED_JOB}-0-{nodes - 1}-abcde", "pod name (with its 5 random characters)"
-    else:
-        longest, what = f"{name}-{nodes - 1}", "pod hostname"
+def check_hostnames(name: str, nodes: int) -> None:
+    """Refuse a run name whose pods' names would exceed a DNS label (63 characters): the
+    longest pod name as JobSet's webhook checks it (<run>-node-0-<index> and the pod's 5
+    random characters). Run names are cut to fit up to 10,000 nodes (launcher.spec.names),
+    so only more nodes meet this."""
+    longest, what = f"{name}-{REPLICATED_JOB}-0-{nodes - 1}-abcde", "pod name (with its 5 random characters)"
     if len(longest) > 63:
         raise InputError(
             f"name: the run name {name!r} is too long for {nodes} nodes: {what} {longest!r} exceeds 63 characters"
@@ -140,46 +134,24 @@ def plan_run(
     profile: Profile | ClusterProfile,
     secrets: list[Secret],
     *,
-    jobset: bool | None = None,
     placement: Placement | None = None,
+    attempt: int = 1,
 ) -> Rendered:
     """The manifests of a run and the warnings about it. Pure: no I/O, no secret value read.
-    `jobset` None takes the profile's setting (what `cluster add` detected); `placement`
-    None resolves it here (the backend passes the one its check resolved)."""
+    `placement` None resolves it here (the backend passes the one its check resolved);
+    `attempt` numbers the JobSet's first attempt (a restart's is N+1)."""
     cp = _as_cluster_profile(profile)
-    use_jobset = cp.jobset if jobset is None else jobset
     if placement is None:
         placement = resolve_placement(spec, cp)
-    check_hostnames(spec.name, placement.nodes, jobset=use_jobset)
+    check_hostnames(spec.name, placement.nodes)
     # The record says what the run got: nodes and GPUs resolved from gpus and gpus_per_node.
     compute = spec.compute.model_copy(
         update={"nodes": placement.nodes, "gpus": placement.gpus, "gpu_type": placement.gpu_type_name}
     )
     spec = spec.model_copy(update={"compute": compute})
     configmap = render_configmap(spec, cp, secrets)
-    configmap["metadata"]["annotations"][keys.RECORD_FORM] = "JobSet" if use_jobset else "Job"
-    if use_jobset:
-        manifests = [configmap, render_jobset(spec, cp, secrets, placement)]
-    else:
-        manifests = [configmap, render_service(spec, cp), render_job(spec, cp, secrets, placement)]
-        kept_job(manifests[-1])  # the record must hold it: refused here, by check and dry-run as by submit
-    return Rendered(manifests, plan_warnings(spec, cp, jobset=use_jobset), use_jobset)
-
-
-# The API server holds at most 256 KiB of annotations on an object; the rest is the secrets' references.
-KEPT_JOB_LIMIT = 200_000
-
-
-def kept_job(job: dict) -> str:
-    """The Job as the record keeps it for retries: its JSON (secretKeyRefs and Secret volumes
-    name the secrets; no value is in it), within what a ConfigMap's annotations may hold."""
-    text = json.dumps(job, sort_keys=True, separators=(",", ":"))
-    if len(text.encode()) > KEPT_JOB_LIMIT:
-        raise InputError(
-            f"the run's Job takes {len(text.encode())} bytes; its record keeps it for retries and "
-            f"holds at most {KEPT_JOB_LIMIT} (move large env values into files the command reads)"
-        )
-    return text
+    manifests = [configmap, render_jobset(spec, cp, secrets, placement, attempt=attempt)]
+    return Rendered(manifests, plan_warnings(spec, cp))
 
 
 def dry_run(
@@ -325,21 +297,6 @@ def secrets_from_refs(refs: list[dict[str, Any]]) -> list[Secret]:
         )
         for r in refs
     ]
-
-
-def render_service(spec: RunSpec, profile: ClusterProfile) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": spec.name, "namespace": profile.namespace, "labels": run_labels(spec.name)},
-        "spec": {
-            "clusterIP": "None",
-            # DNS records exist before pods are Ready: rank 0 must be resolvable while starting.
-            "publishNotReadyAddresses": True,
-            "selector": {keys.RUN: spec.name},
-            "ports": [{"name": "rendezvous", "port": profile.master_port, "targetPort": profile.master_port}],
-        },
-    }
 
 
 def _secret_parts(secrets: list[Secret]) -> tuple[list[dict], list[dict], list[dict], list[dict], list[str], list[str]]:
@@ -498,7 +455,7 @@ def metadata_annotations(spec: RunSpec) -> dict[str, str]:
     return out
 
 
-def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> list[str]:
+def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
     """Fields this cluster cannot fully honour, named: shown at dry-run and submit, never dropped in silence."""
     out: list[str] = []
     s = spec.scheduling
@@ -531,19 +488,13 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile, *, jobset: bool) -> li
             f"without regard to {spec.compute.topology.level}"
         )
     policy = RetryPolicy.from_spec(spec)
-    if jobset and policy.retry_on_system_failure:
+    if policy.retry_on_system_failure:
         out.append(
             f"scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without "
-            f"limit; the launcher's cap of {policy.max_system_retries} free retries holds only for "
-            "Indexed Jobs (clusters without JobSet)"
+            f"limit; the launcher's cap of {policy.max_system_retries} free retries holds on the local backend"
         )
-    if jobset and s.retry_backoff is not None:
-        out.append(
-            f"scheduling.retry_backoff: {JOBSET_NO_BACKOFF}; it applies on clusters without JobSet "
-            "(Indexed Jobs) and on the local backend"
-        )
-    if not jobset:
-        out.append(no_jobset_warning(profile.name))
+    if s.retry_backoff is not None:
+        out.append(f"scheduling.retry_backoff: {JOBSET_NO_BACKOFF}; it applies on the local backend")
     return out
 
 
@@ -552,12 +503,11 @@ JOBSET_INSTALL = (
 )
 
 
-def no_jobset_warning(cluster: str) -> str:
+def no_jobset_error(cluster: str) -> str:
+    """What `cluster add`, `cluster check` and `run` say of a cluster that serves no JobSet."""
     return (
-        f"cluster {cluster} has no JobSet (jobset.x-k8s.io/v1alpha2): the run is an Indexed Job, and its "
-        "retries (scheduling.max_retries) happen only while a reconciler runs: `launcher run --follow`, "
-        "`launcher reconcile [--watch]`, or the in-cluster Deployment of docs/reconciler.yaml. For restarts "
-        f"inside the cluster without one, install JobSet: {JOBSET_INSTALL}"
+        f"cluster {cluster} serves no JobSet (jobset.x-k8s.io/v1alpha2), which runs every launcher run "
+        f"on Kubernetes; install it: {JOBSET_INSTALL}"
     )
 
 
@@ -593,11 +543,12 @@ def pod_template(
     secrets: list[Secret],
     placement: Placement,
     *,
-    jobset: bool,
     attempt: int = 1,
 ) -> dict[str, Any]:
-    """The pod template both forms share. The Job form numbers attempts itself (a label and
-    LAUNCHER_ATTEMPT); under JobSet the restart-attempt label says it, read by the downward API."""
+    """The pod template of the run's one replicated job. Its attempt is the JobSet's first
+    (`attempt`: 1, or N+1 after a restart, in LAUNCHER_ATTEMPT and the launcher.dev/attempt
+    label) plus the JobSet controller's restart count (its restart-attempt label, read by the
+    downward API into LAUNCHER_RESTART_ATTEMPT)."""
     name = spec.name
     image = spec.image or profile.image
     if not image:
@@ -607,13 +558,13 @@ def pod_template(
         )
     s_env, s_volumes, s_mounts, pulls, mask_env, mask_files = _secret_parts(secrets)
     command, init, r_volumes, r_mounts, r_env = _entrypoint(profile, image)
-    if jobset:
-        attempt_env = {
+    attempt_env = [
+        {"name": contract.ATTEMPT, "value": str(attempt)},
+        {
             "name": contract.RESTART_ATTEMPT,
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{keys.JOBSET_RESTART}']"}},
-        }
-    else:
-        attempt_env = {"name": contract.ATTEMPT, "value": str(attempt)}
+        },
+    ]
     env: list[dict[str, Any]] = [
         {"name": contract.PLAN, "value": f"{keys.CONFIG_MOUNT}/{PLAN_FILE}"},
         {"name": contract.SPEC, "value": f"{keys.CONFIG_MOUNT}/{keys.SPEC_FILE}"},
@@ -626,9 +577,9 @@ def pod_template(
         },
         {"name": contract.NODES, "value": str(placement.nodes)},
         {"name": contract.GPUS_PER_NODE, "value": str(placement.gpus_per_node)},
-        {"name": "MASTER_ADDR", "value": master_addr(name, jobset=jobset)},
+        {"name": "MASTER_ADDR", "value": master_addr(name)},
         {"name": "MASTER_PORT", "value": str(profile.master_port)},
-        attempt_env,
+        *attempt_env,
         *r_env,
     ]
     taken = {e["name"] for e in env} | {e["name"] for e in s_env}
@@ -673,8 +624,6 @@ def pod_template(
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "enableServiceLinks": False,
     }
-    if not jobset:
-        pod_spec["subdomain"] = name  # JobSet sets subdomain and hostnames itself (network)
     if init:
         pod_spec["initContainers"] = init
     pod_spec["containers"] = [container]
@@ -702,8 +651,7 @@ def pod_template(
     priority = priority_class(spec, profile)
     if priority and profile.priority_class_kind == "PriorityClass":
         pod_spec["priorityClassName"] = priority
-    labels = run_labels(name) if jobset else {**run_labels(name), keys.ATTEMPT: str(attempt)}
-    meta: dict[str, Any] = {"labels": labels}
+    meta: dict[str, Any] = {"labels": {**run_labels(name), keys.ATTEMPT: str(attempt)}}
     notes = {**metadata_annotations(spec), **topology_annotations(spec, profile)}
     if notes:
         meta["annotations"] = notes
@@ -723,7 +671,7 @@ def topology_annotations(spec: RunSpec, profile: ClusterProfile) -> dict[str, st
 def kueue_suspend(profile: ClusterProfile) -> dict[str, bool]:
     """A run for a Kueue queue is created suspended: Kueue's webhook would suspend it, but in
     a namespace Kueue does not manage it would start at once, ahead of the queue. Kueue
-    unsuspends it on admission; the launcher never does (reconcile.resume)."""
+    unsuspends it on admission; the launcher never does."""
     return {"suspend": True} if profile.queue else {}
 
 
@@ -749,58 +697,27 @@ def _job_spec(spec: RunSpec, template: dict[str, Any], placement: Placement) -> 
     return job_spec
 
 
-def job_for_attempt(job: dict[str, Any], attempt: int) -> dict[str, Any]:
-    """Attempt `attempt` of a Job-form run, from the Job rendered at its submit (the record
-    keeps it): the same Job renumbered (its annotation, its pods' label and LAUNCHER_ATTEMPT)
-    and held (suspended) until the record points at it. Never rendered again from a profile:
-    the observer's may differ from the submitter's."""
-    out = copy.deepcopy(job)
-    number = str(attempt)
-    out["metadata"].setdefault("annotations", {})[keys.ATTEMPT] = number
-    template = out["spec"]["template"]
-    template["metadata"].setdefault("labels", {})[keys.ATTEMPT] = number
-    for container in template["spec"]["containers"]:
-        for var in container.get("env") or []:
-            if var.get("name") == contract.ATTEMPT:
-                var["value"] = number
-    out["spec"]["suspend"] = True
-    return out
-
-
-def render_job(
-    spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *, attempt: int = 1
-) -> dict[str, Any]:
-    template = pod_template(spec, profile, secrets, placement, jobset=False, attempt=attempt)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": spec.name,
-            "namespace": profile.namespace,
-            "labels": {**run_labels(spec.name), **kueue_labels(spec, profile)},
-            "annotations": {**metadata_annotations(spec), keys.ATTEMPT: str(attempt)},
-        },
-        "spec": {**_job_spec(spec, template, placement), **_ttl(profile), **kueue_suspend(profile)},
-    }
-
-
 def _ttl(profile: ClusterProfile) -> dict[str, int]:
     ttl = profile.ttl_seconds_after_finished
     return {} if ttl is None else {"ttlSecondsAfterFinished": ttl}
 
 
 def render_jobset(
-    spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement
+    spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *, attempt: int = 1
 ) -> dict[str, Any]:
     """One replicated job of one Indexed Job: the JobSet controller restarts the whole group
     on a failure, with no launcher watching. The run's RetryPolicy: max_retries is
     maxRestarts; with retry_on_system_failure a disruption restarts without counting (and
     without the policy's cap on such restarts: plan_warnings names it)."""
-    template = pod_template(spec, profile, secrets, placement, jobset=True)
+    template = pod_template(spec, profile, secrets, placement, attempt=attempt)
     policy = RetryPolicy.from_spec(spec)
     failure: dict[str, Any] = {"maxRestarts": policy.max_retries}
+    rules: list[dict[str, Any]] = []
+    if spec.scheduling.max_duration:
+        # An attempt past max_duration ends the run: a deadline is not retried (RetryPolicy).
+        rules.append({"name": "deadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]})
     if policy.retry_on_system_failure:
-        failure["rules"] = [
+        rules += [
             {
                 "name": "disruption",
                 "action": "RestartJobSetAndIgnoreMaxRestarts",
@@ -810,10 +727,12 @@ def render_jobset(
                 "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE],
             }
         ]
+    if rules:
+        failure["rules"] = rules
     meta: dict[str, Any] = {
         "name": spec.name,
         "namespace": profile.namespace,
-        "labels": {**run_labels(spec.name), **kueue_labels(spec, profile)},
+        "labels": {**run_labels(spec.name), keys.ATTEMPT: str(attempt), **kueue_labels(spec, profile)},
     }
     if spec.metadata:
         meta["annotations"] = metadata_annotations(spec)
@@ -830,7 +749,7 @@ def render_jobset(
                     "name": REPLICATED_JOB,
                     "replicas": 1,
                     "template": {
-                        "metadata": {"labels": run_labels(spec.name)},
+                        "metadata": {"labels": {**run_labels(spec.name), keys.ATTEMPT: str(attempt)}},
                         "spec": _job_spec(spec, template, placement),
                     },
                 }
@@ -842,7 +761,7 @@ def render_jobset(
 
 
 def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
-    """A reference to the run's Job or JobSet, so deleting it deletes the run's other objects."""
+    """A reference to the run's JobSet, so deleting it deletes the run's other objects."""
     return {
         "apiVersion": owner["apiVersion"],
         "kind": owner["kind"],

@@ -1,9 +1,11 @@
-"""A JobSet run's status: a pure function of what the API server says.
+"""A run's status: a pure function of what the API server says.
 
 The JobSet controller restarts the group by itself, with no launcher watching:
 it deletes the child Job `<run>-node-0` (and so its pods) and creates it again,
-and counts in `status.restarts`. Attempt N (1-based) is restart N-1: the child
-Job and its pods carry `jobset.sigs.k8s.io/restart-attempt: N-1`.
+and counts in `status.restarts`. The child Job and its pods carry
+`jobset.sigs.k8s.io/restart-attempt: R`; their attempt is the JobSet's first (1, or
+N+1 for the JobSet a `run -r` created after attempt N: its `launcher.dev/attempt`
+label) plus R. Attempts of earlier JobSets are the record's summaries.
 
 An attempt whose pods are gone is told from, in order:
 1. its summary in the run's record, when a launcher process saw it end;
@@ -14,25 +16,27 @@ An attempt whose pods are gone is told from, in order:
 3. the JobSet controller's restart event on the JobSet ("applying RestartJobSet
    failure policy action", or ...AndIgnoreMaxRestarts for one that did not count);
 4. otherwise: "restarted by the JobSet controller", no exit code.
+Events older than the JobSet belong to an earlier one of the same name and are not read.
 
 The JobSet's own terminal state (`status.terminalState`, the Completed/Failed
-conditions) ends the run; the only action left to the launcher is failing a run
-whose container can never start (an image that does not pull), which Kubernetes
-would leave Pending forever.
+conditions) ends the run. A run whose container can never start (an image that does
+not pull) is FAILED here, though Kubernetes would leave its pods Pending forever:
+`launcher stop` (or delete) removes its JobSet, and `Action` says what the stop records.
 """
 
 from __future__ import annotations
 
 import re
 
-from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent
-from launcher.backends.kubernetes import keys
+from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, utcnow
+from launcher.backends.kubernetes import keys, kueue
 from launcher.backends.kubernetes.attempts import (
     Action,
     Observed,
     attempt_from_summary,
     attempt_of,
     attempt_view,
+    first_attempt,
     labels,
     record_json,
     spec_of,
@@ -41,6 +45,9 @@ from launcher.backends.kubernetes.attempts import (
     ts,
 )
 from launcher.spec.retry import FATAL, JOBSET_NO_BACKOFF
+
+# The record is created right after the JobSet; a submit's retries end well within this.
+UNFINISHED_SUBMIT_SECONDS = 120.0
 
 JOB_FAILURE_REASONS = ("PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded")
 EXIT_MESSAGE = re.compile(r"Container \S+ for pod [^/\s]+/(?P<pod>\S+) failed with exit code (?P<code>-?\d+)")
@@ -70,6 +77,14 @@ def _when(event: dict) -> str:
         or (event.get("metadata") or {}).get("creationTimestamp")
         or ""
     )
+
+
+def _since(events: list[dict], jobset: dict | None) -> list[dict]:
+    """The events of this JobSet's life: not those of an earlier JobSet of the same name."""
+    born = ts(((jobset or {}).get("metadata") or {}).get("creationTimestamp"))
+    if born is None:
+        return events
+    return [e for e in events if (ts(_when(e) or None) or born) >= born]
 
 
 def job_failure_events(run: str, events: list[dict]) -> list[dict]:
@@ -132,8 +147,28 @@ def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt
     return Attempt(index=index, status=RunStatus.FAILED, ended_at=when, reason=reason, ranks=ranks)
 
 
-def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
-    """The run as a user sees it, and what the launcher must do (only: fail a run that cannot start)."""
+def unfinished_submit(obs: Observed) -> bool:
+    """A JobSet without its record, older than any submit still on its way: the submit failed
+    part way and could not clean up (the cluster went away, the launcher was killed)."""
+    if obs.record is not None or obs.jobset is None:
+        return False
+    created = ts(obs.jobset["metadata"].get("creationTimestamp"))
+    return created is not None and (utcnow() - created).total_seconds() > UNFINISHED_SUBMIT_SECONDS
+
+
+def derive(obs: Observed) -> tuple[Run, Action | None]:
+    """The run as a user sees it, and what a stop must record beyond deleting the JobSet
+    (Action "fail": a run whose container can never start)."""
+    run, action = _derive(obs)
+    kueue.apply(run, kueue.queue_state(obs.jobset, obs.kueue))
+    if unfinished_submit(obs):
+        # Its pods wait for a ConfigMap that will never come: without this it is STARTING forever.
+        run.status = RunStatus.FAILED
+        run.reason = f"its submit never finished (no record); `launcher delete {obs.name}` removes its JobSet"
+    return run, action
+
+
+def _derive(obs: Observed) -> tuple[Run, Action | None]:
     record, jobset = obs.record, obs.jobset
     spec = spec_of(record)
     nodes = int((spec.get("compute") or {}).get("nodes") or 1)
@@ -141,7 +176,8 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
     final = record_json(record, keys.RECORD_FINAL, None)
     created = ts(((record or jobset or {}).get("metadata") or {}).get("creationTimestamp"))
     restarts = restarts_of(jobset)
-    current = restarts + 1
+    first = first_attempt(jobset) if jobset is not None else 1
+    current = first + restarts
     if jobset is None and final and finished:
         # Stopped (or ended by the launcher) and its JobSet gone: the record's summaries,
         # written as the run ended, say how many attempts there were.
@@ -149,23 +185,28 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
 
     attempts: list[Attempt] = []
     events: list[StatusEvent] = []
-    failures = job_failure_events(obs.name, obs.events)
-    restarted = restart_events(obs.name, obs.events)
+    own = _since(obs.events, jobset)
+    failures = job_failure_events(obs.name, own)
+    restarted = restart_events(obs.name, own)
     for index in range(1, current):
         pods = [p for p in obs.pods if attempt_of(p) == index]
+        nth = index - first  # the how-manieth of this JobSet's ended attempts (0-based)
         if index in finished:
             a, ev = attempt_from_summary(finished[index])
+        elif index < first:
+            a = Attempt(index=index, status=RunStatus.FAILED, reason="an attempt of an earlier JobSet of the run")
+            ev = []
         elif pods and all((p.get("status") or {}).get("phase") in ("Failed", "Succeeded") for p in pods):
             job = next((j for j in obs.jobs if attempt_of(j) == index), None)
             a, _, ev = attempt_view(index, job, pods, obs.events, nodes)
             a.status = RunStatus.FAILED
-        elif index <= len(failures):
-            a = attempt_from_event(index, obs.name, nodes, failures[index - 1])
-            if index <= len(restarted) and "IgnoreMaxRestarts" in (restarted[index - 1].get("reason") or ""):
+        elif nth < len(failures):
+            a = attempt_from_event(index, obs.name, nodes, failures[nth])
+            if nth < len(restarted) and "IgnoreMaxRestarts" in (restarted[nth].get("reason") or ""):
                 a.reason = f"{a.reason}; not counted against max_retries (a disruption)"
             ev = [StatusEvent(RunStatus.FAILED, a.ended_at, index, a.reason)] if a.ended_at else []
-        elif index <= len(restarted):
-            a = attempt_from_restart_event(index, restarted[index - 1])
+        elif nth < len(restarted):
+            a = attempt_from_restart_event(index, restarted[nth])
             ev = [StatusEvent(RunStatus.FAILED, a.ended_at, index, a.reason)] if a.ended_at else []
         else:
             a = Attempt(index=index, status=RunStatus.FAILED, reason="restarted by the JobSet controller")
@@ -211,8 +252,8 @@ def derive_jobset(obs: Observed) -> tuple[Run, Action | None]:
         if pods or job:
             last = live
             last.status = RunStatus.FAILED
-        elif len(failures) >= current:
-            last = attempt_from_event(current, obs.name, nodes, failures[current - 1])
+        elif len(failures) > current - first:
+            last = attempt_from_event(current, obs.name, nodes, failures[current - first])
         else:
             last = Attempt(index=current, status=RunStatus.FAILED, reason=cond.get("message"))
         attempts.append(last)

@@ -1,16 +1,12 @@
-"""Submit: create a run's JobSet (where the cluster serves JobSet, asked at every submit)
-or Job, then its record (ConfigMap) and, for a Job, its Service, owned by it.
+"""Submit: create a run's JobSet, then its record (ConfigMap) and its code snapshot,
+owned by it. A cluster that serves no JobSet is refused, with the command that installs it.
 
-The owner comes first because the others carry an owner reference to its uid, so
-`kubectl delete jobset <run>` (or job) cleans everything up. All of them carry a fresh
+The JobSet comes first because the others carry an owner reference to its uid, so
+`kubectl delete jobset <run>` cleans everything up. All of them carry a fresh
 submission uid (the `launcher.dev/submission` label): a create retried after its
 answer was lost recognises its own object, and a clean-up deletes only objects of
 this submission. If any create fails, everything this submission created goes
-again: a run is either whole or absent, never a Job without its record.
-
-The Job form's record keeps the Job as submitted (`launcher.dev/job`): a retry creates
-the next attempt from it. A submit ends with one reconciler's pass over the namespace
-(reconcile.reconcile_all).
+again: a run is either whole or absent, never a JobSet without its record.
 """
 
 from __future__ import annotations
@@ -22,17 +18,17 @@ from launcher.backends.base import Run
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.attempts import Observed, labels
 from launcher.backends.kubernetes.discovery import serves_jobset
-from launcher.backends.kubernetes.kubeapi import QUICK_RETRY, KubeApi, KubeError
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 from launcher.backends.kubernetes.render import (
     code_in_store,
     code_url,
-    kept_job,
+    no_jobset_error,
     owner_reference,
     plan_run,
     render_code_object,
 )
 from launcher.backends.kubernetes.status import derive
-from launcher.errors import InputError, LauncherError
+from launcher.errors import InputError
 
 if TYPE_CHECKING:
     from launcher.backends.kubernetes.profiles import Placement
@@ -40,7 +36,7 @@ if TYPE_CHECKING:
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
 
-KINDS_IN_ORDER = ("JobSet", "Job", "ConfigMap", "Service")
+KINDS_IN_ORDER = ("JobSet", "ConfigMap")
 
 
 def submit_run(
@@ -51,12 +47,13 @@ def submit_run(
     placement: Placement | None = None,
     code: Snapshot | None = None,
 ) -> Run:
-    """Named warnings (no JobSet, fields the cluster cannot honour) ride on the returned Run.
+    """Named warnings (fields the cluster cannot honour) ride on the returned Run.
     `placement`: the one the backend's check resolved (None: resolved here); `code`: the
     run's packed code snapshot, created as <run>-code beside the record."""
     profile = api.profile
-    jobset = serves_jobset(api)  # a JobSet installed or removed since `cluster add` counts
-    rendered = plan_run(spec, profile, secrets, jobset=jobset, placement=placement)
+    if not serves_jobset(api):
+        raise InputError(no_jobset_error(profile.name))
+    rendered = plan_run(spec, profile, secrets, placement=placement)
     token = uuid.uuid4().hex
     configmap, *others = rendered.manifests
     if code is not None and code_in_store(spec, profile):
@@ -64,13 +61,10 @@ def submit_run(
     elif code is not None:
         others.insert(0, render_code_object(spec, profile, code.data))
         others[0]["metadata"]["labels"][keys.SUBMISSION] = token
-    owner_manifest = others[-1]  # the JobSet, or the Job
+    owner_manifest = others[-1]  # the JobSet
     kind = owner_manifest["kind"]
     for obj in rendered.manifests:
         obj["metadata"].setdefault("labels", {})[keys.SUBMISSION] = token
-    if kind == "Job":
-        # A retry creates attempt N+1 from this Job, whoever reconciles it (their profile may differ).
-        configmap["metadata"]["annotations"][keys.RECORD_JOB] = kept_job(owner_manifest)
     try:
         created = api.create(kind, owner_manifest)
     except KubeError as e:
@@ -83,7 +77,7 @@ def submit_run(
         obj["metadata"]["ownerReferences"] = owner
     try:
         # The code snapshot before the record: once a pod mounts its config, its code is there too.
-        for obj in others[:-1]:  # the code snapshot, the Service of the Job form
+        for obj in others[:-1]:  # the code snapshot
             api.create(obj["kind"], obj)
         record = api.create("ConfigMap", configmap)
     except KubeError as e:
@@ -102,19 +96,8 @@ def submit_run(
             exit_code=e.exit_code,
             hint=e.hint,
         ) from None
-    obs = Observed(spec.name, record=record, cluster=profile.name)
-    if jobset:
-        obs.jobset = created
-    else:
-        obs.job = created
-    run, _ = derive(obs)
-    run.warnings = list(rendered.warnings) + kueue_warnings(api) + reconcile_namespace(api)
-    if jobset != profile.jobset:
-        run.warnings.insert(
-            0,
-            f"cluster {profile.name} {'now serves' if jobset else 'no longer serves'} JobSet "
-            f"(its profile says jobset: {str(profile.jobset).lower()}): the run is a {kind}",
-        )
+    run, _ = derive(Observed(spec.name, record=record, jobset=created, cluster=profile.name))
+    run.warnings = list(rendered.warnings) + kueue_warnings(api)
     return run
 
 
@@ -146,23 +129,10 @@ def upload_code(api: KubeApi, name: str, code: Snapshot) -> None:
     store.write(file_name, code.data)
 
 
-def reconcile_namespace(api: KubeApi) -> list[str]:
-    """A submit is also one reconciler's pass over its namespace: the Job-form retries that
-    are due and the leftovers of submits that died part way. The run is already whole, so a
-    failure here (another user's run this identity may not change) is a warning, not an error."""
-    from launcher.backends.kubernetes.reconcile import reconcile_all
-
-    try:
-        reconcile_all(api, QUICK_RETRY)
-    except LauncherError as e:
-        return [f"reconcile: {e.message}; the run was submitted"]
-    return []
-
-
 def _clean_up(api: KubeApi, name: str, token: str) -> list[str]:
     """Delete every object of this submission (never another run's that has the name);
-    return those that could not be deleted. The record and the Service are owned by the
-    Job, so the Job's deletion takes them too; they are deleted here as well so that
+    return those that could not be deleted. The record is owned by the JobSet, so the
+    JobSet's deletion takes it too; they are deleted here as well so that
     nothing waits on the garbage collector."""
     left = []
     for kind, obj_name in [

@@ -1,6 +1,10 @@
-"""Watch: yield a run each time its status changes, from informers on its objects; with
-`reconcile`, acting (retries, fatal failures) as the observations call for, as
-`launcher reconcile` does. Without it a watch only reads."""
+"""Watch: yield a run each time its status changes, from informers on its objects.
+
+A watch writes one thing: a run whose container can never start (an image that does not
+pull, a missing secret) is ended FAILED as `launcher stop` ends a run (the record keeps
+why; the JobSet, whose pods Kubernetes would leave Pending forever, goes), so that
+`run --follow` leaves nothing holding GPUs. An identity that may not do so leaves it
+for `launcher stop`. Reads (get, list, describe, the dashboard) never write."""
 
 from __future__ import annotations
 
@@ -10,22 +14,20 @@ from collections.abc import Iterator
 
 from launcher.backends.base import Run, utcnow
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.attempts import Observed, attempt_of
+from launcher.backends.kubernetes.attempts import Action, Observed
 from launcher.backends.kubernetes.informer import Informer
-from launcher.backends.kubernetes.jobset_status import restarts_of
-from launcher.backends.kubernetes.kubeapi import KubeApi
-from launcher.backends.kubernetes.observe import jobset_events, observe, waiting_pods, warning_events
-from launcher.backends.kubernetes.reconcile import apply
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
+from launcher.backends.kubernetes.lifecycle import finish
+from launcher.backends.kubernetes.observe import jobset_events, observe, waiting_pods
 from launcher.backends.kubernetes.status import derive
 
 
-def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
+def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
     profile = api.profile
     changed = threading.Event()
     sel = keys.run_selector(name)
-    first = observe(api, name)  # raises NotFoundError; says which form the run has
-    kinds = ("ConfigMap", "JobSet", "Job", "Pod") if first.is_jobset else ("ConfigMap", "Job", "Pod")
-    informers = {kind: Informer(api, kind, sel, changed.set).start() for kind in kinds}
+    observe(api, name)  # raises NotFoundError
+    informers = {kind: Informer(api, kind, sel, changed.set).start() for kind in ("ConfigMap", "JobSet", "Job", "Pod")}
     try:
         for inf in informers.values():
             inf.wait_synced(f"watch run {name!r}")
@@ -36,45 +38,39 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5, reconcile: 
         while True:
             changed.clear()
             obs = Observed(
-                name, record=informers["ConfigMap"].get(name), pods=informers["Pod"].snapshot(), cluster=profile.name
+                name,
+                record=informers["ConfigMap"].get(name),
+                jobset=informers["JobSet"].get(name),
+                jobs=informers["Job"].snapshot(),
+                pods=informers["Pod"].snapshot(),
+                cluster=profile.name,
             )
-            if first.is_jobset:
-                obs.jobset, obs.jobs = informers["JobSet"].get(name), informers["Job"].snapshot()
-            else:
-                obs.job = informers["Job"].get(name)
-            if obs.record is None and obs.job is None and obs.jobset is None:
+            if obs.record is None and obs.jobset is None:
                 if not seen:
                     obs = observe(api, name)  # raises NotFoundError, or the informers lagged
                 else:
                     return  # deleted while watched
             seen = True
-            waiting = (
-                waiting_pods(obs.job, obs.pods)
-                if not obs.is_jobset
-                else [
-                    p
-                    for p in obs.pods
-                    if attempt_of(p) == restarts_of(obs.jobset) + 1
-                    and (p.get("status") or {}).get("phase", "Pending") == "Pending"
-                ]
-            )
-            if (waiting or obs.is_jobset) and time.monotonic() - events_at > 2.0:
-                events = jobset_events(api, obs) if obs.is_jobset else warning_events(api, waiting)
+            waiting = waiting_pods(obs)
+            if time.monotonic() - events_at > 2.0:
+                events = jobset_events(api, obs)
                 events_at = time.monotonic()
-            obs.events = events if waiting or obs.is_jobset else []
+            obs.events = events
             run, action = derive(obs)
-            if action is not None and reconcile:
-                apply(api, obs, action)
-                changed.wait(poll_seconds)
-                continue
+            if last is not None and (run.status.is_terminal or run.current_attempt != last[1]):
+                # An attempt just ended: its story is in events newer than the last look.
+                obs.events = events = jobset_events(api, obs)
+                events_at = time.monotonic()
+                run, action = derive(obs)
+            if action is not None and action.kind == "fail" and obs.jobset is not None:
+                end_unstartable(api, obs, action)
             key = (run.status, run.current_attempt, run.reason)
             if key != last:
                 last = key
                 yield run
             if run.status.is_terminal:
                 return
-            # Wake on a change; look again now and then for events and time-based states, and
-            # when a retry's backoff is over (nothing in the cluster changes then).
+            # Wake on a change; look again now and then for events and time-based states.
             timeout = 2.0 if waiting else 30.0
             if run.retry_at is not None:
                 timeout = min(timeout, max(0.0, (run.retry_at - utcnow()).total_seconds()))
@@ -83,3 +79,11 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5, reconcile: 
     finally:
         for inf in informers.values():
             inf.stop()
+
+
+def end_unstartable(api: KubeApi, obs: Observed, action: Action) -> None:
+    try:
+        finish(api, obs, "FAILED", action.reason, [action.summary] if action.summary else [])
+    except KubeError as e:
+        if e.status not in (403, 404, 409):  # not allowed, gone, or someone got there first
+            raise

@@ -465,8 +465,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             terminate_groups(pids, KILL_AFTER)
         reaper.kill_all(lambda: reaper.owned_by(layout.owner, contract.OWNER), reap=False)
 
-    def watch(self, name: str, *, poll_seconds: float = 0.5, reconcile: bool = False) -> Iterator[Run]:
-        # The supervisor acts on its runs by itself: there is nothing to reconcile.
+    def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
         last: tuple | None = None
         while True:
             run = self.get(name)
