@@ -135,7 +135,30 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         dry-run, which open this backend to check a spec, never touch them."""
         from launcher.backends.local.state import State
 
-        return State(self.home)
+        state = State(self.home)
+        self._sweep_interrupted(state)
+        return state
+
+    def _sweep_interrupted(self, state: State) -> None:
+        """Remove what a submit killed before it recorded its run left (runs/<name>/, a
+        snapshot copy in it), and what a delete killed after it dropped the record left: a
+        run directory without a record, whose submitter (SUBMITTER_FILE) is dead, or older
+        than SWEEP_AFTER_S without one. The submitter is looked at before the record: once
+        it is dead it records nothing more, so a directory found without a record then is
+        nobody's."""
+        from launcher.backends.local.mounts import remove_mount_points
+
+        try:
+            entries = [e for e in os.scandir(self.home / "runs") if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return  # none yet, or a home this process only reads
+        recorded = set(state.names()) if entries else set()
+        for entry in entries:
+            root = Path(entry.path)
+            if entry.name in recorded or _submitting(root) or state.row(entry.name) is not None:
+                continue
+            remove_mount_points(root)
+            shutil.rmtree(root, ignore_errors=True)
 
     @classmethod
     def open(cls, profile: LocalProfile, home: Path) -> LocalBackend:
@@ -218,6 +241,9 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         if self.state.row(name) is not None or layout.root.exists():
             raise InputError(f"a run named {name!r} already exists")
         layout.root.mkdir(parents=True, mode=0o700)
+        # Until its record is written, a killed submit's directory is swept (_sweep_interrupted).
+        me = os.getpid()
+        (layout.root / SUBMITTER_FILE).write_text(f"{me} {start_time(me) or ''}")
         submitted = spec.to_submitted()
         layout.spec_file.write_text(json.dumps(submitted, indent=1))
         code_plan = None
@@ -653,14 +679,22 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         from launcher.backends.local.mounts import remove_mount_points
 
         run = self.get(name)
+        root = RunLayout(self.home, name).root
+        if run.status.is_terminal:
+            # Nothing writes an ended run's files: they go first, so that on a full disk the
+            # space they free lets the record's deletion be written (state.db grows its WAL
+            # file for it). A delete killed after this leaves the record: deleting it again ends.
+            remove_mount_points(root)
+            shutil.rmtree(root, ignore_errors=True)
+            self.state.delete_run(name)
+            return
         # From here on no read finds the run (a follower of its logs says it was deleted),
         # while its ranks are stopped and its files removed.
         self.state.mark_deleting(name)
-        if not run.status.is_terminal:
-            self._stop_processes(name)
+        self._stop_processes(name)
         self.state.delete_run(name)
-        remove_mount_points(RunLayout(self.home, name).root)  # its record goes with the run's files
-        shutil.rmtree(RunLayout(self.home, name).root, ignore_errors=True)
+        remove_mount_points(root)  # its record goes with the run's files
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -686,6 +720,27 @@ def _with(run: Run, unwritten: _Unwritten | None) -> Run:
         exit_code=unwritten.exit_code,
         warnings=[*run.warnings, note],
     )
+
+
+SUBMITTER_FILE = ".submitter"
+"""In a run's directory: "pid start-time" of the process that submitted it."""
+SWEEP_AFTER_S = 60.0
+"""A run directory without a record or a submitter (a launcher before SUBMITTER_FILE, or
+the moment between its mkdir and the file's write) is swept once this old."""
+
+
+def _submitting(root: Path) -> bool:
+    """Whether the process that made the run directory `root` may still record its run."""
+    try:
+        pid, _, started = (root / SUBMITTER_FILE).read_text().partition(" ")
+    except FileNotFoundError:
+        try:
+            return time.time() - root.stat().st_mtime < SWEEP_AFTER_S
+        except OSError:
+            return False
+    except OSError:
+        return True  # unreadable: left alone
+    return pid.isdigit() and alive(int(pid), started.strip() or None)
 
 
 def _age(iso: str) -> float:
