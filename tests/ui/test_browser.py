@@ -83,7 +83,7 @@ def trained(module_runs: Runs) -> Iterator[Trained]:
     )
     a = module_runs.submit("tiny-a", tiny_spec(work, "ui-tiny-a", 24, 3.0e-3, after).read_text())
     b = module_runs.submit("tiny-b", tiny_spec(work, "ui-tiny-b", 12, 1.0e-3).read_text())
-    with dashboard(module_runs.home) as url:
+    with dashboard(module_runs.home, "--no-token") as url:
         yield Trained(module_runs, a, b, gate1, gate2, url)
         gate1.touch()
         gate2.touch()
