@@ -112,3 +112,20 @@ def test_item5_a_set_value_that_refers_to_itself_is_named(cli):
     # A value that holds an alias of another part of it is fine.
     r = cli("validate", "-f", str(spec), "--set", "parameters.y={a: &b [1], c: *b}")
     assert r.returncode == 0, r.stderr
+
+
+def test_item5_update_refuses_what_the_spec_refuses(cli, token, kill_leftovers):
+    """`update run --max-duration inf` was taken (and on a cluster an internal error), as
+    was --max-retries past the spec's bound of 100."""
+    spec = cli.spec("slow", f"name: slow\nenv_variables: {{FAULT_TOKEN: {token}}}\ncommand: sleep 60\n")
+    assert cli("run", "-f", str(spec)).returncode == 0
+    name = cli.describe()["name"]
+    try:
+        refused(
+            cli("update", "run", name, "--max-duration", "inf"),
+            "--max-duration must be a finite number of hours above 0, got inf",
+        )
+        refused(cli("update", "run", name, "--max-retries", "1000"), "--max-retries must be from 0 to 100, got 1000")
+        assert cli("describe", "run", name, "-o", "json").stdout.count('"max_retries": 0') == 1
+    finally:
+        cli("stop", name)
