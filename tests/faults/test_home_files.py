@@ -81,6 +81,20 @@ def test_item6_a_submit_killed_before_its_record_leaves_nothing(cli):
         assert not any((cli.home / "runs").iterdir())
 
 
+def test_item6_runs_that_state_db_forgets_keep_their_files(cli):
+    """The way out of a corrupt state.db moves it away, and says the runs' logs stay under
+    runs/: the sweep of interrupted submits leaves them."""
+    spec = cli.spec("kept", "name: kept\ncommand: echo kept\n")
+    assert cli("run", "-f", str(spec), "--follow").returncode == 0
+    (kept,) = list((cli.home / "runs").iterdir())
+    for suffix in ("", "-wal", "-shm"):
+        if (cli.home / f"state.db{suffix}").exists():
+            (cli.home / f"state.db{suffix}").rename(cli.home / f"state.db{suffix}.corrupt")
+    r = cli("get", "runs")
+    assert r.returncode == 0 and "No runs found" in r.stdout, r.stderr
+    assert kept.exists() and list(kept.rglob("rank-0.log"))
+
+
 def run_with_metrics(cli) -> str:
     (cli.cwd / "log.txt").write_text("\n".join(step_line(s) for s in range(1, 4)) + "\n")
     spec = cli.spec("m", "name: m\ncommand: cat log.txt\n")

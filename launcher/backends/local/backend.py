@@ -140,22 +140,24 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         return state
 
     def _sweep_interrupted(self, state: State) -> None:
-        """Remove what a submit killed before it recorded its run left (runs/<name>/, a
-        snapshot copy in it), and what a delete killed after it dropped the record left: a
-        run directory without a record, whose submitter (SUBMITTER_FILE) is dead, or older
-        than SWEEP_AFTER_S without one. The submitter is looked at before the record: once
-        it is dead it records nothing more, so a directory found without a record then is
-        nobody's."""
+        """Remove what a submit killed before it recorded its run left: runs/<name>/ (a
+        snapshot copy in it) whose SUBMITTER_FILE names a dead process and that has no
+        record. The submitter is looked at before the record: once it is dead it records
+        nothing more, so a directory without a record then is nobody's. A directory without
+        the file is a recorded run's, and stays though state.db forgets it (moved away as
+        corrupt: its logs are kept)."""
         from launcher.backends.local.mounts import remove_mount_points
 
         try:
             entries = [e for e in os.scandir(self.home / "runs") if e.is_dir(follow_symlinks=False)]
         except OSError:
             return  # none yet, or a home this process only reads
-        recorded = set(state.names()) if entries else set()
-        for entry in entries:
-            root = Path(entry.path)
-            if entry.name in recorded or _submitting(root) or state.row(entry.name) is not None:
+        submitters = [Path(e.path) for e in entries if os.path.exists(os.path.join(e.path, SUBMITTER_FILE))]
+        for root in submitters:
+            if _submitter_alive(root):
+                continue
+            if state.row(root.name) is not None:  # killed after it recorded the run
+                (root / SUBMITTER_FILE).unlink(missing_ok=True)
                 continue
             remove_mount_points(root)
             shutil.rmtree(root, ignore_errors=True)
@@ -241,7 +243,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         if self.state.row(name) is not None or layout.root.exists():
             raise InputError(f"a run named {name!r} already exists")
         layout.root.mkdir(parents=True, mode=0o700)
-        # Until its record is written, a killed submit's directory is swept (_sweep_interrupted).
+        # Until the record is written, a killed submit's directory is swept (_sweep_interrupted).
         me = os.getpid()
         (layout.root / SUBMITTER_FILE).write_text(f"{me} {start_time(me) or ''}")
         submitted = spec.to_submitted()
@@ -258,6 +260,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         (layout.config_dir / "run_config.yaml").write_text(yaml.safe_dump(submitted, sort_keys=False))
         env = self._supervisor_env(submitted, secrets, layout)
         self.state.insert_run(name, submitted, [s.name for s in secrets], workdir or self._workdir(spec, layout))
+        (layout.root / SUBMITTER_FILE).unlink(missing_ok=True)
         self._start_supervisor(name, layout, env)
         run = self.get(name)
         run.warnings = warnings
@@ -681,20 +684,20 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         run = self.get(name)
         root = RunLayout(self.home, name).root
         if run.status.is_terminal:
-            # Nothing writes an ended run's files: they go first, so that on a full disk the
-            # space they free lets the record's deletion be written (state.db grows its WAL
-            # file for it). A delete killed after this leaves the record: deleting it again ends.
+            # Nothing writes an ended run's files, and they go before the record: on a full
+            # disk the space they free lets its deletion be written (state.db's WAL grows).
             remove_mount_points(root)
             shutil.rmtree(root, ignore_errors=True)
             self.state.delete_run(name)
             return
         # From here on no read finds the run (a follower of its logs says it was deleted),
-        # while its ranks are stopped and its files removed.
+        # while its ranks are stopped and its files removed; the record goes last, so a
+        # delete killed on the way is finished by deleting the run again.
         self.state.mark_deleting(name)
         self._stop_processes(name)
-        self.state.delete_run(name)
-        remove_mount_points(root)  # its record goes with the run's files
+        remove_mount_points(root)
         shutil.rmtree(root, ignore_errors=True)
+        self.state.delete_run(name)
 
 
 @dataclass(frozen=True)
@@ -723,21 +726,15 @@ def _with(run: Run, unwritten: _Unwritten | None) -> Run:
 
 
 SUBMITTER_FILE = ".submitter"
-"""In a run's directory: "pid start-time" of the process that submitted it."""
-SWEEP_AFTER_S = 60.0
-"""A run directory without a record or a submitter (a launcher before SUBMITTER_FILE, or
-the moment between its mkdir and the file's write) is swept once this old."""
+"""In a run's directory until its record is written: "pid start-time" of the submitting process."""
 
 
-def _submitting(root: Path) -> bool:
-    """Whether the process that made the run directory `root` may still record its run."""
+def _submitter_alive(root: Path) -> bool:
+    """Whether the process that is submitting the run of directory `root` still lives."""
     try:
         pid, _, started = (root / SUBMITTER_FILE).read_text().partition(" ")
     except FileNotFoundError:
-        try:
-            return time.time() - root.stat().st_mtime < SWEEP_AFTER_S
-        except OSError:
-            return False
+        return False
     except OSError:
         return True  # unreadable: left alone
     return pid.isdigit() and alive(int(pid), started.strip() or None)
