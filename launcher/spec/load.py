@@ -8,6 +8,7 @@ for unknown fields (launcher.spec.issues, shared with the trainers' configs).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,31 +187,34 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
 # ---------------------------------------------------------------- text UTF-8 cannot hold
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _unencodable(value: Any, path: tuple) -> list[tuple[tuple, str, bool]]:
     """(path, why, whether the key is at fault) of each string, key or value, that UTF-8
     cannot encode: a lone surrogate (YAML's "\\uD800", or a byte of a flag that was not
     UTF-8). Every backend writes the spec as UTF-8 (state, manifests, the command's exec)."""
     found: list[tuple[tuple, str, bool]] = []
     if isinstance(value, str):
-        bad = next((i for i, c in enumerate(value) if "\ud800" <= c <= "\udfff"), None)
-        if bad is not None:
-            found.append(
-                (
-                    path,
-                    f"holds {value[bad]!r} at character {bad + 1}, a lone UTF-16 surrogate that UTF-8 cannot "
-                    "encode; write the character itself (or a pair such as \\ud83d\\ude00 in double quotes)",
-                    False,
-                )
-            )
+        if m := _SURROGATE.search(value):
+            found.append((path, _surrogate_words(m), False))
     elif isinstance(value, dict):
         for k, v in value.items():
-            if isinstance(k, str) and _unencodable(k, ()):
-                found.append(((*path, k), _unencodable(k, ())[0][1].replace("holds", "its name holds", 1), True))
+            if isinstance(k, str) and (m := _SURROGATE.search(k)):
+                found.append(((*path, k), "its name " + _surrogate_words(m), True))
             found += _unencodable(v, (*path, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
             found += _unencodable(v, (*path, i))
     return found
+
+
+def _surrogate_words(m: re.Match) -> str:
+    # PyYAML reads a pair of \\u escapes (a UTF-16 surrogate pair) as two lone surrogates.
+    return (
+        f"holds {m.group()!r} at character {m.start() + 1}, a lone UTF-16 surrogate that UTF-8 cannot "
+        "encode; write the character itself, or \\U0001F600 (8 hex digits) for one past \\uFFFF"
+    )
 
 
 # ---------------------------------------------------------------- errors
