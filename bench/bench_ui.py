@@ -191,7 +191,7 @@ def bench_log_latency(work: Path, lines: int, chromium: str | None) -> None:
             print("\nlog latency: skipped (no chromium; apt-get install -y chromium)")
             return
         with browser(chromium) as b:
-            page = b.new_page()
+            page = b.new_page(bypass_csp=True)  # wait_for_function polls with eval, which the CSP forbids
             page.goto(url + f"runs/{name}")
             page.evaluate(OBSERVE_JS)
             page.wait_for_function(f"window.__seen.length >= {lines}", timeout=(lines * 0.25 + 60) * 1000)
