@@ -68,6 +68,7 @@ def launcher_home() -> Path:
             f"LAUNCHER_HOME {home} is not a directory",
             hint="point LAUNCHER_HOME at a directory, or move the file away and run again",
         )
+    homefile.keep_private(home, 0o700)
     return home
 
 

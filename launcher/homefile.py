@@ -29,6 +29,18 @@ LOCK_POLL_S = 0.01
 """How often a waiting change tries the lock again: a change holds it for milliseconds."""
 
 
+def keep_private(path: Path, mode: int) -> None:
+    """Give `path` (the launcher home, 0700) `mode` when it has any bit more and this user
+    owns it: a home made by hand or by an older launcher with 0755 let every local user read
+    the runs' specs and logs. A read-only home (EROFS) or another user's is left as it is."""
+    try:
+        st = path.stat()
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & ~mode:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & mode)
+    except OSError:
+        pass
+
+
 def read(path: Path) -> bytes | None:
     """The file's bytes, or None when there is none yet."""
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -136,10 +137,12 @@ class Updatable(abc.ABC):
                 raise InputError(
                     f"the {self.name} backend cannot change scheduling.{field_name} of run {run.name}: {why}"
                 )
-        if changes.get("max_retries") is not None and changes["max_retries"] < 0:
-            raise InputError(f"--max-retries must be 0 or more, got {changes['max_retries']}")
-        if changes.get("max_duration") is not None and not changes["max_duration"] > 0:
-            raise InputError(f"--max-duration must be more than 0 hours, got {changes['max_duration']}")
+        from launcher.spec.models import MAX_RETRIES  # the spec's bound; loaded by an update alone
+
+        if changes.get("max_retries") is not None and not 0 <= changes["max_retries"] <= MAX_RETRIES:
+            raise InputError(f"--max-retries must be from 0 to {MAX_RETRIES}, got {changes['max_retries']}")
+        if changes.get("max_duration") is not None and not 0 < changes["max_duration"] < math.inf:
+            raise InputError(f"--max-duration must be a finite number of hours above 0, got {changes['max_duration']}")
 
 
 class Exec(abc.ABC):

@@ -181,6 +181,8 @@ def _message(err: dict, walk: _Walk, what: str, aliases: Sequence[str]) -> str:
         return f"must be less than {'or equal to ' if kind == 'less_than_equal' else ''}{bound}, got {got}"
     if kind in ("int_parsing", "int_type", "int_from_float"):
         return f"must be an integer, got {got}"
+    if kind == "finite_number":
+        return f"must be a finite number, got {got}"
     if kind in ("float_parsing", "float_type"):
         return f"must be a number, got {got}"
     if kind in ("bool_parsing", "bool_type"):

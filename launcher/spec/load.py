@@ -8,6 +8,7 @@ for unknown fields (launcher.spec.issues, shared with the trainers' configs).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from launcher.errors import SpecError, SpecIssue
 from launcher.spec.compat import LEGACY_TOP_LEVEL, apply_compat
 from launcher.spec.issues import validation_issues
 from launcher.spec.models import RunSpec
-from launcher.spec.yamlpos import Located, load_located, read_file, safe_load
+from launcher.spec.yamlpos import Located, load_located, load_value, read_file
 
 
 @dataclass
@@ -93,6 +94,9 @@ def load_spec_text(
     sources: dict[tuple, str] = {}
     if overrides:
         issues += _apply_overrides(located, overrides, sources)
+    issues += [
+        _issue(path, path, message, key, located, sources) for path, message, key in _unencodable(located.data, ())
+    ]
     if issues:
         raise SpecError(issues)
     try:
@@ -170,11 +174,47 @@ def _apply_overrides(located: Located, o: Overrides, sources: dict[tuple, str]) 
             issues.append(SpecIssue(f"--set takes path.to.field=VALUE, got {item!r}", file=OVERRIDE))
             continue
         try:
-            value = safe_load(text) if text.strip() else ""
+            value = load_value(text) if text.strip() else ""
         except yaml.YAMLError:
             value = text
+        except ValueError as e:
+            issues.append(SpecIssue(str(e), field=dotted, file=f"--set {item}"))
+            continue
         put(tuple(keys), value, f"--set {item}")
     return issues
+
+
+# ---------------------------------------------------------------- text UTF-8 cannot hold
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unencodable(value: Any, path: tuple) -> list[tuple[tuple, str, bool]]:
+    """(path, why, whether the key is at fault) of each string, key or value, that UTF-8
+    cannot encode: a lone surrogate (YAML's "\\uD800", or a byte of a flag that was not
+    UTF-8). Every backend writes the spec as UTF-8 (state, manifests, the command's exec)."""
+    found: list[tuple[tuple, str, bool]] = []
+    if isinstance(value, str):
+        if m := _SURROGATE.search(value):
+            found.append((path, _surrogate_words(m), False))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and (m := _SURROGATE.search(k)):
+                found.append(((*path, k), "its name " + _surrogate_words(m), True))
+            found += _unencodable(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found += _unencodable(v, (*path, i))
+    return found
+
+
+def _surrogate_words(m: re.Match) -> str:
+    # PyYAML reads a pair of \\u escapes (a UTF-16 surrogate pair) as two lone surrogates.
+    return (
+        f"holds {m.group()!r} at character {m.start() + 1}, a lone UTF-16 surrogate that UTF-8 cannot "
+        "encode; write the character itself, or \\U0001F600 (8 hex digits) for one past \\uFFFF"
+    )
 
 
 # ---------------------------------------------------------------- errors

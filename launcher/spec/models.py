@@ -32,7 +32,11 @@ PLATFORM_ONLY = ("optimization_level", "platform", "dependent_deployment", "pare
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=False, defer_build=True)
+    # allow_inf_nan=False: `cpus: .inf`, `1e999` (read as infinity) or `max_duration: .nan` is
+    # refused at its field; no backend can request, wait or render an infinite amount.
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, validate_default=False, defer_build=True, allow_inf_nan=False
+    )
 
 
 # A node label's key: an optional DNS-subdomain prefix and '/', then a name of at most 63

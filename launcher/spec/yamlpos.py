@@ -57,6 +57,8 @@ class _Builder:
         self.count = 0
         self.located = Located(data=None, file=file)
         self._scalars = SpecLoader("")
+        self._open: set[int] = set()
+        """The collections being built, outermost first: an alias back to one is a cycle."""
 
     def fail(self, node: yaml.Node | None, message: str) -> SpecError:
         line = col = None
@@ -64,16 +66,23 @@ class _Builder:
             line, col = node.start_mark.line + 1, node.start_mark.column + 1
         return SpecError([SpecIssue(message, file=self.file, line=line, column=col)])
 
-    def build(self, node: yaml.Node, path: Path_, depth: int = 0) -> Any:
+    def counted(self, node: yaml.Node) -> None:
+        """One more value built or merged: past MAX_NODES the document is refused, so aliases
+        and merge keys (`<<: [*a, *a]` doubles at each level) do bounded work."""
         self.count += 1
         if self.count > MAX_NODES:
             raise self.fail(
                 node,
-                f"document expands through aliases (*name) to more than {MAX_NODES} values "
-                "(an alias bomb?); refusing it",
+                f"document expands through aliases (*name) or merge keys (<<) to more than {MAX_NODES} "
+                "values (an alias bomb?); refusing it",
             )
+
+    def build(self, node: yaml.Node, path: Path_, depth: int = 0) -> Any:
+        self.counted(node)
         if depth > 200:
             raise self.fail(node, "document is nested too deeply")
+        if id(node) in self._open:
+            raise self.fail(node, "an alias (*name) refers to a value that holds it: the value would never end")
         self.located.positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if isinstance(node, yaml.ScalarNode):
             try:
@@ -82,6 +91,13 @@ class _Builder:
                 raise self.fail(node, f"cannot read the value {node.value[:40]!r}: {e}") from None
         if node.tag not in _COLLECTION_TAGS:
             raise self.fail(node, f"unsupported YAML tag {node.tag}")
+        self._open.add(id(node))
+        try:
+            return self._collection(node, path, depth)
+        finally:
+            self._open.discard(id(node))
+
+    def _collection(self, node: yaml.Node, path: Path_, depth: int) -> Any:
         if isinstance(node, yaml.SequenceNode):
             return [self.build(child, (*path, i), depth + 1) for i, child in enumerate(node.value)]
         if isinstance(node, yaml.MappingNode):
@@ -103,8 +119,9 @@ class _Builder:
             return out
         raise self.fail(node, f"unsupported YAML node {type(node).__name__}")
 
-    def _merged_pairs(self, node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node]]:
-        """Mapping pairs with `<<: *anchor` merges applied (explicit keys win)."""
+    def _merged_pairs(self, node: yaml.MappingNode, merging: tuple = ()) -> list[tuple[yaml.Node, yaml.Node]]:
+        """Mapping pairs with `<<: *anchor` merges applied (explicit keys win). Each pair
+        merged counts as a value built (MAX_NODES)."""
         pairs: list[tuple[yaml.Node, yaml.Node]] = []
         merged: list[tuple[yaml.Node, yaml.Node]] = []
         for key_node, value_node in node.value:
@@ -113,7 +130,11 @@ class _Builder:
                 for src in sources:
                     if not isinstance(src, yaml.MappingNode):
                         raise self.fail(src, "a merge key (<<) must refer to a mapping")
-                    merged.extend(self._merged_pairs(src))
+                    if any(src is m for m in (node, *merging)):
+                        raise self.fail(src, "a merge key (<<) refers to the mapping that holds it")
+                    for pair in self._merged_pairs(src, (node, *merging)):
+                        self.counted(src)
+                        merged.append(pair)
             else:
                 pairs.append((key_node, value_node))
         explicit = {k.value for k, _ in pairs if isinstance(k, yaml.ScalarNode)}
@@ -170,6 +191,22 @@ class _CountingLoader(SpecLoader):
 def safe_load(text: str):
     """yaml.safe_load with SpecLoader's number rules."""
     return yaml.load(text, Loader=SpecLoader)
+
+
+def load_value(text: str) -> Any:
+    """One YAML value (a --set override's), built as a file's values are: bounded and
+    without cycles (`&a [*a]`). Raises yaml.YAMLError for text that is not YAML, and
+    ValueError with the reason for a value refused."""
+    try:
+        node = yaml.compose(text, Loader=_CountingLoader)
+    except _TooManyValues:
+        raise ValueError(f"the value has more than {MAX_VALUES} values") from None
+    if node is None:
+        return None
+    try:
+        return _Builder(None).build(node, ())
+    except SpecError as e:
+        raise ValueError(e.issues[0].message) from None
 
 
 _COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:omap"}

@@ -30,6 +30,7 @@ from launcher.sdk.records import run_record
 from launcher.ui import views
 from launcher.ui.auth import TokenGate
 from launcher.ui.charts import DEFAULT_POINTS, MAX_POINTS, ChartData, parse_smoothing
+from launcher.ui.guards import MAX_STREAMS, MAX_STREAMS_PER_CLIENT, SecurityHeaders, StreamCap
 from launcher.ui.logstream import Cursor, log_events, tail_cursor
 from launcher.ui.runs import ListingFailed, RunFilter, RunsSource, select, summary
 
@@ -69,11 +70,17 @@ def _run_filter(request: Request) -> RunFilter:
 
 
 def create_app(
-    source: RunsSource | None = None, *, token: str | None = None, allowed_hosts: list[str] | None = None
+    source: RunsSource | None = None,
+    *,
+    token: str | None = None,
+    allowed_hosts: list[str] | None = None,
+    max_streams: int = MAX_STREAMS,
+    max_streams_per_client: int = MAX_STREAMS_PER_CLIENT,
 ) -> Starlette:
     """The dashboard app. `token`: required on every request. `allowed_hosts`: the Host
     headers accepted (a loopback-only dashboard refuses others, so a web page cannot
-    reach it through DNS rebinding)."""
+    reach it through DNS rebinding). `max_streams`, `max_streams_per_client`: the log
+    streams served at once, to all and to one client address (StreamCap)."""
     source = source or RunsSource()
     charts = ChartData()
     templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -209,11 +216,13 @@ def create_app(
         Route("/api/runs/{name}/logs", api_logs),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    middleware = []
+    middleware = [Middleware(SecurityHeaders)]
     if allowed_hosts:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
     if token:
         middleware.append(Middleware(TokenGate, token=token))
+    # Inside the token check: a client without the token takes no stream's slot.
+    middleware.append(Middleware(StreamCap, total=max_streams, per_client=max_streams_per_client))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -169,40 +169,38 @@ def test_item7_connections_past_the_cap_get_503_then_are_closed(launcher_home, m
         )
 
 
-def test_item7_a_short_or_blank_token_is_refused_off_loopback(cli):
-    # Any address but loopback (192.0.2.1 is not this machine's: refused before binding).
+def test_item7_a_short_or_blank_token_is_refused(cli):
+    # Any address, loopback too (192.0.2.1 is not this machine's: refused before binding).
     for host, token in (
         ("0.0.0.0", "a"),
         ("0.0.0.0", " "),
         ("0.0.0.0", "fifteen-chars-x"),
         ("0.0.0.0", "sixteen chars xx"),
         ("192.0.2.1", "a"),
+        ("127.0.0.1", "a"),
     ):
         r = cli("ui", "--port", "0", "--host", host, "--token", token, timeout=15)
         assert r.returncode == 2, (token, r.stderr)
-        assert (
-            f"a dashboard on {host}, an address others can reach, needs a token of at least 16 characters" in r.stderr
-        ), r.stderr
+        assert "a dashboard token needs at least 128 random bits" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
         if len(token) > 4:
             assert token not in r.stderr  # the token is a secret
     cli.env["LAUNCHER_UI_TOKEN"] = "short"
     r = cli("ui", "--port", "0", "--host", "0.0.0.0", timeout=15)
-    assert r.returncode == 2 and "--token (or LAUNCHER_UI_TOKEN) is 5 characters long" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--token (or LAUNCHER_UI_TOKEN) holds at most 24 bits" in r.stderr, r.stderr
     assert "short" not in r.stderr
     del cli.env["LAUNCHER_UI_TOKEN"]
 
-    # 16 characters are enough; a loopback address takes any token, as before; none off
-    # loopback: one is generated, at least 16 characters, printed in the address, and needed.
-    for host, token in (("0.0.0.0", "sixteen-chars-xx"), ("127.0.0.1", "a"), ("127.0.0.2", "b")):
+    # 22 random characters are enough, anywhere; none given: one is generated, printed in
+    # the address, and needed.
+    for host, token in (("0.0.0.0", "Zk3-q_Vb8xYw2LmN0pRt7A"), ("127.0.0.1", "Zk3-q_Vb8xYw2LmN0pRt7A")):
         with dashboard(cli.home, "--host", host, "--token", token) as url:
             port = urlsplit(url).port
-            reach = "127.0.0.1" if host == "0.0.0.0" else host
-            assert ask(port, "/api/runs", host=reach)[0] == 401
-            assert ask(port, "/api/runs", token, host=reach)[0] == 200
+            assert ask(port, "/api/runs")[0] == 401
+            assert ask(port, "/api/runs", token)[0] == 200
     with dashboard(cli.home, "--host", "0.0.0.0") as url:
         generated = re.fullmatch(r"token=([\w-]+)", urlsplit(url).query)
-        assert generated and len(generated.group(1)) >= 16, url
+        assert generated and len(generated.group(1)) >= 22, url
         assert ask(urlsplit(url).port, "/api/runs", generated.group(1))[0] == 200
 
 

@@ -23,8 +23,8 @@ def get(url: str) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
-def test_loopback_serves_without_a_token(launcher_home: Path) -> None:
-    with dashboard(launcher_home) as url:
+def test_loopback_serves_without_a_token_only_with_no_token(launcher_home: Path) -> None:
+    with dashboard(launcher_home, "--no-token") as url:
         assert urlsplit(url).hostname == "127.0.0.1"
         status, body = get(url + "api/runs")
         assert status == 200 and json.loads(body)["runs"] == []

@@ -44,7 +44,7 @@ from launcher.backends.kubernetes.profiles import (
     load_profile,
     resolve_placement,
 )
-from launcher.errors import InputError
+from launcher.errors import FieldError, InputError
 from launcher.pod import contract, zipapp
 from launcher.pod.code_archive import ARCHIVE_NAME
 from launcher.pod.logarchive import LOG_ARCHIVE, archive_url, pod_store_problem
@@ -80,6 +80,8 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # Exit codes that mean "the user's program failed": everything but success.
 USER_EXIT_RULE = {"containerName": keys.CONTAINER, "operator": "NotIn", "values": [0]}
+MAX_INDEXED_COMPLETIONS = 100_000  # the API server refuses an Indexed Job of more
+INT64_MAX = 2**63 - 1  # activeDeadlineSeconds is an int64
 
 
 @dataclass
@@ -143,6 +145,12 @@ def plan_run(
     cp = _as_cluster_profile(profile)
     if placement is None:
         placement = resolve_placement(spec, cp)
+    if placement.nodes > MAX_INDEXED_COMPLETIONS:
+        raise FieldError(
+            "compute.nodes" if spec.compute.nodes else "compute.gpus",
+            f"{placement.nodes:,} nodes is more than Kubernetes runs in one Indexed Job "
+            f"(at most {MAX_INDEXED_COMPLETIONS:,} pods)",
+        )
     check_hostnames(spec.name, placement.nodes)
     # The record says what the run got: nodes and GPUs resolved from gpus and gpus_per_node.
     compute = spec.compute.model_copy(
@@ -694,6 +702,12 @@ def _job_spec(spec: RunSpec, template: dict[str, Any], placement: Placement) -> 
     }
     if spec.scheduling.max_duration:
         job_spec["activeDeadlineSeconds"] = max(1, int(spec.scheduling.max_duration * 3600))
+        if job_spec["activeDeadlineSeconds"] > INT64_MAX:
+            raise FieldError(
+                "scheduling.max_duration",
+                f"{spec.scheduling.max_duration:g} hours is more seconds than a Job's activeDeadlineSeconds "
+                f"holds (a 64-bit integer, at most {INT64_MAX:,})",
+            )
     return job_spec
 
 

@@ -135,7 +135,32 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         dry-run, which open this backend to check a spec, never touch them."""
         from launcher.backends.local.state import State
 
-        return State(self.home)
+        state = State(self.home)
+        self._sweep_interrupted(state)
+        return state
+
+    def _sweep_interrupted(self, state: State) -> None:
+        """Remove what a submit killed before it recorded its run left: runs/<name>/ (a
+        snapshot copy in it) whose SUBMITTER_FILE names a dead process and that has no
+        record. The submitter is looked at before the record: once it is dead it records
+        nothing more, so a directory without a record then is nobody's. A directory without
+        the file is a recorded run's, and stays though state.db forgets it (moved away as
+        corrupt: its logs are kept)."""
+        from launcher.backends.local.mounts import remove_mount_points
+
+        try:
+            entries = [e for e in os.scandir(self.home / "runs") if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return  # none yet, or a home this process only reads
+        submitters = [Path(e.path) for e in entries if os.path.exists(os.path.join(e.path, SUBMITTER_FILE))]
+        for root in submitters:
+            if _submitter_alive(root):
+                continue
+            if state.row(root.name) is not None:  # killed after it recorded the run
+                (root / SUBMITTER_FILE).unlink(missing_ok=True)
+                continue
+            remove_mount_points(root)
+            shutil.rmtree(root, ignore_errors=True)
 
     @classmethod
     def open(cls, profile: LocalProfile, home: Path) -> LocalBackend:
@@ -218,6 +243,9 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         if self.state.row(name) is not None or layout.root.exists():
             raise InputError(f"a run named {name!r} already exists")
         layout.root.mkdir(parents=True, mode=0o700)
+        # Until the record is written, a killed submit's directory is swept (_sweep_interrupted).
+        me = os.getpid()
+        (layout.root / SUBMITTER_FILE).write_text(f"{me} {start_time(me) or ''}")
         submitted = spec.to_submitted()
         layout.spec_file.write_text(json.dumps(submitted, indent=1))
         code_plan = None
@@ -232,6 +260,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         (layout.config_dir / "run_config.yaml").write_text(yaml.safe_dump(submitted, sort_keys=False))
         env = self._supervisor_env(submitted, secrets, layout)
         self.state.insert_run(name, submitted, [s.name for s in secrets], workdir or self._workdir(spec, layout))
+        (layout.root / SUBMITTER_FILE).unlink(missing_ok=True)
         self._start_supervisor(name, layout, env)
         run = self.get(name)
         run.warnings = warnings
@@ -652,14 +681,22 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         from launcher.backends.local.mounts import remove_mount_points
 
         run = self.get(name)
+        root = RunLayout(self.home, name).root
+        if run.status.is_terminal:
+            # Nothing writes an ended run's files, and they go before the record: on a full
+            # disk the space they free lets its deletion be written (state.db's WAL grows).
+            remove_mount_points(root)
+            shutil.rmtree(root, ignore_errors=True)
+            self.state.delete_run(name)
+            return
         # From here on no read finds the run (a follower of its logs says it was deleted),
-        # while its ranks are stopped and its files removed.
+        # while its ranks are stopped and its files removed; the record goes last, so a
+        # delete killed on the way is finished by deleting the run again.
         self.state.mark_deleting(name)
-        if not run.status.is_terminal:
-            self._stop_processes(name)
+        self._stop_processes(name)
+        remove_mount_points(root)
+        shutil.rmtree(root, ignore_errors=True)
         self.state.delete_run(name)
-        remove_mount_points(RunLayout(self.home, name).root)  # its record goes with the run's files
-        shutil.rmtree(RunLayout(self.home, name).root, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -685,6 +722,21 @@ def _with(run: Run, unwritten: _Unwritten | None) -> Run:
         exit_code=unwritten.exit_code,
         warnings=[*run.warnings, note],
     )
+
+
+SUBMITTER_FILE = ".submitter"
+"""In a run's directory until its record is written: "pid start-time" of the submitting process."""
+
+
+def _submitter_alive(root: Path) -> bool:
+    """Whether the process that is submitting the run of directory `root` still lives."""
+    try:
+        pid, _, started = (root / SUBMITTER_FILE).read_text().partition(" ")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # unreadable: left alone
+    return pid.isdigit() and alive(int(pid), started.strip() or None)
 
 
 def _age(iso: str) -> float:
