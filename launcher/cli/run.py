@@ -170,7 +170,17 @@ def validate(spec_file, backend, **kw):
     shell_complete=complete_run_names,
     help="Submit a copy of a run's spec as submitted, with this command line's overrides.",
 )
-@click.option("--dry-run", is_flag=True, help="Resolve and print what would be submitted; start nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Resolve and print what would be submitted (and every file --code ships); start nothing.",
+)
+@click.option(
+    "--code-dry-run",
+    "code_dry_run",
+    is_flag=True,
+    help="List the files the code snapshot would ship, with their sizes; start nothing.",
+)
 @click.option(
     "-o",
     "--output",
@@ -195,7 +205,7 @@ def validate(spec_file, backend, **kw):
     help="Pack this file into the code snapshot though it looks like a credentials file.",
 )
 @_backend_option("Pick the backend (default: the current profile's).")
-def run(spec_file, follow, restart, clone, dry_run, output, code, allow_files, backend, **kw):
+def run(spec_file, follow, restart, clone, dry_run, code_dry_run, output, code, allow_files, backend, **kw):
     """Submit a run. Exits 0 when a followed run completes, 1 when it fails or stops, 2 on bad input.
     `-r NAME` starts a stopped or failed run again, as its next attempt.
 
@@ -209,16 +219,23 @@ def run(spec_file, follow, restart, clone, dry_run, output, code, allow_files, b
         raise click.UsageError(
             "-r restarts a run with the code it was submitted with; it takes no --code or --allow-file"
         )
-    source = _source(spec_file, restart, clone, dry_run, backend, kw)
+    source = _source(spec_file, restart, clone, dry_run or code_dry_run, backend, kw)
     if restart is not None:
         _restart(source, follow, output)
         return
     clone_of = source[1] if source is not None else None
     checked = _checked(
-        spec_file, backend, kw, dry_run=dry_run, clone_of=clone_of, code=code, allow_files=allow_files
+        spec_file, backend, kw, dry_run=dry_run or code_dry_run, clone_of=clone_of, code=code, allow_files=allow_files
     )  # as `validate` does
 
+    if code_dry_run:
+        if checked.code is None:
+            raise click.UsageError("--code-dry-run lists a code snapshot: give --code DIR, or `code:` in the spec")
+        _list_code(checked.code)
+        return
     if dry_run:
+        if checked.code is not None:
+            _list_code(checked.code)
         # From the profile alone: a cluster's secrets are not read (the backend names them),
         # so no cluster is contacted, even one that is down.
         plan = checked.plan()
@@ -240,6 +257,14 @@ def run(spec_file, follow, restart, clone, dry_run, output, code, allow_files, b
         return
 
     sys.exit(follow_run(checked.backend, submitted.name))
+
+
+def _list_code(snapshot) -> None:
+    """Every file the snapshot ships and its size, one `code:   PATH  SIZE` line each."""
+    from launcher.sdk.code_selection import human_size
+
+    for rel, size in snapshot.listing:
+        click.echo(f"code:   {rel}  {human_size(size)}", err=True)
 
 
 def _source(spec_file, restart, clone, dry_run, backend, kw):

@@ -37,6 +37,8 @@ class Snapshot:
     unpacked: int
     """Bytes of the files packed."""
     notes: tuple[str, ...] = ()
+    listing: tuple[tuple[str, int], ...] = field(default=(), repr=False)
+    """(path, size) of every file packed, by path: what `run --code-dry-run` lists."""
 
     @property
     def size(self) -> int:

@@ -220,7 +220,7 @@ def _checked_on(
         secrets = store.for_run(spec.secrets) if store is not None else None
         if secrets is not None:
             target.check_secrets(spec, secrets)
-        snapshot = _pack_code(spec, target, secrets, allow_files) if spec.code is not None else None
+        snapshot = _pack_code(spec, target, secrets, store, allow_files) if spec.code is not None else None
     except FieldError as e:
         raise config.placed(e) from None
     if snapshot is not None:
@@ -353,9 +353,11 @@ def _submit_placed(prepared: PreparedRun) -> Run:
     return run
 
 
-def _pack_code(spec: RunSpec, target: Backend, secrets, allow_files: tuple[str, ...]):
-    """The spec's working tree, packed for `target` with the secrets the run gets (where a
-    dry-run leaves them in the cluster, the credential-file checks alone apply)."""
+def _pack_code(spec: RunSpec, target: Backend, secrets, store, allow_files: tuple[str, ...]):
+    """The spec's working tree, packed for `target` with the secrets the run gets; no file
+    may hold a value of any secret of the store, nor lie in the launcher home (where a
+    dry-run leaves the secrets in the cluster, the credential-file checks alone apply)."""
+    from launcher.config import launcher_home
     from launcher.sdk.code_selection import build
 
     if not target.supports(Feature.CODE_SNAPSHOT):
@@ -364,7 +366,13 @@ def _pack_code(spec: RunSpec, target: Backend, secrets, allow_files: tuple[str, 
         )
     limit = target.code_limit()
     return build(
-        spec.code, secrets=secrets, allow_files=allow_files, limit=limit, where=f"a run of the {target.name} backend"
+        spec.code,
+        secrets=secrets,
+        stored=store.list() if store is not None else None,
+        home=launcher_home(),
+        allow_files=allow_files,
+        limit=limit,
+        where=f"a run of the {target.name} backend",
     )
 
 
