@@ -200,16 +200,21 @@ class Backend(abc.ABC):
         (`run`; `validate` and `run --dry-run` where they live on this machine); submit()
         asks it again."""
         from launcher.errors import InputError
-        from launcher.secrets.kinds import check_mount_path, collision, project
+        from launcher.secrets.kinds import breaks_runs, collision, project
 
         for s in secrets:
-            mount = project(s).mount_path
-            problem = check_mount_path(mount) if mount else None
+            problem = breaks_runs(s)  # the rule `secret create` refuses it by, in the same words
             if problem:
+                how = (
+                    f"with another --mount-path (`launcher secret create {s.kind.value} {s.name} ... "
+                    f"--mount-path /secrets/{s.name} --replace`)"
+                    if project(s).mount_path and "mount path" in problem
+                    else "with another variable name"
+                )
                 raise InputError(
                     f"secret {s.name!r}: {problem}",
-                    hint=f"create it again with another --mount-path (`launcher secret create "
-                    f"{s.kind.value} {s.name} ... --mount-path /secrets/{s.name} --replace`)",
+                    hint=f"delete it (`launcher secret delete {s.name}`) and create it again {how}, or leave "
+                    "it out with `secrets:` in the run YAML",
                 )
         problem = collision(secrets)
         if problem:

@@ -204,8 +204,23 @@ RESERVED_MOUNTS = {
     "/sys": "the kernel's /sys",
     "/dev": "the run's devices (/dev, its GPUs and /dev/shm)",
 }
+# The system's own directories: a mount at or above one hides the programs and libraries
+# every run needs (on the local backend, as root, a directory created inside one lands on
+# the machine's own /usr or /bin), so no secret goes at, above or inside them.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot")
+RESERVED_MOUNTS.update({d: f"the system's {d}" for d in SYSTEM_DIRS})
+# Hidden by a mount at or above them; a directory inside them is the run's own.
+RESERVED_MOUNTS.update(
+    {
+        "/var": "the system's /var",
+        "/run": "the system's /run",
+        "/tmp": "the run's /tmp",
+        "/opt": "the software installed in /opt",
+        "/root": "root's home directory",
+    }
+)
 # A new directory under /etc (mcli's /etc/secret, /etc/ssh-key) hides nothing of it.
-RESERVED_INSIDE = ("/mnt/config", "/proc", "/sys", "/dev")
+RESERVED_INSIDE = ("/mnt/config", "/proc", "/sys", "/dev", *SYSTEM_DIRS)
 
 
 def check_mount_path(path: str) -> str | None:
@@ -228,6 +243,44 @@ def check_mount_path(path: str) -> str | None:
         if path == reserved or reserved.startswith(path + "/") or inside:
             how = "would lie inside" if inside else "would hide"
             return f"the mount path {path} {how} {what}; pick a directory of its own, such as /secrets/NAME"
+    return None
+
+
+# Environment variables the run's environment owns: the shell and the interpreter read them,
+# the launcher and the rank launcher set them. A secret that sets one breaks every run it
+# reaches (PATH: no program found; LAUNCHER_HOME: no supervisor; RANK: ranks that disagree).
+OWNED_ENV = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TMPDIR", "IFS", "ENV",
+        "BASH_ENV", "SHELLOPTS", "BASHOPTS", "CDPATH",
+        "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "NODE_RANK", "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "RUN_NAME", "COMPOSER_RUN_NAME", "CUDA_VISIBLE_DEVICES",
+    }
+)  # fmt: skip
+OWNED_ENV_PREFIXES = ("LD_", "PYTHON", "LAUNCHER_", "PET_", "TORCHELASTIC_", "BASH_FUNC_")
+
+
+def owned_env(var: str) -> bool:
+    """Whether the run's environment owns `var`, so that no secret may set it."""
+    return var in OWNED_ENV or var.startswith(OWNED_ENV_PREFIXES)
+
+
+def breaks_runs(secret: Secret) -> str | None:
+    """Why `secret` would break every run it reaches, or None: an environment variable the
+    run's environment owns (owned_env), or a mount path no run may use (check_mount_path).
+    The one rule `secret create` refuses a new secret by, and `validate` and `run` a stored
+    one (made before the rule, or outside the launcher), in the same words."""
+    proj = project(secret)
+    for var in [*proj.env, *proj.plain_env]:
+        if owned_env(var):
+            return (
+                f"it sets the environment variable {var}, which the run's own environment owns "
+                f"(PATH, HOME, LD_*, PYTHON*, LAUNCHER_*, the rank variables): it would break every run it "
+                f"reaches; give it another variable name"
+            )
+    if proj.mount_path:
+        return check_mount_path(proj.mount_path)
     return None
 
 

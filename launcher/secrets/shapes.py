@@ -17,6 +17,7 @@ from launcher.secrets.kinds import (
     NO_DEFAULT_SECTION,
     Secret,
     SecretKind,
+    breaks_runs,
     check_mount_path,
     check_name,
     check_new,
@@ -66,7 +67,10 @@ def checked(secret: Secret) -> Secret:
     if "mount_path" in secret.options:
         problem = check_mount_path(secret.options["mount_path"])
         if problem:
-            raise InputError(f"--mount-path: {problem}")
+            raise InputError(f"secret {secret.name!r}: --mount-path: {problem}")
+    problem = breaks_runs(secret)  # the rule `validate` and `run` refuse a stored secret by
+    if problem:
+        raise InputError(f"secret {secret.name!r}: {problem}")
     problem = check_new(secret)  # what no run could use is refused here, not in every run after
     if problem:
         raise InputError(f"secret {secret.name!r}: {problem}")
