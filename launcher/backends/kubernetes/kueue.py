@@ -27,7 +27,6 @@ read_view and queue_usage are the only functions here that talk to the API serve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from launcher.backends.base import Run, RunStatus, StatusEvent
@@ -152,15 +151,8 @@ def evictions(workload: dict | None) -> list[Eviction]:
     return [*out, latest]
 
 
-def active_eviction(workload: dict | None) -> Eviction | None:
-    """The eviction Kueue is carrying out now (Evicted=True): the run is coming off its nodes."""
-    if not is_true(workload, "Evicted"):
-        return None
-    return next((e for e in reversed(evictions(workload)) if e.at is not None), None)
-
-
 def queue_state(owner: dict | None, view: KueueView | None) -> QueueState | None:
-    """Where the run of this JobSet or Job stands in Kueue's queue; None if it names no queue."""
+    """Where the run of this JobSet stands in Kueue's queue; None if it names no queue."""
     queue = labels(owner).get(keys.KUEUE_QUEUE)
     if not queue:
         return None
@@ -247,13 +239,6 @@ def apply(run: Run, state: QueueState | None) -> None:
     run.reason = queue_text(state) if evicting is None else f"evicted by Kueue ({evicting.reason}); {queue_text(state)}"
     if run.attempts and not run.attempts[-1].status.is_terminal:
         run.attempts[-1].status, run.attempts[-1].reason = RunStatus.QUEUED, run.reason
-
-
-def evicted_during(state: QueueState | None, started_at: datetime | None) -> Eviction | None:
-    """An eviction at or after an attempt's start: what ended it, whatever its pods said."""
-    if state is None or started_at is None:
-        return None
-    return next((e for e in reversed(state.evictions) if e.at is not None and e.at >= started_at), None)
 
 
 # --- reading --------------------------------------------------------------------------------

@@ -286,24 +286,11 @@ def _archive_annotations(spec: RunSpec, profile: ClusterProfile) -> dict[str, st
 
 
 def secret_refs(secrets: list[Secret]) -> list[dict[str, Any]]:
-    """What a retry needs to render the Job again: names, kinds, options and key names, no values."""
+    """The secrets a run used, as its record keeps them: names, kinds, options and key names,
+    no values (a restart looks each one up again in the user's own store, by name)."""
     return [
         {"name": s.name, "kind": s.kind.value, "options": dict(s.options), "keys": sorted(s.data)}
         for s in sorted(secrets, key=lambda s: s.name)
-    ]
-
-
-def secrets_from_refs(refs: list[dict[str, Any]]) -> list[Secret]:
-    from launcher.secrets.kinds import Secret, SecretKind
-
-    return [
-        Secret(
-            name=r["name"],
-            kind=SecretKind(r["kind"]),
-            data=dict.fromkeys(r.get("keys", []), ""),
-            options=r.get("options", {}),
-        )
-        for r in refs
     ]
 
 
