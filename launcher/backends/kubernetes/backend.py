@@ -85,7 +85,9 @@ MIN_BATCH, MAX_BATCH = 50, 200
 
 
 def newest_first(runs: list[Run]) -> list[Run]:
-    return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
+    """Newest first; runs created in the same second (the API server's resolution) by name,
+    descending, as the local state orders them and a limited listing's pages come."""
+    return sorted(runs, key=lambda r: (r.created_at.timestamp() if r.created_at else 0, r.name), reverse=True)
 
 
 class KubernetesBackend(

@@ -425,9 +425,16 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         unwritten = {name: self._reconcile(name) for name in self.state.active_names()}
         out: list[Run] = []
         below: tuple[str, str] | None = None
+        # The first page is the size asked for (most listings end there), each next one twice the last.
+        size = max(query.wanted or PAGE_ROWS, 1)
         while not query.full(len(out)):
             rows = self.state.page(
-                below=below, statuses=query.statuses, ids=query.ids, before=query.before, after=query.after
+                below=below,
+                statuses=query.statuses,
+                ids=query.ids,
+                before=query.before,
+                after=query.after,
+                rows=size,
             )
             for row in rows:
                 if not query.matches_name(row["name"]) or not query.matches_spec(json.loads(row["spec"])):
@@ -439,9 +446,10 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
                         out.append(run)
                         if query.full(len(out)):
                             break
-            if len(rows) < PAGE_ROWS:
+            if len(rows) < size:
                 break
             below = (rows[-1]["created_at"], rows[-1]["name"])
+            size = min(size * 2, PAGE_ROWS)
         return out
 
     def _reconcile(self, name: str) -> _Unwritten | None:

@@ -58,8 +58,8 @@ CREATE INDEX IF NOT EXISTS runs_status_created ON runs (status, created_at DESC,
 # The two runs indexes serve listings newest first (State.page), with or without a status
 # filter, a page at a time: `get runs` reads the rows it shows, not the whole history.
 
-PAGE_ROWS = 200
-"""Rows one State.page reads: a listing of 50 that filters little reads one page."""
+PAGE_ROWS = 1000
+"""Rows one State.page reads at most (a listing's first page is the size it asks for)."""
 
 
 # runs.stop_requested: 0, a stop asked (1), or the run being deleted (2, also a stop).
