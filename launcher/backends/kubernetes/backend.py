@@ -29,6 +29,7 @@ This class is a thin facade over the Backend contract:
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -303,13 +304,14 @@ class KubernetesBackend(
 
     def list(self, query: RunQuery | None = None) -> list[Run]:
         """The runs `query` wants, newest first. Without a limit, every run in one look
-        (observe_all). With one, a metadata pass (observe.created_names: the records' and
-        JobSets' names and creation times, in pages, by label selector) chooses the
-        candidates by name and time, newest first, and only they are observed, a batch
-        at a time by a `launcher.dev/run in (...)` selector, until `query.wanted` match."""
+        (observe_all). With one, the candidates come newest first a window of time at a
+        time (history.newest_names: the records' and JobSets' metadata by their
+        creation-time labels), are chosen by name and time, and only they are observed, a
+        batch at a time by a `launcher.dev/run in (...)` selector, until `query.wanted` match."""
         from launcher.backends.kubernetes.attempts import ts
+        from launcher.backends.kubernetes.history import newest_names
         from launcher.backends.kubernetes.kubeapi import QUICK_RETRY
-        from launcher.backends.kubernetes.observe import created_names, observe_all, runs_selector
+        from launcher.backends.kubernetes.observe import observe_all, runs_selector
         from launcher.backends.kubernetes.status import derive
         from launcher.backends.listing import RunQuery
 
@@ -319,23 +321,24 @@ class KubernetesBackend(
             runs = newest_first([derive(o)[0] for o in observe_all(self.api, QUICK_RETRY)])
             return [r for r in runs if query.matches(r)]
         selector = runs_selector(sorted(query.ids) if query.ids else None)
-        candidates = [
+        candidates = (
             name
-            for at, name in created_names(self.api, selector, QUICK_RETRY)
+            for at, name in newest_names(self.api, selector, QUICK_RETRY)
             if query.matches_name(name) and query.matches_created(ts(at))
-        ]
+        )
         out: list[Run] = []
         batch = min(max(query.wanted, MIN_BATCH), MAX_BATCH)
-        for start in range(0, len(candidates), batch):
-            chunk = candidates[start : start + batch]
-            place = {name: i for i, name in enumerate(chunk)}  # the pass's order: newest first, ties by name
+        while True:
+            chunk = list(itertools.islice(candidates, batch))
+            if not chunk:
+                return out
+            place = {name: i for i, name in enumerate(chunk)}  # newest first, ties by name
             observed = [derive(o)[0] for o in observe_all(self.api, QUICK_RETRY, chunk)]
             for run in sorted(observed, key=lambda r: place.get(r.name, len(place))):
                 if query.matches(run):
                     out.append(run)
                     if query.full(len(out)):
                         return out
-        return out
 
     def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
         from launcher.backends.kubernetes.watch import watch_run

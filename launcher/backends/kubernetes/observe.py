@@ -91,39 +91,6 @@ def runs_selector(names: list[str] | None = None) -> str:
     return f"{keys.MANAGED_SELECTOR},{keys.RUN} in ({','.join(sorted(names))})"
 
 
-# Items per page of a listing's metadata pass: 500, as kubectl's --chunk-size.
-PAGE_ITEMS = 500
-
-
-def created_names(api: KubeApi, selector: str, policy: RequestRetry | None = None) -> list[tuple[str, str]]:
-    """(creationTimestamp, run name) of every run the selector takes, newest first: the
-    metadata of the records and JobSets (a JobSet whose submit died before its record
-    counts too), read in pages of PAGE_ITEMS. The API server orders a list by name, not by
-    time, so the pass reads every page; it carries no spec, parameters or status, a few
-    hundred bytes a run, and the runs a listing shows are then observed alone."""
-    created: dict[str, str] = {}
-    for kind in ("ConfigMap", "JobSet"):
-        token = None
-        while True:
-            try:
-                page = api.list_page(
-                    kind, labels=selector, limit=PAGE_ITEMS, token=token, metadata_only=True, policy=policy
-                )
-            except KubeError as e:
-                if e.status == 404 and kind == "JobSet":  # JobSet was removed: the records still list
-                    break
-                raise
-            for item in page.items:
-                meta = item.get("metadata") or {}
-                name = (meta.get("labels") or {}).get(keys.RUN)
-                if name and (name not in created or kind == "ConfigMap"):
-                    created[name] = meta.get("creationTimestamp") or ""
-            token = page.token
-            if token is None:
-                break
-    return sorted(((at, name) for name, at in created.items()), reverse=True)
-
-
 def observe_all(api: KubeApi, policy: RequestRetry | None = None, names: list[str] | None = None) -> list[Observed]:
     """Every run in the profile's namespace (or those of `names`, by a label selector):
     four list calls (and one for events, one for Kueue's Workloads where runs name a
