@@ -60,10 +60,12 @@ def windows(now: float, horizon: float) -> Iterator[tuple[str, list[str], int]]:
     ahead = list(range(minute + 60, t + SKEW_SECONDS, 60))
     if ahead:
         yield CREATED[60], [_value(m, 60) for m in reversed(ahead)], minute + 60
-    if t < minute + 60:
-        yield CREATED[1], [_value(s, 1) for s in range(minute + 59, t - 1, -1)], t
+    # The rest of this minute and the seconds just past: one window.
+    first = max(minute, t - 2)
+    yield CREATED[1], [_value(s, 1) for s in range(minute + 59, first - 1, -1)], first
+    t = first
     units = sorted(CREATED)
-    width = 2
+    width = 4
     while t > horizon:
         unit = max(u for u in units if t % u == 0 and u <= width)
         count = max(1, min(width // unit, MAX_VALUES))
@@ -95,11 +97,13 @@ def _metadata(api: KubeApi, kind: str, selector: str, policy: RequestRetry | Non
             return out
 
 
-def _runs(api: KubeApi, selector: str, policy: RequestRetry | None) -> dict[str, str]:
+def _runs(
+    api: KubeApi, selector: str, policy: RequestRetry | None, kinds: tuple[str, ...] = ("ConfigMap", "JobSet")
+) -> dict[str, str]:
     """run name -> creationTimestamp of the records and JobSets the selector takes (a JobSet
     whose submit died before its record counts too; the record's time wins)."""
     created: dict[str, str] = {}
-    for kind in ("ConfigMap", "JobSet"):
+    for kind in kinds:
         for meta in _metadata(api, kind, selector, policy):
             name = (meta.get("labels") or {}).get(keys.RUN)
             if name and name not in created:
@@ -115,7 +119,12 @@ def newest_names(
     when it has what it wants."""
     now = time.time() if now is None else now
     seen: set[str] = set()
-    unlabelled = sorted(((at, name) for name, at in _runs(api, f"{base},!{CREATED[1]}", policy).items()), reverse=True)
+    # Records alone: a JobSet without the labels is a restart's (its record has them) or an
+    # older launcher's, whose record is found here.
+    unlabelled = sorted(
+        ((at, name) for name, at in _runs(api, f"{base},!{CREATED[1]}", policy, ("ConfigMap",)).items()),
+        reverse=True,
+    )
 
     def older_first_out(bound: float) -> Iterator[tuple[str, str]]:
         # The unlabelled runs at least as new as `bound`, which the windows do not hold.
