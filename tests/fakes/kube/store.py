@@ -50,6 +50,8 @@ class Store:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.objects: dict[Key, dict] = {}
+        self.of_kind: dict[str, dict[tuple[str, str], dict]] = {}
+        """The same objects by kind, then (namespace, name): a list reads its kind alone."""
         self.rv = 100
         self.history: deque[Event] = deque()
         self.history_limit = history_limit
@@ -146,10 +148,13 @@ class Store:
             objects = self._as_of(kind, ns, list_rv)
             matched = [
                 objects[key]
-                for key in sorted(objects)
-                if (after is None or key > after)
-                and labels_match(objects[key]["metadata"].get("labels") or {}, reqs)
-                and fields_match(objects[key], fields)
+                for key in sorted(
+                    key
+                    for key, o in objects.items()
+                    if (after is None or key > after)
+                    and labels_match(o["metadata"].get("labels") or {}, reqs)
+                    and fields_match(o, fields)
+                )
             ]
             page = matched[:limit] if limit else matched
             rest = len(matched) - len(page)
@@ -165,7 +170,7 @@ class Store:
         """The objects of one kind (ns None: every namespace) by (namespace, name), as they
         were at version `rv`: the current ones, with every change made since undone from the
         history (the caller holds the lock and has checked rv against the compaction)."""
-        objects = {(n, name): o for (k, n, name), o in self.objects.items() if k == kind and (ns is None or n == ns)}
+        objects = {key: o for key, o in self.of_kind.get(kind, {}).items() if ns is None or key[0] == ns}
         if rv >= self.rv:
             return objects
         later: dict[tuple[str, str], str] = {}  # each key changed since rv: the first change's type
@@ -228,6 +233,7 @@ class Store:
             if ns and kind != "Namespace" and ("Namespace", "", ns) not in self.objects:
                 self.ensure_namespace(ns)
             self.objects[key] = obj
+            self.of_kind.setdefault(kind, {})[(ns, meta["name"])] = obj
             self._bump(kind, ns, "ADDED", obj)
             return copy.deepcopy(obj)
 
@@ -288,6 +294,7 @@ class Store:
         if not status_only and kind in self.admit:
             self.admit[kind](new, old)
         self.objects[(kind, ns, name)] = new
+        self.of_kind.setdefault(kind, {})[(ns, name)] = new
         self._bump(kind, ns, "MODIFIED", new)
         return copy.deepcopy(new)
 
@@ -365,6 +372,7 @@ class Store:
 
     def _remove(self, kind: str, ns: str, name: str) -> None:
         obj = self.objects.pop((kind, ns, name))
+        self.of_kind[kind].pop((ns, name), None)
         self._bump(kind, ns, "DELETED", obj)
 
     def _dependents(self, uid: str, ns: str) -> list[Key]:
