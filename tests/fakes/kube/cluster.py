@@ -42,6 +42,9 @@ class FakeKube:
         """(subresource, negotiated subprotocol) of each exec and portforward WebSocket."""
         self.requests: list[tuple[str, str, str]] = []
         """(method, kind, verb) of every API request."""
+        self.lists: list[dict] = []
+        """Each list request's kind, labelSelector, limit, whether it continued a list, and
+        whether it asked for metadata only: what a listing asked the server to narrow."""
         self.nodes = nodes if nodes is not None else default_nodes()
         self.run_controllers = run_controllers
         self.bookmark_seconds = bookmark_seconds

@@ -2,7 +2,7 @@
 
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N] [--gpus-per-node G]
         [--node-label KEY=VALUE ...] [--no-jobset] [--image REF_GLOB=DIR ...] [--no-isolation]
-        [--history-limit N] [--grace-seconds S] [--exit-with-parent]
+        [--no-controllers] [--history-limit N] [--grace-seconds S] [--exit-with-parent]
         [--kueue [--kueue-queue NAME:GPUS[:preempt] ...] [--priority-class NAME=VALUE ...]
                  [--topology KEY=V1,V2,... ...]]
 
@@ -56,6 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run containers of matching images with PATH=DIR/bin and the pod's env only (repeatable)",
     )
     p.add_argument("--no-isolation", action="store_true", help="never run containers in private mount namespaces")
+    p.add_argument(
+        "--no-controllers",
+        dest="run_controllers",
+        action="store_false",
+        help="run no controllers, scheduler or kubelet: objects stay as clients wrote them (a store of records)",
+    )
     p.add_argument("--history-limit", type=int, default=10_000, help="watch events kept before 410 Gone")
     p.add_argument("--grace-seconds", type=float, default=3.0, help="longest SIGTERM-to-SIGKILL wait for a pod")
     p.add_argument(
@@ -141,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         history_limit=args.history_limit,
         grace_seconds=args.grace_seconds,
         kueue=args.kueue,
+        run_controllers=args.run_controllers,
     )
     if args.kueue:
         setup_kueue(kube, args)
