@@ -41,7 +41,7 @@ build_busybox() {
     rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"/{bin,etc,tmp,root,proc,sys,dev}
     chmod 1777 "$dir.tmp/tmp"
     cp "$bb" "$dir.tmp/bin/busybox"
-    for applet in $("$bb" --list); do ln -sf busybox "$dir.tmp/bin/$applet"; done
+    for applet in $("$bb" --list); do [ "$applet" = busybox ] || ln -sf busybox "$dir.tmp/bin/$applet"; done
     printf 'root:x:0:0:root:/root:/bin/sh\n' >"$dir.tmp/etc/passwd"
     printf 'root:x:0:\n' >"$dir.tmp/etc/group"
     mv "$dir.tmp" "$dir"

@@ -41,7 +41,8 @@ class KubeProgram(RemoteKube):
         self.log = workdir / "fake-kube.log"
         self._log = open(self.log, "wb")
         # --exit-with-parent: a test process that dies leaves no fake (nor its pods) behind.
-        if "--runtime" not in args and test_runtime() != "process":
+        # A test that maps images to directories (process mode's PATH=DIR/bin) keeps process mode.
+        if "--runtime" not in args and "--image" not in args and test_runtime() != "process":
             args = ("--runtime", test_runtime(), *args)
         self.proc = subprocess.Popen(
             [sys.executable, str(PROGRAM), "--kubeconfig", str(self.kubeconfig), "--exit-with-parent", *args],
@@ -124,7 +125,8 @@ def fake_kube_factory(launcher_home: Path):
     made: list[FakeKube] = []
 
     def make(*, profile: dict | None = None, **options: Any) -> FakeKube:
-        options.setdefault("runtime", test_runtime())
+        if "images" not in options:  # directories for process mode's PATH=DIR/bin
+            options.setdefault("runtime", test_runtime())
         kube = FakeKube(**options).start()
         made.append(kube)
         write_profile(launcher_home, kube, **(profile or {}))
