@@ -255,8 +255,12 @@ class RuncRuntime:
             container_id=cid,
         )
 
-    def exec_argv(self, cid: str, command: list[str], *, tty: bool = False) -> list[str]:
-        return [RUNC, "--root", str(self.state), "exec", *(["--tty"] if tty else []), cid, *command]
+    def exec_argv(self, cid: str, command: list[str]) -> list[str]:
+        """`runc exec` of command in container cid. Given a terminal (pods/exec with tty: a pty on
+        its stdin), `runc exec --tty`: runc gives the process a terminal of the container's and
+        passes window size changes on; otherwise runc relays plain stdio."""
+        choose = 'r=$1 s=$2 id=$3; shift 3; if [ -t 0 ]; then exec "$r" --root "$s" exec --tty "$id" "$@"; fi; exec "$r" --root "$s" exec "$id" "$@"'
+        return ["/bin/sh", "-c", choose, "sh", RUNC, str(self.state), cid, *command]
 
     def kill(self, cid: str, sig: int) -> None:
         subprocess.run([RUNC, "--root", str(self.state), "kill", cid, str(sig)], capture_output=True, timeout=30)
