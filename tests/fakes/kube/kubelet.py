@@ -219,6 +219,8 @@ class Kubelet:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if self.runc is not None:
+            self.runc.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _kill(self, c: Container, sig: int) -> None:

@@ -29,12 +29,15 @@ The OCI bundle (config.json generated here, under the kubelet's directory):
     terminationMessagePath (default /dev/termination-log) bound from a host file that is
     read back (4096 bytes at most; FallbackToLogsOnError: the log's last 80 lines) into
     the terminated state's `message`.
+Mount points missing from the host's root are made on the host (empty directories, left
+there), as process mode makes them.
 Gaps: no cgroup limits (requests and limits are not enforced), no seccomp profile, no
 image pulls (an image is a directory), no user namespaces.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import fnmatch
 import functools
@@ -261,6 +264,19 @@ class RuncRuntime:
         passes window size changes on; otherwise runc relays plain stdio."""
         choose = 'r=$1 s=$2 id=$3; shift 3; if [ -t 0 ]; then exec "$r" --root "$s" exec --tty "$id" "$@"; fi; exec "$r" --root "$s" exec "$id" "$@"'
         return ["/bin/sh", "-c", choose, "sh", RUNC, str(self.state), cid, *command]
+
+    def close(self) -> None:
+        """Kill and delete every container still known to runc (their cgroups go with them)."""
+        listed = subprocess.run(
+            [RUNC, "--root", str(self.state), "list", "-q"], capture_output=True, text=True, timeout=30
+        )
+        for cid in listed.stdout.split():
+            subprocess.run([RUNC, "--root", str(self.state), "delete", "--force", cid], capture_output=True, timeout=30)
+        # A container whose `runc run` was killed outright leaves its (empty) cgroups behind.
+        for cid in self._policies:
+            for hierarchy in Path("/sys/fs/cgroup").glob("*"):
+                with contextlib.suppress(OSError):
+                    (hierarchy / cid).rmdir()
 
     def kill(self, cid: str, sig: int) -> None:
         subprocess.run([RUNC, "--root", str(self.state), "kill", cid, str(sig)], capture_output=True, timeout=30)
