@@ -33,6 +33,7 @@ class FakeKube:
         history_limit: int = 10_000,
         bookmark_seconds: float = 1.0,
         kueue: bool = False,
+        runtime: str = "process",
     ):
         self.registry = Registry(jobset=jobset, kueue=kueue)
         self.store = Store(self.registry, history_limit=history_limit, orphan_delay=orphan_delay)
@@ -55,6 +56,7 @@ class FakeKube:
             grace_seconds=grace_seconds,
             images=images,
             isolate=isolate,
+            runtime=runtime,
         )
         self.containers, self.ports, self.root = self.kubelet.containers, self.kubelet.ports, self.kubelet.root
         self.jobs = JobController(self.store)
