@@ -29,6 +29,7 @@ This class is a thin facade over the Backend contract:
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import threading
 from collections.abc import Callable, Iterator
@@ -376,7 +377,7 @@ class KubernetesBackend(
             )
         return pod
 
-    def exec(self, name: str, argv: list[str], *, rank: int = 0, tty: bool = False) -> int:
+    def exec(self, name: str, argv: builtins.list[str], *, rank: int = 0, tty: bool = False) -> int:
         """argv in the main container of rank `rank`'s running pod (pods/exec)."""
         from launcher.backends.kubernetes.podexec import exec_in_pod
 

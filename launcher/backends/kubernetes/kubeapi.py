@@ -32,6 +32,7 @@ to repeat: a repeat that finds its work done answers 409 or 404.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import threading
@@ -155,7 +156,7 @@ QUICK_RETRY = RequestRetry(
 def _api_message(e: ApiException) -> tuple[str, str]:
     """(message, reason) from the Status body; never the headers str(e) would print."""
     try:
-        body = json.loads(e.body)
+        body = json.loads(e.body or "")  # no body: a ValueError, the fallback below
         message, reason = str(body.get("message") or e.reason or ""), str(body.get("reason") or "")
     except (TypeError, ValueError, AttributeError):
         message, reason = str(getattr(e, "reason", "") or "no message"), ""
@@ -534,7 +535,7 @@ class KubeApi:
                 raise KubeError(f"cluster {self.profile.name}: cannot {doing}: {e}", reason=e.reason) from None
             raise
 
-    def _stream_request(self, path: str, params: list[tuple[str, str]]) -> tuple[str, dict]:
+    def _stream_request(self, path: str, params: builtins.list[tuple[str, str]]) -> tuple[str, dict]:
         """The URL and headers (auth) of a WebSocket request, serialized by the ApiClient as
         _send's are: kubernetes.stream's wrapper needs a generated API class (0.7 s to import)."""
         _, url, headers, _, _ = self.client.param_serialize(
@@ -542,7 +543,7 @@ class KubeApi:
         )
         return url, headers
 
-    def exec_stream(self, pod: str, argv: list[str], *, tty: bool) -> Any:
+    def exec_stream(self, pod: str, argv: builtins.list[str], *, tty: bool) -> Any:
         """pods/exec of argv in the pod's main container, stdin, stdout and stderr attached: the
         official client's open WSClient (v5.channel.k8s.io, else v4), binary."""
         from kubernetes.stream import ws_client

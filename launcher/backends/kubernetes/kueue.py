@@ -181,13 +181,15 @@ def queue_state(owner: dict | None, view: KueueView | None) -> QueueState | None
     if not is_pending(workload):
         return state
     reserved = condition(workload, "QuotaReserved")
-    waiting = reserved is not None and reserved.get("status") == "False"
+    refused = reserved if reserved is not None and reserved.get("status") == "False" else None
     state.reason = (
-        (reserved.get("message") or reserved.get("reason")) if waiting else "waiting for Kueue to consider it"
+        (refused.get("message") or refused.get("reason"))
+        if refused is not None
+        else "waiting for Kueue to consider it"
     )
     state.since = (
-        ts(reserved.get("lastTransitionTime"))
-        if waiting and reserved.get("lastTransitionTime")
+        ts(refused.get("lastTransitionTime"))
+        if refused is not None and refused.get("lastTransitionTime")
         else ts(meta.get("creationTimestamp"))
     )
     listed = view.pending.get(queue)
@@ -228,7 +230,7 @@ def apply(run: Run, state: QueueState | None) -> None:
         return
     run.queue = state
     evicting = next((e for e in reversed(state.evictions) if e.at is not None), None)
-    if evicting is not None:
+    if evicting is not None and evicting.at is not None:
         text = eviction_text(evicting)
         if not any(e.at == evicting.at and e.reason == text for e in run.events):
             run.events.append(StatusEvent(RunStatus.QUEUED, evicting.at, run.current_attempt, text))
@@ -278,7 +280,7 @@ def read_view(api: KubeApi, owners: list[dict | None]) -> KueueView | None:
     """What Kueue says about these runs (their JobSets or Jobs): None where none names a
     queue. One discovery per client, one list of the namespace's Workloads, and per queue
     with a pending run its LocalQueue and (where served) the visibility API's pending list."""
-    queues = {labels(o).get(keys.KUEUE_QUEUE) for o in owners if o is not None} - {None, ""}
+    queues = {q for o in owners if o is not None and (q := labels(o).get(keys.KUEUE_QUEUE))}
     if not queues:
         return None
     version = use_served_version(api)

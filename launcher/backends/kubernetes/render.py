@@ -198,6 +198,9 @@ def code_in_store(spec: RunSpec, profile: ClusterProfile) -> bool:
 
 
 def code_url(profile: ClusterProfile, name: str) -> str:
+    """Where run `name`'s snapshot goes in the profile's code_store (asked where code_in_store())."""
+    if not profile.code_store:
+        raise ValueError(f"profile {profile.name} has no code_store")  # a caller's bug: code_in_store() is false
     return f"{profile.code_store.rstrip('/')}/{name}/{ARCHIVE_NAME}"
 
 
@@ -206,7 +209,7 @@ def _code_plan(spec: RunSpec, profile: ClusterProfile) -> dict[str, Any] | None:
     mounted file or the code_store's URL."""
     if spec.code is None or not spec.code.digest:
         return None
-    if code_in_store(spec, profile):
+    if profile.code_store and code_in_store(spec, profile):  # code_in_store() asks for a code_store too
         problem = pod_store_problem(profile.code_store)
         if problem:
             raise InputError(f"config.yaml: clusters.{profile.name}.code_store: {problem}")
@@ -553,7 +556,7 @@ def pod_template(
         )
     s_env, s_volumes, s_mounts, pulls, mask_env, mask_files = _secret_parts(secrets)
     command, init, r_volumes, r_mounts, r_env = _entrypoint(profile, image)
-    attempt_env = [
+    attempt_env: list[dict[str, Any]] = [
         {"name": contract.ATTEMPT, "value": str(attempt)},
         {
             "name": contract.RESTART_ATTEMPT,

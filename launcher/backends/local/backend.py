@@ -7,6 +7,7 @@ parameters are files under LAUNCHER_HOME/runs/<name>/.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import shutil
@@ -587,7 +588,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             cancel=cancel,
         )
 
-    def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, list[int]]:
+    def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, builtins.list[int]]:
         run = self.get(name)
         if attempt is None:
             attempt = run.current_attempt - (1 if previous and run.current_attempt > 1 else 0)
@@ -629,7 +630,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             raise InputError(f"run {name} has no rank {rank}: its ranks are 0 to {run.nodes - 1}")
         return run
 
-    def exec(self, name: str, argv: list[str], *, rank: int = 0, tty: bool = False) -> int:
+    def exec(self, name: str, argv: builtins.list[str], *, rank: int = 0, tty: bool = False) -> int:
         """argv in the rank's mount namespace (where it has one) with the environment and working
         directory its entrypoint recorded; waits while the rank is still setting up (integrations)."""
         from launcher.backends.local.attach import ExecRecord, run_in_rank
