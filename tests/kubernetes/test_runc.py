@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ import yaml
 
 from launcher.pod import contract
 from tests.conftest import wait_until
+from tests.entrypoint.images import RUNTIME_IMAGE_GLOB, build_runtime
 from tests.fakes.kube.runc import runc_check
 from tests.kubernetes.test_jobset import launcher
 
@@ -30,6 +33,8 @@ ZIPAPP = {"entrypoint_mode": "zipapp"}
 HOST_PID1 = Path("/proc/1/cmdline").read_bytes().split(b"\0")[0].decode()
 FILE_SECRET = "file-secret-Value-7731\n"
 # What a rank sees of its container: PID 1, its PID namespace, its hostname.
+# A typical non-root image user (USER 1000 in its Dockerfile).
+USER = "1000"
 INSIDE = "echo PID1=`tr '\\0' ' ' < /proc/1/cmdline`; echo PIDNS=`readlink /proc/self/ns/pid`; echo HOST=`hostname`"
 
 
@@ -154,3 +159,38 @@ def test_a_debian_image_with_python3_runs_the_command(fake_kube_program, tmp_pat
     out, err = capsys.readouterr()
     assert code == 0, out + err
     assert f"Python {version}." in out
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory a non-root container user can reach (pytest's tmp_path is under a 0700 one)."""
+    path = Path(tempfile.mkdtemp(prefix="launcher-runc-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_inject_mode_runs_as_a_non_root_user(fake_kube_program, shared_dir, tmp_path, capsys):
+    """The init container, run as the image's non-root user, copies the runtime into the
+    kubelet's emptyDir (root's, mode 0777), and the rank runs from it as that user."""
+    # The runtime's Python is a virtualenv of the system's, which any user can run.
+    runtime = build_runtime(shared_dir, python="/usr/bin/python3")
+    fake_kube_program(
+        "--runtime",
+        "runc",
+        "--nodes",
+        "1",
+        "--image",
+        f"{RUNTIME_IMAGE_GLOB}={runtime.out}",
+        "--image-user",
+        f"*={USER}",
+        profile={"entrypoint_mode": "inject"},
+    )
+    command = "echo USER=`id -u`; echo OWNER=`stat -c %u /launcher/python`"
+    spec = spec_file(tmp_path, "inject-as-user", command)
+    capsys.readouterr()
+    code = launcher("run", "-f", str(spec), "--cluster", "fake", "--follow")
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert f"\nUSER={USER}\n" in out and f"\nOWNER={USER}\n" in out, out
+    assert "Operation not permitted" not in out + err
