@@ -161,6 +161,36 @@ def test_a_debian_image_with_python3_runs_the_command(fake_kube_program, tmp_pat
     assert f"Python {version}." in out
 
 
+def test_a_non_root_image_user_reads_its_file_secret(fake_kube_program, tmp_path, capsys):
+    """The kubelet writes a Secret volume's files as root with the volume's defaultMode, and the
+    pod sets no fsGroup: the image's user must still read them."""
+    fake_kube_program(
+        "--runtime",
+        "runc",
+        "--nodes",
+        "1",
+        "--image",
+        f"{IMAGE}={built_image('bookworm-python3')}",
+        "--image-user",
+        f"{IMAGE}={USER}",
+        profile=ZIPAPP,
+    )
+    source = tmp_path / "token.txt"
+    source.write_text(FILE_SECRET)
+    create = ["secret", "create", "file", "tok", "--from", str(source), "--mount-path", "/mnt/tok", "--cluster", "fake"]
+    assert launcher(*create) == 0
+    digest = hashlib.sha256(FILE_SECRET.encode()).hexdigest()
+    command = "echo USER=`id -u`; echo SECRET=`sha256sum /mnt/tok/secret`"
+    spec = spec_file(tmp_path, "as-user", command, secrets=["tok"], image=IMAGE)
+    capsys.readouterr()
+    code = launcher("run", "-f", str(spec), "--cluster", "fake", "--follow")
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert f"\nUSER={USER}\n" in out, out
+    assert f"\nSECRET={digest} /mnt/tok/secret\n" in out, out
+    assert "Permission denied" not in out + err
+
+
 @pytest.fixture
 def shared_dir():
     """A directory a non-root container user can reach (pytest's tmp_path is under a 0700 one)."""
