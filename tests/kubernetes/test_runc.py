@@ -6,13 +6,16 @@ that scripts/build_images.sh builds with debootstrap (cached under
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,7 @@ from launcher.pod import contract
 from tests.conftest import wait_until
 from tests.entrypoint.images import RUNTIME_IMAGE_GLOB, build_runtime
 from tests.fakes.kube.runc import runc_check
-from tests.kubernetes.test_jobset import launcher
+from tests.kubernetes.test_jobset import api_get, launcher
 
 pytestmark = pytest.mark.skipif(runc_check() is not None, reason=f"runc runtime unavailable: {runc_check()}")
 
@@ -224,3 +227,48 @@ def test_inject_mode_runs_as_a_non_root_user(fake_kube_program, shared_dir, tmp_
     assert code == 0, out + err
     assert f"\nUSER={USER}\n" in out and f"\nOWNER={USER}\n" in out, out
     assert "Operation not permitted" not in out + err
+
+
+def api_create(kube, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        kube.url + path, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_a_run_as_user_pod_with_an_fs_group_reads_a_0400_secret_volume(fake_kube_program):
+    """The fake's kubelet as a kubelet: runAsUser is the process's uid, fsGroup one of its groups,
+    and the Secret volume's files are the fsGroup's, group-readable whatever their defaultMode
+    (SetVolumeOwnership)."""
+    kube = fake_kube_program("--runtime", "runc", "--nodes", "1")
+    pods = "/api/v1/namespaces/default/pods"
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}
+    api_create(
+        kube, "/api/v1/namespaces/default/secrets", {**secret, "data": {"key": base64.b64encode(b"v4l").decode()}}
+    )
+    probe = "echo UID=`id -u` GROUPS=`id -G`; stat -L -c 'MODE=%a GID=%g' /mnt/s/key; echo VALUE=`cat /mnt/s/key`"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "as-user"},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsUser": 1000, "fsGroup": 2000},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "any:1",
+                    "command": ["/bin/sh", "-c", probe],
+                    "volumeMounts": [{"name": "s", "mountPath": "/mnt/s", "readOnly": True}],
+                }
+            ],
+            "volumes": [{"name": "s", "secret": {"secretName": "s", "defaultMode": 0o400}}],
+        },
+    }
+    api_create(kube, pods, pod)
+    wait_until(lambda: api_get(kube, f"{pods}/as-user").get("status", {}).get("phase") == "Succeeded", 60)
+    with urllib.request.urlopen(f"{kube.url}{pods}/as-user/log", timeout=10) as resp:
+        log = resp.read().decode()
+    assert "UID=1000 GROUPS=0 2000" in log, log
+    assert "MODE=440 GID=2000" in log and "VALUE=v4l" in log, log
