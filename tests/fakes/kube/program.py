@@ -9,8 +9,9 @@
 
 Runtimes (kubelet.py): `process` (the default) runs each container as a host process;
 `runc` (runc.py; root and Debian's runc) runs it in an OCI container, and each --image
-DIR is then the image's root filesystem (scripts/build_images.sh builds some), the host's
-root for images no glob matches.
+DIR is then the image's root filesystem (scripts/build_images.sh builds some), or with
+bin/ only a directory image (the host's root, PATH=DIR/bin), the host's root for images no
+glob matches; --image-user gives an image the USER its containers run as.
 
 Kueue (kueue.py; kueue.x-k8s.io v1beta2 and v1beta1, and the visibility API):
   --kueue                       serve Kueue's API and run its simulation
