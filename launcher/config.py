@@ -27,10 +27,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from launcher import debug, homefile
 from launcher.errors import InputError, NotFoundError, os_error_words
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 LOCAL = "local"
 """The built-in profile's name; its backend is the one of the same name."""
@@ -158,7 +161,7 @@ def _parse_config(path: Path, raw: bytes | None) -> Config:
     return Config(current=str(doc.get("current") or LOCAL), clusters=clusters)
 
 
-M = TypeVar("M")
+M = TypeVar("M", bound="BaseModel")
 
 
 def validate_profile(model: type[M], profile: Profile) -> M:
@@ -170,7 +173,7 @@ def validate_profile(model: type[M], profile: Profile) -> M:
     debug.count(debug.PROFILE_LOAD, profile.name)
     try:
         return model.model_validate(
-            {**profile.settings, "name": profile.name},  # type: ignore[attr-defined]
+            {**profile.settings, "name": profile.name},
             context={"config": True},
         )
     except ValidationError as e:

@@ -8,8 +8,13 @@ import sqlite3
 import stat
 import time
 from pathlib import Path
+from typing import Literal
 
 RETRY_SECONDS = 0.01
+
+# sqlite3's own default is "", a plain BEGIN, which SQLite runs as BEGIN DEFERRED; the
+# stdlib's type names DEFERRED, so that is the spelling here. None: autocommit.
+IsolationLevel = Literal["DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None
 
 
 def enable_wal(db: sqlite3.Connection, timeout: float = 30.0) -> None:
@@ -62,7 +67,7 @@ def _cannot_write_beside(path: Path, e: sqlite3.OperationalError) -> bool:
     )
 
 
-def _read_only(path: Path, timeout: float, isolation_level: str | None) -> sqlite3.Connection:
+def _read_only(path: Path, timeout: float, isolation_level: IsolationLevel) -> sqlite3.Connection:
     """A connection that reads `path` in a directory this process cannot write: mode=ro
     reads a WAL database whose -shm file is there (a writer has it open); without one, none
     can be made, so no writer has the database open and none can start (it would make the
@@ -80,7 +85,7 @@ def _read_only(path: Path, timeout: float, isolation_level: str | None) -> sqlit
     return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout, isolation_level=isolation_level)
 
 
-def connect(path: Path, *, timeout: float = 30.0, isolation_level: str | None = "") -> sqlite3.Connection:
+def connect(path: Path, *, timeout: float = 30.0, isolation_level: IsolationLevel = "DEFERRED") -> sqlite3.Connection:
     """A connection to `path` in WAL mode, its files 0600 (_keep_private); a connection
     that only reads where the home is read-only (_read_only).
 

@@ -7,9 +7,42 @@ The profile `local` (this machine) always exists.
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 import click
 
 from launcher.cli.common import FAIL, OK, WARN, dump, info, print_table, warn
+
+
+class ImageCheck(TypedDict):
+    """One image's pull, as `cluster check -o json` prints it."""
+
+    image: str
+    pulled: bool | None
+    detail: str
+
+
+class CheckReport(TypedDict):
+    """One profile's `cluster check`, as `-o json` prints it."""
+
+    profile: str
+    reachable: bool | None
+    error: str | None
+    serves: dict[str, bool]
+    problems: list[str]
+    images: list[ImageCheck]
+    warnings: list[str]
+
+
+class ProfileRow(TypedDict):
+    """One profile, as `cluster list -o json` prints it."""
+
+    name: str
+    backend: str
+    current: bool
+    context: Any
+    namespace: str | None
+    queue: Any
 
 
 @click.group()
@@ -20,9 +53,9 @@ def cluster() -> None:
 def _add_options(command):
     """`cluster add`'s options: --backend, then each backend row's own (registry.Option), each
     once: two backends that take the same setting share its flag."""
-    from launcher.backends.registry import BACKENDS
+    from launcher.backends.registry import BACKENDS, Option
 
-    seen: dict[str, object] = {}
+    seen: dict[str, Option] = {}
     for _name, row in BACKENDS.items():
         for option in row.add:
             seen.setdefault(option.flag, option)
@@ -137,7 +170,7 @@ def check(names, timeout, output):
     answers, and whether it can pull the images every run needs, with one short-lived pod
     per image (deleted after), and whether it serves what runs need (JobSet). Exits 1
     unless every cluster answered, serves it, and pulled them all."""
-    from launcher.backends.capabilities import Feature, ImagePull
+    from launcher.backends.capabilities import ClusterProbe, Feature, ImageProbe, ImagePull
     from launcher.backends.registry import is_cluster, open_backend
     from launcher.config import load_config
     from launcher.errors import LauncherError
@@ -147,10 +180,11 @@ def check(names, timeout, output):
     if not profiles:
         info("no cluster profiles to check (add one with `launcher cluster add`)")
         return
-    reports, failed = [], False
+    reports: list[CheckReport] = []
+    failed = False
     for profile in profiles:
         backend = open_backend(profile)
-        report = {
+        report: CheckReport = {
             "profile": profile.name,
             "reachable": None,
             "error": None,
@@ -161,17 +195,20 @@ def check(names, timeout, output):
         }
         try:
             if backend.supports(Feature.CLUSTER_PROBE):
+                assert isinstance(backend, ClusterProbe)  # check_declaration: a supported feature's mixin is a base
                 found = backend.probe()
-                report.update(serves=found.serves, problems=found.problems)
+                report["serves"], report["problems"] = found.serves, found.problems
             report["reachable"] = True
-            for image in backend.run_images() if backend.supports(Feature.IMAGE_PROBE) else []:
-                try:
-                    pull = backend.probe_image(image, timeout=timeout)
-                except LauncherError as e:  # e.g. no permission to create pods: the question stays open
-                    pull = ImagePull(image, None, f"the probe pod could not run: {e}")
-                report["images"].append({"image": pull.image, "pulled": pull.pulled, "detail": pull.detail})
+            if backend.supports(Feature.IMAGE_PROBE):
+                assert isinstance(backend, ImageProbe)  # as above
+                for image in backend.run_images():
+                    try:
+                        pull = backend.probe_image(image, timeout=timeout)
+                    except LauncherError as e:  # e.g. no permission to create pods: the question stays open
+                        pull = ImagePull(image, None, f"the probe pod could not run: {e}")
+                    report["images"].append({"image": pull.image, "pulled": pull.pulled, "detail": pull.detail})
         except LauncherError as e:
-            report.update(reachable=False, error=str(e))
+            report["reachable"], report["error"] = False, str(e)
         finally:
             backend.close()
         failed = (
@@ -189,7 +226,7 @@ def check(names, timeout, output):
         raise SystemExit(1)
 
 
-def _say_check(report: dict) -> None:
+def _say_check(report: CheckReport) -> None:
     name = report["profile"]
     if report["reachable"] is False:
         click.echo(f"{FAIL} {name}: {report['error']}")
@@ -222,7 +259,7 @@ def list_profiles(output: str) -> None:
     from launcher.config import load_config
 
     config = load_config()
-    rows = []
+    rows: list[ProfileRow] = []
     for p in config.profiles():
         s = p.settings
         rows.append(

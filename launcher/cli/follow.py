@@ -69,8 +69,8 @@ class LiveProgress:
         if self.pending and text.startswith(EXIT_LINE):
             self._plain(self.pending, force=True)  # the last progress belongs before the exit line
         echo_line(text, rank, many_ranks)
-        if self.shown:
-            sys.stderr.write(self.tracker.render()[: _width()])
+        if self.shown and (status := self.tracker.render()):  # shown: a step is rendered, and stays so
+            sys.stderr.write(status[: _width()])
             sys.stderr.flush()
 
     def _clear(self) -> None:
@@ -132,6 +132,7 @@ def _follow(backend: Backend, name: str, live: LiveProgress, from_attempt: int =
             info(f"Run {name} started")
         elif event.kind == "retry_due":
             live.close()
+            assert run.retry_at is not None  # events() says retry_due only while one is set
             info(f"Run {name} is {run.status.value}: {run.reason} ({until(run.retry_at)})")
         elif event.kind == "lost":
             live.close()

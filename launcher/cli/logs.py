@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
 import click
 
 from launcher.backends.base import RunStatus
@@ -9,6 +13,21 @@ from launcher.cli.common import complete_run_names, find_run, info
 from launcher.cli.follow import echo_line
 from launcher.errors import InputError, LauncherError, NotFoundError
 from launcher.sdk import logview
+
+
+@runtime_checkable
+class ChunkedLogs(Protocol):
+    """A backend that hands over a whole log in large chunks (the local one reads its files)."""
+
+    def log_chunks(
+        self,
+        name: str,
+        *,
+        rank: int | None = None,
+        attempt: int | None = None,
+        previous: bool = False,
+        prefix_ranks: bool = False,
+    ) -> Iterator[bytes]: ...
 
 
 @click.command()
@@ -98,9 +117,9 @@ def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, pr
             rank = bad[0]
             info(f"showing rank {rank}, the first failed rank; pass --rank to pick another")
     many = rank is None and run.nodes > 1
-    if not follow and tail is None and hasattr(backend, "log_chunks"):
+    if not follow and tail is None and isinstance(backend, ChunkedLogs):
         # A whole log at once: copied in large chunks, not line by line.
-        out = click.get_binary_stream("stdout")
+        out = sys.stdout.buffer  # click.get_binary_stream warns: deprecated, to go in Click 9.0
         chunks = backend.log_chunks(run.name, rank=rank, attempt=attempt, prefix_ranks=many)
         for chunk in chunks if raw else logview.without_record_chunks(chunks):
             out.write(chunk)

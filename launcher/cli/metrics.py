@@ -177,10 +177,11 @@ def _once(
 
     _require_metrics(results)
     for rm in results:
-        for note in rm.notes:
-            click.echo(f"! {note}", err=True)
+        for message in rm.notes:
+            click.echo(f"! {message}", err=True)
     if list_only:
-        text = {"json": render.list_json, "csv": render.list_csv}.get(output, render.list_table)(results)
+        listing = render.list_json if output == "json" else render.list_csv if output == "csv" else render.list_table
+        text = listing(results)
         click.echo(text, nl=output == "json")
         return
     chosen = render.choose(results, _names(results, wanted), every=every, last=last)

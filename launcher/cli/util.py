@@ -153,13 +153,14 @@ def config(output):
     loaded = load_config()
     current = loaded.profile()
     home = launcher_home()
+    found = versions()
     record = {
         "current": {"name": current.name, "backend": current.backend},
         "profiles": [p.name for p in loaded.profiles()],
         "home": str(home),
         "home_from": "LAUNCHER_HOME" if os.environ.get("LAUNCHER_HOME") else "the default (~/.launcher)",
         "config": str(config_path()),
-        "versions": versions(),
+        "versions": found,
     }
     if output != "table":
         dump(record, output)
@@ -170,7 +171,7 @@ def config(output):
     echo(f"Home:      {home} (from {record['home_from']})")
     echo(f"Config:    {record['config']}" + ("" if config_path().exists() else " (not written yet)"))
     echo("Versions:")
-    for name, v in record["versions"].items():
+    for name, v in found.items():
         echo(f"  {name:<20}{v or 'not installed'}")
 
 

@@ -66,7 +66,7 @@ def apply_compat(located: Located, warnings: list[str]) -> list[SpecIssue]:
         _move_positions(located, (legacy,), target)
         warnings.append(f"{_where(located, target)}{legacy!r} is deprecated; use {dotted!r}")
 
-    ignored = [(k,) for k in PLATFORM_ONLY if k in data]
+    ignored: list[tuple[str, ...]] = [(k,) for k in PLATFORM_ONLY if k in data]
     scheduling = data.get("scheduling")
     if isinstance(scheduling, dict):
         ignored += [("scheduling", k) for k in ("resumable", "watchdogEnabled", "watchdog_enabled") if k in scheduling]

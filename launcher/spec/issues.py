@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from launcher.errors import SpecIssue
 
@@ -153,7 +154,7 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _message(err: dict, walk: _Walk, what: str, aliases: Sequence[str]) -> str:
+def _message(err: ErrorDetails, walk: _Walk, what: str, aliases: Sequence[str]) -> str:
     kind = err["type"]
     path = tuple(walk.path)
     got = _describe(err.get("input"))

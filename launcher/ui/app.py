@@ -12,7 +12,7 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -40,6 +40,10 @@ MAX_PER_PAGE = 500
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost"]
 
 
+@overload
+def _int(request: Request, key: str, default: int, lo: int, hi: int | None = None) -> int: ...
+@overload
+def _int(request: Request, key: str, default: None, lo: int, hi: int | None = None) -> int | None: ...
 def _int(request: Request, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
     raw = request.query_params.get(key)
     if raw in (None, ""):
@@ -174,7 +178,7 @@ def create_app(
             attempt = _int(request, "attempt", run.current_attempt, 1, run.current_attempt)
             tail = _int(request, "tail", None, 0)
             cursor = (
-                await run_in_threadpool(lambda: tail_cursor(backend, name, attempt, rank, tail, raw=raw))
+                await run_in_threadpool(tail_cursor, backend, name, attempt, rank, tail, raw=raw)
                 if tail is not None
                 else Cursor(attempt)
             )

@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TOKEN_COOKIE = "launcher_ui_token"
 TOKEN_HEADER = "x-launcher-token"
@@ -31,6 +31,9 @@ class TokenGate:
         self.app = app
         self.token = token
 
+    def _set_cookie(self, response: Response) -> None:
+        response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict", path="/")
+
     def _ok(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
@@ -49,19 +52,18 @@ class TokenGate:
             await self.app(scope, receive, send)
             return
         if self._ok(request.query_params.get("token")):
-            cookie = {"key": TOKEN_COOKIE, "value": self.token, "httponly": True, "samesite": "strict", "path": "/"}
             if not request.url.path.startswith("/api/"):
                 rest = [(k, v) for k, v in parse_qsl(request.url.query, keep_blank_values=True) if k != "token"]
                 location = same_origin_path(scope["path"]) + (f"?{urlencode(rest)}" if rest else "")
                 response: Response = RedirectResponse(location, 303)
-                response.set_cookie(**cookie)
+                self._set_cookie(response)
                 await response(scope, receive, send)
                 return
 
-            async def send_with_cookie(message: dict) -> None:
+            async def send_with_cookie(message: Message) -> None:
                 if message["type"] == "http.response.start":
                     extra = Response()
-                    extra.set_cookie(**cookie)
+                    self._set_cookie(extra)
                     message["headers"] = [*message.get("headers", []), *extra.raw_headers[-1:]]
                 await send(message)
 

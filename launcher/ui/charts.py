@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -24,13 +24,16 @@ MAX_POINTS = 20000
 _KEEP_COLLECTORS = 32
 _KEEP_CURVES = 256
 
+# An EMA weight in [0, 1), or "auto": the window `launcher metrics` uses for the curve's length.
+Smoothing = float | Literal["auto"]
+
 
 def _finite_or_none(values: list[float]) -> list[float | None]:
     # JSON has no NaN or Infinity: a gap in the chart (null) is what uPlot draws for them.
     return [v if -math.inf < v < math.inf else None for v in values]
 
 
-def parse_smoothing(text: str | None) -> float | str:
+def parse_smoothing(text: str | None) -> Smoothing:
     """'auto' (the window `launcher metrics` uses), or an EMA weight in [0, 1)."""
     if text in (None, "", "auto"):
         return "auto"
@@ -40,10 +43,10 @@ def parse_smoothing(text: str | None) -> float | str:
     return weight
 
 
-def downsample(series: Series, keep: np.ndarray, smoothing: float | str) -> dict[str, Any]:
+def downsample(series: Series, keep: np.ndarray, smoothing: Smoothing) -> dict[str, Any]:
     """A curve as the chart draws it: the points at `keep` (LTTB's choice), with the
     smoothed curve (computed over every point, then sampled at the same steps)."""
-    weight = smoothing_weight(len(series)) if smoothing == "auto" else smoothing
+    weight = smoothing_weight(len(series)) if isinstance(smoothing, str) else smoothing
     steps, values = series.steps, series.values
     out: dict[str, Any] = {
         "metric": series.name,
@@ -87,7 +90,7 @@ class ChartData:
         wanted: list[str],
         *,
         points: int = DEFAULT_POINTS,
-        smoothing: float | str = "auto",
+        smoothing: Smoothing = "auto",
     ) -> dict[str, Any]:
         """The run's metric list and the chosen curves. An unknown metric raises
         InputError (with a did-you-mean)."""

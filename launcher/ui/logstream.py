@@ -137,7 +137,7 @@ class _Reader:
 
     def drain(self, limit: int) -> list[object]:
         self._woken.clear()
-        items = []
+        items: list[object] = []
         while len(items) < limit:
             try:
                 items.append(self.queue.get_nowait())

@@ -101,13 +101,15 @@ def server_config(app: Any, *, request_timeout: float, max_connections: int) -> 
     past that is closed as soon as it is accepted. (uvicorn's `limit_concurrency` answers
     503 once that many connections are open, the one asking included: hence the + 1.)"""
 
-    def protocol(*args: Any, **kwargs: Any) -> DeadlineProtocol:
-        return DeadlineProtocol(*args, request_timeout=request_timeout, **kwargs)
+    class Protocol(DeadlineProtocol):
+        # uvicorn makes one per connection with its own arguments: this one adds the deadline.
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, request_timeout=request_timeout, **kwargs)
 
     return uvicorn.Config(
         app,
-        http=protocol,
-        limit_concurrency=max_connections + 1,  # type: ignore[arg-type]
+        http=Protocol,
+        limit_concurrency=max_connections + 1,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=2,
