@@ -29,7 +29,6 @@ from launcher.backends.runstatus import RunStatus
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
     from launcher.backends.capabilities import QueueState
     from launcher.backends.listing import RunQuery
-    from launcher.config import Profile
     from launcher.pod.code_archive import Snapshot
     from launcher.secrets.kinds import Secret
     from launcher.secrets.store import SecretStore
@@ -231,9 +230,10 @@ class Backend(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def open(cls, profile: Profile, home: Path) -> Backend:
-        """The backend of a config.yaml profile, its settings parsed (a bad one is an
-        InputError naming it). Opening contacts nothing; the first call that needs to does."""
+    def open(cls, profile: Any, home: Path) -> Backend:
+        """The backend of a config.yaml profile, its settings parsed as the backend's own profile
+        model (registry.open_backend validates them; a bad one is an InputError naming it).
+        Opening contacts nothing; the first call that needs to does."""
 
     @abc.abstractmethod
     def check(self, spec: RunSpec) -> list[str]:

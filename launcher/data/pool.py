@@ -16,6 +16,7 @@ import queue
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from launcher.data.format import narrowest_dtype, numpy_dtype
 from launcher.data.writer import PartitionWriter
 from launcher.errors import FILESYSTEM_ERRNOS, FileSystemError, LauncherError
 
+if TYPE_CHECKING:
+    from transformers.tokenization_utils_fast import PreTrainedTokenizerFast
+
 QUEUE_DEPTH = 4  # batches in flight per worker: enough to hide reading, bounded memory
 POLL_SECONDS = 0.1
 
@@ -33,7 +37,7 @@ POLL_SECONDS = 0.1
 class Job:
     """What every writer needs; inherited by forked workers, never pickled."""
 
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerFast
     seq_len: int
     eos_text: str
     bos_text: str

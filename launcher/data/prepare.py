@@ -134,7 +134,7 @@ def prepare(
         raise InputError(f"--max-length must be at least 1, got {max_length}")
     started = time.monotonic()
     remote = open_store(out, local_credentials(out)) if is_remote(out) else None
-    final = None if remote else Path(out).expanduser()
+    final = Path(out).expanduser()  # where a local --out goes (unused for a remote one)
     if remote is not None:
         if remote.files() and not overwrite:
             raise InputError(f"{out} is not empty; pass --overwrite to replace it")

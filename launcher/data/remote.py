@@ -194,6 +194,7 @@ class StoreDestination(_RemoteDestination):
         self.store.upload(Path(self.stage, rel), f"{self.split}/{rel}")
 
     def _delete_quietly(self, rel: str) -> None:
+        assert self.store is not None
         with contextlib.suppress(LauncherError):  # best effort: an abort must not hide the first error
             self.store.delete(f"{self.split}/{rel}")
 

@@ -171,12 +171,12 @@ def read_dataframe(spark, inputs: list[str], columns: str | list[str]):
     columns = [columns] if isinstance(columns, str) else list(columns)
     text_column = columns[0]
     kinds = {kind_of(p.rstrip("/")) for p in inputs}
-    if None in kinds or len(kinds) != 1:
+    kind = kinds.pop() if len(kinds) == 1 else None
+    if kind is None:
         raise InputError(
             "--engine spark reads one format per run: JSON Lines, Parquet, CSV or text files "
             "(Hugging Face dataset directories need --engine local)"
         )
-    kind = kinds.pop()
     reader = spark.read
     if kind == "csv":
         reader = reader.option("header", "true").option("multiLine", "true")

@@ -22,6 +22,10 @@ import functools
 import gc
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # an optional dependency, imported where an encoding is built
+    import tiktoken
 
 # What the model may hold beyond vocab and merges for the two BPEs to agree.
 _MODEL_DEFAULTS = {
@@ -38,7 +42,7 @@ _QUIET_POST_PROCESSORS = ("ByteLevel", "TemplateProcessing", "RobertaProcessing"
 class Exactness:
     """The tiktoken Encoding for a tokenizer, or None and why not."""
 
-    encoding: object | None  # tiktoken.Encoding
+    encoding: tiktoken.Encoding | None
     reason: str  # why there is no encoding; "" when there is one
 
 
@@ -67,7 +71,7 @@ def _exact_tiktoken(tokenizer_json: str, split_special_tokens: bool) -> Exactnes
         reason = _pipeline_difference(spec) or _added_tokens_difference(spec, split_special_tokens)
         if reason:
             return Exactness(None, reason)
-        ranks = {}
+        ranks: dict[bytes, int] = {}
         reason = _ranks(spec, {ch: b for b, ch in bytes_to_unicode().items()}, ranks)
         if reason:
             return Exactness(None, reason)
@@ -92,7 +96,7 @@ def _pipeline_difference(spec: dict) -> str:
         return f"pre-tokenizer {pre.get('type')}, not byte-level with GPT-2's regex"
     if pre.get("add_prefix_space"):
         return "add_prefix_space"
-    post = spec.get("post_processor")
+    post = spec.get("post_processor") or {}
     posts = (post.get("processors", []) if post.get("type") == "Sequence" else [post]) if post else []
     if any(p.get("type") not in _QUIET_POST_PROCESSORS for p in posts):
         return f"post-processor {post.get('type')}"
@@ -161,11 +165,11 @@ def _ranks(spec: dict, byte_of: dict[str, int], ranks: dict[bytes, int]) -> str:
     for token, rank in ranks.items():
         if len(token) == 1:
             continue
-        pair = merged.get(token)
-        if pair is None:
+        made_by = merged.get(token)
+        if made_by is None:
             return f"vocab entry {token!r} is made by no merge"
         # (two bytes have one split only)
-        if len(token) > 2 and _bpe_split(ranks, token, rank) != list(pair):
+        if len(token) > 2 and _bpe_split(ranks, token, rank) != list(made_by):
             return f"the merge that makes {token!r} is not the split tiktoken's BPE reaches"
     return ""
 

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from launcher.errors import InputError
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerFast
+    # Not `from transformers import ...`: to a type checker that name is transformers' dummy
+    # class for when tokenizers is missing, which has none of the tokenizer's methods.
+    from transformers.tokenization_utils_fast import PreTrainedTokenizerFast
 
 EOS_TOKEN = "<|endoftext|>"
 MIN_VOCAB = 256 + 1  # the byte alphabet plus <|endoftext|>

@@ -342,7 +342,7 @@ class VolumeStore:
         names: list[str] = []
         token = None
         while True:
-            query = {"page_token": token} if token else {}
+            query: dict[str, str] = {"page_token": token} if token else {}
             try:
                 body = _request(
                     self.service, "GET", self._url("directories", rel, query), self._auth, None, _databricks_error

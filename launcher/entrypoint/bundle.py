@@ -25,7 +25,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -57,7 +56,9 @@ def _dist_closure(names: tuple[str, ...]) -> list[metadata.Distribution]:
             spec, _, marker = req.partition(";")
             if "extra" in marker:
                 continue
-            todo.append(re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", spec.strip()).group(0))
+            name_match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", spec.strip())
+            assert name_match is not None, f"{req!r} does not start with a distribution name (PEP 508)"
+            todo.append(name_match.group(0))
     return sorted(seen.values(), key=lambda d: d.metadata["Name"].lower())
 
 
@@ -73,7 +74,7 @@ def _purelib(python: Path) -> Path:
 
 
 def _copy_dist(dist: metadata.Distribution, purelib: Path) -> int:
-    root = Path(dist.locate_file("")).resolve()
+    root = Path(str(dist.locate_file(""))).resolve()
     copied = 0
     for f in dist.files or []:
         rel = Path(str(f))
@@ -166,4 +167,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

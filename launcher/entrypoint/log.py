@@ -86,6 +86,7 @@ def _emit(data: bytes) -> None:
         _at_line_start = data.endswith(b"\n")
         return
     if _gap:
+        assert _error is not None  # a gap is counted only after _write_all kept its error
         note = f"{PREFIX} error: {_gap} bytes of output were lost: {_error.strerror or _error}\n".encode()
         if not _at_line_start:
             note = b"\n" + note

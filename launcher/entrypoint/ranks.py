@@ -10,9 +10,15 @@ meets at MASTER_ADDR:MASTER_PORT). One process per GPU, or one per node on CPU.
 
 from __future__ import annotations
 
+from typing import overload
+
 from launcher.pod import contract
 
 
+@overload
+def _int(env: dict[str, str], name: str) -> int | None: ...
+@overload
+def _int(env: dict[str, str], name: str, default: int) -> int: ...
 def _int(env: dict[str, str], name: str, default: int | None = None) -> int | None:
     raw = env.get(name)
     if raw is None or raw == "":

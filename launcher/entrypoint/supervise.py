@@ -29,6 +29,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
+from typing import TypeVar
 
 from launcher.entrypoint import log as out
 from launcher.pod import contract, reaper
@@ -167,7 +168,15 @@ def _let_the_rest_exit(deadline: float) -> None:
         time.sleep(0.05)
 
 
-def _pump(fd: int, tail: deque | None) -> None:
+_Line = TypeVar("_Line", bytes, str)
+
+
+def _last(lines: list[_Line], tail: deque[str]) -> list[_Line]:
+    """The lines `tail` keeps: all of them when it is unbounded."""
+    return lines[-tail.maxlen :] if tail.maxlen else lines
+
+
+def _pump(fd: int, tail: deque[str] | None) -> None:
     stream = MaskingStream(out.masker())
     partial = b""
     while True:
@@ -188,12 +197,12 @@ def _pump(fd: int, tail: deque | None) -> None:
         if tail is not None and data:
             lines = (partial + data).split(b"\n")
             partial = lines.pop()
-            tail.extend(x.decode("utf-8", "replace").rstrip("\r") for x in lines[-tail.maxlen :])
+            tail.extend(x.decode("utf-8", "replace").rstrip("\r") for x in _last(lines, tail))
     rest = stream.flush()
     if rest:
         out.write_chunk(rest)
     if tail is not None and (partial + rest):
-        tail.extend((partial + rest).decode("utf-8", "replace").split("\n")[-tail.maxlen :])
+        tail.extend(_last((partial + rest).decode("utf-8", "replace").split("\n"), tail))
 
 
 def exit_code(status: int) -> int:

@@ -28,9 +28,7 @@ from launcher.errors import InputError
 DEFAULTS = {"batch_interval": 1000, "gen_1_batch_interval": 50}
 
 
-def _interval(name: str, value: object, *, optional: bool) -> int | None:
-    if value is None and optional:
-        return None
+def _interval(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"callbacks.scheduled_gc: {name} must be a whole number of batches >= 1, got {value!r}")
     return value
@@ -44,8 +42,10 @@ class ScheduledGarbageCollector(Callback):
         eval_keep_disabled: bool = False,
         enabled: bool = True,
     ):
-        self.batch_interval = _interval("batch_interval", batch_interval, optional=False)
-        self.gen_1_batch_interval = _interval("gen_1_batch_interval", gen_1_batch_interval, optional=True)
+        self.batch_interval = _interval("batch_interval", batch_interval)
+        self.gen_1_batch_interval = (
+            None if gen_1_batch_interval is None else _interval("gen_1_batch_interval", gen_1_batch_interval)
+        )
         self.eval_keep_disabled = bool(eval_keep_disabled)
         self.enabled = bool(enabled)
         self._was_enabled: bool | None = None  # the collector's state before fit; None outside fit

@@ -18,6 +18,7 @@ from composer.models import HuggingFaceModel
 def mpt_config(m: Any) -> Any:
     """An HF MptConfig from a ModelConfig (only fields HF MPT implements reach here)."""
     from transformers import MptConfig
+    from transformers.models.mpt.configuration_mpt import MptAttentionConfig
 
     a = m.attn_config
     return MptConfig(
@@ -32,15 +33,15 @@ def mpt_config(m: Any) -> Any:
         no_bias=True,
         initializer_range=m.initializer_range,
         use_cache=False,
-        attn_config={
-            "attn_type": a.attn_type,
-            "attn_impl": "torch",
-            "attn_pdrop": a.attn_pdrop,
-            "clip_qkv": a.clip_qkv,
-            "softmax_scale": a.softmax_scale,
-            "alibi": True,
-            "alibi_bias_max": a.alibi_bias_max,
-        },
+        attn_config=MptAttentionConfig(
+            attn_type=a.attn_type,
+            attn_impl="torch",
+            attn_pdrop=a.attn_pdrop,
+            clip_qkv=a.clip_qkv,
+            softmax_scale=a.softmax_scale,
+            alibi=True,
+            alibi_bias_max=a.alibi_bias_max,
+        ),
     )
 
 

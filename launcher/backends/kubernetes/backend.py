@@ -123,7 +123,7 @@ class KubernetesBackend(
         self._placement_of: tuple[tuple[str, str], Placement] | None = None
 
     @classmethod
-    def open(cls, profile: Profile, home: Path) -> KubernetesBackend:
+    def open(cls, profile: ClusterProfile, home: Path) -> KubernetesBackend:
         return cls(profile, home)
 
     def _placement(self, spec: RunSpec) -> Placement:

@@ -169,13 +169,13 @@ def _read_all(
         if len(lines) > before:
             read.add(r)
     archive = archive_of() if wanted is None or not wanted <= read else None
-    archived = archive.ranks(index) if archive is not None else {}
-    for r in sorted(archived):
-        if r in read or (rank is not None and r != rank):
-            continue
-        got = [(stamp, r, n, text) for n, (stamp, text) in enumerate(archive.lines(index, r))]
-        lines += got[-tail:] if tail else [] if tail == 0 else got
-        read.add(r)
+    if archive is not None:
+        for r in sorted(archive.ranks(index)):
+            if r in read or (rank is not None and r != rank):
+                continue
+            got = [(stamp, r, n, text) for n, (stamp, text) in enumerate(archive.lines(index, r))]
+            lines += got[-tail:] if tail else [] if tail == 0 else got
+            read.add(r)
     if not read and not any(rank is None or pod_rank(p) == rank for p in pods):
         error = gone()
         if error is not None:

@@ -141,12 +141,13 @@ def server_address(kubeconfig: str | None, context: str | None) -> tuple[str, st
     config = read_kubeconfig(path)
     if config is None:
         return None
-    context = _named(config.get("contexts"), context or config.get("current-context"), "context")
-    cluster = _named(config.get("clusters"), (context or {}).get("cluster"), "cluster")
+    context_entry = _named(config.get("contexts"), context or config.get("current-context"), "context")
+    cluster = _named(config.get("clusters"), (context_entry or {}).get("cluster"), "cluster")
     if not cluster or not isinstance(cluster.get("server"), str):
         return None
-    server = cluster["server"]
-    target = cluster.get("proxy-url") if isinstance(cluster.get("proxy-url"), str) else server
+    server: str = cluster["server"]
+    proxy = cluster.get("proxy-url")
+    target = proxy if isinstance(proxy, str) else server
     try:
         parts = urlsplit(target)
         port = parts.port or {"https": 443, "http": 80, "socks5": 1080, "socks5h": 1080}.get(parts.scheme)

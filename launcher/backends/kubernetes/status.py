@@ -176,6 +176,8 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
     finished = {s["index"]: s for s in record_json(record, keys.RECORD_ATTEMPTS, [])}
     final = record_json(record, keys.RECORD_FINAL, None)
     created = ts(((record or jobset or {}).get("metadata") or {}).get("creationTimestamp"))
+    # The API server stamps every object, and a run is observed by its record or its JobSet.
+    assert created is not None, f"run {obs.name!r}: neither a record nor a JobSet with a creationTimestamp"
     restarts = restarts_of(jobset)
     first = first_attempt(jobset) if jobset is not None else 1
     current = first + restarts

@@ -46,6 +46,8 @@ from launcher.secrets.mask import Masker
 from launcher.secrets.store import LocalSecretStore
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from launcher.backends.listing import RunQuery
     from launcher.backends.local.mounts import MountPlan
     from launcher.backends.local.profile import LocalProfile
@@ -279,7 +281,8 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         if self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is True:
             env[contract.ALLOW_HOST_PACKAGES] = "1"
         mounts = plan_mounts(
-            layout.config_dir, {project(s).mount_path: layout.private / s.name for s in secrets if project(s).files}
+            layout.config_dir,
+            {p.mount_path: layout.private / s.name for s in secrets if (p := project(s)).files and p.mount_path},
         )
         mounts.save(layout.root / PLAN_FILE)
         env.update(self._secret_env(secrets, layout, mounts))
@@ -312,7 +315,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         the run was submitted with (their values as stored now), in the same workdir."""
         run = self.get(name)
         self.refuse_restart(run)
-        row = self.state.row(name)
+        row = self._row(name)
         submitted = json.loads(row["spec"])
         secrets = LocalSecretStore(self.home).for_run(json.loads(row["secrets"]))
         layout = RunLayout(self.home, name)
@@ -410,8 +413,15 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         unwritten = self._reconcile(name)
         run = self.state.load(name)
         if run is None:
-            raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`")
+            raise _not_found(name)
         return _with(run, unwritten)
+
+    def _row(self, name: str) -> sqlite3.Row:
+        """The run's state row, for a run just seen: one deleted meanwhile is not found."""
+        row = self.state.row(name)
+        if row is None:
+            raise _not_found(name)
+        return row
 
     def list(self, query: RunQuery | None = None) -> list[Run]:
         """The runs `query` wants, newest first, read a page of the state's created_at index
@@ -503,8 +513,8 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
                 None,
             )
         try:
-            for rank, rank_status, rank_code, why in ranks:
-                self.state.set_rank(name, attempt, rank, rank_status, exit_code=rank_code, reason=why)
+            for rank, rank_status, rank_code, rank_reason in ranks:
+                self.state.set_rank(name, attempt, rank, rank_status, exit_code=rank_code, reason=rank_reason)
             self.state.set_status(name, status, reason, exit_code=code)
         except StateFileError as e:
             return _Unwritten(status, reason, code, e.message)
@@ -693,14 +703,14 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         from launcher.backends.local.mounts import remove_mount_points
         from launcher.backends.local.supervisor import KILL_AFTER
 
-        row = self.state.row(name)
+        row = self._row(name)
         pid = row["supervisor_pid"]
         if pid and alive(pid, row["supervisor_started"]):
             os.kill(pid, 15)
             deadline = time.monotonic() + KILL_AFTER + 5
             while time.monotonic() < deadline:
                 self._reconcile(name)
-                if RunStatus(self.state.row(name)["status"]).is_terminal:
+                if RunStatus(self._row(name)["status"]).is_terminal:
                     return
                 time.sleep(0.1)
         # The supervisor is gone or stuck: stop the ranks ourselves.
@@ -743,6 +753,10 @@ class _Unwritten:
     reason: str | None
     exit_code: int | None
     error: str
+
+
+def _not_found(name: str) -> NotFoundError:
+    return NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`")
 
 
 def _with(run: Run, unwritten: _Unwritten | None) -> Run:

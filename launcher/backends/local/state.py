@@ -80,6 +80,11 @@ def _ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
+def _at(value: str) -> datetime:
+    """A time from a NOT NULL column."""
+    return datetime.fromisoformat(value)
+
+
 def _add_deleter_column(db) -> None:
     """A state.db written before runs.deleter existed gets the column (once: a second
     process adding it at the same moment finds it there)."""
@@ -171,7 +176,7 @@ class State:
             attempt = row["attempt"]
             if row["status"] == status.value:
                 return True
-            fields = {"status": status.value, "reason": reason}
+            fields: dict[str, str | int | None] = {"status": status.value, "reason": reason}
             if status is RunStatus.RUNNING and not row["started_at"]:
                 fields["started_at"] = now
             if status.is_terminal:
@@ -396,7 +401,7 @@ class State:
             )
         status = RunStatus(r["status"])
         spec = json.loads(r["spec"])
-        retry_at = None
+        retry_at: datetime | None = None
         if (
             status is RunStatus.PENDING
             and attempts
@@ -404,14 +409,14 @@ class State:
             and attempts[-1]["ended_at"]
         ):
             # Waiting out the backoff (await_retry): the supervisor starts the next attempt then.
-            retry_at = _ts(attempts[-1]["ended_at"]) + timedelta(
+            retry_at = _at(attempts[-1]["ended_at"]) + timedelta(
                 seconds=RetryPolicy.from_spec(spec).delay(attempts[-1]["idx"])
             )
         return Run(
             name=r["name"],
             backend="local",
             status=status,
-            created_at=_ts(r["created_at"]),
+            created_at=_at(r["created_at"]),
             spec=spec,
             retry_at=retry_at,
             cluster="local",
@@ -431,7 +436,7 @@ class State:
                 for a in attempts
             ],
             events=[
-                StatusEvent(status=RunStatus(e["status"]), at=_ts(e["at"]), attempt=e["attempt"], reason=e["reason"])
+                StatusEvent(status=RunStatus(e["status"]), at=_at(e["at"]), attempt=e["attempt"], reason=e["reason"])
                 for e in events
             ],
         )

@@ -72,9 +72,10 @@ def _file_format(files: list[str]) -> str:
     from launcher.data.documents import kind_of
 
     kinds = {kind_of(f) for f in files}
-    if len(kinds) != 1 or None in kinds or kinds & {"text", "hf"}:
+    kind = kinds.pop() if len(kinds) == 1 else None
+    if kind is None or kind in ("text", "hf"):
         raise InputError(f"data files must all be Parquet, JSON Lines or CSV, got {', '.join(files)}")
-    return {"jsonl": "json", "parquet": "parquet", "csv": "csv"}[kinds.pop()]
+    return {"jsonl": "json", "parquet": "parquet", "csv": "csv"}[kind]
 
 
 def load_data(cfg: Any, cache: Path) -> HFData:
@@ -135,7 +136,7 @@ def load_data(cfg: Any, cache: Path) -> HFData:
                 f"data: the dataset has no labels column (columns: {', '.join(ds[d.train_split].column_names)})"
             )
         num_labels = cfg.model.num_labels or (len(id2label) if id2label else _count_labels(ds[d.train_split]))
-        collator = DataCollatorWithPadding(tokenizer)
+        collator: DataCollatorWithPadding | DataCollatorForLanguageModeling = DataCollatorWithPadding(tokenizer)
     else:
         keep = {"input_ids", "attention_mask"}
         ds = ds.remove_columns([c for c in ds[d.train_split].column_names if c not in keep])

@@ -145,12 +145,14 @@ class OutputDir:
         """Upload a saved directory (a checkpoint, the best model) as output_dir/<name>, marker last."""
         if not self.writes:
             return
+        assert self.remote is not None  # only a process with a remote writes
         self.remote.upload_tree(local_dir, name, last=(COMPLETE_MARKER,))
 
     def prune(self) -> None:
         """Remove remote checkpoints the Trainer rotated out locally (save_total_limit)."""
         if not self.writes:
             return
+        assert self.remote is not None  # only a process with a remote writes
         kept = {p.name for p in self.local.glob("checkpoint-*")}
         for rel in self.remote.files():
             top = rel.split("/")[0]
@@ -194,7 +196,11 @@ def f1_score(labels: Any, pred: Any, num_labels: int, average: str) -> float:
 def build_trainer(cfg: Any, data: Any, out: OutputDir, run_name: str | None) -> Any:
     import torch
     import transformers
-    from transformers import PrinterCallback, Trainer, TrainingArguments
+    from transformers import PrinterCallback, TrainingArguments
+
+    # Not `from transformers import Trainer`: to a type checker that name is transformers'
+    # dummy class for when torch is missing, which has none of the Trainer's methods.
+    from transformers.trainer import Trainer
 
     from launcher.train.hf.callbacks import RecordsCallback, SyncBestCheckpoint, UploadCallback
     from launcher.train.hf.model import build_model

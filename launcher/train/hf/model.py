@@ -13,7 +13,7 @@ def build_model(cfg: Any, data: Any) -> Any:
 
     m = cfg.model
     extra: dict[str, Any] = {}
-    auto = AutoModelForCausalLM
+    auto: type[AutoModelForCausalLM | AutoModelForSequenceClassification] = AutoModelForCausalLM
     if cfg.task == "sequence_classification":
         auto = AutoModelForSequenceClassification
         id2label = data.id2label or {i: f"LABEL_{i}" for i in range(data.num_labels)}
