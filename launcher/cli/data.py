@@ -161,8 +161,7 @@ def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, text_col
     """Train a tokenizer on INPUT... and save it as a Hugging Face tokenizer directory."""
     train = train_wordpiece if kind == "wordpiece" else train_tokenizer
     path = train(list(inputs), vocab_size, out, text_column=text_column)
-    # The ignore: transformers' __init__ names its dummy class (no __len__) to type checkers.
-    size = len(load_tokenizer(str(path)))  # type: ignore[arg-type]
+    size = len(load_tokenizer(str(path)))
     note = "" if size == vocab_size else f" (the text held no more than that; asked for {vocab_size:,})"
     what = "WordPiece" if kind == "wordpiece" else "byte-level BPE"
     click.echo(f"✔ Trained a {what} tokenizer with {size:,} tokens{note}")
