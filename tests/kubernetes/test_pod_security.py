@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.fakes.kube.fixtures import test_runtime
+from tests.fakes.kube.runc import runc_check
 from tests.kubernetes.test_backend import worker
+from tests.kubernetes.test_runc import IMAGES
 
 LAUNCHER = [sys.executable, "-m", "launcher"]
 pytestmark = pytest.mark.skipif(
@@ -56,10 +57,13 @@ def spec_file(tmp_path: Path, name: str, command: str) -> Path:
 
 @pytest.fixture
 def restricted_namespace(fake_kube_program):
-    """The fake with 2 nodes, its namespace default labelled as an administrator would."""
+    """The fake with 2 nodes, its namespace default labelled as an administrator would. Its
+    pods are host processes (the host's Python, which only root may reach here): the runc
+    test below runs them in containers as a non-root user."""
 
-    def start(**profile):
-        kube = fake_kube_program("--nodes", "2", profile={"entrypoint_mode": "image", **profile})
+    def start(*args: str, **profile):
+        args = args or ("--runtime", "process")
+        kube = fake_kube_program("--nodes", "2", *args, profile={"entrypoint_mode": "image", **profile})
         done = kubectl(kube, "label", "ns", "default", RESTRICTED)
         assert done.returncode == 0, done.stderr
         assert "namespace/default labeled" in done.stdout
@@ -70,17 +74,39 @@ def restricted_namespace(fake_kube_program):
 
 def test_a_restricted_profile_runs_in_a_namespace_that_enforces_restricted(restricted_namespace, tmp_path):
     kube = restricted_namespace(pod_security="restricted", run_as_user=1000)
-    command = f"python -c 'import os; print(\"uid\", os.getuid())' && {worker('--lines', '3', '--interval', '0.05')}"
-    done = launcher("run", "-f", str(spec_file(tmp_path, "secure", command)), "--cluster", "fake", "--follow")
+    done = launcher(
+        "run", "-f", str(spec_file(tmp_path, "secure", worker("--lines", "3"))), "--cluster", "fake", "--follow"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "rank 0 done" in done.stdout and "completed" in done.stderr
-    if test_runtime() == "runc":  # process mode runs pods as the test's own user
-        assert "uid 1000" in done.stdout
     pods = kubectl(kube, "get", "pods", "-o", "yaml")
     assert pods.returncode == 0, pods.stderr
     [pod, _] = yaml.safe_load(pods.stdout)["items"]
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+@pytest.mark.skipif(runc_check() is not None, reason=f"runc runtime unavailable: {runc_check()}")
+def test_in_runc_containers_the_ranks_run_as_the_profiles_non_root_user(restricted_namespace, tmp_path):
+    image = "registry.example/debian:test"
+    rootfs = IMAGES / "bookworm-python3"
+    if not rootfs.is_dir():
+        pytest.skip("image bookworm-python3 is not built: scripts/build_images.sh bookworm-python3")
+    restricted_namespace(
+        "--runtime",
+        "runc",
+        "--image",
+        f"{image}={rootfs}",
+        entrypoint_mode="zipapp",  # the image's own python3 runs the entrypoint
+        pod_security="restricted",
+        run_as_user=1000,
+    )
+    command = "python3 -c 'import os; print(\"uid\", os.getuid())'"
+    path = spec_file(tmp_path, "non-root", command)
+    path.write_text(path.read_text().replace("ghcr.io/example/launcher:test", image))
+    done = launcher("run", "-f", str(path), "--cluster", "fake", "--follow")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("uid 1000") == 2, done.stdout
 
 
 def test_a_pod_the_namespace_refuses_ends_the_run_with_the_api_servers_words(restricted_namespace, tmp_path):
