@@ -72,7 +72,9 @@ def cluster(tmp_path):
 
 def kubectl(cluster, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = {"PATH": os.environ["PATH"], "HOME": str(cluster.kubeconfig.parent), "KUBECONFIG": str(cluster.kubeconfig)}
-    return subprocess.run([KUBECTL, *args], input=stdin, capture_output=True, text=True, timeout=30, env=env)
+    return subprocess.run(
+        [KUBECTL or "kubectl", *args], input=stdin, capture_output=True, text=True, timeout=30, env=env
+    )
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (.ci/run installs it)")

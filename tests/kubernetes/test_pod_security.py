@@ -120,7 +120,9 @@ def test_a_pod_the_namespace_refuses_ends_the_run_with_the_api_servers_words(res
     assert done.returncode == 1, out
     assert "the cluster refused the run's pods: pods \"rooted-" in out and REFUSED in out
     assert "a profile with pod_security: restricted renders pods this namespace admits" in out
-    name = re.search(r"run (rooted-\S+) never", out).group(1)
+    named = re.search(r"run (rooted-\S+) never", out)
+    assert named, out
+    name = named.group(1)
     described = launcher("describe", "run", name)
     assert described.returncode == 0, described.stderr
     assert "FAILED" in described.stdout and REFUSED in described.stdout

@@ -570,7 +570,9 @@ def test_run_as_root_under_restricted_is_a_profile_error():
     from launcher.config import Profile, validate_profile
 
     bad = Profile("prod", "kubernetes", {"pod_security": "restricted", "run_as_user": 0})
-    with pytest.raises(InputError, match=r"clusters.prod.run_as_user: 0 is root, which pod_security: restricted refuses"):
+    with pytest.raises(
+        InputError, match=r"clusters.prod.run_as_user: 0 is root, which pod_security: restricted refuses"
+    ):
         validate_profile(ClusterProfile, bad)
     bad = Profile("prod", "kubernetes", {"shm_size": "lots"})
     with pytest.raises(InputError, match=r"clusters.prod.shm_size: .*must be a Kubernetes quantity"):
