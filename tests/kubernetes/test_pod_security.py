@@ -129,3 +129,35 @@ def test_a_pod_the_namespace_refuses_ends_the_run_with_the_api_servers_words(res
     # The run was ended as `launcher stop` ends one: nothing is left retrying its pods.
     jobsets = kubectl(kube, "get", "jobsets", "-o", "name")
     assert jobsets.returncode == 0 and jobsets.stdout.strip() == "", jobsets.stdout + jobsets.stderr
+
+
+def _failed_create(job: dict, message: str, when: str) -> dict:
+    involved = {"kind": "Job", "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}
+    return {
+        "reason": "FailedCreate",
+        "type": "Warning",
+        "involvedObject": involved,
+        "message": message,
+        "lastTimestamp": when,
+    }
+
+
+def test_only_a_pod_security_refusal_is_final_and_only_this_jobs_counts():
+    from launcher.backends.base import RunStatus
+    from launcher.backends.kubernetes.attempts import attempt_view
+    from launcher.spec.retry import FATAL
+
+    job = {"metadata": {"name": "r-node-0", "uid": "u2"}, "status": {}}
+    earlier = {"metadata": {"name": "r-node-0", "uid": "u1"}}
+    quota = 'Error creating: pods "r-node-0-0-abcde" is forbidden: exceeded quota: gpus, requested: nvidia.com/gpu=8'
+    attempt, failure, _ = attempt_view(1, job, [], [_failed_create(job, quota, "2026-01-01T00:00:01Z")], 2)
+    assert attempt.status is RunStatus.PENDING and failure is None
+    assert attempt.reason == f"the cluster does not create the run's pods: {quota.removeprefix('Error creating: ')}"
+    refused = f'Error creating: pods "r-node-0-0-abcde" is forbidden: {REFUSED}'
+    attempt, failure, _ = attempt_view(1, job, [], [_failed_create(earlier, refused, "2026-01-01T00:00:02Z")], 2)
+    assert attempt.status is RunStatus.PENDING and attempt.reason is None  # an earlier Job of the same name
+    attempt, failure, _ = attempt_view(1, job, [], [_failed_create(job, refused, "2026-01-01T00:00:02Z")], 2)
+    assert attempt.status is RunStatus.FAILED and failure == FATAL
+    assert attempt.reason.startswith(
+        'the cluster refused the run\'s pods: pods "r-node-0-0-abcde" is forbidden: violates'
+    )

@@ -51,9 +51,11 @@ def waiting_pods(obs: Observed) -> list[dict]:
 
 
 def pods_missing(obs: Observed) -> bool:
-    """The current attempt's Job is there and has no pod: its controller's events say why."""
+    """The current attempt's Job is there, not suspended (a queued run has no pods by
+    design), and has no pod: its controller's events say why."""
     current = current_attempt(obs)
-    return any(attempt_of(j) == current for j in obs.jobs) and not any(attempt_of(p) == current for p in obs.pods)
+    running = [j for j in obs.jobs if attempt_of(j) == current and not (j.get("spec") or {}).get("suspend")]
+    return bool(running) and not any(attempt_of(p) == current for p in obs.pods)
 
 
 def jobset_objects(run: str) -> tuple[tuple[str, str], ...]:
