@@ -158,6 +158,6 @@ def test_only_a_pod_security_refusal_is_final_and_only_this_jobs_counts():
     assert attempt.status is RunStatus.PENDING and attempt.reason is None  # an earlier Job of the same name
     attempt, failure, _ = attempt_view(1, job, [], [_failed_create(job, refused, "2026-01-01T00:00:02Z")], 2)
     assert attempt.status is RunStatus.FAILED and failure == FATAL
-    assert attempt.reason.startswith(
+    assert (attempt.reason or "").startswith(
         'the cluster refused the run\'s pods: pods "r-node-0-0-abcde" is forbidden: violates'
     )
