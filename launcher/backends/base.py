@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from launcher.backends.capabilities import Feature, NotSupported, check_declaration
 from launcher.backends.runstatus import RunStatus
@@ -78,14 +78,66 @@ class Attempt:
     ranks: list[RankState] = field(default_factory=list)
 
 
+class SubmittedCompute(TypedDict, total=False):
+    """RunSpec.compute as a run's record keeps it (RunSpec.to_submitted: a field left unset is absent)."""
+
+    cluster: str | list[str]
+    gpus: int
+    gpu_type: str
+    nodes: int
+    cpus: float
+    memory: str
+    instance: str
+    node_names: list[str]
+    topology: dict[str, str]
+
+
+class SubmittedScheduling(TypedDict, total=False):
+    """RunSpec.scheduling as a run's record keeps it."""
+
+    priority: str
+    max_retries: int
+    retry_on_system_failure: bool
+    preemptible: bool
+    max_duration: float
+    resumable: bool
+    watchdog_enabled: bool
+    retry_backoff: dict[str, float]
+
+
+class SubmittedSpec(TypedDict, total=False):
+    """A RunSpec as submitted, resolved and secret-free, in its JSON form (RunSpec.to_submitted):
+    what a run's record keeps, read back without validating it again (a listing stays cheap).
+    tests/spec/test_submitted.py checks it names RunSpec's fields."""
+
+    name: str
+    image: str
+    command: str
+    compute: SubmittedCompute
+    integrations: list[dict[str, Any]]
+    env_variables: dict[str, str]
+    secrets: list[str]
+    data: dict[str, str]
+    parameters: dict[str, Any]
+    scheduling: SubmittedScheduling
+    metadata: dict[str, Any]
+    ports: list[dict[str, Any]]
+    code: dict[str, Any]
+    placement: dict[str, float]
+    optimization_level: Any
+    platform: str
+    dependent_deployment: dict[str, Any]
+    parent_name: str
+
+
 @dataclass
 class Run:
     name: str
     backend: str
     status: RunStatus
     created_at: datetime
-    spec: dict[str, Any]
-    """The spec as submitted (resolved, secret-free), as a plain mapping."""
+    spec: SubmittedSpec
+    """The spec as submitted (resolved, secret-free), as its record keeps it."""
     cluster: str | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
@@ -119,7 +171,7 @@ class Run:
         )
 
     @property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> SubmittedSpec:
         """The spec as submitted (mcli's Run.config): `spec` by its SDK name."""
         return self.spec
 

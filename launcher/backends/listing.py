@@ -12,12 +12,12 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from launcher.spec.names import SUFFIX_LEN, sanitize
 
 if TYPE_CHECKING:
-    from launcher.backends.base import Run
+    from launcher.backends.base import Run, SubmittedSpec
     from launcher.backends.runstatus import RunStatus
 
 
@@ -44,7 +44,7 @@ def name_matches(pattern: str, run_name: str) -> bool:
     return run_name == pattern or fnmatch.fnmatch(run_name, pattern) or of_spec(pattern, run_name)
 
 
-def gpu_types_of(spec: dict[str, Any]) -> set[str]:
+def gpu_types_of(spec: SubmittedSpec) -> set[str]:
     """The gpu_type filter values a run's spec matches: its compute.gpu_type; "none" and
     "cpu" (as listings show it) for a run without GPUs."""
     compute = spec.get("compute") or {}
@@ -54,7 +54,7 @@ def gpu_types_of(spec: dict[str, Any]) -> set[str]:
     return {gpu_type}
 
 
-def gpus_of(spec: dict[str, Any]) -> int:
+def gpus_of(spec: SubmittedSpec) -> int:
     return int((spec.get("compute") or {}).get("gpus") or 0)
 
 
@@ -94,7 +94,7 @@ class RunQuery:
             return self.before is None and self.after is None
         return (self.before is None or created < self.before) and (self.after is None or created > self.after)
 
-    def matches_spec(self, spec: dict[str, Any]) -> bool:
+    def matches_spec(self, spec: SubmittedSpec) -> bool:
         return (not self.gpu_types or bool(gpu_types_of(spec) & self.gpu_types)) and (
             not self.gpu_nums or gpus_of(spec) in self.gpu_nums
         )

@@ -5,12 +5,15 @@ from __future__ import annotations
 import difflib
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.shell_completion import CompletionItem
 
 from launcher.sdk.index import RunIndex
+
+if TYPE_CHECKING:
+    from launcher.backends.base import SubmittedSpec
 
 # How runs read (records, times, durations) is shared with the dashboard: it lives beside Run.
 from launcher.sdk.records import ago, duration, run_record, to_yaml, when  # noqa: F401 - re-exported
@@ -105,7 +108,7 @@ def confirm(question: str, yes: bool) -> bool:
     return click.confirm(question, default=False)
 
 
-def instance(spec: dict[str, Any]) -> str:
+def instance(spec: SubmittedSpec) -> str:
     compute = spec.get("compute") or {}
     gpus = compute.get("gpus") or 0
     gpu_type = compute.get("gpu_type") or ("cpu" if not gpus else "gpu")

@@ -67,9 +67,9 @@ def describe_run(name, yaml_only, no_yaml, output):
     )
     echo(f"Image:      {run.spec.get('image', '-')}")
     echo(f"Compute:    {instance(run.spec)}")
-    code = run.spec.get("code")
-    if isinstance(code, dict) and code.get("digest"):  # the snapshot each rank checked before unpacking
-        echo(f"Code:       {code['digest']} (snapshot of {code.get('path', '.')})")
+    snapshot = run.spec.get("code")
+    if isinstance(snapshot, dict) and snapshot.get("digest"):  # the snapshot each rank checked before unpacking
+        echo(f"Code:       {snapshot['digest']} (snapshot of {snapshot.get('path', '.')})")
     echo(f"Created:    {when(run.created_at)}")
     echo(f"Started:    {when(run.started_at)}")
     echo(f"Ended:      {when(run.ended_at)}")

@@ -120,8 +120,11 @@ def delete_run(names, every, latest, before, statuses, clusters, yes):
     else:
         runs = _selected(names, every, latest)
     if not runs:
-        click.echo("Nothing to delete: no run matches." if before or statuses or clusters or names else
-                   "Nothing to delete: there are no runs.")
+        click.echo(
+            "Nothing to delete: no run matches."
+            if before or statuses or clusters or names
+            else "Nothing to delete: there are no runs."
+        )
         return
     if not confirm(_counted("Delete", runs), yes):
         click.echo(f"{FAIL} Nothing deleted.")

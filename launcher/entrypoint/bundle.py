@@ -135,7 +135,17 @@ def install(target: Path) -> None:
     if not (runtime / "VERSION").exists():
         raise SystemExit(f"launcher-runtime-install: no assembled runtime around {__file__}")
     target.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(runtime, target, symlinks=True, dirs_exist_ok=True)
+    # The runtime's children, not the directory: copytree would end with copystat on target, the
+    # kubelet's emptyDir (root's, mode 0777), which a pod running as another user may fill but
+    # not chmod or utime (EPERM after every file was copied).
+    for child in sorted(runtime.iterdir()):
+        dest = target / child.name
+        if child.is_dir() and not child.is_symlink():
+            shutil.copytree(child, dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            if dest.is_symlink():  # an init container's earlier try: copy2 makes no symlink over one
+                dest.unlink()
+            shutil.copy2(child, dest, follow_symlinks=False)
     print(f"[launcher] runtime {(runtime / 'VERSION').read_text().strip()} copied into {target}", flush=True)
 
 

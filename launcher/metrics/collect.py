@@ -15,6 +15,7 @@ import math
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 from launcher.backends.base import Backend, Run
 from launcher.backends.capabilities import Feature, LocalArtifacts
@@ -106,7 +107,8 @@ class Collector:
         if run is not None:
             self.run = run
         if self.backend.supports(Feature.LOCAL_ARTIFACTS):
-            labelled, source = self._from_files(self.backend)  # type: ignore[arg-type] - its LocalArtifacts
+            # A backend that supports a feature inherits its mixin (capabilities.check_declaration).
+            labelled, source = self._from_files(cast(LocalArtifacts, self.backend))
         else:
             labelled, source = self._from_streams(), "logs"
         if not self.follow or time.monotonic() - self._saved_at > _FOLLOW_SAVE_SECONDS:

@@ -162,7 +162,9 @@ class SegmentBuilder:
                 cols = seg.metrics[name] = Columns()
             cols.steps, cols.times = grow(cols.steps, s), grow(cols.times, t)
             cols.values.extend(v)  # never shared
-        steps.clear(), times.clear(), rows.clear()
+        steps.clear()
+        times.clear()
+        rows.clear()
 
     def result(self) -> list[Segment]:
         self._flush()

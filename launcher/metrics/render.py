@@ -13,7 +13,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from launcher.metrics.series import RunMetrics, Series, Summary, summarize, thin
@@ -125,7 +125,7 @@ def list_csv(runs: list[RunMetrics]) -> str:
 # --- for people ---------------------------------------------------------------------------
 
 
-def columns(header: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
+def columns(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], right: set[int]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def fmt(r: tuple[str, ...]) -> str:

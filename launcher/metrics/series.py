@@ -8,7 +8,7 @@ import fnmatch
 import functools
 import math
 import operator
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -54,7 +54,7 @@ class Series:
         if covered and all(cols.json_count >= hi for cols, _, hi in self.pieces):
             texts = self._kept_texts()
             return [texts[i] for i in keep]
-        return point_texts(*([xs[i] for i in keep] for xs in (self.steps, self.values, self.times)))
+        return point_texts([self.steps[i] for i in keep], [self.values[i] for i in keep], [self.times[i] for i in keep])
 
     def _kept_texts(self) -> list[str]:
         out: list[str] = []
@@ -208,7 +208,7 @@ def resolve_metrics(requested: list[str], available: list[str], where: str) -> l
 
 def thin(series: Series, *, every: int | None = None, last: int | None = None) -> list[int]:
     """The indices --every K (points whose step is a multiple of K) and --last N keep."""
-    keep = range(len(series))
+    keep: Sequence[int] = range(len(series))
     if every and every > 1:
         keep = [i for i in keep if series.steps[i] % every == 0]
     if last is not None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from launcher.backends.capabilities import Feature
+from launcher.backends.capabilities import Exec, Feature, PortForward
 from launcher.errors import InputError
 from launcher.sdk.runs import Run, RunRef, create_run, resolve
 
@@ -27,7 +27,8 @@ def exec_in_run(run: RunRef, argv: list[str], rank: int = 0, tty: bool = False) 
     backend, record = resolve(run)
     try:
         backend.require(Feature.EXEC)
-        return backend.exec(record.name, list(argv), rank=rank, tty=tty)
+        # A backend that supports a feature inherits its mixin (capabilities.check_declaration).
+        return cast(Exec, backend).exec(record.name, list(argv), rank=rank, tty=tty)
     finally:
         backend.close()
 
@@ -46,7 +47,8 @@ def port_forward(
     backend, record = resolve(run)
     try:
         backend.require(Feature.PORT_FORWARD)
-        backend.port_forward(
+        # A backend that supports a feature inherits its mixin (capabilities.check_declaration).
+        cast(PortForward, backend).port_forward(
             record.name, rank=rank, local_port=local_port, remote_port=remote_port, ready=ready, stop=stop
         )
     finally:

@@ -183,11 +183,12 @@ def _secret_values(secrets) -> list[tuple[str, bytes]]:
 
 
 def human_size(n: int) -> str:
+    size: float = n
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"
 
 
 def _ignored_by_launcherignore(root: Path, files: list[str]) -> set[str]:

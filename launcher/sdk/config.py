@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import PrivateAttr
 
-from launcher.errors import SpecError
+from launcher.errors import FieldError, SpecError
 from launcher.sdk.exceptions import ValidationError
 from launcher.spec.load import LoadedSpec, Overrides, load_spec, load_spec_text
 from launcher.spec.models import RunSpec
@@ -72,7 +72,7 @@ class RunConfig(RunSpec):
     def file(self) -> str | None:
         return self._loaded.file if self._loaded else None
 
-    def placed(self, e: Exception) -> ValidationError:
+    def placed(self, e: FieldError) -> ValidationError:
         """A FieldError found after loading (a backend's check), placed at the field's line."""
         if self._loaded is not None:
             return ValidationError([self._loaded.issue(e.field, e.detail)], hint=e.hint)

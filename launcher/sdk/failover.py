@@ -54,7 +54,7 @@ def step(name: str, *, poll: float = 5.0) -> Step:
         state = index.placement(name)  # as it is now that no other watcher moves it
         if not held:
             return Step(None, watching=True, wait=poll)  # another process is moving it now
-        if not movable(state):
+        if state is None or not movable(state):
             return Step(None)
         config = load_config()
         here = state["profile"]

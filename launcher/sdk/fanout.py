@@ -47,8 +47,9 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
 
     answers, failed = ask_each(candidates, get_one)
     for profile in candidates:
-        if answers.get(profile.name) is not None:
-            return answers[profile.name]
+        found = answers.get(profile.name)
+        if found is not None:
+            return found
     unasked = [e.message for e in failed.values()]
     if len(failed) == len(candidates):
         # No profile could be asked: that is the answer, not that the run does not exist.
@@ -107,18 +108,18 @@ def ask_each(
         name = profile.name
         if name in answers:
             continue
-        e = failures.get(name)
-        if e is None:
+        error = failures.get(name)
+        if error is None:
             failed[name] = LauncherError(f"cluster {name}: no answer within {seconds:g} s")
             continue
-        if not isinstance(e, LauncherError) or isinstance(e, StateFileError):
-            raise e  # a bug, or our own state file is broken: not a cluster being away
-        message = e.message.splitlines()[0] if e.message else type(e).__name__
+        if not isinstance(error, LauncherError) or isinstance(error, StateFileError):
+            raise error  # a bug, or our own state file is broken: not a cluster being away
+        message = error.message.splitlines()[0] if error.message else type(error).__name__
         if not message.startswith(f"cluster {name}"):
             message = f"cluster {name}: {message}"
         # A cluster that is away stays one (the SDK's ClusterUnreachable), in the profile's words.
-        kind = ClusterUnreachable if isinstance(e, ClusterUnreachable) else LauncherError
-        failed[name] = kind(message, exit_code=e.exit_code, hint=e.hint)
+        kind = ClusterUnreachable if isinstance(error, ClusterUnreachable) else LauncherError
+        failed[name] = kind(message, exit_code=error.exit_code, hint=error.hint)
     return answers, failed
 
 

@@ -78,6 +78,8 @@ def follow_run(
     if backend is None:
         backend, record = resolve(run)
         name = record.name
+    elif run is None:
+        raise TypeError("follow_run: with its backend given, name the run too")
     else:
         name = run.name if isinstance(run, Run) else run
     try:
@@ -132,8 +134,9 @@ def _while_placed(backend: Backend, owned: bool, name: str):
             run = backend.get(name)
         except LauncherError:
             run = None
-        for move in made[shown:] if run is not None else ():
-            yield FollowEvent("moved", run, run.current_attempt, note=move_line(move))
+        if run is not None:
+            for move in made[shown:]:
+                yield FollowEvent("moved", run, run.current_attempt, note=move_line(move))
     return backend, owned, last
 
 

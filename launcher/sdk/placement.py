@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from launcher.backends.base import Backend, RunStatus
-from launcher.backends.capabilities import FreeGpus
+from launcher.backends.capabilities import Feature, FreeGpus, GpuUsageReport
 from launcher.errors import InputError
 from launcher.spec.models import AUTO_CLUSTER, cluster_names
 
@@ -98,7 +98,7 @@ def decide(spec: RunSpec | Mapping[str, Any], candidates: Sequence[Candidate]) -
     gpus = gpus_of(spec)
     answered = [c for c in candidates if c.free is not None]
     fitting = [c for c in answered if c.free is not None and c.free.free >= gpus]
-    chosen = (fitting or answered or [None])[0]
+    chosen = fitting[0] if fitting else answered[0] if answered else None
     return Decision(gpus, tuple(candidates), chosen.profile if chosen else None, bool(fitting))
 
 
@@ -137,7 +137,9 @@ def ask(spec: RunSpec, profiles: Sequence[Profile], *, seconds: float = ASK_SECO
     def free_on(backend: Backend) -> FreeGpus:
         try:
             backend.check(spec)
-            return backend.free_gpus(spec)
+            backend.require(Feature.GPU_USAGE)  # a refusal is this candidate's error, as a check's
+            # A backend that supports a feature inherits its mixin (capabilities.check_declaration).
+            return cast(GpuUsageReport, backend).free_gpus(spec)
         finally:
             backend.close()
 

@@ -12,17 +12,20 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from launcher.backends.base import Backend, Run, RunStatus
-from launcher.backends.capabilities import UPDATE_FEATURES, Feature, Updatable
+from launcher.backends.capabilities import UPDATE_FEATURES, CodeSnapshots, Feature, Updatable
 from launcher.errors import ClusterUnreachable, InputError, NotFoundError
 from launcher.sdk.exceptions import WaitTimeout, run_not_found
 
 if TYPE_CHECKING:
     from launcher.backends.listing import RunQuery
     from launcher.config import Profile
+    from launcher.pod.code_archive import Snapshot
     from launcher.sdk.config import RunConfig
+    from launcher.sdk.placement import Placed
+    from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
 
 __all__ = [
@@ -87,16 +90,16 @@ class PreparedRun:
     backend: Backend
     spec: RunSpec
     """Named as the run will be (the name counts in the checks: pod hostnames)."""
-    secrets: list | None
+    secrets: list[Secret] | None
     """The secrets the run gets, values included; None where they live in the cluster and a
     dry-run does not read them (the backend names them)."""
     warnings: list[str] = field(default_factory=list)
     """What the target cannot fully honour, in the words the dry-run and submit use."""
     notes: list[str] = field(default_factory=list)
     """How the target was chosen (a compute.cluster that names no profile here)."""
-    code: Any = None
-    """The run's packed code snapshot (launcher.pod.code_archive.Snapshot) where its spec has `code:`."""
-    placement: Any = None
+    code: Snapshot | None = None
+    """The run's packed code snapshot where its spec has `code:`."""
+    placement: Placed | None = None
     """Where a placement across clusters put it and where it may go next (launcher.sdk.placement.Placed);
     None: the run goes to `profile` alone."""
 
@@ -124,13 +127,16 @@ class PreparedRun:
         from launcher.errors import LauncherError
         from launcher.sdk.index import RunIndex
 
+        # A dry-run's (secrets left in the cluster) is for plan(); only a real prepare submits.
+        assert self.secrets is not None, "a dry-run's prepared run cannot be submitted"
+        secrets = self.secrets
         index = RunIndex()
         before = index.profile_of(self.spec.name)  # a run moving here from another cluster keeps its entry
         index.record(self.spec.name, self.profile)
         try:
             if self.code is not None:
-                return self.backend.submit(self.spec, self.secrets, code=self.code)
-            return self.backend.submit(self.spec, self.secrets)
+                return self.backend.submit(self.spec, secrets, code=self.code)
+            return self.backend.submit(self.spec, secrets)
         except BaseException:
             if before is not None:
                 from launcher.config import load_config
@@ -176,13 +182,14 @@ def prepare_run(
 
         config = config.model_copy(update={"code": (config.code or Code()).model_copy(update={"path": code})})
     wanted = cluster if cluster is not None else config.compute.cluster
-    if (backend is None or runs_on_a_cluster(backend)) and is_placed(wanted):
+    if (backend is None or runs_on_a_cluster(backend)) and wanted is not None and is_placed(wanted):
         return _prepare_placed(
             config, wanted, dry_run=dry_run, on_note=on_note, allow_files=tuple(allow_files), run_name=run_name
         )
     profile, target, store, notes = _target(config, cluster, backend, dry_run=dry_run)
-    for note in notes if on_note is not None else ():
-        on_note(note)
+    if on_note is not None:
+        for note in notes:
+            on_note(note)
     return _checked_on(config, named(config, run_name), profile, target, store, notes, on_note, tuple(allow_files))
 
 
@@ -225,10 +232,12 @@ def _checked_on(
     except FieldError as e:
         raise config.placed(e) from None
     if snapshot is not None:
+        assert spec.code is not None  # a snapshot is packed only for a spec with code:
         code = spec.code.model_copy(update={"digest": snapshot.digest, "size": snapshot.size})
         spec = spec.model_copy(update={"code": code})
-        for note in snapshot.notes if on_note is not None else ():
-            on_note(f"code: {note}")
+        if on_note is not None:
+            for note in snapshot.notes:
+                on_note(f"code: {note}")
     return PreparedRun(config, profile, target, spec, secrets, warnings, notes, code=snapshot)
 
 
@@ -304,7 +313,8 @@ def _submit_placed(prepared: PreparedRun) -> Run:
 
     placed = prepared.placement
     assert placed is not None
-    position, current = placed.position, prepared
+    position = placed.position
+    current: PreparedRun | None = prepared
     while True:
         name = placed.candidates[position]
         try:
@@ -365,7 +375,8 @@ def _pack_code(spec: RunSpec, target: Backend, secrets, store, allow_files: tupl
         raise InputError(
             f"code: the {target.name} backend cannot ship a code snapshot: {target.UNSUPPORTED[Feature.CODE_SNAPSHOT]}"
         )
-    limit = target.code_limit()
+    # A backend that supports a feature inherits its mixin (capabilities.check_declaration).
+    limit = cast(CodeSnapshots, target).code_limit()
     return build(
         spec.code,
         secrets=secrets,
@@ -406,7 +417,8 @@ def _target(spec: RunSpec, cluster: str | None, backend: str | None, *, dry_run:
 
     config = load_config()
     notes: list[str] = []
-    named_cluster = (cluster_names(spec.compute.cluster) or [None])[0]  # one: several are a placement
+    names = cluster_names(spec.compute.cluster)
+    named_cluster = names[0] if names else None  # one: several are a placement
     if cluster is None and (backend is None or runs_on_a_cluster(backend)) and named_cluster:
         if named_cluster in {p.name for p in config.profiles()}:
             cluster = named_cluster
@@ -457,11 +469,14 @@ def _listed(cluster: str | Iterable[str] | None = None, query: RunQuery | None =
     return list_runs(profiles, query)
 
 
-def _strings(value: str | Iterable[Any] | None) -> list:
+def _strings(value: object) -> list[Any]:
+    """A filter's values, one or several: None is none; a string, a number, a status or a Run is one."""
     if value is None:
         return []
     if isinstance(value, str | int | RunStatus | Run):
         return [value]
+    if not isinstance(value, Iterable):
+        raise TypeError(f"expected one value or several, got {value!r}")
     return list(value)
 
 
@@ -519,14 +534,14 @@ def select_runs(names: Iterable[RunRef] = (), *, all: bool = False, latest: bool
     InputError: an action never falls back to every run."""
     from launcher.sdk.run_names import not_found, select
 
-    names = [name_of(n) for n in names]
-    if not names and not all and not latest:
+    wanted_names = [name_of(n) for n in names]
+    if not wanted_names and not all and not latest:
         raise InputError("name the runs, or choose every run with --all or the latest with --latest")
     pairs, warnings = _listed()
     listed = [r.name for _, r in pairs]
-    if names:
+    if wanted_names:
         wanted: dict[str, None] = {}
-        for n in names:
+        for n in wanted_names:
             chosen = select(n, listed)
             if not chosen:
                 raise not_found(n, listed, warnings)
@@ -629,6 +644,7 @@ def update_run(
                         else "max_retries"
                     ]
                 )
+                raise AssertionError(f"{backend.name}: not Updatable, yet it names an update field supported")
             return backend.update(name, max_duration=max_duration, priority=priority, max_retries=max_retries)
         except NotFoundError as e:
             raise run_not_found(e) from None

@@ -423,8 +423,10 @@ _GCP_NEEDS = {
 def _gcp_problem(data: dict[str, str]) -> str | None:
     try:
         creds = json.loads(data["credentials"])
-    except ValueError as e:  # the message says where, never what
+    except json.JSONDecodeError as e:  # the message says where, never what
         return f"its credentials file is not JSON ({e.msg}: line {e.lineno} column {e.colno})"
+    except ValueError:  # a number past Python's digit limit: its message says no place
+        return "its credentials file is not JSON that can be read (a number in it has too many digits)"
     if not isinstance(creds, dict):
         return "its credentials file is not a JSON object (a service-account key file is one)"
     kind = creds.get("type")

@@ -184,7 +184,7 @@ def _spans(data, values, derived=(), prefilter: _Prefilter | None = None) -> lis
     if not found:
         return found
     if derived:
-        starts = {}
+        starts: dict[str | bytes, list[int]] = {}  # by the value found (text or bytes, as `data`)
         for s, e in found:
             starts.setdefault(data[s:e], []).append(s)
         for v, inner, k in derived:

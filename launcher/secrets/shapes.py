@@ -135,12 +135,16 @@ def gcp_secret(credentials: str, *, name: str = "gcp", mount_path: str | None = 
     return checked(Secret(name, SecretKind.GCP, {"credentials": credentials}, _mount(mount_path)))
 
 
+class _CaseKeepingParser(configparser.RawConfigParser):
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr  # keep the keys' case as written
+
+
 def oci_secret(config: str, key_file: str, *, name: str = "oci", mount_path: str | None = None) -> Secret:
     """An OCI config and API signing key. Every profile's key_file is pointed at the mounted key,
     as mcli does for the DEFAULT one: the path in the user's config exists only on their machine."""
     mount = mount_path or f"/secrets/{name}"
-    parser = configparser.RawConfigParser(default_section=NO_DEFAULT_SECTION)
-    parser.optionxform = str  # keep the keys' case as written
+    parser = _CaseKeepingParser(default_section=NO_DEFAULT_SECTION)
     try:
         parser.read_string(config)
     except configparser.Error:

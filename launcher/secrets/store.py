@@ -82,8 +82,10 @@ class LocalSecretStore(SecretStore):
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:  # its message would quote a byte of the file
             raise self._corrupt("not valid JSON: it is not UTF-8 text") from None
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             raise self._corrupt(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        except ValueError:  # a number past Python's digit limit: its message says no place
+            raise self._corrupt("not valid JSON: a number in it has too many digits") from None
         secrets = data.get("secrets", {}) if isinstance(data, dict) else None
         if not isinstance(secrets, dict):
             raise self._corrupt('expected {"version": 1, "secrets": {NAME: {...}}}')

@@ -15,7 +15,7 @@ import shutil
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypedDict
 
 from launcher.errors import InputError
 from launcher.storage.base import Credentials, Patience, Store
@@ -41,7 +41,16 @@ def other_auth(env: Mapping[str, str]) -> bool:
     )
 
 
-def config_kwargs(what: str, credentials: Credentials) -> dict[str, str]:
+class ConfigKwargs(TypedDict, total=False):
+    """The arguments of databricks-sdk's Config the launcher gives (the SDK reads the rest
+    from the environment)."""
+
+    host: str
+    token: str
+    auth_type: str
+
+
+def config_kwargs(what: str, credentials: Credentials) -> ConfigKwargs:
     """The SDK's Config arguments: host and token, or host alone when the environment
     carries another auth. Raises StorageAccessError naming `what` and the fix."""
     env = credentials.env

@@ -25,9 +25,11 @@ class Runtime:
     volume: Path  # a pod's /launcher after the init container ran (test_runtime)
 
 
-def build_runtime(base: Path) -> Runtime:
+def build_runtime(base: Path, python: str = sys.executable) -> Runtime:
+    """The runtime, its Python a virtualenv of `python` (one of the same minor version as this
+    interpreter: the libraries it gets are this environment's)."""
     home = base / "python-home"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
+    subprocess.run([python, "-m", "venv", "--without-pip", str(home)], check=True)
     out = base / "image"
     done = subprocess.run(
         [sys.executable, "-m", "launcher.entrypoint.bundle", "build", "--python", str(home), "--out", str(out)],

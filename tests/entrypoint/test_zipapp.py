@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,15 @@ def test_the_zipapp_holds_no_module_that_needs_more_than_the_standard_library(tm
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert Path(archive).stat().st_size < 100_000
+
+
+def test_the_zipapp_checks_first_the_standard_library_its_modules_import():
+    """What __main__.py imports before the entrypoint: the standard library only (anything else
+    would fail every pod with exit 67), less what is optional (imported under except ImportError)."""
+    required = zipapp.required_modules()
+    assert {"json", "shutil", "ctypes", "urllib.request"} <= set(required)
+    assert {m.split(".")[0] for m in required} <= set(sys.stdlib_module_names)
+    assert "ahocorasick_rs" not in required and "resource" not in required
 
 
 @pytest.fixture(params=["s3", "volume", "gs"])

@@ -148,6 +148,8 @@ def test_item5_a_bad_secrets_json_or_config_yaml_is_named_with_the_way_out(cli):
     assert "permission" not in err
     secrets.write_text("{not json")
     refused(cli("secret", "list"), f"{secrets} is corrupt (not valid JSON: Expecting property name")
+    secrets.write_text('{"version": ' + "1" * 5000 + "}")  # past Python's digit limit: a ValueError, not JSON's
+    refused(cli("secret", "list"), f"{secrets} is corrupt (not valid JSON: a number in it has too many digits")
     secrets.unlink()
 
     config = cli.home / "config.yaml"
@@ -194,6 +196,7 @@ def bad_files():
     return [
         ("gcp", "not json at all", "secret 'gcp': its credentials file is not JSON (Expecting value: line 1 column 1)"),
         ("gcp", '["a list"]', "its credentials file is not a JSON object"),
+        ("gcp", '{"n": ' + "1" * 5000 + "}", "its credentials file is not JSON that can be read (a number in it"),
         (
             "gcp",
             '{"installed": {"client_id": "x"}}',

@@ -68,7 +68,9 @@ def test_ids_become_a_label_selector(kube, capsys):
     runs = sdk.get_runs(ids=[names[0]], limit=50)
     assert [r.name for r in runs] == [names[0]]
     metadata = [c for c in kube.lists[start:] if c["metadataOnly"]]
-    assert metadata and all(c["labelSelector"].startswith(f"{MANAGED},launcher.dev/run in ({names[0]})") for c in metadata)
+    assert metadata and all(
+        c["labelSelector"].startswith(f"{MANAGED},launcher.dev/run in ({names[0]})") for c in metadata
+    )
 
 
 def test_pages_of_a_long_history_come_newest_first_without_duplicates(kube):

@@ -399,7 +399,7 @@ def test_secrets_are_references_never_values():
     vols = {v["name"]: v for v in pod["volumes"]}
     assert vols["secret-ssh-key"]["secret"] == {
         "secretName": "ssh-key",
-        "defaultMode": 0o400,
+        "defaultMode": 0o444,
         "items": [{"key": "value", "path": "secret"}],
     }
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}

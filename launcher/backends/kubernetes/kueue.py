@@ -183,9 +183,7 @@ def queue_state(owner: dict | None, view: KueueView | None) -> QueueState | None
     reserved = condition(workload, "QuotaReserved")
     refused = reserved if reserved is not None and reserved.get("status") == "False" else None
     state.reason = (
-        (refused.get("message") or refused.get("reason"))
-        if refused is not None
-        else "waiting for Kueue to consider it"
+        (refused.get("message") or refused.get("reason")) if refused is not None else "waiting for Kueue to consider it"
     )
     state.since = (
         ts(refused.get("lastTransitionTime"))

@@ -16,7 +16,7 @@ name only (secretKeyRef, a Secret volume, imagePullSecrets): no value reaches a 
 
 The entrypoint reads the run's plan, /mnt/config/plan.json (launcher.pod.plan), in every
 mode. In `zipapp` mode (the default) the ConfigMap also carries the entrypoint as a zipapp
-(launcher.pod.zipapp, some 40 kB), and a POSIX sh shim runs it with the image's own
+(launcher.pod.zipapp, some 67 kB), and a POSIX sh shim runs it with the image's own
 python3 (3.8 or newer, `-I -S`): any image with a Python runs, with nothing of ours to
 pull. In `inject` mode, for images without Python, an init container from the runtime image
 copies a self-contained Python with the launcher into the emptyDir /launcher, and the
@@ -320,7 +320,9 @@ def _secret_parts(secrets: list[Secret]) -> tuple[list[dict], list[dict], list[d
                     "name": vol,
                     "secret": {
                         "secretName": s.name,
-                        "defaultMode": 0o400,
+                        # Readable by the image's user, whoever it is: the render does not know it,
+                        # and a fixed fsGroup is refused where one is assigned (OpenShift's SCCs).
+                        "defaultMode": 0o444,
                         "items": [{"key": key, "path": fname} for fname, key in sorted(p.files.items())],
                     },
                 }

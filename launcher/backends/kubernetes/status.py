@@ -27,8 +27,9 @@ not pull) is FAILED here, though Kubernetes would leave its pods Pending forever
 from __future__ import annotations
 
 import re
+from typing import cast
 
-from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, utcnow
+from launcher.backends.base import Attempt, RankState, Run, RunStatus, StatusEvent, SubmittedSpec, utcnow
 from launcher.backends.kubernetes import keys, kueue
 from launcher.backends.kubernetes.attempts import (
     Action,
@@ -299,7 +300,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         backend="kubernetes",
         status=status,
         created_at=created,
-        spec=spec,
+        spec=cast(SubmittedSpec, spec),  # the record's JSON, as RunSpec.to_submitted wrote it
         cluster=obs.cluster,
         started_at=min(started) if started else None,
         ended_at=ended_at,

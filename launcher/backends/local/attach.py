@@ -158,6 +158,7 @@ def relay(
     with _Server(("127.0.0.1", local_port), _Relay) as server:
         server.remote_port = remote_port
         server.stopping = stop
+
         def shut_down_when_stopped() -> None:
             stop.wait()
             server.shutdown()

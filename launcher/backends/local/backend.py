@@ -588,7 +588,9 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             cancel=cancel,
         )
 
-    def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, builtins.list[int]]:
+    def _select(
+        self, name: str, rank: int | None, attempt: int | None, previous: bool
+    ) -> tuple[int, builtins.list[int]]:
         run = self.get(name)
         if attempt is None:
             attempt = run.current_attempt - (1 if previous and run.current_attempt > 1 else 0)

@@ -34,6 +34,7 @@ class FakeKube:
         bookmark_seconds: float = 1.0,
         kueue: bool = False,
         runtime: str = "process",
+        image_users: dict[str, str] | None = None,
     ):
         self.registry = Registry(jobset=jobset, kueue=kueue)
         self.store = Store(self.registry, history_limit=history_limit, orphan_delay=orphan_delay)
@@ -57,6 +58,7 @@ class FakeKube:
             images=images,
             isolate=isolate,
             runtime=runtime,
+            image_users=image_users,
         )
         self.containers, self.ports, self.root = self.kubelet.containers, self.kubelet.ports, self.kubelet.root
         self.jobs = JobController(self.store)

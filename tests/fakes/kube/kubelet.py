@@ -126,6 +126,7 @@ class Kubelet:
         images: dict[str, str] | None = None,
         isolate: bool | None = None,
         runtime: str = "process",
+        image_users: dict[str, str] | None = None,
     ):
         self.store, self.faults = store, faults
         self.log_resolution_ns = log_resolution_ns
@@ -141,7 +142,9 @@ class Kubelet:
         if runtime == "runc":
             from tests.fakes.kube.runc import RuncRuntime
 
-            self.runc = RuncRuntime(self.root / "runc", self.images)
+            self.runc = RuncRuntime(self.root / "runc", self.images, image_users)
+        elif image_users:
+            raise ValueError("image users need the runc runtime")
         elif runtime != "process":
             raise ValueError(f"unknown runtime {runtime!r} (process, runc)")
         self.runtimes: dict[str, PodRuntime] = {}

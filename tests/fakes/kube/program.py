@@ -2,15 +2,16 @@
 
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N] [--gpus-per-node G]
         [--node-label KEY=VALUE ...] [--no-jobset] [--runtime process|runc]
-        [--image REF_GLOB=DIR ...] [--no-isolation] [--no-controllers]
+        [--image REF_GLOB=DIR ...] [--image-user REF_GLOB=UID[:GID] ...] [--no-isolation] [--no-controllers]
         [--history-limit N] [--grace-seconds S] [--exit-with-parent]
         [--kueue [--kueue-queue NAME:GPUS[:preempt] ...] [--priority-class NAME=VALUE ...]
                  [--topology KEY=V1,V2,... ...]]
 
 Runtimes (kubelet.py): `process` (the default) runs each container as a host process;
 `runc` (runc.py; root and Debian's runc) runs it in an OCI container, and each --image
-DIR is then the image's root filesystem (scripts/build_images.sh builds some), the host's
-root for images no glob matches.
+DIR is then the image's root filesystem (scripts/build_images.sh builds some), or with
+bin/ only a directory image (the host's root, PATH=DIR/bin), the host's root for images no
+glob matches; --image-user gives an image the USER its containers run as.
 
 Kueue (kueue.py; kueue.x-k8s.io v1beta2 and v1beta1, and the visibility API):
   --kueue                       serve Kueue's API and run its simulation
@@ -66,7 +67,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="REF_GLOB=DIR",
         help="process runtime: run containers of matching images with PATH=DIR/bin and the pod's env only; "
-        "runc runtime: DIR is the image's root filesystem (repeatable)",
+        "runc runtime: DIR is the image's root filesystem, or with bin/ only a directory image (repeatable)",
+    )
+    p.add_argument(
+        "--image-user",
+        action="append",
+        default=[],
+        metavar="REF_GLOB=UID[:GID]",
+        help="runc runtime: the USER of matching images, what their containers run as where the pod names "
+        "no runAsUser (repeatable; default root)",
     )
     p.add_argument("--no-isolation", action="store_true", help="never run containers in private mount namespaces")
     p.add_argument(
@@ -162,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         kueue=args.kueue,
         run_controllers=args.run_controllers,
         runtime=args.runtime,
+        image_users=dict(t.split("=", 1) for t in args.image_user),
     )
     if args.kueue:
         setup_kueue(kube, args)

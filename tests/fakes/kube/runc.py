@@ -9,7 +9,8 @@ log is read back and `runc delete --force` removes what is left.
 
 The OCI bundle (config.json generated here, under the kubelet's directory):
   * process: command+args, the pod's env, workingDir, the user from securityContext
-    (runAsUser/runAsGroup, fsGroup and supplementalGroups as additional gids),
+    (runAsUser/runAsGroup, fsGroup and supplementalGroups as additional gids), else the
+    image's USER (--image-user REF_GLOB=UID[:GID]; root by default),
     capabilities as containerd grants them (add/drop; none effective for a non-root
     user), noNewPrivileges from allowPrivilegeEscalation: false;
   * namespaces pid, mount, ipc, uts; the network namespace is the host's, so ranks meet
@@ -19,10 +20,11 @@ The OCI bundle (config.json generated here, under the kubelet's directory):
     directories and the kubelet's own, as process mode shares them) and python/python3
     as this interpreter, LAUNCHER_GRACE_SECONDS=2, as in process mode. A matching
     --image REF_GLOB=ROOTFS gets an overlay of ROOTFS with a per-container upper
-    directory: writable, and the cached image never changes;
+    directory: writable, and the cached image never changes. A --image DIR with bin/ but no
+    etc/ or usr/ is a directory image: the host's root with PATH=DIR/bin, as process mode;
   * mounts as a kubelet lays them out: configMap and secret volumes in the atomic-writer
     layout (`..<timestamp>/` with the files, `..data` -> it, each key -> `..data/key`),
-    read-only; emptyDirs read-write (medium Memory: a tmpfs of sizeLimit in each
+    read-only; emptyDirs read-write, mode 0777 as the kubelet makes them (medium Memory: a tmpfs of sizeLimit in each
     container that mounts it, so not shared between containers); fsGroup makes the
     volumes' files group-owned and group-readable (setgid directories) as the kubelet's
     SetVolumeOwnership does; /etc/hosts, /etc/hostname, /etc/resolv.conf; and the
@@ -104,7 +106,7 @@ class Prepared:
 
 
 class RuncRuntime:
-    def __init__(self, root: Path, images: dict[str, Path]):
+    def __init__(self, root: Path, images: dict[str, Path], image_users: dict[str, str] | None = None):
         reason = runc_check()
         if reason:
             raise RuntimeError(f"--runtime runc is unavailable: {reason}")
@@ -112,6 +114,7 @@ class RuncRuntime:
         self.state = root / "state"  # runc --root: short, as runc's socket paths must be
         self.state.mkdir(parents=True, exist_ok=True)
         self.images = images
+        self.image_users = {glob: _user(value) for glob, value in (image_users or {}).items()}
         self._layouts: set[Path] = set()
         self._owned: set[Path] = set()
         self._policies: dict[str, str | None] = {}
@@ -135,10 +138,13 @@ class RuncRuntime:
         cid = f"{pod['metadata']['uid'][:8]}-{ct['name']}-{self._count}"[:60]
         bundle = self.root / "bundles" / cid
         bundle.mkdir(parents=True)
-        rootfs_dir = self._image_rootfs(ct["image"])
+        rootfs_dir, bin_dir = self._image_rootfs(ct["image"])
         sc = {**(pod["spec"].get("securityContext") or {}), **(ct.get("securityContext") or {})}
         pod_sc = pod["spec"].get("securityContext") or {}
-        uid, gid = int(sc.get("runAsUser", 0)), int(sc.get("runAsGroup", 0))
+        # The image's USER where the pod names no runAsUser (runAsGroup: else the image user's group).
+        image_uid, image_gid = self._image_user(ct["image"])
+        uid = int(sc.get("runAsUser", image_uid))
+        gid = int(sc.get("runAsGroup", image_gid if "runAsUser" not in sc else 0))
         if sc.get("runAsNonRoot") and uid == 0:
             raise ConfigError(
                 "container has runAsNonRoot and image will run as root "
@@ -151,14 +157,16 @@ class RuncRuntime:
         if not argv:
             raise StartError("no command specified (the fake has no image entrypoints)")
         if rootfs_dir is None:
+            host_path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", DEFAULT_PATH)])
             base = {
-                "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", DEFAULT_PATH)]),
+                # A directory image: its bin/ is the whole PATH, as in process mode.
+                "PATH": str(bin_dir) if bin_dir else host_path,
                 "HOME": str(workdir),
                 "LANG": "C.UTF-8",
                 "HOSTNAME": hostname,
                 "LAUNCHER_GRACE_SECONDS": "2",
             }
-            if argv[0] in ("python", "python3"):
+            if argv[0] in ("python", "python3") and bin_dir is None:
                 argv[0] = sys.executable
             cwd = ct.get("workingDir") or str(workdir)
             if uid != 0:
@@ -180,6 +188,8 @@ class RuncRuntime:
             vol, (host, ro) = by_name[m["name"]], volumes[m["name"]]
             ro = ro or bool(m.get("readOnly"))
             empty = vol.get("emptyDir")
+            if empty is not None and not m.get("subPath"):
+                host.chmod(0o777)  # the kubelet's emptyDir: root's, writable by any user of the pod
             if empty is not None and empty.get("medium") == "Memory" and not m.get("subPath"):
                 size = empty.get("sizeLimit")
                 options = ["nosuid", "nodev", "mode=1777"] + ([f"size={_bytes(size)}"] if size else [])
@@ -314,13 +324,28 @@ class RuncRuntime:
         return None
 
     # --- the bundle ---------------------------------------------------------------------------
-    def _image_rootfs(self, image: str) -> Path | None:
+    def _image_rootfs(self, image: str) -> tuple[Path | None, Path | None]:
+        """(the image's root filesystem, None) for a --image ROOTFS with etc/ or usr/; (None, DIR/bin)
+        for a directory image (bin/ only: the host's root with DIR/bin as the PATH, as process mode
+        runs it); (None, None) where no glob matches: the host's root."""
         for glob, directory in self.images.items():
             if fnmatch.fnmatchcase(image, glob):
-                if not (directory / "bin").exists() and not (directory / "usr").exists():
-                    raise StartError(f"image {image!r}: {directory} is not a root filesystem (--image REF_GLOB=ROOTFS)")
-                return directory
-        return None
+                if (directory / "etc").is_dir() or (directory / "usr").is_dir():
+                    return directory, None
+                if (directory / "bin").is_dir():
+                    return None, directory / "bin"
+                raise StartError(
+                    f"image {image!r}: {directory} is neither a root filesystem nor a directory image with bin/ "
+                    "(--image REF_GLOB=ROOTFS)"
+                )
+        return None, None
+
+    def _image_user(self, image: str) -> tuple[int, int]:
+        """The USER of an image's config (--image-user REF_GLOB=UID[:GID]); root by default."""
+        for glob, user in self.image_users.items():
+            if fnmatch.fnmatchcase(image, glob):
+                return user
+        return 0, 0
 
     def _base_mounts(self, bundle: Path, rootfs_dir: Path | None) -> list[dict]:
         if rootfs_dir is None:
@@ -434,6 +459,12 @@ class RuncRuntime:
                     p = os.path.join(dirpath, f)
                     os.chown(p, -1, gid)
                     os.chmod(p, os.stat(p).st_mode | mask)
+
+
+def _user(value: str) -> tuple[int, int]:
+    """UID[:GID] (numeric, as an image's USER the kubelet can check); GID defaults to UID."""
+    uid, _, gid = value.partition(":")
+    return int(uid), int(gid or uid)
 
 
 def _capabilities(spec: dict) -> list[str]:
