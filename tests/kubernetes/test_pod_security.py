@@ -5,6 +5,7 @@ the API server's own words in `run --follow` and `describe`, never a hang."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.skipif(
     shutil.which("kubectl") is None, reason="kubectl is not installed (.ci/run installs it)"
 )
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
+SECRET = "file-secret-Value-4242\n"
 REFUSED = (
     'violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "main" must set '
     'securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container "main" must set '
@@ -87,26 +89,43 @@ def test_a_restricted_profile_runs_in_a_namespace_that_enforces_restricted(restr
 
 
 @pytest.mark.skipif(runc_check() is not None, reason=f"runc runtime unavailable: {runc_check()}")
-def test_in_runc_containers_the_ranks_run_as_the_profiles_non_root_user(restricted_namespace, tmp_path):
+@pytest.mark.parametrize("user", ["profile", "image"])
+def test_in_runc_containers_the_ranks_run_as_a_non_root_user_and_read_a_file_secret(
+    restricted_namespace, tmp_path, user
+):
+    """Issue 35's done-when: 2 nodes, a namespace enforcing restricted, a non-root user (the
+    profile's run_as_user, or the image's own USER), a file secret the command reads."""
     image = "registry.example/debian:test"
     rootfs = IMAGES / "bookworm-python3"
     if not rootfs.is_dir():
         pytest.skip("image bookworm-python3 is not built: scripts/build_images.sh bookworm-python3")
+    by_image = ("--image-user", f"{image}=1000:1000") if user == "image" else ()
+    profile = {"run_as_user": 1000} if user == "profile" else {}
     restricted_namespace(
         "--runtime",
         "runc",
         "--image",
         f"{image}={rootfs}",
+        *by_image,
         entrypoint_mode="zipapp",  # the image's own python3 runs the entrypoint
         pod_security="restricted",
-        run_as_user=1000,
+        **profile,
     )
-    command = "python3 -c 'import os; print(\"uid\", os.getuid())'"
-    path = spec_file(tmp_path, "non-root", command)
-    path.write_text(path.read_text().replace("ghcr.io/example/launcher:test", image))
+    source = tmp_path / "token.txt"
+    source.write_text(SECRET)
+    created = launcher(
+        "secret", "create", "file", "tok", "--from", str(source), "--mount-path", "/mnt/tok", "--cluster", "fake"
+    )
+    assert created.returncode == 0, created.stderr
+    command = "python3 -c 'import os; print(\"uid\", os.getuid())'; sha256sum /mnt/tok/secret"
+    path = tmp_path / "non-root.yaml"
+    body = {"name": "non-root", "image": image, "command": command, "compute": {"gpu_type": "none", "nodes": 2}}
+    path.write_text(yaml.safe_dump({**body, "secrets": ["tok"]}))
     done = launcher("run", "-f", str(path), "--cluster", "fake", "--follow")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("uid 1000") == 2, done.stdout
+    assert done.stdout.count(f"{hashlib.sha256(SECRET.encode()).hexdigest()}  /mnt/tok/secret") == 2, done.stdout
+    assert SECRET.strip() not in done.stdout + done.stderr
 
 
 def test_a_pod_the_namespace_refuses_ends_the_run_with_the_api_servers_words(restricted_namespace, tmp_path):
@@ -161,3 +180,14 @@ def test_only_a_pod_security_refusal_is_final_and_only_this_jobs_counts():
     assert (attempt.reason or "").startswith(
         'the cluster refused the run\'s pods: pods "r-node-0-0-abcde" is forbidden: violates'
     )
+
+
+@pytest.mark.skipif(runc_check() is not None, reason=f"runc runtime unavailable: {runc_check()}")
+def test_a_root_image_under_restricted_fails_at_once_with_the_kubelets_words(restricted_namespace, tmp_path):
+    """pod_security: restricted and an image whose USER is root, no run_as_user: the kubelet
+    refuses the container (CreateContainerConfigError), and the run ends with its message."""
+    restricted_namespace("--runtime", "runc", pod_security="restricted")
+    done = launcher("run", "-f", str(spec_file(tmp_path, "as-root", "true")), "--cluster", "fake", "--follow")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "CreateContainerConfigError: container has runAsNonRoot and image will run as root" in out
