@@ -28,6 +28,10 @@ KUEUE_PROFILE = ClusterProfile(
     gpu_labels="gke",
 )
 GKE_SPOT_PROFILE = ClusterProfile(name="gke", gpu_labels="gke", spot="gke", priority_class_kind="PriorityClass")
+# A namespace that enforces the restricted Pod Security Standard, inject mode (two containers).
+RESTRICTED_PROFILE = INJECT_PROFILE.model_copy(
+    update={"pod_security": "restricted", "run_as_user": 1000, "shm_size": "16Gi", "cache_size": "500Gi"}
+)
 KARPENTER_PROFILE = ClusterProfile(name="eks", gpu_labels="karpenter", spot="karpenter", entrypoint_mode="image")
 
 SECRET_VALUES = {
@@ -122,6 +126,11 @@ CASES = {
             metadata={"team": "nlp", "cost-center": 42},
         ),
         GKE_SPOT_PROFILE,
+        [],
+    ),
+    "restricted-inject": lambda: (
+        spec("restricted-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}),
+        RESTRICTED_PROFILE,
         [],
     ),
     "off-spot-karpenter": lambda: (

@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 import launcher
+from launcher.backends.kubernetes.profiles import ClusterProfile
 from launcher.backends.kubernetes.render import plan_run
-from launcher.errors import InputError
+from launcher.errors import FieldError, InputError
 from launcher.pod import zipapp
-from tests.fakes.kube import crd
+from tests.fakes.kube import crd, podsecurity
 from tests.fakes.kube.common import ApiError
 from tests.kubernetes.specs import (
     CASES,
@@ -208,7 +209,7 @@ def test_inject_mode_copies_the_runtime_into_the_users_image():
     assert init["imagePullPolicy"] == "IfNotPresent"
     assert init["command"] == ["launcher-runtime-install", "/launcher"]
     assert init["volumeMounts"] == [{"name": "launcher-runtime", "mountPath": "/launcher"}]
-    assert {"name": "launcher-runtime", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "launcher-runtime", "emptyDir": {"sizeLimit": "2Gi"}} in pod["volumes"]
     main = pod["containers"][0]
     assert main["image"] == "ghcr.io/example/trainer:2.0"  # the user's image, unchanged
     assert main["command"] == ["/launcher/python/bin/python3", "-I", "-m", "launcher.entrypoint"]
@@ -248,9 +249,10 @@ def test_the_job_template_and_pods_for_4x8():
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["topologyKey"] == "kubernetes.io/hostname"
     assert anti["labelSelector"]["matchLabels"] == {"launcher.dev/run": "four-node-abc123"}
-    assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
+    # /dev/shm may take what the pod asked for: 8 GPUs x 64Gi.
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "512Gi"}} in pod["volumes"]
     # The run's streaming cache goes to a pod-local emptyDir under /tmp, named to the trainer by env.
-    assert {"name": "launcher-cache", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "launcher-cache", "emptyDir": {"sizeLimit": "100Gi"}} in pod["volumes"]
     assert {"name": "launcher-cache", "mountPath": "/tmp/launcher-cache"} in c["volumeMounts"]
     env = env_of(ms)
     assert env["LAUNCHER_CACHE_DIR"]["value"] == "/tmp/launcher-cache"
@@ -508,3 +510,70 @@ def test_a_profiles_log_store_and_ttl_reach_the_pods_and_the_record():
     assert "LAUNCHER_LOG_ARCHIVE" not in env_of(plain)
     assert "ttlSecondsAfterFinished" not in by_kind(plain)["JobSet"]["spec"]
     assert "launcher.dev/log-archive" not in by_kind(plain)["ConfigMap"]["metadata"]["annotations"]
+
+
+# --- Pod Security Standards -------------------------------------------------------------------
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_pod_meets_baseline_with_no_token_and_bounded_emptydirs(case):
+    template = job_of(plan_run(*CASES[case]()).manifests)["spec"]["template"]
+    pod = template["spec"]
+    assert podsecurity.violations("baseline", template["metadata"], pod) == []
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert all(v["emptyDir"].get("sizeLimit") for v in pod["volumes"] if "emptyDir" in v)
+
+
+def test_pod_security_restricted_renders_pods_a_restricted_namespace_admits():
+    template = job_of(plan_run(*CASES["restricted-inject"]()).manifests)["spec"]["template"]
+    pod = template["spec"]
+    assert podsecurity.violations("restricted", template["metadata"], pod) == []
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    sizes = {v["name"]: v["emptyDir"]["sizeLimit"] for v in pod["volumes"] if "emptyDir" in v}
+    assert sizes == {"dshm": "16Gi", "launcher-cache": "500Gi", "launcher-runtime": "2Gi"}
+
+
+def test_the_default_profile_leaves_the_image_its_user_and_capabilities():
+    """The default (pod_security: baseline) keeps a root image's apt-get working: what a
+    restricted namespace would refuse is named, as the API server would name it."""
+    template = job_of(plan_run(*CASES["1x8"]()).manifests)["spec"]["template"]
+    assert [v.split(" (")[0] for v in podsecurity.violations("restricted", template["metadata"], template["spec"])] == [
+        "allowPrivilegeEscalation != false",
+        "unrestricted capabilities",
+        "runAsNonRoot != true",
+    ]
+    assert "runAsUser" not in template["spec"]["securityContext"]
+
+
+def test_apt_packages_under_restricted_is_a_field_error():
+    restricted = PROFILE.model_copy(update={"pod_security": "restricted"})
+    run = spec(
+        "apt-abc123",
+        integrations=[
+            {"integration_type": "pip_packages", "packages": ["x"]},
+            {"integration_type": "apt_packages", "packages": ["curl"]},
+        ],
+    )
+    with pytest.raises(FieldError) as e:
+        plan_run(run, restricted, [])
+    assert e.value.field == "integrations.1"
+    assert "apt-get needs root" in str(e.value) and "clusters.gpu-cluster.pod_security: restricted" in str(e.value)
+    plan_run(run, PROFILE.model_copy(update={"pod_security": "baseline"}), [])  # and fine under baseline
+
+
+def test_run_as_root_under_restricted_is_a_profile_error():
+    from launcher.config import Profile, validate_profile
+
+    bad = Profile("prod", "kubernetes", {"pod_security": "restricted", "run_as_user": 0})
+    with pytest.raises(
+        InputError, match=r"clusters.prod.run_as_user: 0 is root, which pod_security: restricted refuses"
+    ):
+        validate_profile(ClusterProfile, bad)
+    bad = Profile("prod", "kubernetes", {"shm_size": "lots"})
+    with pytest.raises(InputError, match=r"clusters.prod.shm_size: .*must be a Kubernetes quantity"):
+        validate_profile(ClusterProfile, bad)

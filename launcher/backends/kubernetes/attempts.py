@@ -9,6 +9,8 @@ Rules for one attempt, from its Job's conditions first and its pods second:
   Pod Pending and unscheduled -> QUEUED, with the newest FailedScheduling message.
   Pod scheduled, container creating or pulling -> STARTING.
   ErrImagePull, ImagePullBackOff, CreateContainerConfigError, a missing secret volume -> FAILED, fast.
+  No pod, and the Job's FailedCreate event says the namespace's Pod Security level refused
+  them -> FAILED, fast; another refusal (a ResourceQuota) -> PENDING with its message.
 How an attempt failed is one of launcher.spec.retry's failure classes.
 """
 
@@ -45,6 +47,9 @@ SYSTEM_POD_REASONS = {
 }
 
 NEVER = datetime.max.replace(tzinfo=UTC)
+# In the API server's refusal of a pod that breaks the namespace's Pod Security level:
+# 'pods "x" is forbidden: violates PodSecurity "restricted:latest": ...'.
+POD_SECURITY = "violates PodSecurity"
 
 
 def ts(value: str | None) -> datetime | None:
@@ -158,6 +163,23 @@ def newest_event(events: list[dict], pod_name: str, reason: str) -> dict | None:
         if best is None or when >= best[0]:
             best = (when, e)
     return best[1] if best else None
+
+
+def refused_pods(job: dict | None, events: list[dict]) -> str | None:
+    """The API server's refusal of the Job's pods (its controller's newest FailedCreate
+    event, "Error creating: pods ... is forbidden: ..."); None when it created them."""
+    if job is None:
+        return None
+    uid = (job.get("metadata") or {}).get("uid")
+    best = None
+    for e in events:
+        involved = e.get("involvedObject") or {}
+        if e.get("reason") != "FailedCreate" or involved.get("kind") != "Job" or involved.get("uid") != uid:
+            continue
+        when = e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or ""
+        if best is None or when >= best[0]:
+            best = (when, e.get("message") or "")
+    return best[1].removeprefix("Error creating: ") if best else None
 
 
 def _container(pod: dict) -> dict:
@@ -378,8 +400,17 @@ def attempt_view(
         reason = susp.get("message") or (f"waiting in queue {queue}" if queue else "the Job is suspended")
     else:
         fatal = [r for r in ranks if r.failure == FATAL]
+        refused = refused_pods(job, events) if len(ranks) < nodes else None
         if fatal:
             status, failure, reason = RunStatus.FAILED, FATAL, fatal[0].reason
+        elif refused and POD_SECURITY in refused:
+            # Never fixes itself: the namespace's level or the profile must change.
+            status, failure = RunStatus.FAILED, FATAL
+            reason = f"the cluster refused the run's pods: {refused}"
+            if f'{POD_SECURITY} "restricted' in refused:
+                reason += " (a profile with pod_security: restricted renders pods this namespace admits)"
+        elif refused and not ranks:
+            status, reason = RunStatus.PENDING, f"the cluster does not create the run's pods: {refused}"
         elif (first := _first_failure(ranks)) is not None:  # a rank failed
             # The Job controller has not caught up yet; the group is going down.
             status, reason = RunStatus.TERMINATING, first.reason

@@ -108,8 +108,11 @@ def gone_error(run: Run, index: int, rank: int | None, archive: LogArchive | Non
     if not ran:
         if not attempt.status.is_terminal:
             return None
+        # Why it never started (a pull error, pods the cluster refused) is what the user needs.
+        why = f": {attempt.reason}" if attempt.reason else ""
         return LauncherError(
-            f"attempt {index} of run {run.name} never started a container ({attempt.status.value}), so it has no logs"
+            f"attempt {index} of run {run.name} never started a container ({attempt.status.value}), "
+            f"so it has no logs{why}"
         )
     if index < run.current_attempt:
         why = "JobSet restart"

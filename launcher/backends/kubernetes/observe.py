@@ -30,10 +30,12 @@ def warning_events(api: KubeApi, pods: list[dict], objects: tuple[tuple[str, str
 
 def jobset_events(api: KubeApi, obs: Observed) -> list[dict]:
     """A JobSet run's pending pods' events, and its child Job's failure events, which tell the
-    attempts whose pods the JobSet controller already deleted."""
+    attempts whose pods the JobSet controller already deleted, or why it has no pods yet (the
+    API server refused them: FailedCreate)."""
     waiting = waiting_pods(obs)
     ended = restarts_of(obs.jobset) > 0 or bool(((obs.jobset or {}).get("status") or {}).get("terminalState"))
-    return warning_events(api, waiting, jobset_objects(obs.name) if ended else ())
+    asked = ended or pods_missing(obs)
+    return warning_events(api, waiting, jobset_objects(obs.name) if asked else ())
 
 
 def current_attempt(obs: Observed) -> int:
@@ -46,6 +48,14 @@ def waiting_pods(obs: Observed) -> list[dict]:
     return [
         p for p in obs.pods if attempt_of(p) == current and (p.get("status") or {}).get("phase", "Pending") == "Pending"
     ]
+
+
+def pods_missing(obs: Observed) -> bool:
+    """The current attempt's Job is there, not suspended (a queued run has no pods by
+    design), and has no pod: its controller's events say why."""
+    current = current_attempt(obs)
+    running = [j for j in obs.jobs if attempt_of(j) == current and not (j.get("spec") or {}).get("suspend")]
+    return bool(running) and not any(attempt_of(p) == current for p in obs.pods)
 
 
 def jobset_objects(run: str) -> tuple[tuple[str, str], ...]:
@@ -126,7 +136,7 @@ def observe_all(api: KubeApi, policy: RequestRetry | None = None, names: list[st
     ended = tuple(
         obj
         for o in by_run.values()
-        if restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState")
+        if restarts_of(o.jobset) or ((o.jobset or {}).get("status") or {}).get("terminalState") or pods_missing(o)
         for obj in jobset_objects(o.name)
     )
     if waiting or ended:

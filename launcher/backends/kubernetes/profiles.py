@@ -30,6 +30,10 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         log_store: s3://bucket/launcher/  # an archive of every rank's log that outlives the pods
         log_store_secret: logs-s3         # the secret whose credentials write and read it
         ttl_seconds_after_finished: 86400 # the cluster deletes a finished run (not its archive) after this
+        pod_security: baseline            # or restricted: pods a namespace enforcing `restricted` admits
+        run_as_user: 1000                 # the pods' runAsUser (default: the image's user)
+        shm_size: 64Gi                    # sizeLimit of /dev/shm (default: the pod's memory)
+        cache_size: 100Gi                 # sizeLimit of the cache emptyDir /tmp/launcher-cache
 
 `resolve_placement` turns a spec's compute section into nodes x GPUs on one
 gpu_type, or a clear error; `default_requests` says what a pod asks for when the spec
@@ -41,6 +45,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from launcher import __version__
 from launcher.backends import gpus
@@ -120,7 +125,37 @@ class ClusterProfile(BaseModel):
     spot: Literal["gke", "karpenter", "generic"] | SpotScheme | None = None
     master_port: int = Field(default=29500, ge=1, le=65535)
     shm_size: str | None = None
-    """sizeLimit of the /dev/shm memory volume; None leaves it to the node."""
+    """sizeLimit of the /dev/shm memory volume; None: the pod's memory (its request, or the
+    spec's memory), which /dev/shm counts against anyway."""
+    cache_size: str = "100Gi"
+    """sizeLimit of the cache emptyDir (LAUNCHER_CACHE_DIR, the runs' streaming caches): past
+    it the kubelet evicts the pod, naming the volume, rather than fill the node's disk."""
+    pod_security: Literal["baseline", "restricted"] = "baseline"
+    """The Pod Security Standard the pods are rendered to meet. Either way: seccompProfile
+    RuntimeDefault (what Docker gives every container), no ServiceAccount token (the
+    entrypoint never calls the API), a sizeLimit on every emptyDir. `restricted` adds
+    runAsNonRoot, allowPrivilegeEscalation false and every capability dropped: the image
+    must run as a non-root user (its USER, or run_as_user), and cannot apt-get install."""
+    run_as_user: int | None = Field(default=None, ge=0)
+    """The pods' runAsUser; None: the image's own user. Needed under `restricted` where the
+    image's USER is root or a name (the kubelet cannot verify a name is not root)."""
+
+    @field_validator("shm_size", "cache_size")
+    @classmethod
+    def _volume_size(cls, v: str | None) -> str | None:
+        return _quantity(v)
+
+    @field_validator("run_as_user")
+    @classmethod
+    def _restricted_user(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v == 0 and info.data.get("pod_security") == "restricted":
+            raise PydanticCustomError(
+                "root_under_restricted",
+                "0 is root, which pod_security: restricted refuses (runAsNonRoot): "
+                "name a non-root uid, or set pod_security: baseline",
+            )
+        return v
+
     cpus_per_gpu: float | None = Field(default=None, gt=0)
     memory_per_gpu: str | None = None
     """What a GPU pod requests per GPU when its spec names no compute.cpus / compute.memory,

@@ -3,7 +3,10 @@ check`): the image, `true` as its command, the pull policy and pull secrets a ru
 would have, a short activeDeadlineSeconds, and deleted once it has answered. What the
 kubelet says of its container decides: a pull error (ErrImagePull, ImagePullBackOff, ...)
 is "cannot pull"; a container that ran or ended (even one whose `true` does not exist in
-the image: it was pulled to find out) is "pulled". A pod still waiting at the deadline
+the image: it was pulled to find out) is "pulled", and so is one the kubelet could not
+create after the pull (CreateContainerConfigError: a root image under pod_security:
+restricted). The pod has the security context a run's pods have, so that a namespace
+enforcing a Pod Security level admits it as it admits them. A pod still waiting at the deadline
 (unschedulable, a slow pull) answers neither."""
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from launcher.backends.capabilities import ImagePull
 from launcher.backends.kubernetes import keys
+from launcher.backends.kubernetes.render import container_security, pod_security_context
 from launcher.secrets.kinds import project
 
 if TYPE_CHECKING:
@@ -22,6 +26,8 @@ if TYPE_CHECKING:
     from launcher.secrets.kinds import Secret
 
 PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"}
+# The kubelet creates a container's config only once its image is there.
+AFTER_PULL = {"CreateContainerConfigError", "CreateContainerError"}
 PROBE = "launcher.dev/probe"
 DEADLINE_SECONDS = 120  # the cluster ends the pod by itself if the launcher is gone before it deletes it
 
@@ -32,12 +38,14 @@ def probe_pod(profile: ClusterProfile, image: str, pull_policy: str, pull_secret
         "activeDeadlineSeconds": DEADLINE_SECONDS,
         "terminationGracePeriodSeconds": 0,
         "automountServiceAccountToken": False,
+        "securityContext": pod_security_context(profile),
         "containers": [
             {
                 "name": "pull",
                 "image": image,
                 "imagePullPolicy": pull_policy,
                 "command": ["true"],
+                **container_security(profile),
                 "resources": {
                     "requests": {"cpu": "10m", "memory": "16Mi"},
                     "limits": {"cpu": "100m", "memory": "64Mi"},
@@ -71,7 +79,7 @@ def verdict(pod: dict, image: str) -> ImagePull | None:
         if waiting.get("reason") in PULL_ERRORS:
             message = waiting.get("message") or ""
             return ImagePull(image, False, f"{waiting['reason']}: {message}" if message else waiting["reason"])
-        if "running" in state or "terminated" in state or cs.get("imageID"):
+        if "running" in state or "terminated" in state or cs.get("imageID") or waiting.get("reason") in AFTER_PULL:
             return ImagePull(image, True, "pulled")
     if status.get("phase") == "Succeeded":
         return ImagePull(image, True, "pulled")

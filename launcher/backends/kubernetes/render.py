@@ -68,6 +68,8 @@ RUNTIME_MOUNT = "/launcher"
 INJECTED_ENTRYPOINT = [f"{RUNTIME_MOUNT}/python/bin/python3", "-I", "-m", "launcher.entrypoint"]
 # On the runtime image's PATH (images/runtime/Dockerfile): copies the runtime into the volume.
 RUNTIME_INSTALL = ["launcher-runtime-install", RUNTIME_MOUNT]
+# The injected runtime (a standalone CPython with the launcher) is some 150 MB: room to spare.
+RUNTIME_SIZE = "2Gi"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # What the Job controller writes when the DisruptionTarget podFailurePolicy rule fails a Job:
 # "Pod <ns>/<pod> has condition DisruptionTarget matching FailJob rule at index 0".
@@ -152,6 +154,7 @@ def plan_run(
             f"(at most {MAX_INDEXED_COMPLETIONS:,} pods)",
         )
     check_hostnames(spec.name, placement.nodes)
+    check_pod_security(spec, cp)
     # The record says what the run got: nodes and GPUs resolved from gpus and gpus_per_node.
     compute = spec.compute.model_copy(
         update={"nodes": placement.nodes, "gpus": placement.gpus, "gpu_type": placement.gpu_type_name}
@@ -520,21 +523,60 @@ def _entrypoint(
     if profile.entrypoint_mode == "zipapp":
         return (list(zipapp.COMMAND), [], [], [], [{"name": contract.IMAGE, "value": image}])
     mount = {"name": RUNTIME_VOLUME, "mountPath": RUNTIME_MOUNT}
-    init = {
+    init: dict[str, Any] = {
         "name": RUNTIME_VOLUME,
         "image": profile.runtime_image,
         "imagePullPolicy": profile.runtime_image_pull_policy,
         "command": list(RUNTIME_INSTALL),
         "volumeMounts": [mount],
+        **container_security(profile),
     }
     env = [{"name": contract.RUNTIME, "value": RUNTIME_MOUNT}, {"name": contract.IMAGE, "value": image}]
     return (
         list(INJECTED_ENTRYPOINT),
         [init],
-        [{"name": RUNTIME_VOLUME, "emptyDir": {}}],
+        [{"name": RUNTIME_VOLUME, "emptyDir": {"sizeLimit": RUNTIME_SIZE}}],
         [{**mount, "readOnly": True}],
         env,
     )
+
+
+def pod_security_context(profile: ClusterProfile) -> dict[str, Any]:
+    """The pods' securityContext. Always seccompProfile RuntimeDefault: the container runtime's
+    default filter, which Docker applies to every container, so an image that runs under
+    `docker run` runs here. `restricted` (the Pod Security Standard) adds runAsNonRoot; the
+    profile's run_as_user is the pods' user, else the image's."""
+    out: dict[str, Any] = {}
+    if profile.pod_security == "restricted":
+        out["runAsNonRoot"] = True
+    if profile.run_as_user is not None:
+        out["runAsUser"] = profile.run_as_user
+    out["seccompProfile"] = {"type": "RuntimeDefault"}
+    return out
+
+
+def container_security(profile: ClusterProfile) -> dict[str, Any]:
+    """A container's securityContext under `restricted`: no privilege escalation (setuid, file
+    capabilities) and no capabilities at all. Nothing under `baseline`: a root image keeps the
+    runtime's default capabilities, which apt-get and chown need."""
+    if profile.pod_security != "restricted":
+        return {}
+    return {"securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+
+
+def check_pod_security(spec: RunSpec, profile: ClusterProfile) -> None:
+    """Refuse what a `restricted` pod cannot do: apt packages need root (apt-get writes /var
+    and /usr, and drops to its own user, which no capability allows)."""
+    if profile.pod_security != "restricted":
+        return
+    for i, integration in enumerate(spec.integrations):
+        if integration.integration_type == "apt_packages":
+            raise FieldError(
+                f"integrations.{i}",
+                f"apt_packages: apt-get needs root, and cluster {profile.name} runs the pods as a non-root "
+                f"user without capabilities (clusters.{profile.name}.pod_security: restricted); install "
+                "the packages in the image, or run on a profile with pod_security: baseline",
+            )
 
 
 def pod_template(
@@ -592,14 +634,15 @@ def pod_template(
     if profile.log_store:
         env.append({"name": LOG_ARCHIVE, "value": archive_url(profile.log_store, name)})
 
-    shm: dict[str, Any] = {"medium": "Memory"}
-    if profile.shm_size:
-        shm["sizeLimit"] = profile.shm_size
+    resources = _resources(spec, profile, placement)
+    # /dev/shm is memory the pod is charged for: by default it may take what the pod asked for.
+    shm = {"medium": "Memory", "sizeLimit": profile.shm_size or resources["requests"]["memory"]}
     container: dict[str, Any] = {
         "name": keys.CONTAINER,
         "image": image,
         "command": command,
         "env": env,
+        **container_security(profile),
         "volumeMounts": [
             {"name": "config", "mountPath": keys.CONFIG_MOUNT, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
@@ -617,12 +660,15 @@ def pod_template(
             else {"configMap": {"name": keys.code_object_name(name)}}
         )
         code_volume.append({"name": "code", **source})
-    container["resources"] = _resources(spec, profile, placement)
+    container["resources"] = resources
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         # Longer than the entrypoint's LAUNCHER_GRACE_SECONDS (30): it can pass SIGTERM on and reap.
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "enableServiceLinks": False,
+        # Nothing in the pod calls the Kubernetes API: no token for a compromised command to use.
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security_context(profile),
     }
     if init:
         pod_spec["initContainers"] = init
@@ -630,7 +676,7 @@ def pod_template(
     pod_spec["volumes"] = [
         {"name": "config", "configMap": {"name": name}},
         {"name": "dshm", "emptyDir": shm},
-        {"name": keys.CACHE_VOLUME, "emptyDir": {}},
+        {"name": keys.CACHE_VOLUME, "emptyDir": {"sizeLimit": profile.cache_size}},
         *r_volumes,
         *s_volumes,
         *code_volume,

@@ -1,7 +1,7 @@
 """Watch: yield a run each time its status changes, from informers on its objects.
 
 A watch writes one thing: a run whose container can never start (an image that does not
-pull, a missing secret) is ended FAILED as `launcher stop` ends a run (the record keeps
+pull, a missing secret, pods the namespace's Pod Security level refuses) is ended FAILED as `launcher stop` ends a run (the record keeps
 why; the JobSet, whose pods Kubernetes would leave Pending forever, goes), so that
 `run --follow` leaves nothing holding GPUs. An identity that may not do so leaves it
 for `launcher stop`. Reads (get, list, describe, the dashboard) never write."""
@@ -18,7 +18,7 @@ from launcher.backends.kubernetes.attempts import Action, Observed
 from launcher.backends.kubernetes.informer import Informer
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 from launcher.backends.kubernetes.lifecycle import finish
-from launcher.backends.kubernetes.observe import jobset_events, observe, waiting_pods
+from launcher.backends.kubernetes.observe import jobset_events, observe, pods_missing, waiting_pods
 from launcher.backends.kubernetes.status import derive
 
 
@@ -71,7 +71,7 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
             if run.status.is_terminal:
                 return
             # Wake on a change; look again now and then for events and time-based states.
-            timeout = 2.0 if waiting else 30.0
+            timeout = 2.0 if waiting or pods_missing(obs) else 30.0
             if run.retry_at is not None:
                 timeout = min(timeout, max(0.0, (run.retry_at - utcnow()).total_seconds()))
             changed.wait(timeout)

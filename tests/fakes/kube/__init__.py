@@ -7,6 +7,7 @@ Modules, one job each:
   resources   the served resources (kind, plural, group/version, scope, short names)
   store       objects, resourceVersions, bounded watch history (410 Gone), deletion and GC
   validation  the server-side validation a real API server does
+  podsecurity Pod Security admission: a namespace's pod-security.kubernetes.io/enforce level
   jobs        the Job controller (Indexed/NonIndexed, podFailurePolicy, backoffLimit)
   jobset      the JobSet controller (jobset.x-k8s.io/v1alpha2) and CRD schema validation
   kueue_api   Kueue's API (kueue.x-k8s.io v1beta2 stored, v1beta1 converted) from its CRDs

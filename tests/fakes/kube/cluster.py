@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.kube import validation
+from tests.fakes.kube import podsecurity, validation
 from tests.fakes.kube.faults import Faults
 from tests.fakes.kube.jobs import JobController, default_job
 from tests.fakes.kube.kubelet import Kubelet
@@ -71,8 +71,9 @@ class FakeKube:
             self.store.admit["JobSet"] = admit_jobset
         self.store.admit.update(
             {
-                "Job": default_job,
-                "Pod": validation.validate_pod,
+                "Job": podsecurity.workloads(self.store, default_job),
+                "Pod": podsecurity.pods(self.store, validation.validate_pod),
+                "Namespace": podsecurity.namespaces(self.store),
                 "Service": validation.validate_service,
                 "ConfigMap": validation.validate_data("ConfigMap"),
                 "Secret": validation.validate_data("Secret"),

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 from tests.fakes.http import LoopbackServer
-from tests.fakes.kube import crd, discovery, openapi, streams
+from tests.fakes.kube import crd, discovery, openapi, podsecurity, streams
 from tests.fakes.kube.common import (
     ApiError,
     fields_match,
@@ -159,6 +159,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
+        for warning in podsecurity.WARNINGS.get() or []:
+            self.send_header("Warning", podsecurity.warning_header(warning))
         self.end_headers()
         self.wfile.write(data)
 
@@ -233,10 +235,12 @@ class Handler(BaseHTTPRequestHandler):
                     404, status_body(404, "NotFound", "the server could not find the requested resource")
                 )
             strict = crd.STRICT.set(q.get("fieldValidation") == "Strict")
+            warnings = podsecurity.WARNINGS.set([])
             try:
                 self.resource_request(method, q, body, *route)
             finally:
                 crd.STRICT.reset(strict)
+                podsecurity.WARNINGS.reset(warnings)
         except LostResponse:
             self.drop_connection()
         except ApiError as e:

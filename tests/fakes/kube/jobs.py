@@ -9,7 +9,10 @@ onExitCodes look at non-zero exit codes of the named or any container, onPodCond
 the pod's conditions (DisruptionTarget after an eviction or preemption). Conditions
 follow the real controller: FailureTarget, then Failed once no pod is active (reasons
 PodFailurePolicy, BackoffLimitExceeded, DeadlineExceeded); SuccessCriteriaMet, then
-Complete; Suspended.
+Complete; Suspended. A pod the API server refuses (Pod Security admission, podsecurity.py)
+is a Warning event FailedCreate on the Job, `Error creating: <the server's message>`, and
+the controller tries again after a backoff (1 s, doubling to 30 s), as the real one does;
+the Job gets no condition for it.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from __future__ import annotations
 import copy
 import time
 
-from tests.fakes.kube.common import parse_rfc3339_ns, rand_suffix, rfc3339
+from tests.fakes.kube.common import ApiError, parse_rfc3339_ns, rand_suffix, rfc3339
 from tests.fakes.kube.store import Store, record_event
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 JOB_NAME = "batch.kubernetes.io/job-name"
+CREATE_BACKOFF = (1.0, 30.0)  # the first pause after a refused pod, and the longest
 
 
 def default_job(job: dict, old: dict | None) -> None:
@@ -89,6 +93,8 @@ ACTIVE = ("Pending", "Running")
 class JobController:
     def __init__(self, store: Store):
         self.store = store
+        self.create_backoff: dict[str, tuple[float, float]] = {}
+        """Job uid -> (when to try creating its pods again, the pause after that) after a refusal."""
 
     def sync(self) -> None:
         with self.store.lock:
@@ -170,13 +176,15 @@ class JobController:
                 room = spec["parallelism"] - len(active)
                 for i in range(spec["completions"]):
                     if i not in have and room > 0:
-                        self._create_pod(job, i)
+                        if not self._create_pod(job, i):
+                            break
                         room -= 1
                         changed = True
             else:
                 want = min(spec["parallelism"], spec["completions"] - n_done) - len(active)
                 for _ in range(max(0, want)):
-                    self._create_pod(job, None)
+                    if not self._create_pod(job, None):
+                        break
                     changed = True
             if indexed:
                 status["completedIndexes"] = _ranges(sorted(done))
@@ -216,7 +224,13 @@ class JobController:
             return "BackoffLimitExceeded", "Job has reached the specified backoff limit"
         return None
 
-    def _create_pod(self, job: dict, index: int | None) -> None:
+    def _create_pod(self, job: dict, index: int | None) -> bool:
+        """Create one pod of the Job; False where the API server refused it (or a refusal's
+        backoff has not passed), with the Job's FailedCreate event."""
+        uid = job["metadata"]["uid"]
+        retry_at, pause = self.create_backoff.get(uid, (0.0, CREATE_BACKOFF[0]))
+        if time.monotonic() < retry_at:
+            return False
         tmpl = copy.deepcopy(job["spec"]["template"])
         name = job["metadata"]["name"]
         meta = tmpl.setdefault("metadata", {})
@@ -237,7 +251,14 @@ class JobController:
             }
         ]
         tmpl["status"] = {"phase": "Pending"}
-        self.store.create("Pod", job["metadata"]["namespace"], tmpl)
+        try:
+            self.store.create("Pod", job["metadata"]["namespace"], tmpl)
+        except ApiError as e:
+            self.create_backoff[uid] = (time.monotonic() + pause, min(pause * 2, CREATE_BACKOFF[1]))
+            record_event(self.store, job, "Warning", "FailedCreate", f"Error creating: {e.message}", "job-controller")
+            return False
+        self.create_backoff.pop(uid, None)
+        return True
 
 
 def pod_failure_action(policy: dict | None, pod: dict) -> tuple[str, str]:

@@ -572,6 +572,9 @@ class Kubelet:
                 return self._spawn_failed(ns, name, group, index, c, ct, str(e))
             except ConfigError as e:
                 self._waiting(pod, "CreateContainerConfigError", str(e), group=group)
+                # A real kubelet keeps the pod Pending and tries again: it never fails it for this.
+                while not rt.stopping:
+                    time.sleep(0.1)
                 return False
             argv, cwd, base, env, c.runtime_id = prepared.argv, prepared.cwd, prepared.env, {}, prepared.container_id
         if rt.stopping:
