@@ -68,9 +68,9 @@ def printed_forms(text: str, *, whole: bool = True) -> list[str]:
     each special character, or $'...' with octal escapes for control characters and, in
     the C locale, for every non-ASCII byte). A `whole` value (not one line of it) also
     URL-encoded (quote, quote_plus, JavaScript's encodeURIComponent; %XX in either case)
-    and, from 6 characters on, base64 (standard and URL-safe) of it alone, with or without
-    the newline that ends a file, and of its first complete 3-byte groups, which every
-    base64 of it starts with. A pure function: the same value always gives the same list."""
+    and, from 6 characters on, base64 (standard and URL-safe, padded or not) of it alone,
+    with or without the newline that ends a file, and of its first complete 3-byte groups,
+    which every base64 of it starts with. A pure function: the same value always gives the same list."""
     forms = [
         text,
         json.dumps(text)[1:-1],
@@ -95,11 +95,9 @@ def printed_forms(text: str, *, whole: bool = True) -> list[str]:
             forms += [encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)]
         if len(raw) >= BASE64_MIN:
             for b64 in (base64.b64encode, base64.urlsafe_b64encode):
-                forms += [
-                    b64(raw).decode().rstrip("="),
-                    b64(raw + b"\n").decode().rstrip("="),
-                    b64(raw[: len(raw) // 3 * 3]).decode(),
-                ]
+                whole_b64, line_b64 = b64(raw).decode(), b64(raw + b"\n").decode()
+                forms += [whole_b64, whole_b64.rstrip("="), line_b64, line_b64.rstrip("=")]
+                forms.append(b64(raw[: len(raw) // 3 * 3]).decode())
     return [f for f in dict.fromkeys(forms) if len(f) >= MIN_MASK_LEN]
 
 
