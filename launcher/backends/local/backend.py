@@ -278,8 +278,12 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         env[contract.OWNER] = layout.owner
         if self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is True:
             env[contract.ALLOW_HOST_PACKAGES] = "1"
+        # The store's directory is covered in every rank's mount namespace: a run reads the
+        # secrets it was given (below), never the store.
         mounts = plan_mounts(
-            layout.config_dir, {project(s).mount_path: layout.private / s.name for s in secrets if project(s).files}
+            layout.config_dir,
+            {project(s).mount_path: layout.private / s.name for s in secrets if project(s).files},
+            hidden=[LocalSecretStore(self.home).ensure_dir()],
         )
         mounts.save(layout.root / PLAN_FILE)
         env.update(self._secret_env(secrets, layout, mounts))
@@ -588,7 +592,9 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             cancel=cancel,
         )
 
-    def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, builtins.list[int]]:
+    def _select(
+        self, name: str, rank: int | None, attempt: int | None, previous: bool
+    ) -> tuple[int, builtins.list[int]]:
         run = self.get(name)
         if attempt is None:
             attempt = run.current_attempt - (1 if previous and run.current_attempt > 1 else 0)
