@@ -83,6 +83,7 @@ class LocalSecretStore(SecretStore):
         (LAUNCHER_HOME/secrets.json) moved into it, so that no run can read that one either."""
         try:
             self.dir.mkdir(mode=0o700, exist_ok=True)
+            homefile.keep_private(self.dir, 0o700)  # one made by hand with 0755
         except OSError as e:
             raise StateFileError(
                 f"{self.dir}: cannot create it ({e.strerror or e})", hint="check its permissions"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -245,3 +246,62 @@ def test_item4_a_run_gets_its_own_secret_and_not_the_store_even_through_exec(cli
         cli("stop", "given")
     logs = cli("logs", "given").stdout
     assert "given: **** stored: none" in logs and STORED not in logs, logs
+
+
+PEEK_QUIETLY = ['cat "$LAUNCHER_HOME/secrets/secrets.json"; echo "cat: $?"']
+
+
+def test_item4_a_run_whose_paths_are_rewritten_still_has_the_store_hidden(cli, tmp_path):
+    """A file secret whose mount point cannot be made (it lies under a file) sends the run to
+    the rewritten paths; the rank still enters a namespace of its own, for the cover alone."""
+    assert cli("secret", "create", "env", "STORED_TOKEN", input=STORED).returncode == 0
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    (cli.cwd / "cred").write_text("rewritten-file-secret-value\n")
+    r = cli("secret", "create", "file", "cred", "--from", "cred", "--mount-path", f"{blocker}/cred")
+    assert r.returncode == 0, r.stderr
+    lines = [*PEEK_QUIETLY, 'cat "$SECRET_PATH_CRED"']
+    for where, text in run_and_read(cli, "rewritten", lines, secrets=["cred"]):
+        assert STORED not in text and "cat: 1" in text.splitlines(), f"{where}: {text}"
+        assert "****" in text.splitlines(), f"{where}: {text}"  # its own secret, read and masked
+        note = next(line for line in text.splitlines() if "no private mount namespace here" in line)
+        assert f"hidden from the run: {cli.home / 'secrets'}" in note, note
+
+
+def test_item4_where_no_namespace_is_had_the_log_says_the_store_is_readable(cli):
+    assert cli("secret", "create", "env", "STORED_TOKEN", input=STORED).returncode == 0
+    cli.env["LAUNCHER_LOCAL_MOUNTS"] = "rewrite"
+    for where, text in run_and_read(cli, "open", PEEK_QUIETLY, secrets=[]):
+        assert "the secret store is NOT hidden from the run (LAUNCHER_LOCAL_MOUNTS=rewrite)" in text, f"{where}: {text}"
+
+
+def test_item4_a_run_of_an_unprivileged_user_cannot_unmount_the_cover(cli):
+    """As any user but root, the rank's command holds no capability in its namespace: it
+    cannot unmount the cover, nor in a user namespace it makes itself (the mounts are
+    locked there). The launcher runs as uid 1000 in a user namespace of this test's."""
+    as_user = ["unshare", "--user", "--map-user=1000", "--map-group=1000"]
+    probe = subprocess.run([*as_user, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no user namespace here: {probe.stderr.decode().strip()}")
+    assert cli("secret", "create", "env", "STORED_TOKEN", input=STORED).returncode == 0
+    lines = [
+        'umount "$LAUNCHER_HOME/secrets"; echo "umount: $?"',
+        """unshare -Urm sh -c 'umount "$LAUNCHER_HOME/secrets"; cat "$LAUNCHER_HOME/secrets/secrets.json"'; """
+        'echo "nested: $?"',
+        *PEEK_QUIETLY,
+        "id -u",
+    ]
+    spec = cli.spec("unpriv", spec_text("unpriv", lines, []))
+    r = subprocess.run(
+        [*as_user, sys.executable, "-m", "launcher", "run", "-f", str(spec), "--follow"],
+        cwd=cli.cwd,
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines_seen = r.stdout.splitlines()
+    assert "1000" in lines_seen and "cat: 1" in lines_seen, r.stdout
+    assert "umount: 0" not in lines_seen and "nested: 0" not in lines_seen, r.stdout
+    assert STORED not in r.stdout + r.stderr
