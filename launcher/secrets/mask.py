@@ -4,7 +4,11 @@ Values shorter than MIN_MASK_LEN are never masked (masking "1" or "ab" would
 shred every line); `secret create` warns about them. A multi-line value is
 masked whole and line by line, since a program may print one line of a key.
 A structured value is masked by every value it holds as well (`mask_candidates`):
-a program reads its credentials file and prints one field of it.
+a program reads its credentials file and prints one field of it. Each of these strings is
+masked in the forms programs print a string in (`printed_forms`): JSON-escaped, Python's
+repr() and ascii(), quoted by a shell (`set -x`, `declare -p`, `printf %q`, shlex.quote),
+URL-encoded, and (a whole value) base64. A value the program transforms otherwise (hashed,
+split, reversed, base64 of a part of it) is not recognised: no masker can know it.
 
 `MaskingStream` masks output as it flows, chunk by chunk, holding back only the
 end of a chunk that could be the start of a value, so a value is caught however
@@ -24,6 +28,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from urllib.parse import quote, quote_plus
 
 MASK = "****"
 # One threshold, used by every masker and by the warning at `secret create`.
@@ -34,10 +39,10 @@ def mask_candidates(value: str) -> list[str]:
     """The strings to mask for one secret value, whatever its kind: the value stripped
     and, for a multi-line value, each of its lines; then the same for every
     value it holds, read as what it looks like: each string of a JSON document (a GCP
-    service-account key, a docker config), each value of a KEY=VALUE or INI line (AWS
-    credentials and config), the base64 body of a PEM block joined into one line, the
-    password inside a docker "auth"; and each of these as JSON writes it inside a string
-    (a key's newlines as \\n: programs print json.dumps output). One function for the host
+    service-account key, a docker config), each field of a KEY=VALUE, INI (`=` or `:`),
+    YAML or .env line (AWS credentials and config, a YAML config), the base64 body of a PEM
+    block joined into one line, the password inside a docker "auth"; and each of these in
+    the forms programs print a string in (printed_forms). One function for the host
     (`launcher logs`) and the entrypoint, which reads the same values from the run's
     environment and secret files, so both mask alike."""
     out: dict[str, None] = {}  # ordered, without repeats
@@ -47,10 +52,92 @@ def mask_candidates(value: str) -> list[str]:
         if text in done:
             continue
         done.add(text)
-        out.update(dict.fromkeys([*_plain(text), *_escaped(text.strip())]))
+        whole = text.strip()
+        for piece in _plain(text):
+            out.update(dict.fromkeys(printed_forms(piece, whole=piece == whole)))
         if depth < MAX_DEPTH:
             todo.extend((inner, depth + 1) for inner in _held_values(text))
-    return list(out)
+    return [c for c in out if len(c) >= MIN_MASK_LEN]
+
+
+def printed_forms(text: str, *, whole: bool = True) -> list[str]:
+    """`text` and the forms a program prints it in, without their quotes: as JSON writes it
+    in a string (ASCII-only or not), as Python's repr() and ascii() do, as bash's `set -x`
+    and shlex.quote write it in single quotes (a ' as '\\'' or '"'"'), as `declare -p` writes
+    it in double quotes (\\ " $ ` escaped), as `printf %q` writes it (a backslash before
+    each special character, or $'...' with octal escapes for control characters and, in
+    the C locale, for every non-ASCII byte). A `whole` value (not one line of it) also
+    URL-encoded (quote, quote_plus, JavaScript's encodeURIComponent; %XX in either case)
+    and, from 6 characters on, base64 (standard and URL-safe, padded or not) of it alone,
+    with or without the newline that ends a file, and of its first complete 3-byte groups,
+    which every base64 of it starts with. A pure function: the same value always gives the same list."""
+    forms = [
+        text,
+        json.dumps(text)[1:-1],
+        json.dumps(text, ensure_ascii=False)[1:-1],
+        repr(text)[1:-1],
+        ascii(text)[1:-1],
+        text.replace("'", "'\\''"),  # bash -x: 'it'\''s'
+        text.replace("'", "'\"'\"'"),  # shlex.quote: 'it'"'"'s'
+        re.sub(r'([\\"$`])', r"\\\1", text),  # declare -p, "..."
+        _backslash_quoted(text),  # printf %q
+        _ansi_c_quoted(text, utf8=True),  # printf %q, declare -p of a control character
+        _ansi_c_quoted(text, utf8=False),  # the same in the C locale
+    ]
+    if whole:
+        raw = _utf8(text)
+        for encoded in (
+            quote(raw, safe=""),
+            quote(raw, safe="/"),
+            quote_plus(raw, safe=""),
+            quote(raw, safe="!~*'()"),  # encodeURIComponent
+        ):
+            forms += [encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)]
+        if len(raw) >= BASE64_MIN:
+            for b64 in (base64.b64encode, base64.urlsafe_b64encode):
+                whole_b64, line_b64 = b64(raw).decode(), b64(raw + b"\n").decode()
+                forms += [whole_b64, whole_b64.rstrip("="), line_b64, line_b64.rstrip("=")]
+                forms.append(b64(raw[: len(raw) // 3 * 3]).decode())
+    return [f for f in dict.fromkeys(forms) if len(f) >= MIN_MASK_LEN]
+
+
+# Base64 of a shorter value is a few characters common in any base64 text.
+BASE64_MIN = 6
+# What bash's printf %q puts a backslash before (lib/sh/shquote.c, sh_backslash_quote);
+# '#' and '~' only at the start.
+_SHELL_SPECIAL = frozenset(" \t\n'\"\\|&;()<>!{}*[?]^$`")
+_ANSI_C = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+           "\x1b": "\\E", "\\": "\\\\", "'": "\\'"}  # fmt: skip
+
+
+def _backslash_quoted(text: str) -> str:
+    out = [("\\" + c if c in _SHELL_SPECIAL else c) for c in text]
+    if text[:1] in ("#", "~"):
+        out[0] = "\\" + text[0]
+    return "".join(out)
+
+
+def _ansi_c_quoted(text: str, *, utf8: bool) -> str:
+    """What bash writes between $' and ' for `text`: escapes for control characters, and
+    octal bytes for the rest of what the locale cannot print."""
+    out = []
+    for c in text:
+        if c in _ANSI_C:
+            out.append(_ANSI_C[c])
+        elif c.isprintable() and (utf8 or c.isascii()):
+            out.append(c)
+        else:
+            out.extend(f"\\{b:03o}" for b in _utf8(c))
+    return "".join(out)
+
+
+def _utf8(text: str) -> bytes:
+    """The bytes a program writes `text` as: a value read from the environment keeps the
+    bytes it was given (surrogateescape); a lone surrogate elsewhere, as CESU would."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 # How deep values inside values are followed: a PEM key in a JSON string in an env value.
@@ -61,7 +148,17 @@ PUBLIC_JSON_FIELDS = frozenset({"type", "auth_uri", "token_uri", "auth_provider_
 # Settings of an AWS config file that are no secret and would mask common words ("json").
 PUBLIC_INI_KEYS = frozenset({"region", "output"})
 _PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----[ \t]*\r?\n(.*?)-----END [A-Z0-9 ]+-----", re.S)
-_ASSIGNMENT = re.compile(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*=[ \t]*(.*?)[ \t\r]*$", re.M)
+# A field of an INI (`key = value`, `key: value`), .env (`export KEY="value"`) or YAML
+# (`key: value`, `- key: 'value'`, `"key": value`) file: its key and its value as written.
+# A `:` followed by `//` is a URL's (https://...), not a field's.
+_FIELD = re.compile(
+    r"""^[ \t]*(?:-[ \t]+)?(?:export[ \t]+)?(["']?)([A-Za-z_][A-Za-z0-9_.\- ]*?)\1[ \t]*(?:=|:(?!//))[ \t]*(.*?)[ \t\r]*$""",
+    re.M,
+)
+# Field values too common to mask: a YAML/INI boolean or null, and a number of up to
+# PUBLIC_DIGITS digits (a port, a count); masking them would shred every log line they are in.
+PUBLIC_SCALARS = frozenset({"true", "false", "yes", "no", "on", "off", "null", "none", "~"})
+PUBLIC_DIGITS = 5
 
 
 def _plain(text: str) -> list[str]:
@@ -75,29 +172,48 @@ def _plain(text: str) -> list[str]:
     return [c for c in out if len(c) >= MIN_MASK_LEN]
 
 
-def _escaped(text: str) -> list[str]:
-    """`text` as it appears inside a JSON string (ASCII-only or not), where that differs.
-    Its lines are not escaped one by one: a line holds no newline to write as \\n."""
-    forms = {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
-    return [f for f in forms if f != text and len(f) >= MIN_MASK_LEN]
-
-
 def _held_values(text: str) -> Iterator[str]:
+    """The values `text` holds: a JSON document's (and no more: its `"key": value` lines are
+    its own, read as JSON), a PEM block's body, each field of its lines."""
     if text.lstrip()[:1] in ("{", "["):
         try:
-            yield from _json_values(json.loads(text))
+            doc = json.loads(text)
         except ValueError:
             pass
+        else:
+            yield from _json_values(doc)
+            return
     for m in _PEM.finditer(text):
         # The base64 body, less RFC 1421 headers (Proc-Type: ...), as one line: DER as base64.
         yield "".join(line.strip() for line in m.group(1).splitlines() if ":" not in line)
-    if "=" in text:
-        for m in _ASSIGNMENT.finditer(text):
-            key, v = m.group(1), m.group(2)
-            if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
-                v = v[1:-1]
+    if "=" in text or ":" in text:
+        for m in _FIELD.finditer(text):
+            key, written = m.group(2).strip(), m.group(3)
             if key.lower() not in PUBLIC_INI_KEYS:
-                yield v
+                for v in _field_values(written):
+                    if not _public_scalar(v):
+                        yield v
+
+
+def _field_values(written: str) -> list[str]:
+    """What a program reads of a field's value as written: the text inside its quotes, with
+    a double-quoted one's escapes (YAML's, .env's, JSON's) and a single-quoted YAML one's ''
+    read; an unquoted one also without its ` # comment`."""
+    if len(written) >= 2 and written[0] == written[-1] and written[0] in "'\"":
+        inner = written[1:-1]
+        if written[0] == "'":
+            return [inner, inner.replace("''", "'")]
+        try:
+            read = json.loads(written)
+        except ValueError:
+            return [inner]
+        return [inner, read] if isinstance(read, str) else [inner]
+    return [written, written.split(" #", 1)[0].rstrip()]
+
+
+def _public_scalar(value: str) -> bool:
+    v = value.strip()
+    return v.lower() in PUBLIC_SCALARS or (v.isdigit() and len(v) <= PUBLIC_DIGITS)
 
 
 def _json_values(doc, key: str | None = None) -> Iterator[str]:
@@ -117,7 +233,7 @@ def _json_values(doc, key: str | None = None) -> Iterator[str]:
                 return
             yield decoded
             yield decoded.partition(":")[2]
-    elif isinstance(doc, (int, float)) and not isinstance(doc, bool):
+    elif isinstance(doc, (int, float)) and not isinstance(doc, bool) and not _public_scalar(json.dumps(doc)):
         yield json.dumps(doc)
 
 

@@ -1,11 +1,14 @@
-"""Where secrets live. The local store is one JSON file of mode 0600 under LAUNCHER_HOME;
-the Kubernetes store (launcher.backends.kubernetes.secrets) keeps Kubernetes Secrets."""
+"""Where secrets live. The local store is one JSON file of mode 0600 in a directory of its
+own, $LAUNCHER_HOME/secrets/ (0700), which every local run's ranks see covered by an empty,
+read-only directory (launcher.backends.local.mounts): a run gets the secrets it is given, not
+the store. The Kubernetes store (launcher.backends.kubernetes.secrets) keeps Kubernetes Secrets."""
 
 from __future__ import annotations
 
 import abc
 import builtins
 import json
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,10 +64,42 @@ def _without_collisions(secrets: list[Secret]) -> list[Secret]:
     return secrets
 
 
+STORE_DIR = "secrets"
+STORE_FILE = "secrets.json"
+
+
 class LocalSecretStore(SecretStore):
     def __init__(self, home: Path):
-        self.path = home / "secrets.json"
+        self.dir = home / STORE_DIR
+        """The store's own directory: a local run's ranks see it empty (the one thing hidden,
+        so it holds nothing else)."""
+        self.path = self.dir / STORE_FILE
+        self.legacy_path = home / STORE_FILE
+        """Where launchers before the store had its directory kept it: moved in at first use."""
         self.where = f"the local secret store ({self.path})"
+
+    def ensure_dir(self) -> Path:
+        """The store's directory, made (0700) if need be, with a store left at the old place
+        (LAUNCHER_HOME/secrets.json) moved into it, so that no run can read that one either."""
+        try:
+            self.dir.mkdir(mode=0o700, exist_ok=True)
+            homefile.keep_private(self.dir, 0o700)  # one made by hand with 0755
+        except OSError as e:
+            raise StateFileError(
+                f"{self.dir}: cannot create it ({e.strerror or e})", hint="check its permissions"
+            ) from None
+        if os.path.lexists(self.legacy_path) and not os.path.lexists(self.path):
+            try:
+                os.rename(self.legacy_path, self.path)
+            except FileNotFoundError:
+                pass  # another command moved it a moment ago
+            except OSError as e:
+                raise StateFileError(
+                    f"{self.legacy_path}: cannot move it into {self.dir} ({e.strerror or e})",
+                    hint=f"move it there yourself: mv {self.legacy_path} {self.path}",
+                ) from None
+            Path(f"{self.legacy_path}.lock").unlink(missing_ok=True)
+        return self.dir
 
     def _corrupt(self, why: str) -> StateFileError:
         return StateFileError(
@@ -101,6 +136,11 @@ class LocalSecretStore(SecretStore):
         return secrets
 
     def _read(self) -> dict[str, dict]:
+        if os.path.lexists(self.legacy_path):
+            try:
+                self.ensure_dir()
+            except StateFileError:  # a read-only home: still readable where it is
+                return self._parse(homefile.read(self.legacy_path))
         return self._parse(homefile.read(self.path))
 
     def _update(self, change: Callable[[dict[str, dict]], None]) -> None:
@@ -112,6 +152,7 @@ class LocalSecretStore(SecretStore):
             change(secrets)
             return json.dumps({"version": 1, "secrets": secrets}, indent=1, sort_keys=True).encode()
 
+        self.ensure_dir()
         homefile.update(self.path, rewrite, mode=0o600)
 
     def list(self) -> list[Secret]:

@@ -305,8 +305,8 @@ def test_leak_sweep_finds_the_secret_only_in_the_store(cli, tmp_path):
             with open(path, "rb") as fh:
                 if SECRET.encode() in fh.read():
                     hits.append(os.path.relpath(path, cli.home))
-    assert hits == ["secrets.json"]
-    assert oct(os.stat(cli.home / "secrets.json").st_mode & 0o777) == "0o600"
+    assert hits == ["secrets/secrets.json"]
+    assert oct(os.stat(cli.home / "secrets" / "secrets.json").st_mode & 0o777) == "0o600"
 
 
 def test_runs_that_clone_code_each_get_a_fresh_working_directory(cli, tmp_path):

@@ -265,7 +265,7 @@ def _create_all(cli: CLI, commands) -> dict[str, dict]:
         r = cli(*args, input=stdin if stdin is not None else "")
         assert r.returncode == 0, (args, r.stderr)
         assert re.search(r"Created \S+ secret \S+ in the local secret store", r.stdout), r.stdout
-    records = json.loads((cli.home / "secrets.json").read_text())["secrets"]
+    records = json.loads((cli.home / "secrets" / "secrets.json").read_text())["secrets"]
     return {name: {k: v for k, v in rec.items() if k != "created_at"} for name, rec in records.items()}
 
 
@@ -352,7 +352,7 @@ def test_a_value_flag_warns_and_shows_the_stdin_form(cli):
     # The form it shows works, without the warning.
     r = cli("create", "secret", "hf", "second", input=HF_TOKEN)
     assert r.returncode == 0 and r.stderr == ""
-    stored = json.loads((cli.home / "secrets.json").read_text())["secrets"]
+    stored = json.loads((cli.home / "secrets" / "secrets.json").read_text())["secrets"]
     assert stored["second"]["data"] == stored["hf"]["data"] == {"token": HF_TOKEN}
 
 
@@ -397,7 +397,7 @@ def test_no_input_never_prompts_and_names_what_is_missing(cli, args, missing):
     r = _on_a_terminal(cli, *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert missing in r.stderr and "Traceback" not in r.stderr
-    assert not (cli.home / "secrets.json").exists() or _listing(cli) == []
+    assert not (cli.home / "secrets" / "secrets.json").exists() or _listing(cli) == []
 
 
 def test_no_input_reads_a_piped_value_and_refuses_an_empty_pipe(cli):
@@ -406,7 +406,7 @@ def test_no_input_reads_a_piped_value_and_refuses_an_empty_pipe(cli):
     assert 'pipe it in: printf %s "$VALUE" | launcher create secret env API_KEY --no-input' in r.stderr
     r = cli("create", "secret", "mounted", "--name", "note", "--no-input", input=FILE_TEXT)
     assert r.returncode == 0, r.stderr
-    assert json.loads((cli.home / "secrets.json").read_text())["secrets"]["note"]["options"] == {
+    assert json.loads((cli.home / "secrets" / "secrets.json").read_text())["secrets"]["note"]["options"] == {
         "mount_path": "/secrets/note"
     }
 

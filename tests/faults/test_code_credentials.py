@@ -112,7 +112,7 @@ def test_item1_the_launcher_home_inside_the_tree_is_refused_and_a_launcherignore
     assert cli("secret", "create", "env", "API_TOKEN", input="leak-value-in-home-4711").returncode == 0
     spec = cli.spec("c", "name: c\ncommand: ls -a\nsecrets: []\n")
     r = cli("run", "-f", str(spec), "--code", ".", "--dry-run")
-    refused(r, ".launcher/secrets.json", "launcher home")
+    refused(r, ".launcher/secrets/secrets.json", "launcher home")
     assert "leak-value-in-home-4711" not in r.stdout + r.stderr
     # A .launcherignore leaves out what it names, as a .gitignore does.
     (tree / ".launcherignore").write_text("# not shipped\n.launcher/\nscratch.txt\n")

@@ -72,7 +72,8 @@ def test_item6_broken_state_files_name_the_file_and_the_way_out(cli):
     assert not (cli.home / "runs").exists() or not any((cli.home / "runs").iterdir())
     index.unlink()
 
-    secrets = cli.home / "secrets.json"
+    secrets = cli.home / "secrets" / "secrets.json"
+    secrets.parent.mkdir(mode=0o700, exist_ok=True)
     secrets.write_text('{"version": 1, "secrets": []}')
     refused(cli("secret", "list"), f"{secrets} is corrupt", "move it away and run again")
     secrets.write_text('{"version": 1, "secrets": {"a": {"kind": "env", "data": "oops"}}}')

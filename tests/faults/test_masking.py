@@ -208,7 +208,7 @@ def test_item1_gcp_key_and_s3_keys_printed_by_a_local_run_are_masked(cli):
     assert_masked(cli("logs", "creds").stdout, values, "launcher logs")
     assert_masked(r.stdout + r.stderr, values, "run --follow")
     # Nothing under the launcher home but the store holds a value.
-    assert [h for h in sweep(cli.home, values) if not h.startswith("secrets.json: ")] == []
+    assert [h for h in sweep(cli.home, values) if not h.startswith("secrets/secrets.json: ")] == []
     # Public settings stay readable: Google's endpoints, the AWS region.
     assert "public: https://oauth2.googleapis.com/token us-west-2\n" in cli("logs", "creds").stdout
 

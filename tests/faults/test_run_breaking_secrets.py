@@ -55,7 +55,7 @@ def test_item3_a_stored_secret_that_would_break_runs_is_refused_by_validate_and_
     assert cli("secret", "create", "env", "TOK", input="a-value-long-enough-4711").returncode == 0
     (cli.cwd / "key").write_text("a value long enough to mask\n")
     assert cli("secret", "create", "file", "creds", "--from", "key", "--mount-path", "/secrets/creds").returncode == 0
-    store = cli.home / "secrets.json"
+    store = cli.home / "secrets" / "secrets.json"
     doc = json.loads(store.read_text())
     doc["secrets"]["tok" if field == "env_key" else "creds"]["options"][field] = value
     store.write_text(json.dumps(doc))  # stored before the rule, or by hand

@@ -71,7 +71,9 @@ def test_item2_an_env_value_no_run_could_use_is_refused_at_create(cli):
     )
     assert secret_names(cli) == []
 
-    # One stored before this check: every run is refused, naming it, rather than failing inside.
+    # One stored before this check (by an older launcher, in the home itself, which the next
+    # command moves into the store's directory): every run is refused, naming it, rather than
+    # failing inside.
     (cli.home / "secrets.json").write_text(
         json.dumps(
             {
@@ -85,7 +87,7 @@ def test_item2_an_env_value_no_run_could_use_is_refused_at_create(cli):
     spec = cli.spec("plain", "name: plain\ncommand: echo hi\n")
     refused(
         cli("run", "-f", str(spec)),
-        f"{cli.home / 'secrets.json'}: secret 'old': its value holds a NUL byte",
+        f"{cli.home / 'secrets' / 'secrets.json'}: secret 'old': its value holds a NUL byte",
         "delete it with `launcher secret delete old`",
     )
     assert cli("secret", "delete", "old", "-y").returncode == 0
@@ -114,13 +116,14 @@ def test_item3_parallel_writers_lose_no_secret_and_no_profile(cli):
     assert secret_names(cli) == sorted(f"conc{i}" for i in range(WRITERS))
     r = cli("cluster", "list", "-o", "json")
     assert sorted(p["name"] for p in json.loads(r.stdout)) == sorted(["local", *(f"conc{i}" for i in range(WRITERS))])
-    assert stat.S_IMODE((cli.home / "secrets.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((cli.home / "secrets" / "secrets.json").stat().st_mode) == 0o600
     assert not [p.name for p in cli.home.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_item5_a_bad_secrets_json_or_config_yaml_is_named_with_the_way_out(cli):
     ok = cli.spec("ok", "name: fine\ncommand: echo hi\n")
-    secrets = cli.home / "secrets.json"
+    secrets = cli.home / "secrets" / "secrets.json"
+    secrets.parent.mkdir(mode=0o700, exist_ok=True)
     # An env record without options.env_key: `secret list` and every run said "internal error: KeyError".
     secrets.write_text(
         json.dumps(

@@ -185,7 +185,7 @@ def test_item10_secrets_mounted_one_inside_another_or_stored_before_the_rule_are
     assert cli("secret", "delete", "inner", "-y").returncode == 0
 
     # A secret stored before the rule (or by hand) with /etc as its mount path.
-    store = cli.home / "secrets.json"
+    store = cli.home / "secrets" / "secrets.json"
     doc = json.loads(store.read_text())
     doc["secrets"]["outer"]["options"]["mount_path"] = "/etc"
     store.write_text(json.dumps(doc))

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from launcher.backends.local.mounts import _CLONE_NEWNS, _CLONE_NEWUSER, NAMESPACE, MountPlan, _check, _libc
+from launcher.backends.local.mounts import _CLONE_NEWNS, _CLONE_NEWUSER, MountPlan, _check, _libc
 from launcher.backends.local.procs import alive
 
 
@@ -76,7 +76,7 @@ def run_in_rank(record: ExecRecord, plan: MountPlan | None, argv: list[str], *, 
     if tty and os.environ.get("TERM"):
         env["TERM"] = os.environ["TERM"]  # this terminal's, whatever the run was submitted from
     fds: list[tuple[int, int]] = []
-    if plan is not None and plan.mode == NAMESPACE:
+    if plan is not None and plan.namespaced:
         try:
             if not alive(record.pid, None):
                 raise FileNotFoundError

@@ -280,9 +280,12 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         env[contract.OWNER] = layout.owner
         if self.settings.get(ALLOW_HOST_PACKAGES_SETTING) is True:
             env[contract.ALLOW_HOST_PACKAGES] = "1"
+        # The store's directory is covered in every rank's mount namespace: a run reads the
+        # secrets it was given (below), never the store.
         mounts = plan_mounts(
             layout.config_dir,
             {p.mount_path: layout.private / s.name for s in secrets if (p := project(s)).files and p.mount_path},
+            hidden=[LocalSecretStore(self.home).ensure_dir()],
         )
         mounts.save(layout.root / PLAN_FILE)
         env.update(self._secret_env(secrets, layout, mounts))

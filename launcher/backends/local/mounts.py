@@ -20,6 +20,14 @@ the same paths in one of two ways, chosen at submit:
 LAUNCHER_LOCAL_MOUNTS=rewrite forces the second way (for platforms where the first
 fails late, and for tests); the default is `auto`.
 
+Either way, where a mount namespace can be had at all, each rank sees the local secret
+store's directory ($LAUNCHER_HOME/secrets) covered by an empty, read-only tmpfs (`hidden`):
+a run gets the secrets it is given, in its environment and at its mount paths, and cannot
+read the others from the store (a `secrets: []` run, none). With the paths rewritten the
+rank still enters a namespace of its own for this, with nothing else mounted. The rank's
+command runs without capabilities in it (a user namespace, as any user but root): it
+cannot unmount the cover, and the mounts are locked in any namespace it makes below.
+
 The rank launcher is this module run as a program: `python -m
 launcher.backends.local.mounts PLAN -- ARGV...` enters the namespace, mounts, and
 execs ARGV (the entrypoint) with the same pid, so the supervisor's signals reach it.
@@ -32,6 +40,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +61,10 @@ _CLONE_NEWUSER = 0x10000000
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
 
 
 @dataclass
@@ -61,6 +74,15 @@ class MountPlan:
     """(directory on this machine, the absolute path the run sees it at)"""
     reason: str | None = None
     """Why the paths are rewritten instead of mounted."""
+    hidden: list[str] = field(default_factory=list)
+    """Directories the ranks see covered by an empty read-only tmpfs (the secret store's)."""
+    unhidden: str | None = None
+    """Why there are none: no mount namespace can be had here."""
+
+    @property
+    def namespaced(self) -> bool:
+        """Whether each rank runs in a mount namespace of its own (`launcher exec` joins it)."""
+        return self.mode == NAMESPACE or bool(self.hidden)
 
     def seen_as(self, host_dir: str) -> str:
         """Where the run's processes find `host_dir`."""
@@ -73,14 +95,30 @@ class MountPlan:
     def note(self) -> str:
         pairs = ", ".join(f"{t} -> {s}" for s, t in self.binds)
         if self.mode == NAMESPACE:
-            return f"private mount namespace: {pairs}"
-        return (
-            f"no private mount namespace here ({self.reason}): rewrote these paths in the command, "
-            f"parameters and env_variables: {pairs}"
-        )
+            text = f"private mount namespace: {pairs}"
+        else:
+            text = (
+                f"no private mount namespace here ({self.reason}): rewrote these paths in the command, "
+                f"parameters and env_variables: {pairs}"
+            )
+        if self.hidden:
+            return f"{text}; hidden from the run: {', '.join(self.hidden)}"
+        if self.unhidden:
+            return f"{text}; the secret store is NOT hidden from the run ({self.unhidden})"
+        return text
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps({"mode": self.mode, "binds": self.binds, "reason": self.reason}))
+        path.write_text(
+            json.dumps(
+                {
+                    "mode": self.mode,
+                    "binds": self.binds,
+                    "reason": self.reason,
+                    "hidden": self.hidden,
+                    "unhidden": self.unhidden,
+                }
+            )
+        )
 
     @classmethod
     def load(cls, path: Path) -> MountPlan | None:
@@ -88,16 +126,41 @@ class MountPlan:
             raw = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        return cls(raw["mode"], [tuple(b) for b in raw["binds"]], raw.get("reason"))
+        return cls(
+            raw["mode"],
+            [tuple(b) for b in raw["binds"]],
+            raw.get("reason"),
+            list(raw.get("hidden") or []),
+            raw.get("unhidden"),
+        )
 
 
-def plan_mounts(config_dir: Path, secret_dirs: dict[str, Path]) -> MountPlan:
+def plan_mounts(config_dir: Path, secret_dirs: dict[str, Path], hidden: Sequence[Path] = ()) -> MountPlan:
     """The plan for a run: its config dir at /mnt/config, and secret_dirs (mount path ->
-    directory holding the secret's files), relative mount paths aside."""
+    directory holding the secret's files), relative mount paths aside; `hidden` (existing
+    directories: the secret store's) covered wherever a mount namespace can be had."""
     binds = [(str(config_dir), CONFIG_MOUNT)]
     binds += [(str(src), os.path.normpath(target)) for target, src in secret_dirs.items() if os.path.isabs(target)]
+    covered = [str(h) for h in hidden]
     problem = namespace_problem([t for _, t in binds])
-    return MountPlan(REWRITE, binds, problem) if problem else MountPlan(NAMESPACE, binds)
+    if problem is None:
+        return MountPlan(NAMESPACE, binds, hidden=covered)
+    unhidden = _namespace_impossible() if covered else None
+    if unhidden:
+        return MountPlan(REWRITE, binds, problem, unhidden=unhidden)
+    return MountPlan(REWRITE, binds, problem, hidden=covered)
+
+
+def _namespace_impossible() -> str | None:
+    """Why no rank can have a mount namespace here at all, whatever it mounts, or None."""
+    mode = os.environ.get(MODE_ENV, "auto")
+    if mode == REWRITE:
+        return f"{MODE_ENV}=rewrite"
+    if mode != "auto":
+        return f"{MODE_ENV}={mode!r} is not auto or rewrite"
+    if not sys.platform.startswith("linux"):
+        return f"mount namespaces are Linux-only, this is {sys.platform}"
+    return _probe()
 
 
 def namespace_problem(targets: list[str]) -> str | None:
@@ -158,6 +221,13 @@ def _bind(source: str, target: str) -> None:
         _libc().mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
         f"bind-mounting {source} at {target}",
     )
+
+
+def _cover(target: str) -> None:
+    """An empty read-only tmpfs over `target`: what was there cannot be read, listed or
+    written through this namespace."""
+    flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    _check(_libc().mount(b"tmpfs", target.encode(), b"tmpfs", flags, b"size=4k,mode=0500"), f"hiding {target}")
 
 
 def create_mount_points(run_root: Path) -> None:
@@ -308,10 +378,12 @@ def rank_launch(run_root: Path, argv: list[str], env: dict[str, str]) -> RankLau
     if plan is None:
         return RankLaunch(argv, env, None)
     env = dict(env)
+    wrapped = [sys.executable, "-m", "launcher.backends.local.mounts", str(run_root / PLAN_FILE), "--", *argv]
     if plan.mode == NAMESPACE:
         env[contract.CONFIG_DIR] = CONFIG_MOUNT
-        wrapped = [sys.executable, "-m", "launcher.backends.local.mounts", str(run_root / PLAN_FILE), "--", *argv]
         return RankLaunch(wrapped, env, plan.note())
+    if plan.hidden:  # the paths are rewritten, and the rank still hides the store in a namespace
+        argv = wrapped
     rank_spec = run_root / RANK_SPEC_FILE
     rewritten = rewrite_spec(json.loads(Path(env[contract.SPEC]).read_text()), plan.binds)
     if not rank_spec.exists():
@@ -343,11 +415,18 @@ def main(args: list[str]) -> None:
         raise SystemExit(f"[launcher] error: cannot read the mount plan {plan_path}")
     try:
         _enter_namespace()
-        for source, target in plan.binds:
-            _bind(source, target)
+        if plan.mode == NAMESPACE:
+            for source, target in plan.binds:
+                _bind(source, target)
+        for target in plan.hidden:
+            _cover(target)
     except OSError as e:
-        print(f"[launcher] error: cannot set up the run's mounts: {e}", flush=True)
-        raise SystemExit(contract.EXIT_SETUP) from None
+        if plan.mode == NAMESPACE:  # the run's paths are these mounts: it cannot go on without them
+            print(f"[launcher] error: cannot set up the run's mounts: {e}", flush=True)
+            raise SystemExit(contract.EXIT_SETUP) from None
+        # The paths are rewritten: the run needs no mount, and goes on without the cover
+        # (the log says what it can read), as where no namespace can be had at all.
+        print(f"[launcher] warning: the secret store is NOT hidden from the run: {e}", flush=True)
     os.execv(argv[0], argv)
 
 
