@@ -86,7 +86,9 @@ def test_a_broken_link_fails_the_build(tmp_path):
 
 def test_the_readme_is_a_front_page_with_the_ci_test_command():
     readme = (REPO / "README.md").read_text()
-    ci_command = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
-    assert ci_command.startswith("python3 -m venv .venv && ")
+    # The line of .ci/run that makes the venv and runs the suite (mypy follows it).
+    ci_lines = (REPO / ".ci" / "run").read_text().strip().splitlines()
+    ci_command = next(line for line in ci_lines if line.startswith("python3 -m venv .venv && "))
+    assert ci_lines[-1] in (ci_command, ".venv/bin/mypy launcher")
     assert f"\n{ci_command}\n" in readme, "the README's test command is the one .ci/run runs"
     assert len(readme.splitlines()) <= 150, "the reference belongs on the documentation site"
