@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from launcher.backends.base import Backend, LogLine, Run, RunStatus
-from launcher.errors import LauncherError, LogsGoneError, NotFoundError
+from launcher.errors import LauncherError, LogsGoneError, NeverStartedError, NotFoundError
 from launcher.sdk.exceptions import run_not_found
 from launcher.sdk.runs import RunRef, resolve
 
@@ -161,6 +161,8 @@ def _follow(
                 yield from backend.logs(name, rank=rank, attempt=attempt, follow=True)
             except LogsGoneError as e:  # it ended (a fast restart) before it could be read
                 yield FollowEvent("lost", backend.get(name), attempt, note=e.message)
+            except NeverStartedError:
+                pass  # no log to show: the outcome's reason (an image that does not pull) says why
             current = backend.get(name)
             if not current.status.is_terminal and current.current_attempt == attempt:
                 said = False

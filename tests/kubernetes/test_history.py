@@ -261,7 +261,7 @@ def test_a_run_stopped_before_any_container_started_says_it_has_no_logs(fake_kub
     assert code == 0, err
     code, out, err = cli(capsys, "logs", name)
     assert (code, out) == (1, "")
-    assert f"attempt 1 of run {name} never started a container (STOPPED), so it has no logs" in err
+    assert f"attempt 1 of run {name} never started a container (STOPPED: stopped by the user), so it has no logs" in err
 
 
 def test_a_follow_whose_pod_goes_before_its_log_was_read_reads_on_from_the_archive(fake_kube_factory, tmp_path):

@@ -24,7 +24,7 @@ from launcher.backends.kubernetes.kubeapi import KubeApi, WatchHandle
 from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
 from launcher.backends.kubernetes.observe import observe
 from launcher.backends.kubernetes.status import child_job_name, derive
-from launcher.errors import LauncherError, LogsGoneError, NotFoundError
+from launcher.errors import LauncherError, LogsGoneError, NeverStartedError, NotFoundError
 from launcher.secrets.mask import Masker
 
 ToLine = Callable[[int, "int | None", str], LogLine]
@@ -108,8 +108,10 @@ def gone_error(run: Run, index: int, rank: int | None, archive: LogArchive | Non
     if not ran:
         if not attempt.status.is_terminal:
             return None
-        return LauncherError(
-            f"attempt {index} of run {run.name} never started a container ({attempt.status.value}), so it has no logs"
+        why = attempt.reason or (run.reason if index == run.current_attempt else None)
+        return NeverStartedError(
+            f"attempt {index} of run {run.name} never started a container "
+            f"({attempt.status.value}{f': {why}' if why else ''}), so it has no logs"
         )
     if index < run.current_attempt:
         why = "JobSet restart"
