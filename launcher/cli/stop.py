@@ -67,6 +67,8 @@ def stop_run(names, every, latest, yes):
         click.echo(f"{FAIL} Nothing stopped.")
         return
     for ended in sdk.stop_runs(runs):
+        for message in ended.warnings:  # what of its logs the stop could not keep
+            warn(message)
         click.echo(f"{OK} Run {ended.name} {ended.status.value.lower()}")
 
 
@@ -120,8 +122,11 @@ def delete_run(names, every, latest, before, statuses, clusters, yes):
     else:
         runs = _selected(names, every, latest)
     if not runs:
-        click.echo("Nothing to delete: no run matches." if before or statuses or clusters or names else
-                   "Nothing to delete: there are no runs.")
+        click.echo(
+            "Nothing to delete: no run matches."
+            if before or statuses or clusters or names
+            else "Nothing to delete: there are no runs."
+        )
         return
     if not confirm(_counted("Delete", runs), yes):
         click.echo(f"{FAIL} Nothing deleted.")

@@ -114,23 +114,36 @@ def numbered(out: str, rank: int) -> list[int]:
     return [int(m.group(1)) for m in re.finditer(rf"^(?:\[rank {rank}\] )?rank {rank} line (\d+)$", out, re.M)]
 
 
-def test_without_a_log_store_stop_keeps_the_history_and_gone_logs_are_an_error(fake_kube_program, tmp_path, capsys):
+def test_without_a_log_store_stop_keeps_the_stopped_attempts_log_and_a_restarts_is_gone(
+    fake_kube_program, tmp_path, capsys
+):
     kube = fake_kube_program("--nodes", "2", profile={"entrypoint_mode": "image"})
     name = restart_then_stop(kube, tmp_path, capsys)
     assert_history(capsys, name)
 
+    # The stopped attempt: the stop read each rank's pod until it was gone, and kept its log.
+    code, out, err = cli(capsys, "logs", name)
+    assert code == 0, err
+    for rank in (0, 1):
+        lines = numbered(out, rank)
+        assert len(lines) > 20 and lines == list(range(len(lines))), out
+        assert f"[rank {rank}] rank {rank} attempt 2 starting" in out
+    assert re.search(r"\[rank 0\] \[launcher\] exit code 143", out)  # printed after SIGTERM: read to the end
+    code, out, err = cli(capsys, "logs", name, "--rank", "1", "--tail", "1")
+    assert code == 0 and out.startswith("[launcher] exit code 143"), (out, err)
+    # The JobSet controller deleted attempt 1's pods at its restart, with no launcher watching.
     code, out, err = cli(capsys, "logs", name, "--attempt", "1")
     assert (code, out) == (1, "")
     assert "the pods of attempt 1 are gone (JobSet restart); set log_store in the profile to keep logs" in err
-    code, out, err = cli(capsys, "logs", name)
-    assert (code, out) == (1, "")
-    assert "the pods of attempt 2 are gone (the run was stopped); set log_store in the profile to keep logs" in err
     code, out, err = cli(capsys, "logs", name, "--rank", "1", "--attempt", "1")
     assert (code, out) == (1, "") and "the pod of rank 1 of attempt 1 is gone (JobSet restart)" in err
-    code, out, err = cli(capsys, "metrics", name)
-    assert (code, out) == (1, "")
+    # metrics: the stopped attempt's curve, and a warning for attempt 1's.
+    code, out, err = cli(capsys, "metrics", name, "-o", "json")
+    assert code == 0, err
+    steps = [p["step"] for p in json.loads(out)]
+    assert len(steps) > 20 and steps == list(range(3, 3 + len(steps)))
     assert (
-        f"attempt 1 of {name}: cannot read its log: the pod of rank 0 of attempt 1 is gone (JobSet restart); "
+        f"! attempt 1 of {name}: cannot read its log: the pod of rank 0 of attempt 1 is gone (JobSet restart); "
         "set log_store in the profile to keep logs"
     ) in err
     assert "Traceback" not in err
@@ -326,7 +339,7 @@ def test_a_log_store_secret_that_would_replace_a_run_secrets_env_is_refused(fake
     ) in err and "or make log_store_secret the run's own secret" in err
 
 
-def test_the_job_form_keeps_a_stopped_runs_history_and_says_its_logs_are_gone(fake_kube, tmp_path, capsys):
+def test_the_job_form_keeps_a_stopped_runs_history_and_its_logs(fake_kube, tmp_path, capsys):
     backend = KubernetesBackend(load_config().profile("fake"))
     try:
         spec = RunSpec.model_validate(
@@ -348,8 +361,10 @@ def test_the_job_form_keeps_a_stopped_runs_history_and_says_its_logs_are_gone(fa
     assert code == 0 and "Attempt 1: STOPPED (stopped by the user)" in out, err
     assert re.search(r"Started:    \d{4}-", out) and re.search(r"Duration:   \d+:\d\d", out)
     code, out, err = cli(capsys, "logs", spec.name)
-    assert (code, out) == (1, "")
-    assert "the pods of attempt 1 are gone (the run was stopped); set log_store in the profile to keep logs" in err
+    assert code == 0, err
+    for rank in (0, 1):  # read to the end: what each rank's entrypoint printed after SIGTERM
+        assert f"[rank {rank}] [launcher] received SIGTERM" in out, out
+        assert f"[rank {rank}] [launcher] exit code 143" in out, out
 
 
 @pytest.mark.parametrize("mode", ["zipapp", "image"])
@@ -409,3 +424,79 @@ def test_a_log_store_no_pod_can_write_is_refused_by_validate_dry_run_and_run(
         assert f"config.yaml: clusters.fake.log_store: {problem}" in err, (command, err)
         assert "Traceback" not in err
     assert kube.pods() == [] and kube.count(verb="create") == 0
+
+
+# Attempt 1 fails with code 3 after two lines; attempt 2 completes.
+FAIL_THEN_COMPLETE = worker("--lines", "4", "--interval", "0.05", "--fail-rank", "0", "--fail-attempt", "1")
+
+
+def with_ttl(seconds: int) -> None:
+    """The `fake` profile with ttl_seconds_after_finished."""
+    import yaml
+
+    from launcher.config import config_path
+
+    path = config_path()
+    config = yaml.safe_load(path.read_text())
+    config["clusters"]["fake"]["ttl_seconds_after_finished"] = seconds
+    path.write_text(yaml.safe_dump(config))
+
+
+def submit_until_the_ttl_took_its_jobset(kube, tmp_path: Path) -> str:
+    spec = {
+        "name": "ttl",
+        "image": "ghcr.io/example/launcher:test",
+        "command": FAIL_THEN_COMPLETE,
+        "compute": {"gpu_type": "none"},
+        "scheduling": {"max_retries": 1},
+        "env_variables": {"PYTHONPATH": str(REPO)},
+    }
+    name = submit_detached(tmp_path, spec)
+    jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets?labelSelector=launcher.dev/run%3D{name}"
+    # ttl 0: the JobSet controller deletes it as soon as it completed.
+    wait_until(lambda: api_get(kube, jobsets)["items"] == [], 90, interval=0.2, message="the TTL to delete the JobSet")
+    wait_until(lambda: pods_of(kube, name) == [], 30, interval=0.2, message="the run's pods to go")
+    return name
+
+
+@pytest.mark.parametrize("archived_cluster", [("s3", "image")], indirect=True, ids=["s3-image"])
+def test_with_a_log_store_a_run_outlives_its_jobsets_ttl_and_logs_read_the_archive(archived_cluster, tmp_path, capsys):
+    kube, files = archived_cluster
+    with_ttl(0)
+    name = submit_until_the_ttl_took_its_jobset(kube, tmp_path)
+
+    code, out, err = cli(capsys, "get", "runs")
+    assert code == 0, err
+    assert name in out and "UNKNOWN" in out, out
+    code, out, err = cli(capsys, "describe", "run", name)
+    assert code == 0, err
+    assert "ttl_seconds_after_finished" in out and "how it ended is in its logs" in out, out
+    # Its logs: the latest attempt by default, every attempt the archive holds.
+    code, out, err = cli(capsys, "logs", name)
+    assert code == 0, err
+    assert "rank 0 attempt 2 starting" in out and "rank 0 done" in out and "[launcher] exit code 0" in out, out
+    code, out, err = cli(capsys, "logs", name, "--attempt", "1")
+    assert code == 0, err
+    assert "rank 0 fails with code 3" in out and "[launcher] exit code 3" in out, out
+    code, out, err = cli(capsys, "logs", name, "--attempt", "3")
+    assert code == 2 and f"run {name!r} has no attempt 3 (it has 2)" in err, err
+    # `launcher delete` removes the record (the archive stays).
+    code, out, err = cli(capsys, "delete", name, "-y")
+    assert code == 0, err
+    code, out, err = cli(capsys, "get", "runs")
+    assert name not in out
+    assert any(p.startswith(f"{name}/attempt-2/") for p in files(name))
+
+
+def test_without_a_log_store_a_run_outlives_its_jobsets_ttl_and_logs_say_they_are_gone(
+    fake_kube_program, tmp_path, capsys
+):
+    kube = fake_kube_program(profile={"entrypoint_mode": "image", "ttl_seconds_after_finished": 0})
+    name = submit_until_the_ttl_took_its_jobset(kube, tmp_path)
+    code, out, err = cli(capsys, "get", "runs")
+    assert code == 0 and name in out, (out, err)
+    code, out, err = cli(capsys, "logs", name)
+    assert (code, out) == (1, "")
+    assert (
+        "the pods of attempt 1 are gone (removed after the run ended); set log_store in the profile to keep logs" in err
+    )

@@ -2,9 +2,10 @@
 attaches a reader thread to each rank's pod as it starts (logs.read_pod does one pod).
 
 A rank whose pod is gone (a stop, a JobSet restart, a TTL) is read from the run's log
-archive where the profile has a log_store (archive.py); a followed pod that goes away is
-read on from the archive, after as many lines as its pod gave, so the hand-over loses and
-repeats no line. Without an archive, an attempt that ran but whose pods are all gone is an
+archive where the profile has a log_store (archive.py), else from what the stop kept of
+it (keptlogs.py: a stopped attempt only); a followed pod that goes away is read on from
+the archive, after as many lines as its pod gave, so the hand-over loses and repeats no
+line. An attempt that ran but whose pods are all gone and whose log nothing kept is an
 error that says so: never an empty answer.
 """
 
@@ -20,6 +21,7 @@ from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.archive import LogArchive, open_archive
 from launcher.backends.kubernetes.attempts import Observed, attempt_of, first_attempt, labels, pod_rank, record_json
 from launcher.backends.kubernetes.informer import Informer
+from launcher.backends.kubernetes.keptlogs import KeptLogs
 from launcher.backends.kubernetes.kubeapi import KubeApi, WatchHandle
 from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
 from launcher.backends.kubernetes.observe import observe
@@ -56,13 +58,18 @@ def run_logs(
 ) -> Iterator[LogLine]:
     obs = observe(api, name)
     run, _ = derive(obs)
-    index = attempt or run.current_attempt
-    # The next attempt may be starting (a retry): its pods are followed as they appear.
-    if index < 1 or index > run.current_attempt + 1 or (index > run.current_attempt and not follow):
-        raise NotFoundError(f"run {name!r} has no attempt {index} (it has {run.current_attempt})")
-    masker = masker_for(api, obs.record)
     # Opened only when a rank's pod is gone: it reads the archive's secret and lists the store.
     archive = functools.cache(lambda: open_archive(api, obs.record))
+    kept: Callable[[], LogSource | None] = functools.cache(lambda: archive() or KeptLogs(api, name))
+    # A record whose JobSet the cluster deleted (its TTL) before anything recorded how the run
+    # ended: its attempts are those the archive holds.
+    unrecorded = obs.jobset is None and record_json(obs.record, keys.RECORD_FINAL, None) is None
+    last = max(run.current_attempt, (a.last_attempt() if unrecorded and (a := archive()) else 0))
+    index = attempt or last
+    # The next attempt may be starting (a retry): its pods are followed as they appear.
+    if index < 1 or index > last + 1 or (index > last and not follow):
+        raise NotFoundError(f"run {name!r} has no attempt {index} (it has {last})")
+    masker = masker_for(api, obs.record)
 
     def to_line(r: int, stamp: int | None, text: str) -> LogLine:
         return LogLine(
@@ -73,7 +80,7 @@ def run_logs(
         )
 
     sel = attempt_selector(name, index, first_attempt(obs.jobset))
-    ended = index < run.current_attempt or run.status.is_terminal
+    ended = index < run.current_attempt or run.status.is_terminal or obs.jobset is None
     if not follow or ended:  # an attempt that has ended is read once: its log will not grow
         wanted = {rank} if rank is not None else set(range(run.nodes))
         yield from _read_all(
@@ -83,10 +90,10 @@ def run_logs(
             tail,
             previous,
             to_line,
-            archive,
+            kept,
             index,
             wanted,
-            lambda: gone_error(run, index, rank, archive()),
+            lambda: gone_error(run, index, rank, kept(), unrecorded=unrecorded),
         )
         return
     yield from _follow(
@@ -94,10 +101,19 @@ def run_logs(
     )
 
 
-def gone_error(run: Run, index: int, rank: int | None, archive: LogArchive | None) -> LauncherError | None:
+LogSource = LogArchive | KeptLogs
+"""Where a rank's log is read once its pod is gone."""
+
+
+def gone_error(
+    run: Run, index: int, rank: int | None, archive: LogSource | None, *, unrecorded: bool = False
+) -> LauncherError | None:
     """Why an attempt's log cannot be read: its pods are gone and no archive has it, or it
-    never started a container (None: the attempt is yet to start)."""
+    never started a container (None: the attempt is yet to start). `unrecorded`: the run's
+    JobSet is gone and nothing recorded its attempts (a TTL)."""
     attempt = next((a for a in run.attempts if a.index == index), None)
+    if attempt is None and unrecorded:
+        return _gone(index, rank, "removed after the run ended", archive)
     if attempt is None:
         return None
     ran = (
@@ -121,12 +137,16 @@ def gone_error(run: Run, index: int, rank: int | None, archive: LogArchive | Non
         why = "removed after the run ended"
     else:
         why = "deleted"
+    return _gone(index, rank, why, archive)
+
+
+def _gone(index: int, rank: int | None, why: str, archive: LogSource | None) -> LogsGoneError:
     what = (
         f"the pods of attempt {index} are gone"
         if rank is None
         else f"the pod of rank {rank} of attempt {index} is gone"
     )
-    if archive is None:
+    if archive is None or not archive.keeps_every_attempt:
         return LogsGoneError(f"{what} ({why}); set log_store in the profile to keep logs")
     return LogsGoneError(f"{what} ({why}), and the log archive {archive.url} holds nothing of it")
 
@@ -149,7 +169,7 @@ def _read_all(
     tail: int | None,
     previous: bool,
     to_line: ToLine,
-    archive_of: Callable[[], LogArchive | None] = lambda: None,
+    archive_of: Callable[[], LogSource | None] = lambda: None,
     index: int = 1,
     wanted: set[int] | None = None,
     gone: Callable[[], LauncherError | None] = lambda: None,
@@ -171,13 +191,13 @@ def _read_all(
         if len(lines) > before:
             read.add(r)
     archive = archive_of() if wanted is None or not wanted <= read else None
-    archived = archive.ranks(index) if archive is not None else {}
-    for r in sorted(archived):
-        if r in read or (rank is not None and r != rank):
-            continue
-        got = [(stamp, r, n, text) for n, (stamp, text) in enumerate(archive.lines(index, r))]
-        lines += got[-tail:] if tail else [] if tail == 0 else got
-        read.add(r)
+    if archive is not None:
+        for r in sorted(archive.ranks(index)):
+            if r in read or (rank is not None and r != rank):
+                continue
+            got = [(stamp, r, n, text) for n, (stamp, text) in enumerate(archive.lines(index, r))]
+            lines += got[-tail:] if tail else [] if tail == 0 else got
+            read.add(r)
     if not read and not any(rank is None or pod_rank(p) == rank for p in pods):
         error = gone()
         if error is not None:

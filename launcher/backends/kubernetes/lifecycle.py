@@ -3,7 +3,8 @@
 stop writes STOPPED into the record with a summary of every attempt (statuses, exit
 codes, times), detaches the record and the code snapshot from the JobSet and deletes it
 (its Jobs and pods go with it): the run's history stays readable by `describe`, and its
-logs by `logs` where the profile has a log_store. A run whose container can never start
+logs by `logs`: from the profile's log_store, or without one from the stopped attempt's
+log, which the stop read from its pods until they were gone (keptlogs.py). A run whose container can never start
 (status.derive says FAILED, its pods wait forever) is ended the same way, as FAILED.
 
 restart (`run -r`) starts attempt N+1 of a STOPPED or FAILED run as a new JobSet of the
@@ -22,11 +23,20 @@ from typing import Any
 
 from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.attempts import Observed, attempt_of, record_json, spec_of, summary_of
+from launcher.backends.kubernetes.attempts import (
+    Observed,
+    annotations_of,
+    attempt_of,
+    record_json,
+    spec_of,
+    summary_of,
+)
+from launcher.backends.kubernetes.keptlogs import Keeper, scheduled_pods
 from launcher.backends.kubernetes.kubeapi import KubeApi, retry_on_conflict
 from launcher.backends.kubernetes.observe import current_attempt, observe
 from launcher.backends.kubernetes.render import owner_reference
 from launcher.backends.kubernetes.status import derive
+from launcher.backends.kubernetes.submit import record_outlives
 from launcher.errors import InputError, LauncherError, NotFoundError
 
 # How long a restart waits for the old JobSet (and its pods) to be gone before it creates the next.
@@ -75,8 +85,12 @@ def stop_run(api: KubeApi, name: str) -> Run:
     """End the run by the user's hand. The record stays, and keeps every attempt as seen at
     the stop (its status, ranks with their exit codes, times and events), so `describe`
     reads it after the JobSet and its pods are gone; `delete` removes it. A run that can
-    never start is ended FAILED, with why."""
-    looks = iter([observe(api, name)])  # the first try writes what was observed; a conflict looks again
+    never start is ended FAILED, with why. Without a log_store, the live attempt's log is
+    kept with the record (keptlogs.py): each rank's pod is read from before the JobSet's
+    deletion until it is gone."""
+    first = observe(api, name)
+    looks = iter([first])  # the first try writes what was observed; a conflict looks again
+    keeper = _keeper(api, first)
 
     def stop_once() -> None:
         obs = next(looks, None) or observe(api, name)
@@ -89,7 +103,29 @@ def stop_run(api: KubeApi, name: str) -> Run:
         finish(api, obs, "STOPPED", "stopped by the user", stop_summaries(obs, run))
 
     retry_on_conflict(stop_once)
-    return derive(observe(api, name))[0]
+    warnings = keeper.keep(api.get("ConfigMap", name)) if keeper is not None else []
+    run = derive(observe(api, name))[0]
+    run.warnings += warnings
+    return run
+
+
+def _keeper(api: KubeApi, obs: Observed) -> Keeper | None:
+    """Readers of the live attempt's pods, where a stop must keep their log: the run goes on,
+    it has pods on nodes, and no log_store archives it."""
+    from launcher.backends.kubernetes.follow import masker_for
+
+    run, action = derive(obs)
+    if obs.jobset is None or run.status.is_terminal or (action is not None and action.kind == "fail"):
+        return None
+    if annotations_of(obs.record).get(keys.RECORD_LOG_ARCHIVE):
+        return None  # the pods' entrypoint writes the archive to the end
+    attempt = current_attempt(obs)
+    pods = scheduled_pods(obs.pods, attempt)
+    if not pods:
+        return None
+    keeper = Keeper(api, obs.name, attempt, pods, masker_for(api, obs.record))
+    keeper.wait_reading()
+    return keeper
 
 
 def stop_summaries(obs: Observed, run: Run) -> list[dict]:
@@ -117,6 +153,8 @@ def delete_run(api: KubeApi, name: str) -> None:
     # The code snapshot is owned by the run too; deleted here so that nothing waits on the garbage collector.
     api.delete("ConfigMap", keys.code_object_name(name))
     api.delete("Secret", keys.code_object_name(name))
+    # The stopped attempts' kept logs are owned by the record; deleted here for the same reason.
+    api.delete_collection("ConfigMap", f"{keys.LOGS_OF}={name}")
     pods, _ = api.list("Pod", labels=keys.run_selector(name))
     if pods:
         api.delete_collection("Pod", keys.run_selector(name))
@@ -169,6 +207,7 @@ def restart_run(api: KubeApi, name: str, render: Render) -> Run:
                         ),
                         keys.RECORD_FINAL: None,
                         keys.RECORD_RESTARTED: str(attempt),
+                        keys.RECORD_TTL: _ttl_of(jobset),
                     },
                 },
                 "data": data,
@@ -182,9 +221,15 @@ def restart_run(api: KubeApi, name: str, render: Render) -> Run:
         _wait_gone(api, name)
     created = api.create("JobSet", jobset)
     refs = [owner_reference(created)]
-    api.patch("ConfigMap", name, {"metadata": {"ownerReferences": refs}})
+    if not record_outlives(created):
+        api.patch("ConfigMap", name, {"metadata": {"ownerReferences": refs}})
     _own_code(api, name, refs)
     return derive(observe(api, name))[0]
+
+
+def _ttl_of(jobset: dict[str, Any]) -> str | None:
+    ttl = (jobset.get("spec") or {}).get("ttlSecondsAfterFinished")
+    return None if ttl is None else str(ttl)
 
 
 def _mounts_code(jobset: dict[str, Any]) -> bool:

@@ -33,6 +33,7 @@ from launcher.backends.kubernetes import keys, kueue
 from launcher.backends.kubernetes.attempts import (
     Action,
     Observed,
+    annotations_of,
     attempt_from_summary,
     attempt_of,
     attempt_view,
@@ -237,6 +238,13 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         elif pods or job:
             attempts.append(live)
             events.extend(live_events)
+    elif jobset is None and annotations_of(record).get(keys.RECORD_TTL):
+        status = RunStatus.UNKNOWN
+        reason = (
+            f"it finished, and the cluster deleted its JobSet {obs.name} "
+            f"{annotations_of(record)[keys.RECORD_TTL]} s after (ttl_seconds_after_finished): "
+            "how it ended is in its logs"
+        )
     elif jobset is None:
         status, reason = RunStatus.UNKNOWN, f"its JobSet {obs.name} no longer exists"
     elif completed:
