@@ -3,15 +3,17 @@
 stop writes STOPPED into the record with a summary of every attempt (statuses, exit
 codes, times), detaches the record and the code snapshot from the JobSet and deletes it
 (its Jobs and pods go with it): the run's history stays readable by `describe`, and its
-logs by `logs`: from the profile's log_store, or without one from the stopped attempt's
-log, which the stop read from its pods until they were gone (keptlogs.py). A run whose container can never start
-(status.derive says FAILED, its pods wait forever) is ended the same way, as FAILED.
+logs by `logs`: from the profile's log_store, or without one from what the stop read of
+the live attempt's pods until they were gone (keptlogs.py). A run whose container can
+never start (status.derive says FAILED, its pods wait forever) is ended the same way,
+as FAILED.
 
 restart (`run -r`) starts attempt N+1 of a STOPPED or FAILED run as a new JobSet of the
-same name, rendered by the restarting user's backend from the spec the record keeps,
-validated again: nothing is created from what an annotation says. update changes what
-a live run's objects let change. delete removes the JobSet, the record, the code
-snapshot and every pod.
+same name (a FAILED run's last attempt's log kept first, as a stop keeps it), rendered
+by the restarting user's backend from the spec the record keeps, validated again:
+nothing is created from what an annotation says. update changes what a live run's
+objects let change. delete removes the JobSet, the record, the code snapshot, the kept
+logs and every pod.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from launcher.backends.kubernetes.attempts import (
     spec_of,
     summary_of,
 )
+from launcher.backends.kubernetes.follow import container_started, masker_for
 from launcher.backends.kubernetes.keptlogs import Keeper, scheduled_pods
 from launcher.backends.kubernetes.kubeapi import KubeApi, retry_on_conflict
 from launcher.backends.kubernetes.observe import current_attempt, observe
@@ -90,7 +93,7 @@ def stop_run(api: KubeApi, name: str) -> Run:
     deletion until it is gone."""
     first = observe(api, name)
     looks = iter([first])  # the first try writes what was observed; a conflict looks again
-    keeper = _keeper(api, first)
+    keeper = _stop_keeper(api, first)
 
     def stop_once() -> None:
         obs = next(looks, None) or observe(api, name)
@@ -109,21 +112,21 @@ def stop_run(api: KubeApi, name: str) -> Run:
     return run
 
 
-def _keeper(api: KubeApi, obs: Observed) -> Keeper | None:
-    """Readers of the live attempt's pods, where a stop must keep their log: the run goes on,
-    it has pods on nodes, and no log_store archives it."""
-    from launcher.backends.kubernetes.follow import masker_for
-
+def _stop_keeper(api: KubeApi, obs: Observed) -> Keeper | None:
+    """Readers of the live attempt's pods, where a stop must keep their log: the run goes on
+    and has pods on nodes (a container still being created gets a few seconds)."""
     run, action = derive(obs)
     if obs.jobset is None or run.status.is_terminal or (action is not None and action.kind == "fail"):
         return None
-    if annotations_of(obs.record).get(keys.RECORD_LOG_ARCHIVE):
+    return _keeper(api, obs, scheduled_pods(obs.pods, current_attempt(obs)))
+
+
+def _keeper(api: KubeApi, obs: Observed, pods: list[dict]) -> Keeper | None:
+    """Readers of these pods of the JobSet's current attempt, which the launcher is about to
+    delete, where no log_store archives them."""
+    if annotations_of(obs.record).get(keys.RECORD_LOG_ARCHIVE) or not pods:
         return None  # the pods' entrypoint writes the archive to the end
-    attempt = current_attempt(obs)
-    pods = scheduled_pods(obs.pods, attempt)
-    if not pods:
-        return None
-    keeper = Keeper(api, obs.name, attempt, pods, masker_for(api, obs.record))
+    keeper = Keeper(api, obs.name, current_attempt(obs), pods, masker_for(api, obs.record))
     keeper.wait_reading()
     return keeper
 
@@ -214,17 +217,23 @@ def restart_run(api: KubeApi, name: str, render: Render) -> Run:
             },
         )
 
+    # A FAILED run's last attempt still has its pods, which deleting its JobSet takes.
+    ended = [p for p in scheduled_pods(obs.pods, current_attempt(obs)) if container_started(p)]
+    keeper = _keeper(api, obs, ended) if obs.jobset is not None else None
     retry_on_conflict(record_attempts)
     _own_code(api, name, None)
     if obs.jobset is not None:
         api.delete("JobSet", name, propagation="Foreground", uid=obs.jobset["metadata"]["uid"])
         _wait_gone(api, name)
+    warnings = keeper.keep(api.get("ConfigMap", name)) if keeper is not None else []
     created = api.create("JobSet", jobset)
     refs = [owner_reference(created)]
     if not record_outlives(created):
         api.patch("ConfigMap", name, {"metadata": {"ownerReferences": refs}})
     _own_code(api, name, refs)
-    return derive(observe(api, name))[0]
+    run = derive(observe(api, name))[0]
+    run.warnings += warnings
+    return run
 
 
 def _ttl_of(jobset: dict[str, Any]) -> str | None:
