@@ -61,6 +61,7 @@ def test_run_follow_exits_0_when_the_run_completes_after_a_lost_attempt(fake_kub
     code, out, err = cli(capsys, "run", "-f", str(spec), "--cluster", "fake", "--follow")
     assert code == 0, err
     assert re.search(r"✔ Run follow-[a-z0-9]{6} completed", err), err
+    assert "[rank 0] rank 0 attempt 3 starting" in out and "[rank 1] rank 1 done" in out, out
     # Attempt 2's log, where the follower came too late for it, is a warning, never the outcome.
     for line in err.splitlines():
         if "are gone" in line:
