@@ -6,6 +6,7 @@ nothing. Against the fake cluster run as a program, with its JobSet controller."
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import threading
@@ -500,3 +501,51 @@ def test_without_a_log_store_a_run_outlives_its_jobsets_ttl_and_logs_say_they_ar
     assert (
         "the pods of attempt 1 are gone (removed after the run ended); set log_store in the profile to keep logs" in err
     )
+
+
+def test_a_stopped_rank_that_printed_more_than_is_kept_keeps_its_last_lines_and_says_so(
+    fake_kube_program, tmp_path, capsys
+):
+    from launcher.backends.kubernetes.keptlogs import KEPT_TAIL_LINES
+
+    kube = fake_kube_program(profile={"entrypoint_mode": "image"})
+    total = KEPT_TAIL_LINES + 5000
+    spec = {
+        "name": "chatty",
+        "image": "ghcr.io/example/launcher:test",
+        "command": f"seq 1 {total}; echo printed all; sleep 300",
+        "compute": {"gpu_type": "none"},
+    }
+    name = submit_detached(tmp_path, spec)
+
+    def printed_all() -> bool:
+        code, out, _ = cli(capsys, "logs", name, "--tail", "3")
+        return code == 0 and "printed all" in out
+
+    wait_until(printed_all, 60, interval=0.3, message="the rank to print every line")
+    code, _, err = cli(capsys, "stop", name, "-y")
+    assert code == 0, err
+    wait_until(lambda: pods_of(kube, name) == [], 60, interval=0.2, message="the stopped run's pod to go")
+    code, out, err = cli(capsys, "logs", name)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("[launcher] the earlier lines of rank 0 were not kept: without a log_store"), lines[0]
+    numbers = [int(t) for t in lines if t.isdigit()]
+    assert numbers == list(range(numbers[0], total + 1)) and numbers[0] > 1
+    assert "printed all" in lines and lines[-1].startswith("[launcher] exit code 143")
+
+
+def test_what_a_stop_keeps_of_a_rank_fits_a_configmap_and_is_its_last_lines():
+    import base64
+    import os
+
+    from launcher.backends.kubernetes.keptlogs import KEPT_BYTES, fit, kept_object
+
+    # Random text hardly compresses: 3 MB of it is cut to its last lines that fit.
+    lines = [f"{n} {base64.b64encode(os.urandom(60)).decode()}\n" for n in range(40_000)]
+    blob, cut = fit(lines, KEPT_BYTES // 2)
+    assert len(blob) <= KEPT_BYTES // 2 and cut > 0
+    assert gzip.decompress(blob).decode() == "".join(lines[cut:])
+    cm = kept_object("r-abc123", 2, {0: lines, 1: lines[:10]}, None)
+    assert sum(len(base64.b64decode(v)) for v in cm["binaryData"].values()) <= KEPT_BYTES
+    assert json.loads(cm["metadata"]["annotations"]["launcher.dev/kept-dropped"]) == {"0": "the earlier lines"}
