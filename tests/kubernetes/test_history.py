@@ -481,6 +481,11 @@ def test_with_a_log_store_a_run_outlives_its_jobsets_ttl_and_logs_read_the_archi
     assert "rank 0 fails with code 3" in out and "[launcher] exit code 3" in out, out
     code, out, err = cli(capsys, "logs", name, "--attempt", "3")
     assert code == 2 and f"run {name!r} has no attempt 3 (it has 2)" in err, err
+    # A follow of it ends (nothing of it changes any more), with why its outcome is unknown.
+    from launcher.sdk.logs import follow_run
+
+    events = list(follow_run(name))
+    assert events[-1].kind == "ended" and "ttl_seconds_after_finished" in (events[-1].run.reason or "")
     # `launcher delete` removes the record (the archive stays).
     code, out, err = cli(capsys, "delete", name, "-y")
     assert code == 0, err

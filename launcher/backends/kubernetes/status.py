@@ -148,6 +148,17 @@ def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt
     return Attempt(index=index, status=RunStatus.FAILED, ended_at=when, reason=reason, ranks=ranks)
 
 
+def gone_after_its_ttl(obs: Observed) -> bool:
+    """A record whose JobSet had a TTL and is gone, with nothing recorded of how it ended: the
+    cluster deleted it after it finished, and nothing of the run will change any more."""
+    return (
+        obs.record is not None
+        and obs.jobset is None
+        and bool(annotations_of(obs.record).get(keys.RECORD_TTL))
+        and not record_json(obs.record, keys.RECORD_FINAL, None)
+    )
+
+
 def unfinished_submit(obs: Observed) -> bool:
     """A JobSet without its record, older than any submit still on its way: the submit failed
     part way and could not clean up (the cluster went away, the launcher was killed)."""
@@ -238,7 +249,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         elif pods or job:
             attempts.append(live)
             events.extend(live_events)
-    elif jobset is None and annotations_of(record).get(keys.RECORD_TTL):
+    elif gone_after_its_ttl(obs):
         status = RunStatus.UNKNOWN
         reason = (
             f"it finished, and the cluster deleted its JobSet {obs.name} "

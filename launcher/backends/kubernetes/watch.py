@@ -19,7 +19,7 @@ from launcher.backends.kubernetes.informer import Informer
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 from launcher.backends.kubernetes.lifecycle import finish
 from launcher.backends.kubernetes.observe import jobset_events, observe, waiting_pods
-from launcher.backends.kubernetes.status import derive
+from launcher.backends.kubernetes.status import derive, gone_after_its_ttl
 
 
 def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
@@ -68,8 +68,8 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
             if key != last:
                 last = key
                 yield run
-            if run.status.is_terminal:
-                return
+            if run.status.is_terminal or gone_after_its_ttl(obs):
+                return  # nothing of it changes any more
             # Wake on a change; look again now and then for events and time-based states.
             timeout = 2.0 if waiting else 30.0
             if run.retry_at is not None:
