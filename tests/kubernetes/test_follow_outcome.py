@@ -67,3 +67,11 @@ def test_run_follow_exits_0_when_the_run_completes_after_a_lost_attempt(fake_kub
         if "are gone" in line:
             assert line.startswith("! Run follow-") and "the pods of attempt 2 are gone (JobSet restart)" in line
     assert "Traceback" not in err
+    # Without a log_store, what the follow read of attempt 1 (which a restart ended) was kept
+    # as the JobSet controller deleted its pods (where the follower read it at all).
+    name = re.search(r"Run (follow-[a-z0-9]{6}) completed", err).group(1)
+    if "the pods of attempt 1 are gone" not in err:
+        code, out, err = cli(capsys, "logs", name, "--attempt", "1")
+        assert code == 0, err
+        assert "[rank 0] rank 0 fails with code 3" in out and "[rank 0] [launcher] exit code 3" in out, out
+        assert "[rank 1] rank 1 attempt 1 starting" in out, out

@@ -19,9 +19,17 @@ from collections.abc import Callable, Iterator
 from launcher.backends.base import LogLine, Run, RunStatus
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.archive import LogArchive, open_archive
-from launcher.backends.kubernetes.attempts import Observed, attempt_of, first_attempt, labels, pod_rank, record_json
+from launcher.backends.kubernetes.attempts import (
+    Observed,
+    annotations_of,
+    attempt_of,
+    first_attempt,
+    labels,
+    pod_rank,
+    record_json,
+)
 from launcher.backends.kubernetes.informer import Informer
-from launcher.backends.kubernetes.keptlogs import KeptLogs
+from launcher.backends.kubernetes.keptlogs import FollowedLog, KeptLogs
 from launcher.backends.kubernetes.kubeapi import KubeApi, WatchHandle
 from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
 from launcher.backends.kubernetes.observe import observe
@@ -96,8 +104,21 @@ def run_logs(
             lambda: gone_error(run, index, rank, kept(), unrecorded=unrecorded),
         )
         return
+    # What the follow reads is kept if the JobSet controller's restart deletes the pods (no log_store).
+    followed = None if annotations_of(obs.record).get(keys.RECORD_LOG_ARCHIVE) else FollowedLog(api, name, index)
     yield from _follow(
-        api, name, child_job_name(name), sel, index, rank, tail, previous, to_line, cancel or threading.Event(), archive
+        api,
+        name,
+        child_job_name(name),
+        sel,
+        index,
+        rank,
+        tail,
+        previous,
+        to_line,
+        cancel or threading.Event(),
+        archive,
+        followed,
     )
 
 
@@ -219,9 +240,12 @@ def _follow(
     to_line: ToLine,
     cancel: threading.Event,
     archive_of: Callable[[], LogArchive | None] = lambda: None,
+    followed: FollowedLog | None = None,
 ) -> Iterator[LogLine]:
     """Attach a reader to each rank's pod as it starts; end when the attempt has ended and
-    every reader is done, or soon after `cancel` is set.
+    every reader is done, or soon after `cancel` is set. `followed` gets every line, and
+    keeps them where the attempt did not complete, read from its start: a JobSet restart
+    deletes its pods with no one else to keep their log.
 
     However it ends (cancel, the consumer closing it, an error), it stops its informers and
     shuts every reader's log stream, so no thread or connection outlives it: a reader
@@ -308,6 +332,8 @@ def _follow(
             if isinstance(item, Exception):
                 raise item
             if isinstance(item, LogLine):
+                if followed is not None and (rank is None or item.rank == rank):
+                    followed.add(item.rank, _ns(item), item.text)
                 yield item
                 continue
             if isinstance(item, tuple):
@@ -317,6 +343,13 @@ def _follow(
             with attach_lock:
                 all_done = done_pods >= set(readers)
             if all_done and out.empty() and _attempt_over(name, job_name, index, job_inf, pods_inf, rank):
+                if (
+                    followed is not None
+                    and rank is None
+                    and tail is None
+                    and _failed(job_inf.get(job_name), index, pods_inf.snapshot())
+                ):
+                    followed.keep()  # the JobSet controller's restart of the group deletes its pods
                 return
     finally:
         stop.set()
@@ -326,6 +359,22 @@ def _follow(
         pods_changed.set()
         pods_inf.stop()
         job_inf.stop()
+
+
+def _failed(job: dict | None, index: int, pods: list[dict]) -> bool:
+    """Whether attempt `index` ended other than complete: its child Job failed, or is gone or
+    superseded (a restart, a stop, a delete)."""
+    if job is None or attempt_of(job) != index:
+        return True
+    conds = {c["type"]: c.get("status") for c in (job.get("status") or {}).get("conditions") or []}
+    if conds.get("Complete") == "True":
+        return False
+    return not (pods and all((p.get("status") or {}).get("phase") == "Succeeded" for p in pods))
+
+
+def _ns(line: LogLine) -> int | None:
+    ts = line.timestamp
+    return None if ts is None else int(ts.timestamp()) * 1_000_000_000 + ts.microsecond * 1000
 
 
 def _attempt_over(

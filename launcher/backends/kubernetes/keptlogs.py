@@ -9,14 +9,16 @@ as they read a log archive.
 
 A ConfigMap holds at most 1 MiB: each rank's lines are gzipped, and a rank keeps its last
 lines within an equal share of KEPT_BYTES; a rank that printed more says, in a first
-line, how many earlier lines were not kept. Only a stop keeps an attempt this way: an
-attempt the JobSet controller ended by restarting the group (its pods deleted with no
-launcher watching) is kept by a log_store alone.
+line, how many earlier lines were not kept. `run -r` of a FAILED run keeps its last
+attempt the same way. An attempt the JobSet controller ended by restarting the group (its
+pods deleted with no launcher watching) is kept where a follow (`run --follow`, `logs -f`)
+read it (FollowedLog), else by a log_store alone.
 """
 
 from __future__ import annotations
 
 import base64
+import collections
 import gzip
 import json
 import threading
@@ -36,6 +38,8 @@ KEPT_TAIL_LINES = 20_000
 """The most lines a stop reads of a rank's log: its last (a long run's whole log would be gigabytes)."""
 DROPPED = "launcher.dev/kept-dropped"
 """On the ConfigMap: JSON {rank: what was not kept ("1200 earlier lines")} for the ranks whose log was cut."""
+FOLLOWED_BYTES = 4 * KEPT_BYTES
+"""The most of a rank's log a follow holds, to keep it at a restart (text, before it is gzipped)."""
 READ_START_SECONDS = 10.0
 """How long a stop waits for its readers' first lines before it deletes the JobSet."""
 READ_SLACK_SECONDS = 15.0
@@ -193,6 +197,42 @@ class Keeper:
                 return warnings
             warnings.append(f"the log of attempt {self.attempt} could not be kept: {e.message}")
         return warnings
+
+
+class FollowedLog:
+    """What a follow (`run --follow`, `logs -f`) read of an attempt, each rank's last lines
+    within a bound, kept when the JobSet controller's restart deletes the attempt's pods:
+    without a log_store nothing else would keep them."""
+
+    def __init__(self, api: KubeApi, run: str, attempt: int):
+        self.api = api
+        self.run = run
+        self.attempt = attempt
+        self.lines: dict[int, collections.deque[str]] = {}
+        self.size: dict[int, int] = {}
+
+    def add(self, rank: int, stamp: int | None, text: str) -> None:
+        line = f"{stamp if stamp is not None else '-'} {text}\n"
+        kept = self.lines.setdefault(rank, collections.deque())
+        kept.append(line)
+        self.size[rank] = self.size.get(rank, 0) + len(line)
+        # Each rank's last lines, as many as a stop reads and a few times what compresses into
+        # KEPT_BYTES: a long run's follow never holds its whole log.
+        while len(kept) > KEPT_TAIL_LINES or self.size[rank] > FOLLOWED_BYTES:
+            self.size[rank] -= len(kept.popleft())
+
+    def keep(self) -> None:
+        """Keep what was read, where nothing kept this attempt yet; a reader who may not write
+        ConfigMaps keeps nothing (the follow itself showed every line)."""
+        if not self.lines:
+            return
+        try:
+            record = self.api.get("ConfigMap", self.run)
+            self.api.create(
+                "ConfigMap", kept_object(self.run, self.attempt, {r: list(v) for r, v in self.lines.items()}, record)
+            )
+        except LauncherError:
+            return
 
 
 def kept_object(run: str, attempt: int, lines: dict[int, list[str]], record: dict | None) -> dict:
