@@ -553,3 +553,23 @@ def test_what_a_stop_keeps_of_a_rank_fits_a_configmap_and_is_its_last_lines():
     cm = kept_object("r-abc123", 2, {0: lines, 1: lines[:10]}, None)
     assert sum(len(base64.b64decode(v)) for v in cm["binaryData"].values()) <= KEPT_BYTES
     assert json.loads(cm["metadata"]["annotations"]["launcher.dev/kept-dropped"]) == {"0": "the earlier lines"}
+
+
+def test_a_stop_that_may_not_read_the_pods_logs_says_so_and_stops(fake_kube_program, tmp_path, capsys):
+    kube = fake_kube_program(profile={"entrypoint_mode": "image"})
+    name = submit_detached(
+        tmp_path,
+        {
+            "name": "unread",
+            "image": "ghcr.io/example/launcher:test",
+            "command": "sleep 300",
+            "compute": {"gpu_type": "none"},
+        },
+    )
+    wait_until(lambda: cli(capsys, "get", "runs")[1].count("RUNNING") == 1, 60, interval=0.3, message="the run to run")
+    kube.faults.inject("log", "pods", status=403, times=100, message="pods/log is forbidden")
+    code, out, err = cli(capsys, "stop", name, "-y")
+    assert code == 0, err
+    assert f"Run {name} stopped" in out
+    assert "! rank 0 of attempt 1: its log could not be read to the end (" in err and "it is not kept" in err, err
+    assert "Traceback" not in err

@@ -185,7 +185,8 @@ class Keeper:
         for t in self.threads:
             t.join(5)
         warnings = [
-            f"rank {r} of attempt {self.attempt}: its log could not be read to the end ({why}); what was read is kept"
+            f"rank {r} of attempt {self.attempt}: its log could not be read to the end ({why}); "
+            + ("what was read is kept" if self.lines.get(r) else "it is not kept")
             for r, why in sorted(self.errors.items())
         ]
         if not any(self.lines.values()):
