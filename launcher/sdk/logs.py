@@ -163,15 +163,15 @@ def _follow(
                 yield FollowEvent("lost", backend.get(name), attempt, note=e.message)
             except NeverStartedError:
                 pass  # no log to show: the outcome's reason (an image that does not pull) says why
-            current = backend.get(name)
-            if not current.status.is_terminal and current.current_attempt == attempt:
-                said = False
-                for current in backend.watch(name):
-                    if current.status.is_terminal or current.current_attempt > attempt:
-                        break
-                    if current.retry_at is not None and not said:  # waiting out the backoff
-                        yield FollowEvent("retry_due", current, attempt)
-                        said = True
+            # The watch, not a get: it starts from the run as it is now, waits while the attempt
+            # is the current one, and may record an ending the backend would forget (a TTL).
+            said = False
+            for current in backend.watch(name):
+                if current.status.is_terminal or current.current_attempt > attempt:
+                    break
+                if current.retry_at is not None and not said:  # waiting out the backoff
+                    yield FollowEvent("retry_due", current, attempt)
+                    said = True
             if current.current_attempt > attempt:
                 yield FollowEvent("restarted", current, attempt)
                 attempt += 1

@@ -573,3 +573,40 @@ def test_a_stop_that_may_not_read_the_pods_logs_says_so_and_stops(fake_kube_prog
     assert f"Run {name} stopped" in out
     assert "! rank 0 of attempt 1: its log could not be read to the end (" in err and "it is not kept" in err, err
     assert "Traceback" not in err
+
+
+def test_a_followed_run_whose_jobset_has_a_ttl_keeps_its_outcome_past_it(fake_kube_program, tmp_path, capsys):
+    kube = fake_kube_program(profile={"entrypoint_mode": "image", "ttl_seconds_after_finished": 3})
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "ttl",
+                "image": "ghcr.io/example/launcher:test",
+                "command": FAIL_THEN_COMPLETE,
+                "compute": {"gpu_type": "none"},
+                "scheduling": {"max_retries": 1},
+                "env_variables": {"PYTHONPATH": str(REPO)},
+            }
+        )
+    )
+    code, out, err = cli(capsys, "run", "-f", str(spec), "--cluster", "fake", "--follow")
+    assert code == 0, err
+    name = re.search(r"Run (ttl-[a-z0-9]{6}) completed", err).group(1)
+    jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets?labelSelector=launcher.dev/run%3D{name}"
+    wait_until(lambda: api_get(kube, jobsets)["items"] == [], 60, interval=0.2, message="the TTL to delete the JobSet")
+    wait_until(lambda: pods_of(kube, name) == [], 30, interval=0.2, message="the run's pods to go")
+
+    # The follow saw it end and recorded how: the TTL took the JobSet, not the outcome.
+    code, out, err = cli(capsys, "get", "runs")
+    assert code == 0 and re.search(rf"{name}\s.*COMPLETED", out), (out, err)
+    code, out, err = cli(capsys, "describe", "run", name)
+    assert code == 0, err
+    assert "Status:     COMPLETED" in out and "Attempt 1: FAILED (rank 0 exited with code 3)" in out, out
+    assert "Attempt 2: COMPLETED" in out, out
+    # Attempt 1, which a restart ended, was kept by the follow; attempt 2's pods the TTL took.
+    code, out, err = cli(capsys, "logs", name, "--attempt", "1")
+    assert code == 0 and "rank 0 fails with code 3" in out, (out, err)
+    code, out, err = cli(capsys, "logs", name)
+    assert (code, out) == (1, "")
+    assert "the pods of attempt 2 are gone (removed after the run ended); set log_store in the profile" in err

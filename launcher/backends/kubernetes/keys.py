@@ -11,7 +11,7 @@ SECRET_OPTIONS = "launcher.dev/secret-options"
 # On the ConfigMap, the run's durable record (see backend.py).
 RECORD_SECRETS = "launcher.dev/secrets"  # JSON [{name, kind, options, keys}]: no values
 RECORD_ATTEMPTS = "launcher.dev/attempts"  # JSON list of finished attempts
-RECORD_FINAL = "launcher.dev/final"  # JSON {status, reason, at}: ended by the launcher
+RECORD_FINAL = "launcher.dev/final"  # JSON {status, reason, at}: ended by the launcher, or seen ending before a TTL
 RECORD_RESTARTED = "launcher.dev/restarted"  # the attempt a user's restart (`run -r`) began: retries count from it
 RECORD_LOG_ARCHIVE = "launcher.dev/log-archive"  # the run's directory in the profile's log_store
 RECORD_LOG_ARCHIVE_SECRET = "launcher.dev/log-archive-secret"  # the secret its credentials come from

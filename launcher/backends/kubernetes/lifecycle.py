@@ -35,7 +35,7 @@ from launcher.backends.kubernetes.attempts import (
 )
 from launcher.backends.kubernetes.follow import container_started, masker_for
 from launcher.backends.kubernetes.keptlogs import Keeper, scheduled_pods
-from launcher.backends.kubernetes.kubeapi import KubeApi, retry_on_conflict
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, retry_on_conflict
 from launcher.backends.kubernetes.observe import current_attempt, observe
 from launcher.backends.kubernetes.render import owner_reference
 from launcher.backends.kubernetes.status import derive
@@ -68,6 +68,37 @@ def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summari
         _own_code(api, obs.name, None)
     # Foreground, as the JobSet controller deletes its Jobs: nothing of the run keeps running.
     api.delete("JobSet", obs.name, propagation="Foreground")
+
+
+def record_outcome(api: KubeApi, obs: Observed, run: Run) -> None:
+    """Write a run's outcome and every attempt's summary into its record, as a stop does,
+    where the JobSet has a TTL: the cluster deletes it soon, and with it all that says how
+    the run ended. Done by a watch that saw the end (`run --follow`); a record that changed
+    meanwhile (409), is gone, or may not be written is left as it is."""
+    if obs.record is None or record_json(obs.record, keys.RECORD_FINAL, None):
+        return
+    summaries = [summary_of(a, None, [e for e in run.events if e.attempt == a.index]) for a in run.attempts]
+    at = (run.ended_at or utcnow()).isoformat()
+    final = {"status": run.status.value, "reason": run.reason, "at": at, "exit_code": run.exit_code}
+    try:
+        api.patch(
+            "ConfigMap",
+            obs.name,
+            {
+                "metadata": {
+                    "resourceVersion": obs.record["metadata"]["resourceVersion"],
+                    "annotations": {
+                        keys.RECORD_ATTEMPTS: json.dumps(
+                            _merged(record_json(obs.record, keys.RECORD_ATTEMPTS, []), summaries)
+                        ),
+                        keys.RECORD_FINAL: json.dumps(final),
+                    },
+                }
+            },
+        )
+    except KubeError as e:
+        if e.status not in (403, 404, 409):
+            raise
 
 
 def _merged(attempts: list[dict], summaries: list[dict]) -> list[dict]:
