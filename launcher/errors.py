@@ -63,6 +63,11 @@ class LogsGoneError(LauncherError):
     TTL) and no log archive holds it. Exit code 1."""
 
 
+class NeverStartedError(LauncherError):
+    """An attempt that ended without starting a container (an image that does not pull, a
+    missing secret): it has no log, and the message says why. Exit code 1."""
+
+
 class ClusterUnreachable(LauncherError):
     """A cluster whose API server could not be reached at all (refused, timed out, no
     route): the cluster is away, not the request wrong. Exit code 1."""

@@ -67,6 +67,8 @@ def stop_run(names, every, latest, yes):
         click.echo(f"{FAIL} Nothing stopped.")
         return
     for ended in sdk.stop_runs(runs):
+        for message in ended.warnings:  # what of its logs the stop could not keep
+            warn(message)
         click.echo(f"{OK} Run {ended.name} {ended.status.value.lower()}")
 
 

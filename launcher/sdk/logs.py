@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from launcher.backends.base import Backend, LogLine, Run, RunStatus
-from launcher.errors import LauncherError, LogsGoneError, NotFoundError
+from launcher.errors import LauncherError, LogsGoneError, NeverStartedError, NotFoundError
 from launcher.sdk.exceptions import run_not_found
 from launcher.sdk.runs import RunRef, resolve
 
@@ -164,15 +164,17 @@ def _follow(
                 yield from backend.logs(name, rank=rank, attempt=attempt, follow=True)
             except LogsGoneError as e:  # it ended (a fast restart) before it could be read
                 yield FollowEvent("lost", backend.get(name), attempt, note=e.message)
-            current = backend.get(name)
-            if not current.status.is_terminal and current.current_attempt == attempt:
-                said = False
-                for current in backend.watch(name):
-                    if current.status.is_terminal or current.current_attempt > attempt:
-                        break
-                    if current.retry_at is not None and not said:  # waiting out the backoff
-                        yield FollowEvent("retry_due", current, attempt)
-                        said = True
+            except NeverStartedError:
+                pass  # no log to show: the outcome's reason (an image that does not pull) says why
+            # The watch, not a get: it starts from the run as it is now, waits while the attempt
+            # is the current one, and may record an ending the backend would forget (a TTL).
+            said = False
+            for current in backend.watch(name):
+                if current.status.is_terminal or current.current_attempt > attempt:
+                    break
+                if current.retry_at is not None and not said:  # waiting out the backoff
+                    yield FollowEvent("retry_due", current, attempt)
+                    said = True
             if current.current_attempt > attempt:
                 yield FollowEvent("restarted", current, attempt)
                 attempt += 1

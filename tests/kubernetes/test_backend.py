@@ -100,7 +100,7 @@ def test_stop_keeps_the_record_and_delete_removes_everything(backend, fake_kube)
             break
     stopped = backend.stop(spec.name)
     assert stopped.status is RunStatus.STOPPED
-    assert stopped.reason == "stopped by the user"
+    assert stopped.reason == "stopped by the user", stopped.warnings
     wait_until(
         lambda: fake_kube.pods(labels=f"launcher.dev/run={spec.name}") == [],
         20,
@@ -111,12 +111,16 @@ def test_stop_keeps_the_record_and_delete_removes_everything(backend, fake_kube)
     assert again.status is RunStatus.STOPPED and again.attempts[-1].status is RunStatus.STOPPED
     assert [r.name for r in backend.list()] == [spec.name]
     assert backend.stop(spec.name).status is RunStatus.STOPPED  # stopping twice is harmless
+    # No log_store: the stopped attempt's log is kept with the record.
+    kept = fake_kube.list("ConfigMap", "default", f"launcher.dev/logs-of={spec.name}")[0]
+    assert [k["metadata"]["name"] for k in kept] == [f"{spec.name}-logs-1"]
 
     backend.delete(spec.name)
     with pytest.raises(NotFoundError):
         backend.get(spec.name)
     for kind in ("JobSet", "Job", "ConfigMap", "Pod"):
         assert fake_kube.list(kind, "default", f"launcher.dev/run={spec.name}")[0] == []
+    assert fake_kube.list("ConfigMap", "default", f"launcher.dev/logs-of={spec.name}")[0] == []
     with pytest.raises(NotFoundError):
         backend.delete(spec.name)
 

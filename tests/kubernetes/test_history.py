@@ -6,6 +6,7 @@ nothing. Against the fake cluster run as a program, with its JobSet controller."
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import threading
@@ -114,23 +115,36 @@ def numbered(out: str, rank: int) -> list[int]:
     return [int(m.group(1)) for m in re.finditer(rf"^(?:\[rank {rank}\] )?rank {rank} line (\d+)$", out, re.M)]
 
 
-def test_without_a_log_store_stop_keeps_the_history_and_gone_logs_are_an_error(fake_kube_program, tmp_path, capsys):
+def test_without_a_log_store_stop_keeps_the_stopped_attempts_log_and_a_restarts_is_gone(
+    fake_kube_program, tmp_path, capsys
+):
     kube = fake_kube_program("--nodes", "2", profile={"entrypoint_mode": "image"})
     name = restart_then_stop(kube, tmp_path, capsys)
     assert_history(capsys, name)
 
+    # The stopped attempt: the stop read each rank's pod until it was gone, and kept its log.
+    code, out, err = cli(capsys, "logs", name)
+    assert code == 0, err
+    for rank in (0, 1):
+        lines = numbered(out, rank)
+        assert len(lines) > 20 and lines == list(range(len(lines))), out
+        assert f"[rank {rank}] rank {rank} attempt 2 starting" in out
+    assert re.search(r"\[rank 0\] \[launcher\] exit code 143", out)  # printed after SIGTERM: read to the end
+    code, out, err = cli(capsys, "logs", name, "--rank", "1", "--tail", "1")
+    assert code == 0 and out.startswith("[launcher] exit code 143"), (out, err)
+    # The JobSet controller deleted attempt 1's pods at its restart, with no launcher watching.
     code, out, err = cli(capsys, "logs", name, "--attempt", "1")
     assert (code, out) == (1, "")
     assert "the pods of attempt 1 are gone (JobSet restart); set log_store in the profile to keep logs" in err
-    code, out, err = cli(capsys, "logs", name)
-    assert (code, out) == (1, "")
-    assert "the pods of attempt 2 are gone (the run was stopped); set log_store in the profile to keep logs" in err
     code, out, err = cli(capsys, "logs", name, "--rank", "1", "--attempt", "1")
     assert (code, out) == (1, "") and "the pod of rank 1 of attempt 1 is gone (JobSet restart)" in err
-    code, out, err = cli(capsys, "metrics", name)
-    assert (code, out) == (1, "")
+    # metrics: the stopped attempt's curve, and a warning for attempt 1's.
+    code, out, err = cli(capsys, "metrics", name, "-o", "json")
+    assert code == 0, err
+    steps = [p["step"] for p in json.loads(out)]
+    assert len(steps) > 20 and steps == list(range(3, 3 + len(steps)))
     assert (
-        f"attempt 1 of {name}: cannot read its log: the pod of rank 0 of attempt 1 is gone (JobSet restart); "
+        f"! attempt 1 of {name}: cannot read its log: the pod of rank 0 of attempt 1 is gone (JobSet restart); "
         "set log_store in the profile to keep logs"
     ) in err
     assert "Traceback" not in err
@@ -261,7 +275,7 @@ def test_a_run_stopped_before_any_container_started_says_it_has_no_logs(fake_kub
     assert code == 0, err
     code, out, err = cli(capsys, "logs", name)
     assert (code, out) == (1, "")
-    assert f"attempt 1 of run {name} never started a container (STOPPED), so it has no logs" in err
+    assert f"attempt 1 of run {name} never started a container (STOPPED: stopped by the user), so it has no logs" in err
 
 
 def test_a_follow_whose_pod_goes_before_its_log_was_read_reads_on_from_the_archive(fake_kube_factory, tmp_path):
@@ -326,7 +340,7 @@ def test_a_log_store_secret_that_would_replace_a_run_secrets_env_is_refused(fake
     ) in err and "or make log_store_secret the run's own secret" in err
 
 
-def test_the_job_form_keeps_a_stopped_runs_history_and_says_its_logs_are_gone(fake_kube, tmp_path, capsys):
+def test_the_job_form_keeps_a_stopped_runs_history_and_its_logs(fake_kube, tmp_path, capsys):
     backend = KubernetesBackend(load_config().profile("fake"))
     try:
         spec = RunSpec.model_validate(
@@ -348,8 +362,9 @@ def test_the_job_form_keeps_a_stopped_runs_history_and_says_its_logs_are_gone(fa
     assert code == 0 and "Attempt 1: STOPPED (stopped by the user)" in out, err
     assert re.search(r"Started:    \d{4}-", out) and re.search(r"Duration:   \d+:\d\d", out)
     code, out, err = cli(capsys, "logs", spec.name)
-    assert (code, out) == (1, "")
-    assert "the pods of attempt 1 are gone (the run was stopped); set log_store in the profile to keep logs" in err
+    assert code == 0, err
+    for rank in (0, 1):  # read to the end: the entrypoint's last line, printed after SIGTERM
+        assert re.search(rf"^\[rank {rank}\] \[launcher\] exit code 143", out, re.M), out
 
 
 @pytest.mark.parametrize("mode", ["zipapp", "image"])
@@ -409,3 +424,189 @@ def test_a_log_store_no_pod_can_write_is_refused_by_validate_dry_run_and_run(
         assert f"config.yaml: clusters.fake.log_store: {problem}" in err, (command, err)
         assert "Traceback" not in err
     assert kube.pods() == [] and kube.count(verb="create") == 0
+
+
+# Attempt 1 fails with code 3 after two lines; attempt 2 completes.
+FAIL_THEN_COMPLETE = worker("--lines", "4", "--interval", "0.05", "--fail-rank", "0", "--fail-attempt", "1")
+
+
+def with_ttl(seconds: int) -> None:
+    """The `fake` profile with ttl_seconds_after_finished."""
+    import yaml
+
+    from launcher.config import config_path
+
+    path = config_path()
+    config = yaml.safe_load(path.read_text())
+    config["clusters"]["fake"]["ttl_seconds_after_finished"] = seconds
+    path.write_text(yaml.safe_dump(config))
+
+
+def submit_until_the_ttl_took_its_jobset(kube, tmp_path: Path) -> str:
+    spec = {
+        "name": "ttl",
+        "image": "ghcr.io/example/launcher:test",
+        "command": FAIL_THEN_COMPLETE,
+        "compute": {"gpu_type": "none"},
+        "scheduling": {"max_retries": 1},
+        "env_variables": {"PYTHONPATH": str(REPO)},
+    }
+    name = submit_detached(tmp_path, spec)
+    jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets?labelSelector=launcher.dev/run%3D{name}"
+    # ttl 0: the JobSet controller deletes it as soon as it completed.
+    wait_until(lambda: api_get(kube, jobsets)["items"] == [], 90, interval=0.2, message="the TTL to delete the JobSet")
+    wait_until(lambda: pods_of(kube, name) == [], 30, interval=0.2, message="the run's pods to go")
+    return name
+
+
+@pytest.mark.parametrize("archived_cluster", [("s3", "image")], indirect=True, ids=["s3-image"])
+def test_with_a_log_store_a_run_outlives_its_jobsets_ttl_and_logs_read_the_archive(archived_cluster, tmp_path, capsys):
+    kube, files = archived_cluster
+    with_ttl(0)
+    name = submit_until_the_ttl_took_its_jobset(kube, tmp_path)
+
+    code, out, err = cli(capsys, "get", "runs")
+    assert code == 0, err
+    assert name in out and "UNKNOWN" in out, out
+    code, out, err = cli(capsys, "describe", "run", name)
+    assert code == 0, err
+    assert "ttl_seconds_after_finished" in out and "how it ended is in its logs" in out, out
+    # Its logs: the latest attempt by default, every attempt the archive holds.
+    code, out, err = cli(capsys, "logs", name)
+    assert code == 0, err
+    assert "rank 0 attempt 2 starting" in out and "rank 0 done" in out and "[launcher] exit code 0" in out, out
+    code, out, err = cli(capsys, "logs", name, "--attempt", "1")
+    assert code == 0, err
+    assert "rank 0 fails with code 3" in out and "[launcher] exit code 3" in out, out
+    code, out, err = cli(capsys, "logs", name, "--attempt", "3")
+    assert code == 2 and f"run {name!r} has no attempt 3 (it has 2)" in err, err
+    # A follow of it ends (nothing of it changes any more), with why its outcome is unknown.
+    from launcher.sdk.logs import follow_run
+
+    events = list(follow_run(name))
+    assert events[-1].kind == "ended" and "ttl_seconds_after_finished" in (events[-1].run.reason or "")
+    # `launcher delete` removes the record (the archive stays).
+    code, out, err = cli(capsys, "delete", name, "-y")
+    assert code == 0, err
+    code, out, err = cli(capsys, "get", "runs")
+    assert name not in out
+    assert any(p.startswith(f"{name}/attempt-2/") for p in files(name))
+
+
+def test_without_a_log_store_a_run_outlives_its_jobsets_ttl_and_logs_say_they_are_gone(
+    fake_kube_program, tmp_path, capsys
+):
+    kube = fake_kube_program(profile={"entrypoint_mode": "image", "ttl_seconds_after_finished": 0})
+    name = submit_until_the_ttl_took_its_jobset(kube, tmp_path)
+    code, out, err = cli(capsys, "get", "runs")
+    assert code == 0 and name in out, (out, err)
+    code, out, err = cli(capsys, "logs", name)
+    assert (code, out) == (1, "")
+    assert (
+        "the pods of attempt 1 are gone (removed after the run ended); set log_store in the profile to keep logs" in err
+    )
+
+
+def test_a_stopped_rank_that_printed_more_than_is_kept_keeps_its_last_lines_and_says_so(
+    fake_kube_program, tmp_path, capsys
+):
+    from launcher.backends.kubernetes.keptlogs import KEPT_TAIL_LINES
+
+    kube = fake_kube_program(profile={"entrypoint_mode": "image"})
+    total = KEPT_TAIL_LINES + 5000
+    spec = {
+        "name": "chatty",
+        "image": "ghcr.io/example/launcher:test",
+        "command": f"seq 1 {total}; echo printed all; sleep 300",
+        "compute": {"gpu_type": "none"},
+    }
+    name = submit_detached(tmp_path, spec)
+
+    def printed_all() -> bool:
+        code, out, _ = cli(capsys, "logs", name, "--tail", "3")
+        return code == 0 and "printed all" in out
+
+    wait_until(printed_all, 60, interval=0.3, message="the rank to print every line")
+    code, _, err = cli(capsys, "stop", name, "-y")
+    assert code == 0, err
+    wait_until(lambda: pods_of(kube, name) == [], 60, interval=0.2, message="the stopped run's pod to go")
+    code, out, err = cli(capsys, "logs", name)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("[launcher] the earlier lines of rank 0 were not kept: without a log_store"), lines[0]
+    numbers = [int(t) for t in lines if t.isdigit()]
+    assert numbers == list(range(numbers[0], total + 1)) and numbers[0] > 1
+    assert "printed all" in lines and lines[-1].startswith("[launcher] exit code 143")
+
+
+def test_what_a_stop_keeps_of_a_rank_fits_a_configmap_and_is_its_last_lines():
+    import base64
+    import os
+
+    from launcher.backends.kubernetes.keptlogs import KEPT_BYTES, fit, kept_object
+
+    # Random text hardly compresses: 3 MB of it is cut to its last lines that fit.
+    lines = [f"{n} {base64.b64encode(os.urandom(60)).decode()}\n" for n in range(40_000)]
+    blob, cut = fit(lines, KEPT_BYTES // 2)
+    assert len(blob) <= KEPT_BYTES // 2 and cut > 0
+    assert gzip.decompress(blob).decode() == "".join(lines[cut:])
+    cm = kept_object("r-abc123", 2, {0: lines, 1: lines[:10]}, None)
+    assert sum(len(base64.b64decode(v)) for v in cm["binaryData"].values()) <= KEPT_BYTES
+    assert json.loads(cm["metadata"]["annotations"]["launcher.dev/kept-dropped"]) == {"0": "the earlier lines"}
+
+
+def test_a_stop_that_may_not_read_the_pods_logs_says_so_and_stops(fake_kube_program, tmp_path, capsys):
+    kube = fake_kube_program(profile={"entrypoint_mode": "image"})
+    name = submit_detached(
+        tmp_path,
+        {
+            "name": "unread",
+            "image": "ghcr.io/example/launcher:test",
+            "command": "sleep 300",
+            "compute": {"gpu_type": "none"},
+        },
+    )
+    wait_until(lambda: cli(capsys, "get", "runs")[1].count("RUNNING") == 1, 60, interval=0.3, message="the run to run")
+    kube.faults.inject("log", "pods", status=403, times=100, message="pods/log is forbidden")
+    code, out, err = cli(capsys, "stop", name, "-y")
+    assert code == 0, err
+    assert f"Run {name} stopped" in out
+    assert "! rank 0 of attempt 1: its log could not be read to the end (" in err and "it is not kept" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_followed_run_whose_jobset_has_a_ttl_keeps_its_outcome_past_it(fake_kube_program, tmp_path, capsys):
+    kube = fake_kube_program(profile={"entrypoint_mode": "image", "ttl_seconds_after_finished": 3})
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "ttl",
+                "image": "ghcr.io/example/launcher:test",
+                "command": FAIL_THEN_COMPLETE,
+                "compute": {"gpu_type": "none"},
+                "scheduling": {"max_retries": 1},
+                "env_variables": {"PYTHONPATH": str(REPO)},
+            }
+        )
+    )
+    code, out, err = cli(capsys, "run", "-f", str(spec), "--cluster", "fake", "--follow")
+    assert code == 0, err
+    name = re.search(r"Run (ttl-[a-z0-9]{6}) completed", err).group(1)
+    jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets?labelSelector=launcher.dev/run%3D{name}"
+    wait_until(lambda: api_get(kube, jobsets)["items"] == [], 60, interval=0.2, message="the TTL to delete the JobSet")
+    wait_until(lambda: pods_of(kube, name) == [], 30, interval=0.2, message="the run's pods to go")
+
+    # The follow saw it end and recorded how: the TTL took the JobSet, not the outcome.
+    code, out, err = cli(capsys, "get", "runs")
+    assert code == 0 and re.search(rf"{name}\s.*COMPLETED", out), (out, err)
+    code, out, err = cli(capsys, "describe", "run", name)
+    assert code == 0, err
+    assert "Status:     COMPLETED" in out and "Attempt 1: FAILED (rank 0 exited with code 3)" in out, out
+    assert "Attempt 2: COMPLETED" in out, out
+    # Attempt 1, which a restart ended, was kept by the follow; attempt 2's pods the TTL took.
+    code, out, err = cli(capsys, "logs", name, "--attempt", "1")
+    assert code == 0 and "rank 0 fails with code 3" in out, (out, err)
+    code, out, err = cli(capsys, "logs", name)
+    assert (code, out) == (1, "")
+    assert "the pods of attempt 2 are gone (removed after the run ended); set log_store in the profile" in err

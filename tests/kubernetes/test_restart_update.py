@@ -95,6 +95,10 @@ def test_restart_a_failed_run_whose_retries_ran_out(fake_kube, tmp_path, capsys)
     rec = record(capsys, name)
     assert [(a["attempt"], a["status"]) for a in rec["attempts"]] == [(1, "FAILED"), (2, "COMPLETED")]
     assert rec["attempts"][0]["reason"] == "rank 0 exited with code 3"
+    # The restart deleted the failed JobSet and its pods; attempt 1's log was kept first.
+    assert launcher("logs", name, "--attempt", "1") == 0
+    out = capsys.readouterr().out
+    assert "rank 0 fails with code 3" in out and "[launcher] exit code 3" in out, out
 
 
 def test_restart_refuses_a_running_run(fake_kube, tmp_path, capsys):

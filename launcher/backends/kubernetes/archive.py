@@ -32,6 +32,9 @@ class Chunk:
 class LogArchive:
     """One run's archive: its chunks listed once per attempt."""
 
+    keeps_every_attempt = True
+    """The pods' entrypoint writes every attempt's log (keptlogs.KeptLogs keeps a stopped one)."""
+
     def __init__(self, store: Store):
         self.store = store
         self._listed: dict[int, dict[int, list[Chunk]]] = {}
@@ -54,6 +57,13 @@ class LogArchive:
                 chunks.sort(key=lambda c: c.seq)
             self._listed[attempt] = out
         return self._listed[attempt]
+
+    def last_attempt(self) -> int:
+        """The newest attempt the archive holds (0: none)."""
+        n = 0
+        while self.ranks(n + 1):
+            n += 1
+        return n
 
     def forget(self, attempt: int) -> None:
         """List again on the next read (chunks may have been added since)."""

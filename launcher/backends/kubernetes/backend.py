@@ -12,8 +12,10 @@ launcher itself ended the run (stop, or a container that can never start).
 The JobSet <run> runs the attempts: its controller restarts the whole group on a
 failure (failurePolicy), with no launcher watching, and its headless Service <run>
 gives rank 0 the name <run>-node-0-0.<run>. The record and the code snapshot carry an
-owner reference to the JobSet, so `kubectl delete jobset <run>` cleans up. A stop
-keeps the record; a restart (`run -r`) creates a new JobSet from the record's spec.
+owner reference to the JobSet, so `kubectl delete jobset <run>` cleans up (the record
+not where the profile sets ttl_seconds_after_finished: it outlives the JobSet the
+cluster deletes). A stop keeps the record, and the stopped attempt's log with it
+(keptlogs.py); a restart (`run -r`) creates a new JobSet from the record's spec.
 
 Where each part lives
 ---------------------

@@ -2,9 +2,10 @@
 attaches a reader thread to each rank's pod as it starts (logs.read_pod does one pod).
 
 A rank whose pod is gone (a stop, a JobSet restart, a TTL) is read from the run's log
-archive where the profile has a log_store (archive.py); a followed pod that goes away is
-read on from the archive, after as many lines as its pod gave, so the hand-over loses and
-repeats no line. Without an archive, an attempt that ran but whose pods are all gone is an
+archive where the profile has a log_store (archive.py), else from what the stop kept of
+it (keptlogs.py: a stopped attempt only); a followed pod that goes away is read on from
+the archive, after as many lines as its pod gave, so the hand-over loses and repeats no
+line. An attempt that ran but whose pods are all gone and whose log nothing kept is an
 error that says so: never an empty answer.
 """
 
@@ -18,13 +19,22 @@ from collections.abc import Callable, Iterator
 from launcher.backends.base import LogLine, Run, RunStatus
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.archive import LogArchive, open_archive
-from launcher.backends.kubernetes.attempts import Observed, attempt_of, first_attempt, labels, pod_rank, record_json
+from launcher.backends.kubernetes.attempts import (
+    Observed,
+    annotations_of,
+    attempt_of,
+    first_attempt,
+    labels,
+    pod_rank,
+    record_json,
+)
 from launcher.backends.kubernetes.informer import Informer
+from launcher.backends.kubernetes.keptlogs import FollowedLog, KeptLogs
 from launcher.backends.kubernetes.kubeapi import KubeApi, WatchHandle
 from launcher.backends.kubernetes.logs import ns_to_datetime, read_pod
 from launcher.backends.kubernetes.observe import observe
 from launcher.backends.kubernetes.status import child_job_name, derive
-from launcher.errors import LauncherError, LogsGoneError, NotFoundError
+from launcher.errors import LauncherError, LogsGoneError, NeverStartedError, NotFoundError
 from launcher.secrets.mask import Masker
 
 ToLine = Callable[[int, "int | None", str], LogLine]
@@ -56,13 +66,18 @@ def run_logs(
 ) -> Iterator[LogLine]:
     obs = observe(api, name)
     run, _ = derive(obs)
-    index = attempt or run.current_attempt
-    # The next attempt may be starting (a retry): its pods are followed as they appear.
-    if index < 1 or index > run.current_attempt + 1 or (index > run.current_attempt and not follow):
-        raise NotFoundError(f"run {name!r} has no attempt {index} (it has {run.current_attempt})")
-    masker = masker_for(api, obs.record)
     # Opened only when a rank's pod is gone: it reads the archive's secret and lists the store.
     archive = functools.cache(lambda: open_archive(api, obs.record))
+    kept: Callable[[], LogSource | None] = functools.cache(lambda: archive() or KeptLogs(api, name))
+    # A record whose JobSet the cluster deleted (its TTL) before anything recorded how the run
+    # ended: its attempts are those the archive holds.
+    unrecorded = obs.jobset is None and record_json(obs.record, keys.RECORD_FINAL, None) is None
+    last = max(run.current_attempt, (a.last_attempt() if unrecorded and (a := archive()) else 0))
+    index = attempt or last
+    # The next attempt may be starting (a retry): its pods are followed as they appear.
+    if index < 1 or index > last + 1 or (index > last and not follow):
+        raise NotFoundError(f"run {name!r} has no attempt {index} (it has {last})")
+    masker = masker_for(api, obs.record)
 
     def to_line(r: int, stamp: int | None, text: str) -> LogLine:
         return LogLine(
@@ -73,7 +88,7 @@ def run_logs(
         )
 
     sel = attempt_selector(name, index, first_attempt(obs.jobset))
-    ended = index < run.current_attempt or run.status.is_terminal
+    ended = index < run.current_attempt or run.status.is_terminal or obs.jobset is None
     if not follow or ended:  # an attempt that has ended is read once: its log will not grow
         wanted = {rank} if rank is not None else set(range(run.nodes))
         yield from _read_all(
@@ -83,21 +98,43 @@ def run_logs(
             tail,
             previous,
             to_line,
-            archive,
+            kept,
             index,
             wanted,
-            lambda: gone_error(run, index, rank, archive()),
+            lambda: gone_error(run, index, rank, kept(), unrecorded=unrecorded),
         )
         return
+    # What the follow reads is kept if the JobSet controller's restart deletes the pods (no log_store).
+    followed = None if annotations_of(obs.record).get(keys.RECORD_LOG_ARCHIVE) else FollowedLog(api, name, index)
     yield from _follow(
-        api, name, child_job_name(name), sel, index, rank, tail, previous, to_line, cancel or threading.Event(), archive
+        api,
+        name,
+        child_job_name(name),
+        sel,
+        index,
+        rank,
+        tail,
+        previous,
+        to_line,
+        cancel or threading.Event(),
+        archive,
+        followed,
     )
 
 
-def gone_error(run: Run, index: int, rank: int | None, archive: LogArchive | None) -> LauncherError | None:
+LogSource = LogArchive | KeptLogs
+"""Where a rank's log is read once its pod is gone."""
+
+
+def gone_error(
+    run: Run, index: int, rank: int | None, archive: LogSource | None, *, unrecorded: bool = False
+) -> LauncherError | None:
     """Why an attempt's log cannot be read: its pods are gone and no archive has it, or it
-    never started a container (None: the attempt is yet to start)."""
+    never started a container (None: the attempt is yet to start). `unrecorded`: the run's
+    JobSet is gone and nothing recorded its attempts (a TTL)."""
     attempt = next((a for a in run.attempts if a.index == index), None)
+    if attempt is None and unrecorded:
+        return _gone(index, rank, "removed after the run ended", archive)
     if attempt is None:
         return None
     ran = (
@@ -108,11 +145,10 @@ def gone_error(run: Run, index: int, rank: int | None, archive: LogArchive | Non
     if not ran:
         if not attempt.status.is_terminal:
             return None
-        # Why it never started (a pull error, pods the cluster refused) is what the user needs.
-        why = f": {attempt.reason}" if attempt.reason else ""
-        return LauncherError(
-            f"attempt {index} of run {run.name} never started a container ({attempt.status.value}), "
-            f"so it has no logs{why}"
+        why = attempt.reason or (run.reason if index == run.current_attempt else None)
+        return NeverStartedError(
+            f"attempt {index} of run {run.name} never started a container "
+            f"({attempt.status.value}{f': {why}' if why else ''}), so it has no logs"
         )
     if index < run.current_attempt:
         why = "JobSet restart"
@@ -122,12 +158,16 @@ def gone_error(run: Run, index: int, rank: int | None, archive: LogArchive | Non
         why = "removed after the run ended"
     else:
         why = "deleted"
+    return _gone(index, rank, why, archive)
+
+
+def _gone(index: int, rank: int | None, why: str, archive: LogSource | None) -> LogsGoneError:
     what = (
         f"the pods of attempt {index} are gone"
         if rank is None
         else f"the pod of rank {rank} of attempt {index} is gone"
     )
-    if archive is None:
+    if archive is None or not archive.keeps_every_attempt:
         return LogsGoneError(f"{what} ({why}); set log_store in the profile to keep logs")
     return LogsGoneError(f"{what} ({why}), and the log archive {archive.url} holds nothing of it")
 
@@ -150,7 +190,7 @@ def _read_all(
     tail: int | None,
     previous: bool,
     to_line: ToLine,
-    archive_of: Callable[[], LogArchive | None] = lambda: None,
+    archive_of: Callable[[], LogSource | None] = lambda: None,
     index: int = 1,
     wanted: set[int] | None = None,
     gone: Callable[[], LauncherError | None] = lambda: None,
@@ -200,9 +240,12 @@ def _follow(
     to_line: ToLine,
     cancel: threading.Event,
     archive_of: Callable[[], LogArchive | None] = lambda: None,
+    followed: FollowedLog | None = None,
 ) -> Iterator[LogLine]:
     """Attach a reader to each rank's pod as it starts; end when the attempt has ended and
-    every reader is done, or soon after `cancel` is set.
+    every reader is done, or soon after `cancel` is set. `followed` gets every line, and
+    keeps them where the attempt did not complete, read from its start: a JobSet restart
+    deletes its pods with no one else to keep their log.
 
     However it ends (cancel, the consumer closing it, an error), it stops its informers and
     shuts every reader's log stream, so no thread or connection outlives it: a reader
@@ -289,6 +332,8 @@ def _follow(
             if isinstance(item, Exception):
                 raise item
             if isinstance(item, LogLine):
+                if followed is not None and (rank is None or item.rank == rank):
+                    followed.add(item.rank, _ns(item), item.text)
                 yield item
                 continue
             if isinstance(item, tuple):
@@ -298,6 +343,13 @@ def _follow(
             with attach_lock:
                 all_done = done_pods >= set(readers)
             if all_done and out.empty() and _attempt_over(name, job_name, index, job_inf, pods_inf, rank):
+                if (
+                    followed is not None
+                    and rank is None
+                    and tail is None
+                    and _failed(job_inf.get(job_name), index, pods_inf.snapshot())
+                ):
+                    followed.keep()  # the JobSet controller's restart of the group deletes its pods
                 return
     finally:
         stop.set()
@@ -307,6 +359,22 @@ def _follow(
         pods_changed.set()
         pods_inf.stop()
         job_inf.stop()
+
+
+def _failed(job: dict | None, index: int, pods: list[dict]) -> bool:
+    """Whether attempt `index` ended other than complete: its child Job failed, or is gone or
+    superseded (a restart, a stop, a delete)."""
+    if job is None or attempt_of(job) != index:
+        return True
+    conds = {c["type"]: c.get("status") for c in (job.get("status") or {}).get("conditions") or []}
+    if conds.get("Complete") == "True":
+        return False
+    return not (pods and all((p.get("status") or {}).get("phase") == "Succeeded" for p in pods))
+
+
+def _ns(line: LogLine) -> int | None:
+    ts = line.timestamp
+    return None if ts is None else int(ts.timestamp()) * 1_000_000_000 + ts.microsecond * 1000
 
 
 def _attempt_over(

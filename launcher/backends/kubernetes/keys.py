@@ -11,10 +11,13 @@ SECRET_OPTIONS = "launcher.dev/secret-options"
 # On the ConfigMap, the run's durable record (see backend.py).
 RECORD_SECRETS = "launcher.dev/secrets"  # JSON [{name, kind, options, keys}]: no values
 RECORD_ATTEMPTS = "launcher.dev/attempts"  # JSON list of finished attempts
-RECORD_FINAL = "launcher.dev/final"  # JSON {status, reason, at}: ended by the launcher
+RECORD_FINAL = "launcher.dev/final"  # JSON {status, reason, at}: ended by the launcher, or seen ending before a TTL
 RECORD_RESTARTED = "launcher.dev/restarted"  # the attempt a user's restart (`run -r`) began: retries count from it
 RECORD_LOG_ARCHIVE = "launcher.dev/log-archive"  # the run's directory in the profile's log_store
 RECORD_LOG_ARCHIVE_SECRET = "launcher.dev/log-archive-secret"  # the secret its credentials come from
+# The JobSet's ttlSecondsAfterFinished, where the profile sets one: the record is then not owned
+# by the JobSet, so that it outlives the cluster's deletion of the finished JobSet.
+RECORD_TTL = "launcher.dev/ttl-seconds-after-finished"
 
 METADATA_PREFIX = "metadata.launcher.dev"  # the spec's metadata keys, as annotations
 
@@ -55,6 +58,10 @@ MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 CODE_OF = "launcher.dev/code-of"
 """The label of a run's code snapshot object: not the run's own labels, which mark its record
 and its pods (observe_all takes every ConfigMap with them for a record)."""
+
+
+LOGS_OF = "launcher.dev/logs-of"
+"""The label of a stopped attempt's kept log (keptlogs.py), as CODE_OF marks the code snapshot."""
 
 
 def code_object_name(run: str) -> str:

@@ -3,14 +3,17 @@
 stop writes STOPPED into the record with a summary of every attempt (statuses, exit
 codes, times), detaches the record and the code snapshot from the JobSet and deletes it
 (its Jobs and pods go with it): the run's history stays readable by `describe`, and its
-logs by `logs` where the profile has a log_store. A run whose container can never start
-(status.derive says FAILED, its pods wait forever) is ended the same way, as FAILED.
+logs by `logs`: from the profile's log_store, or without one from what the stop read of
+the live attempt's pods until they were gone (keptlogs.py). A run whose container can
+never start (status.derive says FAILED, its pods wait forever) is ended the same way,
+as FAILED.
 
 restart (`run -r`) starts attempt N+1 of a STOPPED or FAILED run as a new JobSet of the
-same name, rendered by the restarting user's backend from the spec the record keeps,
-validated again: nothing is created from what an annotation says. update changes what
-a live run's objects let change. delete removes the JobSet, the record, the code
-snapshot and every pod.
+same name (a FAILED run's last attempt's log kept first, as a stop keeps it), rendered
+by the restarting user's backend from the spec the record keeps, validated again:
+nothing is created from what an annotation says. update changes what a live run's
+objects let change. delete removes the JobSet, the record, the code snapshot, the kept
+logs and every pod.
 """
 
 from __future__ import annotations
@@ -22,11 +25,21 @@ from typing import Any
 
 from launcher.backends.base import Run, RunStatus, utcnow
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.attempts import Observed, attempt_of, record_json, spec_of, summary_of
-from launcher.backends.kubernetes.kubeapi import KubeApi, retry_on_conflict
+from launcher.backends.kubernetes.attempts import (
+    Observed,
+    annotations_of,
+    attempt_of,
+    record_json,
+    spec_of,
+    summary_of,
+)
+from launcher.backends.kubernetes.follow import container_started, masker_for
+from launcher.backends.kubernetes.keptlogs import Keeper, scheduled_pods
+from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, retry_on_conflict
 from launcher.backends.kubernetes.observe import current_attempt, observe
 from launcher.backends.kubernetes.render import owner_reference
 from launcher.backends.kubernetes.status import derive
+from launcher.backends.kubernetes.submit import record_outlives
 from launcher.errors import InputError, LauncherError, NotFoundError
 
 # How long a restart waits for the old JobSet (and its pods) to be gone before it creates the next.
@@ -57,6 +70,37 @@ def finish(api: KubeApi, obs: Observed, status: str, reason: str | None, summari
     api.delete("JobSet", obs.name, propagation="Foreground")
 
 
+def record_outcome(api: KubeApi, obs: Observed, run: Run) -> None:
+    """Write a run's outcome and every attempt's summary into its record, as a stop does,
+    where the JobSet has a TTL: the cluster deletes it soon, and with it all that says how
+    the run ended. Done by a watch that saw the end (`run --follow`); a record that changed
+    meanwhile (409), is gone, or may not be written is left as it is."""
+    if obs.record is None or record_json(obs.record, keys.RECORD_FINAL, None):
+        return
+    summaries = [summary_of(a, None, [e for e in run.events if e.attempt == a.index]) for a in run.attempts]
+    at = (run.ended_at or utcnow()).isoformat()
+    final = {"status": run.status.value, "reason": run.reason, "at": at, "exit_code": run.exit_code}
+    try:
+        api.patch(
+            "ConfigMap",
+            obs.name,
+            {
+                "metadata": {
+                    "resourceVersion": obs.record["metadata"]["resourceVersion"],
+                    "annotations": {
+                        keys.RECORD_ATTEMPTS: json.dumps(
+                            _merged(record_json(obs.record, keys.RECORD_ATTEMPTS, []), summaries)
+                        ),
+                        keys.RECORD_FINAL: json.dumps(final),
+                    },
+                }
+            },
+        )
+    except KubeError as e:
+        if e.status not in (403, 404, 409):
+            raise
+
+
 def _merged(attempts: list[dict], summaries: list[dict]) -> list[dict]:
     have = {a["index"] for a in attempts}
     out = attempts + [s for s in summaries if s["index"] not in have]
@@ -75,8 +119,12 @@ def stop_run(api: KubeApi, name: str) -> Run:
     """End the run by the user's hand. The record stays, and keeps every attempt as seen at
     the stop (its status, ranks with their exit codes, times and events), so `describe`
     reads it after the JobSet and its pods are gone; `delete` removes it. A run that can
-    never start is ended FAILED, with why."""
-    looks = iter([observe(api, name)])  # the first try writes what was observed; a conflict looks again
+    never start is ended FAILED, with why. Without a log_store, the live attempt's log is
+    kept with the record (keptlogs.py): each rank's pod is read from before the JobSet's
+    deletion until it is gone."""
+    first = observe(api, name)
+    looks = iter([first])  # the first try writes what was observed; a conflict looks again
+    keeper = _stop_keeper(api, first)
 
     def stop_once() -> None:
         obs = next(looks, None) or observe(api, name)
@@ -89,7 +137,29 @@ def stop_run(api: KubeApi, name: str) -> Run:
         finish(api, obs, "STOPPED", "stopped by the user", stop_summaries(obs, run))
 
     retry_on_conflict(stop_once)
-    return derive(observe(api, name))[0]
+    warnings = keeper.keep(api.get("ConfigMap", name)) if keeper is not None else []
+    run = derive(observe(api, name))[0]
+    run.warnings += warnings
+    return run
+
+
+def _stop_keeper(api: KubeApi, obs: Observed) -> Keeper | None:
+    """Readers of the live attempt's pods, where a stop must keep their log: the run goes on
+    and has pods on nodes (a container still being created gets a few seconds)."""
+    run, action = derive(obs)
+    if obs.jobset is None or run.status.is_terminal or (action is not None and action.kind == "fail"):
+        return None
+    return _keeper(api, obs, scheduled_pods(obs.pods, current_attempt(obs)))
+
+
+def _keeper(api: KubeApi, obs: Observed, pods: list[dict]) -> Keeper | None:
+    """Readers of these pods of the JobSet's current attempt, which the launcher is about to
+    delete, where no log_store archives them."""
+    if annotations_of(obs.record).get(keys.RECORD_LOG_ARCHIVE) or not pods:
+        return None  # the pods' entrypoint writes the archive to the end
+    keeper = Keeper(api, obs.name, current_attempt(obs), pods, masker_for(api, obs.record))
+    keeper.wait_reading()
+    return keeper
 
 
 def stop_summaries(obs: Observed, run: Run) -> list[dict]:
@@ -117,6 +187,8 @@ def delete_run(api: KubeApi, name: str) -> None:
     # The code snapshot is owned by the run too; deleted here so that nothing waits on the garbage collector.
     api.delete("ConfigMap", keys.code_object_name(name))
     api.delete("Secret", keys.code_object_name(name))
+    # The stopped attempts' kept logs are owned by the record; deleted here for the same reason.
+    api.delete_collection("ConfigMap", f"{keys.LOGS_OF}={name}")
     pods, _ = api.list("Pod", labels=keys.run_selector(name))
     if pods:
         api.delete_collection("Pod", keys.run_selector(name))
@@ -169,22 +241,35 @@ def restart_run(api: KubeApi, name: str, render: Render) -> Run:
                         ),
                         keys.RECORD_FINAL: None,
                         keys.RECORD_RESTARTED: str(attempt),
+                        keys.RECORD_TTL: _ttl_of(jobset),
                     },
                 },
                 "data": data,
             },
         )
 
+    # A FAILED run's last attempt still has its pods, which deleting its JobSet takes.
+    ended = [p for p in scheduled_pods(obs.pods, current_attempt(obs)) if container_started(p)]
+    keeper = _keeper(api, obs, ended) if obs.jobset is not None else None
     retry_on_conflict(record_attempts)
     _own_code(api, name, None)
     if obs.jobset is not None:
         api.delete("JobSet", name, propagation="Foreground", uid=obs.jobset["metadata"]["uid"])
         _wait_gone(api, name)
+    warnings = keeper.keep(api.get("ConfigMap", name)) if keeper is not None else []
     created = api.create("JobSet", jobset)
     refs = [owner_reference(created)]
-    api.patch("ConfigMap", name, {"metadata": {"ownerReferences": refs}})
+    if not record_outlives(created):
+        api.patch("ConfigMap", name, {"metadata": {"ownerReferences": refs}})
     _own_code(api, name, refs)
-    return derive(observe(api, name))[0]
+    run = derive(observe(api, name))[0]
+    run.warnings += warnings
+    return run
+
+
+def _ttl_of(jobset: dict[str, Any]) -> str | None:
+    ttl = (jobset.get("spec") or {}).get("ttlSecondsAfterFinished")
+    return None if ttl is None else str(ttl)
 
 
 def _mounts_code(jobset: dict[str, Any]) -> bool:

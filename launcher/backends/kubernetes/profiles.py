@@ -29,7 +29,7 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         spot: gke                         # gke | karpenter | generic | {label, value, taint}
         log_store: s3://bucket/launcher/  # an archive of every rank's log that outlives the pods
         log_store_secret: logs-s3         # the secret whose credentials write and read it
-        ttl_seconds_after_finished: 86400 # the cluster deletes a finished run (not its archive) after this
+        ttl_seconds_after_finished: 86400 # the cluster deletes a finished run's JobSet after this (not its record nor archive)
         pod_security: baseline            # or restricted: pods a namespace enforcing `restricted` admits
         run_as_user: 1000                 # the pods' runAsUser (default: the image's user)
         shm_size: 64Gi                    # sizeLimit of /dev/shm (default: the pod's memory)
@@ -188,7 +188,8 @@ class ClusterProfile(BaseModel):
     ConfigMap of that name (where the working tree is not for every reader of ConfigMaps)."""
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """ttlSecondsAfterFinished of the JobSet or Job: the cluster deletes a finished run's
-    objects (its record too) this long after it ends; the log archive stays."""
+    JobSet, Jobs and pods this long after it ends; the record (not owned by such a JobSet)
+    and the log archive stay, until `launcher delete`."""
 
     @field_validator("log_store", "code_store")
     @classmethod

@@ -271,11 +271,17 @@ def render_configmap(spec: RunSpec, profile: ClusterProfile, secrets: list[Secre
             "annotations": {
                 keys.RECORD_SECRETS: json.dumps(secret_refs(secrets)),
                 **_archive_annotations(spec, profile),
+                **_ttl_annotation(profile),
             },
         },
         "data": data,
         **({"binaryData": binary} if binary else {}),
     }
+
+
+def _ttl_annotation(profile: ClusterProfile) -> dict[str, str]:
+    ttl = profile.ttl_seconds_after_finished
+    return {} if ttl is None else {keys.RECORD_TTL: str(ttl)}
 
 
 def _archive_annotations(spec: RunSpec, profile: ClusterProfile) -> dict[str, str]:

@@ -34,6 +34,7 @@ from launcher.backends.kubernetes import keys, kueue
 from launcher.backends.kubernetes.attempts import (
     Action,
     Observed,
+    annotations_of,
     attempt_from_summary,
     attempt_of,
     attempt_view,
@@ -148,6 +149,17 @@ def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt
     return Attempt(index=index, status=RunStatus.FAILED, ended_at=when, reason=reason, ranks=ranks)
 
 
+def gone_after_its_ttl(obs: Observed) -> bool:
+    """A record whose JobSet had a TTL and is gone, with nothing recorded of how it ended: the
+    cluster deleted it after it finished, and nothing of the run will change any more."""
+    return (
+        obs.record is not None
+        and obs.jobset is None
+        and bool(annotations_of(obs.record).get(keys.RECORD_TTL))
+        and not record_json(obs.record, keys.RECORD_FINAL, None)
+    )
+
+
 def unfinished_submit(obs: Observed) -> bool:
     """A JobSet without its record, older than any submit still on its way: the submit failed
     part way and could not clean up (the cluster went away, the launcher was killed)."""
@@ -240,6 +252,13 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         elif pods or job:
             attempts.append(live)
             events.extend(live_events)
+    elif gone_after_its_ttl(obs):
+        status = RunStatus.UNKNOWN
+        reason = (
+            f"it finished, and the cluster deleted its JobSet {obs.name} "
+            f"{annotations_of(record)[keys.RECORD_TTL]} s after (ttl_seconds_after_finished): "
+            "how it ended is in its logs"
+        )
     elif jobset is None:
         status, reason = RunStatus.UNKNOWN, f"its JobSet {obs.name} no longer exists"
     elif completed:

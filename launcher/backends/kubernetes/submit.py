@@ -2,7 +2,9 @@
 owned by it. A cluster that serves no JobSet is refused, with the command that installs it.
 
 The JobSet comes first because the others carry an owner reference to its uid, so
-`kubectl delete jobset <run>` cleans everything up. All of them carry a fresh
+`kubectl delete jobset <run>` cleans everything up; where the profile sets
+ttl_seconds_after_finished, the record is not owned, so that it outlives the JobSet
+the cluster deletes (record_outlives). All of them carry a fresh
 submission uid (the `launcher.dev/submission` label): a create retried after its
 answer was lost recognises its own object, and a clean-up deletes only objects of
 this submission. If any create fails, everything this submission created goes
@@ -80,6 +82,8 @@ def submit_run(
         raise
     owner = [owner_reference(created)]
     for obj in (configmap, *others[:-1]):
+        if obj is configmap and record_outlives(created):
+            continue
         obj["metadata"]["ownerReferences"] = owner
     try:
         # The code snapshot before the record: once a pod mounts its config, its code is there too.
@@ -105,6 +109,14 @@ def submit_run(
     run, _ = derive(Observed(spec.name, record=record, jobset=created, cluster=profile.name))
     run.warnings = list(rendered.warnings) + kueue_warnings(api)
     return run
+
+
+def record_outlives(owner: dict) -> bool:
+    """Whether the run's record must not be owned by its JobSet (or Job): the cluster deletes
+    a finished one after its ttlSecondsAfterFinished, and the record (the run's outcome, its
+    history, where its log archive is) must stay for `get runs`, `describe` and `logs`.
+    It stays until `launcher delete`, as a stopped run's does."""
+    return (owner.get("spec") or {}).get("ttlSecondsAfterFinished") is not None
 
 
 def kueue_warnings(api: KubeApi) -> list[str]:

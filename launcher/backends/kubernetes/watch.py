@@ -1,10 +1,13 @@
 """Watch: yield a run each time its status changes, from informers on its objects.
 
-A watch writes one thing: a run whose container can never start (an image that does not
-pull, a missing secret, pods the namespace's Pod Security level refuses) is ended FAILED as `launcher stop` ends a run (the record keeps
+A watch writes two things: a run whose container can never start (an image that does not
+pull, a missing secret, pods the namespace's Pod Security level refuses) is ended FAILED as
+`launcher stop` ends a run (the record keeps
 why; the JobSet, whose pods Kubernetes would leave Pending forever, goes), so that
-`run --follow` leaves nothing holding GPUs. An identity that may not do so leaves it
-for `launcher stop`. Reads (get, list, describe, the dashboard) never write."""
+`run --follow` leaves nothing holding GPUs; and a run whose JobSet has a TTL has its
+outcome and attempts written into its record as it ends, before the cluster deletes the
+JobSet and all it says (lifecycle.record_outcome). An identity that may not do so leaves
+them. Reads (get, list, describe, the dashboard) never write."""
 
 from __future__ import annotations
 
@@ -17,9 +20,9 @@ from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.attempts import Action, Observed
 from launcher.backends.kubernetes.informer import Informer
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
-from launcher.backends.kubernetes.lifecycle import finish
+from launcher.backends.kubernetes.lifecycle import finish, record_outcome
 from launcher.backends.kubernetes.observe import jobset_events, observe, pods_missing, waiting_pods
-from launcher.backends.kubernetes.status import derive
+from launcher.backends.kubernetes.status import derive, gone_after_its_ttl
 
 
 def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
@@ -64,12 +67,14 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
                 run, action = derive(obs)
             if action is not None and action.kind == "fail" and obs.jobset is not None:
                 end_unstartable(api, obs, action)
+            if run.status.is_terminal and has_ttl(obs.jobset):
+                record_outcome(api, obs, run)  # before the cluster deletes the JobSet, and all it says
             key = (run.status, run.current_attempt, run.reason)
             if key != last:
                 last = key
                 yield run
-            if run.status.is_terminal:
-                return
+            if run.status.is_terminal or gone_after_its_ttl(obs):
+                return  # nothing of it changes any more
             # Wake on a change; look again now and then for events and time-based states.
             timeout = 2.0 if waiting or pods_missing(obs) else 30.0
             if run.retry_at is not None:
@@ -79,6 +84,10 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
     finally:
         for inf in informers.values():
             inf.stop()
+
+
+def has_ttl(jobset: dict | None) -> bool:
+    return ((jobset or {}).get("spec") or {}).get("ttlSecondsAfterFinished") is not None
 
 
 def end_unstartable(api: KubeApi, obs: Observed, action: Action) -> None:

@@ -29,6 +29,8 @@ Reconcile, per JobSet:
     when counted) and sets RestartingJobSet=True;
   * successPolicy All/Any over targetReplicatedJobs: Completed (AllJobsCompleted);
   * Completed or Failed set status.terminalState and delete the Jobs still active;
+  * ttlSecondsAfterFinished: a finished JobSet is deleted (Foreground, as the controller's
+    executeTTLAfterFinishedPolicy does) that long after its Completed or Failed condition;
   * suspend suspends and resumes the child Jobs (condition Suspended); a resumed Job's pod
     template first takes the replicated job's labels, annotations, nodeSelector and
     tolerations (what Kueue sets while the JobSet is suspended);
@@ -40,6 +42,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
+from datetime import UTC, datetime, timedelta
 
 from tests.fakes.kube import crd
 from tests.fakes.kube.common import ApiError, invalid, rfc3339
@@ -170,6 +173,14 @@ def _webhook_errors(js: dict) -> list[str]:
 
 
 # --- the controller -------------------------------------------------------------------------
+def _ttl_expired(js: dict, finished: dict) -> bool:
+    ttl = js["spec"].get("ttlSecondsAfterFinished")
+    at = finished.get("lastTransitionTime")
+    if ttl is None or not at:
+        return False
+    return datetime.now(UTC) >= datetime.fromisoformat(at.replace("Z", "+00:00")) + timedelta(seconds=int(ttl))
+
+
 def set_condition(js: dict, type_: str, status: str, reason: str, message: str) -> bool:
     """metav1.Condition semantics of JobSet's updateCondition; False when nothing changed.
     Completed, Failed and Suspended exclude each other."""
@@ -239,6 +250,9 @@ class JobSetController:
         conds = true_conditions(js)
         if "Completed" in conds or "Failed" in conds:
             self._delete(jobs["active"])
+            if _ttl_expired(js, conds.get("Completed") or conds["Failed"]):
+                self.store.delete("JobSet", meta["namespace"], meta["name"], {"propagationPolicy": "Foreground"})
+                return
         else:
             self._delete(jobs["previous"])
             self._reconcile(js, jobs)
