@@ -217,8 +217,9 @@ def list_(output):
     list_profiles(output)
 
 
-def list_profiles(output: str) -> None:
-    """`cluster list` and `get clusters`: the profiles, * marking the current one."""
+def list_profiles(output: str, *, include_ids: bool = False) -> None:
+    """`cluster list` and `get clusters`: the profiles, * marking the current one; with
+    include_ids (mcli's `--ids`) each one's id, which is its name."""
     from launcher.config import load_config
 
     config = load_config()
@@ -227,6 +228,7 @@ def list_profiles(output: str) -> None:
         s = p.settings
         rows.append(
             {
+                **({"id": p.name} if include_ids else {}),
                 "name": p.name,
                 "backend": p.backend,
                 "current": p.name == config.current,
@@ -235,18 +237,23 @@ def list_profiles(output: str) -> None:
                 "queue": s.get("queue"),
             }
         )
+    if output == "name":
+        for r in rows:
+            click.echo(r["name"])
+        return
     if output != "table":
         dump(rows, output)
         return
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for col in ("", "NAME", "BACKEND", "CONTEXT", "NAMESPACE", "QUEUE"):
+    for col in ("", "NAME", *(["ID"] if include_ids else []), "BACKEND", "CONTEXT", "NAMESPACE", "QUEUE"):
         table.add_column(col)
     for r in rows:
         table.add_row(
             "*" if r["current"] else "",
             r["name"],
+            *([r["id"]] if include_ids else []),
             r["backend"],
             r["context"] or "-",
             r["namespace"] or "-",
