@@ -38,6 +38,23 @@ LIBRARIES = (
 )
 
 
+def _usage(backend):
+    try:
+        backend.require(Feature.GPU_USAGE)
+        return backend.gpu_usage(), backend.queue_usage() if backend.supports(Feature.QUEUE_USAGE) else []
+    finally:
+        backend.close()
+
+
+def usage_of(profiles) -> dict:
+    """Each profile's (GpuUsage list, QueueUsage list), asked of every one at once; one that
+    cannot be asked is a warning, and missing from the answer."""
+    answers, warnings = ask_some(profiles, _usage, "asked")
+    for message in warnings:
+        warn(message)
+    return answers
+
+
 @click.command()
 @click.argument("clusters", nargs=-1, metavar="[CLUSTER]...")
 @click.option("--cluster", "one", help="Only this cluster profile (the same as naming it: mcli's form).")
@@ -57,17 +74,7 @@ def util(clusters, one, output):
     config = load_config()
     named = list(dict.fromkeys([*clusters, *([one] if one else [])]))
     profiles = [config.profile(name) for name in named] if named else config.profiles()
-
-    def usage(backend):
-        try:
-            backend.require(Feature.GPU_USAGE)
-            return backend.gpu_usage(), backend.queue_usage() if backend.supports(Feature.QUEUE_USAGE) else []
-        finally:
-            backend.close()
-
-    answers, warnings = ask_some(profiles, usage, "asked")
-    for message in warnings:
-        warn(message)
+    answers = usage_of(profiles)
     rows = [
         {
             "cluster": p.name,
