@@ -7,6 +7,8 @@ The profile `local` (this machine) always exists.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from launcher.cli.common import FAIL, OK, WARN, dump, info, print_table, warn
@@ -223,7 +225,7 @@ def list_profiles(output: str, *, include_ids: bool = False) -> None:
     from launcher.config import load_config
 
     config = load_config()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for p in config.profiles():
         s = p.settings
         rows.append(
