@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from launcher.cli.common import OK, complete_run_names, info
+from launcher.cli.common import OK, complete_run_names, info, warn
 from launcher.errors import InputError, LauncherError
 from launcher.sdk.attach import create_interactive_run, exec_in_run
 from launcher.sdk.attach import port_forward as forward
@@ -80,6 +80,8 @@ def _running_run(latest: bool) -> str:
     from launcher import sdk
 
     runs = sdk.get_runs(status=["STARTING", "RUNNING"], limit=1 if latest else 11)
+    for message in runs.warnings:
+        warn(message)
     if not runs:
         raise LauncherError("no STARTING or RUNNING run to connect to", hint="`launcher get runs` lists them all")
     if len(runs) > 1:
