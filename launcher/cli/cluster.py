@@ -34,9 +34,10 @@ class CheckReport(TypedDict):
     warnings: list[str]
 
 
-class ProfileRow(TypedDict):
-    """One profile, as `cluster list -o json` prints it."""
+class ProfileRow(TypedDict, total=False):
+    """One profile, as `cluster list -o json` prints it (`id` with --ids)."""
 
+    id: str
     name: str
     backend: str
     current: bool
@@ -254,36 +255,43 @@ def list_(output):
     list_profiles(output)
 
 
-def list_profiles(output: str) -> None:
-    """`cluster list` and `get clusters`: the profiles, * marking the current one."""
+def list_profiles(output: str, *, include_ids: bool = False) -> None:
+    """`cluster list` and `get clusters`: the profiles, * marking the current one; with
+    include_ids (mcli's `--ids`) each one's id, which is its name."""
     from launcher.config import load_config
 
     config = load_config()
     rows: list[ProfileRow] = []
     for p in config.profiles():
         s = p.settings
-        rows.append(
-            {
-                "name": p.name,
-                "backend": p.backend,
-                "current": p.name == config.current,
-                "context": s.get("context"),
-                "namespace": _namespace(p),
-                "queue": s.get("queue"),
-            }
-        )
+        row: ProfileRow = {
+            "name": p.name,
+            "backend": p.backend,
+            "current": p.name == config.current,
+            "context": s.get("context"),
+            "namespace": _namespace(p),
+            "queue": s.get("queue"),
+        }
+        if include_ids:
+            row = {"id": p.name, **row}  # the ID column first, as mcli prints it
+        rows.append(row)
+    if output == "name":
+        for r in rows:
+            click.echo(r["name"])
+        return
     if output != "table":
         dump(rows, output)
         return
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for col in ("", "NAME", "BACKEND", "CONTEXT", "NAMESPACE", "QUEUE"):
+    for col in ("", "NAME", *(["ID"] if include_ids else []), "BACKEND", "CONTEXT", "NAMESPACE", "QUEUE"):
         table.add_column(col)
     for r in rows:
         table.add_row(
             "*" if r["current"] else "",
             r["name"],
+            *([r["id"]] if include_ids else []),
             r["backend"],
             r["context"] or "-",
             r["namespace"] or "-",

@@ -23,10 +23,10 @@ from launcher.sdk.records import until
 from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
 
 
-@click.group(cls=NounGroup, default="run", invoke_without_command=True, subcommand_metavar="[run] [NAME]")
+@click.group(cls=NounGroup, default="run", invoke_without_command=True, subcommand_metavar="[run|cluster] [NAME]")
 @click.pass_context
 def describe(ctx):
-    """Show details of a run. `describe NAME` is short for `describe run NAME`."""
+    """Show details of a run or a cluster profile. `describe NAME` is short for `describe run NAME`."""
     if ctx.invoked_subcommand is None:
         ctx.invoke(describe_run)
 
@@ -176,3 +176,68 @@ def _placement_section(state: dict, echo) -> None:
         f"  now: attempt {state['attempt']} on {state['profile']}"
         + ("; no cluster left to move to" if state.get("exhausted") else "")
     )
+
+
+@describe.command("cluster")
+@click.argument("name", required=False)
+@click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
+def describe_cluster(name, output):
+    """A cluster profile (default: the current one): its backend and settings, and what it
+    has now, asked of it: nodes, GPUs, used and free per GPU type (as `launcher util`), and
+    its Kueue queue's quota. A cluster that cannot be asked is a warning; its settings stay.
+
+    \b
+    Examples:
+      launcher describe cluster
+      launcher describe cluster local -o json
+    """
+    from launcher.backends.registry import profile_namespace
+    from launcher.cli.util import usage_of
+    from launcher.config import load_config
+
+    config = load_config()
+    profile = config.profile(name)  # NotFoundError (exit 2) listing the known ones
+    answer = usage_of([profile]).get(profile.name)
+    gpus = [
+        {"gpu_type": u.gpu_type, "nodes": u.nodes, "gpus": u.gpus, "used": u.used, "free": u.free}
+        for u in (answer[0] if answer else [])
+    ]
+    queues = [
+        {"queue": q.queue, "cluster_queue": q.cluster_queue, "quota": q.quota, "used": q.used, "free": q.free}
+        for q in (answer[1] if answer else [])
+    ]
+    record = {
+        "name": profile.name,
+        "backend": profile.backend,
+        "current": profile.name == config.current,
+        "namespace": profile_namespace(profile),
+        "settings": {k: v for k, v in sorted(profile.settings.items()) if k != "backend"},
+        "reachable": answer is not None,
+        "gpus": gpus,
+        "queues": queues,
+    }
+    if output != "text":
+        dump(record, output)
+        return
+    echo = click.echo
+    echo(f"Cluster:    {profile.name}" + (" (current)" if record["current"] else ""))
+    echo(f"Backend:    {profile.backend}")
+    if record["namespace"]:
+        echo(f"Namespace:  {record['namespace']}")
+    if record["settings"]:
+        echo("Settings:")
+        for line in to_yaml(record["settings"]).splitlines():
+            echo(f"  {line}")
+    if answer is None:
+        echo("GPUs:       unknown (the cluster could not be asked)")
+        return
+    echo(f"Nodes:      {sum(g['nodes'] for g in gpus)}")
+    echo(f"GPUs:       {sum(g['gpus'] for g in gpus)} ({sum(g['free'] for g in gpus)} free)")
+    for g in gpus:
+        kind = f"{g['gpu_type']} (CPU only)" if not g["gpus"] else g["gpu_type"]
+        echo(f"  {kind}: {g['nodes']} node(s), {g['gpus']} GPUs, {g['used']} used, {g['free']} free")
+    for q in queues:
+        echo(
+            f"Queue:      {q['queue']} (ClusterQueue {q['cluster_queue']}): quota {q['quota']}, {q['used']} used, "
+            f"{q['free']} free"
+        )

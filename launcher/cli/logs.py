@@ -70,17 +70,40 @@ class ChunkedLogs(Protocol):
 @click.option("--failed", is_flag=True, help="The first failed rank.")
 @click.option(
     "--first-exception",
+    "--error",
+    "first_exception",
     is_flag=True,
     help="Only the first Python traceback of the attempt, from every rank: the earliest by the lines' "
     "times where the log has them (Kubernetes), else the lowest rank's first (a local run's "
     "log files have no times).",
 )
 @click.option(
+    "-c",
+    "--container",
+    type=click.Choice(["MAIN", "MODEL"], case_sensitive=False),
+    help="mcli's: the container whose log to read. A rank has one, MAIN (the default); MODEL is "
+    "an inference deployment's, which runs here are not.",
+)
+@click.option(
     "--raw",
     is_flag=True,
     help="Also the trainer's @@launcher.metrics records, hidden by default (`launcher metrics` reads them).",
 )
-def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, previous, failed, first_exception, raw):
+def logs(
+    name,
+    follow,
+    tail,
+    rank,
+    gpu,
+    global_gpu_rank,
+    attempt,
+    resumption,
+    previous,
+    failed,
+    first_exception,
+    container,
+    raw,
+):
     """Print a run's logs; without NAME, the latest run's. NAME is a run name, a spec name
     (its latest run), the start of a run name, or a glob. `--first-exception` prints the
     first Python traceback of the run's ranks instead (exit 1 when there is none).
@@ -91,6 +114,11 @@ def logs(name, follow, tail, rank, gpu, global_gpu_rank, attempt, resumption, pr
       launcher logs hello --rank 0 --attempt 1
       launcher logs hello --resumption 0     # mcli's count: the first attempt
     """
+    if container is not None and container.upper() != "MAIN":
+        raise InputError(
+            f"--container {container}: a run's rank has one container, MAIN; MODEL is an inference deployment's",
+            hint="leave --container out (or give --container MAIN)",
+        )
     if first_exception and (follow or tail is not None):
         raise InputError("--first-exception reads the whole attempt once: it takes neither --follow nor --tail")
     backend, run = find_run(name)

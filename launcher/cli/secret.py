@@ -452,17 +452,26 @@ type_opt = click.option(
     "types",
     multiple=True,
     metavar="KIND",
-    help="Only secrets of this kind (repeatable; mcli's names too: environment, mounted, ...).",
+    help="Only secrets of this kind (repeatable; mcli's names too: environment, mounted, ...; all: every kind).",
+)
+ids_opt = click.option(
+    "--ids",
+    "include_ids",
+    is_flag=True,
+    help="Add each secret's id (mcli's flag): a secret's id here is its name, in its cluster's store.",
 )
 all_opt = click.option(
     "-a", "--all", "all_", is_flag=True, help="Every secret of the store (the confirmation counts them)."
 )
+LIST_FORMATS = click.Choice(["table", "name", "json", "yaml"])
 
 
-def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = ()) -> None:
+def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = (), *, include_ids: bool = False) -> None:
+    types = tuple(t for t in types if t.lower() != "all")  # mcli's default, `--type all`: every kind
     secrets = get_secrets(cluster=cluster, kinds=types)
     rows = [
         {
+            **({"id": s.name} if include_ids else {}),
             "name": s.name,
             "kind": s.kind,
             "exposed_as": s.exposed_as,
@@ -471,6 +480,10 @@ def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = ()) 
         }
         for s in secrets
     ]
+    if output == "name":
+        for r in rows:
+            click.echo(r["name"])
+        return
     if output in ("json", "yaml"):
         dump(rows, output)
         return
@@ -481,37 +494,75 @@ def list_secrets(cluster: str | None, output: str, types: tuple[str, ...] = ()) 
     from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("NAME", "KIND", "EXPOSED AS", "CREATED"):
+    for col in ("NAME", *(["ID"] if include_ids else []), "KIND", "EXPOSED AS", "CREATED"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["name"], r["kind"], ", ".join(r["exposed_as"]), (r["created_at"] or "-")[:19].replace("T", " "))
+        table.add_row(
+            r["name"],
+            *([r["id"]] if include_ids else []),
+            r["kind"],
+            ", ".join(r["exposed_as"]),
+            (r["created_at"] or "-")[:19].replace("T", " "),
+        )
     print_table(table)
 
 
 @secret.command("list")
 @cluster_opt
 @type_opt
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
-def list_cmd(cluster, types, output):
+@ids_opt
+@click.option("-o", "--output", type=LIST_FORMATS, default="table", show_default=True)
+def list_cmd(cluster, types, include_ids, output):
     """Names, kinds and dates; never values."""
-    list_secrets(cluster, output, types)
+    list_secrets(cluster, output, types, include_ids=include_ids)
 
 
 @secret.command("delete")
 @click.argument("names", nargs=-1)
 @all_opt
-@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("-y", "--yes", "--force", "yes", is_flag=True, help="Do not ask for confirmation (mcli's --force).")
 @cluster_opt
 def delete_cmd(names, all_, yes, cluster):
-    """Delete secrets by NAME, or all of them with -a."""
+    """Delete secrets by NAME or glob ('hf-*'), or all of them with -a."""
     delete_secrets(names, yes, cluster, all_=all_)
+
+
+GLOB_CHARS = frozenset("*?[")
+
+
+def matching_secrets(names: tuple[str, ...] | list[str], known: list[str], where: str) -> list[str]:
+    """The secrets NAMES mean, in order, each once: a name as it is, a glob ('hf-*') every
+    secret it matches; one that is not there, or a glob that matches none, is NotFoundError."""
+    from fnmatch import fnmatchcase
+
+    chosen: dict[str, None] = {}
+    for n in names:
+        if GLOB_CHARS & set(n):
+            matched = [k for k in known if fnmatchcase(k, n)]
+            if not matched:
+                raise NotFoundError(f"no secret in {where} matches {n!r}", hint=_known_hint(known))
+            chosen.update(dict.fromkeys(matched))
+        elif n in known:
+            chosen[n] = None
+        else:
+            raise NotFoundError(f"no secret named {n!r} in {where}", hint=_known_hint(known, n))
+    return list(chosen)
+
+
+def _known_hint(known: list[str], name: str | None = None) -> str:
+    import difflib
+
+    guess = difflib.get_close_matches(name, known, n=1) if name else []
+    if guess:
+        return f"did you mean {guess[0]!r}?"
+    return f"the secrets there: {', '.join(known)}" if known else "there are no secrets there"
 
 
 def delete_secrets(names, yes: bool, cluster: str | None, *, all_: bool = False) -> None:
     if all_ and names:
         raise click.UsageError("give secret NAMEs or -a/--all, not both")
     if not all_ and not names:
-        raise click.UsageError("give the NAMEs of the secrets to delete, or -a/--all for every one")
+        raise click.UsageError("give the NAMEs (or globs) of the secrets to delete, or -a/--all for every one")
     known = sdk.get_secret_names(cluster=cluster)  # a record no run can use must still be deletable
     if all_:
         if not known:
@@ -520,9 +571,7 @@ def delete_secrets(names, yes: bool, cluster: str | None, *, all_: bool = False)
         if not confirm(f"Delete all {len(known)} secret(s) in {known.where} ({', '.join(known)})?", yes):
             return
         names, yes = list(known), True
-    for n in names:
-        if n not in known:  # fail before asking if one does not exist
-            raise NotFoundError(f"no secret named {n!r} in {known.where}")
+    names = matching_secrets(names, list(known), known.where)  # fail before asking if one does not exist
     if not confirm(f"Delete secret(s) {', '.join(names)}?", yes):
         return
     for n in sdk.delete_secrets(names, cluster=cluster):

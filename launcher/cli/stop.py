@@ -7,27 +7,36 @@ import click
 
 from launcher import sdk
 from launcher.cli.common import FAIL, OK, NounGroup, complete_run_names, confirm, warn
-from launcher.cli.get import TIME, _comma, _statuses
+from launcher.cli.filters import RunFilters, run_filter_options
 from launcher.cli.secret import all_opt as secret_all_opt
 from launcher.cli.secret import delete_secrets
 from launcher.errors import InputError
 from launcher.sdk.runs import select_runs
 
-yes_opt = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+yes_opt = click.option(
+    "-y", "--yes", "--force", "yes", is_flag=True, help="Do not ask for confirmation (mcli's --force)."
+)
 
 
 all_opt = click.option("-a", "--all", "every", is_flag=True, help="Every run (of every cluster profile).")
-latest_opt = click.option("-l", "--latest", is_flag=True, help="Only the latest run (of those NAMES mean, if given).")
+LATEST_HELP = "Only the latest run (of those NAMES and the filters mean, if given)."
 
 
-def _selected(names: tuple[str, ...], every: bool, latest: bool):
-    """The runs the names, --all or --latest mean (launcher.sdk.runs.select_runs)."""
-    try:
-        runs = select_runs(names, all=every, latest=latest)
-    except InputError as e:
-        if not names and not every and not latest:
-            raise click.UsageError(e.message) from None
-        raise
+def _selected(names: tuple[str, ...], every: bool, filters: RunFilters):
+    """The runs the names, --all, --latest and mcli's filters mean: with a filter, the runs
+    `get runs NAMES` shows with it; else each name as launcher.sdk.runs.select_runs means it."""
+    if filters.narrow:
+        runs = filters.runs(list(names))
+    else:
+        try:
+            runs = select_runs(names, all=every, latest=filters.latest)
+        except InputError:
+            if not names and not every and not filters.latest:
+                raise click.UsageError(
+                    "name the runs, or choose them with a filter (-c, -s, -t, -n, --before, --after), "
+                    "every run with --all or the latest with --latest"
+                ) from None
+            raise
     for message in runs.warnings:
         warn(message)
     return runs
@@ -47,19 +56,21 @@ def stop():
 @stop.command("run")
 @click.argument("names", nargs=-1, shell_complete=complete_run_names)
 @all_opt
-@latest_opt
+@run_filter_options("Stop", latest_help=LATEST_HELP)
 @yes_opt
-def stop_run(names, every, latest, yes):
-    """Stop runs by name, spec name (its latest run) or glob; or every run (-a) or the
-    latest (-l). The confirmation counts the runs it will stop.
+def stop_run(names, every, filters: RunFilters, yes):
+    """Stop runs by name, spec name (its latest run) or glob; or those mcli's filters
+    choose (-c, -s, -t, -n, --before, --after: the runs `get runs` shows with them); or
+    every run (-a) or the latest (-l). The confirmation counts the runs it will stop.
 
     \b
     Examples:
       launcher stop hello -y          # the latest run of runspecs/hello.yaml
       launcher stop run 'hello-*' -y  # every run of it
+      launcher stop run -s pending,queued -c local -y
       launcher stop run --all -y      # every run still going (without -y, after a y/N)
     """
-    runs = [r for r in _selected(names, every, latest) if not r.status.is_terminal]
+    runs = [r for r in _selected(names, every, filters) if not r.status.is_terminal]
     if not runs:
         click.echo("Nothing to stop: the matching runs have already ended.")
         return
@@ -80,31 +91,12 @@ def delete():
 @delete.command("run")
 @click.argument("names", nargs=-1, shell_complete=complete_run_names)
 @all_opt
-@latest_opt
-@click.option(
-    "--before", type=TIME, help="Only runs created before this local time (e.g. 2026-06-01): a history's retention."
-)
-@click.option(
-    "-s",
-    "--status",
-    "statuses",
-    multiple=True,
-    metavar="STATUS",
-    help="Only runs with these statuses, e.g. completed,failed (comma-separated or repeated).",
-)
-@click.option(
-    "-c",
-    "--cluster",
-    "clusters",
-    multiple=True,
-    metavar="CLUSTER",
-    help="Only runs of these cluster profiles (comma-separated or repeated).",
-)
+@run_filter_options("Delete", latest_help=LATEST_HELP)
 @yes_opt
-def delete_run(names, every, latest, before, statuses, clusters, yes):
+def delete_run(names, every, filters: RunFilters, yes):
     """Delete runs (stopping them first) and everything they created; or every run (-a)
-    or the latest (-l). With --before, --status or --cluster, the runs `get runs` shows
-    with those filters (and NAMES, as there: names, spec names or globs). The
+    or the latest (-l). With mcli's filters (-c, -s, -t, -n, --before, --after), the runs
+    `get runs` shows with them (and NAMES, as there: names, spec names or globs). The
     confirmation counts the runs it will delete.
 
     \b
@@ -112,20 +104,12 @@ def delete_run(names, every, latest, before, statuses, clusters, yes):
       launcher delete run 'hello-*' -y  # every run of runspecs/hello.yaml
       launcher delete run --latest -y
       launcher delete --before 2026-06-01 --status completed,failed,stopped -y
+      launcher delete run -t a100_80gb -n 8 --after 01-13-2026 -y
     """
-    if before is not None or statuses or clusters:
-        runs = sdk.get_runs(
-            list(names), before=before, status=_statuses(statuses), cluster=_comma(clusters), latest=latest
-        )
-        for message in runs.warnings:
-            warn(message)
-    else:
-        runs = _selected(names, every, latest)
+    runs = _selected(names, every, filters)
     if not runs:
         click.echo(
-            "Nothing to delete: no run matches."
-            if before or statuses or clusters or names
-            else "Nothing to delete: there are no runs."
+            "Nothing to delete: no run matches." if filters.narrow or names else "Nothing to delete: there are no runs."
         )
         return
     if not confirm(_counted("Delete", runs), yes):
@@ -142,5 +126,6 @@ def delete_run(names, every, latest, before, statuses, clusters, yes):
 @yes_opt
 @click.option("--cluster", help="The cluster profile whose store to use (default: the current one).")
 def delete_secret(names, all_, yes, cluster):
-    """Delete secrets by NAME, or all of them with -a (the same as `launcher secret delete`)."""
+    """Delete secrets by NAME or glob ('hf-*'), or all of them with -a (the same as
+    `launcher secret delete`)."""
     delete_secrets(names, yes, cluster, all_=all_)

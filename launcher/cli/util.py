@@ -38,11 +38,31 @@ LIBRARIES = (
 )
 
 
+def _usage(backend):
+    try:
+        backend.require(Feature.GPU_USAGE)
+        return backend.gpu_usage(), backend.queue_usage() if backend.supports(Feature.QUEUE_USAGE) else []
+    finally:
+        backend.close()
+
+
+def usage_of(profiles) -> dict:
+    """Each profile's (GpuUsage list, QueueUsage list), asked of every one at once; one that
+    cannot be asked is a warning, and missing from the answer."""
+    answers, warnings = ask_some(profiles, _usage, "asked")
+    for message in warnings:
+        warn(message)
+    return answers
+
+
 @click.command()
 @click.argument("clusters", nargs=-1, metavar="[CLUSTER]...")
 @click.option("--cluster", "one", help="Only this cluster profile (the same as naming it: mcli's form).")
+@click.option("--hide-users", is_flag=True, help="Leave out mcli's breakdown: the active and queued runs.")
+@click.option("-t", "--training", is_flag=True, help="mcli's: only training (every run here is one).")
+@click.option("-i", "--inference", is_flag=True, help="mcli's: only inference deployments (there are none here).")
 @click.option("-o", "--output", type=FORMATS, default="table", show_default=True)
-def util(clusters, one, output):
+def util(clusters, one, hide_users, training, inference, output):
     """Free and used GPUs per cluster profile and GPU type: each node's allocatable GPUs,
     less what the pods on it request (on Kubernetes), or this machine's GPUs, less what
     its unfinished runs ask for (locally). gpu_type `none` counts nodes without GPUs.
@@ -53,21 +73,24 @@ def util(clusters, one, output):
     Examples:
       launcher util                  # every cluster profile
       launcher util gke -o json
+      launcher util local --hide-users
+
+    Below the GPUs, as mcli's breakdown by user, the runs that hold them (STARTING,
+    RUNNING, TERMINATING: non-preemptible, then preemptible) and those queued for them
+    (PENDING, QUEUED), each with its age, GPUs and priority, where there are any: in
+    the table (-o json and yaml keep one row per GPU type and queue). A run here records
+    no submitter, so the breakdown is by run.
     """
+    if training and inference:
+        raise click.UsageError("-t/--training and -i/--inference do not go together")
+    if inference:
+        from launcher.backends.capabilities import NotSupported
+
+        raise NotSupported("there are no inference deployments here: the launcher runs training runs only")
     config = load_config()
     named = list(dict.fromkeys([*clusters, *([one] if one else [])]))
     profiles = [config.profile(name) for name in named] if named else config.profiles()
-
-    def usage(backend):
-        try:
-            backend.require(Feature.GPU_USAGE)
-            return backend.gpu_usage(), backend.queue_usage() if backend.supports(Feature.QUEUE_USAGE) else []
-        finally:
-            backend.close()
-
-    answers, warnings = ask_some(profiles, usage, "asked")
-    for message in warnings:
-        warn(message)
+    answers = usage_of(profiles)
     rows = [
         {
             "cluster": p.name,
@@ -97,9 +120,10 @@ def util(clusters, one, output):
         for p in profiles
         for q in answers.get(p.name, ([], []))[1]
     ]
-    if output != "table":
+    if output != "table":  # its rows as ever, one per GPU type and queue; the breakdown is the table's
         dump(rows + queues, output)
         return
+    breakdown = [] if hide_users else runs_holding(profiles)
     from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
 
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -109,6 +133,8 @@ def util(clusters, one, output):
         gpu_type = f"{r['gpu_type']} (CPU only)" if not r["gpus"] else r["gpu_type"]
         table.add_row(r["cluster"], gpu_type, str(r["nodes"]), str(r["gpus"]), str(r["used"]), str(r["free"]))
     print_table(table)
+    if breakdown:
+        print_runs(breakdown)
     if not queues:
         return
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -127,6 +153,67 @@ def util(clusters, one, output):
         )
     click.echo("")
     print_table(table)
+
+
+ACTIVE = ("STARTING", "RUNNING", "TERMINATING")
+QUEUED = ("PENDING", "QUEUED")
+
+
+def runs_holding(profiles) -> list[dict]:
+    """mcli's util breakdown: each profile's runs that hold GPUs or wait for them."""
+    from launcher import sdk
+    from launcher.sdk.records import ago
+
+    found = sdk.get_runs(cluster=[p.name for p in profiles], status=[*ACTIVE, *QUEUED])
+    for message in found.warnings:
+        warn(message)
+    out = []
+    for r in found:
+        scheduling = r.spec.get("scheduling") or {}
+        active = r.status.value in ACTIVE
+        out.append(
+            {
+                "cluster": r.cluster or r.backend,
+                "run": r.name,
+                "state": ("preemptible" if scheduling.get("preemptible") else "active") if active else "queued",
+                "status": r.status.value,
+                "age": ago(r.created_at),
+                "gpus": int((r.spec.get("compute") or {}).get("gpus") or 0),
+                "priority": scheduling.get("priority") or "auto",
+                "reason": None if active else r.reason,
+            }
+        )
+    return out
+
+
+def print_runs(breakdown: list[dict]) -> None:
+    from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
+
+    for state, title in (
+        ("active", "Active non-preemptible runs"),
+        ("preemptible", "Active preemptible runs"),
+        ("queued", "Queued runs"),
+    ):
+        chosen = [b for b in breakdown if b["state"] == state]
+        click.echo(f"\n{title}:")
+        if not chosen:
+            click.echo("  none")
+            continue
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        columns = ["CLUSTER", "RUN", "STATUS", "AGE", "GPUS", "PRIORITY", *(["REASON"] if state == "queued" else [])]
+        for col in columns:
+            table.add_column(col, justify="right" if col == "GPUS" else "left")
+        for b in chosen:
+            table.add_row(
+                b["cluster"],
+                b["run"],
+                b["status"],
+                b["age"],
+                str(b["gpus"]),
+                str(b["priority"]),
+                *([b["reason"] or "-"] if state == "queued" else []),
+            )
+        print_table(table)
 
 
 def versions() -> dict[str, str | None]:

@@ -62,9 +62,13 @@ def interactive_config(
     gpus: int | None = None,
     cluster: str | None = None,
     image: str | None = None,
+    name: str | None = None,
+    gpu_type: str | None = None,
+    nodes: int | None = None,
 ) -> RunConfig:
     """The run config of an interactive run: the run YAML `file` (or a bare config named
-    "interactive") with its command replaced by the sleeper, and max_duration (hours) set."""
+    `name`, default "interactive") with its command replaced by the sleeper, and
+    max_duration (hours) set."""
     import json
 
     from launcher.sdk.config import RunConfig
@@ -74,11 +78,18 @@ def interactive_config(
         raise InputError(f"--max-duration must be more than 0, got {max_duration}")
     sleeper = SLEEPER.format(seconds=max(1, round(max_duration * 3600)))
     overrides = Overrides(
-        image=image, gpus=gpus, cluster=cluster, max_duration=max_duration, set=[f"command={json.dumps(sleeper)}"]
+        name=name,
+        image=image,
+        gpus=gpus,
+        gpu_type=gpu_type,
+        nodes=nodes,
+        cluster=cluster,
+        max_duration=max_duration,
+        set=[f"command={json.dumps(sleeper)}"],
     )  # JSON is YAML: the value as it is
     if file is not None:
         return RunConfig.from_file(file, overrides)
-    return RunConfig.from_dict({"name": "interactive", "command": sleeper}, overrides)
+    return RunConfig.from_dict({"name": name or "interactive", "command": sleeper}, overrides)
 
 
 def create_interactive_run(
@@ -88,8 +99,12 @@ def create_interactive_run(
     gpus: int | None = None,
     cluster: str | None = None,
     image: str | None = None,
+    name: str | None = None,
+    gpu_type: str | None = None,
+    nodes: int | None = None,
 ) -> Run:
     """Submit an interactive run (interactive_config); get into it with exec_in_run."""
-    return create_run(
-        interactive_config(max_duration, file=file, gpus=gpus, cluster=cluster, image=image), cluster=cluster
+    config = interactive_config(
+        max_duration, file=file, gpus=gpus, cluster=cluster, image=image, name=name, gpu_type=gpu_type, nodes=nodes
     )
+    return create_run(config, cluster=cluster)

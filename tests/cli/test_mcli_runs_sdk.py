@@ -110,7 +110,8 @@ def test_delete_run_latest_and_all(cli):
     first = start(cli, "first", "true", follow=True)
     second = start(cli, "second", "true", follow=True)
     bare = cli("delete", "run")
-    assert bare.returncode == 2 and "name the runs, or choose every run with --all or the latest" in bare.stderr
+    assert bare.returncode == 2 and "name the runs, or choose them with a filter (-c, -s, -t, -n" in bare.stderr
+    assert "every run with --all or the latest with --latest" in bare.stderr
     refused = answer(cli, "n", "delete", "run", "-l")
     assert f"Delete 1 run ({second})?" in refused.stdout and "Nothing deleted" in refused.stdout
     r = cli("delete", "run", "--latest", "-y")
