@@ -46,6 +46,7 @@ BENCHMARKS = (
     Benchmark("trainer", "bench_trainer.py", 900),
     Benchmark("data", "bench_data_convert.py", 900),
     Benchmark("placement", "bench_placement.py", 300),
+    Benchmark("history", "bench_history.py", 900),
     Benchmark("gpu", "bench_gpu.py", 900),
 )
 

@@ -28,6 +28,7 @@ from launcher.backends.runstatus import RunStatus
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
     from launcher.backends.capabilities import QueueState
+    from launcher.backends.listing import RunQuery
     from launcher.config import Profile
     from launcher.pod.code_archive import Snapshot
     from launcher.secrets.kinds import Secret
@@ -264,8 +265,11 @@ class Backend(abc.ABC):
         """The run's current record. Raises NotFoundError."""
 
     @abc.abstractmethod
-    def list(self) -> list[Run]:
-        """All runs, newest first."""
+    def list(self, query: RunQuery | None = None) -> list[Run]:
+        """The runs `query` wants (launcher.backends.listing.RunQuery: filters and a limit),
+        newest first; None (the default) means every run. A backend narrows in its store
+        (an index, label selectors, pages) and stops once `query.wanted` runs match, so a
+        listing costs what it shows; each run it returns satisfies query.matches."""
 
     def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
         """Yield the run each time its status changes, starting with the current one; return

@@ -7,6 +7,7 @@ import click
 
 from launcher import sdk
 from launcher.cli.common import FAIL, OK, NounGroup, complete_run_names, confirm, warn
+from launcher.cli.get import TIME, _comma, _statuses
 from launcher.cli.secret import all_opt as secret_all_opt
 from launcher.cli.secret import delete_secrets
 from launcher.errors import InputError
@@ -78,19 +79,49 @@ def delete():
 @click.argument("names", nargs=-1, shell_complete=complete_run_names)
 @all_opt
 @latest_opt
+@click.option(
+    "--before", type=TIME, help="Only runs created before this local time (e.g. 2026-06-01): a history's retention."
+)
+@click.option(
+    "-s",
+    "--status",
+    "statuses",
+    multiple=True,
+    metavar="STATUS",
+    help="Only runs with these statuses, e.g. completed,failed (comma-separated or repeated).",
+)
+@click.option(
+    "-c",
+    "--cluster",
+    "clusters",
+    multiple=True,
+    metavar="CLUSTER",
+    help="Only runs of these cluster profiles (comma-separated or repeated).",
+)
 @yes_opt
-def delete_run(names, every, latest, yes):
+def delete_run(names, every, latest, before, statuses, clusters, yes):
     """Delete runs (stopping them first) and everything they created; or every run (-a)
-    or the latest (-l). The confirmation counts the runs it will delete.
+    or the latest (-l). With --before, --status or --cluster, the runs `get runs` shows
+    with those filters (and NAMES, as there: names, spec names or globs). The
+    confirmation counts the runs it will delete.
 
     \b
     Examples:
       launcher delete run 'hello-*' -y  # every run of runspecs/hello.yaml
       launcher delete run --latest -y
+      launcher delete --before 2026-06-01 --status completed,failed,stopped -y
     """
-    runs = _selected(names, every, latest)
+    if before is not None or statuses or clusters:
+        runs = sdk.get_runs(
+            list(names), before=before, status=_statuses(statuses), cluster=_comma(clusters), latest=latest
+        )
+        for message in runs.warnings:
+            warn(message)
+    else:
+        runs = _selected(names, every, latest)
     if not runs:
-        click.echo("Nothing to delete: there are no runs.")
+        click.echo("Nothing to delete: no run matches." if before or statuses or clusters or names else
+                   "Nothing to delete: there are no runs.")
         return
     if not confirm(_counted("Delete", runs), yes):
         click.echo(f"{FAIL} Nothing deleted.")

@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from launcher.backends.base import Backend, Run
+from launcher.backends.listing import RunQuery
 from launcher.backends.registry import check_reachable, open_backend
 from launcher.config import Profile, load_config
 from launcher.errors import ClusterUnreachable, LauncherError, NotFoundError, RunNotFound, StateFileError
@@ -120,16 +122,22 @@ def ask_each(
     return answers, failed
 
 
-def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[str]]:
-    """(backend, run) for every run of these profiles, newest first, and one warning per
-    profile that could not be listed. When not one of them could be (one profile that is
-    down, or all of them), that is the error: an empty listing would say there are no runs."""
+def list_runs(profiles: list[Profile], query: RunQuery | None = None) -> tuple[list[tuple[Backend, Run]], list[str]]:
+    """(backend, run) for the runs of these profiles that `query` wants (None: every run),
+    newest first, and one warning per profile that could not be listed. Each backend is
+    asked for the query's page, not its whole history; the pages are merged and cut to
+    the limit. When not one of them could be listed (one profile that is down, or all of
+    them), that is the error: an empty listing would say there are no runs."""
+    query = query or RunQuery()
+    withdrawn = RunIndex().withdrawn()  # a run that moved on is listed where it is now
+
+    # The copies withdrawn from a cluster are dropped below: each backend gives as many more.
+    asked = replace(query, extra=len(withdrawn))
 
     def list_one(backend: Backend) -> list[tuple[Backend, Run]]:
-        return [(backend, run) for run in backend.list()]
+        return [(backend, run) for run in backend.list(asked)]
 
     answers, warnings = ask_some(profiles, list_one, "listed")
-    withdrawn = RunIndex().withdrawn()  # a run that moved on is listed where it is now
     pairs = [
         pair
         for profile in profiles
@@ -137,6 +145,8 @@ def list_runs(profiles: list[Profile]) -> tuple[list[tuple[Backend, Run]], list[
         if (pair[1].name, profile.name) not in withdrawn
     ]
     pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
+    if query.limit is not None:
+        pairs = pairs[: max(query.limit, 0)]
     return pairs, warnings
 
 

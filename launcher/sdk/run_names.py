@@ -17,28 +17,14 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import re
 
+from launcher.backends.listing import is_glob, name_matches, of_spec, spec_name_of
 from launcher.errors import InputError, RunNotFound
-from launcher.spec.names import SUFFIX_LEN, sanitize
+from launcher.spec.names import sanitize
 
-_SUFFIX = re.compile(rf"-[a-z0-9]{{{SUFFIX_LEN}}}$")
+__all__ = ["ambiguous", "is_glob", "matches", "not_found", "of_spec", "select", "spec_name_of", "suggestion"]
+
 RECENT = 50
-
-
-def is_glob(arg: str) -> bool:
-    return any(c in arg for c in "*?[")
-
-
-def spec_name_of(run_name: str) -> str:
-    """The sanitized spec name a run name was made from."""
-    return _SUFFIX.sub("", run_name)
-
-
-def of_spec(arg: str, run_name: str) -> bool:
-    """Whether `run_name` is a run of the spec named `arg`."""
-    base = sanitize(arg)
-    return bool(base) and spec_name_of(run_name) == base and run_name != base
 
 
 # How many of an ambiguous prefix's matches the error lists.
@@ -74,9 +60,8 @@ def select(arg: str, names: list[str]) -> list[str]:
     return started
 
 
-def matches(arg: str, run_name: str) -> bool:
-    """For listings: `arg` as a name, a glob, or a spec name (every run of it)."""
-    return run_name == arg or fnmatch.fnmatch(run_name, arg) or of_spec(arg, run_name)
+matches = name_matches
+"""For listings: `arg` as a name, a glob, or a spec name (every run of it)."""
 
 
 def suggestion(arg: str, names: list[str]) -> str | None:

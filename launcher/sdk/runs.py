@@ -20,6 +20,7 @@ from launcher.errors import ClusterUnreachable, InputError, NotFoundError
 from launcher.sdk.exceptions import WaitTimeout, run_not_found
 
 if TYPE_CHECKING:
+    from launcher.backends.listing import RunQuery
     from launcher.config import Profile
     from launcher.sdk.config import RunConfig
     from launcher.spec.models import RunSpec
@@ -443,16 +444,17 @@ def parse_status(value: RunStatus | str) -> RunStatus:
         raise InputError(f"{value!r} is not a status; use one of {', '.join(s.value for s in RunStatus)}") from None
 
 
-def _listed(cluster: str | Iterable[str] | None = None):
-    """(backend, run) for every run of every profile (or those named), newest first, and
-    one warning per profile that could not be listed; when none could be, the error."""
+def _listed(cluster: str | Iterable[str] | None = None, query: RunQuery | None = None):
+    """(backend, run) for the runs `query` wants (None: every run) of every profile (or those
+    named), newest first, and one warning per profile that could not be listed; when none
+    could be, the error."""
     from launcher.config import load_config
     from launcher.sdk.fanout import list_runs
 
     config = load_config()
     names = _strings(cluster)
     profiles = [config.profile(n) for n in names] if names else config.profiles()
-    return list_runs(profiles)
+    return list_runs(profiles, query)
 
 
 def _strings(value: str | Iterable[Any] | None) -> list:
@@ -466,16 +468,6 @@ def _strings(value: str | Iterable[Any] | None) -> list:
 def _local(t: datetime | None) -> datetime | None:
     """A naive time is the user's local time, as on the command line."""
     return t.astimezone() if t is not None else None
-
-
-def _gpu_types(run: Run) -> set[str]:
-    """The gpu_type filter values a run matches: its compute.gpu_type; "none" and "cpu"
-    (as listings show it) for a run without GPUs."""
-    compute = run.spec.get("compute") or {}
-    gpu_type = str(compute.get("gpu_type") or "").lower()
-    if gpu_type in ("", "none") and not compute.get("gpus"):
-        return {"none", "cpu"}
-    return {gpu_type}
 
 
 def get_runs(
@@ -498,36 +490,26 @@ def get_runs(
     `limit` at most that many; `latest` only the newest. A profile that cannot be asked
     is a line in the result's `warnings`; when none can be, the error (ClusterUnreachable
     for clusters that are away)."""
-    from launcher.sdk.run_names import matches
+    from launcher.backends.listing import RunQuery
 
-    pairs, warnings = _listed(cluster)
-    patterns = [name_of(r) for r in _strings(runs)]
-    exact = set(_strings(ids))
-    statuses = {parse_status(s) for s in _strings(status)}
-    gpu_types = {str(t).lower() for t in _strings(gpu_type)}
     gpu_nums = set()
     for n in _strings(gpu_num):
         try:
             gpu_nums.add(int(n))
         except (TypeError, ValueError):
             raise InputError(f"gpu_num: {n!r} is not a number of GPUs") from None
-    before, after = _local(before), _local(after)
-    chosen = [
-        r
-        for _, r in pairs
-        if (not patterns or any(matches(p, r.name) for p in patterns))
-        and (not exact or r.name in exact)
-        and (not statuses or r.status in statuses)
-        and (not gpu_types or bool(_gpu_types(r) & gpu_types))
-        and (not gpu_nums or int((r.spec.get("compute") or {}).get("gpus") or 0) in gpu_nums)
-        and (before is None or r.created_at < before)
-        and (after is None or r.created_at > after)
-    ]
-    if latest:
-        chosen = chosen[:1]
-    if limit is not None:
-        chosen = chosen[: max(limit, 0)]
-    return RunList(chosen, warnings)
+    query = RunQuery(
+        names=tuple(name_of(r) for r in _strings(runs)),
+        ids=frozenset(_strings(ids)),
+        statuses=frozenset(parse_status(s) for s in _strings(status)),
+        gpu_types=frozenset(str(t).lower() for t in _strings(gpu_type)),
+        gpu_nums=frozenset(gpu_nums),
+        before=_local(before),
+        after=_local(after),
+        limit=(1 if latest else None) if limit is None else min(max(limit, 0), 1 if latest else limit),
+    )
+    pairs, warnings = _listed(cluster, query)
+    return RunList([r for _, r in pairs], warnings)
 
 
 def select_runs(names: Iterable[RunRef] = (), *, all: bool = False, latest: bool = False) -> RunList:

@@ -4,6 +4,7 @@ the Kubernetes store (launcher.backends.kubernetes.secrets) keeps Kubernetes Sec
 from __future__ import annotations
 
 import abc
+import builtins
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -27,7 +28,7 @@ class SecretStore(abc.ABC):
                 return s
         raise NotFoundError(f"no secret named {name!r} in {self.where}")
 
-    def names(self) -> list[str]:
+    def names(self) -> builtins.list[str]:
         """The names of every secret (a store may answer without reading, or checking, the values)."""
         return [s.name for s in self.list()]
 
@@ -37,7 +38,7 @@ class SecretStore(abc.ABC):
     @abc.abstractmethod
     def delete(self, name: str) -> None: ...
 
-    def for_run(self, names: list[str] | None) -> list[Secret]:
+    def for_run(self, names: builtins.list[str] | None) -> builtins.list[Secret]:
         """The secrets a run uses: the named ones, or all of them (mcli's default)."""
         secrets = self.list()
         if names is None:
@@ -131,7 +132,7 @@ class LocalSecretStore(SecretStore):
             out.append(secret)
         return out
 
-    def names(self) -> list[str]:
+    def names(self) -> builtins.list[str]:
         return sorted(self._read())
 
     def create(self, secret: Secret, *, replace: bool = False) -> None:

@@ -107,6 +107,43 @@ def test_limit_and_continue_page_through_and_expire(kube):
     assert status == 410 and json.loads(text)["reason"] == "Expired"
 
 
+def test_a_continued_list_shows_the_objects_as_of_its_first_page(kube):
+    make_config_maps(kube, 5)
+    first = json.loads(call(kube, f"{CM}?limit=2")[1])
+    rv = first["metadata"]["resourceVersion"]
+    kube.create("ConfigMap", "default", {"metadata": {"name": "cm-9"}})  # created since: not on this list
+    kube.delete("ConfigMap", "default", "cm-3")  # deleted since: still on it
+    kube.patch("ConfigMap", "default", "cm-4", {"data": {"i": "changed"}})  # changed since: as it was
+    names, token, data = [o["metadata"]["name"] for o in first["items"]], first["metadata"]["continue"], {}
+    while token:
+        page = json.loads(call(kube, f"{CM}?limit=2&continue={token}")[1])
+        assert page["metadata"]["resourceVersion"] == rv
+        names += [o["metadata"]["name"] for o in page["items"]]
+        data.update({o["metadata"]["name"]: o["data"]["i"] for o in page["items"]})
+        token = page["metadata"].get("continue")
+    assert names == ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4"] and data["cm-4"] == "4"
+    fresh = json.loads(call(kube, CM)[1])
+    assert [o["metadata"]["name"] for o in fresh["items"]] == ["cm-0", "cm-1", "cm-2", "cm-4", "cm-9"]
+
+
+def test_a_metadata_only_list_answers_partial_object_metadata(kube):
+    make_config_maps(kube, 3)
+    accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
+    page = json.loads(call(kube, f"{CM}?limit=2", accept=accept)[1])
+    assert page["kind"] == "PartialObjectMetadataList" and page["metadata"]["remainingItemCount"] == 1
+    assert [(o["kind"], o["metadata"]["name"], "data" in o) for o in page["items"]] == [
+        ("PartialObjectMetadata", "cm-0", False),
+        ("PartialObjectMetadata", "cm-1", False),
+    ]
+    assert kube.lists[-1] == {
+        "kind": "ConfigMap",
+        "labelSelector": None,
+        "limit": 2,
+        "continue": False,
+        "metadataOnly": True,
+    }
+
+
 def test_cluster_wide_lists_and_tables(kube):
     make_config_maps(kube, 1, "team-a")
     make_config_maps(kube, 1, "team-b")

@@ -230,5 +230,9 @@ def test_run_follow_failing_rank_exits_1_after_retry(fake_kube, tmp_path, capsys
     out, err = capsys.readouterr()
     assert code == 1
     assert "Attempt 1 ended: rank 1 exited with code 3. Restarting the whole group: attempt 2." in err
-    assert out.count("[rank 1] rank 1 fails with code 3") == 2
+    # Each attempt's log is shown, or (no log_store here) said to be lost: on a loaded machine
+    # the JobSet restart can delete attempt 1's pods before the follower reads them
+    # (tests/kubernetes/test_history.py follows the same restart with an archive).
+    lost = "the pods of attempt 1 are gone (JobSet restart); set log_store in the profile to keep logs" in err
+    assert out.count("[rank 1] rank 1 fails with code 3") == 2 - lost, (out, err)
     assert re.search(r"✗ Run hello-[a-z0-9]{6} failed: rank 1 exited with code 3", err)

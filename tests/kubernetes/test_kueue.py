@@ -253,7 +253,6 @@ def test_a_preemption_is_an_eviction_with_kueues_reason_message_and_time():
     assert kueue.evictions(preempted("w")) == [
         Eviction("Preempted", f"{PREEMPTED_MESSAGE} (InClusterQueue)", at(T2), 1)
     ]
-    assert kueue.active_eviction(preempted("w")).reason == "Preempted"
     # Re-admitted: Kueue resets the condition ("Previously: ..."), schedulingStats keeps the count.
     again = admitted(
         "w",
@@ -270,7 +269,6 @@ def test_a_preemption_is_an_eviction_with_kueues_reason_message_and_time():
         Eviction("PodsReadyTimeout", "", None, 1),
         Eviction("Preempted", PREEMPTED_MESSAGE, None, 2),
     ]
-    assert kueue.active_eviction(again) is None
     assert kueue.evictions(pending("w")) == []
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.attempts import annotations
+from launcher.backends.kubernetes.attempts import annotations_of
 from launcher.backends.kubernetes.kubeapi import KubeApi
 from launcher.errors import LauncherError
 from launcher.pod.logarchive import parse_chunk, parse_rank_dir
@@ -85,7 +85,7 @@ class LogArchive:
 
 def open_archive(api: KubeApi, record: dict | None) -> LogArchive | None:
     """The run's archive, or None when it was submitted without a log_store."""
-    ann = annotations(record)
+    ann = annotations_of(record)
     url = ann.get(keys.RECORD_LOG_ARCHIVE)
     if not url:
         return None

@@ -51,7 +51,7 @@ def ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def annotations(obj: dict | None) -> dict[str, str]:
+def annotations_of(obj: dict | None) -> dict[str, str]:
     return ((obj or {}).get("metadata") or {}).get("annotations") or {}
 
 
@@ -91,7 +91,7 @@ def true_condition(obj: dict | None, kind: str) -> dict | None:
 
 
 def record_json(record: dict | None, key: str, default: Any) -> Any:
-    raw = annotations(record).get(key)
+    raw = annotations_of(record).get(key)
     if not raw:
         return default
     try:
@@ -331,8 +331,9 @@ def _events(
     if started and len(started) == len(ranks):
         out.append(StatusEvent(RunStatus.RUNNING, max(started), index))
     target = true_condition(job, "FailureTarget")
-    if target and ts(target.get("lastTransitionTime")):
-        out.append(StatusEvent(RunStatus.TERMINATING, ts(target["lastTransitionTime"]), index))
+    targeted_at = ts(target.get("lastTransitionTime")) if target else None
+    if targeted_at:
+        out.append(StatusEvent(RunStatus.TERMINATING, targeted_at, index))
     if status.is_terminal and ended_at:
         out.append(StatusEvent(status, ended_at, index, reason))
     elif out and out[-1].status is not status:
@@ -366,10 +367,10 @@ def attempt_view(
             reason = f"exceeded max_duration: {failed.get('message') or 'deadline exceeded'}"
         else:
             reason = first.reason if first else (failed.get("message") or failed.get("reason"))
-    elif true_condition(job, "FailureTarget"):
+    elif target := true_condition(job, "FailureTarget"):
         status = RunStatus.TERMINATING
         first = _first_failure(ranks)
-        reason = first.reason if first else true_condition(job, "FailureTarget").get("message")
+        reason = first.reason if first else target.get("message")
     elif true_condition(job, "Suspended") or (job and (job.get("spec") or {}).get("suspend")):
         status = RunStatus.QUEUED
         susp = true_condition(job, "Suspended") or {}
@@ -377,12 +378,11 @@ def attempt_view(
         reason = susp.get("message") or (f"waiting in queue {queue}" if queue else "the Job is suspended")
     else:
         fatal = [r for r in ranks if r.failure == FATAL]
-        failed_ranks = [r for r in ranks if r.status is RunStatus.FAILED]
         if fatal:
             status, failure, reason = RunStatus.FAILED, FATAL, fatal[0].reason
-        elif failed_ranks:
+        elif (first := _first_failure(ranks)) is not None:  # a rank failed
             # The Job controller has not caught up yet; the group is going down.
-            status, reason = RunStatus.TERMINATING, _first_failure(ranks).reason
+            status, reason = RunStatus.TERMINATING, first.reason
         elif not ranks:
             status = RunStatus.PENDING
         elif any(r.status is RunStatus.QUEUED for r in ranks):
@@ -438,9 +438,9 @@ def attempt_from_summary(s: dict[str, Any]) -> tuple[Attempt, list[StatusEvent]]
         ],
     )
     events = [
-        StatusEvent(RunStatus(e["status"]), ts(e["at"]), s["index"], e.get("reason"))
+        StatusEvent(RunStatus(e["status"]), at, s["index"], e.get("reason"))
         for e in s.get("events", [])
-        if e.get("at")
+        if (at := ts(e.get("at"))) is not None
     ]
     return attempt, events
 

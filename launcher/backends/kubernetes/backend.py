@@ -29,6 +29,8 @@ This class is a thin facade over the Backend contract:
 
 from __future__ import annotations
 
+import builtins
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -67,6 +69,7 @@ from launcher.backends.kubernetes.render import dry_run, no_jobset_error, plan_r
 if TYPE_CHECKING:
     from launcher.backends.kubernetes.kubeapi import KubeApi
     from launcher.backends.kubernetes.secrets import KubernetesSecretStore
+    from launcher.backends.listing import RunQuery
     from launcher.config import Profile
     from launcher.secrets.kinds import Secret
     from launcher.spec.models import RunSpec
@@ -78,8 +81,15 @@ JOBSET_UPDATE_REFUSAL = (
 )
 
 
+# Runs observed at once by a limited listing: a page of 50 is one batch; a status filter
+# that keeps few asks for the next.
+MIN_BATCH, MAX_BATCH = 50, 200
+
+
 def newest_first(runs: list[Run]) -> list[Run]:
-    return sorted(runs, key=lambda r: r.created_at.timestamp() if r.created_at else 0, reverse=True)
+    """Newest first; runs created in the same second (the API server's resolution) by name,
+    descending, as the local state orders them and a limited listing's pages come."""
+    return sorted(runs, key=lambda r: (r.created_at.timestamp() if r.created_at else 0, r.name), reverse=True)
 
 
 class KubernetesBackend(
@@ -293,13 +303,43 @@ class KubernetesBackend(
 
         return derive(observe(self.api, name))[0]  # a read: nothing is written
 
-    def list(self) -> list[Run]:
+    def list(self, query: RunQuery | None = None) -> list[Run]:
+        """The runs `query` wants, newest first. Without a limit, every run in one look
+        (observe_all). With one, the candidates come newest first a window of time at a
+        time (history.newest_names: the records' and JobSets' metadata by their
+        creation-time labels), are chosen by name and time, and only they are observed, a
+        batch at a time by a `launcher.dev/run in (...)` selector, until `query.wanted` match."""
+        from launcher.backends.kubernetes.attempts import ts
+        from launcher.backends.kubernetes.history import newest_names
         from launcher.backends.kubernetes.kubeapi import QUICK_RETRY
-        from launcher.backends.kubernetes.observe import observe_all
+        from launcher.backends.kubernetes.observe import observe_all, runs_selector
         from launcher.backends.kubernetes.status import derive
+        from launcher.backends.listing import RunQuery
 
+        query = query or RunQuery()
         # A listing is one look (often across many profiles): it fails fast rather than wait on a cluster.
-        return newest_first([derive(o)[0] for o in observe_all(self.api, QUICK_RETRY)])
+        if query.wanted is None:
+            runs = newest_first([derive(o)[0] for o in observe_all(self.api, QUICK_RETRY)])
+            return [r for r in runs if query.matches(r)]
+        selector = runs_selector(sorted(query.ids) if query.ids else None)
+        candidates = (
+            name
+            for at, name in newest_names(self.api, selector, QUICK_RETRY)
+            if query.matches_name(name) and query.matches_created(ts(at))
+        )
+        out: list[Run] = []
+        batch = min(max(query.wanted, MIN_BATCH), MAX_BATCH)
+        while True:
+            chunk = list(itertools.islice(candidates, batch))
+            if not chunk:
+                return out
+            place = {name: i for i, name in enumerate(chunk)}  # newest first, ties by name
+            observed = [derive(o)[0] for o in observe_all(self.api, QUICK_RETRY, chunk)]
+            for run in sorted(observed, key=lambda r: place.get(r.name, len(place))):
+                if query.matches(run):
+                    out.append(run)
+                    if query.full(len(out)):
+                        return out
 
     def watch(self, name: str, *, poll_seconds: float = 0.5) -> Iterator[Run]:
         from launcher.backends.kubernetes.watch import watch_run
@@ -337,7 +377,7 @@ class KubernetesBackend(
             )
         return pod
 
-    def exec(self, name: str, argv: list[str], *, rank: int = 0, tty: bool = False) -> int:
+    def exec(self, name: str, argv: builtins.list[str], *, rank: int = 0, tty: bool = False) -> int:
         """argv in the main container of rank `rank`'s running pod (pods/exec)."""
         from launcher.backends.kubernetes.podexec import exec_in_pod
 

@@ -32,6 +32,7 @@ to repeat: a repeat that finds its work done answers 409 or 404.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import threading
@@ -64,6 +65,19 @@ from launcher.pod.backoff import delay, jittered
 WATCH_SECONDS = 60
 LOG_READ_TIMEOUT = 3900  # the API server cuts a followed log after an hour
 MERGE_PATCH = "application/merge-patch+json"
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
+"""The Accept of a list that wants its items' metadata alone (the server may answer whole items)."""
+
+
+@dataclass(frozen=True)
+class ListPage:
+    items: list[dict]
+    resource_version: str
+    token: str | None
+    """The continue token of the next page; None on the last."""
+    remaining: int | None
+    """How many items the pages after this one hold (metadata.remainingItemCount), where told."""
+
 
 KINDS: dict[str, tuple[str, str]] = {
     # kind -> (API path prefix, plural)
@@ -142,7 +156,7 @@ QUICK_RETRY = RequestRetry(
 def _api_message(e: ApiException) -> tuple[str, str]:
     """(message, reason) from the Status body; never the headers str(e) would print."""
     try:
-        body = json.loads(e.body)
+        body = json.loads(e.body or "")  # no body: a ValueError, the fallback below
         message, reason = str(body.get("message") or e.reason or ""), str(body.get("reason") or "")
     except (TypeError, ValueError, AttributeError):
         message, reason = str(getattr(e, "reason", "") or "no message"), ""
@@ -237,6 +251,7 @@ class KubeApi:
         token: str | None = None,
         policy: RequestRetry | None = None,
         read_timeout: float | None = None,
+        accept: str = "application/json, */*",
     ) -> Any:
         """One request inside the boundary, retried as the policy allows; the urllib3
         response, unread. A write that may have happened is repeated only with a creation
@@ -247,7 +262,7 @@ class KubeApi:
         while True:
             try:
                 with self._mapped(doing):
-                    return self._send(method, path, query, body, content_type, timeout)
+                    return self._send(method, path, query, body, content_type, timeout, accept)
             except KubeError as e:
                 if e.status == 409 and retry > 0 and method == "POST" and token is not None:
                     existing = self._own_object(path, body, token)
@@ -271,10 +286,11 @@ class KubeApi:
         body: Any,
         content_type: str,
         timeout: tuple[float, float],
+        accept: str = "application/json, */*",
     ) -> Any:
         """Through the official client's ApiClient (kubeconfig, auth, TLS) by path: the
         generated per-group API classes would load hundreds of models we never use."""
-        headers = {"Accept": "application/json, */*"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
@@ -370,6 +386,40 @@ class KubeApi:
             )
         )
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
+
+    def list_page(
+        self,
+        kind: str,
+        *,
+        labels: str | None = None,
+        limit: int,
+        token: str | None = None,
+        metadata_only: bool = False,
+        policy: RequestRetry | None = None,
+    ) -> ListPage:
+        """One page of a list: at most `limit` items after the page whose continue `token`
+        this is (None: the first), in the API server's order (by name). Every page of one
+        list shows the objects as they were at its first page's resourceVersion; a token
+        too old for that is a KubeError 410. `metadata_only` asks for each item's metadata
+        alone (PartialObjectMetadataList, what `kubectl get` asks for): a listing that
+        chooses its rows by name, labels and creation time reads a few hundred bytes an item."""
+        body = self._json(
+            self._call(
+                f"list {kind}s",
+                "GET",
+                self._path(kind),
+                policy=policy,
+                query={"labelSelector": labels, "limit": limit, "continue": token},
+                accept=METADATA_ONLY if metadata_only else "application/json, */*",
+            )
+        )
+        meta = body.get("metadata") or {}
+        return ListPage(
+            body.get("items") or [],
+            meta.get("resourceVersion", ""),
+            meta.get("continue") or None,
+            meta.get("remainingItemCount"),
+        )
 
     def create(self, kind: str, body: dict) -> dict:
         """Create; idempotent when the body carries a creation token (keys.SUBMISSION)."""
@@ -485,7 +535,7 @@ class KubeApi:
                 raise KubeError(f"cluster {self.profile.name}: cannot {doing}: {e}", reason=e.reason) from None
             raise
 
-    def _stream_request(self, path: str, params: list[tuple[str, str]]) -> tuple[str, dict]:
+    def _stream_request(self, path: str, params: builtins.list[tuple[str, str]]) -> tuple[str, dict]:
         """The URL and headers (auth) of a WebSocket request, serialized by the ApiClient as
         _send's are: kubernetes.stream's wrapper needs a generated API class (0.7 s to import)."""
         _, url, headers, _, _ = self.client.param_serialize(
@@ -493,7 +543,7 @@ class KubeApi:
         )
         return url, headers
 
-    def exec_stream(self, pod: str, argv: list[str], *, tty: bool) -> Any:
+    def exec_stream(self, pod: str, argv: builtins.list[str], *, tty: bool) -> Any:
         """pods/exec of argv in the pod's main container, stdin, stdout and stderr attached: the
         official client's open WSClient (v5.channel.k8s.io, else v4), binary."""
         from kubernetes.stream import ws_client

@@ -27,7 +27,6 @@ read_view and queue_usage are the only functions here that talk to the API serve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from launcher.backends.base import Run, RunStatus, StatusEvent
@@ -152,15 +151,8 @@ def evictions(workload: dict | None) -> list[Eviction]:
     return [*out, latest]
 
 
-def active_eviction(workload: dict | None) -> Eviction | None:
-    """The eviction Kueue is carrying out now (Evicted=True): the run is coming off its nodes."""
-    if not is_true(workload, "Evicted"):
-        return None
-    return next((e for e in reversed(evictions(workload)) if e.at is not None), None)
-
-
 def queue_state(owner: dict | None, view: KueueView | None) -> QueueState | None:
-    """Where the run of this JobSet or Job stands in Kueue's queue; None if it names no queue."""
+    """Where the run of this JobSet stands in Kueue's queue; None if it names no queue."""
     queue = labels(owner).get(keys.KUEUE_QUEUE)
     if not queue:
         return None
@@ -189,13 +181,15 @@ def queue_state(owner: dict | None, view: KueueView | None) -> QueueState | None
     if not is_pending(workload):
         return state
     reserved = condition(workload, "QuotaReserved")
-    waiting = reserved is not None and reserved.get("status") == "False"
+    refused = reserved if reserved is not None and reserved.get("status") == "False" else None
     state.reason = (
-        (reserved.get("message") or reserved.get("reason")) if waiting else "waiting for Kueue to consider it"
+        (refused.get("message") or refused.get("reason"))
+        if refused is not None
+        else "waiting for Kueue to consider it"
     )
     state.since = (
-        ts(reserved.get("lastTransitionTime"))
-        if waiting and reserved.get("lastTransitionTime")
+        ts(refused.get("lastTransitionTime"))
+        if refused is not None and refused.get("lastTransitionTime")
         else ts(meta.get("creationTimestamp"))
     )
     listed = view.pending.get(queue)
@@ -236,7 +230,7 @@ def apply(run: Run, state: QueueState | None) -> None:
         return
     run.queue = state
     evicting = next((e for e in reversed(state.evictions) if e.at is not None), None)
-    if evicting is not None:
+    if evicting is not None and evicting.at is not None:
         text = eviction_text(evicting)
         if not any(e.at == evicting.at and e.reason == text for e in run.events):
             run.events.append(StatusEvent(RunStatus.QUEUED, evicting.at, run.current_attempt, text))
@@ -247,13 +241,6 @@ def apply(run: Run, state: QueueState | None) -> None:
     run.reason = queue_text(state) if evicting is None else f"evicted by Kueue ({evicting.reason}); {queue_text(state)}"
     if run.attempts and not run.attempts[-1].status.is_terminal:
         run.attempts[-1].status, run.attempts[-1].reason = RunStatus.QUEUED, run.reason
-
-
-def evicted_during(state: QueueState | None, started_at: datetime | None) -> Eviction | None:
-    """An eviction at or after an attempt's start: what ended it, whatever its pods said."""
-    if state is None or started_at is None:
-        return None
-    return next((e for e in reversed(state.evictions) if e.at is not None and e.at >= started_at), None)
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -293,7 +280,7 @@ def read_view(api: KubeApi, owners: list[dict | None]) -> KueueView | None:
     """What Kueue says about these runs (their JobSets or Jobs): None where none names a
     queue. One discovery per client, one list of the namespace's Workloads, and per queue
     with a pending run its LocalQueue and (where served) the visibility API's pending list."""
-    queues = {labels(o).get(keys.KUEUE_QUEUE) for o in owners if o is not None} - {None, ""}
+    queues = {q for o in owners if o is not None and (q := labels(o).get(keys.KUEUE_QUEUE))}
     if not queues:
         return None
     version = use_served_version(api)

@@ -84,11 +84,19 @@ def _list_jobsets(api: KubeApi, selector: str, policy: RequestRetry | None) -> l
         raise
 
 
-def observe_all(api: KubeApi, policy: RequestRetry | None = None) -> list[Observed]:
-    """Every run in the profile's namespace: four list calls (and one for events, one for
-    Kueue's Workloads where runs name a queue), whatever the count."""
+def runs_selector(names: list[str] | None = None) -> str:
+    """The label selector of the launcher's objects, of these runs only where `names` is given."""
+    if names is None:
+        return keys.MANAGED_SELECTOR
+    return f"{keys.MANAGED_SELECTOR},{keys.RUN} in ({','.join(sorted(names))})"
+
+
+def observe_all(api: KubeApi, policy: RequestRetry | None = None, names: list[str] | None = None) -> list[Observed]:
+    """Every run in the profile's namespace (or those of `names`, by a label selector):
+    four list calls (and one for events, one for Kueue's Workloads where runs name a
+    queue), whatever the count."""
     cluster = api.profile.name
-    sel = keys.MANAGED_SELECTOR
+    sel = runs_selector(names)
     records, _ = api.list("ConfigMap", labels=sel, policy=policy)
     jobsets = _list_jobsets(api, sel, policy)
     jobs, _ = api.list("Job", labels=sel, policy=policy)

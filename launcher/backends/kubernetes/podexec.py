@@ -150,7 +150,7 @@ def _relay(ws: Any, stdin_fd: int, resized: socket.socket | None) -> None:
                 if key.data == "stdin":
                     if not send(os.read(stdin_fd, 65536)):
                         sel.unregister(stdin_fd)
-                elif key.data == "resized":
+                elif key.data == "resized" and resized is not None:  # registered only where there is one
                     resized.recv(4096)
                     with contextlib.suppress(OSError, WebSocketException):
                         _send_size(ws, stdin_fd)
@@ -243,17 +243,18 @@ def _forward_one(api: KubeApi, pod: str, port: int, conn: socket.socket, stop: t
 def _pipe(a: socket.socket, b: Any, stop: threading.Event) -> None:
     """Copy both ways until either side ends (or stop): half-closes are not kept."""
     with selectors.DefaultSelector() as sel:
-        sel.register(a, selectors.EVENT_READ, b)
-        sel.register(b, selectors.EVENT_READ, a)
+        sel.register(a, selectors.EVENT_READ, (a, b))
+        sel.register(b, selectors.EVENT_READ, (b, a))
         while not stop.is_set():
             for key, _ in sel.select(0.5):
+                source, sink = key.data
                 try:
-                    data = key.fileobj.recv(65536)
+                    data = source.recv(65536)
                 except OSError:
                     return
                 if not data:
                     return
                 try:
-                    key.data.sendall(data)
+                    sink.sendall(data)
                 except OSError:
                     return

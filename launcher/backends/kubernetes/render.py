@@ -198,6 +198,9 @@ def code_in_store(spec: RunSpec, profile: ClusterProfile) -> bool:
 
 
 def code_url(profile: ClusterProfile, name: str) -> str:
+    """Where run `name`'s snapshot goes in the profile's code_store (asked where code_in_store())."""
+    if not profile.code_store:
+        raise ValueError(f"profile {profile.name} has no code_store")  # a caller's bug: code_in_store() is false
     return f"{profile.code_store.rstrip('/')}/{name}/{ARCHIVE_NAME}"
 
 
@@ -206,7 +209,7 @@ def _code_plan(spec: RunSpec, profile: ClusterProfile) -> dict[str, Any] | None:
     mounted file or the code_store's URL."""
     if spec.code is None or not spec.code.digest:
         return None
-    if code_in_store(spec, profile):
+    if profile.code_store and code_in_store(spec, profile):  # code_in_store() asks for a code_store too
         problem = pod_store_problem(profile.code_store)
         if problem:
             raise InputError(f"config.yaml: clusters.{profile.name}.code_store: {problem}")
@@ -286,24 +289,11 @@ def _archive_annotations(spec: RunSpec, profile: ClusterProfile) -> dict[str, st
 
 
 def secret_refs(secrets: list[Secret]) -> list[dict[str, Any]]:
-    """What a retry needs to render the Job again: names, kinds, options and key names, no values."""
+    """The secrets a run used, as its record keeps them: names, kinds, options and key names,
+    no values (a restart looks each one up again in the user's own store, by name)."""
     return [
         {"name": s.name, "kind": s.kind.value, "options": dict(s.options), "keys": sorted(s.data)}
         for s in sorted(secrets, key=lambda s: s.name)
-    ]
-
-
-def secrets_from_refs(refs: list[dict[str, Any]]) -> list[Secret]:
-    from launcher.secrets.kinds import Secret, SecretKind
-
-    return [
-        Secret(
-            name=r["name"],
-            kind=SecretKind(r["kind"]),
-            data=dict.fromkeys(r.get("keys", []), ""),
-            options=r.get("options", {}),
-        )
-        for r in refs
     ]
 
 
@@ -566,7 +556,7 @@ def pod_template(
         )
     s_env, s_volumes, s_mounts, pulls, mask_env, mask_files = _secret_parts(secrets)
     command, init, r_volumes, r_mounts, r_env = _entrypoint(profile, image)
-    attempt_env = [
+    attempt_env: list[dict[str, Any]] = [
         {"name": contract.ATTEMPT, "value": str(attempt)},
         {
             "name": contract.RESTART_ATTEMPT,

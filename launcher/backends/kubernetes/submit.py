@@ -14,10 +14,11 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from launcher.backends.base import Run
+from launcher.backends.base import Run, utcnow
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.attempts import Observed, labels
 from launcher.backends.kubernetes.discovery import serves_jobset
+from launcher.backends.kubernetes.history import created_labels
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 from launcher.backends.kubernetes.render import (
     code_in_store,
@@ -63,8 +64,13 @@ def submit_run(
         others[0]["metadata"]["labels"][keys.SUBMISSION] = token
     owner_manifest = others[-1]  # the JobSet
     kind = owner_manifest["kind"]
+    # The creation time, as labels a listing selects windows of time by (history.py); the
+    # submission's, not the plan's, which stays the same offline.
+    stamped = created_labels(utcnow())
     for obj in rendered.manifests:
         obj["metadata"].setdefault("labels", {})[keys.SUBMISSION] = token
+        if obj is configmap or obj is owner_manifest:
+            obj["metadata"]["labels"].update(stamped)
     try:
         created = api.create(kind, owner_manifest)
     except KubeError as e:

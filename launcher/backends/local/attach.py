@@ -128,23 +128,24 @@ class _Relay(socketserver.BaseRequestHandler):
         except OSError:
             return  # nothing listens there (yet): the client sees its connection closed
         upstream.settimeout(None)
+        client: socket.socket = self.request  # a TCPServer's request is the accepted socket
         with upstream, selectors.DefaultSelector() as sel:
-            pairs = {self.request: upstream, upstream: self.request}
-            for s in pairs:
-                sel.register(s, selectors.EVENT_READ)
+            sel.register(client, selectors.EVENT_READ, (client, upstream))
+            sel.register(upstream, selectors.EVENT_READ, (upstream, client))
             open_ends = 2
             while open_ends:
                 for key, _ in sel.select(timeout=1.0):
-                    data = key.fileobj.recv(1 << 16)
+                    source, sink = key.data
+                    data = source.recv(1 << 16)
                     if not data:  # that side is done sending: pass the half-close on
-                        sel.unregister(key.fileobj)
+                        sel.unregister(source)
                         open_ends -= 1
                         try:
-                            pairs[key.fileobj].shutdown(socket.SHUT_WR)
+                            sink.shutdown(socket.SHUT_WR)
                         except OSError:
                             open_ends = 0
                         continue
-                    pairs[key.fileobj].sendall(data)
+                    sink.sendall(data)
                 if self.server.stopping.is_set():
                     return
 
@@ -157,7 +158,11 @@ def relay(
     with _Server(("127.0.0.1", local_port), _Relay) as server:
         server.remote_port = remote_port
         server.stopping = stop
-        threading.Thread(target=lambda: (stop.wait(), server.shutdown()), daemon=True).start()
+        def shut_down_when_stopped() -> None:
+            stop.wait()
+            server.shutdown()
+
+        threading.Thread(target=shut_down_when_stopped, daemon=True).start()
         if ready is not None:
             ready(server.server_address[1])
         server.serve_forever(poll_interval=0.2)

@@ -7,6 +7,7 @@ parameters are files under LAUNCHER_HOME/runs/<name>/.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import shutil
@@ -45,6 +46,7 @@ from launcher.secrets.mask import Masker
 from launcher.secrets.store import LocalSecretStore
 
 if TYPE_CHECKING:
+    from launcher.backends.listing import RunQuery
     from launcher.backends.local.mounts import MountPlan
     from launcher.backends.local.profile import LocalProfile
     from launcher.backends.local.state import State
@@ -411,13 +413,44 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             raise NotFoundError(f"no run named {name!r}", hint="list runs with `launcher get runs`")
         return _with(run, unwritten)
 
-    def list(self) -> list[Run]:
-        out = []
-        for name in self.state.names():
-            unwritten = self._reconcile(name)
-            run = self.state.load(name)
-            if run is not None:
-                out.append(_with(run, unwritten))
+    def list(self, query: RunQuery | None = None) -> list[Run]:
+        """The runs `query` wants, newest first, read a page of the state's created_at index
+        at a time (State.page, which takes the statuses, names and times) and loaded only
+        where the rest of the query (globs, spec names, GPUs) keeps them; it stops once
+        `query.wanted` runs are found. A run whose supervisor died unseen is brought up to
+        date before the pages are read, so that a status filter sees its outcome."""
+        from launcher.backends.listing import RunQuery
+        from launcher.backends.local.state import PAGE_ROWS
+
+        query = query or RunQuery()
+        unwritten = {name: self._reconcile(name) for name in self.state.active_names()}
+        out: list[Run] = []
+        below: tuple[str, str] | None = None
+        # The first page is the size asked for (most listings end there), each next one twice the last.
+        size = max(query.wanted or PAGE_ROWS, 1)
+        while not query.full(len(out)):
+            rows = self.state.page(
+                below=below,
+                statuses=query.statuses,
+                ids=query.ids,
+                before=query.before,
+                after=query.after,
+                rows=size,
+            )
+            for row in rows:
+                if not query.matches_name(row["name"]) or not query.matches_spec(json.loads(row["spec"])):
+                    continue
+                run = self.state.load(row["name"])
+                if run is not None:
+                    run = _with(run, unwritten.get(run.name))
+                    if query.matches(run):
+                        out.append(run)
+                        if query.full(len(out)):
+                            break
+            if len(rows) < size:
+                break
+            below = (rows[-1]["created_at"], rows[-1]["name"])
+            size = min(size * 2, PAGE_ROWS)
         return out
 
     def _reconcile(self, name: str) -> _Unwritten | None:
@@ -555,7 +588,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             cancel=cancel,
         )
 
-    def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, list[int]]:
+    def _select(self, name: str, rank: int | None, attempt: int | None, previous: bool) -> tuple[int, builtins.list[int]]:
         run = self.get(name)
         if attempt is None:
             attempt = run.current_attempt - (1 if previous and run.current_attempt > 1 else 0)
@@ -597,7 +630,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
             raise InputError(f"run {name} has no rank {rank}: its ranks are 0 to {run.nodes - 1}")
         return run
 
-    def exec(self, name: str, argv: list[str], *, rank: int = 0, tty: bool = False) -> int:
+    def exec(self, name: str, argv: builtins.list[str], *, rank: int = 0, tty: bool = False) -> int:
         """argv in the rank's mount namespace (where it has one) with the environment and working
         directory its entrypoint recorded; waits while the rank is still setting up (integrations)."""
         from launcher.backends.local.attach import ExecRecord, run_in_rank

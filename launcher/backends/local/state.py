@@ -10,7 +10,7 @@ import json
 import os
 import sqlite3
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,14 @@ CREATE TABLE IF NOT EXISTS events (
     run TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, at TEXT NOT NULL, reason TEXT
 );
 CREATE INDEX IF NOT EXISTS events_run ON events (run);
+CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at DESC, name DESC);
+CREATE INDEX IF NOT EXISTS runs_status_created ON runs (status, created_at DESC, name DESC);
 """
+# The two runs indexes serve listings newest first (State.page), with or without a status
+# filter, a page at a time: `get runs` reads the rows it shows, not the whole history.
+
+PAGE_ROWS = 1000
+"""Rows one State.page reads at most (a listing's first page is the size it asks for)."""
 
 
 # runs.stop_requested: 0, a stop asked (1), or the run being deleted (2, also a stop).
@@ -319,6 +326,50 @@ class State:
     def names(self) -> list[str]:
         with self._connect() as db:
             return [r[0] for r in db.execute("SELECT name FROM runs ORDER BY created_at DESC")]
+
+    def active_names(self) -> list[str]:
+        """The runs whose recorded status is not final (through runs_status_created)."""
+        marks = ",".join("?" * len(_ACTIVE))
+        with self._connect() as db:
+            return [r[0] for r in db.execute(f"SELECT name FROM runs WHERE status IN ({marks})", _ACTIVE)]
+
+    def page(
+        self,
+        *,
+        below: tuple[str, str] | None = None,
+        statuses: frozenset[RunStatus] = frozenset(),
+        ids: frozenset[str] = frozenset(),
+        before: datetime | None = None,
+        after: datetime | None = None,
+        rows: int = PAGE_ROWS,
+    ) -> list[sqlite3.Row]:
+        """Up to `rows` rows (name, created_at, spec), newest first, with these statuses
+        and names (none: any) created in (after, before), strictly older than the (created_at,
+        name) key `below` (the last row of the page before): the created_at indexes answer,
+        so a page costs its rows whatever the history holds. created_at is UTC ISO text,
+        which sorts as the times do."""
+        where, args = [], []
+        if statuses:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            args += sorted(s.value for s in statuses)
+        if ids:
+            where.append(f"name IN ({','.join('?' * len(ids))})")
+            args += sorted(ids)
+        if before is not None:
+            where.append("created_at < ?")
+            args.append(before.astimezone(UTC).isoformat())
+        if after is not None:
+            where.append("created_at > ?")
+            args.append(after.astimezone(UTC).isoformat())
+        if below is not None:
+            where.append("(created_at < ? OR (created_at = ? AND name < ?))")
+            args += [below[0], below[0], below[1]]
+        sql = "SELECT name, created_at, spec FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, name DESC LIMIT ?"
+        with self._connect() as db:
+            return db.execute(sql, (*args, rows)).fetchall()
 
     def active_ranks(self, name: str) -> list[sqlite3.Row]:
         with self._connect() as db:

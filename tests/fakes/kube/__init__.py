@@ -25,7 +25,7 @@ In-process use (pytest fixtures `fake_kube`, `fake_kube_factory`):
                     isolate=None, history_limit=10_000, log_resolution_ns=1_000).start()
     kube.write_kubeconfig(path); kube.url; kube.close()
     kube.get/list/create/patch/replace/delete/update(kind, namespace, ...)
-    kube.pods(ns, labels); kube.count(method=, kind=, verb=); kube.requests
+    kube.pods(ns, labels); kube.count(method=, kind=, verb=); kube.requests; kube.lists
     kube.evict(pod_name)        # DisruptionTarget condition, then SIGKILL (exit 137)
     kube.compact()              # drop the watch history: older versions get 410 Gone
     kube.containers[pod_uid].lines   # [(timestamp_ns, text)] of the pod's first container
@@ -92,7 +92,9 @@ are rewritten to the pod's directory instead. `images` (`--image REF_GLOB=DIR`) 
 image stand for a directory: its containers get PATH=DIR/bin and the pod's env only.
 Other images run on the host's PATH with `python` as this interpreter.
 
-kubectl works against it: legacy discovery, Tables, cluster-wide lists, limit/continue,
+kubectl works against it: legacy discovery, Tables, cluster-wide lists, limit/continue
+(every page of a list as of its first page's resourceVersion, with remainingItemCount),
+metadata-only lists (Accept `as=PartialObjectMetadataList`),
 watch bookmarks (allowWatchBookmarks; every `bookmark_seconds` of quiet and before a
 watch times out), logs with follow/sinceTime/sinceSeconds/tailLines/timestamps/limitBytes,
 delete with propagationPolicy, and the OpenAPI v2 (protobuf) and v3 documents of the kinds
@@ -100,6 +102,6 @@ it serves (openapi.py), so client-side validation and `kubectl explain` work.
 
 Simulation gaps, on purpose: no cluster DNS (MASTER_ADDR is 127.0.0.1, each Job gets its
 own MASTER_PORT); strategic merge patch is a JSON merge patch; no server-side apply; a
-continued list reads the current state (it still gets 410 once its version is
-compacted); namespaces spring into being on first use.
+continued list whose objects changed since a version the watch history no longer holds
+gets 410 Gone (a real server keeps serving it until etcd compacts); namespaces spring into being on first use.
 """

@@ -8,6 +8,7 @@ client calls these paths). Requests here are neither recorded nor subject to fau
   DELETE /_fake/faults                   clear every rule and connection fault
   POST   /_fake/connections              {"refuse": seconds} or {"stall": seconds}
   GET    /_fake/requests                 [[method, kind, verb], ...] since the start
+  GET    /_fake/lists                    [{kind, labelSelector, limit, continue, metadataOnly}, ...]
   POST   /_fake/evict                    {"name": pod, "namespace": "default", "reason": ...}
   POST   /_fake/compact                  drop the watch history (410 Gone for older versions)
 """
@@ -64,6 +65,9 @@ def handle_admin(handler, method: str, parts: list[str], body: Any) -> None:
         if route == ("GET", "requests"):
             with k.lock:
                 return handler.send_json(200, [list(r) for r in k.requests])
+        if route == ("GET", "lists"):
+            with k.lock:
+                return handler.send_json(200, list(k.lists))
         if route == ("POST", "evict"):
             k.evict(body["name"], body.get("namespace", "default"), body.get("reason", "PreemptionByScheduler"))
             return handler.send_json(200, {"ok": True})

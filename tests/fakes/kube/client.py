@@ -95,6 +95,11 @@ class RemoteKube:
     def requests(self) -> list[tuple[str, str, str]]:
         return [tuple(r) for r in _call(self.url, "GET", "/_fake/requests")]
 
+    @property
+    def lists(self) -> list[dict]:
+        """Each list request: kind, labelSelector, limit, continue (bool), metadataOnly."""
+        return _call(self.url, "GET", "/_fake/lists")
+
     def count(self, method: str | None = None, kind: str | None = None, verb: str | None = None) -> int:
         return sum(
             1

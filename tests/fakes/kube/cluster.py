@@ -33,6 +33,7 @@ class FakeKube:
         history_limit: int = 10_000,
         bookmark_seconds: float = 1.0,
         kueue: bool = False,
+        runtime: str = "process",
     ):
         self.registry = Registry(jobset=jobset, kueue=kueue)
         self.store = Store(self.registry, history_limit=history_limit, orphan_delay=orphan_delay)
@@ -42,6 +43,9 @@ class FakeKube:
         """(subresource, negotiated subprotocol) of each exec and portforward WebSocket."""
         self.requests: list[tuple[str, str, str]] = []
         """(method, kind, verb) of every API request."""
+        self.lists: list[dict] = []
+        """Each list request's kind, labelSelector, limit, whether it continued a list, and
+        whether it asked for metadata only: what a listing asked the server to narrow."""
         self.nodes = nodes if nodes is not None else default_nodes()
         self.run_controllers = run_controllers
         self.bookmark_seconds = bookmark_seconds
@@ -52,6 +56,7 @@ class FakeKube:
             grace_seconds=grace_seconds,
             images=images,
             isolate=isolate,
+            runtime=runtime,
         )
         self.containers, self.ports, self.root = self.kubelet.containers, self.kubelet.ports, self.kubelet.root
         self.jobs = JobController(self.store)

@@ -132,7 +132,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 # --- selectors ---------------------------------------------------------------------------------
-_REQ = re.compile(r"\s*(!?)([A-Za-z0-9_./-]+)\s*(?:(==|=|!=)\s*([A-Za-z0-9_.-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*")
+_REQ = re.compile(r"\s*(!?)([A-Za-z0-9_./-]+)\s*(?:(==|=|!=)\s*([A-Za-z0-9_.-]*)|(?<=\s)(in|notin)\s*\(([^)]*)\))?\s*")
 
 
 def parse_label_selector(text: str | None) -> list[tuple]:

@@ -20,6 +20,16 @@ from tests.fakes.kube.cluster import FakeKube
 REPO = Path(__file__).resolve().parents[3]
 PROGRAM = REPO / "tests" / "fakes" / "kube_api.py"
 STARTUP_SECONDS = 30
+RUNTIME_ENV = "LAUNCHER_TEST_RUNTIME"
+"""The kubelet runtime every fixture's fake uses: `process` (the default) or `runc` (.ci/run sets
+it where runc and root are available; a test may still pass runtime= itself)."""
+
+
+def test_runtime() -> str:
+    return os.environ.get(RUNTIME_ENV) or "process"
+
+
+test_runtime.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
 
 
 class KubeProgram(RemoteKube):
@@ -31,6 +41,9 @@ class KubeProgram(RemoteKube):
         self.log = workdir / "fake-kube.log"
         self._log = open(self.log, "wb")
         # --exit-with-parent: a test process that dies leaves no fake (nor its pods) behind.
+        # A test that maps images to directories (process mode's PATH=DIR/bin) keeps process mode.
+        if "--runtime" not in args and "--image" not in args and test_runtime() != "process":
+            args = ("--runtime", test_runtime(), *args)
         self.proc = subprocess.Popen(
             [sys.executable, str(PROGRAM), "--kubeconfig", str(self.kubeconfig), "--exit-with-parent", *args],
             cwd=REPO,
@@ -97,7 +110,7 @@ def write_profile(home: Path, kube: Any, *, name: str = "fake", **settings: Any)
 def fake_kube(launcher_home: Path):
     """A running fake API server with its control plane, and a `fake` cluster profile in
     the test's LAUNCHER_HOME. Yields the FakeKube (faults, requests, pods, evict)."""
-    kube = FakeKube().start()
+    kube = FakeKube(runtime=test_runtime()).start()
     write_profile(launcher_home, kube)
     try:
         yield kube
@@ -108,10 +121,12 @@ def fake_kube(launcher_home: Path):
 @pytest.fixture
 def fake_kube_factory(launcher_home: Path):
     """Like fake_kube, with options: fake_kube_factory(nodes=[...], run_controllers=False,
-    jobset=True, images={...}, profile={...})."""
+    jobset=True, images={...}, runtime="runc", profile={...})."""
     made: list[FakeKube] = []
 
     def make(*, profile: dict | None = None, **options: Any) -> FakeKube:
+        if "images" not in options:  # directories for process mode's PATH=DIR/bin
+            options.setdefault("runtime", test_runtime())
         kube = FakeKube(**options).start()
         made.append(kube)
         write_profile(launcher_home, kube, **(profile or {}))

@@ -330,6 +330,17 @@ class Handler(BaseHTTPRequestHandler):
             obj = out(store.get(res.kind, ns, name))
             return self.answer(rule, 200, self.tables.one(res, obj) if table else obj)
         if verb == "list":
+            as_metadata = METADATA_LIST in (self.headers.get("Accept") or "")
+            with k.lock:
+                k.lists.append(
+                    {
+                        "kind": res.kind,
+                        "labelSelector": q.get("labelSelector"),
+                        "limit": int(q["limit"]) if q.get("limit") else None,
+                        "continue": bool(q.get("continue")),
+                        "metadataOnly": as_metadata,
+                    }
+                )
             items, rv, token, rest = store.list_page(
                 res.kind,
                 ns,
@@ -346,6 +357,20 @@ class Handler(BaseHTTPRequestHandler):
             items = [out(o) for o in items]
             if table:
                 return self.answer(rule, 200, self.tables.table(res, items, meta))
+            if as_metadata:  # what a real server answers to as=PartialObjectMetadataList
+                return self.answer(
+                    rule,
+                    200,
+                    {
+                        "kind": "PartialObjectMetadataList",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "metadata": meta,
+                        "items": [
+                            {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}
+                            for o in items
+                        ],
+                    },
+                )
             return self.answer(
                 rule, 200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": items}
             )
@@ -615,6 +640,10 @@ class Handler(BaseHTTPRequestHandler):
             self.end_stream()
         except (BrokenPipeError, ConnectionResetError, OSError):
             return
+
+
+METADATA_LIST = "as=PartialObjectMetadataList"
+"""In a list's Accept header: the items' metadata alone (kubectl and metadata informers ask so)."""
 
 
 def served_as(res: Resource, obj: dict) -> dict:

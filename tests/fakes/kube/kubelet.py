@@ -85,6 +85,11 @@ class Container:
     env: dict[str, str] = field(default_factory=dict)
     """The process's whole environment and working directory, for pods/exec."""
     cwd: str = ""
+    runtime_id: str = ""
+    """The runc container's id (runtime runc, runc.py); empty in process mode."""
+    reason: str | None = None
+    message: str | None = None
+    """The terminated state's reason (None: Completed or Error) and message, as the runtime reports them."""
 
 
 @dataclass
@@ -120,6 +125,7 @@ class Kubelet:
         grace_seconds: float = 3.0,
         images: dict[str, str] | None = None,
         isolate: bool | None = None,
+        runtime: str = "process",
     ):
         self.store, self.faults = store, faults
         self.log_resolution_ns = log_resolution_ns
@@ -130,6 +136,14 @@ class Kubelet:
             raise RuntimeError(f"container isolation asked for but unavailable: {self.isolation_skip_reason}")
         self.isolated = self.isolation_skip_reason is None
         self.root = Path(tempfile.mkdtemp(prefix="fake-kubelet-"))
+        self.runc = None
+        """The runc runtime (runc.py) with runtime="runc": `images` are then root filesystems."""
+        if runtime == "runc":
+            from tests.fakes.kube.runc import RuncRuntime
+
+            self.runc = RuncRuntime(self.root / "runc", self.images)
+        elif runtime != "process":
+            raise ValueError(f"unknown runtime {runtime!r} (process, runc)")
         self.runtimes: dict[str, PodRuntime] = {}
         self.containers: dict[str, Container] = {}
         """The first regular container of each pod, by pod uid (what most tests read)."""
@@ -153,6 +167,8 @@ class Kubelet:
         """argv that runs `command` inside running container c, as the runtime's exec does: in its
         mount namespace (when containers have one), with its environment (c.env) and working dir."""
         # A bare name is looked up on c.env's PATH (subprocess, or nsenter, does), as the container's own.
+        if c.runtime_id and self.runc is not None:
+            return self.runc.exec_argv(c.runtime_id, command)
         if not self.isolated:
             return command
         return [NSENTER, f"--target={c.proc.pid}", "--mount", f"--wd={c.cwd}", "--", *command]
@@ -183,30 +199,35 @@ class Kubelet:
             rt = self.runtimes.get(pod["metadata"]["uid"])
             if rt:
                 rt.stopping = True
-                procs = [c.proc for c in rt.containers.values() if c.proc and c.proc.poll() is None]
+                live = [c for c in rt.containers.values() if c.proc and c.proc.poll() is None]
             else:
-                procs = []
-        for p in procs:
-            _kill(p, signal.SIGKILL)
+                live = []
+        for c in live:
+            self._kill(c, signal.SIGKILL)
 
     def close(self) -> None:
         with self.store.lock:
-            procs = [
-                c.proc
-                for rt in self.runtimes.values()
-                for c in rt.containers.values()
-                if c.proc and c.proc.poll() is None
+            live = [
+                c for rt in self.runtimes.values() for c in rt.containers.values() if c.proc and c.proc.poll() is None
             ]
             for rt in self.runtimes.values():
                 rt.stopping = True
-        for p in procs:
-            _kill(p, signal.SIGKILL)
-        for p in procs:
+        for c in live:
+            self._kill(c, signal.SIGKILL)
+        for p in [c.proc for c in live if c.proc]:
             try:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if self.runc is not None:
+            self.runc.close()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def _kill(self, c: Container, sig: int) -> None:
+        if c.runtime_id and self.runc is not None:
+            self.runc.kill(c.runtime_id, sig)
+        if c.proc is not None and (not c.runtime_id or sig == signal.SIGKILL):
+            _kill(c.proc, sig)  # a SIGKILL also ends `runc run` itself, and what a stuck runc left
 
     # --- the sync loop ------------------------------------------------------------------------
     def sync(self) -> None:
@@ -227,9 +248,9 @@ class Kubelet:
                 for c in live:
                     if c.term_sent is None:
                         c.term_sent = time.monotonic()
-                        _kill(c.proc, signal.SIGKILL if grace <= 0 else signal.SIGTERM)
+                        self._kill(c, signal.SIGKILL if grace <= 0 else signal.SIGTERM)
                     elif time.monotonic() - c.term_sent > grace:
-                        _kill(c.proc, signal.SIGKILL)
+                        self._kill(c, signal.SIGKILL)
                 if live or not (rt.finished or not rt.containers):
                     return
             self.store.remove("Pod", ns, name)
@@ -456,6 +477,7 @@ class Kubelet:
             with self.store.lock:
                 c.previous, c.lines = c.lines, []
                 c.proc, c.done, c.exit_code, c.term_sent = None, False, None, None
+                c.runtime_id, c.reason, c.message = "", None, None
                 c.restarts += 1
 
     def _spawn(
@@ -471,7 +493,7 @@ class Kubelet:
         index: int,
     ) -> bool:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        image_dir = self._image_dir(ct["image"])
+        image_dir = self._image_dir(ct["image"]) if self.runc is None else None
         mounts = []  # (host source, mountPath, read-only)
         for m in ct.get("volumeMounts") or []:
             host, ro = volumes[m["name"]]
@@ -517,7 +539,7 @@ class Kubelet:
                 ns, name, group, index, c, ct, "no command specified (the fake has no image entrypoints)"
             )
         cwd = ct.get("workingDir") if ct.get("workingDir") and os.path.isdir(ct["workingDir"]) else str(workdir)
-        if self.isolated and mounts:
+        if self.isolated and mounts and self.runc is None:
             binds: list[str] = []
             for src, path, ro in mounts:
                 try:
@@ -538,6 +560,17 @@ class Kubelet:
                 "--",
                 *argv,
             ]
+        if self.runc is not None:
+            from tests.fakes.kube.runc import ConfigError, StartError
+
+            try:
+                prepared = self.runc.prepare(pod, ct, env, volumes, hostname=hostname, workdir=workdir)
+            except StartError as e:
+                return self._spawn_failed(ns, name, group, index, c, ct, str(e))
+            except ConfigError as e:
+                self._waiting(pod, "CreateContainerConfigError", str(e), group=group)
+                return False
+            argv, cwd, base, env, c.runtime_id = prepared.argv, prepared.cwd, prepared.env, {}, prepared.container_id
         if rt.stopping:
             return False
         try:
@@ -622,8 +655,11 @@ class Kubelet:
                     c.lines.append((now_ns() // res * res, text))
                     self.store.changed.notify_all()
         code = c.proc.wait()
+        code = code if code >= 0 else 128 - code
+        if c.runtime_id and self.runc is not None:
+            code, c.reason, c.message = self.runc.finished(c.runtime_id, code, [text for _, text in c.lines])
         with self.store.lock:
-            c.exit_code = code if code >= 0 else 128 - code
+            c.exit_code = code
             c.done = True
             self.store.changed.notify_all()
 
@@ -637,10 +673,11 @@ class Kubelet:
             term = {
                 "terminated": {
                     "exitCode": c.exit_code,
-                    "reason": "Completed" if c.exit_code == 0 else "Error",
+                    "reason": c.reason or ("Completed" if c.exit_code == 0 else "Error"),
                     "startedAt": started,
                     "finishedAt": finished,
                     "containerID": cs.get("containerID", ""),
+                    **({"message": c.message} if c.message else {}),
                 }
             }
             if restarting:

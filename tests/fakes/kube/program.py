@@ -1,10 +1,16 @@
 """The fake cluster as a program:
 
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N] [--gpus-per-node G]
-        [--node-label KEY=VALUE ...] [--no-jobset] [--image REF_GLOB=DIR ...] [--no-isolation]
+        [--node-label KEY=VALUE ...] [--no-jobset] [--runtime process|runc]
+        [--image REF_GLOB=DIR ...] [--no-isolation] [--no-controllers]
         [--history-limit N] [--grace-seconds S] [--exit-with-parent]
         [--kueue [--kueue-queue NAME:GPUS[:preempt] ...] [--priority-class NAME=VALUE ...]
                  [--topology KEY=V1,V2,... ...]]
+
+Runtimes (kubelet.py): `process` (the default) runs each container as a host process;
+`runc` (runc.py; root and Debian's runc) runs it in an OCI container, and each --image
+DIR is then the image's root filesystem (scripts/build_images.sh builds some), the host's
+root for images no glob matches.
 
 Kueue (kueue.py; kueue.x-k8s.io v1beta2 and v1beta1, and the visibility API):
   --kueue                       serve Kueue's API and run its simulation
@@ -49,13 +55,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="serve no jobset.x-k8s.io/v1alpha2 (by default it is served and its controller runs)",
     )
     p.add_argument(
+        "--runtime",
+        choices=["process", "runc"],
+        default="process",
+        help="process: containers are host processes; runc: OCI containers made with runc (needs root)",
+    )
+    p.add_argument(
         "--image",
         action="append",
         default=[],
         metavar="REF_GLOB=DIR",
-        help="run containers of matching images with PATH=DIR/bin and the pod's env only (repeatable)",
+        help="process runtime: run containers of matching images with PATH=DIR/bin and the pod's env only; "
+        "runc runtime: DIR is the image's root filesystem (repeatable)",
     )
     p.add_argument("--no-isolation", action="store_true", help="never run containers in private mount namespaces")
+    p.add_argument(
+        "--no-controllers",
+        dest="run_controllers",
+        action="store_false",
+        help="run no controllers, scheduler or kubelet: objects stay as clients wrote them (a store of records)",
+    )
     p.add_argument("--history-limit", type=int, default=10_000, help="watch events kept before 410 Gone")
     p.add_argument("--grace-seconds", type=float, default=3.0, help="longest SIGTERM-to-SIGKILL wait for a pod")
     p.add_argument(
@@ -141,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         history_limit=args.history_limit,
         grace_seconds=args.grace_seconds,
         kueue=args.kueue,
+        run_controllers=args.run_controllers,
+        runtime=args.runtime,
     )
     if args.kueue:
         setup_kueue(kube, args)
@@ -151,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         kube.start()
         kube.write_kubeconfig(args.kubeconfig, args.context)
         print(f"fake-kube listening on {kube.url}", flush=True)
-        if kube.kubelet.isolation_skip_reason:
+        if args.runtime == "runc":
+            print("fake-kube: containers run with runc", flush=True)
+        elif kube.kubelet.isolation_skip_reason:
             print(f"fake-kube: containers are not isolated: {kube.kubelet.isolation_skip_reason}", flush=True)
         parent = os.getppid()
         while not stop.wait(0.5):

@@ -50,6 +50,8 @@ class Store:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.objects: dict[Key, dict] = {}
+        self.of_kind: dict[str, dict[tuple[str, str], dict]] = {}
+        """The same objects by kind, then (namespace, name): a list reads its kind alone."""
         self.rv = 100
         self.history: deque[Event] = deque()
         self.history_limit = history_limit
@@ -123,28 +125,36 @@ class Store:
         token: str | None = None,
     ) -> tuple[list[dict], str, str, int]:
         """One page of a list: items, resourceVersion, continue token ('' on the last page),
-        and how many items remain after it."""
+        and how many items remain after it (metadata.remainingItemCount). As on a real
+        server, every page of one list shows the objects as they were at its first page's
+        resourceVersion, which each page answers with and its token carries: a continued
+        list sees neither objects created since nor changes made since, and an object
+        deleted since is still on it. A token older than the history kept is 410 Gone."""
         reqs = parse_label_selector(labels)
         after: tuple[str, str] | None = None
         with self.lock:
+            list_rv = self.rv
             if token:
                 try:
                     state = json.loads(base64.urlsafe_b64decode(token.encode()))
-                    token_rv, after = int(state["rv"]), (state["ns"], state["name"])
+                    list_rv, after = int(state["rv"]), (state["ns"], state["name"])
                 except (ValueError, KeyError, TypeError):
                     raise ApiError(400, "BadRequest", "continue key is not valid") from None
-                if token_rv < self.compacted_rv:
+                if list_rv < self.compacted_rv:
                     raise Gone(
                         "The provided continue parameter is too old to display a consistent list result. "
                         "You can start a new list without the continue parameter."
                     )
-            keys = sorted((n, name) for (k, n, name) in self.objects if k == kind and (ns is None or n == ns))
+            objects = self._as_of(kind, ns, list_rv)
             matched = [
-                self.objects[(kind, n, name)]
-                for n, name in keys
-                if (after is None or (n, name) > after)
-                and labels_match(self.objects[(kind, n, name)]["metadata"].get("labels") or {}, reqs)
-                and fields_match(self.objects[(kind, n, name)], fields)
+                objects[key]
+                for key in sorted(
+                    key
+                    for key, o in objects.items()
+                    if (after is None or key > after)
+                    and labels_match(o["metadata"].get("labels") or {}, reqs)
+                    and fields_match(o, fields)
+                )
             ]
             page = matched[:limit] if limit else matched
             rest = len(matched) - len(page)
@@ -152,9 +162,42 @@ class Store:
             if rest:
                 last = page[-1]["metadata"]
                 nxt = base64.urlsafe_b64encode(
-                    json.dumps({"rv": self.rv, "ns": last.get("namespace", ""), "name": last["name"]}).encode()
+                    json.dumps({"rv": list_rv, "ns": last.get("namespace", ""), "name": last["name"]}).encode()
                 ).decode()
-            return [copy.deepcopy(o) for o in page], str(self.rv), nxt, rest
+            return [copy.deepcopy(o) for o in page], str(list_rv), nxt, rest
+
+    def _as_of(self, kind: str, ns: str | None, rv: int) -> dict[tuple[str, str], dict]:
+        """The objects of one kind (ns None: every namespace) by (namespace, name), as they
+        were at version `rv`: the current ones, with every change made since undone from the
+        history (the caller holds the lock and has checked rv against the compaction)."""
+        objects = {key: o for key, o in self.of_kind.get(kind, {}).items() if ns is None or key[0] == ns}
+        if rv >= self.rv:
+            return objects
+        later: dict[tuple[str, str], str] = {}  # each key changed since rv: the first change's type
+        before: dict[tuple[str, str], tuple[str, dict]] = {}  # its last event at or before rv
+        for erv, k, n, type_, obj in reversed(self.history):
+            if k != kind or (ns is not None and n != ns):
+                continue
+            key = (n, obj["metadata"]["name"])
+            if erv > rv:
+                later[key] = type_
+            elif key in later and key not in before:
+                before[key] = (type_, obj)
+        for key, first in later.items():
+            if key in before:
+                type_, obj = before[key]
+                if type_ == "DELETED":
+                    objects.pop(key, None)
+                else:
+                    objects[key] = obj
+            elif first == "ADDED":
+                objects.pop(key, None)  # created since
+            else:
+                raise Gone(
+                    "The provided continue parameter is too old to display a consistent list result. "
+                    "You can start a new list without the continue parameter."
+                )
+        return objects
 
     # --- writes -----------------------------------------------------------------------------
     def create(self, kind: str, ns: str, body: dict, *, admit: bool = True) -> dict:
@@ -190,6 +233,7 @@ class Store:
             if ns and kind != "Namespace" and ("Namespace", "", ns) not in self.objects:
                 self.ensure_namespace(ns)
             self.objects[key] = obj
+            self.of_kind.setdefault(kind, {})[(ns, meta["name"])] = obj
             self._bump(kind, ns, "ADDED", obj)
             return copy.deepcopy(obj)
 
@@ -250,6 +294,7 @@ class Store:
         if not status_only and kind in self.admit:
             self.admit[kind](new, old)
         self.objects[(kind, ns, name)] = new
+        self.of_kind.setdefault(kind, {})[(ns, name)] = new
         self._bump(kind, ns, "MODIFIED", new)
         return copy.deepcopy(new)
 
@@ -327,6 +372,7 @@ class Store:
 
     def _remove(self, kind: str, ns: str, name: str) -> None:
         obj = self.objects.pop((kind, ns, name))
+        self.of_kind[kind].pop((ns, name), None)
         self._bump(kind, ns, "DELETED", obj)
 
     def _dependents(self, uid: str, ns: str) -> list[Key]:
