@@ -8,7 +8,7 @@ from http import HTTPStatus
 from typing import Any
 
 from launcher.mcli.calls import call
-from launcher.mcli.clusters import ClusterDetails, from_profile
+from launcher.mcli.clusters import ClusterDetails, ClusterUtilization, from_profile, utilization_of
 from launcher.mcli.exceptions import MAPIException
 from launcher.mcli.secrets import KIND_OF_TYPE, Secret, SecretType, from_info
 
@@ -92,17 +92,24 @@ def get_clusters(
 ) -> Any:
     """The cluster profiles runs can go to (mcli.get_clusters), those named in `clusters`
     where given; `submission_type_filter` TRAINING or INTERACTIVE (both take either).
-    `utilization` stays None: `launcher util` reports GPU use."""
+    With `include_utilization`, each one's GPUs by type and its active and queued runs, as
+    `launcher util` reports them (None for a profile that cannot be asked)."""
     names = None if clusters is None else [c.name if isinstance(c, ClusterDetails) else str(c) for c in clusters]
-    return call(lambda: _clusters(names, submission_type_filter), timeout=timeout, future=future)
+    return call(
+        lambda: _clusters(names, submission_type_filter, utilization=include_utilization),
+        timeout=timeout,
+        future=future,
+    )
 
 
-def _clusters(names: list[str] | None, submission_type: str | None = None) -> list[ClusterDetails]:
+def _clusters(
+    names: list[str] | None, submission_type: str | None = None, *, utilization: bool = False
+) -> list[ClusterDetails]:
     from launcher.sdk.clusters import get_clusters as sdk_get_clusters
 
-    found = [from_profile(c) for c in sdk_get_clusters()]
+    profiles = sdk_get_clusters()
     if names is not None:
-        known = {c.name for c in found}
+        known = {c.name for c in profiles}
         missing = [n for n in names if n not in known]
         if missing:
             raise MAPIException(
@@ -110,10 +117,42 @@ def _clusters(names: list[str] | None, submission_type: str | None = None) -> li
                 f"no cluster profile named {', '.join(missing)} (profiles: {', '.join(sorted(known))})",
                 "`launcher cluster add` makes one",
             )
-        found = [c for c in found if c.name in names]
+        profiles = [c for c in profiles if c.name in names]
+    usage = _utilization([c.name for c in profiles]) if utilization else {}
+    found = [from_profile(c, usage.get(c.name)) for c in profiles]
     if submission_type is not None:
         found = [c for c in found if str(submission_type).upper() in c.submission_types]
     return found
+
+
+def _utilization(names: list[str]) -> dict[str, ClusterUtilization]:
+    """Each profile's utilization, as `launcher util` asks for it; a profile that cannot be
+    asked (away, or a backend that cannot count its GPUs) has none."""
+    from launcher.backends.capabilities import Feature
+    from launcher.config import load_config
+    from launcher.sdk.fanout import ask_some
+    from launcher.sdk.runs import get_runs as sdk_get_runs
+
+    config = load_config()
+
+    def usage(backend: Any) -> Any:
+        try:
+            backend.require(Feature.GPU_USAGE)
+            return backend.gpu_usage()
+        finally:
+            backend.close()
+
+    from launcher.errors import LauncherError
+
+    try:
+        answers, _ = ask_some([config.profile(n) for n in names], usage, "asked")
+    except LauncherError:  # not one could be asked: none has a utilization
+        return {}
+    out = {}
+    for name, gpus in answers.items():
+        runs = [r for r in sdk_get_runs(cluster=name) if not r.status.is_terminal]
+        out[name] = utilization_of(gpus, runs)
+    return out
 
 
 def get_cluster(
@@ -127,4 +166,4 @@ def get_cluster(
     """One cluster profile (mcli.get_cluster); one that is not there is a MAPIException, status 404."""
     name = cluster.name if isinstance(cluster, ClusterDetails) else cluster
 
-    return call(lambda: _clusters([name])[0], timeout=timeout, future=future)
+    return call(lambda: _clusters([name], utilization=include_utilization)[0], timeout=timeout, future=future)
