@@ -39,6 +39,7 @@ def drift(want: list[list[str]], have: list[list[str]]) -> list[str]:
         if w == h:
             continue
         if h is None:
+            assert w is not None
             out.append(f"missing parameter {w[0]!r} ({w[1]}, default {w[2]})")
         elif w is None:
             out.append(f"extra parameter {h[0]!r}")
