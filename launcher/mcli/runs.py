@@ -390,9 +390,10 @@ def wait_for_run_status(
     def wait() -> Run:
         from launcher.sdk.runs import wait_for_run_status as sdk_wait
 
-        return from_launcher(sdk_wait(name, wanted.value))
+        # The SDK's wait keeps the timeout (its TimeoutError says how far the run got) and ends with it.
+        return from_launcher(sdk_wait(name, wanted.value, None if future else timeout))
 
-    return call(wait, timeout=timeout, future=future)
+    return call(wait, timeout=None, future=future)
 
 
 def _statuses(name: str) -> Iterator[Run]:
