@@ -302,10 +302,11 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
         return view(RunStatus.QUEUED, reason=f"rank {rank} is waiting for a node: {why}" if why else None)
     mount = newest_event(events, pod["metadata"]["name"], "FailedMount")
     # A missing secret of the user's is fatal; the run's own code Secret is created right after its pods' owner.
+    # The kubelet words it `: secret "NAME" not found`: "secret" elsewhere (a run named uses-secret) is not it.
     ours = f'"{keys.code_object_name(labels(pod).get(keys.RUN, ""))}"'
     if (
         mount
-        and "secret" in (mount.get("message") or "")
+        and ': secret "' in (mount.get("message") or "")
         and "not found" in mount.get("message", "")
         and ours not in mount["message"]
     ):
