@@ -301,7 +301,7 @@ def from_launcher(run: LauncherRun) -> Run:
         FormattedRunEvent(e.status.value, e.at, e.reason or f"Run {e.status.value.lower()}", e.attempt - 1)
         for e in run.events
     ]
-    config = RunConfig.from_dict(spec)
+    config = RunConfig.from_dict(dict(spec))
     interactive = "interactive run: waiting" in str(spec.get("command") or "")
     return Run(
         run_uid=run.name,
