@@ -22,6 +22,7 @@ Only pydantic models are imported: the check needs no torch, composer or transfo
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import re
 import shlex
@@ -154,7 +155,10 @@ def parameter_issues(spec: RunSpec, loaded: LoadedSpec | None) -> list[SpecIssue
     def place(path: tuple, at: tuple, message: str, key: bool) -> SpecIssue:
         if loaded is None:
             return SpecIssue(message, field=".".join(str(p) for p in path))
-        return loaded.issue_at(path, at, message, key)
+        issue = loaded.issue_at(path, at, message, key)
+        if issue.file is None:  # a spec given as a mapping: its lines are of a YAML the user never saw
+            return dataclasses.replace(issue, line=None, column=None)
+        return issue
 
     issues: list[SpecIssue] = []
     for call in recipe_calls(spec.command):

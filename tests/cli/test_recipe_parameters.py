@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+import launcher
 
 RUNSPECS = Path(__file__).resolve().parents[2] / "runspecs"
 
@@ -205,3 +208,20 @@ def test_the_check_needs_no_train_extra(cli):
     )
     err = refused(r)
     assert "parameters.optimizr: unknown field (did you mean 'optimizer'?)" in err, err
+
+
+def test_the_sdks_create_run_raises_the_same_error_placed_in_the_file(launcher_home, tmp_path):
+    text = MPT.replace("  optimizer:", "  optimizr:")
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    with pytest.raises(launcher.ValidationError) as bad:
+        launcher.create_run(launcher.RunConfig.from_file(path))
+    optimizr = next(i for i in bad.value.issues if i.field == "parameters.optimizr")
+    assert (optimizr.file, optimizr.line) == (str(path), line_of(text, "optimizr:"))
+    assert "did you mean 'optimizer'?" in optimizr.message
+    # A spec given as a mapping has no lines to point at: the field says where.
+    with pytest.raises(launcher.ValidationError) as bad:
+        launcher.create_run(yaml.safe_load(text))
+    optimizr = next(i for i in bad.value.issues if i.field == "parameters.optimizr")
+    assert (optimizr.file, optimizr.line) == (None, None)
+    assert launcher.get_runs() == []
