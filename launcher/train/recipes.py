@@ -5,7 +5,8 @@ than at /mnt/config/parameters.yaml inside a started run.
 
 A command runs a recipe where one of its simple commands (split at newlines, `;`, `&&`,
 `||`, `|`) is `... -m launcher.train $PARAMETERS` (python, composer or torchrun), `... -m
-launcher.train.hf $PARAMETERS`, or `launcher train [-n N] $PARAMETERS`, followed by the
+launcher.train.hf $PARAMETERS`, or `launcher train [-n N] $PARAMETERS` (also as `python -m
+launcher train`), followed by the
 recipe's own `path.to.key=VALUE` overrides, which are applied as the recipe applies them. A
 recipe given another config file than $PARAMETERS does not read the spec's parameters, and
 any other command's parameters are free-form: neither is checked.
@@ -116,8 +117,15 @@ def _recipe_call(words: list[str]) -> RecipeCall | None:
     for i, word in enumerate(words[:-1]):
         if word == "-m" and words[i + 1] in MODULES:
             return _with_parameters(MODULES[words[i + 1]], words[i + 2 :])
-        if (word == "launcher" or word.endswith("/launcher")) and words[i + 1] == "train":
-            args = words[i + 2 :]
+        # The word after `launcher` (or `python -m launcher`): the CLI's subcommand.
+        if word == "launcher" or word.endswith("/launcher"):
+            subcommand = i + 1
+        elif word == "-m" and words[i + 1] == "launcher":
+            subcommand = i + 2
+        else:
+            continue
+        if words[subcommand : subcommand + 1] == ["train"]:
+            args = words[subcommand + 1 :]
             while args and args[0].startswith("-"):
                 option = args.pop(0)
                 if option in _TRAIN_VALUE_OPTIONS and args:

@@ -181,6 +181,22 @@ def test_a_recipe_reading_another_config_file_leaves_parameters_free_form(cli):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python -m launcher.train $PARAMETERS",
+        "python3 -m launcher train $PARAMETERS",
+        "/usr/local/bin/launcher train -n 2 $PARAMETERS",
+        "cd /work; composer -n 8 -m launcher.train ${PARAMETERS} 2>&1 | tee train.log",
+    ],
+)
+def test_each_way_to_run_the_mpt_trainer_is_checked(cli, command):
+    text = MPT.replace("composer -m launcher.train $PARAMETERS", command).replace("  optimizer:", "  optimizr:")
+    cli.spec("spec", text)
+    err = refused(cli("validate", "-f", "spec.yaml"))
+    assert "parameters.optimizr: unknown field (did you mean 'optimizer'?)" in err, err
+
+
 def test_launcher_train_in_a_script_is_a_recipe_too(cli):
     text = MPT.replace(
         "command: composer -m launcher.train $PARAMETERS",
