@@ -72,6 +72,18 @@ class RunConfig(RunSpec):
     def file(self) -> str | None:
         return self._loaded.file if self._loaded else None
 
+    def check_recipe_parameters(self) -> None:
+        """Where the command runs a built-in recipe (the MPT trainer, the HF recipe), what it
+        would refuse in `parameters` when it starts, as a ValidationError placed at the lines."""
+        from launcher.train.recipes import parameter_issues
+
+        issues = parameter_issues(self, self._loaded)
+        if issues:
+            raise ValidationError(
+                issues,
+                hint="the command runs a built-in recipe, so `parameters` is its config (docs/training.md)",
+            )
+
     def placed(self, e: FieldError) -> ValidationError:
         """A FieldError found after loading (a backend's check), placed at the field's line."""
         if self._loaded is not None:

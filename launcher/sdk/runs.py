@@ -177,6 +177,7 @@ def prepare_run(
     from launcher.spec.models import is_placed
 
     config = RunConfig.of(config)
+    config.check_recipe_parameters()
     if code is not None:
         from launcher.spec.models import Code
 

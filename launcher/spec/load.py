@@ -57,10 +57,16 @@ class LoadedSpec:
     def issue(self, dotted: str, message: str) -> SpecIssue:
         """`message` about the field `dotted` (compute.nodes, integrations.0), placed where the
         file (or the flag that set it) has it: for the checks that run after loading."""
-        if self.located is None:
-            return SpecIssue(message, field=dotted, file=self.file)
         path = tuple(int(p) if p.isdigit() else p for p in dotted.split("."))
-        return _issue(path, path, message, False, self.located, self.sources)
+        return self.issue_at(path, path, message, False)
+
+    def issue_at(self, path: tuple, at: tuple, message: str, key: bool) -> SpecIssue:
+        """`message` about the field at `path`, placed at `at` in the file (the mapping that
+        lacks a missing field), at its key with `key`, or at the flag that set it: a
+        launcher.spec.issues MakeIssue, for a check of part of the spec against a model."""
+        if self.located is None:
+            return SpecIssue(message, field=".".join(str(p) for p in path), file=self.file)
+        return _issue(path, at, message, key, self.located, self.sources)
 
 
 OVERRIDE = "command line"

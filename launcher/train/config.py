@@ -354,14 +354,10 @@ def load_validated(path: str | Path, overrides: Sequence[str], model: type[M], n
         raise SpecError([SpecIssue(f"the top level must be a mapping ({needs}, ...)", file=file, line=1, column=1)])
 
     data = located.data
-    overridden: set[tuple[str, ...]] = set()
-    for item in overrides:
-        dotted, sep, value_text = item.partition("=")
-        keys = tuple(dotted.split("."))
-        if not sep or not all(keys):
-            raise SpecError([SpecIssue(f"an override is path.to.field=VALUE, got {item!r}", file=OVERRIDE)])
-        _set(data, keys, yaml.safe_load(value_text) if value_text.strip() else None)
-        overridden.add(keys)
+    try:
+        overridden = set(apply_overrides(data, overrides))
+    except ValueError as e:
+        raise SpecError([SpecIssue(str(e), file=OVERRIDE)]) from None
 
     def issue(path: tuple, message: str, *, key: bool = False, at: tuple | None = None) -> SpecIssue:
         dotted = ".".join(str(p) for p in path)
@@ -397,6 +393,24 @@ def load_config(
     if problems:
         raise SpecError([issue(p, m) for p, m in problems])
     return cfg
+
+
+def apply_overrides(data: dict, overrides: Sequence[str]) -> dict[tuple[str, ...], str]:
+    """Apply the trainers' `path.to.key=VALUE` overrides (VALUE is YAML) to `data` in place.
+    Returns each override by the path it set; a malformed one is a ValueError saying why."""
+    applied: dict[tuple[str, ...], str] = {}
+    for item in overrides:
+        dotted, sep, value_text = item.partition("=")
+        keys = tuple(dotted.split("."))
+        if not sep or not all(keys):
+            raise ValueError(f"an override is path.to.field=VALUE, got {item!r}")
+        try:
+            value = yaml.safe_load(value_text) if value_text.strip() else None
+        except yaml.YAMLError as e:
+            raise ValueError(f"the override {item!r} is not a YAML value: {str(e).splitlines()[0]}") from None
+        _set(data, keys, value)
+        applied[keys] = item
+    return applied
 
 
 def _set(data: dict, keys: tuple[str, ...], value: Any) -> None:
