@@ -62,7 +62,7 @@ EXPORTS = {
     # classes
     **dict.fromkeys(["RunConfig", "FinalRunConfig", "SchedulingConfig", "ComputeConfig"], "config"),
     "RunStatus": "status",
-    **dict.fromkeys(["Run", "Node", "Resumption", "RunLifecycle", "RunType", "FormattedRunEvent"], "run"),
+    **dict.fromkeys(["Run", "Node", "Resumption", "RunLifecycle", "RunType", "FormattedRunEvent"], "runs"),
     "ClusterDetails": "clusters",
     **dict.fromkeys(
         [
