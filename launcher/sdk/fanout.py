@@ -123,12 +123,15 @@ def ask_each(
     return answers, failed
 
 
-def list_runs(profiles: list[Profile], query: RunQuery | None = None) -> tuple[list[tuple[Backend, Run]], list[str]]:
+def list_runs(
+    profiles: list[Profile], query: RunQuery | None = None, *, opener: Callable[[Profile], Backend] = open_backend
+) -> tuple[list[tuple[Backend, Run]], list[str]]:
     """(backend, run) for the runs of these profiles that `query` wants (None: every run),
     newest first, and one warning per profile that could not be listed. Each backend is
     asked for the query's page, not its whole history; the pages are merged and cut to
     the limit. When not one of them could be listed (one profile that is down, or all of
-    them), that is the error: an empty listing would say there are no runs."""
+    them), that is the error: an empty listing would say there are no runs. `opener`: as
+    ask_each's (the dashboard keeps its backends open between listings)."""
     query = query or RunQuery()
     withdrawn = RunIndex().withdrawn()  # a run that moved on is listed where it is now
 
@@ -138,7 +141,7 @@ def list_runs(profiles: list[Profile], query: RunQuery | None = None) -> tuple[l
     def list_one(backend: Backend) -> list[tuple[Backend, Run]]:
         return [(backend, run) for run in backend.list(asked)]
 
-    answers, warnings = ask_some(profiles, list_one, "listed")
+    answers, warnings = ask_some(profiles, list_one, "listed", opener=opener)
     pairs = [
         pair
         for profile in profiles
@@ -151,12 +154,18 @@ def list_runs(profiles: list[Profile], query: RunQuery | None = None) -> tuple[l
     return pairs, warnings
 
 
-def ask_some(profiles: list[Profile], ask: Callable[[Backend], T], done: str) -> tuple[dict[str, T], list[str]]:
+def ask_some(
+    profiles: list[Profile],
+    ask: Callable[[Backend], T],
+    done: str,
+    *,
+    opener: Callable[[Profile], Backend] = open_backend,
+) -> tuple[dict[str, T], list[str]]:
     """ask_each, when an answer from some profiles is an answer: the answers, and one
     warning per profile that could not be asked. When not one of them could be (one
     profile that is down, or all of them), that is the error: an empty answer would say
     there is nothing. `done`: what was asked of them, for that error ("listed")."""
-    answers, failed = ask_each(profiles, ask)
+    answers, failed = ask_each(profiles, ask, opener=opener)
     if profiles and len(failed) == len(profiles):
         errors = list(failed.values())
         if len(errors) == 1:

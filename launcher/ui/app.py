@@ -1,8 +1,8 @@
 """The dashboard's web app: pages (Jinja2) and the JSON/SSE API they use, read-only.
 
-Every route is GET: nothing here changes a run. Runs come from `RunsSource` (all
-backends, through the Backend contract), curves from `ChartData`, logs from
-`logstream`.
+Every route is GET: nothing here changes a run. Runs come from `RunsSource` (a page at
+a time, from every backend through the SDK's listing), the runs page's live updates from
+`updates`, curves from `ChartData`, logs from `logstream`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from launcher.ui.auth import TokenGate
 from launcher.ui.charts import DEFAULT_POINTS, MAX_POINTS, ChartData, parse_smoothing
 from launcher.ui.guards import MAX_STREAMS, MAX_STREAMS_PER_CLIENT, SecurityHeaders, StreamCap
 from launcher.ui.logstream import Cursor, log_events, tail_cursor
-from launcher.ui.runs import ListingFailed, RunFilter, RunsSource, select, summary
+from launcher.ui.runs import Page, PageAt, RunFilter, RunsSource, summary
+from launcher.ui.updates import Rendering, Views, run_updates, view_of
 
 HERE = Path(__file__).parent
 DEFAULT_PER_PAGE = 50
@@ -73,6 +74,16 @@ def _run_filter(request: Request) -> RunFilter:
     )
 
 
+def _page_at(request: Request) -> PageAt:
+    return PageAt.parse(
+        _int(request, "page", 1, 1), request.query_params.get("before"), request.query_params.get("shown")
+    )
+
+
+NOT_THE_PAGE = ("partial", "since", "token")
+"""Query parameters that do not say which runs a page shows."""
+
+
 def create_app(
     source: RunsSource | None = None,
     *,
@@ -86,6 +97,7 @@ def create_app(
     reach it through DNS rebinding). `max_streams`, `max_streams_per_client`: the log
     streams served at once, to all and to one client address (StreamCap)."""
     source = source or RunsSource()
+    shown_views = Views()
     charts = ChartData()
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(views.GLOBALS)
@@ -93,26 +105,38 @@ def create_app(
     def page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> Response:
         return templates.TemplateResponse(request, name, context, status_code=status_code)
 
-    def listing(request: Request) -> tuple[Any, Any, RunFilter]:
+    def listing(request: Request) -> tuple[Page, RunFilter, dict[str, str]]:
+        """The page the request asks for, its filter, and its query (for the page's links)."""
         where = _run_filter(request)
         per_page = _int(request, "per_page", DEFAULT_PER_PAGE, 1, MAX_PER_PAGE)
-        snap = source.snapshot()
-        return snap, select(snap.runs, where, _int(request, "page", 1, 1), per_page), where
+        chosen = source.page(where, _page_at(request), per_page)
+        query = {k: v for k, v in request.query_params.items() if k not in NOT_THE_PAGE}
+        return chosen, where, query
+
+    def drawing(where: RunFilter, query: dict[str, str]) -> Rendering:
+        row = templates.env.get_template("_row.html")
+        nav = templates.env.get_template("_nav.html")
+        rows = templates.env.get_template("_rows.html")
+        return Rendering(
+            row=lambda r: row.render(r=r),
+            nav=lambda p: nav.render(page=p, query=query),
+            rows=lambda p: rows.render(page=p, query=query, where=where),
+        )
 
     # --- pages -----------------------------------------------------------------------------
 
     def runs_page(request: Request) -> Response:
-        snap, chosen, where = listing(request)
+        chosen, where, query = listing(request)
         template = "_rows.html" if request.query_params.get("partial") == "rows" else "runs.html"
         return page(
             request,
             template,
             {
-                "snap": snap,
                 "page": chosen,
                 "where": where,
-                "query": {k: v for k, v in request.query_params.items() if k != "partial"},
+                "query": query,
                 "statuses": list(RunStatus),
+                "view": shown_views.add(view_of(chosen, drawing(where, query))),
             },
         )
 
@@ -132,18 +156,38 @@ def create_app(
     # --- API -------------------------------------------------------------------------------
 
     def api_runs(request: Request) -> Response:
-        snap, chosen, _ = listing(request)
+        chosen, where, query = listing(request)
+        older = chosen.older()
         return JSONResponse(
             {
                 "runs": [summary(r) for r in chosen.runs],
-                "total": chosen.total,
                 "page": chosen.page,
                 "per_page": chosen.per_page,
-                "pages": chosen.pages,
-                "clusters": snap.clusters,
-                "errors": snap.errors,
-                "as_of": snap.taken_at,
+                "first": chosen.first,
+                "more": chosen.more,
+                "total": chosen.total,
+                "older": older.params() if older is not None else None,
+                "clusters": list(chosen.clusters),
+                "errors": list(chosen.errors),
+                "as_of": chosen.taken_at,
+                "view": shown_views.add(view_of(chosen, drawing(where, query))),
             }
+        )
+
+    async def api_runs_events(request: Request) -> Response:
+        """The runs page's updates (launcher.ui.updates): what changed on the page since the
+        view `since` (the page's data-view) or the Last-Event-ID."""
+        from sse_starlette.sse import EventSourceResponse
+
+        where = _run_filter(request)
+        per_page = _int(request, "per_page", DEFAULT_PER_PAGE, 1, MAX_PER_PAGE)
+        at = _page_at(request)
+        query = {k: v for k, v in request.query_params.items() if k not in NOT_THE_PAGE}
+        since = shown_views.get(request.headers.get("last-event-id") or request.query_params.get("since"))
+        return EventSourceResponse(
+            run_updates(source, where, at, per_page, since, shown_views, drawing(where, query)),
+            ping=10,
+            headers={"Cache-Control": "no-store"},
         )
 
     def api_run(request: Request) -> Response:
@@ -196,13 +240,6 @@ def create_app(
             return JSONResponse(body, status)
         return page(request, "missing.html", {"message": exc.message}, status)
 
-    async def listing_failed(request: Request, exc: Exception) -> Response:
-        # Instead of the runs listed before, which may be stale by now.
-        assert isinstance(exc, ListingFailed)
-        if request.url.path.startswith("/api/"):
-            return JSONResponse({"error": exc.line}, 500)
-        return page(request, "missing.html", {"message": exc.line}, 500)
-
     async def unexpected_error(request: Request, exc: Exception) -> Response:
         # A bug: the client gets one line; Starlette re-raises, so uvicorn logs the traceback.
         message = internal_error_line(exc)
@@ -215,6 +252,7 @@ def create_app(
         Route("/runs/{name}", run_page),
         Route("/compare", compare_page),
         Route("/api/runs", api_runs),
+        Route("/api/events/runs", api_runs_events),
         Route("/api/runs/{name}", api_run),
         Route("/api/runs/{name}/metrics", api_metrics),
         Route("/api/runs/{name}/logs", api_logs),
@@ -230,8 +268,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # List the runs now, so that the first page need not wait for it.
-        threading.Thread(target=source.refresh_quietly, daemon=True, name="runs-refresh").start()
+        # List the first page now, so that the first visit need not wait for the backends to open.
+        threading.Thread(target=source.warm_quietly, args=(DEFAULT_PER_PAGE,), daemon=True, name="runs-warm").start()
         yield
         await asyncio.to_thread(charts.close)  # saves the metric indexes read, for the next start
         await asyncio.to_thread(source.close)
@@ -240,7 +278,7 @@ def create_app(
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
-        exception_handlers={LauncherError: launcher_error, ListingFailed: listing_failed, Exception: unexpected_error},
+        exception_handlers={LauncherError: launcher_error, Exception: unexpected_error},
     )
     app.state.source = source
     app.state.charts = charts

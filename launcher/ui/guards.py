@@ -48,13 +48,20 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def is_log_stream(path: str) -> bool:
-    """/api/runs/NAME/logs: the dashboard's one server-sent event stream."""
-    return path.startswith("/api/runs/") and path.endswith("/logs") and path.count("/") == 4
+RUNS_UPDATES = "/api/events/runs"
+"""The runs page's updates: a stream too, that lists its page every few seconds."""
+
+
+def is_stream(path: str) -> bool:
+    """The dashboard's server-sent event streams: /api/runs/NAME/logs and the runs page's updates."""
+    return path == RUNS_UPDATES or (path.startswith("/api/runs/") and path.endswith("/logs") and path.count("/") == 4)
+
+
+_UPDATES_COUNT = " (a runs page's live updates count as one)"
 
 
 class StreamCap:
-    """At most `total` log streams at once, and `per_client` for one client address; one
+    """At most `total` streams (is_stream: a run's log, a runs page's updates) at once, and `per_client` for one client address; one
     more is answered 503 with Retry-After. A stream's slot is given back when its response
     ends in any way (finished, the client gone, the server stopping)."""
 
@@ -69,9 +76,11 @@ class StreamCap:
         """None when a slot is taken for `client`; else why not."""
         with self._lock:
             if sum(self._open.values()) >= self.total:
-                return f"this dashboard serves at most {self.total} log streams at once"
+                return f"this dashboard serves at most {self.total} log streams at once{_UPDATES_COUNT}"
             if self._open.get(client, 0) >= self.per_client:
-                return f"this dashboard serves at most {self.per_client} log streams at once to one client"
+                return (
+                    f"this dashboard serves at most {self.per_client} log streams at once to one client{_UPDATES_COUNT}"
+                )
             self._open[client] = self._open.get(client, 0) + 1
             return None
 
@@ -84,7 +93,7 @@ class StreamCap:
                 self._open.pop(client, None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not is_log_stream(scope["path"]):
+        if scope["type"] != "http" or not is_stream(scope["path"]):
             await self.app(scope, receive, send)
             return
         client = (scope.get("client") or ("?", 0))[0]

@@ -1,42 +1,50 @@
-"""The dashboard's view of every run: a snapshot of all backends, refreshed in the background.
+"""The dashboard's runs: one page at a time, asked of the stores the way `launcher get runs`
+asks them (launcher.sdk.fanout.list_runs with a RunQuery: the filters, a limit, a created_at
+cursor), so that a page costs what it shows, not the history.
 
-Listing every cluster can take a while (a thousand local runs, a slow API server), and
-the runs page polls it every few seconds from each open tab. So pages are served from
-the latest snapshot, and a request that finds it older than `max_age` starts one
-refresh in a thread (stale-while-revalidate): a page never waits for a listing except
-the very first one.
+Pages are kept for `max_age` seconds, so that tabs showing the same page, and the
+updates streamed to them (launcher.ui.updates), share one listing.
 
-A listing that fails on a bug, or on the launcher's own state (a cluster that cannot be
-listed is only an error line beside the others' runs), is not hidden behind the last
-snapshot: until a listing succeeds again, pages and the API answer its error.
+Paging, newest first: the stores answer "the newest N runs created before T" from their
+created_at indexes, and have no offset. So the "older" link of a page carries a cursor,
+the created_at of its last row (and the runs created at that same moment that it showed:
+a Kubernetes creation time is to the second, so several runs share one); the next page
+is the newest runs at or before that moment less those, one page's worth whatever the
+depth. A page asked by number alone (the "newer" links, an address typed in) lists its
+number times the page size: page 1, the one that matters, costs one page.
+
+A listing that fails on a bug, or on the launcher's own state, is the page's error (the
+runs listed before are not shown: they may be stale); a cluster that cannot be listed is
+an error line beside the others' runs.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import hashlib
+import json
 import threading
 import time
-import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from launcher.backends.base import Backend, Run, RunStatus
+from launcher.backends.listing import RunQuery, is_glob
 from launcher.backends.registry import open_backend
 from launcher.config import load_config
-from launcher.errors import LauncherError, internal_error_line
-from launcher.sdk.fanout import ask_each, find_run
+from launcher.errors import InputError, LauncherError, internal_error_line
+from launcher.sdk.fanout import find_run, list_runs
 
 
 @dataclass
 class Snapshot:
+    """The runs of the latest page listed, with their backends: a run page opened from a
+    row asks the backend that row came from."""
+
     pairs: list[tuple[Backend, Run]]
-    """(backend, run) for every run, newest first."""
-    errors: list[str] = field(default_factory=list)
-    """One line per cluster that could not be listed."""
+    """(backend, run) for every run of that page, newest first."""
     taken_at: float = 0.0
     """time.time() when the listing finished."""
-    cost: float = 0.0
-    """How long the listing took, in seconds."""
 
     @property
     def runs(self) -> list[Run]:
@@ -48,37 +56,158 @@ class Snapshot:
                 return backend
         return None
 
-    @property
-    def clusters(self) -> list[str]:
-        return sorted({cluster_of(run) for run in self.runs})
-
 
 def cluster_of(run: Run) -> str:
     return run.cluster or run.backend
 
 
 class ListingFailed(Exception):
-    """The latest listing failed as a whole; `line` says why, in one line. The runs listed
-    before are not shown in its place: they may be stale by now."""
+    """The latest listing failed as a whole; `line` says why, in one line."""
 
     def __init__(self, line: str):
         super().__init__(line)
         self.line = line
 
 
+# --- what a page asks for (pure) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    statuses: frozenset[RunStatus] = frozenset()
+    cluster: str | None = None
+    """A cluster profile's name: only its runs."""
+    name: str | None = None
+    """A substring, or a glob when it has * ? or [."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The name filter as RunQuery.names has it: a substring is the glob *substring*."""
+        if not self.name:
+            return ()
+        return (self.name if is_glob(self.name) else f"*{self.name}*",)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.statuses or self.cluster or self.name)
+
+
+_TICK = timedelta(microseconds=1)
+"""The resolution of a run's created_at: `created <= t` is `created < t + _TICK`."""
+
+
+@dataclass(frozen=True)
+class PageAt:
+    """Where a page starts: its number, and (on a page reached by an "older" link) the
+    cursor: the newest runs created at or before `before`, less `shown`, the runs created
+    at that very moment that the pages before showed."""
+
+    page: int = 1
+    before: datetime | None = None
+    shown: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, page: int, before: str | None, shown: str | None) -> PageAt:
+        """From the page's query parameters. Raises InputError for a cursor this module did not write."""
+        if not before:
+            return cls(page)
+        try:
+            at = datetime.fromisoformat(before)
+        except ValueError:
+            raise InputError(f"before must be a time as the page links write it, not {before!r}") from None
+        if at.tzinfo is None:
+            raise InputError(f"before must carry its time zone, not {before!r}")
+        return cls(page, at.astimezone(UTC), tuple(n for n in (shown or "").split(",") if n))
+
+    def params(self) -> dict[str, Any]:
+        """The query parameters that ask for this page (none for page 1)."""
+        out: dict[str, Any] = {} if self.page == 1 else {"page": self.page}
+        if self.before is not None:
+            out["before"] = self.before.isoformat()
+            if self.shown:
+                out["shown"] = ",".join(self.shown)
+        return out
+
+    def query(self, where: RunFilter, per_page: int) -> RunQuery:
+        """What to ask the stores: one more run than the page shows, to know there are older ones."""
+        if self.before is not None:
+            return RunQuery(
+                names=where.names,
+                statuses=where.statuses,
+                before=self.before + _TICK,
+                limit=per_page + len(self.shown) + 1,
+            )
+        return RunQuery(names=where.names, statuses=where.statuses, limit=self.page * per_page + 1)
+
+    def cut(self, runs: list[Run], per_page: int) -> tuple[list[Run], bool]:
+        """This page's runs out of what `query` listed, and whether older runs are left."""
+        if self.before is not None:
+            shown = set(self.shown)
+            rest = [r for r in runs if r.name not in shown]
+        else:
+            rest = runs[(self.page - 1) * per_page :]
+        return rest[:per_page], len(rest) > per_page
+
+
+@dataclass(frozen=True)
+class Page:
+    runs: list[Run]
+    at: PageAt
+    per_page: int
+    more: bool
+    """Older runs match past this page."""
+    errors: tuple[str, ...] = ()
+    """One line per cluster that could not be listed."""
+    clusters: tuple[str, ...] = ()
+    """Every cluster profile's name (the filter's choices)."""
+    cost: float = 0.0
+    """How long the listing took, in seconds."""
+    taken_at: float = 0.0
+
+    @property
+    def page(self) -> int:
+        return self.at.page
+
+    @property
+    def first(self) -> int:
+        """The place of the page's first run among all the matches (from 1)."""
+        return (self.page - 1) * self.per_page + 1
+
+    @property
+    def total(self) -> int | None:
+        """How many runs match: known on the last page only (counting them all would cost
+        a listing of the whole history)."""
+        return None if self.more else self.first - 1 + len(self.runs)
+
+    def older(self) -> PageAt | None:
+        """The next page's cursor; None on the last page."""
+        if not self.more or not self.runs:
+            return None
+        last = self.runs[-1].created_at
+        same = tuple(r.name for r in self.runs if r.created_at == last)
+        if self.at.before is not None and self.at.before == last:
+            same = self.at.shown + same  # a moment that spans pages: what they all showed
+        return PageAt(self.page + 1, last.astimezone(UTC), same)
+
+    def newer(self) -> PageAt | None:
+        """The previous page (by number: the stores list newest first); None on page 1."""
+        return PageAt(self.page - 1) if self.page > 1 else None
+
+
 class RunsSource:
-    """Every run of every cluster profile, through the Backend contract only. Backends are
-    opened once per profile and kept (a Kubernetes backend holds connections)."""
+    """The runs of every cluster profile, a page at a time, through the SDK's listing (the
+    Backend contract). Backends are opened once per profile and kept (a Kubernetes backend
+    holds connections); the config is re-read at every listing, so profiles added while
+    the dashboard runs appear on the next one."""
 
     def __init__(self, max_age: float = 1.0):
         self.max_age = max_age
         self._backends: dict[tuple[str, str], Backend] = {}
+        self._pages: dict[tuple[RunFilter, PageAt, int], Page] = {}
         self._snapshot: Snapshot | None = None
         self._failure: str | None = None
         """Why the latest listing failed, until one succeeds."""
         self._lock = threading.Lock()
-        self._refreshing = threading.Lock()
-        self._first = threading.Event()
 
     def _backend(self, profile) -> Backend:
         """The profile's backend, opened once and kept."""
@@ -88,24 +217,29 @@ class RunsSource:
                 self._backends[key] = open_backend(profile)
             return self._backends[key]
 
-    def refresh(self) -> Snapshot:
-        """List every profile (the config is re-read: profiles added while the dashboard runs
-        appear on the next refresh) the way `launcher get runs` does: all at once, an
-        unreachable cluster costing its short timeout and one error line."""
-        with self._refreshing:
-            try:
-                snap = self._list()
-            except Exception as e:
-                with self._lock:
-                    self._failure = e.message if isinstance(e, LauncherError) else internal_error_line(e)
-                raise
-            finally:
-                self._first.set()  # a request waiting for the first listing goes on either way
+    def page(self, where: RunFilter, at: PageAt, per_page: int) -> Page:
+        """The page's runs, listed at most `max_age` seconds ago. Raises the listing's
+        error when no cluster could be listed (a LauncherError) or on a bug."""
+        key = (where, at, per_page)
+        with self._lock:
+            kept = self._pages.get(key)
+        if kept is not None and time.time() - kept.taken_at <= self.max_age:
+            return kept
+        try:
+            page, pairs = self._list(where, at, per_page)
+        except Exception as e:
             with self._lock:
-                self._snapshot, self._failure = snap, None
-            return snap
+                self._failure = e.message if isinstance(e, LauncherError) else internal_error_line(e)
+            raise
+        with self._lock:
+            # Only pages asked within max_age are kept: a tab that left leaves nothing behind.
+            now = time.time()
+            self._pages = {k: p for k, p in self._pages.items() if now - p.taken_at <= self.max_age}
+            self._pages[key] = page
+            self._snapshot, self._failure = Snapshot(pairs, page.taken_at), None
+        return page
 
-    def _list(self) -> Snapshot:
+    def _list(self, where: RunFilter, at: PageAt, per_page: int) -> tuple[Page, list[tuple[Backend, Run]]]:
         started = time.monotonic()
         try:
             profiles = load_config().profiles()
@@ -113,45 +247,34 @@ class RunsSource:
             profiles, errors = [], [e.message]
         else:
             errors = []
-
-        def list_one(backend: Backend) -> list[tuple[Backend, Run]]:
-            return [(backend, run) for run in backend.list()]
-
-        answers, failed = ask_each(profiles, list_one, opener=self._backend)
-        pairs = [pair for profile in profiles for pair in answers.get(profile.name, [])]
-        errors += [e.message for e in failed.values()]
-        pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
-        return Snapshot(pairs, errors, time.time(), time.monotonic() - started)
+        clusters = tuple(sorted(p.name for p in profiles))
+        if where.cluster:
+            profiles = [p for p in profiles if p.name == where.cluster]
+        pairs, warnings = list_runs(profiles, at.query(where, per_page), opener=self._backend)
+        runs, more = at.cut([run for _, run in pairs], per_page)
+        kept = {run.name for run in runs}
+        shown = [(backend, run) for backend, run in pairs if run.name in kept]
+        page = Page(
+            runs, at, per_page, more, tuple(errors + warnings), clusters, time.monotonic() - started, time.time()
+        )
+        return page, shown
 
     def snapshot(self) -> Snapshot:
-        """The latest listing. Raises ListingFailed while the latest refresh has failed."""
+        """The latest page listed (empty before the first). Raises ListingFailed while the
+        latest listing has failed."""
         with self._lock:
             snap, failure = self._snapshot, self._failure
-        if snap is None:
-            if self._refreshing.locked():  # the first listing is under way: wait for it
-                self._first.wait()
-                with self._lock:
-                    snap = self._snapshot
-            return snap if snap is not None else self.refresh()
-        # A slow listing (thousands of runs) is repeated less often, so an open tab does not
-        # keep a core busy listing: at most a quarter of the time goes to it.
-        if time.time() - snap.taken_at > max(self.max_age, 3 * snap.cost) and not self._refreshing.locked():
-            threading.Thread(target=self.refresh_quietly, daemon=True, name="runs-refresh").start()
         if failure is not None:
             raise ListingFailed(failure)
-        return snap
+        return snap if snap is not None else Snapshot([])
 
-    def refresh_quietly(self) -> None:
-        """A refresh in the background. Its failure is kept for the pages (snapshot raises
-        it); a bug's traceback also goes to stderr, as uvicorn logs a failed request's."""
-        if self._refreshing.locked():
-            return
+    def warm_quietly(self, per_page: int) -> None:
+        """List the first page in the background (the backends open, their modules load),
+        so that the first visit need not wait for that. A failure is the page's to show."""
         try:
-            self.refresh()
-        except LauncherError:
+            self.page(RunFilter(), PageAt(), per_page)
+        except Exception:  # noqa: BLE001 - the first page asked lists again and shows it
             pass
-        except Exception:  # noqa: BLE001 - kept for the pages; the next request tries again
-            traceback.print_exc()
 
     def find(self, name: str) -> tuple[Backend, Run]:
         """The backend of run `name` and its current record. Raises NotFoundError."""
@@ -168,47 +291,6 @@ class RunsSource:
     def close(self) -> None:
         for backend in self._backends.values():
             backend.close()
-
-
-# --- filtering and pages (pure) -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunFilter:
-    statuses: frozenset[RunStatus] = frozenset()
-    cluster: str | None = None
-    name: str | None = None
-    """A substring, or a glob when it has * ? or [."""
-
-    def matches(self, run: Run) -> bool:
-        if self.statuses and run.status not in self.statuses:
-            return False
-        if self.cluster and cluster_of(run) != self.cluster:
-            return False
-        if self.name:
-            if any(c in self.name for c in "*?["):
-                return fnmatch.fnmatchcase(run.name, self.name)
-            return self.name in run.name
-        return True
-
-
-@dataclass(frozen=True)
-class Page:
-    runs: list[Run]
-    total: int
-    page: int
-    per_page: int
-
-    @property
-    def pages(self) -> int:
-        return max((self.total + self.per_page - 1) // self.per_page, 1)
-
-
-def select(runs: list[Run], where: RunFilter, page: int, per_page: int) -> Page:
-    matched = [r for r in runs if where.matches(r)]
-    pages = max((len(matched) + per_page - 1) // per_page, 1)
-    page = min(max(page, 1), pages)
-    return Page(matched[(page - 1) * per_page : page * per_page], len(matched), page, per_page)
 
 
 def summary(run: Run) -> dict[str, Any]:
@@ -230,3 +312,9 @@ def summary(run: Run) -> dict[str, Any]:
         "reason": run.reason,
         "attempts": run.current_attempt,
     }
+
+
+def version(run: Run) -> str:
+    """A short digest of what a run's row shows: a row whose version is unchanged is not
+    sent again (launcher.ui.updates)."""
+    return hashlib.blake2b(json.dumps(summary(run), sort_keys=True).encode(), digest_size=6).hexdigest()

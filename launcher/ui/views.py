@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from launcher.backends.base import Run
 from launcher.sdk.records import ago, duration, to_yaml, when
-from launcher.ui.runs import cluster_of
+from launcher.ui.runs import PageAt, cluster_of
+
+PAGING = ("page", "before", "shown")
+"""The query parameters that say which page (the rest are the filters)."""
 
 
 def shape(run: Run) -> str:
@@ -27,7 +31,14 @@ def iso(ts: Any) -> str:
     return ts.isoformat() if ts is not None else ""
 
 
+def page_href(query: dict[str, str], at: PageAt) -> str:
+    """The runs page's address for page `at`, with the filters of `query`."""
+    params = {**{k: v for k, v in query.items() if k not in PAGING}, **at.params()}
+    return "/?" + urlencode(params) if params else "/"
+
+
 GLOBALS = {
+    "page_href": page_href,
     "ago": ago,
     "duration": duration,
     "when": when,

@@ -64,7 +64,7 @@ def client(named: Named) -> Iterator[TestClient]:
 def test_runs_are_listed_newest_first_filtered_and_paged(client: TestClient, named: Named) -> None:
     body = client.get("/api/runs").json()
     assert [r["name"] for r in body["runs"]] == [named.gated, named.trained, named.failed]
-    assert body["total"] == 3 and body["pages"] == 1 and body["clusters"] == ["local"]
+    assert body["total"] == 3 and not body["more"] and body["older"] is None and body["clusters"] == ["local"]
     failed = body["runs"][2]
     assert failed["status"] == "FAILED" and failed["reason"] == "rank 0 exited with code 3"
     assert failed["nodes"] == 1 and failed["gpus"] == 0 and failed["cluster"] == "local"
@@ -82,7 +82,7 @@ def test_runs_are_listed_newest_first_filtered_and_paged(client: TestClient, nam
     ]
     assert client.get("/api/runs?cluster=elsewhere").json()["total"] == 0
     second = client.get("/api/runs?per_page=2&page=2").json()
-    assert [r["name"] for r in second["runs"]] == [named.failed] and second["pages"] == 2
+    assert [r["name"] for r in second["runs"]] == [named.failed] and second["total"] == 3 and not second["more"]
 
     bad = client.get("/api/runs?status=DONE")
     assert bad.status_code == 400 and "'DONE' is not a status" in bad.json()["error"]
@@ -212,9 +212,11 @@ def test_pages_show_runs_statuses_and_a_run_in_full(client: TestClient, named: N
     assert 'class="status status-FAILED"' in page.text and "rank 0 exited with code 3" in page.text
     partial = client.get("/?status=FAILED&partial=rows")
     assert "<html" not in partial.text and named.failed in partial.text and named.trained not in partial.text
-    paged = client.get("/?per_page=1&page=2&partial=rows").text  # what the page swaps in every 2 s
-    links = re.findall(r'href="/\?([^"]+)"', paged)
-    assert links == ["per_page=1&amp;page=1", "per_page=1&amp;page=3"], links
+    paged = client.get("/?per_page=1&page=2&partial=rows").text  # page 2 by number, as a "newer" link asks it
+    newer, older = re.findall(r'href="/\?([^"]+)"', paged)
+    assert newer == "per_page=1", newer
+    assert re.fullmatch(rf"per_page=1&amp;page=3&amp;before=[^&]+&amp;shown={named.trained}", older), older
+    assert "page 2 · run 2 of more than 2" in paged
 
     run = client.get(f"/runs/{named.failed}")
     assert run.status_code == 200
