@@ -56,8 +56,4 @@ def watchdog(name, disable, max_retries):
         click.echo(f"{OK} Disabled the watchdog for run {updated.name}: a failure will not be retried.")
         return
     click.echo(f"{OK} Enabled the watchdog for run {updated.name}: a failure will be retried up to {retries} times.")
-    if updated.backend == "local":
-        # mcli's watchdog also sets retry_on_system_failure: locally no cluster ends a rank, so
-        # there is no system failure to retry without counting.
-        info("retry_on_system_failure stays unset: on this machine no system failure ends a rank (the local backend)")
     info(f"Turn it off with `launcher watchdog {updated.name} --disable`.")

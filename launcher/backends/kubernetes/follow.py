@@ -393,7 +393,9 @@ def _attempt_over(
         return True
     # A container that can never start ends the attempt too (the run is FAILED fast).
     restarts = attempt_of(job) - first_attempt(job)
-    jobset = {"metadata": {"labels": labels(job)}, "status": {"restarts": restarts}}
+    # A JobSet as derive reads one: the child Job's labels and creation time stand for its.
+    meta = {"labels": labels(job), "creationTimestamp": (job.get("metadata") or {}).get("creationTimestamp")}
+    jobset = {"metadata": meta, "status": {"restarts": restarts}}
     run, _ = derive(Observed(name, jobset=jobset, jobs=[job], pods=pods_inf.snapshot()))
     return run.status.is_terminal
 
