@@ -123,7 +123,8 @@ def util(clusters, one, hide_users, training, inference, output):
     if output != "table":  # its rows as ever, one per GPU type and queue; the breakdown is the table's
         dump(rows + queues, output)
         return
-    breakdown = [] if hide_users else runs_holding(profiles)
+    answered = [p for p in profiles if p.name in answers]  # the others are a warning already
+    breakdown = [] if hide_users or not answered else runs_holding(answered)
     from rich.table import Table  # lazy: rich costs 3x `python -c pass`, for tables only
 
     table = Table(box=None, pad_edge=False, header_style="bold")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import TypeVar
 
@@ -55,8 +55,37 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
         # No profile could be asked: that is the answer, not that the run does not exist.
         first = next(iter(failed.values()))
         raise type(first)(first.message, exit_code=first.exit_code, hint=first.hint, warnings=unasked[1:])
+    away = unasked_home(name, failed)
+    if away is not None:
+        raise away
     # Not found where we could look; each profile we could not ask is a warning.
     raise RunNotFound(f"no run named {name!r}", hint="list runs with `launcher get runs`", warnings=unasked)
+
+
+def unasked_home(name: str, failed: dict[str, LauncherError]) -> LauncherError | None:
+    """The error to give for run `name`, found nowhere that answered, when the profile it
+    would be on could not be asked: the one this machine submitted it to (the run index),
+    else the current profile. None when that profile answered. Saying "no run named" of
+    a run on a cluster that is down would send the user looking for a typo."""
+    recorded = RunIndex().profile_of(name)
+    home = recorded or load_config().current
+    error = failed.get(home)
+    if error is None:
+        return None
+    where = "where it was submitted" if recorded else "the current profile"
+    state = "is down" if isinstance(error, ClusterUnreachable) else "did not answer"
+    return _failed_as(
+        error,
+        f"run {name!r} may be on cluster {home} ({where}), which {state}",
+        [e.message for n, e in failed.items() if n != home],
+    )
+
+
+def _failed_as(error: LauncherError, why: str, warnings: list[str]) -> LauncherError:
+    """A profile's failure, raised as the answer: its message, `why` it is one, and the
+    other profiles' failures as warnings."""
+    hint = f"{why}; {error.hint}" if error.hint else why
+    return type(error)(error.message, exit_code=error.exit_code, hint=hint, warnings=warnings)
 
 
 # How long one look across every profile waits for the slowest: a stalled cluster becomes a warning.
@@ -124,14 +153,28 @@ def ask_each(
 
 
 def list_runs(
-    profiles: list[Profile], query: RunQuery | None = None, *, opener: Callable[[Profile], Backend] = open_backend
+    profiles: list[Profile],
+    query: RunQuery | None = None,
+    *,
+    required: Collection[str] = (),
+    opener: Callable[[Profile], Backend] = open_backend,
 ) -> tuple[list[tuple[Backend, Run]], list[str]]:
     """(backend, run) for the runs of these profiles that `query` wants (None: every run),
     newest first, and one warning per profile that could not be listed. Each backend is
     asked for the query's page, not its whole history; the pages are merged and cut to
     the limit. When not one of them could be listed (one profile that is down, or all of
-    them), that is the error: an empty listing would say there are no runs. `opener`: as
-    ask_each's (the dashboard keeps its backends open between listings)."""
+    them), or one of the `required` profiles could not, that is the error: an empty
+    listing would say there are no runs. `opener`: as ask_each's (the dashboard keeps its
+    backends open between listings)."""
+    pairs, failed = listed_runs(profiles, query, opener=opener)
+    _raise_required(failed, required)
+    return pairs, [e.message for e in failed.values()]
+
+
+def listed_runs(
+    profiles: list[Profile], query: RunQuery | None = None, *, opener: Callable[[Profile], Backend] = open_backend
+) -> tuple[list[tuple[Backend, Run]], dict[str, LauncherError]]:
+    """list_runs, with the failure of each profile that could not be listed, by name."""
     query = query or RunQuery()
     withdrawn = RunIndex().withdrawn()  # a run that moved on is listed where it is now
 
@@ -141,7 +184,7 @@ def list_runs(
     def list_one(backend: Backend) -> list[tuple[Backend, Run]]:
         return [(backend, run) for run in backend.list(asked)]
 
-    answers, warnings = ask_some(profiles, list_one, "listed", opener=opener)
+    answers, failed = _ask_any(profiles, list_one, "listed", opener=opener)
     pairs = [
         pair
         for profile in profiles
@@ -151,7 +194,7 @@ def list_runs(
     pairs.sort(key=lambda pair: pair[1].created_at, reverse=True)
     if query.limit is not None:
         pairs = pairs[: max(query.limit, 0)]
-    return pairs, warnings
+    return pairs, failed
 
 
 def ask_some(
@@ -159,12 +202,40 @@ def ask_some(
     ask: Callable[[Backend], T],
     done: str,
     *,
+    required: Collection[str] = (),
     opener: Callable[[Profile], Backend] = open_backend,
 ) -> tuple[dict[str, T], list[str]]:
     """ask_each, when an answer from some profiles is an answer: the answers, and one
     warning per profile that could not be asked. When not one of them could be (one
     profile that is down, or all of them), that is the error: an empty answer would say
-    there is nothing. `done`: what was asked of them, for that error ("listed")."""
+    there is nothing; so is a `required` profile that could not be asked (the current
+    one, or one the user named). `done`: what was asked of them, for that error ("listed")."""
+    answers, failed = _ask_any(profiles, ask, done, opener=opener)
+    _raise_required(failed, required)
+    return answers, [e.message for e in failed.values()]
+
+
+def _raise_required(failed: dict[str, LauncherError], required: Collection[str]) -> None:
+    """Raise the failure of the first `required` profile that could not be asked."""
+    for name in required:
+        if name in failed:
+            why = (
+                f"cluster {name} is the current profile (`launcher cluster use` chooses another)"
+                if name == load_config().current
+                else f"cluster {name} was named"
+            )
+            raise _failed_as(failed[name], why, [e.message for n, e in failed.items() if n != name])
+
+
+def _ask_any(
+    profiles: list[Profile],
+    ask: Callable[[Backend], T],
+    done: str,
+    *,
+    opener: Callable[[Profile], Backend] = open_backend,
+) -> tuple[dict[str, T], dict[str, LauncherError]]:
+    """ask_each, raising when not one profile could be asked; else the answers and the
+    failures by profile name."""
     answers, failed = ask_each(profiles, ask, opener=opener)
     if profiles and len(failed) == len(profiles):
         errors = list(failed.values())
@@ -177,7 +248,7 @@ def ask_some(
             exit_code=2 if all(e.exit_code == 2 for e in errors) else 1,
             warnings=[e.message for e in errors],
         )
-    return answers, [e.message for e in failed.values()]
+    return answers, failed
 
 
 def resolve_run(arg: str | None) -> tuple[Backend, Run]:

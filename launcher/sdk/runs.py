@@ -459,15 +459,16 @@ def parse_status(value: RunStatus | str) -> RunStatus:
 
 def _listed(cluster: str | Iterable[str] | None = None, query: RunQuery | None = None):
     """(backend, run) for the runs `query` wants (None: every run) of every profile (or those
-    named), newest first, and one warning per profile that could not be listed; when none
-    could be, the error."""
+    named), newest first, and one warning per profile that could not be listed. When none
+    could be, or the current profile (the profiles named, where named) could not be, the
+    error: a cluster that is down must not look empty."""
     from launcher.config import load_config
     from launcher.sdk.fanout import list_runs
 
     config = load_config()
     names = _strings(cluster)
     profiles = [config.profile(n) for n in names] if names else config.profiles()
-    return list_runs(profiles, query)
+    return list_runs(profiles, query, required=[p.name for p in profiles] if names else [config.current])
 
 
 def _strings(value: object) -> list[Any]:
@@ -504,8 +505,9 @@ def get_runs(
     `cluster` profiles; `status`; `gpu_type` (compute.gpu_type; "none" or "cpu" for none);
     `gpu_num` (compute.gpus); created `before`/`after` (a naive time is local);
     `limit` at most that many; `latest` only the newest. A profile that cannot be asked
-    is a line in the result's `warnings`; when none can be, the error (ClusterUnreachable
-    for clusters that are away)."""
+    is a line in the result's `warnings`; when none can be, or the current profile (or
+    one that `cluster` names) cannot be, the error (ClusterUnreachable for clusters that
+    are away)."""
     from launcher.backends.listing import RunQuery
 
     gpu_nums = set()
@@ -532,20 +534,27 @@ def select_runs(names: Iterable[RunRef] = (), *, all: bool = False, latest: bool
     """The runs an action (stop, delete) is for: each name as the command line means it
     (a full name, a spec name's latest run, a glob; none matching is RunNotFound), every
     run (`all`), or only the newest of those (`latest`). Naming none of them is an
-    InputError: an action never falls back to every run."""
+    InputError: an action never falls back to every run. A name found nowhere, whose
+    cluster (where it was submitted, else the current profile) could not be asked, is
+    that cluster's failure (ClusterUnreachable where it is down)."""
     from launcher.sdk.run_names import not_found, select
 
     wanted_names = [name_of(n) for n in names]
     if not wanted_names and not all and not latest:
         raise InputError("name the runs, or choose every run with --all or the latest with --latest")
-    pairs, warnings = _listed()
+    from launcher.config import load_config
+    from launcher.sdk.fanout import listed_runs, unasked_home
+
+    pairs, failed = listed_runs(load_config().profiles())
+    warnings = [e.message for e in failed.values()]
     listed = [r.name for _, r in pairs]
     if wanted_names:
         wanted: dict[str, None] = {}
         for n in wanted_names:
             chosen = select(n, listed)
             if not chosen:
-                raise not_found(n, listed, warnings)
+                # Its cluster being down is the answer, not that there is no such run.
+                raise unasked_home(n, failed) or not_found(n, listed, warnings)
             wanted.update(dict.fromkeys(chosen))
         runs = [r for _, r in pairs if r.name in wanted]
     else:

@@ -59,7 +59,7 @@ from launcher.backends.kubernetes.errors import (  # noqa: F401 - KubeError is t
 )
 from launcher.backends.kubernetes.profiles import ClusterProfile
 from launcher.backends.kubernetes.reach import LIST_CONNECT_TIMEOUT, kubeconfig_path, read_kubeconfig
-from launcher.errors import TLS, UNREACHABLE, connection_failure
+from launcher.errors import READ_TIMEOUT, TLS, UNREACHABLE, connection_failure
 from launcher.pod.backoff import delay, jittered
 
 WATCH_SECONDS = 60
@@ -180,6 +180,8 @@ class KubeApi:
         self.profile = profile
         self.namespace = profile.namespace
         self.retry = retry
+        self.request_timeout = profile.request_timeout
+        """Seconds one request may take, its retries included (kubectl's --request-timeout)."""
         self.kinds = dict(KINDS)
         """Kind -> (path prefix, plural) for this cluster: a CRD's served version may differ."""
         self.served: dict[str, dict | None] = {}
@@ -192,9 +194,10 @@ class KubeApi:
 
     # --- the exception boundary -----------------------------------------------------------
     @contextmanager
-    def _mapped(self, doing: str) -> Iterator[None]:
+    def _mapped(self, doing: str, *, read_timeout: float | None = None) -> Iterator[None]:
         """Turn whatever the client raises into a KubeError that says, in one line, which
-        cluster, what we were doing, and what went wrong."""
+        cluster, what we were doing, and what went wrong. `read_timeout`: how long the
+        server was given to answer, named when it did not."""
         where = f"cluster {self.profile.name}"
         try:
             yield
@@ -228,6 +231,13 @@ class KubeApi:
             ) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             what, reason, maybe_done = _connection_error(e)
+            hint = "check the certificate-authority in the kubeconfig" if reason == TLS else None
+            if reason == READ_TIMEOUT and read_timeout is not None:
+                what = f"the server did not answer within {read_timeout:.3g} s"
+                hint = (
+                    f"the server takes connections but does not answer; the profile's request_timeout "
+                    f"({self.request_timeout:g} s) is how long a request may take"
+                )
             # A connection that never got an answer is a cluster away (ClusterUnreachable).
             error = KubeUnreachable if reason in UNREACHABLE else KubeError
             raise error(
@@ -236,7 +246,7 @@ class KubeApi:
                 retryable=True,
                 maybe_done=maybe_done,
                 exit_code=2 if reason == TLS else 1,
-                hint="check the certificate-authority in the kubeconfig" if reason == TLS else None,
+                hint=hint,
             ) from None
 
     def _call(
@@ -250,19 +260,35 @@ class KubeApi:
         content_type: str = "application/json",
         token: str | None = None,
         policy: RequestRetry | None = None,
-        read_timeout: float | None = None,
+        stream_timeout: float | None = None,
         accept: str = "application/json, */*",
     ) -> Any:
-        """One request inside the boundary, retried as the policy allows; the urllib3
-        response, unread. A write that may have happened is repeated only with a creation
-        token (see the module docstring)."""
+        """One request inside the boundary, retried as the policy allows, all within the
+        profile's request_timeout; the urllib3 response, unread. A write that may have
+        happened is repeated only with a creation token (see the module docstring).
+        `stream_timeout`: a stream's (a watch, a followed log): once its headers came (within
+        the deadline), each read of its body may wait this long, since a quiet stream is
+        not a stalled server; the caller reconnects when it ends."""
         policy = policy or self.retry
-        timeout = (policy.connect_timeout, read_timeout or policy.read_timeout)
+        deadline = time.monotonic() + self.request_timeout
         retry = 0
         while True:
+            left = max(deadline - time.monotonic(), 0.001)
+            read_timeout = min(policy.read_timeout, left)
             try:
-                with self._mapped(doing):
-                    return self._send(method, path, query, body, content_type, timeout, accept)
+                with self._mapped(doing, read_timeout=read_timeout):
+                    resp = self._send(
+                        method,
+                        path,
+                        query,
+                        body,
+                        content_type,
+                        (min(policy.connect_timeout, left), read_timeout),
+                        accept,
+                    )
+                    # The body's reads: a stream's own timeout, else the request's (not what is left of it).
+                    _rearm(resp, stream_timeout or min(policy.read_timeout, self.request_timeout))
+                    return resp
             except KubeError as e:
                 if e.status == 409 and retry > 0 and method == "POST" and token is not None:
                     existing = self._own_object(path, body, token)
@@ -271,11 +297,12 @@ class KubeApi:
                 if not e.retryable or (method == "POST" and e.maybe_done and token is None):
                     raise
                 tries = policy.tries if e.status else policy.connection_tries
-                if retry + 1 >= tries:
-                    if tries > 1:
-                        e.message += f" (tried {tries} times)"
+                pause = policy.delay(retry)
+                if retry + 1 >= tries or time.monotonic() + pause >= deadline:
+                    if retry > 0:
+                        e.message += f" (tried {retry + 1} times)"
                     raise
-            time.sleep(policy.delay(retry))
+            time.sleep(pause)
             retry += 1
 
     def _send(
@@ -313,7 +340,7 @@ class KubeApi:
                 None,
                 None,
                 "",
-                (self.retry.connect_timeout, self.retry.read_timeout),
+                (self.retry.connect_timeout, min(self.retry.read_timeout, self.request_timeout)),
             )
         except (ApiException, urllib3.exceptions.HTTPError, OSError):
             return None
@@ -473,7 +500,7 @@ class KubeApi:
             doing,
             "GET",
             self._path(kind),
-            read_timeout=timeout + 15,
+            stream_timeout=timeout + 15,
             query={
                 "labelSelector": labels,
                 "resourceVersion": resource_version,
@@ -578,7 +605,7 @@ class KubeApi:
             "GET",
             self._path("Pod", pod, "log"),
             query={"container": keys.CONTAINER, **params},
-            read_timeout=LOG_READ_TIMEOUT,
+            stream_timeout=LOG_READ_TIMEOUT if params.get("follow") else None,
         )
 
 
@@ -633,6 +660,15 @@ class WatchHandle:
             self.stopped = True
             if self._resp is not None:
                 _shutdown(self._resp)
+
+
+def _rearm(resp: Any, seconds: float) -> None:
+    """Give each later read of the response's body `seconds` (the socket's timeout, which
+    urllib3 set to the headers' read timeout)."""
+    connection = getattr(resp, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
 
 
 def _shutdown(resp: Any) -> None:

@@ -34,6 +34,7 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         run_as_user: 1000                 # the pods' runAsUser (default: the image's user)
         shm_size: 64Gi                    # sizeLimit of /dev/shm (default: the pod's memory)
         cache_size: 100Gi                 # sizeLimit of the cache emptyDir /tmp/launcher-cache
+        request_timeout: 30               # seconds one API request may take, its retries included
 
 `resolve_placement` turns a spec's compute section into nodes x GPUs on one
 gpu_type, or a clear error; `default_requests` says what a pod asks for when the spec
@@ -124,6 +125,11 @@ class ClusterProfile(BaseModel):
     instance_label: str = INSTANCE_LABEL
     spot: Literal["gke", "karpenter", "generic"] | SpotScheme | None = None
     master_port: int = Field(default=29500, ge=1, le=65535)
+    request_timeout: float = Field(default=30.0, gt=0)
+    """Seconds one Kubernetes API request may take, its retries included, as kubectl's
+    --request-timeout: past it a server that accepts connections but never answers is an
+    error naming the cluster. A watch or a followed log gets its answer's headers within
+    it, then waits as long as a quiet stream may be quiet."""
     shm_size: str | None = None
     """sizeLimit of the /dev/shm memory volume; None: the pod's memory (its request, or the
     spec's memory), which /dev/shm counts against anyway."""
