@@ -151,8 +151,8 @@ def plan_mounts(config_dir: Path, secret_dirs: dict[str, Path], hidden: Sequence
     return MountPlan(REWRITE, binds, problem, hidden=covered)
 
 
-def _namespace_impossible() -> str | None:
-    """Why no rank can have a mount namespace here at all, whatever it mounts, or None."""
+def _refused_by_settings() -> str | None:
+    """Why the mode setting or the platform rules out mount namespaces, or None."""
     mode = os.environ.get(MODE_ENV, "auto")
     if mode == REWRITE:
         return f"{MODE_ENV}=rewrite"
@@ -160,18 +160,19 @@ def _namespace_impossible() -> str | None:
         return f"{MODE_ENV}={mode!r} is not auto or rewrite"
     if not sys.platform.startswith("linux"):
         return f"mount namespaces are Linux-only, this is {sys.platform}"
-    return _probe()
+    return None
+
+
+def _namespace_impossible() -> str | None:
+    """Why no rank can have a mount namespace here at all, whatever it mounts, or None."""
+    return _refused_by_settings() or _probe()
 
 
 def namespace_problem(targets: list[str]) -> str | None:
     """Why the ranks cannot get a private mount namespace with these mount points, or None."""
-    mode = os.environ.get(MODE_ENV, "auto")
-    if mode == REWRITE:
-        return f"{MODE_ENV}=rewrite"
-    if mode != "auto":
-        return f"{MODE_ENV}={mode!r} is not auto or rewrite"
-    if not sys.platform.startswith("linux"):
-        return f"mount namespaces are Linux-only, this is {sys.platform}"
+    refused = _refused_by_settings()
+    if refused is not None:
+        return refused
     for t in targets:
         if os.path.isdir(t):
             continue
