@@ -19,7 +19,7 @@ from launcher.cli.common import (
 )
 from launcher.cli.exec import port_forward_command
 from launcher.sdk.placement import placement_of
-from launcher.sdk.records import until
+from launcher.sdk.records import run_duration, until
 from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
 
 
@@ -73,7 +73,7 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo(f"Created:    {when(run.created_at)}")
     echo(f"Started:    {when(run.started_at)}")
     echo(f"Ended:      {when(run.ended_at)}")
-    echo(f"Duration:   {duration(run.started_at, run.ended_at)}")
+    echo(f"Duration:   {run_duration(run)}")
     policy = RetryPolicy.from_spec(run.spec)
     if policy.max_retries or len(run.attempts) > 1:
         echo(f"Retries:    up to {policy.max_retries}; backoff {run.backoff or policy.describe_backoff()}")

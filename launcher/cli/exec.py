@@ -16,8 +16,10 @@ from launcher.sdk.attach import port_forward as forward
 TMUX_SESSION = "launcher"
 
 
-def _shell_argv(tmux: bool) -> list[str]:
-    """The rank's shell: $SHELL, else bash, else sh, found in the rank; in tmux when asked and there."""
+def _shell_argv(tmux: bool, tty: bool) -> list[str]:
+    """The rank's shell: $SHELL, else bash, else sh, found in the rank; in tmux when asked and there.
+    Interactive (-i) on a terminal only: without one (commands piped in) an interactive bash
+    prints job-control warnings and a prompt per line; a plain shell runs what it reads."""
     shell = 's="${SHELL:-}"; [ -n "$s" ] && command -v "$s" >/dev/null 2>&1 || s=$(command -v bash) || s=sh; '
     if tmux:
         # A socket per run and rank: on the local backend every rank shares this machine's /tmp.
@@ -26,7 +28,7 @@ def _shell_argv(tmux: bool) -> list[str]:
             f"new -A -s {TMUX_SESSION}; fi; "
             'echo "[launcher] tmux is not installed in this rank: a plain shell instead" >&2; '
         )
-    return ["/bin/sh", "-c", shell + 'exec "$s" -i']
+    return ["/bin/sh", "-c", shell + ('exec "$s" -i' if tty else 'exec "$s"')]
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True})
@@ -63,7 +65,7 @@ def _container(value: str | None) -> None:
         )
 
 
-def _argv(command: str | None, tmux: bool) -> list[str]:
+def _argv(command: str | None, tmux: bool, tty: bool) -> list[str]:
     """What runs in the rank: mcli's --command through sh -c, else a shell (in tmux if asked)."""
     if command is not None and tmux:
         raise click.UsageError("--command and --tmux do not go together: the command runs instead of a shell")
@@ -71,7 +73,7 @@ def _argv(command: str | None, tmux: bool) -> list[str]:
         if not command.strip():
             raise InputError("--command is empty", hint="give the command to run, e.g. --command 'nvidia-smi'")
         return ["/bin/sh", "-c", command]
-    return _shell_argv(tmux)
+    return _shell_argv(tmux, tty)
 
 
 def _running_run(latest: bool) -> str:
@@ -124,11 +126,12 @@ def connect(name, latest, rank, container, command, tmux):
     if name and latest:
         raise click.UsageError("give a run NAME or --latest, not both")
     _container(container)
-    argv = _argv(command, tmux)
+    tty = sys.stdin.isatty()
+    argv = _argv(command, tmux, tty)
     name = name or _running_run(latest)
     if command is None:
         info(f"Connecting to rank {rank} of run {name}; leave the shell with `exit` (the run goes on).")
-    sys.exit(exec_in_run(name, argv, rank=rank, tty=sys.stdin.isatty()))
+    sys.exit(exec_in_run(name, argv, rank=rank, tty=tty))
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$", re.IGNORECASE)
@@ -200,7 +203,8 @@ def interactive(
     """
     session, shown = _session_hours(hours_arg, hours, max_duration)
     _container(attach["container"])
-    argv = _argv(attach["command"], attach["tmux"])
+    tty = sys.stdin.isatty()
+    argv = _argv(attach["command"], attach["tmux"], tty)
     run = create_interactive_run(
         session,
         file=spec_file,
@@ -222,7 +226,7 @@ def interactive(
             raise LauncherError(f"run {run.name} ended before it ran ({ready.status.value}{why})")
         click.echo(f"{OK} Run {run.name} is {ready.status.value}.", err=True)
         return
-    sys.exit(exec_in_run(run.name, argv, rank=rank, tty=sys.stdin.isatty()))
+    sys.exit(exec_in_run(run.name, argv, rank=rank, tty=tty))
 
 
 _PORTS = re.compile(r"^(\d+):(\d+)$|^(\d+)$")

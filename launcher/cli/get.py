@@ -10,7 +10,6 @@ from launcher.cli.common import (
     ago,
     complete_run_names,
     dump,
-    duration,
     instance,
     print_table,
     run_record,
@@ -21,7 +20,7 @@ from launcher.cli.secret import LIST_FORMATS as SECRET_FORMATS
 from launcher.cli.secret import ids_opt as secret_ids_opt
 from launcher.cli.secret import list_secrets
 from launcher.cli.secret import type_opt as secret_type_opt
-from launcher.sdk.records import status_detail
+from launcher.sdk.records import run_duration, status_detail
 
 
 class LimitParam(click.ParamType):
@@ -103,7 +102,7 @@ def get_runs(patterns, filters: RunFilters, include_ids, limit, output):
             instance(r.spec),
             r.status.value,
             ago(r.created_at),
-            duration(r.started_at, r.ended_at),
+            run_duration(r),
             status_detail(r),
         )
     if not runs:

@@ -7,7 +7,7 @@ dashboard imports the other.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -49,10 +49,59 @@ def duration(start: datetime | None, end: datetime | None) -> str:
     """From start to end (or to now while running) as [h:]mm:ss; '-' before a start."""
     if start is None:
         return "-"
-    secs = int(((end or datetime.now(UTC)) - start).total_seconds())
+    return clock((end or datetime.now(UTC)) - start)
+
+
+def clock(span: timedelta) -> str:
+    """A span of time as [h:]mm:ss."""
+    secs = int(span.total_seconds())
     h, rem = divmod(secs, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def running_time(run: Run, now: datetime | None = None) -> timedelta | None:
+    """How long the run's attempts ran, added up: each from its start to its end (the one
+    running, to `now`). Not the time between them: a retry's backoff, or the time a run sat
+    stopped before `run -r` restarted it. None before the first start. Every backend records
+    its attempts' times (a local run in its state, a Kubernetes one from its Jobs' pods), so
+    this is the duration of `get runs`, `describe` and the dashboard on all of them."""
+    now = now or datetime.now(UTC)
+    if not any(a.started_at is not None for a in run.attempts):
+        # A record without attempts' times: its first start to its end.
+        return None if run.started_at is None else (run.ended_at or now) - run.started_at
+    total = timedelta()
+    for a in run.attempts:
+        if a.started_at is None:
+            continue
+        end = a.ended_at
+        if end is None:
+            later = [b.started_at for b in run.attempts if b.index > a.index and b.started_at is not None]
+            # An attempt that did not record its end ended when the run did, or when the next one began.
+            end = min(later) if later else run.ended_at if run.status.is_terminal else None
+        total += max((end or now) - a.started_at, timedelta())
+    return total
+
+
+def run_duration(run: Run) -> str:
+    """running_time as [h:]mm:ss, the DURATION `get runs`, `describe` and the dashboard show;
+    '-' before the first start."""
+    ran = running_time(run)
+    return "-" if ran is None else clock(ran)
+
+
+def running_since(run: Run) -> datetime | None:
+    """While an attempt runs: the moment from which the time to now is running_time (its
+    start, less the earlier attempts' running time), for a duration that ticks (the
+    dashboard's runs page); None when no attempt is running."""
+    if run.status.is_terminal or not run.attempts:
+        return None
+    latest = run.attempts[-1]
+    if latest.started_at is None or latest.ended_at is not None:
+        return None
+    now = datetime.now(UTC)
+    ran = running_time(run, now)
+    return None if ran is None else now - ran
 
 
 def to_yaml(obj: Any) -> str:

@@ -13,13 +13,14 @@ import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, overload
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -146,6 +147,11 @@ def create_app(
             _, run = source.find(name)
         except NotFoundError as e:
             return page(request, "missing.html", {"message": e.message}, 404)
+        if run.name != name:
+            # A spec's name (its latest run) or the start of a run name, as `describe` takes
+            # it: the page moves to the run's own address, so that it stays on that run.
+            query = f"?{request.url.query}" if request.url.query else ""
+            return RedirectResponse(f"/runs/{quote(run.name, safe='')}{query}", 307)
         template = "_details.html" if request.query_params.get("partial") == "details" else "run.html"
         return page(request, template, {"run": run})
 
@@ -207,8 +213,8 @@ def create_app(
     async def api_logs(request: Request) -> Response:
         from sse_starlette.sse import EventSourceResponse
 
-        name = request.path_params["name"]
-        backend, run = await run_in_threadpool(source.find, name)
+        backend, run = await run_in_threadpool(source.find, request.path_params["name"])
+        name = run.name  # the path may name its spec (its latest run)
         rank = _int(request, "rank", None, 0, run.nodes - 1)
         follow = request.query_params.get("follow", "1") not in ("0", "false", "no")
         raw = request.query_params.get("raw", "0") not in ("0", "false", "no")  # the metric records too

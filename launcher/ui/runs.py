@@ -33,7 +33,7 @@ from launcher.backends.listing import RunQuery, is_glob
 from launcher.backends.registry import open_backend
 from launcher.config import load_config
 from launcher.errors import InputError, LauncherError, internal_error_line
-from launcher.sdk.fanout import find_run, list_runs
+from launcher.sdk.fanout import list_runs, resolve_run
 
 
 @dataclass
@@ -277,7 +277,10 @@ class RunsSource:
             pass
 
     def find(self, name: str) -> tuple[Backend, Run]:
-        """The backend of run `name` and its current record. Raises NotFoundError."""
+        """The backend of the run `name` means and its current record: a run name, or what
+        `launcher describe run NAME` takes (the spec's name for its latest run, a unique
+        start of a run name), resolved as describe resolves it (fanout.resolve_run).
+        Raises NotFoundError, or InputError for a start several run names share."""
         try:
             snap: Snapshot | None = self.snapshot()
         except ListingFailed:
@@ -286,7 +289,7 @@ class RunsSource:
         if backend is not None:
             return backend, backend.get(name)
 
-        return find_run(name)  # submitted since the last snapshot
+        return resolve_run(name)  # submitted since the last snapshot, or not a run's full name
 
     def close(self) -> None:
         for backend in self._backends.values():

@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from launcher.backends.base import Run
-from launcher.sdk.records import ago, duration, to_yaml, when
+from launcher.sdk.records import ago, run_duration, running_since, to_yaml, when
 from launcher.ui.runs import PageAt, cluster_of
 
 PAGING = ("page", "before", "shown")
@@ -40,7 +40,8 @@ def page_href(query: dict[str, str], at: PageAt) -> str:
 GLOBALS = {
     "page_href": page_href,
     "ago": ago,
-    "duration": duration,
+    "run_duration": run_duration,
+    "running_since": running_since,
     "when": when,
     "iso": iso,
     "shape": shape,

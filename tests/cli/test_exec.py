@@ -122,6 +122,24 @@ def test_interactive_from_a_spec_keeps_its_environment_and_replaces_its_command(
     assert "sleep 90" in record["spec"]["command"]
 
 
+JOB_CONTROL_NOISE = ("cannot set terminal process group", "no job control in this shell")
+
+
+def test_interactive_and_connect_with_piped_commands_print_their_output_and_no_shell_noise(cli, runs):
+    cli.env["SHELL"] = "/bin/bash"  # the shell that, run interactively without a terminal, is noisy
+    r = cli("interactive", "--max-duration", "3m", input='echo "piped into rank $NODE_RANK"\nexit 4\n')
+    runs.append(submitted(r.stderr))
+    assert r.returncode == 4, r.stderr  # the shell's exit code
+    assert r.stdout == "piped into rank 0\n"  # the commands' output, no prompt, no echoed command
+    assert not any(noise in r.stderr for noise in JOB_CONTROL_NOISE), r.stderr
+    assert all(line.startswith(("✔", "i ")) for line in r.stderr.splitlines()), r.stderr  # only launcher's own
+
+    r = cli("connect", runs[0], input="echo $RUN_NAME\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{runs[0]}\n"
+    assert not any(noise in r.stderr for noise in JOB_CONTROL_NOISE), r.stderr
+
+
 def test_interactive_requires_max_duration(cli):
     r = cli("interactive")
     assert r.returncode == 2

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -106,6 +108,31 @@ def test_restart_a_stopped_run_as_its_next_attempt(cli):
     assert r.returncode == 2
     assert f"run {name} completed: only a stopped or failed run can be restarted" in r.stderr
     assert f"launcher run --clone {name}" in r.stderr and "Traceback" not in r.stderr
+
+
+STOPPED_FOR = 4  # seconds a run sits stopped before `run -r`
+
+
+def test_a_restarted_run_s_duration_counts_its_attempts_not_the_time_it_sat_stopped(cli):
+    name = submitted_name(cli("run", "-f", str(cli.spec("sleeper", SLEEPER))).stdout)
+    cli.wait_status(name, {"RUNNING"})
+    assert cli("stop", name, "-y").returncode == 0
+    cli.wait_status(name, {"STOPPED"})
+    time.sleep(STOPPED_FOR)
+    assert cli("run", "-r", name).returncode == 0
+    cli.wait_status(name, {"RUNNING"})
+    assert cli("stop", name, "-y").returncode == 0
+    rec = cli.wait_status(name, {"STOPPED"})
+
+    at = datetime.fromisoformat
+    first, second = rec["attempts"]
+    assert at(second["started_at"]) - at(first["ended_at"]) >= timedelta(seconds=STOPPED_FOR)
+    ran = sum((at(a["ended_at"]) - at(a["started_at"]) for a in (first, second)), timedelta())
+    minutes, seconds = divmod(int(ran.total_seconds()), 60)
+    shown = f"{minutes}:{seconds:02d}"
+    assert f"Duration:   {shown}\n" in cli("describe", "run", name).stdout
+    row = next(line for line in cli("get", "runs").stdout.splitlines() if line.startswith(name))
+    assert re.split(r"\s{2,}", row)[5] == shown, row  # NAME CLUSTER INSTANCE STATUS CREATED DURATION
 
 
 def test_restart_a_failed_run_and_refuse_a_running_one(cli):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import yaml
@@ -82,6 +84,26 @@ def test_restart_a_stopped_run_as_its_next_attempt(fake_kube, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"run {name} completed: only a stopped or failed run can be restarted" in err
     assert f"launcher run --clone {name}" in err and "Traceback" not in err
+
+
+def test_a_restarted_run_s_duration_counts_its_attempts_not_the_time_it_sat_stopped(fake_kube, tmp_path, capsys):
+    """As on the local backend (tests/cli/test_mcli_run_flags.py): the attempts' running
+    time, from the same records layer (launcher.sdk.records.running_time)."""
+    name = submit(tmp_path, capsys, FIRST_ATTEMPT_WAITS)
+    wait_status(capsys, name, "RUNNING")
+    assert launcher("stop", name, "-y") == 0
+    wait_status(capsys, name, "STOPPED")
+    time.sleep(4)  # stopped, before `run -r`
+    assert launcher("run", "-r", name, "--follow") == 0
+    rec = record(capsys, name)
+
+    at = datetime.fromisoformat
+    first, second = rec["attempts"]
+    assert at(second["started_at"]) - at(first["ended_at"]) >= timedelta(seconds=3)
+    ran = sum((at(a["ended_at"]) - at(a["started_at"]) for a in (first, second)), timedelta())
+    minutes, seconds = divmod(int(ran.total_seconds()), 60)
+    assert launcher("describe", "run", name) == 0
+    assert f"Duration:   {minutes}:{seconds:02d}\n" in capsys.readouterr().out
 
 
 def test_restart_a_failed_run_whose_retries_ran_out(fake_kube, tmp_path, capsys):

@@ -3,7 +3,12 @@
 the local backend, and the run examples on the fake cluster too.
 
 Where each comes from: RUN_STATUS and CLUSTER_UTILIZATION are mcli's "Run Lifecycle" page
-as it is written (docs.mosaicml.com/projects/mcli/en/latest/training/run_lifecycle.html).
+as it is written (docs.mosaicml.com/projects/mcli/en/latest/training/run_lifecycle.html);
+RUN_STATUS_ORDER is the Example sections of RunStatus.before, after and is_terminal in
+mosaicml-cli 0.8.3 (mcli/utils/utils_run_status.py), which its API reference shows, run
+under doctest. Those are the only runnable SDK examples to be had here: mcli's repository
+cannot be fetched, the docs pages are stored only as their openings, 0.8.3's README has no
+code, and its other docstrings no examples.
 The others are the calls mcli's "Manage a run with the SDK" page and its API reference
 (training/working_with_runs.html, python/python_api.html) document, in the shapes they
 document them: a run from a RunConfig or a YAML, wait_for_run_status, the logs joined as
@@ -48,6 +53,9 @@ class Example:
     """Files in its working directory."""
     profiles: dict[str, dict] | None = None
     """Cluster profiles added to config.yaml."""
+    doctest: bool = False
+    """`code` is an import line, a blank line, then doctest text (a docstring's Example
+    section, as written): the examples run under doctest, in the import's namespace."""
 
 
 HELLO_WORLD_YAML = """\
@@ -77,6 +85,29 @@ EXAMPLES = {
         expect=r"COMPLETED\nCOMPLETED\n",
     ),
     # run_lifecycle.html, "You can view active and queued runs on all clusters using" (verbatim).
+    # mosaicml-cli 0.8.3, mcli/utils/utils_run_status.py: the Example sections of
+    # RunStatus.before, RunStatus.after and RunStatus.is_terminal (verbatim), after the
+    # import of the name they use.
+    "run_status_order": Example(
+        doctest=True,
+        code="""\
+            from mcli import RunStatus
+
+            >>> RunStatus.RUNNING.before(RunStatus.COMPLETED)
+            True
+            >>> RunStatus.PENDING.before(RunStatus.RUNNING)
+            True
+            >>> RunStatus.COMPLETED.after(RunStatus.RUNNING)
+            True
+            >>> RunStatus.RUNNING.after(RunStatus.PENDING)
+            True
+            >>> RunStatus.RUNNING.is_terminal()
+            False
+            >>> RunStatus.COMPLETED.is_terminal()
+            True
+            """,
+        expect=r"TestResults\(failed=0, attempted=6\)\n",
+    ),
     "cluster_utilization": Example(
         profiles={"name": {"backend": "local"}},
         code="""\
@@ -189,6 +220,16 @@ EXAMPLES = {
 }
 
 
+DOCTEST = """
+import doctest
+_examples = doctest.DocTestParser().get_doctest({examples!r}, dict(globals()), "mcli", None, 0)
+_runner = doctest.DocTestRunner()
+_runner.run(_examples)
+print(_runner.summarize(verbose=False))
+"""
+"""Runs a docstring's examples, reporting each that fails, then the count."""
+
+
 def run_example(example: Example, home: Path, work: Path) -> subprocess.CompletedProcess:
     if example.profiles:
         path = home / "config.yaml"
@@ -197,7 +238,11 @@ def run_example(example: Example, home: Path, work: Path) -> subprocess.Complete
         path.write_text(yaml.safe_dump(config, sort_keys=False))
     for name, text in (example.files or {}).items():
         (work / name).write_text(text)
-    program = textwrap.dedent(example.setup) + as_launcher(textwrap.dedent(example.code))
+    code = as_launcher(textwrap.dedent(example.code))
+    if example.doctest:
+        imports, _, examples = code.partition("\n\n")
+        code = imports + DOCTEST.format(examples=examples)
+    program = textwrap.dedent(example.setup) + code
     env = {**os.environ, "LAUNCHER_HOME": str(home), "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-c", program], cwd=work, env=env, capture_output=True, text=True, timeout=300
@@ -216,7 +261,8 @@ def test_example_on_the_local_backend(name, launcher_home, tmp_path):
     check(EXAMPLES[name], run_example(EXAMPLES[name], launcher_home, work))
 
 
-ON_THE_FAKE_CLUSTER = sorted(set(EXAMPLES) - {"cluster_utilization"})  # it asks for a local profile
+# cluster_utilization asks for a local profile; run_status_order starts no run.
+ON_THE_FAKE_CLUSTER = sorted(set(EXAMPLES) - {"cluster_utilization", "run_status_order"})
 
 
 @pytest.mark.parametrize("name", ON_THE_FAKE_CLUSTER)

@@ -262,3 +262,31 @@ def test_a_loopback_dashboard_refuses_other_host_names(named: Named) -> None:
         assert c.get("/api/runs").status_code == 200
     with TestClient(app, base_url="http://rebound.example:8765") as c:
         assert c.get("/api/runs").status_code == 400
+
+
+def test_a_spec_name_means_its_latest_run_as_describe_takes_it(client: TestClient, named: Named) -> None:
+    """`launcher describe run ui-fail` shows the latest run of the spec ui-fail; so do the
+    dashboard's pages and API for that name."""
+    record = client.get("/api/runs/ui-fail")
+    assert record.status_code == 200, record.text
+    assert record.json()["name"] == named.failed and record.json()["status"] == "FAILED"
+    assert client.get("/api/runs/UI-Fail").json()["name"] == named.failed  # as describe takes a spec name
+    assert client.get(f"/api/runs/{named.failed[:-3]}").json()["name"] == named.failed  # a unique start
+
+    lines, _ = read_log(client, "/api/runs/ui-fail/logs?follow=0&tail=5")
+    assert "about to fail" in lines
+    assert client.get("/api/runs/ui-metrics/metrics").json()["run"] == named.trained
+
+    # The page moves to the run's own address, so that it stays on that run.
+    moved = client.get("/runs/ui-fail?tab=log", follow_redirects=False)
+    assert moved.status_code == 307 and moved.headers["location"] == f"/runs/{named.failed}?tab=log"
+    page = client.get("/runs/ui-fail")
+    assert page.status_code == 200 and f'data-run="{named.failed}"' in page.text
+
+    # A name that is none of them: 404 with describe's did-you-mean.
+    missing = client.get("/api/runs/ui-fial")
+    assert missing.status_code == 404
+    assert missing.json() == {
+        "error": "no run named 'ui-fial'",
+        "hint": "did you mean 'ui-fail'? list runs with `launcher get runs`",
+    }

@@ -43,7 +43,7 @@
   function tick() {
     rows.querySelectorAll("td.ago").forEach((td) => { td.textContent = ago(td.dataset.at); });
     rows.querySelectorAll("td.duration").forEach((td) => {
-      if (td.dataset.start && !td.dataset.end) td.textContent = duration(td.dataset.start, null);
+      if (td.dataset.since) td.textContent = duration(td.dataset.since, null);  // an attempt is running
     });
   }
 
