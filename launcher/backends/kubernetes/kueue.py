@@ -455,6 +455,8 @@ def fit_requests(spec: RunSpec, cluster: str, cluster_queue: dict, jobset: dict)
             continue
         share = limit / gpu_quota * quantity(requests[gpu])
         fitted = share.to_integral_value(rounding="ROUND_FLOOR") if resource == "memory" else _millis(share)
+        if fitted <= 0:
+            continue  # a queue with none of it: the warning below says so, a request of 0 helps nobody
         requests[resource] = quantity_text(resource, fitted)
         for volume in pod.get("volumes") or []:  # /dev/shm may take what the pod asked for, no more
             empty = volume.get("emptyDir") or {}
