@@ -517,6 +517,30 @@ def list_cmd(cluster, types, include_ids, output):
     list_secrets(cluster, output, types, include_ids=include_ids)
 
 
+@secret.command("bundle")
+@click.argument("run")
+@click.argument("names", nargs=-1)
+@cluster_opt
+def bundle_cmd(run, names, cluster):
+    """Create RUN's own Secret from the stored secrets NAMES (none given: all of them), for
+    the manifests of `launcher run --dry-run` applied with kubectl: their pods take the run's
+    secrets from it and cannot start without it. Never prints a value.
+
+    \b
+    Examples:
+      launcher run -f spec.yaml --cluster prod --dry-run -o yaml > run.yaml   # names the command
+      launcher secret bundle hello-ab12cd hf-token --cluster prod
+      kubectl apply -f run.yaml
+    """
+    where, left_out = sdk.bundle_secrets(run, names or None, cluster=cluster)
+    for name in left_out:
+        warn(
+            f"secret {name} is a docker-registry secret: no Secret a pod reads can carry it; "
+            f"add `imagePullSecrets: [{{name: {name}}}]` to the pod template before applying"
+        )
+    click.echo(f"{OK} Run {run}'s Secret created in {where}.")
+
+
 @secret.command("delete")
 @click.argument("names", nargs=-1)
 @all_opt

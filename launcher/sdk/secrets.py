@@ -73,6 +73,18 @@ def save_secret(secret, *, cluster: str | None = None, replace: bool = False) ->
     return _info(secret, store.where)
 
 
+def bundle_secrets(
+    run: str, names: Iterable[str] | None = None, *, cluster: str | None = None
+) -> tuple[str, list[str]]:
+    """Create (or replace) run `run`'s own Secret from the named secrets of the cluster
+    profile's store (None: all of them, as a spec without `secrets:`), which the manifests
+    of an offline `run --dry-run` reference. Returns the store, in words, and the names of
+    the secrets it could not carry (docker-registry ones). Never reads out a value."""
+    store = _store(cluster)
+    left_out = store.create_run_secret(run, None if names is None else list(names))
+    return store.where, left_out
+
+
 def create_secret(
     kind: str,
     name: str,

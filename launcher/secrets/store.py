@@ -56,6 +56,14 @@ class SecretStore(abc.ABC):
             )
         return _without_collisions([by_name[n] for n in names])
 
+    def create_run_secret(self, run: str, names: builtins.list[str] | None) -> builtins.list[str]:
+        """Create run `run`'s own Secret from the named secrets (None: all of them), for the
+        manifests of an offline dry-run that reference it; the names of those it could not
+        carry. Only a store that keeps its secrets beside the runs, in their cluster, can."""
+        raise InputError(
+            f"the secrets of {self.where} are given to each run when it starts: a run has no Secret of its own there"
+        )
+
 
 def _without_collisions(secrets: list[Secret]) -> list[Secret]:
     problem = collision(secrets)

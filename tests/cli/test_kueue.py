@@ -151,3 +151,42 @@ def test_util_shows_the_cluster_queues_gpu_quota_use_and_what_waits(cli, fake_ku
     assert re.search(r"^fake\s+team\s+team\s+8\s+4\s+4\s+1\s+8$", table, re.M), table
     cli("stop", holder, "-y")
     cli("stop", waiting, "-y")
+
+
+# The shipped per-GPU share (8 CPUs, 64Gi) on the fake's 4-GPU nodes of 16 CPUs and 64Gi: a
+# ClusterQueue with the nodes' cpu and memory as its quota never admits 8 GPUs' worth of it.
+DEFAULTS_PROFILE = {"queue": "team", "gpu_types": {"gpu": {"gpus_per_node": 4}}}
+
+
+def test_default_requests_are_fitted_to_the_cluster_queues_quota_and_the_run_is_admitted(cli, fake_kueue):
+    fake_kueue(queues={"team": 8}, profile=DEFAULTS_PROFILE)
+    spec = cli.spec("fits", "name: fits\ncompute: {cluster: fake, gpus: 8, gpu_type: gpu}\ncommand: sleep 300\n")
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 0, r.stderr
+    name = submitted(r.stdout + r.stderr)
+    # It says what it changed and why: the ClusterQueue, the resource, the quota.
+    assert "ClusterQueue team" in r.stderr and "memory" in r.stderr and "256Gi" in r.stderr, r.stderr
+    try:
+        running = cli.wait_status(name, {"RUNNING"}, timeout=30)
+        assert running["queue"]["cluster_queue"] == "team"
+    finally:
+        cli("stop", name, "-y")
+
+
+def test_requests_no_flavor_of_the_cluster_queue_can_hold_are_a_warning_at_submit(cli, fake_kueue):
+    fake_kueue(queues={"team": 8}, profile=DEFAULTS_PROFILE)
+    spec = cli.spec(
+        "huge",
+        "name: huge\ncompute: {cluster: fake, gpus: 8, gpu_type: gpu, memory: 200Gi, cpus: 4}\ncommand: sleep 300\n",
+    )
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 0, r.stderr  # submitted: the quota may grow; the user hears it now
+    name = submitted(r.stdout + r.stderr)
+    warning = " ".join(r.stderr.split())
+    assert re.search(
+        r"ClusterQueue team can never admit run huge-\w+: it asks for 400Gi memory in all \(2 pods\), "
+        r"more than its quota of 256Gi",
+        warning,
+    ), warning
+    assert "compute.memory" in warning
+    cli("stop", name, "-y")

@@ -38,6 +38,7 @@ def spec_file(tmp_path: Path) -> Path:
                 "image": "ghcr.io/example/launcher:test",
                 "command": worker("--lines", "3"),
                 "compute": {"gpu_type": "none", "nodes": 2},
+                "secrets": [],  # none: the pods need no Secret of the run's (see the test below)
             }
         )
     )
@@ -120,3 +121,82 @@ def test_an_invalid_field_gets_kubectls_own_validation_error(cluster, tmp_path):
         f'unknown field "imagePullPolicyy" in {where}.template.spec.template.spec.containers' in err
     )
     assert cluster.count(verb="create") == creates  # refused before anything reached the server
+
+
+def dry_run_with_secret(tmp_path: Path, command: str) -> tuple[str, str]:
+    """A dry-run of a spec that uses the stored secret hf-token: its YAML and its stderr."""
+    path = tmp_path / "secret-spec.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "reviewed",
+                "image": "ghcr.io/example/launcher:test",
+                "command": command,
+                "compute": {"gpu_type": "none", "nodes": 1},
+                "secrets": ["hf-token"],
+            }
+        )
+    )
+    done = subprocess.run(
+        [*LAUNCHER, "run", "-f", str(path), "--cluster", "fake", "--dry-run", "-o", "yaml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout, done.stderr
+
+
+def launcher_out(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*LAUNCHER, *args], input=stdin, capture_output=True, text=True, timeout=60, env=os.environ)
+
+
+TOKEN = "hf_ReviewedApplyToken4242"
+
+
+def test_an_applied_dry_run_needs_the_runs_secret_and_says_which_command_makes_it(cluster, tmp_path):
+    made = launcher_out("secret", "create", "hf", "hf-token", "--cluster", "fake", stdin=TOKEN)
+    assert made.returncode == 0, made.stderr
+    command = "sh -c 'echo token-length=${#HF_TOKEN}; echo token=$HF_TOKEN'"
+
+    # Applied as it is: the pods cannot start, and the run says why, naming the Secret.
+    manifests, err = dry_run_with_secret(tmp_path, command)
+    assert TOKEN not in manifests + err
+    name = yaml.safe_load(manifests)["items"][0]["metadata"]["name"]
+    bundle = f"launcher secret bundle {name} hf-token --cluster fake"
+    assert f"`{bundle}` creates it" in err, err
+    done = sh(f"{KUBECTL} apply -f -", cluster, stdin=manifests)
+    assert done.returncode == 0, done.stderr
+    failed = wait_until(
+        lambda: next((r for r in runs() if r["name"] == name and r["status"] == "FAILED"), None),
+        60,
+        interval=0.5,
+        message=lambda: f"run {name} to fail: {runs()}",
+    )
+    # The kubelet mounts volumes before it resolves envFrom: the mount is what fails first.
+    assert f'secret "{name}-secrets" not found' in failed["reason"], failed
+    described = launcher_out("describe", "run", name)
+    assert f'secret "{name}-secrets" not found' in described.stdout, described.stdout
+
+    # With the command the dry-run named run first, the applied run has its secret.
+    manifests, err = dry_run_with_secret(tmp_path, command)
+    name = yaml.safe_load(manifests)["items"][0]["metadata"]["name"]
+    made = launcher_out(*f"secret bundle {name} hf-token --cluster fake".split())
+    assert made.returncode == 0, made.stderr
+    assert TOKEN not in made.stdout + made.stderr
+    done = sh(f"{KUBECTL} apply -f -", cluster, stdin=manifests)
+    assert done.returncode == 0, done.stderr
+    wait_until(
+        lambda: next((r for r in runs() if r["name"] == name and r["status"] == "COMPLETED"), None),
+        90,
+        interval=0.5,
+        message=lambda: f"run {name} to complete: {runs()}",
+    )
+    logs = launcher_out("logs", name)
+    assert logs.returncode == 0, logs.stderr
+    assert f"token-length={len(TOKEN)}" in logs.stdout, logs.stdout
+    assert TOKEN not in logs.stdout  # masked at the source, as a submitted run's
+    deleted = launcher_out("delete", "run", name, "-y")
+    assert deleted.returncode == 0, deleted.stderr
+    assert sh(f"{KUBECTL} get secret {name}-secrets", cluster).returncode == 1  # the run's Secret went with it

@@ -378,3 +378,29 @@ def test_a_cluster_queues_gpu_quota_usage_and_a_workloads_gpus():
     asked = pending("w")
     asked["status"]["resourceRequests"] = [{"name": "main", "resources": {"cpu": "8", "nvidia.com/gpu": "24"}}]
     assert kueue.workload_gpus(asked, {"nvidia.com/gpu"}) == 24
+
+
+def _cluster_queue(cohort: str | None, borrowing: str | None) -> dict:
+    def flavor(name: str, memory: str) -> dict:
+        quota = {"name": "memory", "nominalQuota": memory}
+        if borrowing is not None:
+            quota["borrowingLimit"] = borrowing
+        return {"name": name, "resources": [quota]}
+
+    spec: dict = {
+        "resourceGroups": [{"coveredResources": ["memory"], "flavors": [flavor("a", "64Gi"), flavor("b", "128Gi")]}]
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+    return {"metadata": {"name": "team"}, "spec": spec}
+
+
+def test_what_a_cluster_queue_can_ever_admit_is_its_largest_flavors_quota_and_borrowing_limit():
+    gi = 2**30
+    assert kueue.admissible(_cluster_queue(None, None), "memory") == 128 * gi
+    assert kueue.admissible(_cluster_queue(None, "32Gi"), "memory") == 128 * gi  # no cohort: nothing to borrow
+    assert kueue.admissible(_cluster_queue("org", "32Gi"), "memory") == 160 * gi
+    assert kueue.admissible(_cluster_queue("org", None), "memory") is None  # the cohort's unused quota: no bound
+    assert kueue.admissible(_cluster_queue(None, None), "cpu") is None  # not covered: not ours to judge
+    assert kueue.quantity_text("memory", kueue.quantity("400Gi")) == "400Gi"
+    assert kueue.quantity_text("cpu", kueue.quantity("1500m")) == "1500m"

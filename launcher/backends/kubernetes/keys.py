@@ -67,3 +67,15 @@ LOGS_OF = "launcher.dev/logs-of"
 def code_object_name(run: str) -> str:
     """The ConfigMap or Secret that carries a run's code snapshot."""
     return f"{run}-code"
+
+
+SECRETS_OF = "launcher.dev/secrets-of"
+"""The label of a run's own Secret (run_secret_name), as CODE_OF marks the code snapshot."""
+RUN_SECRET_MOUNT = "/mnt/secrets"
+"""Where a run rendered without its secrets' kinds (an offline dry-run) mounts its own Secret."""
+
+
+def run_secret_name(run: str) -> str:
+    """The Secret an offline dry-run's pods take every secret of the run from (envFrom and a
+    volume, neither optional), which `launcher secret bundle` creates from the stored ones."""
+    return f"{run}-secrets"

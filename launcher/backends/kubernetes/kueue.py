@@ -27,6 +27,7 @@ read_view and queue_usage are the only functions here that talk to the API serve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from launcher.backends.base import Run, RunStatus, StatusEvent
@@ -36,6 +37,7 @@ from launcher.backends.kubernetes.attempts import conditions, labels, ts
 
 if TYPE_CHECKING:
     from launcher.backends.kubernetes.kubeapi import KubeApi
+    from launcher.spec.models import RunSpec
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")  # the newest first
@@ -375,3 +377,114 @@ def queue_usage(api: KubeApi, queue: str, resources: set[str]) -> list[QueueUsag
             pending_gpus=pending_gpus,
         )
     ]
+
+
+# --- what a ClusterQueue can ever admit (submit) ----------------------------------------------------
+
+
+def quantity(value: Any) -> Decimal:
+    """A Kubernetes quantity ("64Gi", "500m", 8) as a number (the client's own parser)."""
+    from kubernetes.utils import parse_quantity
+
+    return Decimal(parse_quantity(value))
+
+
+def quantity_text(resource: str, value: Decimal) -> str:
+    """A quantity as a person reads it: memory in the largest binary unit that divides it, CPUs
+    whole or in millicores, anything else as a number."""
+    if resource == "memory" or resource.endswith("storage"):
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value >= size and value % size == 0:
+                return f"{value // size}{unit}"
+        return str(int(value))
+    if value == value.to_integral_value():
+        return str(int(value))
+    return f"{int(value * 1000)}m"
+
+
+def admissible(cluster_queue: dict, resource: str) -> Decimal | None:
+    """The most of `resource` that one flavor of the ClusterQueue can ever give one workload
+    (Kueue puts every pod set of a resource group in one flavor): its nominalQuota, plus its
+    borrowingLimit where the ClusterQueue is in a cohort. None where that has no bound (a
+    cohort and no borrowingLimit) or no resource group covers the resource."""
+    spec = cluster_queue.get("spec") or {}
+    cohort = spec.get("cohortName") or spec.get("cohort")
+    best: Decimal | None = None
+    for group in spec.get("resourceGroups") or []:
+        if resource not in (group.get("coveredResources") or []):
+            continue
+        for flavor in group.get("flavors") or []:
+            for r in flavor.get("resources") or []:
+                if r.get("name") != resource:
+                    continue
+                limit = quantity(r.get("nominalQuota") or 0)
+                if cohort:
+                    if r.get("borrowingLimit") is None:
+                        return None  # it may borrow whatever the cohort has unused
+                    limit += quantity(r["borrowingLimit"])
+                best = limit if best is None else max(best, limit)
+    return best
+
+
+SPEC_FIELDS = {"cpu": "cpus", "memory": "memory"}  # the compute fields that set a pod's requests
+
+
+def fit_requests(spec: RunSpec, cluster: str, cluster_queue: dict, jobset: dict) -> list[str]:
+    """Make a run's JobSet one the ClusterQueue can admit where the launcher's defaults are why
+    it could not, and warn of what no flavor of it ever holds. Its pods' requests (the main
+    container's; a default CPU or memory request is a share of the node per GPU) are changed in
+    place: a default past the quota becomes the ClusterQueue's own share per GPU (its quota of
+    the resource over its GPUs), and the warning says so. What the spec asks for is never
+    changed: a total past every flavor's nominal quota and borrowing limit is a warning naming
+    the ClusterQueue, the resource and the quota (the run is created; Kueue keeps it pending)."""
+    cq = (cluster_queue.get("metadata") or {}).get("name", "")
+    job = jobset["spec"]["replicatedJobs"][0]
+    pods = int(job.get("replicas") or 1) * int(job["template"]["spec"].get("parallelism") or 1)
+    pod = job["template"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    requests = container["resources"]["requests"]
+    gpu = next((r for r in requests if r not in ("cpu", "memory")), None)
+    warnings = []
+    gpu_quota = admissible(cluster_queue, gpu) if gpu else None
+    for resource, field_name in SPEC_FIELDS.items():
+        limit = admissible(cluster_queue, resource)
+        if getattr(spec.compute, field_name) or gpu is None or not gpu_quota or limit is None:
+            continue  # the spec's own value, a CPU-only pod, or a queue with no bound to fit
+        asked = quantity(requests[resource])
+        if asked * pods <= limit:
+            continue
+        share = limit / gpu_quota * quantity(requests[gpu])
+        fitted = share.to_integral_value(rounding="ROUND_FLOOR") if resource == "memory" else _millis(share)
+        if fitted <= 0:
+            continue  # a queue with none of it: the warning below says so, a request of 0 helps nobody
+        requests[resource] = quantity_text(resource, fitted)
+        for volume in pod.get("volumes") or []:  # /dev/shm may take what the pod asked for, no more
+            empty = volume.get("emptyDir") or {}
+            if (
+                empty.get("medium") == "Memory"
+                and resource == "memory"
+                and quantity(empty.get("sizeLimit", 0)) > fitted
+            ):
+                empty["sizeLimit"] = requests[resource]
+        warnings.append(
+            f"clusters.{cluster}.queue: the default {resource} request, {quantity_text(resource, asked)} a pod "
+            f"({quantity_text(resource, asked * pods)} for {pods}), is more than ClusterQueue {cq} ever admits "
+            f"({quantity_text(resource, limit)} of {resource}): each pod requests "
+            f"{requests[resource]} instead, the queue's share for its GPUs (compute.{field_name} chooses)"
+        )
+    for resource, value in requests.items():
+        limit = admissible(cluster_queue, resource)
+        total = quantity(value) * pods
+        if limit is not None and total > limit:
+            field_name = SPEC_FIELDS.get(resource, "gpus")
+            warnings.append(
+                f"ClusterQueue {cq} can never admit run {spec.name}: it asks for "
+                f"{quantity_text(resource, total)} {resource} in all ({pods} pods), more than its quota of "
+                f"{quantity_text(resource, limit)} in any flavor (nominal quota and borrowing limit); Kueue keeps "
+                f"it pending until the quota grows (lower compute.{field_name}, or ask the cluster's admin)"
+            )
+    return warnings
+
+
+def _millis(value: Decimal) -> Decimal:
+    return (value * 1000).to_integral_value(rounding="ROUND_FLOOR") / 1000

@@ -189,6 +189,8 @@ def delete_run(api: KubeApi, name: str) -> None:
     api.delete("Secret", keys.code_object_name(name))
     # The stopped attempts' kept logs are owned by the record; deleted here for the same reason.
     api.delete_collection("ConfigMap", f"{keys.LOGS_OF}={name}")
+    # The run's own Secret (`launcher secret bundle`, for an applied dry-run): by its label, never another's.
+    api.delete_collection("Secret", f"{keys.SECRETS_OF}={name}")
     pods, _ = api.list("Pod", labels=keys.run_selector(name))
     if pods:
         api.delete_collection("Pod", keys.run_selector(name))

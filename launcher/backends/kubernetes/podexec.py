@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from launcher.backends.kubernetes import keys
-from launcher.backends.kubernetes.attempts import pod_rank
+from launcher.backends.kubernetes.attempts import attempt_of, pod_rank
 from launcher.backends.kubernetes.errors import KubeError
 from launcher.errors import InputError
 
@@ -38,24 +38,49 @@ STDOUT, STDERR, ERROR, RESIZE = 1, 2, 3, 4
 
 def rank_pod(api: KubeApi, name: str, rank: int) -> str | None:
     """The running pod of rank `rank` of run `name` (its completion index) in the newest
-    attempt that has one; None when no such pod runs."""
+    attempt that has one; None when no such pod runs. Only a pod of the run's own JobSet
+    counts (owned_pods): labels anyone can copy, so they only narrow the listing."""
     running = [
         p
-        for p in api.list("Pod", labels=keys.run_selector(name))[0]
+        for p in owned_pods(api, name)
         if pod_rank(p) == rank
         and (p.get("status") or {}).get("phase") == "Running"
         and not (p.get("metadata") or {}).get("deletionTimestamp")
     ]
     if not running:
         return None
-    newest = max(
-        running,
-        key=lambda p: (
-            int((p["metadata"].get("labels") or {}).get(keys.ATTEMPT) or 0),
-            p["metadata"].get("creationTimestamp") or "",
-        ),
-    )
+    newest = max(running, key=lambda p: (attempt_of(p), p["metadata"].get("creationTimestamp") or ""))
     return newest["metadata"]["name"]
+
+
+def owned_pods(api: KubeApi, name: str) -> list[dict]:
+    """The pods of run `name` that its current JobSet owns: pod -> its controller Job -> that
+    Job's controller, the JobSet <name>, each link matched by uid. The JobSet is the one the
+    run's record names (its owner reference's uid) where the record has one; a record with
+    none (a TTL profile's, or one applied from a dry-run) goes with the JobSet of the run's
+    name, which no other object can hold while it exists. A pod that merely carries the
+    run's labels (anyone allowed to create pods can copy them, and a high attempt label)
+    never receives an exec or port-forward session."""
+    jobset = api.get("JobSet", name)
+    if jobset is None:
+        return []
+    uid = jobset["metadata"]["uid"]
+    record = api.get("ConfigMap", name)
+    named = [r.get("uid") for r in _owners(record) if r.get("kind") == "JobSet" and r.get("name") == name]
+    if named and uid not in named:
+        return []  # not the JobSet this run's record belongs to
+    selector = keys.run_selector(name)
+    jobs = {j["metadata"]["uid"] for j in api.list("Job", labels=selector)[0] if _controller_uid(j, "JobSet") == uid}
+    return [p for p in api.list("Pod", labels=selector)[0] if _controller_uid(p, "Job") in jobs]
+
+
+def _owners(obj: dict | None) -> list[dict]:
+    return list(((obj or {}).get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _controller_uid(obj: dict, kind: str) -> str | None:
+    """The uid of obj's controller (the one owner reference with controller: true) of that kind."""
+    return next((r.get("uid") for r in _owners(obj) if r.get("controller") and r.get("kind") == kind), None)
 
 
 # --- exec -----------------------------------------------------------------------------------------

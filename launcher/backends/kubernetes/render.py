@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -140,10 +141,13 @@ def plan_run(
     *,
     placement: Placement | None = None,
     attempt: int = 1,
+    run_secret: bool = False,
 ) -> Rendered:
     """The manifests of a run and the warnings about it. Pure: no I/O, no secret value read.
     `placement` None resolves it here (the backend passes the one its check resolved);
-    `attempt` numbers the JobSet's first attempt (a restart's is N+1)."""
+    `attempt` numbers the JobSet's first attempt (a restart's is N+1); `run_secret`: the
+    pods take their secrets from the run's own Secret (keys.run_secret_name), whose kinds
+    the render does not know (an offline dry-run's)."""
     cp = _as_cluster_profile(profile)
     if placement is None:
         placement = resolve_placement(spec, cp)
@@ -161,7 +165,7 @@ def plan_run(
     )
     spec = spec.model_copy(update={"compute": compute})
     configmap = render_configmap(spec, cp, secrets)
-    manifests = [configmap, render_jobset(spec, cp, secrets, placement, attempt=attempt)]
+    manifests = [configmap, render_jobset(spec, cp, secrets, placement, attempt=attempt, run_secret=run_secret)]
     return Rendered(manifests, plan_warnings(spec, cp))
 
 
@@ -176,14 +180,20 @@ def dry_run(
     """`run --dry-run`: the manifests as a List, from the profile alone. Secrets live in the
     cluster, so with `secrets` None they are not read and the note says which the run would use."""
     notes = []
-    if secrets is None:
+    run_secret = secrets is None and spec.secrets != []
+    if run_secret:
+        # The kinds (which variable, which file) live in the cluster: the pods take them from
+        # one Secret of the run's, which they cannot start without, never from nothing.
         which = ", ".join(spec.secrets) if spec.secrets is not None else "every secret the launcher stored there"
-        notes.append(
-            f"secrets: a dry-run does not contact cluster {profile.name}, so the manifests leave out "
-            f"the secrets the run would use ({which or 'none'}, in {profile.where})"
+        command = shlex.join(
+            ["launcher", "secret", "bundle", spec.name, *(spec.secrets or []), "--cluster", profile.name]
         )
-        secrets = []
-    rendered = plan_run(spec, profile, secrets, placement=placement)
+        notes.append(
+            f"secrets: a dry-run does not contact cluster {profile.name}, so the pods take the run's "
+            f"secrets ({which}, in {profile.where}) from its Secret {keys.run_secret_name(spec.name)}, "
+            f"and cannot start until it exists: `{command}` creates it (the values never print)"
+        )
+    rendered = plan_run(spec, profile, secrets or [], placement=placement, run_secret=run_secret)
     if code is not None:
         kind = "Secret" if profile.code_in_secret else "ConfigMap"
         where = (
@@ -340,6 +350,12 @@ def _secret_parts(secrets: list[Secret]) -> tuple[list[dict], list[dict], list[d
         if p.image_pull:
             pulls.append({"name": s.name})
     return env, volumes, mounts, pulls, mask_env, mask_files
+
+
+def _run_secret_volume(run: str) -> tuple[list[dict], list[dict]]:
+    """The run's own Secret as a volume (its files, keys `<secret>.<file>`), not optional."""
+    volume = {"name": "run-secrets", "secret": {"secretName": keys.run_secret_name(run), "defaultMode": 0o444}}
+    return [volume], [{"name": "run-secrets", "mountPath": keys.RUN_SECRET_MOUNT, "readOnly": True}]
 
 
 def _resources(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> dict[str, Any]:
@@ -592,11 +608,12 @@ def pod_template(
     placement: Placement,
     *,
     attempt: int = 1,
+    run_secret: bool = False,
 ) -> dict[str, Any]:
     """The pod template of the run's one replicated job. Its attempt is the JobSet's first
     (`attempt`: 1, or N+1 after a restart, in LAUNCHER_ATTEMPT and the launcher.dev/attempt
     label) plus the JobSet controller's restart count (its restart-attempt label, read by the
-    downward API into LAUNCHER_RESTART_ATTEMPT)."""
+    downward API into LAUNCHER_RESTART_ATTEMPT). `run_secret`: see plan_run."""
     name = spec.name
     image = spec.image or profile.image
     if not image:
@@ -635,8 +652,11 @@ def pod_template(
     env += s_env
     if not placement.gpus_per_node:
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
-    env.append({"name": contract.MASK_ENV, "value": ",".join(mask_env)})
-    env.append({"name": contract.MASK_FILES, "value": ":".join(mask_files)})
+    if run_secret:  # the run's Secret carries the mask lists too: an explicit value would win over envFrom
+        s_volumes, s_mounts = _run_secret_volume(name)
+    else:
+        env.append({"name": contract.MASK_ENV, "value": ",".join(mask_env)})
+        env.append({"name": contract.MASK_FILES, "value": ":".join(mask_files)})
     if profile.log_store:
         env.append({"name": LOG_ARCHIVE, "value": archive_url(profile.log_store, name)})
 
@@ -647,6 +667,8 @@ def pod_template(
         "name": keys.CONTAINER,
         "image": image,
         "command": command,
+        # Not optional: without the run's Secret the container cannot start (CreateContainerConfigError).
+        **({"envFrom": [{"secretRef": {"name": keys.run_secret_name(name)}}]} if run_secret else {}),
         "env": env,
         **container_security(profile),
         "volumeMounts": [
@@ -761,13 +783,19 @@ def _ttl(profile: ClusterProfile) -> dict[str, int]:
 
 
 def render_jobset(
-    spec: RunSpec, profile: ClusterProfile, secrets: list[Secret], placement: Placement, *, attempt: int = 1
+    spec: RunSpec,
+    profile: ClusterProfile,
+    secrets: list[Secret],
+    placement: Placement,
+    *,
+    attempt: int = 1,
+    run_secret: bool = False,
 ) -> dict[str, Any]:
     """One replicated job of one Indexed Job: the JobSet controller restarts the whole group
     on a failure, with no launcher watching. The run's RetryPolicy: max_retries is
     maxRestarts; with retry_on_system_failure a disruption restarts without counting (and
     without the policy's cap on such restarts: plan_warnings names it)."""
-    template = pod_template(spec, profile, secrets, placement, attempt=attempt)
+    template = pod_template(spec, profile, secrets, placement, attempt=attempt, run_secret=run_secret)
     policy = RetryPolicy.from_spec(spec)
     failure: dict[str, Any] = {"maxRestarts": policy.max_retries}
     rules: list[dict[str, Any]] = []

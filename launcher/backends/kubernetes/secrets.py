@@ -10,6 +10,7 @@ stay in the cluster.
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,8 @@ from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, retry_on_conflict
 from launcher.backends.kubernetes.profiles import ClusterProfile, load_profile
 from launcher.errors import InputError, NotFoundError
-from launcher.secrets.kinds import Secret, SecretKind
+from launcher.pod import contract
+from launcher.secrets.kinds import Secret, SecretKind, project
 from launcher.secrets.store import SecretStore
 
 if TYPE_CHECKING:
@@ -94,6 +96,44 @@ def from_manifest(obj: dict) -> Secret | None:
     )
 
 
+def run_secret_manifest(run: str, secrets: list[Secret], namespace: str) -> tuple[dict, list[str]]:
+    """Run `run`'s own Secret: every env variable its secrets give (the values, and the
+    variables that name their files), each file as the key `<secret>.<file>` of the volume
+    mounted at keys.RUN_SECRET_MOUNT, and the entrypoint's mask lists; plus the names of the
+    docker-registry secrets, which no Secret volume or variable can carry."""
+    data: dict[str, str] = {}
+    mask_env: list[str] = []
+    mask_files: list[str] = []
+    left_out: list[str] = []
+    for s in sorted(secrets, key=lambda s: s.name):
+        p = project(s)
+        if p.image_pull:
+            left_out.append(s.name)
+        for var, key in p.env.items():
+            data[var] = s.data[key]
+            mask_env.append(var)
+        for fname, key in sorted(p.files.items()):
+            data[f"{s.name}.{fname}"] = s.data[key]
+            mask_files.append(f"{keys.RUN_SECRET_MOUNT}/{s.name}.{fname}")
+        for var, value in p.plain_env.items():
+            # Every path a kind gives is "{mount}/<file>": here, the flat key of that file.
+            data[var] = value.replace("{mount}/", f"{keys.RUN_SECRET_MOUNT}/{s.name}.")
+    data[contract.MASK_ENV] = ",".join(mask_env)
+    data[contract.MASK_FILES] = ":".join(mask_files)
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": keys.run_secret_name(run),
+            "namespace": namespace,
+            "labels": {keys.MANAGED_BY: keys.MANAGER, keys.SECRETS_OF: run},
+        },
+        "type": "Opaque",
+        "data": {k: _b64(v) for k, v in data.items()},
+    }
+    return body, left_out
+
+
 class KubernetesSecretStore(SecretStore):
     def __init__(self, profile: Profile | ClusterProfile, *, api: KubeApi | None = None):
         self.profile = profile if isinstance(profile, ClusterProfile) else load_profile(profile)
@@ -142,6 +182,23 @@ class KubernetesSecretStore(SecretStore):
             if existing is None:
                 raise
             return existing
+
+    def create_run_secret(self, run: str, names: builtins.list[str] | None) -> builtins.list[str]:
+        """The Secret <run>-secrets that the pods of an offline dry-run take the run's secrets
+        from (run_secret_manifest), replacing one made before; the docker-registry secrets'
+        names, which it cannot carry (pods name those in imagePullSecrets)."""
+        body, left_out = run_secret_manifest(run, self.for_run(names), self.profile.namespace)
+        name = body["metadata"]["name"]
+        existing = retry_on_conflict(lambda: self._create_or_existing(body))
+        if existing is not None:
+            if ((existing.get("metadata") or {}).get("labels") or {}).get(keys.SECRETS_OF) != run:
+                raise InputError(
+                    f"a Secret named {name!r} already exists in {self.where} and is not run {run}'s own; "
+                    "the run's pods would read it"
+                )
+            body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+            self.api.replace("Secret", name, body)
+        return left_out
 
     def delete(self, name: str) -> None:
         existing = self.api.get("Secret", name)

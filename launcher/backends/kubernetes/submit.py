@@ -66,6 +66,7 @@ def submit_run(
         others[0]["metadata"]["labels"][keys.SUBMISSION] = token
     owner_manifest = others[-1]  # the JobSet
     kind = owner_manifest["kind"]
+    queue_warnings = fit_to_queue(api, spec, owner_manifest)
     # The creation time, as labels a listing selects windows of time by (history.py); the
     # submission's, not the plan's, which stays the same offline.
     stamped = created_labels(utcnow())
@@ -107,7 +108,7 @@ def submit_run(
             hint=e.hint,
         ) from None
     run, _ = derive(Observed(spec.name, record=record, jobset=created, cluster=profile.name))
-    run.warnings = list(rendered.warnings) + kueue_warnings(api)
+    run.warnings = list(rendered.warnings) + queue_warnings + kueue_warnings(api)
     return run
 
 
@@ -117,6 +118,18 @@ def record_outlives(owner: dict) -> bool:
     history, where its log archive is) must stay for `get runs`, `describe` and `logs`.
     It stays until `launcher delete`, as a stopped run's does."""
     return (owner.get("spec") or {}).get("ttlSecondsAfterFinished") is not None
+
+
+def fit_to_queue(api: KubeApi, spec: RunSpec, jobset: dict) -> list[str]:
+    """Where the profile has a queue: its ClusterQueue (through the LocalQueue) asked whether
+    it can ever admit the run, the default requests fitted to it where they are why not
+    (kueue.fit_requests). A queue Kueue does not serve is kueue_warnings' to say."""
+    from launcher.backends.kubernetes.kueue import cluster_queue_of, fit_requests
+
+    if not api.profile.queue:
+        return []
+    cluster_queue = cluster_queue_of(api, api.profile.queue)
+    return [] if cluster_queue is None else fit_requests(spec, api.profile.name, cluster_queue, jobset)
 
 
 def kueue_warnings(api: KubeApi) -> list[str]:

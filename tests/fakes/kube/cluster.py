@@ -42,6 +42,8 @@ class FakeKube:
         self.faults = Faults()
         self.streams: list[tuple[str, str]] = []
         """(subresource, negotiated subprotocol) of each exec and portforward WebSocket."""
+        self.stream_pods: list[tuple[str, str]] = []
+        """(subresource, pod name) of each exec and portforward WebSocket, as an audit log has it."""
         self.requests: list[tuple[str, str, str]] = []
         """(method, kind, verb) of every API request."""
         self.lists: list[dict] = []

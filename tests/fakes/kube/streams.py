@@ -191,6 +191,7 @@ def serve_exec(handler: Handler, ns: str, name: str, q: dict[str, list[str]]) ->
     ws = WebSocket(handler, EXEC_PROTOCOLS)
     with handler.kube.lock:
         handler.kube.streams.append(("exec", ws.subprotocol))
+        handler.kube.stream_pods.append(("exec", name))
     argv = handler.kube.kubelet.exec_argv(c, command)
     master = None
     try:
@@ -315,6 +316,7 @@ def serve_portforward(handler: Handler, ns: str, name: str, q: dict[str, list[st
     ws = WebSocket(handler, PORTFORWARD_PROTOCOLS)
     with handler.kube.lock:
         handler.kube.streams.append(("portforward", ws.subprotocol))
+        handler.kube.stream_pods.append(("portforward", name))
     conns: dict[int, socket.socket] = {}
     open_ports = set()
     lock = threading.Lock()
