@@ -285,6 +285,8 @@ class FakeWorkspace(FakeDatabricksFiles):
         argv = [sys.executable, self._local(python_file), *(self._local(p) for p in spt.get("parameters") or [])]
         out_path = self.root / "clusters" / run.cluster_id / "driver"
         out_path.mkdir(parents=True, exist_ok=True)
+        (out_path.parent / "tmp").mkdir(exist_ok=True)
+        env["TMPDIR"] = str(out_path.parent / "tmp")  # a cluster's local disk: gone with the fake
         with open(out_path / "stdout", "wb") as out, open(out_path / "stderr", "wb") as err:
             proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, cwd=out_path, start_new_session=True)
         with self.lock:
