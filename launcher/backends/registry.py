@@ -101,9 +101,14 @@ BACKENDS: dict[str, Row] = {
             ),
             Option("spark-version", "Runtime of the job clusters (default: 15.4.x-gpu-ml-scala2.12)."),
             Option("log-volume", "A /Volumes/... path that cluster log delivery writes the runs' logs to."),
-            Option("workspace-dir", "Workspace folder for each run's driver, plan and record (default: /Shared/launcher)."),
-            Option("custom-images", "true where the workspace takes a cluster docker_image (Container Services).",
-                   choices=("true", "false")),
+            Option(
+                "workspace-dir", "Workspace folder for each run's driver, plan and record (default: /Shared/launcher)."
+            ),
+            Option(
+                "custom-images",
+                "true where the workspace takes a cluster docker_image (Container Services).",
+                choices=("true", "false"),
+            ),
         ),
     ),
 }

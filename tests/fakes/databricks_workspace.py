@@ -62,7 +62,7 @@ if __package__ in (None, ""):  # run as a program: import `tests.fakes` from the
     # this folder's http.py as the standard library's http
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from tests.fakes.databricks_files import ApiError, FakeDatabricksFiles, _Entry, _Handler  # noqa: E402
+from tests.fakes.databricks_files import ApiError, FakeDatabricksFiles, _Entry, _Handler
 
 JOBS = "/api/2.2/jobs/runs"
 SECRETS = "/api/2.0/secrets"

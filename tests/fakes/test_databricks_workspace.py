@@ -26,7 +26,9 @@ def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkspaceProgram]
 
 def upload(w, path: str, source: str) -> None:
     w.workspace.mkdirs(path.rsplit("/", 1)[0])
-    w.workspace.import_(path, content=base64.b64encode(source.encode()).decode(), format=ImportFormat.RAW, overwrite=True)
+    w.workspace.import_(
+        path, content=base64.b64encode(source.encode()).decode(), format=ImportFormat.RAW, overwrite=True
+    )
 
 
 def submit(w, source: str, *, env: dict | None = None, token: str | None = None, timeout: int | None = None, name="t"):
@@ -50,9 +52,11 @@ def submit(w, source: str, *, env: dict | None = None, token: str | None = None,
 
 def ended(w, run_id: int, timeout: float = 60):
     return wait_until(
-        lambda: (r := w.jobs.get_run(run_id)).state.life_cycle_state
-        in (RunLifeCycleState.TERMINATED, RunLifeCycleState.INTERNAL_ERROR)
-        and r,
+        lambda: (
+            (r := w.jobs.get_run(run_id)).state.life_cycle_state
+            in (RunLifeCycleState.TERMINATED, RunLifeCycleState.INTERNAL_ERROR)
+            and r
+        ),
         timeout,
     )
 
@@ -69,9 +73,11 @@ def test_a_run_goes_through_its_life_cycle_with_its_parameters_and_secrets(fake)
     )
     seen = set()
     run = wait_until(
-        lambda: (r := w.jobs.get_run(run_id), seen.add(r.state.life_cycle_state))[0].state.life_cycle_state
-        == RunLifeCycleState.TERMINATED
-        and r,
+        lambda: (
+            (r := w.jobs.get_run(run_id), seen.add(r.state.life_cycle_state))[0].state.life_cycle_state
+            == RunLifeCycleState.TERMINATED
+            and r
+        ),
         60,
         interval=0.05,
     )

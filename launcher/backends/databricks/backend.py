@@ -21,7 +21,7 @@ from launcher.backends.base import Attempt, Backend, LogLine, Plan, RankState, R
 from launcher.backends.capabilities import ClusterProbe, ClusterReport, Feature, Restartable
 from launcher.backends.databricks import render
 from launcher.backends.databricks.errors import calls
-from launcher.backends.databricks.status import ms_time, status_of
+from launcher.backends.databricks.status import cluster_id_of, ms_time, status_of, task_run_id_of
 from launcher.backends.databricks.workspace import (
     mkdirs,
     open_client,
@@ -190,6 +190,7 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe):
         events: list[StatusEvent] = []
         for index, entry in enumerate(record.get("attempts", []), start=1):
             job_run = self._job_run(entry["run_id"])
+            reason: str | None
             if job_run is None:
                 status, reason = RunStatus.UNKNOWN, f"the workspace no longer has run {entry['run_id']}"
                 started = ended = None
@@ -197,10 +198,17 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe):
                 status, reason = status_of(job_run)
                 started = ms_time(job_run.start_time)
                 ended = ms_time(job_run.end_time) if status.is_terminal else None
-                entry["cluster_id"] = _cluster_id(job_run)
-                entry["task_run_id"] = _task_run_id(job_run)
+                entry["cluster_id"] = cluster_id_of(job_run)
+                entry["task_run_id"] = task_run_id_of(job_run)
             attempts.append(
-                Attempt(index, status, started, ended, reason, [RankState(0, status, 0 if status is RunStatus.COMPLETED else None, reason)])
+                Attempt(
+                    index,
+                    status,
+                    started,
+                    ended,
+                    reason,
+                    [RankState(0, status, 0 if status is RunStatus.COMPLETED else None, reason)],
+                )
             )
             events.append(StatusEvent(status, ended or started or _parse(entry["submitted_at"]), index, reason))
         last = attempts[-1] if attempts else Attempt(1, RunStatus.PENDING)
@@ -272,7 +280,9 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe):
             index = max(1, len(attempts) - 1)
         if not 1 <= index <= len(attempts):
             raise InputError(f"run {name} has no attempt {index} (it has {len(attempts)})")
-        return read_logs(self, name, index, attempts[index - 1]["run_id"], rank=rank, tail=tail, follow=follow, cancel=cancel)
+        return read_logs(
+            self, name, index, attempts[index - 1]["run_id"], rank=rank, tail=tail, follow=follow, cancel=cancel
+        )
 
     # ---- acts ------------------------------------------------------------------------
     def stop(self, name: str) -> Run:
@@ -316,19 +326,6 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe):
         with calls(self.profile.where, "asking who the token belongs to (current_user.me)"):
             self.client.current_user.me()
         return ClusterReport({"Jobs API 2.2": True}, [])
-
-
-def _cluster_id(job_run: Any) -> str | None:
-    for task in job_run.tasks or []:
-        if task.cluster_instance and task.cluster_instance.cluster_id:
-            return task.cluster_instance.cluster_id
-    return job_run.cluster_instance.cluster_id if job_run.cluster_instance else None
-
-
-def _task_run_id(job_run: Any) -> int | None:
-    for task in job_run.tasks or []:
-        return task.run_id
-    return None
 
 
 def _parse(text: str) -> datetime:

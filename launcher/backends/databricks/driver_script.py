@@ -60,6 +60,7 @@ def run_entrypoint(run_dir, env, prefix):
     if not prefix:
         return subprocess.call(argv, env=env)
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
     for line in iter(proc.stdout.readline, b""):
         sys.stdout.write(prefix + line.decode("utf-8", "replace"))
         sys.stdout.flush()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from launcher.backends.base import LogLine
 from launcher.backends.databricks.errors import calls
 from launcher.backends.databricks.render import log_destination
-from launcher.backends.databricks.status import status_of
+from launcher.backends.databricks.status import cluster_id_of, status_of, task_run_id_of
 
 if TYPE_CHECKING:
     from launcher.backends.databricks.backend import DatabricksBackend
@@ -48,17 +48,15 @@ def _download(backend: DatabricksBackend, path: str) -> str | None:
 
 def fetch(backend: DatabricksBackend, name: str, job_run: Any, ended: bool) -> str:
     """The attempt's log text as far as it can be read now."""
-    from launcher.backends.databricks.backend import _cluster_id, _task_run_id
-
     destination = log_destination(backend.profile, name)
-    cluster_id = _cluster_id(job_run) if job_run is not None else None
+    cluster_id = cluster_id_of(job_run) if job_run is not None else None
     if destination and cluster_id:
         base = f"{destination}/{cluster_id}/driver"
         stdout = _download(backend, f"{base}/stdout")
         if stdout is not None:
             stderr = _download(backend, f"{base}/stderr") if ended else None
             return stdout + (stderr or "")
-    task_run_id = _task_run_id(job_run) if job_run is not None else None
+    task_run_id = task_run_id_of(job_run) if job_run is not None else None
     if ended and task_run_id is not None:
         with calls(backend.profile.where, f"reading the output of run {name}"):
             output = backend.client.jobs.get_run_output(task_run_id)

@@ -84,7 +84,8 @@ def serverless_accelerator(spec: RunSpec, placement: Placement) -> tuple[str, in
     """The accelerator type and count of a serverless run, or an InputError listing those offered."""
     per_node = placement.gpus_per_node
     offered = ", ".join(
-        f"{t} (gpu_type {g}, gpus {n}{' or a multiple' if n == 8 else ''})" for (g, n), t in SERVERLESS_ACCELERATORS.items()
+        f"{t} (gpu_type {g}, gpus {n}{' or a multiple' if n == 8 else ''})"
+        for (g, n), t in SERVERLESS_ACCELERATORS.items()
     )
     kind = SERVERLESS_ACCELERATORS.get((placement.gpu_type_name, per_node))
     if kind is None or (per_node == 1 and placement.nodes > 1):
@@ -146,8 +147,15 @@ def check(spec: RunSpec, profile: DatabricksProfile) -> Placement:
             raise FieldError("compute.gpus", "serverless GPU compute runs GPU work only; ask for GPUs")
         serverless_accelerator(spec, placement)
     if profile.compute_mode == "job_cluster" and placement.gpu_type_name not in profile.node_table:
-        raise InputError(f"compute.gpu_type: no node type for {placement.gpu_type_name!r}")  # resolve_placement refused it
+        raise InputError(
+            f"compute.gpu_type: no node type for {placement.gpu_type_name!r}"
+        )  # resolve_placement refused it
     return placement
+
+
+def secret_ref(scope: str, key: str) -> str:
+    """How a cluster's environment names a secret of a scope: Databricks puts in the value."""
+    return "{{secrets/" + f"{scope}/{key}" + "}}"
 
 
 def secret_parts(secrets: list[Secret], scope: str) -> tuple[dict[str, str], dict[str, str], list[str], dict[str, str]]:
@@ -162,13 +170,13 @@ def secret_parts(secrets: list[Secret], scope: str) -> tuple[dict[str, str], dic
             if var in PUBLIC_ENV:
                 env[var] = s.data[key]
                 continue
-            env[var] = "{{secrets/%s/%s}}" % (scope, var)
+            env[var] = secret_ref(scope, var)
             values[var] = s.data[key]
             mask.append(var)
         mount = p.mount_path or ""
         for file_name, key in p.files.items():
             var = f"{SECRET_FILE_ENV}{env_suffix(s.name)}_{env_suffix(file_name)}"
-            env[var] = "{{secrets/%s/%s}}" % (scope, var)
+            env[var] = secret_ref(scope, var)
             values[var] = s.data[key]
             files[f"{mount}/{file_name}"] = var
         for var, value in p.plain_env.items():
@@ -235,7 +243,11 @@ def render(
         if spec.image and profile.custom_images:
             cluster["docker_image"] = {"url": spec.image}
         task["new_cluster"] = cluster
-        task["spark_python_task"] = {"python_file": f"{folder}/{DRIVER_FILE}", "source": "WORKSPACE", "parameters": parameters}
+        task["spark_python_task"] = {
+            "python_file": f"{folder}/{DRIVER_FILE}",
+            "source": "WORKSPACE",
+            "parameters": parameters,
+        }
     payload: dict[str, Any] = {
         "run_name": name,
         "idempotency_token": idempotency_token(name, attempt),

@@ -50,7 +50,9 @@ def status_of(run: Any) -> tuple[RunStatus, str | None]:
     code = _enum(details.code) if details is not None else None
     if details is not None and details.message:
         message = details.message
-    ended = life in ("TERMINATED", "SKIPPED", "INTERNAL_ERROR") or (newer is not None and _enum(newer.state) == "TERMINATED")
+    ended = life in ("TERMINATED", "SKIPPED", "INTERNAL_ERROR") or (
+        newer is not None and _enum(newer.state) == "TERMINATED"
+    )
     if not ended:
         current = _enum(newer.state) if newer is not None and newer.state is not None else life
         return LIFE_CYCLE.get(current or "", RunStatus.PENDING), message or None
@@ -75,3 +77,16 @@ def _with_code(message: str, code: str | None) -> str:
 
 def ms_time(ms: int | None) -> datetime | None:
     return datetime.fromtimestamp(ms / 1000, UTC) if ms else None
+
+
+def cluster_id_of(job_run: Any) -> str | None:
+    for task in job_run.tasks or []:
+        if task.cluster_instance and task.cluster_instance.cluster_id:
+            return task.cluster_instance.cluster_id
+    return job_run.cluster_instance.cluster_id if job_run.cluster_instance else None
+
+
+def task_run_id_of(job_run: Any) -> int | None:
+    for task in job_run.tasks or []:
+        return task.run_id
+    return None
