@@ -140,3 +140,39 @@ def test_a_503_and_a_429_are_retried(cli, workspace):
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 0, r.stderr
     assert "fine" in r.stdout
+
+
+def test_metrics_come_from_the_records_in_the_delivered_log(cli):
+    spec = cli.spec(
+        "curve",
+        """\
+        name: curve
+        compute: {cluster: dbx}
+        command: |
+          for s in 1 2 3; do
+            echo "@@launcher.metrics {\\"step\\":$s,\\"time\\":$s.5,\\"rank\\":0,\\"metrics\\":{\\"loss/train/total\\":$((4 - s)).5}}"
+          done
+        """,
+    )
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, r.stderr
+    name = submitted(r.stderr + r.stdout)
+    m = cli("metrics", name, "-m", "loss/train/total", "-o", "csv")
+    assert m.returncode == 0, m.stderr
+    assert [line.split(",")[3] for line in m.stdout.strip().splitlines()[1:]] == ["3.5", "2.5", "1.5"], m.stdout
+
+
+def test_a_failed_run_restarts_as_attempt_2_and_delete_forgets_it(cli, workspace):
+    spec = cli.spec("flaky", "name: flaky\ncompute: {cluster: dbx}\ncommand: 'echo attempt $LAUNCHER_ATTEMPT; exit 1'\n")
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 1, r.stderr
+    name = submitted(r.stderr + r.stdout)
+    r = cli("run", "-r", name, "--follow")
+    assert r.returncode == 1, r.stderr
+    assert "attempt 2" in r.stdout
+    record = cli.describe(name)
+    assert [a["status"] for a in record["attempts"]] == ["FAILED", "FAILED"], record["attempts"]
+    assert "attempt 1" in cli("logs", name, "--attempt", "1").stdout
+    assert cli("delete", "run", name, "-y").returncode == 0
+    assert cli("describe", "run", name).returncode == 2
+    assert name not in [o.path.rsplit("/", 1)[-1] for o in workspace.client().workspace.list(cli.workspace_dir)]
