@@ -90,6 +90,7 @@ BACKENDS: dict[str, Row] = {
     "databricks": Row(
         "launcher.backends.databricks.backend:DatabricksBackend",
         "launcher.backends.databricks.profile:DatabricksProfile",
+        reachable="launcher.backends.databricks.reach:check_reachable",
         add=(
             Option("host", "Workspace URL (default: what databricks-sdk resolves, e.g. DATABRICKS_HOST)."),
             Option("config-profile", "A ~/.databrickscfg profile to sign in with."),

@@ -163,7 +163,9 @@ def test_metrics_come_from_the_records_in_the_delivered_log(cli):
 
 
 def test_a_failed_run_restarts_as_attempt_2_and_delete_forgets_it(cli, workspace):
-    spec = cli.spec("flaky", "name: flaky\ncompute: {cluster: dbx}\ncommand: 'echo attempt $LAUNCHER_ATTEMPT; exit 1'\n")
+    spec = cli.spec(
+        "flaky", "name: flaky\ncompute: {cluster: dbx}\ncommand: 'echo attempt $LAUNCHER_ATTEMPT; exit 1'\n"
+    )
     r = cli("run", "-f", str(spec), "--follow")
     assert r.returncode == 1, r.stderr
     name = submitted(r.stderr + r.stdout)
@@ -176,3 +178,19 @@ def test_a_failed_run_restarts_as_attempt_2_and_delete_forgets_it(cli, workspace
     assert cli("delete", "run", name, "-y").returncode == 0
     assert cli("describe", "run", name).returncode == 2
     assert name not in [o.path.rsplit("/", 1)[-1] for o in workspace.client().workspace.list(cli.workspace_dir)]
+
+
+def test_a_run_the_workspace_lost_is_unknown_and_a_workspace_away_is_named(cli, workspace):
+    spec = cli.spec("gone", "name: gone\ncompute: {cluster: dbx}\ncommand: 'sleep 600'\n")
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 0, r.stderr
+    name = submitted(r.stderr + r.stdout)
+    runs = {r.run_name: r.run_id for r in workspace.client().jobs.list_runs()}
+    workspace.control("lose", {"run_id": runs[name]})
+    record = cli.wait_status(name, {"UNKNOWN"})
+    assert f"the workspace no longer has run {runs[name]}" in json.dumps(record)
+    r = cli("cluster", "add", "away", "--backend", "databricks", "--host", "http://127.0.0.1:9")
+    assert r.returncode == 0, r.stderr
+    r = cli("get", "runs", "--cluster", "away")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "cluster away: cannot reach the workspace: connection refused" in r.stderr

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from launcher.spec.models import RunSpec
 
 
+PROBE_CONNECT_TIMEOUT = 5.0
+
+
 class DatabricksBackend(Backend, Restartable, ClusterProbe):
     name = "databricks"
     UNSUPPORTED = {
@@ -323,6 +326,10 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe):
         return self._derive(record)
 
     def probe(self) -> ClusterReport:
+        from launcher.backends.databricks.reach import check_reachable
+
+        # The SDK would retry a refused connection for its whole request_timeout: ask the host once first.
+        check_reachable(self.profile.name, {"host": self.profile.host}, timeout=PROBE_CONNECT_TIMEOUT)
         with calls(self.profile.where, "asking who the token belongs to (current_user.me)"):
             self.client.current_user.me()
         return ClusterReport({"Jobs API 2.2": True}, [])
