@@ -194,3 +194,28 @@ def test_a_run_the_workspace_lost_is_unknown_and_a_workspace_away_is_named(cli, 
     r = cli("get", "runs", "--cluster", "away")
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "cluster away: cannot reach the workspace: connection refused" in r.stderr
+
+
+def test_the_dry_run_prints_the_payload_offline(cli):
+    spec = cli.spec(
+        "big",
+        """
+        name: big
+        compute: {cluster: dbx, gpus: 16, gpu_type: h100}
+        scheduling: {max_duration: 0.5}
+        command: 'true'
+        """,
+    )
+    r = cli("run", "-f", str(spec), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    for line in (
+        "node_type_id: p5.48xlarge",
+        "num_workers: 2",
+        "spark.task.resource.gpu.amount: '1'",
+        "timeout_seconds: 1800",
+        f"destination: {LOG_VOLUME}/big-",
+        "source: WORKSPACE",
+    ):
+        assert line in r.stdout, r.stdout
+    assert re.search(r"^idempotency_token: [0-9a-f]{64}$", r.stdout, re.M), r.stdout
+    assert "driver: 16 process(es) under TorchDistributor (local_mode false, use_gpu true)" in r.stderr

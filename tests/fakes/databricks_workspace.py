@@ -252,7 +252,7 @@ class FakeWorkspace(FakeDatabricksFiles):
         timeout = float(run.body.get("timeout_seconds") or 0)
         with self.lock:
             run.attempt += 1
-            run.life_cycle, run.result, run.code, run.kind, run.message = "PENDING", None, None, None, ""
+            run.life_cycle, run.result, run.code, run.kind, run.error = "PENDING", None, None, None, None
             run.message = "Waiting for cluster"
             run.end_time = 0
             env = dict(os.environ)

@@ -176,3 +176,15 @@ def test_the_program_writes_its_url_and_stops(tmp_path: Path):
         assert program.host.startswith("http://127.0.0.1:")
     assert not list(tmp_path.glob("fake-workspace-root/Workspace"))  # its root goes with it
     time.sleep(0)
+
+
+def test_repair_runs_a_failed_task_again(fake, tmp_path):
+    w = fake.client()
+    marker = str(tmp_path / "ran-once")
+    source = f"import os, sys\nif not os.path.exists({marker!r}):\n    open({marker!r}, 'w').close()\n    sys.exit(1)\nprint('second time')"
+    run = ended(w, submit(w, source, name="repair"))
+    assert run.state.result_state == RunResultState.FAILED
+    w.jobs.repair_run(run.run_id, rerun_all_failed_tasks=True)
+    run = wait_until(lambda: (r := w.jobs.get_run(run.run_id)).state.result_state == RunResultState.SUCCESS and r, 60)
+    output = w.jobs.get_run_output(run.tasks[0].run_id)
+    assert output.logs == "second time\n" and output.error is None

@@ -101,6 +101,16 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe):
             f"files: driver.py, driver.json, plan.json and the entrypoint's zipapp go to "
             f"{render.run_folder(self.profile, spec.name)} in the workspace"
         ]
+        settings = rendered.settings
+        notes.append(
+            f"driver: {settings['processes']} process(es)"
+            + (
+                f" under TorchDistributor (local_mode {str(settings['local_mode']).lower()}, "
+                f"use_gpu {str(settings['use_gpu']).lower()}), each a node of its own with LOCAL_RANK 0"
+                if settings["processes"] > 1
+                else ", the entrypoint on the driver"
+            )
+        )
         if rendered.secret_values:
             notes.append(
                 f"secrets: {', '.join(sorted(rendered.secret_values))} go to the scope "

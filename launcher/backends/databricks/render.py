@@ -237,6 +237,8 @@ def render(
         if placement.nodes == 1:  # a single-node cluster: the driver runs every process
             cluster["spark_conf"] = {"spark.databricks.cluster.profile": "singleNode", "spark.master": "local[*]"}
             cluster["custom_tags"]["ResourceClass"] = "SingleNode"
+        elif gpus:  # one TorchDistributor task per GPU of each worker
+            cluster["spark_conf"] = {"spark.task.resource.gpu.amount": "1"}
         destination = log_destination(profile, name)
         if destination:
             cluster["cluster_log_conf"] = {"volumes": {"destination": destination}}
