@@ -175,7 +175,16 @@ def test_the_program_writes_its_url_and_stops(tmp_path: Path):
     with running(tmp_path) as program:
         assert program.host.startswith("http://127.0.0.1:")
     assert not list(tmp_path.glob("fake-workspace-root/Workspace"))  # its root goes with it
-    time.sleep(0)
+
+
+def test_mlflow_metric_history_is_served_in_pages(fake):
+    w = fake.client()
+    experiment = w.experiments.create_experiment("/Users/fake-user@example.com/curves").experiment_id
+    run = w.experiments.create_run(experiment_id=experiment, run_name="r").run.info.run_id
+    for step in range(3):
+        w.experiments.log_metric("loss", 3.0 - step, int(time.time() * 1000), run_id=run, step=step)
+    history = list(w.experiments.get_history("loss", run_id=run, max_results=2))
+    assert [(m.step, m.value) for m in history] == [(0, 3.0), (1, 2.0), (2, 1.0)]
 
 
 def test_repair_runs_a_failed_task_again(fake, tmp_path):
