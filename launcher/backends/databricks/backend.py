@@ -4,8 +4,8 @@ submit uploads the run's folder (the driver, the plan, the entrypoint's zipapp, 
 settings) to the workspace, puts the run's secret values in a scope of its own, submits the
 payload render.py makes, and writes the run's record (workspace.py). Reads ask runs/get of
 the record's latest attempt; logs come from cluster log delivery on the profile's Volume
-(logs.py), else runs/get-output. stop is runs/cancel; delete forgets the run (its folder,
-scope and delivered logs). `run -r` submits attempt N+1 (one-time runs do not retry).
+(logs.py), else runs/get-output. stop is runs/cancel; delete forgets the run (its workspace
+folder and its scope; the delivered logs stay on the Volume). `run -r` submits attempt N+1 (one-time runs do not retry).
 """
 
 from __future__ import annotations

@@ -27,9 +27,10 @@ def _first_line(e: BaseException) -> str:
 
 
 @contextmanager
-def calls(where: str, doing: str) -> Iterator[None]:
+def calls(where: str, doing: str, *, configuring: bool = False) -> Iterator[None]:
     """Run SDK calls; raise what they raise as a LauncherError naming `where` (the workspace)
-    and `doing` ('submitting run x')."""
+    and `doing` ('submitting run x'). `configuring`: the client is being made, and a
+    ValueError is the SDK's word for a configuration it cannot resolve (elsewhere it is a bug)."""
     import requests
     from databricks.sdk import errors
 
@@ -53,6 +54,8 @@ def calls(where: str, doing: str) -> Iterator[None]:
         failure = connection_failure(e, connecting=True)
         raise ClusterUnreachable(f"{where} could not be reached while {doing}: {failure.words}") from None
     except ValueError as e:  # the SDK's configuration: no host, no credentials it can resolve
+        if not configuring:
+            raise
         raise InputError(
             f"{where}: databricks-sdk could not configure a client: {_first_line(e)}",
             hint="set host in the profile and a token (DATABRICKS_TOKEN, a ~/.databrickscfg profile, "

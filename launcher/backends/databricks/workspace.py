@@ -39,7 +39,7 @@ def open_client(profile: DatabricksProfile, home: Path) -> WorkspaceClient:
         kwargs.setdefault("host", secret.data.get("host"))
         kwargs["token"] = secret.data.get("token")
         kwargs["auth_type"] = "pat"
-    with calls(profile.where, "configuring the client"):
+    with calls(profile.where, "configuring the client", configuring=True):
         return WorkspaceClient(config=Config(**kwargs))
 
 
