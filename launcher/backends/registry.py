@@ -87,6 +87,31 @@ BACKENDS: dict[str, Row] = {
             Option("runtime-image", "The runtime image inject mode copies from (default: the pinned release)."),
         ),
     ),
+    "databricks": Row(
+        "launcher.backends.databricks.backend:DatabricksBackend",
+        "launcher.backends.databricks.profile:DatabricksProfile",
+        reachable="launcher.backends.databricks.reach:check_reachable",
+        add=(
+            Option("host", "Workspace URL (default: what databricks-sdk resolves, e.g. DATABRICKS_HOST)."),
+            Option("config-profile", "A ~/.databrickscfg profile to sign in with."),
+            Option("credentials-secret", "A `databricks` secret of ours (host and token) to sign in with."),
+            Option(
+                "compute-mode",
+                "job_cluster (default): a new GPU job cluster per run; serverless: serverless GPU compute.",
+                choices=("job_cluster", "serverless"),
+            ),
+            Option("spark-version", "Runtime of the job clusters (default: 15.4.x-gpu-ml-scala2.12)."),
+            Option("log-volume", "A /Volumes/... path that cluster log delivery writes the runs' logs to."),
+            Option(
+                "workspace-dir", "Workspace folder for each run's driver, plan and record (default: /Shared/launcher)."
+            ),
+            Option(
+                "custom-images",
+                "true where the workspace takes a cluster docker_image (Container Services).",
+                choices=("true", "false"),
+            ),
+        ),
+    ),
 }
 
 
