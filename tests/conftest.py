@@ -19,6 +19,35 @@ T = TypeVar("T")
 # OpenMP's spinning threads made a tiny-MPT step 2-3x slower on 2 busy cores.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under --dist loadfile, pytest-xdist by default hands out the files with the most tests
+    first, which leaves the trainings (files of one to three tests, each a minute or more)
+    for the end: two of them queued on one worker while the other idles made the tail of the
+    run minutes long. Without that reordering the workers take files in the collection's
+    order, which pytest_collection_modifyitems below makes longest first."""
+    if hasattr(config.option, "loadscopereorder") and "--loadscope-reorder" not in config.invocation_params.args:
+        config.option.loadscopereorder = False
+
+
+HEAVY_MARKS = ("slow", "train")
+"""A file with a test of these marks starts processes that import torch and Composer, or a
+browser, or Spark: a minute or more where most files take seconds."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files with `slow` tests first, then those with `train` tests, then the rest, each
+    in its collected order (and every file's tests in theirs): the longest work first, so
+    the many short files even out the workers at the end."""
+    rank: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        marks = {m.name for m in item.iter_markers()}
+        level = next((i for i, mark in enumerate(HEAVY_MARKS) if mark in marks), len(HEAVY_MARKS))
+        rank[path] = min(rank.get(path, level), level)
+    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])
+
+
 pytest_plugins: list[str] = [
     # "tests.fakes.<module>" lines are added as fakes land.
     "tests.fakes.databricks_files",

@@ -30,6 +30,8 @@ class Option:
     default: str | None = None
     path: bool = False
     """A file: recorded as an absolute path."""
+    integer: bool = False
+    """A whole number: recorded as one (the profile's model checks its range)."""
 
     @property
     def setting(self) -> str:
@@ -85,6 +87,17 @@ BACKENDS: dict[str, Row] = {
                 choices=("zipapp", "inject", "image"),
             ),
             Option("runtime-image", "The runtime image inject mode copies from (default: the pinned release)."),
+            Option(
+                "retention-days",
+                "Each submit deletes the finished runs that ended more than this many days ago "
+                "(default: keep every run until `launcher delete`).",
+                integer=True,
+            ),
+            Option(
+                "retention-logs",
+                "What retention does with a pruned run's log archive in the log_store (default: keep).",
+                choices=("keep", "delete"),
+            ),
         ),
     ),
     "databricks": Row(

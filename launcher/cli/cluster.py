@@ -66,6 +66,8 @@ def _add_options(command):
             if option.choices
             else click.Path(dir_okay=False)
             if option.path
+            else click.INT
+            if option.integer
             else None
         )
         command = click.option(f"--{option.flag}", option.setting, type=kind, help=option.help)(command)

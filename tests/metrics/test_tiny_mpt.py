@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.train.conftest import number_say  # noqa: F401 - the fixture, shared with the trainer tests
+
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,55 +28,19 @@ def _launcher(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Complete
     return proc
 
 
-def test_tiny_mpt_loss_curve(tmp_path: Path) -> None:
+def test_tiny_mpt_loss_curve(tmp_path: Path, number_say) -> None:
     pytest.importorskip("composer")
     env = {
         **os.environ,
         "LAUNCHER_HOME": str(tmp_path / "home"),
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
     }
-    data = "out/number-say"
-    for split, n, seed in (("train", 1500, 0), ("val", 150, 1)):
-        _launcher(
-            "data",
-            "synthetic",
-            "--samples",
-            str(n),
-            "--out",
-            f"raw/{split}.jsonl",
-            "--seed",
-            str(seed),
-            cwd=tmp_path,
-            env=env,
-        )
-    _launcher(
-        "data",
-        "tokenizer",
-        "train",
-        "raw/train.jsonl",
-        "--vocab-size",
-        "512",
-        "--out",
-        f"{data}/tokenizer",
-        cwd=tmp_path,
-        env=env,
-    )
-    for split in ("train", "val"):
-        _launcher(
-            "data",
-            "convert",
-            f"raw/{split}.jsonl",
-            "--out",
-            f"{data}/mds",
-            "--tokenizer",
-            f"{data}/tokenizer",
-            "--concat-tokens",
-            "64",
-            "--split",
-            split,
-            cwd=tmp_path,
-            env=env,
-        )
+    # The data as the README prepares it (`launcher data synthetic`, `tokenizer train`, `convert`,
+    # each tested in tests/data): the trainer tests' number-say set, built once per session.
+    data = tmp_path / "out" / "number-say"
+    data.mkdir(parents=True)
+    (data / "mds").symlink_to(number_say.mds)
+    (data / "tokenizer").symlink_to(number_say.tokenizer)
 
     spec = yaml.safe_load((REPO / "runspecs" / "mpt-tiny-local.yaml").read_text())
     spec["parameters"].update(max_duration=f"{STEPS}ba", eval_interval=f"{STEPS // 2}ba", save_interval=f"{STEPS}ba")

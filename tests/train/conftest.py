@@ -147,6 +147,24 @@ def train_env(fake=None, **extra: str) -> dict[str, str]:
     return env
 
 
+def local_run_env(fake, tmp_path: Path, run: str, **extra: str) -> tuple[dict[str, str], Path]:
+    """What the local backend gives a run: its name, and artifacts/ inside the run's directory."""
+    run_dir = tmp_path / "runs" / run
+    env = train_env(
+        fake,
+        RUN_NAME=run,
+        LAUNCHER_BACKEND="local",
+        LAUNCHER_ON_HOST="1",
+        LAUNCHER_ARTIFACTS_DIR=str(run_dir / "artifacts"),
+        **extra,
+    )
+    return env, run_dir
+
+
+def shard_gets(fake) -> int:
+    return sum(1 for m, p in fake.requests if m == "GET" and ".mds" in p)
+
+
 def run_trainer(
     args: Sequence[str], env: dict[str, str], timeout: float = 240, cwd: Path = REPO
 ) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,7 @@
 """Per-run streaming caches: the same config run twice and two runs at once on one
-dbfs:/Volumes remote (the fake Files API), a retry that reuses the shards its first attempt
-downloaded, and each streaming error as one line naming the dataset and the fix."""
+dbfs:/Volumes remote (the fake Files API), and each streaming error as one line naming the
+dataset and the fix. A retry that reuses the shards its killed first attempt downloaded:
+tests/train/test_resume.py, whose killed run is that first attempt."""
 
 from __future__ import annotations
 
@@ -16,28 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.metrics.records import parse_record
-from tests.train.conftest import REPO, losses, records, run_trainer, tiny_config, train_env
+from tests.train.conftest import REPO, local_run_env, losses, records, run_trainer, tiny_config
 
 pytestmark = pytest.mark.train
-
-
-def local_run_env(fake, tmp_path: Path, run: str, **extra: str) -> tuple[dict[str, str], Path]:
-    """What the local backend gives a run: its name, and artifacts/ inside the run's directory."""
-    run_dir = tmp_path / "runs" / run
-    env = train_env(
-        fake,
-        RUN_NAME=run,
-        LAUNCHER_BACKEND="local",
-        LAUNCHER_ON_HOST="1",
-        LAUNCHER_ARTIFACTS_DIR=str(run_dir / "artifacts"),
-        **extra,
-    )
-    return env, run_dir
-
-
-def shard_gets(fake) -> int:
-    return sum(1 for m, p in fake.requests if m == "GET" and ".mds" in p)
 
 
 def test_the_same_config_twice_and_two_runs_at_once_on_one_remote(
@@ -81,44 +63,6 @@ def test_the_same_config_twice_and_two_runs_at_once_on_one_remote(
         assert p.returncode == 0, err[-3000:]
         assert sorted(losses(records(out))) == [1, 2, 3, 4]
         assert not (run_dir / "cache" / "streaming" / "train_loader").exists(), "a finished run's cache is removed"
-
-
-def test_a_retry_reuses_the_shards_its_first_attempt_downloaded(
-    tmp_path: Path, databricks_files, uc_data: str, number_say
-) -> None:
-    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="400ba")
-    env, run_dir = local_run_env(databricks_files, tmp_path, "retry", LAUNCHER_ATTEMPT="1")
-    first = subprocess.Popen(
-        [sys.executable, "-m", "launcher.train", str(cfg)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        for line in first.stdout:  # the first step's record: the shards are on disk
-            rec = parse_record(line)
-            if (rec and "metrics" in rec) or time.monotonic() > deadline:
-                break
-        os.killpg(first.pid, signal.SIGKILL)  # a crash: no cleanup runs
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
-        first.stdout.close()
-    downloaded = shard_gets(databricks_files)
-    cache = run_dir / "cache" / "streaming" / "train_loader" / "train"
-    assert downloaded >= 1 and any(cache.glob("*.mds*")), "the first attempt downloaded its shards into the run's cache"
-
-    cfg = tiny_config(tmp_path / "params.yaml", tokenizer=number_say.tokenizer, remote=uc_data, max_duration="3ba")
-    env["LAUNCHER_ATTEMPT"] = "2"
-    second = run_trainer(["-m", "launcher.train", str(cfg)], env)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert sorted(losses(records(second.stdout))) == [1, 2, 3]
-    assert shard_gets(databricks_files) == downloaded, "the retry downloaded shards it already had"
 
 
 # ---------------------------------------------------------------- each streaming error

@@ -1,5 +1,6 @@
-"""A tiny-MPT run killed mid-way resumes from its checkpoint; a retry on a fresh machine
-resumes from the checkpoints on dbfs:/Volumes/... (the fake Files API)."""
+"""A tiny-MPT run killed mid-way resumes from its checkpoint, and reuses the shards its
+first attempt downloaded; a retry on a fresh machine resumes from the checkpoints on
+dbfs:/Volumes/... (the fake Files API)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.conftest import REPO, losses, records, run_trainer, tiny_config, train_env
+from tests.train.conftest import (
+    REPO,
+    local_run_env,
+    losses,
+    records,
+    run_trainer,
+    shard_gets,
+    tiny_config,
+    train_env,
+)
 
 pytestmark = pytest.mark.train
 
@@ -27,17 +37,19 @@ def test_killed_run_resumes_from_its_checkpoint(
     tmp_path: Path, databricks_files, uc_data: str, number_say, killer
 ) -> None:
     ckpt = tmp_path / "checkpoints"
+    # No dataset.local: the run's streaming cache is where the local backend puts it, in the
+    # run's directory, which its retry finds again.
     cfg = tiny_config(
         tmp_path / "params.yaml",
         tokenizer=number_say.tokenizer,
         remote=uc_data,
-        local=tmp_path / "cache",
         max_duration="40ba",
         save_folder=str(ckpt / "{run_name}"),
         save_interval="10ba",
         autoresume=True,
     )
-    env = train_env(databricks_files, RUN_NAME="resume-me")  # the launcher keeps RUN_NAME across retries
+    # The launcher keeps RUN_NAME across retries, and counts LAUNCHER_ATTEMPT.
+    env, run_dir = local_run_env(databricks_files, tmp_path, "resume-me", LAUNCHER_ATTEMPT="1")
 
     # First attempt: killed (SIGKILL, as a lost node) once it has passed step 24.
     first = subprocess.Popen(
@@ -68,9 +80,15 @@ def test_killed_run_resumes_from_its_checkpoint(
     latest = os.readlink(ckpt / "resume-me" / "latest-rank0.pt")
     resume_at = int(latest.split("-ba")[1].split("-")[0])
     assert resume_at % 10 == 0 and 20 <= resume_at <= last_seen
+    # A crash: no cleanup ran, and the shards it downloaded are in the run's cache.
+    downloaded = shard_gets(databricks_files)
+    cache = run_dir / "cache" / "streaming" / "train_loader" / "train"
+    assert downloaded >= 1 and any(cache.glob("*.mds*")), "the first attempt downloaded its shards into the run's cache"
 
     # Second attempt: the same command, as a backend's retry runs it.
+    env["LAUNCHER_ATTEMPT"] = "2"
     recs = attempt(cfg, env, REPO)
+    assert shard_gets(databricks_files) == downloaded, "the retry downloaded shards it already had"
     assert recs[0]["event"] == "fit_start" and recs[0]["start_batch"] == resume_at
     loss2 = losses(recs)
     assert sorted(loss2) == list(range(resume_at + 1, 41)), "resumed at the saved batch, not at 0"

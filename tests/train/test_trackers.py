@@ -1,8 +1,8 @@
-"""Trackers: the MPT trainer's `loggers: {mlflow: ...}` block lands its metrics in the
-Databricks workspace's tracking server when the run has Databricks credentials and no
-tracking_uri (Composer's MLFlowLogger; the workspace is the fake in
-tests/fakes/databricks_files.py and databricks_mlflow.py); `launcher metrics RUN --to
-mlflow|tensorboard DEST` exports a finished run's records. A run's metrics in an MLflow
+"""Trackers: the fake workspace's MLflow (tests/fakes/databricks_files.py and
+databricks_mlflow.py) answers the real client; `launcher metrics RUN --to
+mlflow|tensorboard DEST` exports a finished run's records. The MPT trainer's `loggers:
+{mlflow: ...}` block landing its metrics in the workspace's tracking server (credentials and
+no tracking_uri): tests/train/test_train.py, whose one training serves it. A run's metrics in an MLflow
 `file:` store, through the same tracking-URI rule: the HF recipe's test (report_to,
 tests/train/test_hf.py), which trains anyway; training the MPT once more for it cost 20 s."""
 
@@ -15,54 +15,11 @@ import pytest
 from launcher.train.trackers import mlflow_tracking_uri
 from tests.metrics.logdata import loss, step_line
 from tests.metrics.test_cli import _submit
-from tests.train.conftest import losses, records, run_trainer, tiny_config, train_env
 
 pytestmark = pytest.mark.train
 
 
 EXPERIMENT = "/Users/me@example.com/launcher-test"
-
-
-def test_mpt_metrics_land_in_the_workspace_mlflow(tmp_path: Path, databricks_files, uc_data: str, number_say) -> None:
-    """Credentials and no tracking_uri: the run's experiment, run, params, tags and per-step
-    loss are on the workspace that also served its dbfs:/Volumes data."""
-    pytest.importorskip("mlflow")
-    workspace = databricks_files.mlflow
-    cfg_mlflow = {"experiment_name": EXPERIMENT}  # no tracking_uri
-    cfg = tiny_config(
-        tmp_path / "params.yaml",
-        tokenizer=number_say.tokenizer,
-        remote=uc_data,
-        max_duration="3ba",
-        loggers={"mlflow": cfg_mlflow},
-    )
-    env = train_env(databricks_files, RUN_NAME="mlflow-databricks")
-    proc = run_trainer(["-m", "launcher.train", str(cfg)], env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    ours = losses(records(proc.stdout))
-    assert sorted(ours) == [1, 2, 3]
-
-    assert databricks_files.unknown == [], databricks_files.unknown
-    exp = workspace.experiment(EXPERIMENT)
-    assert exp is not None, workspace.endpoints()
-    (run,) = workspace.runs_of(exp)
-    assert run.user_id == "me@example.com" and run.status == "FINISHED" and run.end_time is not None
-    history = workspace.history(run, "loss/train/total")
-    steps = [s for _, s, _ in history]
-    # One value per step; Composer counts steps from 0 where the trainer's records count from 1.
-    assert steps == [s - 1 for s in sorted(ours)], history
-    assert [v for v, _, _ in history] == pytest.approx([ours[s] for s in sorted(ours)], rel=1e-4)
-    # What Composer logs besides metrics: its run name (for autoresume) and the MLflow ids.
-    assert run.tags["run_name"] == "mlflow-databricks" and run.tags["mlflow.runName"] == "mlflow-databricks"
-    assert run.params["mlflow_experiment_id"] == exp.experiment_id and run.params["mlflow_run_id"] == run.run_id
-    assert run.params["rank_zero_seed"] == "17" and run.params["num_nodes"] == "1" and "composer_version" in run.params
-    # Nothing went to a local store, nothing was logged as an error, the token was never printed.
-    assert not (tmp_path / "mlruns").exists()
-    assert "Error running MLFlowLogger" not in proc.stderr, proc.stderr[-3000:]
-    assert databricks_files.token not in proc.stdout + proc.stderr
-    # Composer's MLFlowLogger falls back to "databricks" on DATABRICKS_TOKEN alone, so the run by
-    # itself cannot tell our rule (which passes tracking_uri="databricks") from Composer's.
-    assert mlflow_tracking_uri(cfg_mlflow, env) == "databricks"
 
 
 def test_fake_workspace_mlflow_speaks_to_the_real_client(databricks_files, monkeypatch) -> None:

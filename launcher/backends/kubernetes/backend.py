@@ -265,7 +265,24 @@ class KubernetesBackend(
                 secrets, "code_store", self.profile.code_store, self.profile.code_store_secret
             )
         self.check_secrets(spec, secrets)
-        return submit_run(self.api, spec, secrets, placement=self._placement(spec), code=code)
+        run = submit_run(self.api, spec, secrets, placement=self._placement(spec), code=code)
+        if self.profile.retention_days is not None:
+            run.warnings.extend(self._prune_history())
+        return run
+
+    def _prune_history(self) -> builtins.list[str]:
+        """The profile's retention (retention.py), after a submit: a page of the finished runs
+        past retention_days deleted. Its failure is a warning: the run is submitted."""
+        from launcher.backends.kubernetes.retention import prune
+        from launcher.errors import LauncherError
+
+        profile = self.profile
+        assert profile.retention_days is not None
+        try:
+            prune(self.api, profile.retention_days, delete_logs=profile.retention_logs == "delete")
+        except LauncherError as e:
+            return [f"retention_days: the finished runs older than {profile.retention_days} days were not pruned: {e}"]
+        return []
 
     def _with_log_store_secret(self, secrets: list[Secret]) -> list[Secret]:
         """The run's secrets and the profile's log_store_secret, which every rank needs to

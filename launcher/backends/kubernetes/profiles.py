@@ -30,6 +30,8 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
         log_store: s3://bucket/launcher/  # an archive of every rank's log that outlives the pods
         log_store_secret: logs-s3         # the secret whose credentials write and read it
         ttl_seconds_after_finished: 86400 # the cluster deletes a finished run's JobSet after this (not its record nor archive)
+        retention_days: 90                # each submit deletes the finished runs that ended more than 90 days ago
+        retention_logs: keep              #   and their log archive where this is delete (default: keep)
         pod_security: baseline            # or restricted: pods a namespace enforcing `restricted` admits
         run_as_user: 1000                 # the pods' runAsUser (default: the image's user)
         shm_size: 64Gi                    # sizeLimit of /dev/shm (default: the pod's memory)
@@ -196,6 +198,14 @@ class ClusterProfile(BaseModel):
     """ttlSecondsAfterFinished of the JobSet or Job: the cluster deletes a finished run's
     JobSet, Jobs and pods this long after it ends; the record (not owned by such a JobSet)
     and the log archive stay, until `launcher delete`."""
+    retention_days: int | None = Field(default=None, ge=1, le=730)
+    """Each submit deletes (a page at a time, retention.py) the finished runs of this
+    namespace that ended more than this many days ago, as `launcher delete` does; live runs
+    are never touched. None: the history is kept until `launcher delete`. At most 730 (the
+    selector of the old records lists every day kept)."""
+    retention_logs: Literal["keep", "delete"] = "keep"
+    """What retention does with a pruned run's log archive in the log_store: keep it (an
+    object store's own lifecycle rules may expire it), or delete it with the record."""
 
     @field_validator("log_store", "code_store")
     @classmethod
