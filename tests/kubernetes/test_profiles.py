@@ -116,3 +116,102 @@ def test_bad_profile_field_names_the_field():
 def test_bad_log_store_or_ttl_names_the_field(field, value, message):
     with pytest.raises(InputError, match=message):
         load_profile(Profile("mine", "kubernetes", {"backend": "kubernetes", field: value}))
+
+
+# --- a profile is pinned to its kubeconfig context and namespace ---------------------------
+
+
+def launcher(*args: str) -> int:
+    from launcher.cli.error_report import run_cli
+    from launcher.cli.main import cli
+
+    try:
+        return run_cli(cli, list(args))
+    except SystemExit as e:
+        return int(e.code or 0)
+
+
+def two_contexts(kube, path) -> str:
+    """A kubeconfig whose current context `fake` (namespace team-x) and context `other`
+    (namespace default) both point at the fake; its path."""
+    import yaml
+
+    from tests.fakes.kube.cluster import kubeconfig
+
+    config = kubeconfig(kube.url, "fake", namespace="team-x")
+    config["contexts"].append({"name": "other", "context": {"cluster": "fake", "user": "tester"}})
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def use_context(kubeconfig: str, context: str) -> None:
+    import subprocess
+
+    subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "config", "use-context", context], check=True)
+
+
+def hello_spec(tmp_path) -> str:
+    import yaml
+
+    path = tmp_path / "hello.yaml"
+    path.write_text(yaml.safe_dump({"name": "hello", "image": "ghcr.io/example/launcher:test", "command": "echo hi"}))
+    return str(path)
+
+
+def test_cluster_add_pins_the_context_and_namespace_it_resolved(fake_kube, tmp_path, monkeypatch, capsys):
+    """`cluster add prod` with neither --context nor --namespace stores the kubeconfig's
+    current context and its namespace: after `kubectl config use-context other` the profile
+    still renders into team-x and lists the run it started there."""
+    import json
+
+    import yaml
+
+    from launcher.config import load_config
+
+    kubeconfig = two_contexts(fake_kube, tmp_path / "kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    assert launcher("cluster", "add", "prod", "--entrypoint-mode", "image") == 0
+    assert "(namespace team-x)" in capsys.readouterr().out
+    stored = load_config().clusters["prod"]
+    assert (stored["context"], stored["namespace"]) == ("fake", "team-x")
+    assert launcher("run", "-f", hello_spec(tmp_path), "--cluster", "prod") == 0
+    capsys.readouterr()
+
+    use_context(kubeconfig, "other")
+    assert launcher("run", "-f", hello_spec(tmp_path), "--cluster", "prod", "--dry-run", "-o", "yaml") == 0
+    rendered = yaml.safe_load(capsys.readouterr().out)
+    assert {m["metadata"]["namespace"] for m in rendered["items"]} == {"team-x"}
+    assert launcher("get", "runs", "--cluster", "prod", "-o", "json") == 0
+    out, err = capsys.readouterr()
+    assert [r["name"].split("-")[0] for r in json.loads(out)] == ["hello"], err
+
+
+def test_a_profile_without_a_context_says_how_to_pin_it(fake_kube, tmp_path, monkeypatch, capsys):
+    """A profile written before `cluster add` pinned contexts (no context, no namespace)
+    still follows the current context, and `cluster list` and `cluster check` say, once
+    each, how to pin it where it points now."""
+    import yaml
+
+    from launcher.config import config_path
+
+    kubeconfig = two_contexts(fake_kube, tmp_path / "kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    path = config_path()
+    config = yaml.safe_load(path.read_text())
+    config["clusters"]["old"] = {"backend": "kubernetes", "entrypoint_mode": "image"}
+    path.write_text(yaml.safe_dump(config))
+    use_context(kubeconfig, "other")
+
+    assert launcher("run", "-f", hello_spec(tmp_path), "--cluster", "old", "--dry-run", "-o", "yaml") == 0
+    rendered = yaml.safe_load(capsys.readouterr().out)
+    assert {m["metadata"]["namespace"] for m in rendered["items"]} == {"default"}  # as before: it follows
+
+    pin = "under clusters.old in config.yaml"
+    assert launcher("cluster", "list") == 0
+    err = capsys.readouterr().err
+    assert err.count("cluster old: not pinned") == 1, err
+    assert "context: other" in err and "namespace: default" in err and pin in err
+    assert "cluster fake" not in err  # the fixture's profile names its context
+    launcher("cluster", "check", "old")
+    err = capsys.readouterr().err
+    assert err.count("cluster old: not pinned") == 1 and pin in err, err
