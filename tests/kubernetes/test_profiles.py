@@ -215,3 +215,62 @@ def test_a_profile_without_a_context_says_how_to_pin_it(fake_kube, tmp_path, mon
     launcher("cluster", "check", "old")
     err = capsys.readouterr().err
     assert err.count("cluster old: not pinned") == 1 and pin in err, err
+
+
+# --- two profiles on one cluster and namespace are one place -------------------------------
+
+H100_NODE = {
+    "name": "gpu-0",
+    "labels": {"kubernetes.io/hostname": "gpu-0", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+    "gpus": 8,
+}
+
+
+def gpu_spec(tmp_path, name: str) -> str:
+    import yaml
+
+    path = tmp_path / f"{name}.yaml"
+    spec = {
+        "name": name,
+        "image": "ghcr.io/example/launcher:test",
+        "command": "sleep 600",
+        "compute": {"gpus": 2, "gpu_type": "h100_80gb"},
+    }
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)
+
+
+def test_two_profiles_on_one_namespace_are_asked_once(fake_kube_factory, launcher_home, tmp_path, capsys):
+    """Profiles `fake` and `twin` name the same API server and namespace: `get runs` lists
+    each run once (under `fake`, the first by name), `util` counts the node's 8 GPUs once,
+    placement asks the place once, and stop and delete act on each run once."""
+    import json
+    import re
+
+    from tests.fakes.kube.fixtures import write_profile
+
+    kube = fake_kube_factory(nodes=[H100_NODE])
+    write_profile(launcher_home, kube, name="twin", entrypoint_mode="image")
+    assert launcher("run", "-f", gpu_spec(tmp_path, "holder"), "--cluster", "twin") == 0
+    assert launcher("run", "-f", gpu_spec(tmp_path, "placed"), "--cluster", "auto") == 0
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if "placement:" in line)
+    assert re.fullmatch(r"i placement: fake has \d of 8 free h100_80gb: placed on fake", line), line
+
+    assert launcher("get", "runs", "-o", "json") == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert sorted((r["name"].split("-")[0], r["cluster"]) for r in listed) == [("holder", "fake"), ("placed", "fake")]
+
+    assert launcher("util", "-o", "json") == 0
+    out, err = capsys.readouterr()
+    rows = [r for r in json.loads(out) if r.get("gpu_type") == "h100_80gb"]
+    assert [(r["cluster"], r["gpus"]) for r in rows] == [("fake", 8)]
+    assert "cluster twin is the same place as cluster fake" in err
+
+    assert launcher("stop", "--all", "-y") == 0
+    out = capsys.readouterr().out
+    assert sorted(re.findall(r"Run (\w+)-\w+ stopped", out)) == ["holder", "placed"], out
+    assert launcher("delete", "--all", "-y") == 0
+    out = capsys.readouterr().out
+    assert sorted(re.findall(r"Deleted run (\w+)-\w+", out)) == ["holder", "placed"], out
+    assert kube.list("JobSet", "default")[0] == []

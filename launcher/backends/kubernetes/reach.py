@@ -200,6 +200,24 @@ def server_address(kubeconfig: str | None, context: str | None) -> tuple[str, st
     return server, parts.hostname, port
 
 
+def place(kubeconfig: str | None, context: str | None, namespace: str) -> str | None:
+    """A key for one namespace of one API server (KubernetesBackend.place): the server's URL,
+    its scheme and host in lower case and its port spelled out, and the namespace. The URL,
+    not the cluster's own identity (kube-system's uid), because it is read offline: a look
+    across profiles asks each place once, so it must know them before it asks. Two URLs of
+    one server are two places. None where the kubeconfig cannot be read simply."""
+    address = server_address(kubeconfig, context)
+    if address is None:
+        return None
+    parts = urlsplit(address[0])
+    try:
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme.lower())
+    except ValueError:
+        return None
+    path = parts.path.rstrip("/")
+    return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{port}{path} namespace {namespace}"
+
+
 def check_reachable(name: str, settings: dict, *, timeout: float = LIST_CONNECT_TIMEOUT) -> None:
     """Raise a KubeUnreachable (a ClusterUnreachable) naming profile `name` when its server (or proxy) refuses or
     does not take a TCP connection within `timeout` seconds. `settings` is the raw
