@@ -302,6 +302,13 @@ class Backend(abc.ABC):
     def secret_store(self) -> SecretStore:
         """Where this backend's runs find their secrets (`launcher secret`, run's secrets)."""
 
+    def place(self) -> str | None:
+        """Where this profile's runs live, as a key read offline: profiles whose backends give
+        the same key are one place (Kubernetes: one API server's namespace), which a look
+        across profiles (sdk/fanout.py) asks once, so that a run is listed, stopped and its
+        GPUs counted once. None (the default): a place of its own, as its profile's name is."""
+        return None
+
     def profile_warnings(self) -> list[str]:
         """Named warnings about the profile itself, found offline (`cluster add` prints them):
         settings with which runs would fail wherever they go."""

@@ -50,6 +50,11 @@ class Row:
     profile when its service cannot be reached (see kubernetes/reach.py); None: always."""
     namespace: str | None = None
     """module:function(raw settings) -> where a profile's runs go, for `cluster list`, read offline."""
+    pin: str | None = None
+    """module:function(profile name, raw settings) -> (settings, warning): what keeps a profile
+    where it points now (Kubernetes: its kubeconfig context and namespace), which `cluster add`
+    stores, and for a profile that lacks them a warning saying how to pin it (None: pinned),
+    read offline. None: a profile of this backend always points at one place."""
     add: tuple[Option, ...] = field(default=())
     """`cluster add --backend NAME` options; none: its profiles are not added that way."""
 
@@ -61,6 +66,7 @@ BACKENDS: dict[str, Row] = {
         "launcher.backends.kubernetes.profiles:ClusterProfile",
         reachable="launcher.backends.kubernetes.reach:check_reachable",
         namespace="launcher.backends.kubernetes.reach:profile_namespace",
+        pin="launcher.backends.kubernetes.reach:pin",
         add=(
             Option("context", "kubeconfig context (default: the kubeconfig's current context)."),
             Option(
@@ -192,3 +198,10 @@ def profile_namespace(profile: Profile) -> str | None:
     backend has no such place."""
     namespace = _row(profile).namespace
     return _attribute(namespace)(profile.settings) if namespace is not None else None
+
+
+def pin(profile: Profile) -> tuple[dict[str, Any], str | None]:
+    """The settings that keep the profile where it points now, and a warning saying how to
+    pin it where it stores none of them (Row.pin); read offline."""
+    pinner = _row(profile).pin
+    return _attribute(pinner)(profile.name, profile.settings) if pinner is not None else ({}, None)

@@ -32,6 +32,8 @@ class CheckReport(TypedDict):
     problems: list[str]
     images: list[ImageCheck]
     warnings: list[str]
+    unpinned: str | None
+    """How to pin a profile that stores no context (registry.pin); None: it is pinned."""
 
 
 class ProfileRow(TypedDict, total=False):
@@ -90,7 +92,7 @@ def add(name, backend, make_current, replace, **options):
     import os
 
     from launcher.backends.capabilities import Feature
-    from launcher.backends.registry import open_backend, row
+    from launcher.backends.registry import open_backend, pin, row
     from launcher.config import LOCAL, Profile, check_profile_name, config_path, load_config, update_config
     from launcher.errors import InputError
 
@@ -109,13 +111,22 @@ def add(name, backend, make_current, replace, **options):
             raise InputError(f"a cluster profile named {name!r} already exists", hint="pass --replace to overwrite it")
 
     refuse_a_repeat(load_config().clusters)  # before asking the cluster; asked again under the lock
-    settings: dict = {"backend": backend}
+    given: dict = {"backend": backend}
     for setting, option in own.items():
         value = options.get(setting)
         if value is None:
             value = option.default
         if value is not None:
-            settings[setting] = os.path.abspath(os.path.expanduser(value)) if option.path else value
+            given[setting] = os.path.abspath(os.path.expanduser(value)) if option.path else value
+    # Where the profile points now (its context and namespace), stored, so that it keeps
+    # pointing there whatever becomes current later; in the options' order.
+    pinned, _ = pin(Profile(name, backend, given))
+    settings = {"backend": backend}
+    for setting in own:
+        if setting in given or setting in pinned:
+            settings[setting] = given.get(setting, pinned.get(setting))
+    for setting, value in pinned.items():
+        settings.setdefault(setting, value)
     opened = open_backend(Profile(name, backend, settings))  # validates every field
     report = _probe(name, opened) if opened.supports(Feature.CLUSTER_PROBE) else None
 
@@ -174,7 +185,7 @@ def check(names, timeout, output):
     per image (deleted after), and whether it serves what runs need (JobSet). Exits 1
     unless every cluster answered, serves it, and pulled them all."""
     from launcher.backends.capabilities import ClusterProbe, Feature, ImageProbe, ImagePull
-    from launcher.backends.registry import is_cluster, open_backend
+    from launcher.backends.registry import is_cluster, open_backend, pin
     from launcher.config import load_config
     from launcher.errors import LauncherError
 
@@ -195,6 +206,7 @@ def check(names, timeout, output):
             "problems": [],
             "images": [],
             "warnings": backend.profile_warnings(),
+            "unpinned": pin(profile)[1],
         }
         try:
             if backend.supports(Feature.CLUSTER_PROBE):
@@ -245,6 +257,8 @@ def _say_check(report: CheckReport) -> None:
             click.echo(f"{FAIL} {name}: cannot pull {pull['image']}: {pull['detail']}")
         else:
             click.echo(f"{WARN} {name}: could not tell whether it can pull {pull['image']}: {pull['detail']}")
+    if report["unpinned"]:
+        warn(f"cluster {name}: {report['unpinned']}")
     if not report["images"] or not all(pull["pulled"] for pull in report["images"]):
         for warning in report["warnings"]:  # moot where the cluster pulls them all (a mirror, a preloaded image)
             warn(f"{name}: {warning}")
@@ -260,11 +274,16 @@ def list_(output):
 def list_profiles(output: str, *, include_ids: bool = False) -> None:
     """`cluster list` and `get clusters`: the profiles, * marking the current one; with
     include_ids (mcli's `--ids`) each one's id, which is its name."""
+    from launcher.backends.registry import pin
     from launcher.config import load_config
 
     config = load_config()
     rows: list[ProfileRow] = []
+    unpinned: list[str] = []
     for p in config.profiles():
+        why = pin(p)[1]
+        if why:
+            unpinned.append(f"cluster {p.name}: {why}")
         s = p.settings
         row: ProfileRow = {
             "name": p.name,
@@ -277,6 +296,8 @@ def list_profiles(output: str, *, include_ids: bool = False) -> None:
         if include_ids:
             row = {"id": p.name, **row}  # the ID column first, as mcli prints it
         rows.append(row)
+    for message in unpinned:  # on stderr: the listing on stdout stays as it is
+        warn(message)
     if output == "name":
         for r in rows:
             click.echo(r["name"])

@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 import click
 
 from launcher.backends.capabilities import Feature
-from launcher.cli.common import dump, print_table, warn
+from launcher.cli.common import dump, info, print_table, warn
 from launcher.config import config_path, launcher_home, load_config
 from launcher.sdk.fanout import ask_some
 
@@ -46,12 +46,16 @@ def _usage(backend):
         backend.close()
 
 
-def usage_of(profiles) -> dict:
+def usage_of(profiles, current: str | None = None) -> dict:
     """Each profile's (GpuUsage list, QueueUsage list), asked of every one at once; one that
-    cannot be asked is a warning, and missing from the answer."""
-    answers, warnings = ask_some(profiles, _usage, "asked")
+    cannot be asked is a warning, and missing from the answer. Profiles that are one place
+    (one cluster's namespace) are asked once, through the current one or the first by name,
+    and said so: their GPUs are counted once."""
+    answers, warnings = ask_some(profiles, _usage, "asked", prefer=[current] if current else [])
     for message in warnings:
         warn(message)
+    for name, other in answers.same_place.items():
+        info(f"cluster {name} is the same place as cluster {other} (one cluster and namespace): counted under {other}")
     return answers
 
 
@@ -90,7 +94,7 @@ def util(clusters, one, hide_users, training, inference, output):
     config = load_config()
     named = list(dict.fromkeys([*clusters, *([one] if one else [])]))
     profiles = [config.profile(name) for name in named] if named else config.profiles()
-    answers = usage_of(profiles)
+    answers = usage_of(profiles, config.current)
     rows = [
         {
             "cluster": p.name,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -22,6 +22,29 @@ from launcher.sdk.index import RunIndex
 from launcher.sdk.run_names import is_glob, not_found, select
 
 T = TypeVar("T")
+
+
+class Answers(dict[str, T]):
+    """ask_each's answers, by profile name; `same_place`: each profile left unasked because
+    another one asked is the same place (Backend.place), its name -> that profile's name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.same_place: dict[str, str] = {}
+
+
+def one_per_place(profiles: list[Profile], backends: dict[str, Backend], prefer: Sequence[str] = ()) -> dict[str, str]:
+    """The profile that stands for each profile's place: `backends` whose place() is the same
+    are one place (one cluster's namespace, seen through two profiles), stood for by the first
+    of them in `prefer` (the current profile; placement's candidates in order), else the
+    first by name. A profile whose place is None is a place of its own."""
+    rank = {name: i for i, name in enumerate(prefer)}
+    stands_for: dict[tuple[str, str], str] = {}
+    chosen: dict[str, str] = {}
+    for name in sorted((p.name for p in profiles if p.name in backends), key=lambda n: (rank.get(n, len(rank)), n)):
+        key = backends[name].place()
+        chosen[name] = stands_for.setdefault(("place", key) if key is not None else ("profile", name), name)
+    return chosen
 
 
 def find_run(name: str | None) -> tuple[Backend, Run]:
@@ -45,13 +68,13 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
         except NotFoundError:
             return None
 
-    answers, failed = ask_each(candidates, get_one)
+    answers, failed = ask_each(candidates, get_one, prefer=[config.current])
     for profile in candidates:
         found = answers.get(profile.name)
         if found is not None:
             return found
     unasked = [e.message for e in failed.values()]
-    if len(failed) == len(candidates):
+    if failed and not answers:
         # No profile could be asked: that is the answer, not that the run does not exist.
         first = next(iter(failed.values()))
         raise type(first)(first.message, exit_code=first.exit_code, hint=first.hint, warnings=unasked[1:])
@@ -98,14 +121,17 @@ def ask_each(
     *,
     seconds: float = LIST_SECONDS,
     opener: Callable[[Profile], Backend] = open_backend,
-) -> tuple[dict[str, T], dict[str, LauncherError]]:
-    """ask(backend) for every profile's backend at once: the answers, and for each profile
-    that failed or did not answer within `seconds`, a LauncherError whose message is one
-    line that names it. The backends are opened here (`opener`), in the caller's thread,
+    prefer: Sequence[str] = (),
+) -> tuple[Answers[T], dict[str, LauncherError]]:
+    """ask(backend) for every place at once: the answers, and for each profile that failed
+    or did not answer within `seconds`, a LauncherError whose message is one line that names
+    it. Profiles that are one place (Backend.place) are asked once, through the first of them
+    in `prefer`, else by name (one_per_place); the others are in neither, but in the
+    answers' `same_place`. The backends are opened here (`opener`), in the caller's thread,
     before any thread starts; each thread first checks that its cluster can be reached at
     all (check_reachable), so an unreachable one costs its connect timeout once, not a turn
     in a queue. Closing a backend is the caller's (ask's) business."""
-    answers: dict[str, T] = {}
+    answers: Answers[T] = Answers()
     failures: dict[str, BaseException] = {}
     backends: dict[str, Backend] = {}
     for profile in profiles:
@@ -113,6 +139,10 @@ def ask_each(
             backends[profile.name] = opener(profile)
         except LauncherError as e:  # a bad profile: reported with the others
             failures[profile.name] = e
+    # A profile left unasked (its place is asked through another) has contacted nothing:
+    # opening contacts nothing, so there is nothing of it to close.
+    stands_for = one_per_place(profiles, backends, prefer)
+    answers.same_place = {name: other for name, other in stands_for.items() if other != name}
 
     def ask_one(profile: Profile) -> None:
         try:
@@ -125,7 +155,7 @@ def ask_each(
     threads = [
         threading.Thread(target=ask_one, args=(p,), name=f"ask-{p.name}", daemon=True)
         for p in profiles
-        if p.name in backends
+        if stands_for.get(p.name) == p.name
     ]
     for t in threads:
         t.start()
@@ -135,7 +165,7 @@ def ask_each(
     failed: dict[str, LauncherError] = {}
     for profile in profiles:
         name = profile.name
-        if name in answers:
+        if name in answers or name in answers.same_place:
             continue
         error = failures.get(name)
         if error is None:
@@ -158,6 +188,7 @@ def list_runs(
     *,
     required: Collection[str] = (),
     opener: Callable[[Profile], Backend] = open_backend,
+    prefer: Sequence[str] = (),
 ) -> tuple[list[tuple[Backend, Run]], list[str]]:
     """(backend, run) for the runs of these profiles that `query` wants (None: every run),
     newest first, and one warning per profile that could not be listed. Each backend is
@@ -165,14 +196,19 @@ def list_runs(
     the limit. When not one of them could be listed (one profile that is down, or all of
     them), or one of the `required` profiles could not, that is the error: an empty
     listing would say there are no runs. `opener`: as ask_each's (the dashboard keeps its
-    backends open between listings)."""
-    pairs, failed = listed_runs(profiles, query, opener=opener)
+    backends open between listings). Profiles that are one place list its runs once, under
+    the first of them in `prefer` (the current profile), else the first by name (ask_each)."""
+    pairs, failed = listed_runs(profiles, query, opener=opener, prefer=prefer)
     _raise_required(failed, required)
     return pairs, [e.message for e in failed.values()]
 
 
 def listed_runs(
-    profiles: list[Profile], query: RunQuery | None = None, *, opener: Callable[[Profile], Backend] = open_backend
+    profiles: list[Profile],
+    query: RunQuery | None = None,
+    *,
+    opener: Callable[[Profile], Backend] = open_backend,
+    prefer: Sequence[str] = (),
 ) -> tuple[list[tuple[Backend, Run]], dict[str, LauncherError]]:
     """list_runs, with the failure of each profile that could not be listed, by name."""
     query = query or RunQuery()
@@ -184,7 +220,7 @@ def listed_runs(
     def list_one(backend: Backend) -> list[tuple[Backend, Run]]:
         return [(backend, run) for run in backend.list(asked)]
 
-    answers, failed = _ask_any(profiles, list_one, "listed", opener=opener)
+    answers, failed = _ask_any(profiles, list_one, "listed", opener=opener, prefer=prefer)
     pairs = [
         pair
         for profile in profiles
@@ -204,13 +240,15 @@ def ask_some(
     *,
     required: Collection[str] = (),
     opener: Callable[[Profile], Backend] = open_backend,
-) -> tuple[dict[str, T], list[str]]:
+    prefer: Sequence[str] = (),
+) -> tuple[Answers[T], list[str]]:
     """ask_each, when an answer from some profiles is an answer: the answers, and one
     warning per profile that could not be asked. When not one of them could be (one
     profile that is down, or all of them), that is the error: an empty answer would say
     there is nothing; so is a `required` profile that could not be asked (the current
-    one, or one the user named). `done`: what was asked of them, for that error ("listed")."""
-    answers, failed = _ask_any(profiles, ask, done, opener=opener)
+    one, or one the user named). `done`: what was asked of them, for that error ("listed").
+    `prefer`: as ask_each's."""
+    answers, failed = _ask_any(profiles, ask, done, opener=opener, prefer=prefer)
     _raise_required(failed, required)
     return answers, [e.message for e in failed.values()]
 
@@ -233,11 +271,12 @@ def _ask_any(
     done: str,
     *,
     opener: Callable[[Profile], Backend] = open_backend,
-) -> tuple[dict[str, T], dict[str, LauncherError]]:
+    prefer: Sequence[str] = (),
+) -> tuple[Answers[T], dict[str, LauncherError]]:
     """ask_each, raising when not one profile could be asked; else the answers and the
     failures by profile name."""
-    answers, failed = ask_each(profiles, ask, opener=opener)
-    if profiles and len(failed) == len(profiles):
+    answers, failed = ask_each(profiles, ask, opener=opener, prefer=prefer)
+    if failed and not answers:
         errors = list(failed.values())
         if len(errors) == 1:
             raise errors[0]
@@ -268,7 +307,8 @@ def resolve_run(arg: str | None) -> tuple[Backend, Run]:
         missing = e
     # The start of a run name submitted from another machine: only the listings know it.
     # (Asked only when nothing else matched; a profile that failed is already a warning.)
-    pairs, _ = list_runs(load_config().profiles())
+    config = load_config()
+    pairs, _ = list_runs(config.profiles(), prefer=[config.current])
     listed = [r.name for _, r in pairs]
     chosen = select(arg, listed)
     if chosen:

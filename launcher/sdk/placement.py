@@ -143,10 +143,13 @@ def ask(spec: RunSpec, profiles: Sequence[Profile], *, seconds: float = ASK_SECO
         finally:
             backend.close()
 
-    answers, failed = ask_each(list(profiles), free_on, seconds=seconds)
+    # Candidates that are one place (one cluster's namespace through two profiles) are asked
+    # once, through the first of them: its GPUs are counted once, and it is tried once.
+    answers, failed = ask_each(list(profiles), free_on, seconds=seconds, prefer=[p.name for p in profiles])
     return [
         Candidate(p.name, answers[p.name]) if p.name in answers else Candidate(p.name, error=failed[p.name].message)
         for p in profiles
+        if p.name not in answers.same_place
     ]
 
 

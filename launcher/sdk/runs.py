@@ -468,7 +468,8 @@ def _listed(cluster: str | Iterable[str] | None = None, query: RunQuery | None =
     config = load_config()
     names = _strings(cluster)
     profiles = [config.profile(n) for n in names] if names else config.profiles()
-    return list_runs(profiles, query, required=[p.name for p in profiles] if names else [config.current])
+    required = [p.name for p in profiles] if names else [config.current]
+    return list_runs(profiles, query, required=required, prefer=[config.current])
 
 
 def _strings(value: object) -> list[Any]:
@@ -545,7 +546,8 @@ def select_runs(names: Iterable[RunRef] = (), *, all: bool = False, latest: bool
     from launcher.config import load_config
     from launcher.sdk.fanout import listed_runs, unasked_home
 
-    pairs, failed = listed_runs(load_config().profiles())
+    config = load_config()
+    pairs, failed = listed_runs(config.profiles(), prefer=[config.current])
     warnings = [e.message for e in failed.values()]
     listed = [r.name for _, r in pairs]
     if wanted_names:

@@ -241,16 +241,17 @@ class RunsSource:
 
     def _list(self, where: RunFilter, at: PageAt, per_page: int) -> tuple[Page, list[tuple[Backend, Run]]]:
         started = time.monotonic()
+        current: list[str] = []
         try:
-            profiles = load_config().profiles()
+            config = load_config()
         except LauncherError as e:
             profiles, errors = [], [e.message]
         else:
-            errors = []
+            profiles, errors, current = config.profiles(), [], [config.current]
         clusters = tuple(sorted(p.name for p in profiles))
         if where.cluster:
             profiles = [p for p in profiles if p.name == where.cluster]
-        pairs, warnings = list_runs(profiles, at.query(where, per_page), opener=self._backend)
+        pairs, warnings = list_runs(profiles, at.query(where, per_page), opener=self._backend, prefer=current)
         runs, more = at.cut([run for _, run in pairs], per_page)
         kept = {run.name for run in runs}
         shown = [(backend, run) for backend, run in pairs if run.name in kept]

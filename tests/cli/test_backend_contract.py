@@ -156,7 +156,7 @@ def test_each_profile_and_kubeconfig_is_read_once_per_command(cli, fake_kube, la
 
     listed = cli("get", "runs", "-o", "name")
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == [name, name]  # the same namespace, seen through both profiles
+    assert listed.stdout.split() == [name]  # the same namespace through both profiles: one place, listed once
     assert counted(listed.stderr) == (
         f"config read 1; profile load 3 (fake 1, local 1, other 1); kubeconfig read 1 ({kubeconfig} 1)"
     )

@@ -201,9 +201,11 @@ def test_a_context_namespace_is_honoured(cli, launcher_home, fake_kube):
     )
     assert add.returncode == 0, add.stderr
     assert "Added cluster ml (namespace ml-team)" in add.stdout
-    assert "namespace" not in yaml.safe_load((launcher_home / "config.yaml").read_text())["clusters"]["ml"]
+    # Stored as it was resolved: the current context and its namespace (pinned).
+    stored = yaml.safe_load((launcher_home / "config.yaml").read_text())["clusters"]["ml"]
+    assert (stored["context"], stored["namespace"]) == ("fake", "ml-team")
     listed = cli("cluster", "list")
-    assert re.search(r"ml\s+kubernetes\s+-\s+ml-team\s", listed.stdout), listed.stdout
+    assert re.search(r"ml\s+kubernetes\s+fake\s+ml-team\s", listed.stdout), listed.stdout
 
     spec_file = cli.spec(
         "hello",

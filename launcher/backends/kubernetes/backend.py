@@ -167,6 +167,15 @@ class KubernetesBackend(
         finally:
             api.close()
 
+    def place(self) -> str | None:
+        """The API server's URL (from the kubeconfig, as the profile's context names it) and
+        the namespace: two profiles on one cluster and namespace list the same runs and count
+        the same nodes. None where the kubeconfig cannot be read simply (in-cluster, a
+        KUBECONFIG list): a place of its own, as before."""
+        from launcher.backends.kubernetes.reach import place
+
+        return place(self.profile.kubeconfig, self.profile.context, self.profile.namespace)
+
     def profile_warnings(self) -> list[str]:
         if RUNTIME_IMAGE in self.run_images():
             return [

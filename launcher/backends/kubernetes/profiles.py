@@ -5,7 +5,7 @@ A profile is one `clusters.<name>` entry of $LAUNCHER_HOME/config.yaml:
     clusters:
       my-gke:
         backend: kubernetes
-        context: gke_proj_zone_name       # kubeconfig context (default: the current one)
+        context: gke_proj_zone_name       # kubeconfig context (default: the current one; `cluster add` stores it)
         kubeconfig: ~/.kube/config        # default: $KUBECONFIG, then ~/.kube/config
         namespace: training               # default: the context's namespace, else default
         service_account: trainer          # optional

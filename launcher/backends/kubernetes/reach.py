@@ -107,15 +107,57 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str | None
                 return f.read().strip() or None
         except OSError:
             return None
-    configs = [c for c in (read_kubeconfig(p) for p in path.split(os.pathsep) if p) if c is not None]
+    configs = _kubeconfigs(path)
     if context is None:
-        context = next((c["current-context"] for c in configs if c.get("current-context")), None)
+        context = _current_context(configs)
     for config in configs:
         entry = _named(config.get("contexts"), context, "context")
         if entry is not None:
             namespace = entry.get("namespace")
             return namespace if isinstance(namespace, str) and namespace else None
     return None
+
+
+def _kubeconfigs(path: str) -> list[dict[str, Any]]:
+    """The files of a kubeconfig path (a KUBECONFIG list too) that read as kubeconfigs, in order."""
+    return [c for c in (read_kubeconfig(p) for p in path.split(os.pathsep) if p) if c is not None]
+
+
+def _current_context(configs: list[dict[str, Any]]) -> str | None:
+    current = next((c["current-context"] for c in configs if c.get("current-context")), None)
+    return current if isinstance(current, str) else None
+
+
+def current_context(kubeconfig: str | None) -> str | None:
+    """The kubeconfig's current context, as kubectl takes it (a KUBECONFIG list: the first
+    file that sets one); None in-cluster, or where none is set."""
+    path = kubeconfig_path(kubeconfig)
+    return _current_context(_kubeconfigs(path)) if path is not None else None
+
+
+def pin(name: str, settings: dict) -> tuple[dict[str, str], str | None]:
+    """What keeps profile `name` where it points now, read offline: its context (the
+    kubeconfig's current one where it names none) and that context's namespace, as
+    settings to store; and, for a profile that stores neither, a warning saying how to pin
+    it (None when it is pinned). `cluster add` stores them: a profile that names no
+    context follows `kubectl config use-context` elsewhere, and its runs drop out of sight."""
+    kubeconfig = settings.get("kubeconfig") if isinstance(settings.get("kubeconfig"), str) else None
+    context = settings.get("context") if isinstance(settings.get("context"), str) else None
+    pinned: dict[str, str] = {}
+    if context is None:
+        current = current_context(kubeconfig)
+        if current is not None:
+            pinned["context"] = current
+    pinned["namespace"] = profile_namespace({**settings, **pinned})
+    missing = {k: v for k, v in pinned.items() if settings.get(k) != v}
+    if "context" not in missing:  # a pinned context: its namespace, as kubectl takes it, stays put
+        return pinned, None
+    entries = " and ".join(f"`{k}: {v}`" for k, v in missing.items())
+    return pinned, (
+        f"not pinned: it follows the kubeconfig's current context (now {pinned['context']}, namespace "
+        f"{pinned['namespace']}), so a `kubectl config use-context` sends its runs and listings elsewhere; "
+        f"pin it by adding {entries} under clusters.{name} in config.yaml"
+    )
 
 
 def profile_namespace(settings: dict) -> str:
@@ -156,6 +198,24 @@ def server_address(kubeconfig: str | None, context: str | None) -> tuple[str, st
     if not parts.hostname or port is None:
         return None
     return server, parts.hostname, port
+
+
+def place(kubeconfig: str | None, context: str | None, namespace: str) -> str | None:
+    """A key for one namespace of one API server (KubernetesBackend.place): the server's URL,
+    its scheme and host in lower case and its port spelled out, and the namespace. The URL,
+    not the cluster's own identity (kube-system's uid), because it is read offline: a look
+    across profiles asks each place once, so it must know them before it asks. Two URLs of
+    one server are two places. None where the kubeconfig cannot be read simply."""
+    address = server_address(kubeconfig, context)
+    if address is None:
+        return None
+    parts = urlsplit(address[0])
+    try:
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme.lower())
+    except ValueError:
+        return None
+    path = parts.path.rstrip("/")
+    return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{port}{path} namespace {namespace}"
 
 
 def check_reachable(name: str, settings: dict, *, timeout: float = LIST_CONNECT_TIMEOUT) -> None:
