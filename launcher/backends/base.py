@@ -123,6 +123,7 @@ class SubmittedSpec(TypedDict, total=False):
     ports: list[dict[str, Any]]
     code: dict[str, Any]
     placement: dict[str, float]
+    resilience: dict[str, Any]
     optimization_level: Any
     platform: str
     dependent_deployment: dict[str, Any]

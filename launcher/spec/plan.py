@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from launcher.pod import plan as pod_plan
-from launcher.spec.models import RunSpec
+from launcher.spec.models import Resilience, RunSpec
 
 if TYPE_CHECKING:
     from launcher.spec.models import RunSpec
@@ -38,6 +38,7 @@ def plan_of(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[str,
         "gpus": spec.compute.gpus or 0,
         "integrations": [i.model_dump(mode="json") for i in spec.integrations],
         "parameters": None if parameters_in_place else parameters_text(spec),
+        "resilience": (spec.resilience or Resilience()).model_dump(mode="json"),
     }
     if code is not None:  # a plan without a snapshot reads as before
         plan["code"] = code
