@@ -75,6 +75,15 @@ class Attempt:
     ended_at: datetime | None = None
     reason: str | None = None
     ranks: list[RankState] = field(default_factory=list)
+    failure_class: str | None = None
+    """How a failed attempt failed (launcher.pod.failures: hardware, collective, oom, preempted,
+    evicted, hang, user); None for one that did not fail, or a backend that cannot tell."""
+    evidence: str | None = None
+    """The line that says so (masked, bounded), prefixed with its rank."""
+    last_step: int | None = None
+    """The last step any rank reported (a metric record or a heartbeat) before it ended."""
+    progress_age: float | None = None
+    """Seconds from the last progress any rank reported to the attempt's end; None: none came."""
 
 
 class SubmittedCompute(TypedDict, total=False):
@@ -182,6 +191,11 @@ class Run:
     @property
     def current_attempt(self) -> int:
         return self.attempts[-1].index if self.attempts else 1
+
+    @property
+    def last_failure(self) -> Attempt | None:
+        """The latest attempt whose failure was classified (launcher.pod.failures), if any."""
+        return next((a for a in reversed(self.attempts) if a.failure_class), None)
 
 
 @dataclass(frozen=True)

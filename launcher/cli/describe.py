@@ -20,7 +20,7 @@ from launcher.cli.common import (
 from launcher.cli.exec import port_forward_command
 from launcher.sdk.placement import placement_of
 from launcher.sdk.records import until
-from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
+from launcher.spec.retry import CRASH_SECONDS, USER, RetryPolicy, retry_class, seconds_text
 
 
 @click.group(cls=NounGroup, default="run", invoke_without_command=True, subcommand_metavar="[run|cluster] [NAME]")
@@ -79,6 +79,9 @@ def describe_run(name, yaml_only, no_yaml, output):
         echo(f"Retries:    up to {policy.max_retries}; backoff {run.backoff or policy.describe_backoff()}")
     if run.retry_at is not None:
         echo(f"Next retry: attempt {run.current_attempt + 1} at {when(run.retry_at)} ({until(run.retry_at)})")
+    last = run.last_failure
+    if last is not None:
+        echo(f"Failure:    {last.failure_class} in attempt {last.index}: {last.evidence or '-'}")
     if run.crash_loop:
         ended = sum(1 for a in run.attempts if a.status.is_terminal)
         echo(f"Crash loop: each of its {ended} attempts failed within {seconds_text(CRASH_SECONDS)} of starting")
@@ -96,6 +99,9 @@ def describe_run(name, yaml_only, no_yaml, output):
             head += f", started {waited:.1f} s after attempt {previous.index} ended"
         previous = a
         echo(head)
+        if a.failure_class:
+            counted = "a system failure" if retry_class(a.failure_class) != USER else "a user failure"
+            echo(f"  Failure: {a.failure_class} ({counted}): {a.evidence or '-'}")
         echo(f"  {'RANK':<6}{'NODE':<24}{'STATUS':<12}{'EXIT CODE':<11}REASON")
         for r in a.ranks:
             code = "-" if r.exit_code is None else str(r.exit_code)

@@ -40,6 +40,7 @@ from launcher.entrypoint import runtime, supervise
 from launcher.entrypoint.log import log, set_masker
 from launcher.entrypoint.ranks import rank_env
 from launcher.entrypoint.venv import use_current_environment
+from launcher.entrypoint.watch import Watch
 from launcher.pod import contract
 from launcher.pod.plan import RankPlan
 from launcher.pod.plan import read as read_plan_file
@@ -85,8 +86,13 @@ class ExitFile:
     def __init__(self, path: str | None):
         self.file = ReservedFile(path)
 
-    def write(self, code: int, reason: str | None) -> None:
-        error = self.file.write({"exit_code": code, "reason": reason})
+    def write(self, code: int, reason: str | None, watch=None) -> None:
+        outcome: dict = {"exit_code": code, "reason": reason}
+        if watch is not None:  # what the watch saw (launcher.entrypoint.watch)
+            outcome["evidence"] = dict(watch.evidence.lines)
+            age = watch.progress_age()
+            outcome["progress"] = {"step": watch.step, "age": None if age is None else round(age, 3)}
+        error = self.file.write(outcome)
         if error is not None:
             log(f"error: cannot write the exit file {self.file.path}: {error.strerror or error}")
 
@@ -113,12 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr = out.MaskedStderr()
     exit_file = ExitFile(os.environ.get(contract.EXIT_FILE))
     timing: dict[str, float] = {}
+    watching: dict = {}  # _main leaves the command's watch here ("watch")
     archive = None
     try:
         # The run's secret values are masked in every line from here on, this one's errors too.
         set_masker(supervise.masker_from_env(dict(os.environ)))
         archive = start_archive(dict(os.environ))
-        code = _main(timing)
+        code = _main(timing, watching)
         supervise.finish()
     except supervise.Stopped as e:
         supervise.finish()
@@ -140,9 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         log(f"received {signal.Signals(late).name} {after}")
     reason = log_failure_reason()
+    watch = watching.get("watch")
     if reason:
         log(f"error: {reason}")
         code = contract.EXIT_LOGS
+    elif watch is not None and watch.hung:
+        reason = f"hang: {watch.hung}"
+        code = contract.EXIT_HANG
     total = time.monotonic() - started
     if "command" in timing:
         log(f"exit code {code}: the command ran {timing['command']:.1f}s, {total:.1f}s in all")
@@ -152,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         out.set_archive(None)
         if not archive.close():
             log("log archive: the last chunks were not written in time; the pod log has them")
-    exit_file.write(code, reason)
+    exit_file.write(code, reason, watch)
     return code
 
 
@@ -183,7 +194,7 @@ def start_archive(env: dict[str, str]):
     return archive
 
 
-def _main(timing: dict[str, float]) -> int:
+def _main(timing: dict[str, float], watching: dict) -> int:
     if not os.environ.get(contract.PLAN) and not os.environ.get(contract.SPEC):
         log(f"error: neither {contract.PLAN} nor {contract.SPEC} is set; the backend must say where the run's plan is")
         return contract.EXIT_SPEC
@@ -264,11 +275,18 @@ def _main(timing: dict[str, float]) -> int:
         if code:
             return code
 
+    watch = watching["watch"] = Watch(plan.resilience.hang_timeout)
+    watch.prepare(env)
+    if plan.resilience.hang_timeout is not None:
+        log(
+            f"watching progress: a hang is no metric record or heartbeat for {plan.resilience.hang_timeout:g} s "
+            "(resilience.hang_timeout), once the first has come"
+        )
     write_exec_record(env, workdir)
     log(f"running the command with bash in {workdir}")
     began = time.monotonic()
     try:
-        code = supervise.run(["bash", "-c", plan.command], cwd=workdir, env=env, final=True)
+        code = supervise.run(["bash", "-c", plan.command], cwd=workdir, env=env, final=True, watch=watch)
     except OSError as e:
         log(f"error: cannot start bash in {workdir}: {e.strerror or e}")
         return contract.EXIT_SETUP

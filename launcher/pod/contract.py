@@ -30,7 +30,10 @@ or the zipapp of it: launcher.pod.zipapp) with:
                            command then runs in the image's own environment, not ours
     LAUNCHER_IMAGE         (inject and zipapp modes) the user's image, named in setup errors
     LAUNCHER_EXIT_FILE     (optional) where to write this rank's outcome as JSON when it ends:
-                           {"exit_code": N, "reason": "..." or null}. Its space is reserved
+                           {"exit_code": N, "reason": "..." or null, "evidence": {class: the
+                           first line of the command's output that is evidence of it}
+                           (launcher.pod.failures), "progress": {"step": N or null,
+                           "age": seconds since the last progress or null}}. Its space is reserved
                            when the entrypoint starts, so it is written even on a full disk.
     LAUNCHER_EXEC_RECORD   (optional; local) where to write, as the command starts, its
                            environment, working directory and the entrypoint's pid (JSON,
@@ -111,6 +114,8 @@ EXIT_INTEGRATION = 65  # an integration step (git, pip, apt) failed
 EXIT_RENDEZVOUS = 66  # rank 0's address never resolved
 EXIT_SETUP = 67  # parameters or environment could not be prepared
 EXIT_LOGS = 68  # the command's output could not be written (a full disk)
+EXIT_HANG = 69  # no progress for resilience.hang_timeout: the entrypoint ended the command (launcher.pod.failures)
+EXIT_PREFLIGHT = 70  # the health gate before the command failed (launcher.entrypoint.preflight)
 
 MAX_ARG_STRLEN = 128 * 1024
 """The most bytes one string of a rank's argv or environment may have, its NUL included

@@ -10,8 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from launcher.spec.retry import retry_class
+
 if TYPE_CHECKING:
-    from launcher.backends.base import Run
+    from launcher.backends.base import Attempt, Run
 
 
 def when(ts: datetime | None) -> str:
@@ -85,6 +87,7 @@ def run_record(run: Run) -> dict[str, Any]:
         "exit_code": run.exit_code,
         "retry_at": _iso(run.retry_at),
         "crash_loop": run.crash_loop,
+        "failure": failure_record(run.last_failure),
         "created_at": _iso(run.created_at),
         "started_at": _iso(run.started_at),
         "ended_at": _iso(run.ended_at),
@@ -95,6 +98,7 @@ def run_record(run: Run) -> dict[str, Any]:
                 "reason": a.reason,
                 "started_at": _iso(a.started_at),
                 "ended_at": _iso(a.ended_at),
+                "failure": failure_record(a),
                 "ranks": [
                     {
                         "rank": r.rank,
@@ -114,6 +118,20 @@ def run_record(run: Run) -> dict[str, Any]:
         ],
         "queue": queue_record(run),
         "spec": run.spec,
+    }
+
+
+def failure_record(attempt: Attempt | None) -> dict[str, Any] | None:
+    """How an attempt failed (launcher.pod.failures), as plain data; None where it did not or
+    its backend cannot tell."""
+    if attempt is None or attempt.failure_class is None:
+        return None
+    return {
+        "class": attempt.failure_class,
+        "evidence": attempt.evidence,
+        "retried_as": retry_class(attempt.failure_class),
+        "last_step": attempt.last_step,
+        "progress_age": attempt.progress_age,
     }
 
 

@@ -356,7 +356,6 @@ class PlacementPolicy(_Model):
         return seconds
 
 
-
 class Resilience(_Model):
     """Not an mcli field: what the entrypoint watches in each rank and how failures are told
     apart (docs/resilience.md). Each default is on only where it costs the run nothing."""
@@ -382,6 +381,7 @@ class Resilience(_Model):
         if seconds <= 0:
             raise ValueError(f"must be more than 0 s, got {v!r}")
         return seconds
+
 
 # Each retry restarts the whole group and keeps its attempt in the run's record (a Kubernetes
 # ConfigMap holds at most 256 KiB of annotations); a command that failed 100 times fails

@@ -87,11 +87,6 @@ def unhonoured(spec) -> list[str]:
         for field, value in fields.items()
         if value is not None
     ]
-    if s.retry_on_system_failure:
-        out.append(
-            "scheduling.retry_on_system_failure: ignored by the local backend (no cluster ends a rank here: "
-            "every failure is the run's own and counts against max_retries)"
-        )
     return out
 
 

@@ -85,16 +85,27 @@ def _at(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
-def _add_deleter_column(db) -> None:
-    """A state.db written before runs.deleter existed gets the column (once: a second
+def _add_column(db, table: str, column: str, kind: str) -> None:
+    """A state.db written before `table.column` existed gets the column (once: a second
     process adding it at the same moment finds it there)."""
-    if "deleter" in {c["name"] for c in db.execute("PRAGMA table_info(runs)")}:
+    if column in {c["name"] for c in db.execute(f"PRAGMA table_info({table})")}:
         return
     try:
-        db.execute("ALTER TABLE runs ADD COLUMN deleter TEXT")
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
     except sqlite3.OperationalError as e:
         if "duplicate column" not in str(e):
             raise
+
+
+# Columns added since the first state.db: (table, column, type).
+ADDED_COLUMNS = (
+    ("runs", "deleter", "TEXT"),
+    # How a failed attempt failed (launcher.pod.failures), and its last progress.
+    ("attempts", "failure_class", "TEXT"),
+    ("attempts", "evidence", "TEXT"),
+    ("attempts", "last_step", "INTEGER"),
+    ("attempts", "progress_age", "REAL"),
+)
 
 
 def _being_deleted(r: sqlite3.Row) -> bool:
@@ -111,7 +122,8 @@ class State:
         self.path = home / "state.db"
         with self._connect() as db:
             db.executescript(SCHEMA)
-            _add_deleter_column(db)
+            for table, column, kind in ADDED_COLUMNS:
+                _add_column(db, table, column, kind)
 
     @contextmanager
     def _connect(self):
@@ -221,6 +233,23 @@ class State:
             )
             db.execute(
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.PENDING.value, now, waiting)
+            )
+
+    def set_attempt_failure(
+        self,
+        name: str,
+        attempt: int,
+        failure_class: str,
+        evidence: str | None,
+        last_step: int | None,
+        progress_age: float | None,
+    ) -> None:
+        """How attempt `attempt` failed, and the last progress its ranks reported."""
+        with self.tx() as db:
+            db.execute(
+                "UPDATE attempts SET failure_class = ?, evidence = ?, last_step = ?, progress_age = ?"
+                " WHERE run = ? AND idx = ?",
+                (failure_class, evidence, last_step, progress_age, name, attempt),
             )
 
     def new_attempt(self, name: str) -> int:
@@ -432,6 +461,10 @@ class State:
                     ended_at=_ts(a["ended_at"]),
                     reason=a["reason"],
                     ranks=by_attempt.get(a["idx"], []),
+                    failure_class=a["failure_class"],
+                    evidence=a["evidence"],
+                    last_step=a["last_step"],
+                    progress_age=a["progress_age"],
                 )
                 for a in attempts
             ],

@@ -33,8 +33,13 @@ from launcher.backends.local.procs import free_port, start_time, terminate_group
 from launcher.backends.local.state import State
 from launcher.errors import StateFileError
 from launcher.pod import contract, reaper
+from launcher.pod.failures import Failure, classify, most_telling
 from launcher.pod.reserved import ReservedFile, read_reserved
-from launcher.spec.retry import DEADLINE, USER, RetryPolicy
+from launcher.spec.retry import DEADLINE, RetryPolicy, retry_class
+
+# The end of a failed rank's log that is searched for evidence of its failure class (the
+# entrypoint also keeps the first evidence line of each class, however early it came).
+LOG_TAIL_BYTES = 64 * 1024
 
 # The entrypoint passes a stop to its command's process group and escalates to SIGKILL
 # after GRACE_SECONDS; the supervisor waits a little longer before it SIGKILLs the
@@ -58,6 +63,8 @@ class Supervisor:
         self.attempt = row["attempt"]
         self.known: tuple[RunStatus, str | None, int | None] | None = None
         """The outcome of the attempt that just ended, once it is known."""
+        self.failure: Failure | None = None
+        """How the attempt that just ended failed (launcher.pod.failures), where it did."""
         self.started = time.monotonic()
         self.scheduling: dict = {}
         self.policy = RetryPolicy()
@@ -108,11 +115,13 @@ class Supervisor:
                 pass  # each rank's own mount then fails, and says why in its log
             while True:
                 self.known = None
+                self.failure = None
                 status, reason, code = self.known = self._attempt()
                 self.reload()
-                # Nothing but the run itself ends its ranks on this machine: a failure is the
-                # run's own (USER), or the deadline's; a stop never fails.
-                failure = DEADLINE if self._past_deadline() else USER
+                # The failure's class (a bad GPU, a broken collective, a hang: the system's;
+                # the program's own or out of memory: the user's) decides how it is counted;
+                # past the deadline nothing is retried; a stop never fails.
+                failure = DEADLINE if self._past_deadline() else retry_class(self.failure and self.failure.kind)
                 if status is RunStatus.FAILED and not self.stop.is_set() and self.policy.allows(failed, failure):
                     failed.append(failure)
                     # The run waits PENDING for its backoff; a stop or the deadline may end it meanwhile.
@@ -283,6 +292,8 @@ class Supervisor:
                 why if why and status is RunStatus.FAILED else reason,
                 first_failure[1] if first_failure else None,
             )
+        if ending is not None and ending[0] is RunStatus.FAILED:
+            self._classify(attempt, codes, outcomes)
         for rank, code in codes.items():
             if ending and ending[0] is RunStatus.STOPPED:
                 st = RunStatus.STOPPED
@@ -290,6 +301,41 @@ class Supervisor:
                 st = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
             self.state.set_rank(self.name, attempt, rank, st, exit_code=code, reason=outcomes[rank].get("reason"))
         return self.known
+
+    def _classify(self, attempt: int, codes: dict[int, int], outcomes: dict[int, dict]) -> None:
+        """Record how the attempt failed: the most telling class among its failed ranks, from
+        each one's exit code, its exit file (the evidence its entrypoint kept) and its log's end."""
+        found = []
+        for rank, code in sorted(codes.items()):
+            if code == 0:
+                continue
+            outcome = outcomes.get(rank) or {}
+            evidence = outcome.get("evidence")
+            lines = [v for v in evidence.values() if isinstance(v, str)] if isinstance(evidence, dict) else []
+            lines += _log_tail(self.layout.log_file(attempt, rank))
+            f = classify(code, outcome.get("reason"), lines)
+            found.append(
+                Failure(f.kind, f"rank {rank}: {f.evidence}" if f.evidence else f"rank {rank}: exit code {code}")
+            )
+        self.failure = most_telling(found)
+        steps, ages = [], []
+        for outcome in outcomes.values():
+            progress = outcome.get("progress")
+            if not isinstance(progress, dict):
+                continue
+            if isinstance(progress.get("step"), int):
+                steps.append(progress["step"])
+            if isinstance(progress.get("age"), int | float):
+                ages.append(float(progress["age"]))
+        if self.failure is not None:
+            self.state.set_attempt_failure(
+                self.name,
+                attempt,
+                self.failure.kind,
+                self.failure.evidence,
+                max(steps) if steps else None,
+                min(ages) if ages else None,
+            )
 
     def _failed_start(
         self, attempt: int, rank: int, started: dict[int, subprocess.Popen], error: OSError
@@ -312,6 +358,16 @@ class Supervisor:
         self._sweep()
         self.state.set_rank(self.name, attempt, rank, RunStatus.FAILED, reason=why)
         return RunStatus.FAILED, why, None
+
+
+def _log_tail(path: Path) -> list[str]:
+    """The last lines of a rank's log (already masked by its entrypoint)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            return f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
 
 
 def read_exit_file(path: Path) -> dict:

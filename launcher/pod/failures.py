@@ -1,0 +1,180 @@
+"""Why a rank failed, told from what it left: its exit code, the reason its backend gives
+(a pod's `OOMKilled`, a node condition, an eviction) and the last lines of its log.
+
+One pure function, `classify`, used on the host (the local supervisor, over a rank's exit
+file and log tail; Kubernetes, over a pod's termination) and by the entrypoint, which also
+keeps the first evidence line of each class as the command's output streams past
+(`Evidence`), so a line that scrolled out of the tail still counts. Standard library only:
+the entrypoint runs it on any Python 3.8 (launcher.pod.zipapp).
+
+The classes, most telling first (a bad GPU makes the other ranks' collectives time out, so
+`hardware` outranks `collective` when both are seen):
+
+  hardware    an NVIDIA Xid that means the device or node is bad (48 double-bit ECC, 79 fallen
+              off the bus, 94/95 contained/uncontained ECC), an uncorrectable ECC error, a device
+              that vanished; on Kubernetes a node condition or taint that says so
+  oom         the kernel's OOM killer (exit 137 with its note, a pod's OOMKilled) or
+              `torch.OutOfMemoryError: CUDA out of memory`
+  collective  an NCCL or gloo timeout or abort (`Watchdog caught collective operation timeout`)
+  hang        the entrypoint saw no progress for resilience.hang_timeout (contract.EXIT_HANG)
+  preempted   the cluster took the node back (a spot reclaim, a higher-priority pod)
+  evicted     the node or the queue evicted the pod
+  user        anything else: the program's own failure
+
+How each class is retried is launcher.spec.retry's (`retry_class`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, NamedTuple
+
+HARDWARE = "hardware"
+OOM = "oom"
+COLLECTIVE = "collective"
+HANG = "hang"
+PREEMPTED = "preempted"
+EVICTED = "evicted"
+USER = "user"
+CLASSES = (HARDWARE, OOM, COLLECTIVE, HANG, PREEMPTED, EVICTED, USER)
+"""Most telling first: where a rank's lines show several, the first of these is its class."""
+
+EXIT_HANG = 69
+"""contract.EXIT_HANG: the entrypoint ended the command because no progress came."""
+
+MAX_EVIDENCE = 300
+"""An evidence line is cut to this many characters (it is shown in one line of describe)."""
+
+# The log lines that tell each class. Searched as bytes over the command's output as it
+# streams (one combined search per chunk, in C), so that watching costs the run next to nothing.
+_LINE_PATTERNS = {
+    HARDWARE: (
+        rb"NVRM: Xid \([^)]*\): (?:48|79|94|95)\b",
+        rb"\bXid (?:48|79|94|95)\b",
+        rb"[Uu]ncorrectable ECC error",
+        rb"[Dd]ouble[- ][Bb]it ECC",
+        rb"GPU has fallen off the bus",
+        rb"Unable to determine the device handle for GPU",
+    ),
+    OOM: (
+        rb"CUDA out of memory",
+        rb"OutOfMemoryError",
+        rb"Out of memory: Killed process",
+        rb"\boom-kill(?:er)?\b",
+        rb"OOMKilled",
+    ),
+    COLLECTIVE: (
+        rb"Watchdog caught collective operation timeout",
+        rb"NCCL communicator was aborted",
+        rb"nccl(?:SystemError|RemoteError|InternalError|UnhandledCudaError)",
+        rb"NCCL (?:error|WARN)[^\n]*(?:[Tt]imeout|timed out|[Aa]bort)",
+        rb"ProcessGroupNCCL[^\n]*(?:[Tt]imeout|timed out|[Aa]bort)",
+        rb"[Gg]loo[^\n]*(?:[Tt]imed out|[Tt]imeout|Connection closed by peer|Connection reset by peer)",
+        rb"DistBackendError",
+    ),
+}
+_CLASS_OF_GROUP = {}
+_parts = []
+for _kind, _patterns in _LINE_PATTERNS.items():
+    for _i, _p in enumerate(_patterns):
+        _group = f"{_kind}_{_i}"
+        _CLASS_OF_GROUP[_group] = _kind
+        _parts.append(b"(?P<" + _group.encode() + b">" + _p + b")")
+ANY_EVIDENCE = re.compile(b"|".join(_parts))
+"""One search for every class's line, over bytes."""
+
+# What a backend's reason says (a pod's termination reason, a node condition, an event).
+_REASON_PATTERNS = (
+    (HARDWARE, re.compile(r"\bXid\b|\bECC\b|GPU (?:lost|unhealthy|fallen)|[Hh]ardware|gpu-unhealthy", re.I)),
+    (OOM, re.compile(r"OOMKilled|out of memory|\bOOM\b", re.I)),
+    (PREEMPTED, re.compile(r"[Pp]reempt|spot (?:instance )?(?:reclaim|interrupt)|DisruptionTarget")),
+    (EVICTED, re.compile(r"[Ee]vict")),
+)
+
+
+class Failure(NamedTuple):
+    kind: str
+    """One of CLASSES."""
+    evidence: str | None
+    """The line (masked where it came from a log, at most MAX_EVIDENCE characters) that says so."""
+
+
+def bounded(line: str) -> str:
+    line = " ".join(line.split())  # one line, whatever control characters it held
+    return line if len(line) <= MAX_EVIDENCE else line[: MAX_EVIDENCE - 1] + "…"
+
+
+def line_class(line: str | bytes) -> str | None:
+    """The class a log line is evidence of, if any."""
+    data = line if isinstance(line, bytes) else line.encode("utf-8", "replace")
+    m = ANY_EVIDENCE.search(data)
+    return _CLASS_OF_GROUP[m.lastgroup] if m and m.lastgroup else None
+
+
+def _device_oom(line: str) -> bool:
+    return "CUDA out of memory" in line or "OutOfMemoryError" in line
+
+
+def classify(exit_code: int | None, reason: str | None, lines: Iterable[str]) -> Failure:
+    """How a rank that ended with `exit_code` failed. The backend's `reason` first (a node
+    condition, a pod's OOMKilled outrank what the program printed), then the lines (the
+    first of each class counts, the most telling class wins), then the exit code. The OOM
+    killer's note counts only for a rank that was killed (137); CUDA's, always."""
+    found: dict[str, str] = {}
+    for line in lines:
+        kind = line_class(line)
+        if kind == OOM and not _device_oom(line) and exit_code not in (137, None):
+            continue
+        if kind and kind not in found:
+            found[kind] = bounded(line)
+    if reason:
+        for kind, pattern in _REASON_PATTERNS:
+            if pattern.search(reason):
+                # The log's own line says more than the reason's word for it.
+                return Failure(kind, found.get(kind) or bounded(reason))
+    for kind in (HARDWARE, OOM, COLLECTIVE):
+        if kind in found:
+            return Failure(kind, found[kind])
+    if exit_code == EXIT_HANG:
+        return Failure(HANG, bounded(reason) if reason else None)
+    return Failure(USER, bounded(reason) if reason else None)
+
+
+def most_telling(failures: Iterable[Failure]) -> Failure | None:
+    """Of several ranks' failures, the one whose class comes first in CLASSES."""
+    ranked = sorted(failures, key=lambda f: CLASSES.index(f.kind) if f.kind in CLASSES else len(CLASSES))
+    return ranked[0] if ranked else None
+
+
+class Evidence:
+    """The first line of each class seen in a stream of output, kept as it streams past
+    (chunks of bytes; a line split across chunks is joined before it is searched)."""
+
+    MAX_CARRY = 64 * 1024
+
+    def __init__(self) -> None:
+        self.lines: dict[str, str] = {}
+        self._carry = b""
+
+    def feed(self, chunk: bytes) -> None:
+        data = self._carry + chunk
+        cut = data.rfind(b"\n")
+        self._carry = data[cut + 1 :][-self.MAX_CARRY :] if cut >= 0 else data[-self.MAX_CARRY :]
+        whole = data[: cut + 1] if cut >= 0 else b""
+        if whole:
+            self._search(whole)
+
+    def close(self) -> None:
+        if self._carry:
+            self._search(self._carry)
+            self._carry = b""
+
+    def _search(self, data: bytes) -> None:
+        for m in ANY_EVIDENCE.finditer(data):
+            kind = _CLASS_OF_GROUP[m.lastgroup] if m.lastgroup else None
+            if kind is None or kind in self.lines:
+                continue
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            end = data.find(b"\n", m.end())
+            line = data[start : end if end >= 0 else len(data)]
+            self.lines[kind] = bounded(line.decode("utf-8", "replace"))
