@@ -118,7 +118,8 @@ class Watch:
     def _progressed(self, step: int | None) -> None:
         self.last_progress = time.monotonic()
         if step is not None:
-            self.step = step
+            # The heartbeat file is read a tick late: a step already seen on stdout stands.
+            self.step = step if self.step is None else max(self.step, step)
 
     def _read_heartbeats(self) -> None:
         if self.heartbeat_file is None:
