@@ -28,6 +28,7 @@ from launcher.backends.runstatus import RunStatus
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
     from launcher.backends.capabilities import QueueState
+    from launcher.backends.goodput import Goodput
     from launcher.backends.listing import RunQuery
     from launcher.pod.code_archive import Snapshot
     from launcher.secrets.kinds import Secret
@@ -84,6 +85,8 @@ class Attempt:
     """The last step any rank reported (a metric record or a heartbeat) before it ended."""
     progress_age: float | None = None
     """Seconds from the last progress any rank reported to the attempt's end; None: none came."""
+    setup_seconds: float | None = None
+    """Seconds its ranks spent before the command started (install, clone, health gate)."""
 
 
 class SubmittedCompute(TypedDict, total=False):
@@ -163,6 +166,8 @@ class Run:
     spec's RetryPolicy (the JobSet controller restarts at once); None: it follows it."""
     queue: QueueState | None = None
     """Its place in the cluster's queue, where one admits it (Kueue); None without a queue."""
+    price_per_gpu_hour: dict[str, float] = field(default_factory=dict)
+    """Its cluster profile's price per GPU-hour by gpu_type (goodput's cost); {}: none."""
 
     @property
     def crash_loop(self) -> bool:
@@ -191,6 +196,14 @@ class Run:
     @property
     def current_attempt(self) -> int:
         return self.attempts[-1].index if self.attempts else 1
+
+    def goodput(self, prices: dict[str, float] | None = None) -> Goodput:
+        """Where its wall time went (queued, starting, productive, lost, restarting), its
+        GPU-hours and its cost at `prices` per GPU-hour by gpu_type (default: its cluster
+        profile's price_per_gpu_hour): launcher.backends.goodput."""
+        from launcher.backends.goodput import goodput_of
+
+        return goodput_of(self, self.price_per_gpu_hour if prices is None else prices)
 
     @property
     def last_failure(self) -> Attempt | None:
@@ -225,6 +238,8 @@ class Backend(abc.ABC):
 
     name: str
     UNSUPPORTED: dict[Feature, str] = {}
+    prices: dict[str, float] = {}  # noqa: RUF012 - replaced per instance, never mutated
+    """Its profile's price_per_gpu_hour by gpu_type (set by registry.open_backend); {}: none."""
     """Each optional Feature this backend lacks, with the reason, in the words a refusal
     prints; every other feature's mixin (capabilities.MIXINS) is among its bases."""
 

@@ -74,6 +74,8 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo(f"Started:    {when(run.started_at)}")
     echo(f"Ended:      {when(run.ended_at)}")
     echo(f"Duration:   {duration(run.started_at, run.ended_at)}")
+    goodput = run.goodput()
+    echo(f"Goodput:    {goodput_line(goodput)}")
     policy = RetryPolicy.from_spec(run.spec)
     if policy.max_retries or len(run.attempts) > 1:
         echo(f"Retries:    up to {policy.max_retries}; backoff {run.backoff or policy.describe_backoff()}")
@@ -106,6 +108,8 @@ def describe_run(name, yaml_only, no_yaml, output):
         for r in a.ranks:
             code = "-" if r.exit_code is None else str(r.exit_code)
             echo(f"  {r.rank:<6}{(r.node or '-'):<24}{r.status.value:<12}{code:<11}{r.reason or ''}")
+    echo("")
+    goodput_section(goodput, echo)
     if placement is not None:
         echo("")
         _placement_section(placement, echo)
@@ -126,6 +130,37 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo("Submitted spec:")
     for line in to_yaml(run.spec).splitlines():
         echo(f"  {line}")
+
+
+def goodput_line(g) -> str:
+    """One line: the productive share, GPU-hours and cost (launcher.backends.goodput)."""
+    share = "-" if g.goodput is None else f"{g.goodput:.0%}"
+    cost = f", ${g.cost:,.2f}" if g.cost is not None else ""
+    return f"{share} productive of {_span(g.wall)}; {g.gpu_hours:.2f} GPU-hours{cost}"
+
+
+def _span(seconds: float) -> str:
+    whole = int(round(seconds))
+    h, rem = divmod(whole, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def goodput_section(g, echo) -> None:
+    """Where the wall time went, part by part, and what it cost."""
+    from launcher.backends.goodput import PARTS
+
+    echo("Goodput:")
+    for part in PARTS:
+        seconds = getattr(g, part)
+        share = f"{seconds / g.wall:.0%}" if g.wall > 0 else "-"
+        echo(f"  {part + ':':<13}{_span(seconds):>9}  {share:>4}")
+    gpus = f"{g.gpus} x {g.gpu_type}" if g.gpu_type else f"{g.gpus}"
+    echo(f"  GPU-hours:   {g.gpu_hours:.2f} ({gpus} GPUs)")
+    if g.cost is not None:
+        echo(f"  Cost:        ${g.cost:,.2f} at ${g.price_per_gpu_hour:g} per GPU-hour")
+    elif g.gpus:
+        echo("  Cost:        - (no price_per_gpu_hour for this gpu_type in the cluster profile)")
 
 
 def queue_section(run, echo) -> None:

@@ -86,8 +86,10 @@ class ExitFile:
     def __init__(self, path: str | None):
         self.file = ReservedFile(path)
 
-    def write(self, code: int, reason: str | None, watch=None) -> None:
+    def write(self, code: int, reason: str | None, watch=None, setup: float | None = None) -> None:
         outcome: dict = {"exit_code": code, "reason": reason}
+        if setup is not None:  # seconds before the command started: setup, not work (goodput)
+            outcome["setup"] = round(setup, 3)
         if watch is not None:  # what the watch saw (launcher.entrypoint.watch)
             outcome["evidence"] = dict(watch.evidence.lines)
             age = watch.progress_age()
@@ -163,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         out.set_archive(None)
         if not archive.close():
             log("log archive: the last chunks were not written in time; the pod log has them")
-    exit_file.write(code, reason, watch)
+    setup = timing["command_start"] - started if "command_start" in timing else total
+    exit_file.write(code, reason, watch, setup)
     return code
 
 
@@ -284,7 +287,7 @@ def _main(timing: dict[str, float], watching: dict) -> int:
         )
     write_exec_record(env, workdir)
     log(f"running the command with bash in {workdir}")
-    began = time.monotonic()
+    began = timing["command_start"] = time.monotonic()
     try:
         code = supervise.run(["bash", "-c", plan.command], cwd=workdir, env=env, final=True, watch=watch)
     except OSError as e:

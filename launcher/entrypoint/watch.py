@@ -128,11 +128,17 @@ class Watch:
             with open(self.heartbeat_file, "rb") as f:
                 f.seek(self._heartbeat_read)
                 data = f.read()
+                written = os.fstat(f.fileno()).st_mtime
         except OSError:
             return
         if data:
+            before = self.last_progress
             self._heartbeat_read += len(data)
             self._progress_in(data)
+            self.last_progress = before
+            # Read up to a tick late: the beat came when the file was written.
+            beat = time.monotonic() - max(0.0, time.time() - written)
+            self.last_progress = beat if self.last_progress is None else max(self.last_progress, beat)
 
     # ----------------------------------------------------------- watching the clock
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-HANGS_ON_ATTEMPT_1 = '''\
+HANGS_ON_ATTEMPT_1 = """\
 name: hangs
 command: |
   launcher-heartbeat 7
@@ -20,7 +20,7 @@ command: |
   "
 scheduling: {retry_on_system_failure: true, retry_backoff: {first: 0.1s}}
 resilience: {hang_timeout: 3s}
-'''
+"""
 
 
 def test_a_hang_dumps_the_stacks_ends_the_attempt_and_the_retry_completes(cli):

@@ -43,7 +43,7 @@ names no cpus or memory.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -196,6 +196,8 @@ class ClusterProfile(BaseModel):
     """ttlSecondsAfterFinished of the JobSet or Job: the cluster deletes a finished run's
     JobSet, Jobs and pods this long after it ends; the record (not owned by such a JobSet)
     and the log archive stay, until `launcher delete`."""
+    price_per_gpu_hour: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    """What a GPU-hour costs on this cluster by gpu_type, on-premise too (a run's goodput shows its cost)."""
 
     @field_validator("log_store", "code_store")
     @classmethod

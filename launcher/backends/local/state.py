@@ -105,6 +105,7 @@ ADDED_COLUMNS = (
     ("attempts", "evidence", "TEXT"),
     ("attempts", "last_step", "INTEGER"),
     ("attempts", "progress_age", "REAL"),
+    ("attempts", "setup_seconds", "REAL"),  # before the command started (goodput's starting)
 )
 
 
@@ -235,21 +236,24 @@ class State:
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.PENDING.value, now, waiting)
             )
 
-    def set_attempt_failure(
+    def set_attempt_outcome(
         self,
         name: str,
         attempt: int,
-        failure_class: str,
+        *,
+        failure_class: str | None,
         evidence: str | None,
         last_step: int | None,
         progress_age: float | None,
+        setup_seconds: float | None,
     ) -> None:
-        """How attempt `attempt` failed, and the last progress its ranks reported."""
+        """How attempt `attempt` ended, as its ranks' exit files tell: how it failed (None:
+        it did not), the last progress its ranks reported, and its setup time."""
         with self.tx() as db:
             db.execute(
-                "UPDATE attempts SET failure_class = ?, evidence = ?, last_step = ?, progress_age = ?"
-                " WHERE run = ? AND idx = ?",
-                (failure_class, evidence, last_step, progress_age, name, attempt),
+                "UPDATE attempts SET failure_class = ?, evidence = ?, last_step = ?, progress_age = ?,"
+                " setup_seconds = ? WHERE run = ? AND idx = ?",
+                (failure_class, evidence, last_step, progress_age, setup_seconds, name, attempt),
             )
 
     def new_attempt(self, name: str) -> int:
@@ -465,6 +469,7 @@ class State:
                     evidence=a["evidence"],
                     last_step=a["last_step"],
                     progress_age=a["progress_age"],
+                    setup_seconds=a["setup_seconds"],
                 )
                 for a in attempts
             ],

@@ -292,8 +292,7 @@ class Supervisor:
                 why if why and status is RunStatus.FAILED else reason,
                 first_failure[1] if first_failure else None,
             )
-        if ending is not None and ending[0] is RunStatus.FAILED:
-            self._classify(attempt, codes, outcomes)
+        self._record_outcome(attempt, codes, outcomes, failed=ending is not None and ending[0] is RunStatus.FAILED)
         for rank, code in codes.items():
             if ending and ending[0] is RunStatus.STOPPED:
                 st = RunStatus.STOPPED
@@ -302,11 +301,12 @@ class Supervisor:
             self.state.set_rank(self.name, attempt, rank, st, exit_code=code, reason=outcomes[rank].get("reason"))
         return self.known
 
-    def _classify(self, attempt: int, codes: dict[int, int], outcomes: dict[int, dict]) -> None:
-        """Record how the attempt failed: the most telling class among its failed ranks, from
-        each one's exit code, its exit file (the evidence its entrypoint kept) and its log's end."""
+    def _record_outcome(self, attempt: int, codes: dict[int, int], outcomes: dict[int, dict], *, failed: bool) -> None:
+        """Record how the attempt ended: for a failed one, the most telling class among its
+        failed ranks, from each one's exit code, its exit file (the evidence its entrypoint
+        kept) and its log's end; for any, the last progress and the setup time its ranks report."""
         found = []
-        for rank, code in sorted(codes.items()):
+        for rank, code in sorted(codes.items()) if failed else ():
             if code == 0:
                 continue
             outcome = outcomes.get(rank) or {}
@@ -318,8 +318,10 @@ class Supervisor:
                 Failure(f.kind, f"rank {rank}: {f.evidence}" if f.evidence else f"rank {rank}: exit code {code}")
             )
         self.failure = most_telling(found)
-        steps, ages = [], []
+        steps, ages, setups = [], [], []
         for outcome in outcomes.values():
+            if isinstance(outcome.get("setup"), int | float):
+                setups.append(float(outcome["setup"]))
             progress = outcome.get("progress")
             if not isinstance(progress, dict):
                 continue
@@ -327,15 +329,15 @@ class Supervisor:
                 steps.append(progress["step"])
             if isinstance(progress.get("age"), int | float):
                 ages.append(float(progress["age"]))
-        if self.failure is not None:
-            self.state.set_attempt_failure(
-                self.name,
-                attempt,
-                self.failure.kind,
-                self.failure.evidence,
-                max(steps) if steps else None,
-                min(ages) if ages else None,
-            )
+        self.state.set_attempt_outcome(
+            self.name,
+            attempt,
+            failure_class=self.failure.kind if self.failure else None,
+            evidence=self.failure.evidence if self.failure else None,
+            last_step=max(steps) if steps else None,
+            progress_age=min(ages) if ages else None,
+            setup_seconds=max(setups) if setups else None,
+        )
 
     def _failed_start(
         self, attempt: int, rank: int, started: dict[int, subprocess.Popen], error: OSError
