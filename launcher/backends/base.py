@@ -238,10 +238,10 @@ class Backend(abc.ABC):
 
     name: str
     UNSUPPORTED: dict[Feature, str] = {}
-    prices: dict[str, float] = {}  # noqa: RUF012 - replaced per instance, never mutated
-    """Its profile's price_per_gpu_hour by gpu_type (set by registry.open_backend); {}: none."""
     """Each optional Feature this backend lacks, with the reason, in the words a refusal
     prints; every other feature's mixin (capabilities.MIXINS) is among its bases."""
+    prices: dict[str, float] = {}
+    """Its profile's price_per_gpu_hour by gpu_type (set by registry.open_backend); {}: none."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -140,7 +140,7 @@ def goodput_line(g) -> str:
 
 
 def _span(seconds: float) -> str:
-    whole = int(round(seconds))
+    whole = round(seconds)
     h, rem = divmod(whole, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
