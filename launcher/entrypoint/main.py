@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr = out.MaskedStderr()
     exit_file = ExitFile(os.environ.get(contract.EXIT_FILE))
     timing: dict[str, float] = {}
-    watching: dict = {}  # _main leaves the command's watch here ("watch")
+    watching: dict = {}  # _main leaves the command's watch here ("watch"), a failed gate's reason ("verdict")
     archive = None
     try:
         # The run's secret values are masked in every line from here on, this one's errors too.
@@ -153,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         log(f"error: {reason}")
         code = contract.EXIT_LOGS
+    elif watching.get("verdict"):  # the health gate failed: its class and why
+        reason = watching["verdict"]
     elif watch is not None and watch.hung:
         reason = f"hang: {watch.hung}"
         code = contract.EXIT_HANG
@@ -278,6 +280,13 @@ def _main(timing: dict[str, float], watching: dict) -> int:
         if code:
             return code
 
+    if plan.resilience.preflight:
+        from launcher.entrypoint.preflight import gate
+
+        failed = gate(env, str(workdir))
+        if failed is not None:
+            watching["verdict"] = failed[1]
+            return contract.EXIT_PREFLIGHT
     watch = watching["watch"] = Watch(plan.resilience.hang_timeout)
     watch.prepare(env)
     if plan.resilience.hang_timeout is not None:

@@ -50,6 +50,8 @@ Optional knobs, read from the same environment:
 
     LAUNCHER_RENDEZVOUS_TIMEOUT  seconds a node rank > 0 waits for rank 0's
                            MASTER_ADDR to resolve in DNS (default 600; not on the local backend)
+    LAUNCHER_PREFLIGHT_TIMEOUT  seconds the health gate (resilience.preflight) gives all
+                           ranks to check in (default 60; launcher.entrypoint.preflight)
     LAUNCHER_GRACE_SECONDS seconds between passing on SIGTERM/SIGINT to the command's
                            process group and SIGKILL (default 30). The command runs in
                            its own process group, which a signal to the entrypoint's
@@ -96,6 +98,7 @@ OWNER = "LAUNCHER_OWNER"
 ALLOW_HOST_PACKAGES = "LAUNCHER_ALLOW_HOST_PACKAGES"
 RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"
 GRACE_SECONDS = "LAUNCHER_GRACE_SECONDS"
+PREFLIGHT_TIMEOUT = "LAUNCHER_PREFLIGHT_TIMEOUT"
 DEFAULT_GRACE_SECONDS = 30.0
 ON_HOST = "LAUNCHER_ON_HOST"
 DEFAULT_CONFIG_DIR = "/mnt/config"

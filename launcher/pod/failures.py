@@ -92,6 +92,9 @@ _REASON_PATTERNS = (
 )
 
 
+_NAMED = re.compile(r"^(" + "|".join(CLASSES) + r"): ")
+
+
 class Failure(NamedTuple):
     kind: str
     """One of CLASSES."""
@@ -128,6 +131,10 @@ def classify(exit_code: int | None, reason: str | None, lines: Iterable[str]) ->
         if kind and kind not in found:
             found[kind] = bounded(line)
     if reason:
+        # The entrypoint's own verdicts (a hang, the health gate) start with their class.
+        named = _NAMED.match(reason)
+        if named:
+            return Failure(named.group(1), bounded(reason))
         for kind, pattern in _REASON_PATTERNS:
             if pattern.search(reason):
                 # The log's own line says more than the reason's word for it.
@@ -140,9 +147,21 @@ def classify(exit_code: int | None, reason: str | None, lines: Iterable[str]) ->
     return Failure(USER, bounded(reason) if reason else None)
 
 
+SECONDHAND = "another rank's"
+"""In a rank's evidence: it failed because it learned of another rank's failure (the health
+gate tells every rank), so the rank that failed first-hand tells more."""
+
+
 def most_telling(failures: Iterable[Failure]) -> Failure | None:
-    """Of several ranks' failures, the one whose class comes first in CLASSES."""
-    ranked = sorted(failures, key=lambda f: CLASSES.index(f.kind) if f.kind in CLASSES else len(CLASSES))
+    """Of several ranks' failures, the one whose class comes first in CLASSES, first-hand
+    evidence before SECONDHAND."""
+    ranked = sorted(
+        failures,
+        key=lambda f: (
+            CLASSES.index(f.kind) if f.kind in CLASSES else len(CLASSES),
+            SECONDHAND in (f.evidence or ""),
+        ),
+    )
     return ranked[0] if ranked else None
 
 
