@@ -45,43 +45,52 @@ EXIT_HANG = 69
 MAX_EVIDENCE = 300
 """An evidence line is cut to this many characters (it is shown in one line of describe)."""
 
-# The log lines that tell each class. Searched as bytes over the command's output as it
-# streams (one combined search per chunk, in C), so that watching costs the run next to nothing.
+# The log lines that tell each class, each with a literal that every match holds. The
+# command's output is searched as it streams: a literal's `in` test over a chunk runs at
+# memory speed, and only a chunk that holds one is searched with that pattern (one regex of
+# every alternative would be hundreds of times slower: bench/bench_watch.py).
 _LINE_PATTERNS = {
     HARDWARE: (
-        rb"NVRM: Xid \([^)]*\): (?:48|79|94|95)\b",
-        rb"\bXid (?:48|79|94|95)\b",
-        rb"[Uu]ncorrectable ECC error",
-        rb"[Dd]ouble[- ][Bb]it ECC",
-        rb"GPU has fallen off the bus",
-        rb"Unable to determine the device handle for GPU",
+        (b"Xid", rb"NVRM: Xid \([^)]*\): (?:48|79|94|95)\b"),
+        (b"Xid", rb"\bXid (?:48|79|94|95)\b"),
+        (b"ECC", rb"[Uu]ncorrectable ECC error"),
+        (b"ECC", rb"[Dd]ouble[- ][Bb]it ECC"),
+        (b"fallen off the bus", rb"GPU has fallen off the bus"),
+        (b"device handle", rb"Unable to determine the device handle for GPU"),
     ),
     OOM: (
-        rb"CUDA out of memory",
-        rb"OutOfMemoryError",
-        rb"Out of memory: Killed process",
-        rb"\boom-kill(?:er)?\b",
-        rb"OOMKilled",
+        (b"out of memory", rb"CUDA out of memory"),
+        (b"OutOfMemoryError", rb"OutOfMemoryError"),
+        (b"Out of memory", rb"Out of memory: Killed process"),
+        (b"oom-kill", rb"\boom-kill(?:er)?\b"),
+        (b"OOMKilled", rb"OOMKilled"),
     ),
     COLLECTIVE: (
-        rb"Watchdog caught collective operation timeout",
-        rb"NCCL communicator was aborted",
-        rb"nccl(?:SystemError|RemoteError|InternalError|UnhandledCudaError)",
-        rb"NCCL (?:error|WARN)[^\n]*(?:[Tt]imeout|timed out|[Aa]bort)",
-        rb"ProcessGroupNCCL[^\n]*(?:[Tt]imeout|timed out|[Aa]bort)",
-        rb"[Gg]loo[^\n]*(?:[Tt]imed out|[Tt]imeout|Connection closed by peer|Connection reset by peer)",
-        rb"DistBackendError",
+        (b"Watchdog", rb"Watchdog caught collective operation timeout"),
+        (b"NCCL", rb"NCCL communicator was aborted"),
+        (b"nccl", rb"nccl(?:SystemError|RemoteError|InternalError|UnhandledCudaError)"),
+        (b"NCCL", rb"NCCL (?:error|WARN)[^\n]*(?:[Tt]imeout|timed out|[Aa]bort)"),
+        (b"NCCL", rb"ProcessGroupNCCL[^\n]*(?:[Tt]imeout|timed out|[Aa]bort)"),
+        (b"loo", rb"[Gg]loo[^\n]*(?:[Tt]imed out|[Tt]imeout|Connection closed by peer|Connection reset by peer)"),
+        (b"DistBackendError", rb"DistBackendError"),
     ),
 }
-_CLASS_OF_GROUP = {}
-_parts = []
-for _kind, _patterns in _LINE_PATTERNS.items():
-    for _i, _p in enumerate(_patterns):
-        _group = f"{_kind}_{_i}"
-        _CLASS_OF_GROUP[_group] = _kind
-        _parts.append(b"(?P<" + _group.encode() + b">" + _p + b")")
-ANY_EVIDENCE = re.compile(b"|".join(_parts))
-"""One search for every class's line, over bytes."""
+_SEARCHES = [
+    (kind, needle, re.compile(pattern)) for kind, patterns in _LINE_PATTERNS.items() for needle, pattern in patterns
+]
+_NEEDLES = sorted({needle for _, needle, _ in _SEARCHES})
+
+
+def matches(data: bytes):
+    """(class, match) for every evidence line in `data`, class by class."""
+    present = {needle for needle in _NEEDLES if needle in data}
+    if not present:
+        return
+    for kind, needle, pattern in _SEARCHES:
+        if needle in present:
+            for m in pattern.finditer(data):
+                yield kind, m
+
 
 # What a backend's reason says (a pod's termination reason, a node condition, an event).
 _REASON_PATTERNS = (
@@ -108,10 +117,9 @@ def bounded(line: str) -> str:
 
 
 def line_class(line: str | bytes) -> str | None:
-    """The class a log line is evidence of, if any."""
+    """The class a log line is evidence of, if any (the first of _LINE_PATTERNS' classes)."""
     data = line if isinstance(line, bytes) else line.encode("utf-8", "replace")
-    m = ANY_EVIDENCE.search(data)
-    return _CLASS_OF_GROUP[m.lastgroup] if m and m.lastgroup else None
+    return next((kind for kind, _ in matches(data)), None)
 
 
 def _device_oom(line: str) -> bool:
@@ -189,10 +197,13 @@ class Evidence:
             self._carry = b""
 
     def _search(self, data: bytes) -> None:
-        for m in ANY_EVIDENCE.finditer(data):
-            kind = _CLASS_OF_GROUP[m.lastgroup] if m.lastgroup else None
-            if kind is None or kind in self.lines:
-                continue
+        if len(self.lines) == len(_LINE_PATTERNS):
+            return  # every class has its first line
+        first: dict[str, re.Match] = {}
+        for kind, m in matches(data):
+            if kind not in self.lines and (kind not in first or m.start() < first[kind].start()):
+                first[kind] = m
+        for kind, m in first.items():
             start = data.rfind(b"\n", 0, m.start()) + 1
             end = data.find(b"\n", m.end())
             line = data[start : end if end >= 0 else len(data)]
