@@ -169,7 +169,31 @@ def main(argv: list[str] | None = None) -> int:
             log("log archive: the last chunks were not written in time; the pod log has them")
     setup = timing["command_start"] - started if "command_start" in timing else total
     exit_file.write(code, reason, watch, setup)
+    if code != 0 and (watch is not None or watching.get("verdict")):
+        leave_termination_message(code, reason, watch)
     return code
+
+
+def leave_termination_message(code: int, reason: str | None, watch) -> None:
+    """In a container, leave `CLASS: evidence` (launcher.pod.failures) as the pod's
+    termination message, which its status carries back (4 KiB at most), so the host can
+    tell how the rank failed without reading its log."""
+    from launcher.entrypoint.runtime import TERMINATION_LOG
+    from launcher.pod.failures import USER, classify
+
+    if not TERMINATION_LOG.exists():  # only inside a container: the kubelet creates it
+        return
+    lines = list(watch.evidence.lines.values()) if watch is not None else []
+    failure = classify(code, reason, lines)
+    if failure.kind == USER:
+        return  # the exit code says it all; the reason stays `exited with code N`
+    text = failure.evidence or ""
+    if not text.startswith(f"{failure.kind}: "):
+        text = f"{failure.kind}: {text}" if text else failure.kind
+    try:
+        TERMINATION_LOG.write_text(out.mask(text) + "\n")
+    except OSError:
+        pass
 
 
 def start_archive(env: dict[str, str]):

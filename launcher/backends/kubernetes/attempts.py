@@ -23,6 +23,7 @@ from typing import Any
 
 from launcher.backends.base import Attempt, RankState, RunStatus, StatusEvent
 from launcher.backends.kubernetes import keys
+from launcher.pod import failures
 from launcher.spec.retry import DEADLINE, FATAL, SYSTEM, USER
 
 # Waiting reasons that never fix themselves: fail the run instead of waiting forever.
@@ -149,6 +150,9 @@ class RankView(RankState):
     started_at: datetime | None = None
     scheduled_at: datetime | None = None
     pod: str = ""
+    cause: str | None = None
+    """What the pod says of why it failed, for launcher.pod.failures: its termination message
+    (the entrypoint leaves `CLASS: evidence` there), OOMKilled, a disruption's message."""
 
     def state(self) -> RankState:
         return RankState(self.rank, self.status, self.exit_code, self.reason, self.node)
@@ -257,6 +261,7 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
                 failure=SYSTEM,
                 finished_at=finished,
                 reason=f"rank {rank} was stopped by the cluster: {why}",
+                cause=" ".join(filter(None, [(disrupted or {}).get("reason"), pod_reason, why])),
             )
         if pod_reason == "DeadlineExceeded":
             return view(
@@ -279,12 +284,14 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
         told = ((terminated or {}).get("message") or "").strip().splitlines()
         if told:
             extra += f": {told[0]}"
+        oom = "OOMKilled" if (terminated or {}).get("reason") == "OOMKilled" else None
         return view(
             RunStatus.FAILED,
             exit_code=code,
             failure=USER,
             finished_at=finished,
             reason=f"rank {rank} exited with code {code}{extra}",
+            cause=oom or (told[0] if told else None),
         )
     if deleting:
         return view(RunStatus.TERMINATING)
@@ -436,7 +443,27 @@ def attempt_view(
         ]
         states.sort(key=lambda r: r.rank)
     attempt = Attempt(index=index, status=status, started_at=started_at, ended_at=ended_at, reason=reason, ranks=states)
+    if status is RunStatus.FAILED and failure not in (FATAL, DEADLINE):
+        found = _failure_class(ranks)
+        if found is not None:
+            attempt.failure_class, attempt.evidence = found
     return attempt, failure, _events(job, ranks, status, index, ended_at, reason)
+
+
+def _failure_class(ranks: list[RankView]) -> tuple[str, str] | None:
+    """How the attempt failed (launcher.pod.failures), from what its failed pods say: the
+    entrypoint's termination message, OOMKilled, a disruption. The pods' logs are not read
+    (a status is a cheap read), so a class shows only where the pod tells it."""
+    found = []
+    for r in ranks:
+        if r.status is not RunStatus.FAILED or r.failure in (FATAL, DEADLINE):
+            continue
+        f = failures.classify(r.exit_code, r.cause, [])
+        if r.failure == SYSTEM and f.kind == failures.USER:
+            f = failures.Failure(failures.PREEMPTED, f.evidence)  # the cluster ended it
+        found.append(failures.Failure(f.kind, f"rank {r.rank}: {f.evidence or r.reason}"))
+    best = failures.most_telling(found)
+    return (best.kind, best.evidence or "") if best else None
 
 
 def summary_of(attempt: Attempt, failure: str | None, events: list[StatusEvent]) -> dict[str, Any]:
@@ -447,6 +474,8 @@ def summary_of(attempt: Attempt, failure: str | None, events: list[StatusEvent])
         "status": attempt.status.value,
         "reason": attempt.reason,
         "failure": failure,
+        "failure_class": attempt.failure_class,
+        "evidence": attempt.evidence,
         "started_at": iso(attempt.started_at),
         "ended_at": iso(attempt.ended_at),
         "ranks": [
@@ -468,6 +497,8 @@ def attempt_from_summary(s: dict[str, Any]) -> tuple[Attempt, list[StatusEvent]]
             RankState(r["rank"], RunStatus(r["status"]), r.get("exit_code"), r.get("reason"), r.get("node"))
             for r in s.get("ranks", [])
         ],
+        failure_class=s.get("failure_class"),
+        evidence=s.get("evidence"),
     )
     events = [
         StatusEvent(RunStatus(e["status"]), at, s["index"], e.get("reason"))
