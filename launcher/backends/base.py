@@ -87,6 +87,10 @@ class Attempt:
     """Seconds from the last progress any rank reported to the attempt's end; None: none came."""
     setup_seconds: float | None = None
     """Seconds its ranks spent before the command started (install, clone, health gate)."""
+    resumed_from: str | None = None
+    """The checkpoint a retried attempt was given as LAUNCHER_RESUME_FROM, where one was found."""
+    resumed_step: int | None = None
+    """That checkpoint's step (its batch), where its name says it."""
 
 
 class SubmittedCompute(TypedDict, total=False):

@@ -19,7 +19,7 @@ from launcher.cli.common import (
 )
 from launcher.cli.exec import port_forward_command
 from launcher.sdk.placement import placement_of
-from launcher.sdk.records import until
+from launcher.sdk.records import resumed_record, until
 from launcher.spec.retry import CRASH_SECONDS, USER, RetryPolicy, retry_class, seconds_text
 
 
@@ -104,6 +104,11 @@ def describe_run(name, yaml_only, no_yaml, output):
         if a.failure_class:
             counted = "a system failure" if retry_class(a.failure_class) != USER else "a user failure"
             echo(f"  Failure: {a.failure_class} ({counted}): {a.evidence or '-'}")
+        resumed = resumed_record(run, a)
+        if resumed is not None:
+            at = f" (step {resumed['step']})" if resumed["step"] is not None else ""
+            lost = f"; {resumed['steps_lost']} steps lost" if resumed["steps_lost"] is not None else ""
+            echo(f"  Resumed: from {resumed['from']}{at}{lost}")
         echo(f"  {'RANK':<6}{'NODE':<24}{'STATUS':<12}{'EXIT CODE':<11}REASON")
         for r in a.ranks:
             code = "-" if r.exit_code is None else str(r.exit_code)

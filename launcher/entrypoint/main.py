@@ -86,8 +86,12 @@ class ExitFile:
     def __init__(self, path: str | None):
         self.file = ReservedFile(path)
 
-    def write(self, code: int, reason: str | None, watch=None, setup: float | None = None) -> None:
+    def write(
+        self, code: int, reason: str | None, watch=None, setup: float | None = None, resumed: dict | None = None
+    ) -> None:
         outcome: dict = {"exit_code": code, "reason": reason}
+        if resumed is not None:  # the checkpoint this attempt resumed from (launcher.entrypoint.resume)
+            outcome["resumed"] = resumed
         if setup is not None:  # seconds before the command started: setup, not work (goodput)
             outcome["setup"] = round(setup, 3)
         if watch is not None:  # what the watch saw (launcher.entrypoint.watch)
@@ -168,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         if not archive.close():
             log("log archive: the last chunks were not written in time; the pod log has them")
     setup = timing["command_start"] - started if "command_start" in timing else total
-    exit_file.write(code, reason, watch, setup)
+    exit_file.write(code, reason, watch, setup, watching.get("resumed"))
     if code != 0 and (watch is not None or watching.get("verdict")):
         leave_termination_message(code, reason, watch)
     return code
@@ -304,6 +308,10 @@ def _main(timing: dict[str, float], watching: dict) -> int:
         if code:
             return code
 
+    if plan.resilience.checkpoints:
+        from launcher.entrypoint.resume import resume
+
+        watching["resumed"] = resume(env, plan.resilience.checkpoints, contract.attempt_number(env), workdir)
     if plan.resilience.preflight:
         from launcher.entrypoint.preflight import gate
 

@@ -34,7 +34,9 @@ or the zipapp of it: launcher.pod.zipapp) with:
                            first line of the command's output that is evidence of it}
                            (launcher.pod.failures), "progress": {"step": N or null,
                            "age": seconds since the last progress or null},
-                           "setup": seconds from the entrypoint's start to the command's}. Its space is reserved
+                           "setup": seconds from the entrypoint's start to the command's,
+                           "resumed": {"path", "step"} of the checkpoint a retried attempt
+                           resumes from (LAUNCHER_RESUME_FROM), where one was found}. Its space is reserved
                            when the entrypoint starts, so it is written even on a full disk.
     LAUNCHER_EXEC_RECORD   (optional; local) where to write, as the command starts, its
                            environment, working directory and the entrypoint's pid (JSON,

@@ -17,7 +17,8 @@ zipapp a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
              finds the .tar.gz, or "url": the object store URL it fetches it from},
      "resilience": (absent from older plans: its defaults) {"preflight": bool,
              "hang_timeout": seconds or null, "straggler_factor": float,
-             "exclude_faulty_nodes": bool} (docs/resilience.md)}
+             "exclude_faulty_nodes": bool, "checkpoints": the local checkpoint folder a retried
+             attempt resumes from (its {run_name} unfilled), or null} (docs/resilience.md)}
 
 No secret value is ever in a plan: secrets reach the rank through its environment and
 files (contract.MASK_ENV, contract.MASK_FILES), as before.
@@ -44,6 +45,7 @@ class ResiliencePlan:
     hang_timeout: float | None = None
     straggler_factor: float = 2.0
     exclude_faulty_nodes: bool = True
+    checkpoints: str | None = None
 
     @classmethod
     def from_dict(cls, data: Any) -> ResiliencePlan:
@@ -59,6 +61,7 @@ class ResiliencePlan:
             hang_timeout=float(hang) if hang is not None else None,
             straggler_factor=float(data.get("straggler_factor", 2.0)),
             exclude_faulty_nodes=bool(data.get("exclude_faulty_nodes", True)),
+            checkpoints=data["checkpoints"] if isinstance(data.get("checkpoints"), str) else None,
         )
 
 

@@ -100,6 +100,7 @@ def run_record(run: Run) -> dict[str, Any]:
                 "started_at": _iso(a.started_at),
                 "ended_at": _iso(a.ended_at),
                 "failure": failure_record(a),
+                "resumed": resumed_record(run, a),
                 "ranks": [
                     {
                         "rank": r.rank,
@@ -134,6 +135,20 @@ def failure_record(attempt: Attempt | None) -> dict[str, Any] | None:
         "last_step": attempt.last_step,
         "progress_age": attempt.progress_age,
     }
+
+
+def resumed_record(run: Run, attempt: Attempt) -> dict[str, Any] | None:
+    """The checkpoint a retried attempt resumed from, and the steps lost: the last step the
+    attempt before it reported, less the checkpoint's."""
+    if attempt.resumed_from is None:
+        return None
+    before = next((a for a in run.attempts if a.index == attempt.index - 1), None)
+    lost = (
+        max(0, before.last_step - attempt.resumed_step)
+        if before is not None and before.last_step is not None and attempt.resumed_step is not None
+        else None
+    )
+    return {"from": attempt.resumed_from, "step": attempt.resumed_step, "steps_lost": lost}
 
 
 def queue_record(run: Run) -> dict[str, Any] | None:

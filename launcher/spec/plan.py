@@ -22,6 +22,15 @@ def parameters_text(spec: RunSpec) -> str:
     return yaml.safe_dump(spec.parameters_for_file(), sort_keys=False)
 
 
+def checkpoint_folder(spec: RunSpec) -> str | None:
+    """Where a retried attempt looks for the checkpoint to resume from: the trainers'
+    `parameters.save_folder` where it is a path on the rank's filesystem (launcher.entrypoint.resume)."""
+    folder = spec.parameters.get("save_folder")
+    if not isinstance(folder, str) or not folder.strip() or "://" in folder or folder.startswith("dbfs:"):
+        return None
+    return folder
+
+
 def plan_of(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[str, Any] | None = None) -> dict[str, Any]:
     """The plan of `spec` as the JSON object the entrypoint reads: no secret value in it.
     `parameters_in_place`: the backend puts parameters.yaml in the config directory itself
@@ -38,7 +47,10 @@ def plan_of(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[str,
         "gpus": spec.compute.gpus or 0,
         "integrations": [i.model_dump(mode="json") for i in spec.integrations],
         "parameters": None if parameters_in_place else parameters_text(spec),
-        "resilience": (spec.resilience or Resilience()).model_dump(mode="json"),
+        "resilience": {
+            **(spec.resilience or Resilience()).model_dump(mode="json"),
+            "checkpoints": checkpoint_folder(spec),
+        },
     }
     if code is not None:  # a plan without a snapshot reads as before
         plan["code"] = code

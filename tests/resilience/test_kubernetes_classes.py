@@ -33,7 +33,9 @@ def test_a_pod_that_printed_an_xid_fails_as_hardware(fake_kube_program, tmp_path
     start(fake_kube_program)
     command = f"echo '{XID}'; echo later lines; exit 1"
     capsys.readouterr()
-    code = launcher("run", "-f", str(spec_file(tmp_path, "xid-pod", command, image=IMAGE)), "--cluster", "fake", "--follow")
+    code = launcher(
+        "run", "-f", str(spec_file(tmp_path, "xid-pod", command, image=IMAGE)), "--cluster", "fake", "--follow"
+    )
     out, err = capsys.readouterr()
     assert code == 1, out + err
     assert f"rank 0 exited with code 1: hardware: {XID}" in out + err
@@ -46,7 +48,9 @@ def test_a_pod_that_printed_an_xid_fails_as_hardware(fake_kube_program, tmp_path
 def test_a_plain_failure_keeps_its_reason_and_is_user(fake_kube_program, tmp_path, capsys):
     start(fake_kube_program)
     capsys.readouterr()
-    code = launcher("run", "-f", str(spec_file(tmp_path, "plain-pod", "exit 3", image=IMAGE)), "--cluster", "fake", "--follow")
+    code = launcher(
+        "run", "-f", str(spec_file(tmp_path, "plain-pod", "exit 3", image=IMAGE)), "--cluster", "fake", "--follow"
+    )
     out, err = capsys.readouterr()
     assert code == 1, out + err
     rec = describe(capsys, "plain-pod")

@@ -34,6 +34,7 @@ def test_without_the_section_the_defaults_cost_nothing_and_the_submitted_spec_is
         "hang_timeout": None,
         "straggler_factor": 2.0,
         "exclude_faulty_nodes": True,
+        "checkpoints": None,
     }
     # A plan written by a launcher that knew no resilience section reads as the defaults.
     old = plan_of(spec)

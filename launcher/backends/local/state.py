@@ -106,6 +106,8 @@ ADDED_COLUMNS = (
     ("attempts", "last_step", "INTEGER"),
     ("attempts", "progress_age", "REAL"),
     ("attempts", "setup_seconds", "REAL"),  # before the command started (goodput's starting)
+    ("attempts", "resumed_from", "TEXT"),  # the checkpoint a retried attempt resumed from
+    ("attempts", "resumed_step", "INTEGER"),
 )
 
 
@@ -246,14 +248,26 @@ class State:
         last_step: int | None,
         progress_age: float | None,
         setup_seconds: float | None,
+        resumed_from: str | None = None,
+        resumed_step: int | None = None,
     ) -> None:
         """How attempt `attempt` ended, as its ranks' exit files tell: how it failed (None:
         it did not), the last progress its ranks reported, and its setup time."""
         with self.tx() as db:
             db.execute(
                 "UPDATE attempts SET failure_class = ?, evidence = ?, last_step = ?, progress_age = ?,"
-                " setup_seconds = ? WHERE run = ? AND idx = ?",
-                (failure_class, evidence, last_step, progress_age, setup_seconds, name, attempt),
+                " setup_seconds = ?, resumed_from = ?, resumed_step = ? WHERE run = ? AND idx = ?",
+                (
+                    failure_class,
+                    evidence,
+                    last_step,
+                    progress_age,
+                    setup_seconds,
+                    resumed_from,
+                    resumed_step,
+                    name,
+                    attempt,
+                ),
             )
 
     def new_attempt(self, name: str) -> int:
@@ -470,6 +484,8 @@ class State:
                     last_step=a["last_step"],
                     progress_age=a["progress_age"],
                     setup_seconds=a["setup_seconds"],
+                    resumed_from=a["resumed_from"],
+                    resumed_step=a["resumed_step"],
                 )
                 for a in attempts
             ],

@@ -319,6 +319,9 @@ class Supervisor:
             )
         self.failure = most_telling(found)
         steps, ages, setups = [], [], []
+        resumed: dict = next(
+            (o["resumed"] for _, o in sorted(outcomes.items()) if isinstance(o.get("resumed"), dict)), {}
+        )
         for outcome in outcomes.values():
             if isinstance(outcome.get("setup"), int | float):
                 setups.append(float(outcome["setup"]))
@@ -337,6 +340,8 @@ class Supervisor:
             last_step=max(steps) if steps else None,
             progress_age=min(ages) if ages else None,
             setup_seconds=max(setups) if setups else None,
+            resumed_from=resumed.get("path") if isinstance(resumed.get("path"), str) else None,
+            resumed_step=resumed.get("step") if isinstance(resumed.get("step"), int) else None,
         )
 
     def _failed_start(
