@@ -91,6 +91,8 @@ class Attempt:
     """The checkpoint a retried attempt was given as LAUNCHER_RESUME_FROM, where one was found."""
     resumed_step: int | None = None
     """That checkpoint's step (its batch), where its name says it."""
+    stragglers: list[str] = field(default_factory=list)
+    """A line for each rank named as a straggler in this attempt (its step time against the others')."""
 
 
 class SubmittedCompute(TypedDict, total=False):

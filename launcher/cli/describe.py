@@ -109,6 +109,8 @@ def describe_run(name, yaml_only, no_yaml, output):
             at = f" (step {resumed['step']})" if resumed["step"] is not None else ""
             lost = f"; {resumed['steps_lost']} steps lost" if resumed["steps_lost"] is not None else ""
             echo(f"  Resumed: from {resumed['from']}{at}{lost}")
+        for line in a.stragglers:
+            echo(f"  Straggler: {line.removeprefix('straggler: ')}")
         echo(f"  {'RANK':<6}{'NODE':<24}{'STATUS':<12}{'EXIT CODE':<11}REASON")
         for r in a.ranks:
             code = "-" if r.exit_code is None else str(r.exit_code)

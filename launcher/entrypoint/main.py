@@ -319,7 +319,7 @@ def _main(timing: dict[str, float], watching: dict) -> int:
         if failed is not None:
             watching["verdict"] = failed[1]
             return contract.EXIT_PREFLIGHT
-    watch = watching["watch"] = Watch(plan.resilience.hang_timeout)
+    watch = watching["watch"] = Watch(plan.resilience.hang_timeout, progress_file=env.get(contract.PROGRESS_FILE))
     watch.prepare(env)
     if plan.resilience.hang_timeout is not None:
         log(

@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 from launcher.entrypoint import log as out
@@ -49,12 +50,14 @@ _HEARTBEAT_SCRIPT = """#!/bin/sh
 # launcher-heartbeat [STEP]: tell the launcher this rank made progress (docs/resilience.md).
 step="${1:-null}"
 case "$step" in ''|*[!0-9]*) step=null ;; esac
-printf '@@launcher.heartbeat {"step": %s}\\n' "$step" >> "$LAUNCHER_HEARTBEAT_FILE"
+t=$(date +%s.%N 2>/dev/null)
+case "$t" in ''|*[!0-9.]*) t=null ;; esac
+printf '@@launcher.heartbeat {"step": %s, "time": %s}\\n' "$step" "$t" >> "$LAUNCHER_HEARTBEAT_FILE"
 """
 
 
 class Watch:
-    def __init__(self, hang_timeout: float | None, run_dir: Path | None = None):
+    def __init__(self, hang_timeout: float | None, run_dir: Path | None = None, progress_file: str | None = None):
         self.hang_timeout = hang_timeout
         self.evidence = Evidence()
         self.step: int | None = None
@@ -67,6 +70,11 @@ class Watch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._run_dir = run_dir
+        self.step_times: deque[float] = deque(maxlen=contract.STEP_WINDOW)
+        """Seconds per step over the last STEP_WINDOW steps (from the times new steps were seen)."""
+        self._step_seen: tuple[int, float] | None = None
+        self._progress_file = progress_file
+        self._progress_written: tuple | None = None
 
     # ----------------------------------------------------------- the command's environment
 
@@ -97,7 +105,7 @@ class Watch:
         if MARKER in chunk:
             self._progress_in(chunk)
 
-    def _progress_in(self, data: bytes) -> None:
+    def _progress_in(self, data: bytes, at: float | None = None) -> None:
         for prefix in (HEARTBEAT_PREFIX, METRIC_PREFIX):
             at = data.rfind(prefix)
             if at < 0:
@@ -106,18 +114,32 @@ class Watch:
             if end < 0 and prefix == METRIC_PREFIX:
                 continue  # a record cut by the chunk: the next chunk has its end
             body = data[at + len(prefix) : end if end >= 0 else len(data)]
-            step = None
+            step, when = None, at
             try:
                 record = json.loads(body.decode("utf-8", "replace"))
-                if isinstance(record, dict) and isinstance(record.get("step"), int):
-                    step = record["step"]
             except ValueError:
-                pass
-            self._progressed(step)
+                record = None
+            if isinstance(record, dict):
+                if isinstance(record.get("step"), int):
+                    step = record["step"]
+                if isinstance(record.get("time"), (int, float)) and not isinstance(record.get("time"), bool):
+                    # Unix seconds when it was written (metric records, launcher-heartbeat):
+                    # what it reaches us late by is not counted.
+                    when = time.monotonic() - min(max(0.0, time.time() - record["time"]), 60.0)
+            self._progressed(step, when)
 
-    def _progressed(self, step: int | None) -> None:
-        self.last_progress = time.monotonic()
+    def _progressed(self, step: int | None, at: float | None = None) -> None:
+        now = time.monotonic() if at is None else at
+        self.last_progress = now if self.last_progress is None else max(self.last_progress, now)
         if step is not None:
+            seen = self._step_seen
+            if seen is None or step < seen[0]:
+                self._step_seen = (step, now)
+            elif step > seen[0]:
+                # Steps seen together (a chunk, a tick of the heartbeat file) share the time between.
+                each = (now - seen[1]) / (step - seen[0])
+                self.step_times.extend([each] * min(step - seen[0], contract.STEP_WINDOW))
+                self._step_seen = (step, now)
             # The heartbeat file is read a tick late: a step already seen on stdout stands.
             self.step = step if self.step is None else max(self.step, step)
 
@@ -128,17 +150,11 @@ class Watch:
             with open(self.heartbeat_file, "rb") as f:
                 f.seek(self._heartbeat_read)
                 data = f.read()
-                written = os.fstat(f.fileno()).st_mtime
         except OSError:
             return
         if data:
-            before = self.last_progress
             self._heartbeat_read += len(data)
             self._progress_in(data)
-            self.last_progress = before
-            # Read up to a tick late: the beat came when the file was written.
-            beat = time.monotonic() - max(0.0, time.time() - written)
-            self.last_progress = beat if self.last_progress is None else max(self.last_progress, beat)
 
     # ----------------------------------------------------------- watching the clock
 
@@ -158,9 +174,31 @@ class Watch:
     def progress_age(self) -> float | None:
         return None if self.last_progress is None else time.monotonic() - self.last_progress
 
+    def step_seconds(self) -> float | None:
+        """The median of the last STEP_WINDOW step times; None before any."""
+        times = sorted(self.step_times)
+        return times[len(times) // 2] if times else None
+
+    def _write_progress(self) -> None:
+        """Where the backend compares the ranks' step times (contract.PROGRESS_FILE)."""
+        if not self._progress_file:
+            return
+        now = (self.step, self.step_seconds(), len(self.step_times))
+        if now == self._progress_written:
+            return
+        tmp = f"{self._progress_file}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"step": now[0], "step_seconds": now[1], "steps_timed": now[2]}, f)
+            os.replace(tmp, self._progress_file)
+            self._progress_written = now
+        except OSError:
+            pass  # the backend then sees no step time for this rank
+
     def _run(self, child: subprocess.Popen) -> None:
         while not self._stop.wait(TICK_SECONDS):
             self._read_heartbeats()
+            self._write_progress()
             age = self.progress_age()
             if self.hang_timeout is None or age is None or age < self.hang_timeout:
                 continue

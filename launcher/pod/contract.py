@@ -38,6 +38,10 @@ or the zipapp of it: launcher.pod.zipapp) with:
                            "resumed": {"path", "step"} of the checkpoint a retried attempt
                            resumes from (LAUNCHER_RESUME_FROM), where one was found}. Its space is reserved
                            when the entrypoint starts, so it is written even on a full disk.
+    LAUNCHER_PROGRESS_FILE (optional; local) where the entrypoint keeps, while the command
+                           runs, the rank's last step and its step time (JSON: {"step": N,
+                           "step_seconds": median of its last 20 steps, "steps_timed": how
+                           many}), which the backend compares across ranks (stragglers)
     LAUNCHER_EXEC_RECORD   (optional; local) where to write, as the command starts, its
                            environment, working directory and the entrypoint's pid (JSON,
                            0600: it holds the run's secrets), which `launcher exec` runs with
@@ -96,6 +100,10 @@ EXIT_FILE = "LAUNCHER_EXIT_FILE"
 # Where the entrypoint writes the command's environment, working directory and its own pid
 # (JSON, mode 0600, secrets included: the rank's own data), for `launcher exec` on the local backend.
 EXEC_RECORD = "LAUNCHER_EXEC_RECORD"
+PROGRESS_FILE = "LAUNCHER_PROGRESS_FILE"
+STEP_WINDOW = 20
+"""Steps a rank's step time is the median of; a rank slower than straggler_factor × the
+others' for that many steps is a straggler."""
 OWNER = "LAUNCHER_OWNER"
 ALLOW_HOST_PACKAGES = "LAUNCHER_ALLOW_HOST_PACKAGES"
 RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"

@@ -101,6 +101,7 @@ def run_record(run: Run) -> dict[str, Any]:
                 "ended_at": _iso(a.ended_at),
                 "failure": failure_record(a),
                 "resumed": resumed_record(run, a),
+                "stragglers": list(a.stragglers),
                 "ranks": [
                     {
                         "rank": r.rank,

@@ -108,6 +108,7 @@ ADDED_COLUMNS = (
     ("attempts", "setup_seconds", "REAL"),  # before the command started (goodput's starting)
     ("attempts", "resumed_from", "TEXT"),  # the checkpoint a retried attempt resumed from
     ("attempts", "resumed_step", "INTEGER"),
+    ("attempts", "stragglers", "TEXT"),  # JSON list of the lines naming its slow ranks
 )
 
 
@@ -268,6 +269,16 @@ class State:
                     name,
                     attempt,
                 ),
+            )
+
+    def add_straggler(self, name: str, attempt: int, line: str) -> None:
+        """Name a slow rank of attempt `attempt` (the line the rank's log has too)."""
+        with self.tx() as db:
+            row = db.execute("SELECT stragglers FROM attempts WHERE run = ? AND idx = ?", (name, attempt)).fetchone()
+            lines = json.loads(row["stragglers"]) if row is not None and row["stragglers"] else []
+            db.execute(
+                "UPDATE attempts SET stragglers = ? WHERE run = ? AND idx = ?",
+                (json.dumps([*lines, line]), name, attempt),
             )
 
     def new_attempt(self, name: str) -> int:
@@ -486,6 +497,7 @@ class State:
                     setup_seconds=a["setup_seconds"],
                     resumed_from=a["resumed_from"],
                     resumed_step=a["resumed_step"],
+                    stragglers=json.loads(a["stragglers"]) if a["stragglers"] else [],
                 )
                 for a in attempts
             ],

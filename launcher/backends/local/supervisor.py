@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -200,6 +201,7 @@ class Supervisor:
                 contract.GRACE_SECONDS: str(GRACE_SECONDS),
                 contract.EXIT_FILE: str(self.layout.exit_file(self.attempt, rank)),
                 contract.EXEC_RECORD: str(self.layout.exec_record(rank)),
+                contract.PROGRESS_FILE: str(self.layout.progress_file(self.attempt, rank)),
                 contract.OWNER: self.layout.owner,
             }
         )
@@ -246,9 +248,11 @@ class Supervisor:
         first_failure: tuple[int, int] | None = None
         ending: tuple[RunStatus, str | None] | None = None
         reload_at = time.monotonic() + 1.0
+        stragglers: set[int] = set()
         while len(codes) < len(procs):
             if time.monotonic() >= reload_at:
                 self.reload()
+                self._name_stragglers(attempt, sorted(procs), stragglers)
                 reload_at = time.monotonic() + 1.0
             for rank, p in procs.items():
                 if rank in codes:
@@ -300,6 +304,40 @@ class Supervisor:
                 st = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
             self.state.set_rank(self.name, attempt, rank, st, exit_code=code, reason=outcomes[rank].get("reason"))
         return self.known
+
+    def _name_stragglers(self, attempt: int, ranks: list[int], named: set[int]) -> None:
+        """Name, once, each rank whose step time over its last STEP_WINDOW steps is
+        more than resilience.straggler_factor times the median of the other ranks' (the
+        others': with two ranks the median of both would hide the slow one), in its log and
+        the attempt's record."""
+        factor = float((self.spec.get("resilience") or {}).get("straggler_factor") or 2.0)
+        times: dict[int, float] = {}
+        for rank in ranks:  # a rank that ended keeps its last step time
+            try:
+                data = json.loads(self.layout.progress_file(attempt, rank).read_text())
+            except (OSError, ValueError):
+                continue
+            seconds = data.get("step_seconds") if isinstance(data, dict) else None
+            if isinstance(seconds, int | float) and seconds > 0 and data.get("steps_timed", 0) >= contract.STEP_WINDOW:
+                times[rank] = float(seconds)
+        for rank, seconds in sorted(times.items()):
+            others = [v for r, v in times.items() if r != rank]
+            if rank in named or not others:
+                continue
+            median = statistics.median(others)
+            if seconds > factor * median:
+                named.add(rank)
+                line = (
+                    f"straggler: rank {rank} on localhost: {seconds:.3f} s a step against the other ranks' median "
+                    f"{median:.3f} s ({seconds / median:.1f}x, resilience.straggler_factor {factor:g}) over its last "
+                    f"{contract.STEP_WINDOW} steps"
+                )
+                try:
+                    with open(self.layout.log_file(attempt, rank), "a") as log:
+                        log.write(f"[launcher] {line}\n")
+                except OSError:
+                    pass
+                self.state.add_straggler(self.name, attempt, line)
 
     def _record_outcome(self, attempt: int, codes: dict[int, int], outcomes: dict[int, dict], *, failed: bool) -> None:
         """Record how the attempt ended: for a failed one, the most telling class among its
