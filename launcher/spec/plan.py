@@ -22,6 +22,9 @@ def parameters_text(spec: RunSpec) -> str:
     return yaml.safe_dump(spec.parameters_for_file(), sort_keys=False)
 
 
+DEFAULT_RESILIENCE = {**Resilience().model_dump(mode="json"), "checkpoints": None}
+
+
 def checkpoint_folder(spec: RunSpec) -> str | None:
     """Where a retried attempt looks for the checkpoint to resume from: the trainers'
     `parameters.save_folder` where it is a path on the rank's filesystem (launcher.entrypoint.resume)."""
@@ -47,11 +50,10 @@ def plan_of(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[str,
         "gpus": spec.compute.gpus or 0,
         "integrations": [i.model_dump(mode="json") for i in spec.integrations],
         "parameters": None if parameters_in_place else parameters_text(spec),
-        "resilience": {
-            **(spec.resilience or Resilience()).model_dump(mode="json"),
-            "checkpoints": checkpoint_folder(spec),
-        },
     }
+    resilience = {**(spec.resilience or Resilience()).model_dump(mode="json"), "checkpoints": checkpoint_folder(spec)}
+    if resilience != DEFAULT_RESILIENCE:  # a plan without it reads as the defaults (and as before)
+        plan["resilience"] = resilience
     if code is not None:  # a plan without a snapshot reads as before
         plan["code"] = code
     return plan

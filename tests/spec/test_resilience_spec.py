@@ -29,17 +29,13 @@ def test_the_section_is_read_with_durations_and_reaches_the_plan():
 def test_without_the_section_the_defaults_cost_nothing_and_the_submitted_spec_is_unchanged():
     spec = load_spec_text("name: a\ncommand: x\n", "spec.yaml").spec
     assert "resilience" not in spec.to_submitted()
-    assert plan_of(spec)["resilience"] == {
-        "preflight": False,
-        "hang_timeout": None,
-        "straggler_factor": 2.0,
-        "exclude_faulty_nodes": True,
-        "checkpoints": None,
-    }
-    # A plan written by a launcher that knew no resilience section reads as the defaults.
-    old = plan_of(spec)
-    del old["resilience"]
-    assert RankPlan.from_dict(old).resilience == ResiliencePlan()
+    # The defaults leave the plan as it was (a plan without the section reads as them).
+    assert "resilience" not in plan_of(spec)
+    assert RankPlan.from_dict(plan_of(spec)).resilience == ResiliencePlan()
+    with_folder = load_spec_text("name: a\ncommand: x\nparameters: {save_folder: ./ckpt}\n", "spec.yaml").spec
+    assert plan_of(with_folder)["resilience"]["checkpoints"] == "./ckpt"
+    remote = load_spec_text("name: a\ncommand: x\nparameters: {save_folder: 's3://b/ckpt'}\n", "spec.yaml").spec
+    assert "resilience" not in plan_of(remote)  # only a local folder is looked in
 
 
 @pytest.mark.parametrize(
