@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from launcher.backends.runstatus import RunStatus
+
 if TYPE_CHECKING:
     from launcher.backends.base import Run
 
@@ -68,8 +70,6 @@ class Goodput:
 
 def goodput_of(run: Run, prices: dict[str, float] | None = None, now: datetime | None = None) -> Goodput:
     """Split `run`'s wall time into PARTS (seconds, to the millisecond; they add up to `wall`)."""
-    from launcher.backends.base import RunStatus
-
     end = run.ended_at or now or datetime.now(UTC)
     events = sorted(run.events, key=lambda e: e.at)
     parts = dict.fromkeys(PARTS, 0.0)
