@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, NamedTuple
 
+from launcher.pod.contract import EXIT_HANG
+
 HARDWARE = "hardware"
 OOM = "oom"
 COLLECTIVE = "collective"
@@ -39,8 +41,6 @@ USER = "user"
 CLASSES = (HARDWARE, OOM, COLLECTIVE, HANG, PREEMPTED, EVICTED, USER)
 """Most telling first: where a rank's lines show several, the first of these is its class."""
 
-EXIT_HANG = 69
-"""contract.EXIT_HANG: the entrypoint ended the command because no progress came."""
 
 MAX_EVIDENCE = 300
 """An evidence line is cut to this many characters (it is shown in one line of describe)."""
