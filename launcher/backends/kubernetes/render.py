@@ -504,6 +504,18 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
         )
     if s.retry_backoff is not None:
         out.append(f"scheduling.retry_backoff: {JOBSET_NO_BACKOFF}; it applies on the local backend")
+    if spec.resilience is not None:  # docs/resilience.md: what the pods do, what is not built here
+        if spec.resilience.exclude_faulty_nodes:
+            out.append(
+                "resilience.exclude_faulty_nodes: not honoured on Kubernetes yet: the JobSet controller "
+                "restarts the group on any nodes, a faulty one too"
+            )
+        if spec.resilience.hang_timeout is not None:
+            out.append(
+                "resilience.hang_timeout: a hang ends the attempt, which the JobSet controller counts "
+                "against max_retries (its failurePolicy cannot tell a hang from the program's own failure)"
+            )
+        out.append("resilience.straggler_factor: stragglers are named on the local backend only")
     return out
 
 

@@ -87,6 +87,11 @@ def unhonoured(spec) -> list[str]:
         for field, value in fields.items()
         if value is not None
     ]
+    if spec.resilience is not None and spec.resilience.exclude_faulty_nodes:
+        out.append(
+            "resilience.exclude_faulty_nodes: the local backend has one node (this machine): "
+            "a retry after a hardware failure runs on it again"
+        )
     return out
 
 
