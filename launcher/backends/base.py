@@ -174,6 +174,9 @@ class Run:
     """Its place in the cluster's queue, where one admits it (Kueue); None without a queue."""
     price_per_gpu_hour: dict[str, float] = field(default_factory=dict)
     """Its cluster profile's price per GPU-hour by gpu_type (goodput's cost); {}: none."""
+    excluded_nodes: list[dict[str, Any]] = field(default_factory=list)
+    """The nodes its attempts keep off after a hardware or collective failure there
+    (resilience.exclude_faulty_nodes): [{node, class, evidence, attempt}]; []: none."""
 
     @property
     def crash_loop(self) -> bool:

@@ -84,6 +84,9 @@ def describe_run(name, yaml_only, no_yaml, output):
     last = run.last_failure
     if last is not None:
         echo(f"Failure:    {last.failure_class} in attempt {last.index}: {last.evidence or '-'}")
+    for off in run.excluded_nodes:
+        why = f"{off['class']} in attempt {off['attempt']}: {off.get('evidence') or '-'}"
+        echo(f"Excluded:   node {off['node']} ({why})")
     if run.crash_loop:
         ended = sum(1 for a in run.attempts if a.status.is_terminal)
         echo(f"Crash loop: each of its {ended} attempts failed within {seconds_text(CRASH_SECONDS)} of starting")

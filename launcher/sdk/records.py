@@ -88,6 +88,7 @@ def run_record(run: Run) -> dict[str, Any]:
         "retry_at": _iso(run.retry_at),
         "crash_loop": run.crash_loop,
         "failure": failure_record(run.last_failure),
+        "excluded_nodes": [dict(e) for e in run.excluded_nodes],
         "goodput": run.goodput().record(),
         "created_at": _iso(run.created_at),
         "started_at": _iso(run.started_at),

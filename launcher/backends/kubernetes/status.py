@@ -213,7 +213,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
             ev = []
         elif pods and all((p.get("status") or {}).get("phase") in ("Failed", "Succeeded") for p in pods):
             job = next((j for j in obs.jobs if attempt_of(j) == index), None)
-            a, _, ev = attempt_view(index, job, pods, obs.events, nodes)
+            a, _, ev = attempt_view(index, job, pods, obs.events, nodes, obs.nodes)
             a.status = RunStatus.FAILED
         elif nth < len(failures):
             a = attempt_from_event(index, obs.name, nodes, failures[nth])
@@ -237,7 +237,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         None,
     )
     pods = [p for p in obs.pods if attempt_of(p) == current]
-    live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes)
+    live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes, obs.nodes)
     completed = (
         true_condition(jobset, "Completed") or ((jobset or {}).get("status") or {}).get("terminalState") == "Completed"
     )
@@ -330,5 +330,6 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         attempts=attempts,
         events=events,
         backoff=f"none: {JOBSET_NO_BACKOFF}",
+        excluded_nodes=record_json(record, keys.RECORD_EXCLUDED, []),
     )
     return run, action
