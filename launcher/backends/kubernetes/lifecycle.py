@@ -11,7 +11,8 @@ as FAILED.
 restart (`run -r`) starts attempt N+1 of a STOPPED or FAILED run as a new JobSet of the
 same name (a FAILED run's last attempt's log kept first, as a stop keeps it), rendered
 by the restarting user's backend from the spec the record keeps, validated again:
-nothing is created from what an annotation says. update changes what a live run's
+nothing is created from what an annotation says; its pods keep off the nodes the run's
+hardware or collective failures were on (resilience.exclude_faulty_nodes). update changes what a live run's
 objects let change. delete removes the JobSet, the record, the code snapshot, the kept
 logs and every pod.
 """
