@@ -103,6 +103,9 @@ def test_a_run_that_cannot_fit_without_the_excluded_node_waits_and_says_why(fake
         message="the restarted run to wait for a node",
     )
     assert "node(s) didn't match Pod's node affinity/selector" in rec["reason"]
+    assert rec["reason"].endswith(
+        "; it keeps off fake-node-0 (hardware in attempt 1) (resilience.exclude_faulty_nodes)"
+    )
     assert [e["node"] for e in rec["excluded_nodes"]] == ["fake-node-0"]
     assert launcher("stop", name, "-y") == 0
 
