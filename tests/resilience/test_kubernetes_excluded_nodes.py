@@ -141,3 +141,23 @@ def test_a_node_tells_a_hardware_fault_by_a_condition_or_a_taint_and_not_by_its_
     taint = {"key": "nvidia.com/gpu-unhealthy", "value": "true", "effect": "NoSchedule"}
     assert node_fault(node([ready], [taint])) == "node n1: taint nvidia.com/gpu-unhealthy=true:NoSchedule"
     assert node_fault(node([ready], [{"key": "dedicated", "value": "team-a", "effect": "NoSchedule"}])) is None
+
+
+def test_a_collective_failure_is_pinned_to_a_node_only_where_one_rank_alone_failed():
+    from launcher.backends.base import Attempt, RankState, RunStatus
+    from launcher.backends.kubernetes.attempts import excluded_nodes
+
+    def attempt(index: int, failed: list[int], kind: str) -> Attempt:
+        ranks = [
+            RankState(
+                r, RunStatus.FAILED if r in failed else RunStatus.STOPPED, 1 if r in failed else None, None, f"n{r}"
+            )
+            for r in range(3)
+        ]
+        evidence = f"rank {failed[0]}: {kind}: Watchdog caught collective operation timeout"
+        return Attempt(index=index, status=RunStatus.FAILED, ranks=ranks, failure_class=kind, evidence=evidence)
+
+    everyone = attempt(1, [0, 1, 2], "collective")  # every rank timed out: no node to blame
+    alone = attempt(2, [2], "collective")
+    user = attempt(3, [1], "user")
+    assert [(e["node"], e["attempt"]) for e in excluded_nodes([everyone, alone, user])] == [("n2", 2)]

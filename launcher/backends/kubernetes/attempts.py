@@ -513,8 +513,13 @@ _EVIDENCE_RANK = re.compile(r"^rank (\d+): ")
 
 def fault_node_of(attempt: Attempt) -> str | None:
     """The node a hardware or collective failure is pinned to: the node of the rank its
-    evidence names (`rank N: ...`, as _failure_class writes it), where the record knows it."""
+    evidence names (`rank N: ...`, as _failure_class writes it), where the record knows it.
+    A collective failure only where that rank alone failed: when a collective times out,
+    every rank fails alike, and the one named says nothing of whose node was bad."""
     if attempt.failure_class not in EXCLUDED_CLASSES:
+        return None
+    failed = [r for r in attempt.ranks if r.status is RunStatus.FAILED]
+    if attempt.failure_class == failures.COLLECTIVE and len(failed) != 1:
         return None
     m = _EVIDENCE_RANK.match(attempt.evidence or "")
     rank = next((r for r in attempt.ranks if m and r.rank == int(m.group(1))), None)
