@@ -43,6 +43,8 @@ class Benchmark:
 BENCHMARKS = (
     Benchmark("startup", "bench_startup.py", 300),
     Benchmark("logs", "bench_entrypoint_logs.py", 600),
+    Benchmark("watch", "bench_watch.py", 300),
+    Benchmark("preflight", "bench_preflight.py", 300),
     Benchmark("trainer", "bench_trainer.py", 900),
     Benchmark("data", "bench_data_convert.py", 900),
     Benchmark("placement", "bench_placement.py", 300),

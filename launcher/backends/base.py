@@ -28,6 +28,7 @@ from launcher.backends.runstatus import RunStatus
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
     from launcher.backends.capabilities import QueueState
+    from launcher.backends.goodput import Goodput
     from launcher.backends.listing import RunQuery
     from launcher.pod.code_archive import Snapshot
     from launcher.secrets.kinds import Secret
@@ -75,6 +76,23 @@ class Attempt:
     ended_at: datetime | None = None
     reason: str | None = None
     ranks: list[RankState] = field(default_factory=list)
+    failure_class: str | None = None
+    """How a failed attempt failed (launcher.pod.failures: hardware, collective, oom, preempted,
+    evicted, hang, user); None for one that did not fail, or a backend that cannot tell."""
+    evidence: str | None = None
+    """The line that says so (masked, bounded), prefixed with its rank."""
+    last_step: int | None = None
+    """The last step any rank reported (a metric record or a heartbeat) before it ended."""
+    progress_age: float | None = None
+    """Seconds from the last progress any rank reported to the attempt's end; None: none came."""
+    setup_seconds: float | None = None
+    """Seconds its ranks spent before the command started (install, clone, health gate)."""
+    resumed_from: str | None = None
+    """The checkpoint a retried attempt was given as LAUNCHER_RESUME_FROM, where one was found."""
+    resumed_step: int | None = None
+    """That checkpoint's step (its batch), where its name says it."""
+    stragglers: list[str] = field(default_factory=list)
+    """A line for each rank named as a straggler in this attempt (its step time against the others')."""
 
 
 class SubmittedCompute(TypedDict, total=False):
@@ -123,6 +141,7 @@ class SubmittedSpec(TypedDict, total=False):
     ports: list[dict[str, Any]]
     code: dict[str, Any]
     placement: dict[str, float]
+    resilience: dict[str, Any]
     optimization_level: Any
     platform: str
     dependent_deployment: dict[str, Any]
@@ -153,6 +172,11 @@ class Run:
     spec's RetryPolicy (the JobSet controller restarts at once); None: it follows it."""
     queue: QueueState | None = None
     """Its place in the cluster's queue, where one admits it (Kueue); None without a queue."""
+    price_per_gpu_hour: dict[str, float] = field(default_factory=dict)
+    """Its cluster profile's price per GPU-hour by gpu_type (goodput's cost); {}: none."""
+    excluded_nodes: list[dict[str, Any]] = field(default_factory=list)
+    """The nodes its attempts keep off after a hardware or collective failure there
+    (resilience.exclude_faulty_nodes): [{node, class, evidence, attempt}]; []: none."""
 
     @property
     def crash_loop(self) -> bool:
@@ -181,6 +205,19 @@ class Run:
     @property
     def current_attempt(self) -> int:
         return self.attempts[-1].index if self.attempts else 1
+
+    def goodput(self, prices: dict[str, float] | None = None) -> Goodput:
+        """Where its wall time went (queued, starting, productive, lost, restarting), its
+        GPU-hours and its cost at `prices` per GPU-hour by gpu_type (default: its cluster
+        profile's price_per_gpu_hour): launcher.backends.goodput."""
+        from launcher.backends.goodput import goodput_of
+
+        return goodput_of(self, self.price_per_gpu_hour if prices is None else prices)
+
+    @property
+    def last_failure(self) -> Attempt | None:
+        """The latest attempt whose failure was classified (launcher.pod.failures), if any."""
+        return next((a for a in reversed(self.attempts) if a.failure_class), None)
 
 
 @dataclass(frozen=True)
@@ -212,6 +249,8 @@ class Backend(abc.ABC):
     UNSUPPORTED: dict[Feature, str] = {}
     """Each optional Feature this backend lacks, with the reason, in the words a refusal
     prints; every other feature's mixin (capabilities.MIXINS) is among its bases."""
+    prices: dict[str, float] = {}
+    """Its profile's price_per_gpu_hour by gpu_type (set by registry.open_backend); {}: none."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -180,7 +180,10 @@ def open_backend(profile: Profile) -> Backend:
     """The profile's backend, its settings validated once as its profile model; it contacts
     nothing yet."""
     found = _row(profile)
-    return _attribute(found.backend).open(validate_profile(_attribute(found.profile), profile), launcher_home())
+    model = validate_profile(_attribute(found.profile), profile)
+    backend = _attribute(found.backend).open(model, launcher_home())
+    backend.prices = dict(getattr(model, "price_per_gpu_hour", None) or {})
+    return backend
 
 
 def check_reachable(profile: Profile) -> None:

@@ -19,8 +19,8 @@ from launcher.cli.common import (
 )
 from launcher.cli.exec import port_forward_command
 from launcher.sdk.placement import placement_of
-from launcher.sdk.records import run_duration, until
-from launcher.spec.retry import CRASH_SECONDS, RetryPolicy, seconds_text
+from launcher.sdk.records import resumed_record, run_duration, until
+from launcher.spec.retry import CRASH_SECONDS, USER, RetryPolicy, retry_class, seconds_text
 
 
 @click.group(cls=NounGroup, default="run", invoke_without_command=True, subcommand_metavar="[run|cluster] [NAME]")
@@ -74,11 +74,19 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo(f"Started:    {when(run.started_at)}")
     echo(f"Ended:      {when(run.ended_at)}")
     echo(f"Duration:   {run_duration(run)}")
+    goodput = run.goodput()
+    echo(f"Goodput:    {goodput_line(goodput)}")
     policy = RetryPolicy.from_spec(run.spec)
     if policy.max_retries or len(run.attempts) > 1:
         echo(f"Retries:    up to {policy.max_retries}; backoff {run.backoff or policy.describe_backoff()}")
     if run.retry_at is not None:
         echo(f"Next retry: attempt {run.current_attempt + 1} at {when(run.retry_at)} ({until(run.retry_at)})")
+    last = run.last_failure
+    if last is not None:
+        echo(f"Failure:    {last.failure_class} in attempt {last.index}: {last.evidence or '-'}")
+    for off in run.excluded_nodes:
+        why = f"{off['class']} in attempt {off['attempt']}: {off.get('evidence') or '-'}"
+        echo(f"Excluded:   node {off['node']} ({why})")
     if run.crash_loop:
         ended = sum(1 for a in run.attempts if a.status.is_terminal)
         echo(f"Crash loop: each of its {ended} attempts failed within {seconds_text(CRASH_SECONDS)} of starting")
@@ -96,10 +104,22 @@ def describe_run(name, yaml_only, no_yaml, output):
             head += f", started {waited:.1f} s after attempt {previous.index} ended"
         previous = a
         echo(head)
+        if a.failure_class:
+            counted = "a system failure" if retry_class(a.failure_class) != USER else "a user failure"
+            echo(f"  Failure: {a.failure_class} ({counted}): {a.evidence or '-'}")
+        resumed = resumed_record(run, a)
+        if resumed is not None:
+            at = f" (step {resumed['step']})" if resumed["step"] is not None else ""
+            lost = f"; {resumed['steps_lost']} steps lost" if resumed["steps_lost"] is not None else ""
+            echo(f"  Resumed: from {resumed['from']}{at}{lost}")
+        for line in a.stragglers:
+            echo(f"  Straggler: {line.removeprefix('straggler: ')}")
         echo(f"  {'RANK':<6}{'NODE':<24}{'STATUS':<12}{'EXIT CODE':<11}REASON")
         for r in a.ranks:
             code = "-" if r.exit_code is None else str(r.exit_code)
             echo(f"  {r.rank:<6}{(r.node or '-'):<24}{r.status.value:<12}{code:<11}{r.reason or ''}")
+    echo("")
+    goodput_section(goodput, echo)
     if placement is not None:
         echo("")
         _placement_section(placement, echo)
@@ -120,6 +140,37 @@ def describe_run(name, yaml_only, no_yaml, output):
     echo("Submitted spec:")
     for line in to_yaml(run.spec).splitlines():
         echo(f"  {line}")
+
+
+def goodput_line(g) -> str:
+    """One line: the productive share, GPU-hours and cost (launcher.backends.goodput)."""
+    share = "-" if g.goodput is None else f"{g.goodput:.0%}"
+    cost = f", ${g.cost:,.2f}" if g.cost is not None else ""
+    return f"{share} productive of {_span(g.wall)}; {g.gpu_hours:.2f} GPU-hours{cost}"
+
+
+def _span(seconds: float) -> str:
+    whole = round(seconds)
+    h, rem = divmod(whole, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def goodput_section(g, echo) -> None:
+    """Where the wall time went, part by part, and what it cost."""
+    from launcher.backends.goodput import PARTS
+
+    echo("Goodput:")
+    for part in PARTS:
+        seconds = getattr(g, part)
+        share = f"{seconds / g.wall:.0%}" if g.wall > 0 else "-"
+        echo(f"  {part + ':':<13}{_span(seconds):>9}  {share:>4}")
+    gpus = f"{g.gpus} x {g.gpu_type}" if g.gpu_type else f"{g.gpus}"
+    echo(f"  GPU-hours:   {g.gpu_hours:.2f} ({gpus} GPUs)")
+    if g.cost is not None:
+        echo(f"  Cost:        ${g.cost:,.2f} at ${g.price_per_gpu_hour:g} per GPU-hour")
+    elif g.gpus:
+        echo("  Cost:        - (no price_per_gpu_hour for this gpu_type in the cluster profile)")
 
 
 def queue_section(run, echo) -> None:

@@ -40,6 +40,7 @@ from launcher.entrypoint import runtime, supervise
 from launcher.entrypoint.log import log, set_masker
 from launcher.entrypoint.ranks import rank_env
 from launcher.entrypoint.venv import use_current_environment
+from launcher.entrypoint.watch import Watch
 from launcher.pod import contract
 from launcher.pod.plan import RankPlan
 from launcher.pod.plan import read as read_plan_file
@@ -85,8 +86,19 @@ class ExitFile:
     def __init__(self, path: str | None):
         self.file = ReservedFile(path)
 
-    def write(self, code: int, reason: str | None) -> None:
-        error = self.file.write({"exit_code": code, "reason": reason})
+    def write(
+        self, code: int, reason: str | None, watch=None, setup: float | None = None, resumed: dict | None = None
+    ) -> None:
+        outcome: dict = {"exit_code": code, "reason": reason}
+        if resumed is not None:  # the checkpoint this attempt resumed from (launcher.entrypoint.resume)
+            outcome["resumed"] = resumed
+        if setup is not None:  # seconds before the command started: setup, not work (goodput)
+            outcome["setup"] = round(setup, 3)
+        if watch is not None:  # what the watch saw (launcher.entrypoint.watch)
+            outcome["evidence"] = dict(watch.evidence.lines)
+            age = watch.progress_age()
+            outcome["progress"] = {"step": watch.step, "age": None if age is None else round(age, 3)}
+        error = self.file.write(outcome)
         if error is not None:
             log(f"error: cannot write the exit file {self.file.path}: {error.strerror or error}")
 
@@ -113,12 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr = out.MaskedStderr()
     exit_file = ExitFile(os.environ.get(contract.EXIT_FILE))
     timing: dict[str, float] = {}
+    watching: dict = {}  # _main leaves the command's watch here ("watch"), a failed gate's reason ("verdict")
     archive = None
     try:
         # The run's secret values are masked in every line from here on, this one's errors too.
         set_masker(supervise.masker_from_env(dict(os.environ)))
         archive = start_archive(dict(os.environ))
-        code = _main(timing)
+        code = _main(timing, watching)
         supervise.finish()
     except supervise.Stopped as e:
         supervise.finish()
@@ -140,9 +153,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         log(f"received {signal.Signals(late).name} {after}")
     reason = log_failure_reason()
+    watch = watching.get("watch")
     if reason:
         log(f"error: {reason}")
         code = contract.EXIT_LOGS
+    elif watching.get("verdict"):  # the health gate failed: its class and why
+        reason = watching["verdict"]
+    elif watch is not None and watch.hung:
+        reason = f"hang: {watch.hung}"
+        code = contract.EXIT_HANG
     total = time.monotonic() - started
     if "command" in timing:
         log(f"exit code {code}: the command ran {timing['command']:.1f}s, {total:.1f}s in all")
@@ -152,8 +171,33 @@ def main(argv: list[str] | None = None) -> int:
         out.set_archive(None)
         if not archive.close():
             log("log archive: the last chunks were not written in time; the pod log has them")
-    exit_file.write(code, reason)
+    setup = timing["command_start"] - started if "command_start" in timing else total
+    exit_file.write(code, reason, watch, setup, watching.get("resumed"))
+    if code != 0 and (watch is not None or watching.get("verdict")):
+        leave_termination_message(code, reason, watch)
     return code
+
+
+def leave_termination_message(code: int, reason: str | None, watch) -> None:
+    """In a container, leave `CLASS: evidence` (launcher.pod.failures) as the pod's
+    termination message, which its status carries back (4 KiB at most), so the host can
+    tell how the rank failed without reading its log."""
+    from launcher.entrypoint.runtime import TERMINATION_LOG
+    from launcher.pod.failures import USER, classify
+
+    if not TERMINATION_LOG.exists():  # only inside a container: the kubelet creates it
+        return
+    lines = list(watch.evidence.lines.values()) if watch is not None else []
+    failure = classify(code, reason, lines)
+    if failure.kind == USER:
+        return  # the exit code says it all; the reason stays `exited with code N`
+    text = failure.evidence or ""
+    if not text.startswith(f"{failure.kind}: "):
+        text = f"{failure.kind}: {text}" if text else failure.kind
+    try:
+        TERMINATION_LOG.write_text(out.mask(text) + "\n")
+    except OSError:
+        pass
 
 
 def start_archive(env: dict[str, str]):
@@ -183,7 +227,7 @@ def start_archive(env: dict[str, str]):
     return archive
 
 
-def _main(timing: dict[str, float]) -> int:
+def _main(timing: dict[str, float], watching: dict) -> int:
     if not os.environ.get(contract.PLAN) and not os.environ.get(contract.SPEC):
         log(f"error: neither {contract.PLAN} nor {contract.SPEC} is set; the backend must say where the run's plan is")
         return contract.EXIT_SPEC
@@ -264,11 +308,29 @@ def _main(timing: dict[str, float]) -> int:
         if code:
             return code
 
+    if plan.resilience.checkpoints:
+        from launcher.entrypoint.resume import resume
+
+        watching["resumed"] = resume(env, plan.resilience.checkpoints, contract.attempt_number(env), workdir)
+    if plan.resilience.preflight:
+        from launcher.entrypoint.preflight import gate
+
+        failed = gate(env, str(workdir))
+        if failed is not None:
+            watching["verdict"] = failed[1]
+            return contract.EXIT_PREFLIGHT
+    watch = watching["watch"] = Watch(plan.resilience.hang_timeout, progress_file=env.get(contract.PROGRESS_FILE))
+    watch.prepare(env)
+    if plan.resilience.hang_timeout is not None:
+        log(
+            f"watching progress: a hang is no metric record or heartbeat for {plan.resilience.hang_timeout:g} s "
+            "(resilience.hang_timeout), once the first has come"
+        )
     write_exec_record(env, workdir)
     log(f"running the command with bash in {workdir}")
-    began = time.monotonic()
+    began = timing["command_start"] = time.monotonic()
     try:
-        code = supervise.run(["bash", "-c", plan.command], cwd=workdir, env=env, final=True)
+        code = supervise.run(["bash", "-c", plan.command], cwd=workdir, env=env, final=True, watch=watch)
     except OSError as e:
         log(f"error: cannot start bash in {workdir}: {e.strerror or e}")
         return contract.EXIT_SETUP

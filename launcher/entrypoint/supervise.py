@@ -176,7 +176,7 @@ def _last(lines: list[_Line], tail: deque[str]) -> list[_Line]:
     return lines[-tail.maxlen :] if tail.maxlen else lines
 
 
-def _pump(fd: int, tail: deque[str] | None) -> None:
+def _pump(fd: int, tail: deque[str] | None, watch=None) -> None:
     stream = MaskingStream(out.masker())
     partial = b""
     while True:
@@ -194,6 +194,8 @@ def _pump(fd: int, tail: deque[str] | None) -> None:
             break
         data = stream.feed(chunk)
         out.write_chunk(data)
+        if watch is not None:
+            watch.feed(data)
         if tail is not None and data:
             lines = (partial + data).split(b"\n")
             partial = lines.pop()
@@ -201,6 +203,8 @@ def _pump(fd: int, tail: deque[str] | None) -> None:
     rest = stream.flush()
     if rest:
         out.write_chunk(rest)
+        if watch is not None:
+            watch.feed(rest)
     if tail is not None and (partial + rest):
         tail.extend(_last((partial + rest).decode("utf-8", "replace").split("\n"), tail))
 
@@ -223,12 +227,19 @@ def _wait(proc: subprocess.Popen) -> int:
 
 
 def run(
-    argv: list[str], *, cwd: Path | str, env: dict[str, str], tail: deque | None = None, final: bool = False
+    argv: list[str],
+    *,
+    cwd: Path | str,
+    env: dict[str, str],
+    tail: deque | None = None,
+    final: bool = False,
+    watch=None,
 ) -> int:
     """Run `argv` (never through a shell unless argv says so) and return its exit
     code, or 128+N when a signal N ended it. Its output goes to stdout, masked; the
-    last lines also to `tail` when given. `final`: this is the command, so signals
-    after it exits change nothing. Raises Stopped if a stop signal came before."""
+    last lines also to `tail` when given, and every chunk to `watch` (launcher.entrypoint.watch),
+    which also watches the child's progress while it runs. `final`: this is the command,
+    so signals after it exits change nothing. Raises Stopped if a stop signal came before."""
     if _state.signum is not None:
         raise Stopped(_state.signum)
     reaper.become_subreaper()
@@ -259,8 +270,10 @@ def run(
     _state.phase = RUNNING
     if _state.signum is not None:
         _forward(proc, _state.signum)
-    reader = threading.Thread(target=_pump, args=(read_fd, tail), daemon=True)
+    reader = threading.Thread(target=_pump, args=(read_fd, tail, watch), daemon=True)
     reader.start()
+    if watch is not None:
+        watch.start(proc)
     try:
         code = _wait(proc)
     finally:
@@ -284,6 +297,8 @@ def run(
                 break
         if not reader.is_alive():
             os.close(read_fd)
+        if watch is not None:
+            watch.stop()
         if not final:
             _state.phase = SETUP
     return code if code >= 0 else 128 - code

@@ -30,8 +30,18 @@ or the zipapp of it: launcher.pod.zipapp) with:
                            command then runs in the image's own environment, not ours
     LAUNCHER_IMAGE         (inject and zipapp modes) the user's image, named in setup errors
     LAUNCHER_EXIT_FILE     (optional) where to write this rank's outcome as JSON when it ends:
-                           {"exit_code": N, "reason": "..." or null}. Its space is reserved
+                           {"exit_code": N, "reason": "..." or null, "evidence": {class: the
+                           first line of the command's output that is evidence of it}
+                           (launcher.pod.failures), "progress": {"step": N or null,
+                           "age": seconds since the last progress or null},
+                           "setup": seconds from the entrypoint's start to the command's,
+                           "resumed": {"path", "step"} of the checkpoint a retried attempt
+                           resumes from (LAUNCHER_RESUME_FROM), where one was found}. Its space is reserved
                            when the entrypoint starts, so it is written even on a full disk.
+    LAUNCHER_PROGRESS_FILE (optional; local) where the entrypoint keeps, while the command
+                           runs, the rank's last step and its step time (JSON: {"step": N,
+                           "step_seconds": median of its last 20 steps, "steps_timed": how
+                           many}), which the backend compares across ranks (stragglers)
     LAUNCHER_EXEC_RECORD   (optional; local) where to write, as the command starts, its
                            environment, working directory and the entrypoint's pid (JSON,
                            0600: it holds the run's secrets), which `launcher exec` runs with
@@ -46,6 +56,8 @@ Optional knobs, read from the same environment:
 
     LAUNCHER_RENDEZVOUS_TIMEOUT  seconds a node rank > 0 waits for rank 0's
                            MASTER_ADDR to resolve in DNS (default 600; not on the local backend)
+    LAUNCHER_PREFLIGHT_TIMEOUT  seconds the health gate (resilience.preflight) gives all
+                           ranks to check in (default 60; launcher.entrypoint.preflight)
     LAUNCHER_GRACE_SECONDS seconds between passing on SIGTERM/SIGINT to the command's
                            process group and SIGKILL (default 30). The command runs in
                            its own process group, which a signal to the entrypoint's
@@ -88,10 +100,15 @@ EXIT_FILE = "LAUNCHER_EXIT_FILE"
 # Where the entrypoint writes the command's environment, working directory and its own pid
 # (JSON, mode 0600, secrets included: the rank's own data), for `launcher exec` on the local backend.
 EXEC_RECORD = "LAUNCHER_EXEC_RECORD"
+PROGRESS_FILE = "LAUNCHER_PROGRESS_FILE"
+STEP_WINDOW = 20
+"""Steps a rank's step time is the median of; a rank slower than straggler_factor × the
+others' for that many steps is a straggler."""
 OWNER = "LAUNCHER_OWNER"
 ALLOW_HOST_PACKAGES = "LAUNCHER_ALLOW_HOST_PACKAGES"
 RENDEZVOUS_TIMEOUT = "LAUNCHER_RENDEZVOUS_TIMEOUT"
 GRACE_SECONDS = "LAUNCHER_GRACE_SECONDS"
+PREFLIGHT_TIMEOUT = "LAUNCHER_PREFLIGHT_TIMEOUT"
 DEFAULT_GRACE_SECONDS = 30.0
 ON_HOST = "LAUNCHER_ON_HOST"
 DEFAULT_CONFIG_DIR = "/mnt/config"
@@ -111,6 +128,8 @@ EXIT_INTEGRATION = 65  # an integration step (git, pip, apt) failed
 EXIT_RENDEZVOUS = 66  # rank 0's address never resolved
 EXIT_SETUP = 67  # parameters or environment could not be prepared
 EXIT_LOGS = 68  # the command's output could not be written (a full disk)
+EXIT_HANG = 69  # no progress for resilience.hang_timeout: the entrypoint ended the command (launcher.pod.failures)
+EXIT_PREFLIGHT = 70  # the health gate before the command failed (launcher.entrypoint.preflight)
 
 MAX_ARG_STRLEN = 128 * 1024
 """The most bytes one string of a rank's argv or environment may have, its NUL included

@@ -14,7 +14,11 @@ zipapp a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
                    backend places parameters.yaml in the config directory itself (a ConfigMap),
      "code": (absent without one) the code snapshot (launcher.pod.code_archive) to lay over the working
              directory: {"digest": "sha256:...", "size": BYTES, "file": where the rank
-             finds the .tar.gz, or "url": the object store URL it fetches it from}}
+             finds the .tar.gz, or "url": the object store URL it fetches it from},
+     "resilience": (absent from older plans: its defaults) {"preflight": bool,
+             "hang_timeout": seconds or null, "straggler_factor": float,
+             "exclude_faulty_nodes": bool, "checkpoints": the local checkpoint folder a retried
+             attempt resumes from (its {run_name} unfilled), or null} (docs/resilience.md)}
 
 No secret value is ever in a plan: secrets reach the rank through its environment and
 files (contract.MASK_ENV, contract.MASK_FILES), as before.
@@ -31,6 +35,34 @@ from typing import Any
 VERSION = 1
 PLAN_FILE = "plan.json"
 ZIPAPP_FILE = "entrypoint.pyz"
+
+
+@dataclass(frozen=True)
+class ResiliencePlan:
+    """The spec's `resilience` section as the entrypoint acts on it (launcher.spec.models.Resilience)."""
+
+    preflight: bool = False
+    hang_timeout: float | None = None
+    straggler_factor: float = 2.0
+    exclude_faulty_nodes: bool = True
+    checkpoints: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ResiliencePlan:
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            raise PlanError("plan field 'resilience' must be dict")
+        hang = data.get("hang_timeout")
+        if hang is not None and (isinstance(hang, bool) or not isinstance(hang, (int, float)) or hang <= 0):
+            raise PlanError("plan field 'resilience.hang_timeout' must be a positive number of seconds or null")
+        return cls(
+            preflight=bool(data.get("preflight", False)),
+            hang_timeout=float(hang) if hang is not None else None,
+            straggler_factor=float(data.get("straggler_factor", 2.0)),
+            exclude_faulty_nodes=bool(data.get("exclude_faulty_nodes", True)),
+            checkpoints=data["checkpoints"] if isinstance(data.get("checkpoints"), str) else None,
+        )
 
 
 class PlanError(ValueError):
@@ -51,6 +83,7 @@ class RankPlan:
     integrations: tuple[SimpleNamespace, ...]
     parameters: str | None
     code: dict[str, Any] | None = None
+    resilience: ResiliencePlan = ResiliencePlan()
 
     @classmethod
     def from_dict(cls, data: Any) -> RankPlan:
@@ -94,6 +127,7 @@ class RankPlan:
             integrations=tuple(integrations),
             parameters=field("parameters", str, optional=True),
             code=code,
+            resilience=ResiliencePlan.from_dict(data.get("resilience")),
         )
 
 

@@ -47,6 +47,12 @@ def one_per_place(profiles: list[Profile], backends: dict[str, Backend], prefer:
     return chosen
 
 
+def priced(backend: Backend, run: Run) -> Run:
+    """`run` with its cluster profile's price per GPU-hour (goodput's cost)."""
+    run.price_per_gpu_hour = dict(backend.prices)
+    return run
+
+
 def find_run(name: str | None) -> tuple[Backend, Run]:
     """The backend holding run `name` and its record; None means the latest run. A run
     this machine did not submit is looked for in every profile at once."""
@@ -60,11 +66,11 @@ def find_run(name: str | None) -> tuple[Backend, Run]:
     candidates = [p for p in config.profiles() if p.name == recorded] if recorded else config.profiles()
     if len(candidates) == 1:
         backend = open_backend(candidates[0])
-        return backend, backend.get(name)
+        return backend, priced(backend, backend.get(name))
 
     def get_one(backend: Backend) -> tuple[Backend, Run] | None:
         try:
-            return backend, backend.get(name)
+            return backend, priced(backend, backend.get(name))
         except NotFoundError:
             return None
 
@@ -218,7 +224,7 @@ def listed_runs(
     asked = replace(query, extra=len(withdrawn))
 
     def list_one(backend: Backend) -> list[tuple[Backend, Run]]:
-        return [(backend, run) for run in backend.list(asked)]
+        return [(backend, priced(backend, run)) for run in backend.list(asked)]
 
     answers, failed = _ask_any(profiles, list_one, "listed", opener=opener, prefer=prefer)
     pairs = [

@@ -10,8 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from launcher.spec.retry import retry_class
+
 if TYPE_CHECKING:
-    from launcher.backends.base import Run
+    from launcher.backends.base import Attempt, Run
 
 
 def when(ts: datetime | None) -> str:
@@ -134,6 +136,9 @@ def run_record(run: Run) -> dict[str, Any]:
         "exit_code": run.exit_code,
         "retry_at": _iso(run.retry_at),
         "crash_loop": run.crash_loop,
+        "failure": failure_record(run.last_failure),
+        "excluded_nodes": [dict(e) for e in run.excluded_nodes],
+        "goodput": run.goodput().record(),
         "created_at": _iso(run.created_at),
         "started_at": _iso(run.started_at),
         "ended_at": _iso(run.ended_at),
@@ -144,6 +149,9 @@ def run_record(run: Run) -> dict[str, Any]:
                 "reason": a.reason,
                 "started_at": _iso(a.started_at),
                 "ended_at": _iso(a.ended_at),
+                "failure": failure_record(a),
+                "resumed": resumed_record(run, a),
+                "stragglers": list(a.stragglers),
                 "ranks": [
                     {
                         "rank": r.rank,
@@ -164,6 +172,34 @@ def run_record(run: Run) -> dict[str, Any]:
         "queue": queue_record(run),
         "spec": run.spec,
     }
+
+
+def failure_record(attempt: Attempt | None) -> dict[str, Any] | None:
+    """How an attempt failed (launcher.pod.failures), as plain data; None where it did not or
+    its backend cannot tell."""
+    if attempt is None or attempt.failure_class is None:
+        return None
+    return {
+        "class": attempt.failure_class,
+        "evidence": attempt.evidence,
+        "retried_as": retry_class(attempt.failure_class),
+        "last_step": attempt.last_step,
+        "progress_age": attempt.progress_age,
+    }
+
+
+def resumed_record(run: Run, attempt: Attempt) -> dict[str, Any] | None:
+    """The checkpoint a retried attempt resumed from, and the steps lost: the last step the
+    attempt before it reported, less the checkpoint's."""
+    if attempt.resumed_from is None:
+        return None
+    before = next((a for a in run.attempts if a.index == attempt.index - 1), None)
+    lost = (
+        max(0, before.last_step - attempt.resumed_step)
+        if before is not None and before.last_step is not None and attempt.resumed_step is not None
+        else None
+    )
+    return {"from": attempt.resumed_from, "step": attempt.resumed_step, "steps_lost": lost}
 
 
 def queue_record(run: Run) -> dict[str, Any] | None:

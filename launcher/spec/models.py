@@ -356,6 +356,33 @@ class PlacementPolicy(_Model):
         return seconds
 
 
+class Resilience(_Model):
+    """Not an mcli field: what the entrypoint watches in each rank and how failures are told
+    apart (docs/resilience.md). Each default is on only where it costs the run nothing."""
+
+    preflight: bool = False
+    """A health gate before the command on every attempt: each rank's devices, then one
+    all-reduce (or a rendezvous check) across all ranks. Off by default: it costs seconds."""
+    hang_timeout: float | None = None
+    """Seconds without progress (a metric record or a heartbeat) on a rank, once it has shown
+    some, before the attempt ends as a hang (a duration: 10m, 90s). None: never; a guess that
+    is too short would end a healthy run, so there is no default."""
+    straggler_factor: Annotated[float, Field(gt=1)] = 2.0
+    """A rank whose step time is this multiple of the median is named as a straggler."""
+    exclude_faulty_nodes: bool = True
+    """The next attempt after a hardware or collective failure pinned to a node avoids it."""
+
+    @field_validator("hang_timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float | None:
+        if v is None:
+            return v
+        seconds = _seconds(v)
+        if seconds <= 0:
+            raise ValueError(f"must be more than 0 s, got {v!r}")
+        return seconds
+
+
 # Each retry restarts the whole group and keeps its attempt in the run's record (a Kubernetes
 # ConfigMap holds at most 256 KiB of annotations); a command that failed 100 times fails
 # for a reason another restart will not fix.
@@ -449,6 +476,9 @@ class RunSpec(_Model):
     """Not an mcli field: the working tree shipped with the run (`launcher run --code DIR`)."""
     placement: PlacementPolicy | None = None
     """Not an mcli field: failover across the clusters of compute.cluster (max_queue)."""
+    resilience: Resilience | None = None
+    """Not an mcli field: health gate, hang watch, failure classes (docs/resilience.md);
+    None is Resilience()'s defaults (a submitted spec without the section reads as before)."""
     # Fields that only mean something on the MosaicML platform: accepted, noted, ignored.
     optimization_level: Any = None
     platform: str | None = None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from launcher.pod import plan as pod_plan
-from launcher.spec.models import RunSpec
+from launcher.spec.models import Resilience, RunSpec
 
 if TYPE_CHECKING:
     from launcher.spec.models import RunSpec
@@ -20,6 +20,18 @@ if TYPE_CHECKING:
 def parameters_text(spec: RunSpec) -> str:
     """parameters.yaml as every backend writes it (mcli's /mnt/config/parameters.yaml)."""
     return yaml.safe_dump(spec.parameters_for_file(), sort_keys=False)
+
+
+DEFAULT_RESILIENCE = {**Resilience().model_dump(mode="json"), "checkpoints": None}
+
+
+def checkpoint_folder(spec: RunSpec) -> str | None:
+    """Where a retried attempt looks for the checkpoint to resume from: the trainers'
+    `parameters.save_folder` where it is a path on the rank's filesystem (launcher.entrypoint.resume)."""
+    folder = spec.parameters.get("save_folder")
+    if not isinstance(folder, str) or not folder.strip() or "://" in folder or folder.startswith("dbfs:"):
+        return None
+    return folder
 
 
 def plan_of(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -39,6 +51,9 @@ def plan_of(spec: RunSpec, *, parameters_in_place: bool = False, code: dict[str,
         "integrations": [i.model_dump(mode="json") for i in spec.integrations],
         "parameters": None if parameters_in_place else parameters_text(spec),
     }
+    resilience = {**(spec.resilience or Resilience()).model_dump(mode="json"), "checkpoints": checkpoint_folder(spec)}
+    if resilience != DEFAULT_RESILIENCE:  # a plan without it reads as the defaults (and as before)
+        plan["resilience"] = resilience
     if code is not None:  # a plan without a snapshot reads as before
         plan["code"] = code
     return plan

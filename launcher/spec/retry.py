@@ -11,9 +11,9 @@ Each backend classifies how an attempt failed into one of the failure classes be
 and asks `RetryPolicy.allows`; what a backend cannot honour it names in its
 `unhonoured` warnings:
 
-  * local: the supervisor retries after the backoff; nothing but the run itself ends
-    its ranks on this machine, so every failure is USER (or DEADLINE) and
-    retry_on_system_failure is named as not honoured;
+  * local: the supervisor retries after the backoff; each failed attempt's class
+    (launcher.pod.failures: a GPU Xid, an NCCL timeout, a hang...) says whether it was the
+    system's (`retry_class`) or the run's own (USER), or it ran past the DEADLINE;
   * Kubernetes: the JobSet controller, whose failurePolicy is rendered from this
     policy (maxRestarts, and a rule that ignores maxRestarts for a disruption: it has
     no cap on those, which its warning names). JobSet restarts at once, with no
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.pod import backoff
+from launcher.pod import backoff, failures
 
 # How an attempt failed.
 USER = "user"
@@ -138,6 +138,25 @@ class RetryPolicy:
         if self.free(failure):
             return sum(1 for f in earlier if self.free(f)) < self.max_system_retries
         return sum(1 for f in earlier if not self.free(f)) < self.max_retries
+
+
+_RETRY_CLASS = {
+    failures.HARDWARE: SYSTEM,
+    failures.COLLECTIVE: SYSTEM,
+    failures.PREEMPTED: SYSTEM,
+    failures.HANG: SYSTEM,
+    failures.EVICTED: EVICTED,
+    failures.OOM: USER,
+    failures.USER: USER,
+}
+
+
+def retry_class(failure_class: str | None) -> str:
+    """How RetryPolicy counts a failure of this class (launcher.pod.failures): a bad node, a
+    collective that broke, a preemption or a hang is the cluster's (SYSTEM: free with
+    retry_on_system_failure); running out of memory, like any other failure, is the
+    program's own (USER: counted against max_retries)."""
+    return _RETRY_CLASS.get(failure_class or failures.USER, USER)
 
 
 def seconds_text(seconds: float) -> str:

@@ -86,6 +86,13 @@ def run_spec_schema() -> dict[str, Any]:
             "default": defs["RetryBackoff"]["properties"][bound].get("default"),
         }
 
+    hang = defs["Resilience"]["properties"]["hang_timeout"]
+    defs["Resilience"]["properties"]["hang_timeout"] = {
+        "anyOf": [*_DURATION["anyOf"], {"type": "null"}],
+        "description": hang.get("description", _DURATION["description"]),
+        "default": None,
+    }
+
     # compat.py moves these to where they belong before the models see them.
     for legacy, path in LEGACY_TOP_LEVEL.items():
         target = top[path[0]] if len(path) == 1 else compute[path[1]]

@@ -158,3 +158,41 @@ def test_the_program_takes_faults_over_http_and_stops_its_pods(fake_kube_program
         import os
 
         os.kill(pid, 0)
+
+
+def test_a_node_fault_marks_the_node_and_fails_its_containers_with_the_xid_line(fake_kube_program):
+    prog = fake_kube_program("--nodes", "2", "--fault", "node=fake-node-1,kind=xid")
+    api = core_api(prog.kubeconfig)
+    xid = "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus"
+
+    def conditions(node: str) -> dict:
+        return {c["type"]: c for c in prog.get("Node", "", node)["status"]["conditions"]}
+
+    faulty = conditions("fake-node-1")["GpuXid"]
+    assert (faulty["status"], faulty["reason"], faulty["message"]) == ("True", "XidError", xid)
+    assert "GpuXid" not in conditions("fake-node-0")
+
+    def pod(name: str, node: str) -> dict:
+        return {
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", "echo fine"]}],
+            },
+        }
+
+    api.create_namespaced_pod("default", pod("on-bad", "fake-node-1"))
+    api.create_namespaced_pod("default", pod("on-good", "fake-node-0"))
+    ended = lambda n: api.read_namespaced_pod(n, "default").status.phase in ("Succeeded", "Failed")  # noqa: E731
+    wait_until(lambda: ended("on-bad") and ended("on-good"), 20, message="both pods to end")
+    bad = api.read_namespaced_pod("on-bad", "default").status
+    assert bad.phase == "Failed" and bad.container_statuses[0].state.terminated.exit_code == 1
+    assert api.read_namespaced_pod_log("on-bad", "default").strip() == xid
+    assert api.read_namespaced_pod("on-good", "default").status.phase == "Succeeded"
+    assert api.read_namespaced_pod_log("on-good", "default").strip() == "fine"
+
+    # At run time, through the admin API: the other node too.
+    prog.fault_node("fake-node-0", "xid")
+    assert conditions("fake-node-0")["GpuXid"]["reason"] == "XidError"
+    assert prog.faults.knobs()["node_faults"] == {"fake-node-0": "xid", "fake-node-1": "xid"}

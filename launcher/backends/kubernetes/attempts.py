@@ -17,12 +17,14 @@ How an attempt failed is one of launcher.spec.retry's failure classes.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from launcher.backends.base import Attempt, RankState, RunStatus, StatusEvent
 from launcher.backends.kubernetes import keys
+from launcher.pod import failures
 from launcher.spec.retry import DEADLINE, FATAL, SYSTEM, USER
 
 # Waiting reasons that never fix themselves: fail the run instead of waiting forever.
@@ -127,6 +129,9 @@ class Observed:
     cluster: str | None = None
     kueue: Any = None
     """kueue.KueueView: what Kueue said of the namespace's Workloads (None: not asked)."""
+    nodes: dict[str, dict] = field(default_factory=dict)
+    """The nodes its failed pods ran on, by name (observe.failed_pod_nodes; none where the
+    user may not read nodes): a condition or taint there can say the hardware failed."""
 
 
 @dataclass
@@ -149,6 +154,9 @@ class RankView(RankState):
     started_at: datetime | None = None
     scheduled_at: datetime | None = None
     pod: str = ""
+    cause: str | None = None
+    """What the pod says of why it failed, for launcher.pod.failures: its termination message
+    (the entrypoint leaves `CLASS: evidence` there), OOMKilled, a disruption's message."""
 
     def state(self) -> RankState:
         return RankState(self.rank, self.status, self.exit_code, self.reason, self.node)
@@ -257,6 +265,7 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
                 failure=SYSTEM,
                 finished_at=finished,
                 reason=f"rank {rank} was stopped by the cluster: {why}",
+                cause=" ".join(filter(None, [(disrupted or {}).get("reason"), pod_reason, why])),
             )
         if pod_reason == "DeadlineExceeded":
             return view(
@@ -279,12 +288,14 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
         told = ((terminated or {}).get("message") or "").strip().splitlines()
         if told:
             extra += f": {told[0]}"
+        oom = "OOMKilled" if (terminated or {}).get("reason") == "OOMKilled" else None
         return view(
             RunStatus.FAILED,
             exit_code=code,
             failure=USER,
             finished_at=finished,
             reason=f"rank {rank} exited with code {code}{extra}",
+            cause=oom or (told[0] if told else None),
         )
     if deleting:
         return view(RunStatus.TERMINATING)
@@ -366,7 +377,12 @@ def _events(
 
 
 def attempt_view(
-    index: int, job: dict | None, pods: list[dict], events: list[dict], nodes: int
+    index: int,
+    job: dict | None,
+    pods: list[dict],
+    events: list[dict],
+    nodes: int,
+    node_objects: dict[str, dict] | None = None,
 ) -> tuple[Attempt, str | None, list[StatusEvent]]:
     """The live attempt: status, ranks, and why it failed (user, system, fatal, deadline)."""
     ranks = sorted((rank_view(p, events) for p in pods), key=lambda r: r.rank)
@@ -436,7 +452,89 @@ def attempt_view(
         ]
         states.sort(key=lambda r: r.rank)
     attempt = Attempt(index=index, status=status, started_at=started_at, ended_at=ended_at, reason=reason, ranks=states)
+    if status is RunStatus.FAILED and failure not in (FATAL, DEADLINE):
+        found = _failure_class(ranks, node_objects)
+        if found is not None:
+            attempt.failure_class, attempt.evidence = found
     return attempt, failure, _events(job, ranks, status, index, ended_at, reason)
+
+
+# Node conditions every node has: none of them says the hardware failed.
+_STOCK_CONDITIONS = {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}
+
+
+def node_fault(node: dict | None) -> str | None:
+    """What a node says of a hardware fault, if anything: a condition that is True (a GPU
+    operator's or node-problem-detector's, e.g. GpuXid/XidError) or a taint whose words
+    launcher.pod.failures reads as hardware (Xid, ECC, gpu-unhealthy)."""
+    if not node:
+        return None
+    name = (node.get("metadata") or {}).get("name", "?")
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") in _STOCK_CONDITIONS or c.get("status") != "True":
+            continue
+        text = " ".join(filter(None, [c.get("type"), c.get("reason")])) + (
+            f": {c['message']}" if c.get("message") else ""
+        )
+        if failures.classify(None, text, []).kind == failures.HARDWARE:
+            return f"node {name}: {text}"
+    for t in (node.get("spec") or {}).get("taints") or []:
+        text = "=".join(filter(None, [t.get("key"), t.get("value")])) + f":{t.get('effect', '')}"
+        if failures.classify(None, text, []).kind == failures.HARDWARE:
+            return f"node {name}: taint {text}"
+    return None
+
+
+def _failure_class(ranks: list[RankView], nodes: dict[str, dict] | None = None) -> tuple[str, str] | None:
+    """How the attempt failed (launcher.pod.failures), from what its failed pods say: the
+    entrypoint's termination message, OOMKilled, a disruption, and the node a rank ran on
+    where it says its hardware failed (`nodes`). The pods' logs are not read (a status is a
+    cheap read), so a class shows only where the pod or its node tells it."""
+    found = []
+    for r in ranks:
+        if r.status is not RunStatus.FAILED or r.failure in (FATAL, DEADLINE):
+            continue
+        f = failures.classify(r.exit_code, r.cause, [])
+        if r.failure == SYSTEM and f.kind == failures.USER:
+            f = failures.Failure(failures.PREEMPTED, f.evidence)  # the cluster ended it
+        told = node_fault((nodes or {}).get(r.node or ""))
+        if told and f.kind != failures.HARDWARE:
+            # The node's own word outranks what the program made of a device that vanished.
+            f = failures.Failure(failures.HARDWARE, failures.bounded(told))
+        found.append(failures.Failure(f.kind, f"rank {r.rank}: {f.evidence or r.reason}"))
+    best = failures.most_telling(found)
+    return (best.kind, best.evidence or "") if best else None
+
+
+EXCLUDED_CLASSES = (failures.HARDWARE, failures.COLLECTIVE)
+"""The failure classes whose node the next attempt leaves out (resilience.exclude_faulty_nodes)."""
+_EVIDENCE_RANK = re.compile(r"^rank (\d+): ")
+
+
+def fault_node_of(attempt: Attempt) -> str | None:
+    """The node a hardware or collective failure is pinned to: the node of the rank its
+    evidence names (`rank N: ...`, as _failure_class writes it), where the record knows it.
+    A collective failure only where that rank alone failed: when a collective times out,
+    every rank fails alike, and the one named says nothing of whose node was bad."""
+    if attempt.failure_class not in EXCLUDED_CLASSES:
+        return None
+    failed = [r for r in attempt.ranks if r.status is RunStatus.FAILED]
+    if attempt.failure_class == failures.COLLECTIVE and len(failed) != 1:
+        return None
+    m = _EVIDENCE_RANK.match(attempt.evidence or "")
+    rank = next((r for r in attempt.ranks if m and r.rank == int(m.group(1))), None)
+    return rank.node if rank else None
+
+
+def excluded_nodes(attempts: list[Attempt]) -> list[dict[str, Any]]:
+    """The nodes the run's failed attempts pin a hardware or collective failure to, each
+    once (its first failure): [{node, class, evidence, attempt}], oldest first."""
+    out: dict[str, dict[str, Any]] = {}
+    for a in sorted(attempts, key=lambda a: a.index):
+        node = fault_node_of(a)
+        if node and node not in out:
+            out[node] = {"node": node, "class": a.failure_class, "evidence": a.evidence, "attempt": a.index}
+    return list(out.values())
 
 
 def summary_of(attempt: Attempt, failure: str | None, events: list[StatusEvent]) -> dict[str, Any]:
@@ -447,6 +545,8 @@ def summary_of(attempt: Attempt, failure: str | None, events: list[StatusEvent])
         "status": attempt.status.value,
         "reason": attempt.reason,
         "failure": failure,
+        "failure_class": attempt.failure_class,
+        "evidence": attempt.evidence,
         "started_at": iso(attempt.started_at),
         "ended_at": iso(attempt.ended_at),
         "ranks": [
@@ -468,6 +568,8 @@ def attempt_from_summary(s: dict[str, Any]) -> tuple[Attempt, list[StatusEvent]]
             RankState(r["rank"], RunStatus(r["status"]), r.get("exit_code"), r.get("reason"), r.get("node"))
             for r in s.get("ranks", [])
         ],
+        failure_class=s.get("failure_class"),
+        evidence=s.get("evidence"),
     )
     events = [
         StatusEvent(RunStatus(e["status"]), at, s["index"], e.get("reason"))

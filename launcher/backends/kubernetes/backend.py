@@ -437,9 +437,11 @@ class KubernetesBackend(
     def restart(self, name: str) -> Run:
         from launcher.backends.kubernetes.lifecycle import restart_run
 
-        return restart_run(self.api, name, lambda spec, attempt: self._render_again(name, spec, attempt))
+        return restart_run(self.api, name, lambda spec, attempt, off: self._render_again(name, spec, attempt, off))
 
-    def _render_again(self, name: str, kept: dict, attempt: int) -> tuple[dict, dict[str, str]]:
+    def _render_again(
+        self, name: str, kept: dict, attempt: int, exclude_nodes: tuple[str, ...] = ()
+    ) -> tuple[dict, dict[str, str]]:
         """The JobSet of attempt `attempt` and the record's data, rendered by this user's backend
         from the spec the record keeps, validated again, with the secrets of those names stored
         here now (a secret deleted since is refused, as at submit)."""
@@ -476,7 +478,12 @@ class KubernetesBackend(
         self.check(spec)
         self.check_secrets(spec, secrets)
         rendered = plan_run(
-            spec, self.profile, secrets, placement=resolve_placement(spec, self.profile), attempt=attempt
+            spec,
+            self.profile,
+            secrets,
+            placement=resolve_placement(spec, self.profile),
+            attempt=attempt,
+            exclude_nodes=exclude_nodes,
         )
         configmap, jobset = rendered.manifests
         return jobset, configmap["data"]

@@ -13,6 +13,9 @@ RECORD_SECRETS = "launcher.dev/secrets"  # JSON [{name, kind, options, keys}]: n
 RECORD_ATTEMPTS = "launcher.dev/attempts"  # JSON list of finished attempts
 RECORD_FINAL = "launcher.dev/final"  # JSON {status, reason, at}: ended by the launcher, or seen ending before a TTL
 RECORD_RESTARTED = "launcher.dev/restarted"  # the attempt a user's restart (`run -r`) began: retries count from it
+# JSON [{node, class, evidence, attempt}]: the nodes the current JobSet's pods keep off (a restart
+# after a hardware or collective failure there; resilience.exclude_faulty_nodes).
+RECORD_EXCLUDED = "launcher.dev/excluded-nodes"
 RECORD_LOG_ARCHIVE = "launcher.dev/log-archive"  # the run's directory in the profile's log_store
 RECORD_LOG_ARCHIVE_SECRET = "launcher.dev/log-archive-secret"  # the secret its credentials come from
 # The JobSet's ttlSecondsAfterFinished, where the profile sets one: the record is then not owned

@@ -11,7 +11,8 @@ as FAILED.
 restart (`run -r`) starts attempt N+1 of a STOPPED or FAILED run as a new JobSet of the
 same name (a FAILED run's last attempt's log kept first, as a stop keeps it), rendered
 by the restarting user's backend from the spec the record keeps, validated again:
-nothing is created from what an annotation says. update changes what a live run's
+nothing is created from what an annotation says; its pods keep off the nodes the run's
+hardware or collective failures were on (resilience.exclude_faulty_nodes). update changes what a live run's
 objects let change. delete removes the JobSet, the record, the code snapshot, the kept
 logs and every pod.
 """
@@ -29,6 +30,7 @@ from launcher.backends.kubernetes.attempts import (
     Observed,
     annotations_of,
     attempt_of,
+    excluded_nodes,
     record_json,
     spec_of,
     summary_of,
@@ -198,16 +200,29 @@ def delete_run(api: KubeApi, name: str) -> None:
         raise NotFoundError(f"no run named {name!r} in {api.profile.where}")
 
 
-Render = Callable[[dict[str, Any], int], tuple[dict[str, Any], dict[str, str]]]
-"""render(spec as the record keeps it, attempt) -> (the JobSet, the record's new data): the
-backend's own rendering with its own profile and secrets, which validates the spec again."""
+Render = Callable[[dict[str, Any], int, tuple[str, ...]], tuple[dict[str, Any], dict[str, str]]]
+"""render(spec as the record keeps it, attempt, nodes to keep off) -> (the JobSet, the record's
+new data): the backend's own rendering with its own profile and secrets, which validates the
+spec again."""
+
+
+def nodes_to_exclude(spec: dict[str, Any], run: Run) -> list[dict[str, Any]]:
+    """The nodes the next attempt keeps off: those its attempts' hardware or collective
+    failures are pinned to, unless the spec sets resilience.exclude_faulty_nodes false."""
+    if ((spec.get("resilience") or {}).get("exclude_faulty_nodes", True)) is False:
+        return []
+    return excluded_nodes(run.attempts)
 
 
 def restart_run(api: KubeApi, name: str, render: Render) -> Run:
     """Attempt N+1 of a run that ended STOPPED or FAILED: every attempt so far recorded in
     the record (which no longer belongs to the old JobSet), the old JobSet gone, then a new
     JobSet rendered by `render` from the record's spec, whose attempts count on from N+1
-    (JobSet's maxRestarts, the retry budget, counts afresh from it)."""
+    (JobSet's maxRestarts, the retry budget, counts afresh from it). Its pods keep off the
+    nodes an attempt's hardware or collective failure was pinned to (nodes_to_exclude), which
+    the record lists: the JobSet controller restarts with the same template (a JobSet's
+    replicatedJobs are immutable), so the launcher leaves a node out only where it creates
+    the JobSet, and a read never writes one."""
     from launcher.backends.capabilities import Restartable
 
     obs = observe(api, name)
@@ -217,7 +232,8 @@ def restart_run(api: KubeApi, name: str, render: Render) -> Run:
         raise InputError(f"run {name} cannot be restarted: its record (ConfigMap {name}) is gone")
     attempt = max([a.index for a in run.attempts] + [run.current_attempt]) + 1
     # Rendered before anything changes: a spec or a secret that no longer passes is refused here.
-    jobset, data = render(spec_of(obs.record), attempt)
+    excluded = nodes_to_exclude(spec_of(obs.record), run)
+    jobset, data = render(spec_of(obs.record), attempt, tuple(e["node"] for e in excluded))
     code = keys.code_object_name(name)
     if _mounts_code(jobset) and all(api.get(kind, code) is None for kind in ("ConfigMap", "Secret")):
         raise InputError(
@@ -244,6 +260,7 @@ def restart_run(api: KubeApi, name: str, render: Render) -> Run:
                         keys.RECORD_FINAL: None,
                         keys.RECORD_RESTARTED: str(attempt),
                         keys.RECORD_TTL: _ttl_of(jobset),
+                        keys.RECORD_EXCLUDED: json.dumps(excluded) if excluded else None,
                     },
                 },
                 "data": data,

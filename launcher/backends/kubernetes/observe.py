@@ -63,6 +63,30 @@ def jobset_objects(run: str) -> tuple[tuple[str, str], ...]:
     return (("Job", child_job_name(run)), ("JobSet", run))
 
 
+def failed_pod_nodes(api: KubeApi, pods: list[dict]) -> dict[str, dict]:
+    """The nodes the failed pods ran on (one read each), for a hardware fault they show
+    (attempts.node_fault). A user who may not read nodes (403) gets none: the class then
+    comes from the pods alone."""
+    names = sorted(
+        {
+            p["spec"]["nodeName"]
+            for p in pods
+            if (p.get("status") or {}).get("phase") == "Failed" and (p.get("spec") or {}).get("nodeName")
+        }
+    )
+    out: dict[str, dict] = {}
+    for node in names:
+        try:
+            found = api.get("Node", node)
+        except KubeError as e:
+            if e.status in (401, 403):
+                return {}
+            raise
+        if found is not None:
+            out[node] = found
+    return out
+
+
 def observe(api: KubeApi, name: str) -> Observed:
     record = api.get("ConfigMap", name)
     obs = Observed(name, record=record, cluster=api.profile.name)
@@ -73,6 +97,7 @@ def observe(api: KubeApi, name: str) -> Observed:
     obs.kueue = read_view(api, [obs.jobset])
     obs.jobs, _ = api.list("Job", labels=keys.run_selector(name))
     obs.events = jobset_events(api, obs)
+    obs.nodes = failed_pod_nodes(api, obs.pods)
     return obs
 
 
@@ -143,4 +168,7 @@ def observe_all(api: KubeApi, policy: RequestRetry | None = None, names: list[st
         events = warning_events(api, waiting, ended)
         for o in by_run.values():
             o.events = events
+    nodes = failed_pod_nodes(api, pods)
+    for o in by_run.values():
+        o.nodes = nodes
     return list(by_run.values())

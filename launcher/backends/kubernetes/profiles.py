@@ -45,7 +45,7 @@ names no cpus or memory.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -206,6 +206,8 @@ class ClusterProfile(BaseModel):
     retention_logs: Literal["keep", "delete"] = "keep"
     """What retention does with a pruned run's log archive in the log_store: keep it (an
     object store's own lifecycle rules may expire it), or delete it with the record."""
+    price_per_gpu_hour: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    """What a GPU-hour costs on this cluster by gpu_type, on-premise too (a run's goodput shows its cost)."""
 
     @field_validator("log_store", "code_store")
     @classmethod

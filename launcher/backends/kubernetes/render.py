@@ -142,12 +142,14 @@ def plan_run(
     placement: Placement | None = None,
     attempt: int = 1,
     run_secret: bool = False,
+    exclude_nodes: tuple[str, ...] = (),
 ) -> Rendered:
     """The manifests of a run and the warnings about it. Pure: no I/O, no secret value read.
     `placement` None resolves it here (the backend passes the one its check resolved);
     `attempt` numbers the JobSet's first attempt (a restart's is N+1); `run_secret`: the
     pods take their secrets from the run's own Secret (keys.run_secret_name), whose kinds
-    the render does not know (an offline dry-run's)."""
+    the render does not know (an offline dry-run's); `exclude_nodes` are the nodes its pods
+    must keep off (a restart's, after a hardware or collective failure)."""
     cp = _as_cluster_profile(profile)
     if placement is None:
         placement = resolve_placement(spec, cp)
@@ -165,7 +167,12 @@ def plan_run(
     )
     spec = spec.model_copy(update={"compute": compute})
     configmap = render_configmap(spec, cp, secrets)
-    manifests = [configmap, render_jobset(spec, cp, secrets, placement, attempt=attempt, run_secret=run_secret)]
+    manifests = [
+        configmap,
+        render_jobset(
+            spec, cp, secrets, placement, attempt=attempt, run_secret=run_secret, exclude_nodes=exclude_nodes
+        ),
+    ]
     return Rendered(manifests, plan_warnings(spec, cp))
 
 
@@ -395,13 +402,18 @@ def _node_affinity_terms(spec: RunSpec, profile: ClusterProfile, placement: Plac
     return exprs
 
 
-def _affinity(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> dict[str, Any]:
+def _affinity(
+    spec: RunSpec, profile: ClusterProfile, placement: Placement, exclude_nodes: tuple[str, ...] = ()
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     exprs = _node_affinity_terms(spec, profile, placement)
-    if exprs:
-        out["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
-        }
+    term: dict[str, Any] = {"matchExpressions": exprs} if exprs else {}
+    if exclude_nodes:
+        # By the node's name (a field), not its hostname label, which a node may set otherwise;
+        # ANDed with the expressions of the same term.
+        term["matchFields"] = [{"key": "metadata.name", "operator": "NotIn", "values": sorted(exclude_nodes)}]
+    if term:
+        out["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
     if placement.nodes > 1:
         # One rank per node: two ranks on one node would fight over its GPUs.
         out["podAntiAffinity"] = {
@@ -520,6 +532,19 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
         )
     if s.retry_backoff is not None:
         out.append(f"scheduling.retry_backoff: {JOBSET_NO_BACKOFF}; it applies on the local backend")
+    if spec.resilience is not None:  # docs/resilience.md: what the pods do, what is not built here
+        if spec.resilience.exclude_faulty_nodes:
+            out.append(
+                "resilience.exclude_faulty_nodes: a restart by the JobSet controller (max_retries) may run "
+                "on a faulty node again (a JobSet's pod template cannot change); `launcher run -r` keeps off "
+                "the nodes a hardware or collective failure was pinned to"
+            )
+        if spec.resilience.hang_timeout is not None:
+            out.append(
+                "resilience.hang_timeout: a hang ends the attempt, which the JobSet controller counts "
+                "against max_retries (its failurePolicy cannot tell a hang from the program's own failure)"
+            )
+        out.append("resilience.straggler_factor: stragglers are named on the local backend only")
     return out
 
 
@@ -609,6 +634,7 @@ def pod_template(
     *,
     attempt: int = 1,
     run_secret: bool = False,
+    exclude_nodes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The pod template of the run's one replicated job. Its attempt is the JobSet's first
     (`attempt`: 1, or N+1 after a restart, in LAUNCHER_ATTEMPT and the launcher.dev/attempt
@@ -714,7 +740,7 @@ def pod_template(
     selector = _node_selector(spec, profile, placement)
     if selector:
         pod_spec["nodeSelector"] = selector
-    affinity = _affinity(spec, profile, placement)
+    affinity = _affinity(spec, profile, placement, exclude_nodes)
     if affinity:
         pod_spec["affinity"] = affinity
     tolerations = _tolerations(spec, profile, placement)
@@ -790,12 +816,15 @@ def render_jobset(
     *,
     attempt: int = 1,
     run_secret: bool = False,
+    exclude_nodes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One replicated job of one Indexed Job: the JobSet controller restarts the whole group
     on a failure, with no launcher watching. The run's RetryPolicy: max_retries is
     maxRestarts; with retry_on_system_failure a disruption restarts without counting (and
     without the policy's cap on such restarts: plan_warnings names it)."""
-    template = pod_template(spec, profile, secrets, placement, attempt=attempt, run_secret=run_secret)
+    template = pod_template(
+        spec, profile, secrets, placement, attempt=attempt, run_secret=run_secret, exclude_nodes=exclude_nodes
+    )
     policy = RetryPolicy.from_spec(spec)
     failure: dict[str, Any] = {"maxRestarts": policy.max_retries}
     rules: list[dict[str, Any]] = []

@@ -53,6 +53,8 @@ UNFINISHED_SUBMIT_SECONDS = 120.0
 
 JOB_FAILURE_REASONS = ("PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded")
 EXIT_MESSAGE = re.compile(r"Container \S+ for pod [^/\s]+/(?P<pod>\S+) failed with exit code (?P<code>-?\d+)")
+# In the scheduler's FailedScheduling message: nodes its required node affinity rules out.
+NODE_AFFINITY_MISMATCH = "didn't match Pod's node affinity"
 DISRUPTION_MESSAGE = re.compile(r"Pod [^/\s]+/(?P<pod>\S+) has condition DisruptionTarget")
 
 
@@ -213,7 +215,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
             ev = []
         elif pods and all((p.get("status") or {}).get("phase") in ("Failed", "Succeeded") for p in pods):
             job = next((j for j in obs.jobs if attempt_of(j) == index), None)
-            a, _, ev = attempt_view(index, job, pods, obs.events, nodes)
+            a, _, ev = attempt_view(index, job, pods, obs.events, nodes, obs.nodes)
             a.status = RunStatus.FAILED
         elif nth < len(failures):
             a = attempt_from_event(index, obs.name, nodes, failures[nth])
@@ -237,7 +239,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         None,
     )
     pods = [p for p in obs.pods if attempt_of(p) == current]
-    live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes)
+    live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes, obs.nodes)
     completed = (
         true_condition(jobset, "Completed") or ((jobset or {}).get("status") or {}).get("terminalState") == "Completed"
     )
@@ -306,6 +308,13 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
             else:
                 # The JobSet controller is about to restart or fail the set.
                 status = RunStatus.TERMINATING
+    excluded = record_json(record, keys.RECORD_EXCLUDED, [])
+    if status is RunStatus.QUEUED and excluded and reason and NODE_AFFINITY_MISMATCH in reason:
+        # The scheduler counts the nodes the run keeps off without naming them: say which.
+        off = ", ".join(f"{e['node']} ({e['class']} in attempt {e['attempt']})" for e in excluded)
+        reason = f"{reason}; it keeps off {off} (resilience.exclude_faulty_nodes)"
+        if attempts and attempts[-1].status is RunStatus.QUEUED:
+            attempts[-1].reason = reason
     started = [a.started_at for a in attempts if a.started_at]
     ended_at = attempts[-1].ended_at if attempts and status.is_terminal else None
     if final and final.get("at"):
@@ -330,5 +339,6 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         attempts=attempts,
         events=events,
         backoff=f"none: {JOBSET_NO_BACKOFF}",
+        excluded_nodes=excluded,
     )
     return run, action

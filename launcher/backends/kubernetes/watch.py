@@ -21,7 +21,13 @@ from launcher.backends.kubernetes.attempts import Action, Observed
 from launcher.backends.kubernetes.informer import Informer
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 from launcher.backends.kubernetes.lifecycle import finish, record_outcome
-from launcher.backends.kubernetes.observe import jobset_events, observe, pods_missing, waiting_pods
+from launcher.backends.kubernetes.observe import (
+    failed_pod_nodes,
+    jobset_events,
+    observe,
+    pods_missing,
+    waiting_pods,
+)
 from launcher.backends.kubernetes.status import derive, gone_after_its_ttl
 
 
@@ -37,6 +43,7 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
         last: tuple | None = None
         seen = False
         events: list[dict] = []
+        nodes: dict[str, dict] = {}  # the failed pods' nodes, read with the events
         events_at = 0.0
         while True:
             changed.clear()
@@ -56,13 +63,14 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
             seen = True
             waiting = waiting_pods(obs)
             if time.monotonic() - events_at > 2.0:
-                events = jobset_events(api, obs)
+                events, nodes = jobset_events(api, obs), failed_pod_nodes(api, obs.pods)
                 events_at = time.monotonic()
-            obs.events = events
+            obs.events, obs.nodes = events, nodes
             run, action = derive(obs)
             if last is not None and (run.status.is_terminal or run.current_attempt != last[1]):
-                # An attempt just ended: its story is in events newer than the last look.
+                # An attempt just ended: its story is in events (and its nodes) newer than the last look.
                 obs.events = events = jobset_events(api, obs)
+                obs.nodes = nodes = failed_pod_nodes(api, obs.pods)
                 events_at = time.monotonic()
                 run, action = derive(obs)
             if action is not None and action.kind == "fail" and obs.jobset is not None:

@@ -87,10 +87,10 @@ def unhonoured(spec) -> list[str]:
         for field, value in fields.items()
         if value is not None
     ]
-    if s.retry_on_system_failure:
+    if spec.resilience is not None and spec.resilience.exclude_faulty_nodes:
         out.append(
-            "scheduling.retry_on_system_failure: ignored by the local backend (no cluster ends a rank here: "
-            "every failure is the run's own and counts against max_retries)"
+            "resilience.exclude_faulty_nodes: the local backend has one node (this machine): "
+            "a retry after a hardware failure runs on it again"
         )
     return out
 

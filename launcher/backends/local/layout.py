@@ -54,6 +54,10 @@ class RunLayout:
         """The rank's outcome, written by its entrypoint when it ends."""
         return self.attempt_dir(attempt) / f"rank-{rank}.exit.json"
 
+    def progress_file(self, attempt: int, rank: int) -> Path:
+        """The rank's progress and step time, rewritten by its entrypoint as it runs (contract.PROGRESS_FILE)."""
+        return self.attempt_dir(attempt) / f"rank-{rank}.progress.json"
+
     def exec_record(self, rank: int) -> Path:
         """The rank's command environment, working directory and pid, as its entrypoint
         wrote them for `launcher exec` (contract.EXEC_RECORD); private, gone with the run."""

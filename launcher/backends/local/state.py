@@ -85,16 +85,31 @@ def _at(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
-def _add_deleter_column(db) -> None:
-    """A state.db written before runs.deleter existed gets the column (once: a second
+def _add_column(db, table: str, column: str, kind: str) -> None:
+    """A state.db written before `table.column` existed gets the column (once: a second
     process adding it at the same moment finds it there)."""
-    if "deleter" in {c["name"] for c in db.execute("PRAGMA table_info(runs)")}:
+    if column in {c["name"] for c in db.execute(f"PRAGMA table_info({table})")}:
         return
     try:
-        db.execute("ALTER TABLE runs ADD COLUMN deleter TEXT")
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
     except sqlite3.OperationalError as e:
         if "duplicate column" not in str(e):
             raise
+
+
+# Columns added since the first state.db: (table, column, type).
+ADDED_COLUMNS = (
+    ("runs", "deleter", "TEXT"),
+    # How a failed attempt failed (launcher.pod.failures), and its last progress.
+    ("attempts", "failure_class", "TEXT"),
+    ("attempts", "evidence", "TEXT"),
+    ("attempts", "last_step", "INTEGER"),
+    ("attempts", "progress_age", "REAL"),
+    ("attempts", "setup_seconds", "REAL"),  # before the command started (goodput's starting)
+    ("attempts", "resumed_from", "TEXT"),  # the checkpoint a retried attempt resumed from
+    ("attempts", "resumed_step", "INTEGER"),
+    ("attempts", "stragglers", "TEXT"),  # JSON list of the lines naming its slow ranks
+)
 
 
 def _being_deleted(r: sqlite3.Row) -> bool:
@@ -111,7 +126,8 @@ class State:
         self.path = home / "state.db"
         with self._connect() as db:
             db.executescript(SCHEMA)
-            _add_deleter_column(db)
+            for table, column, kind in ADDED_COLUMNS:
+                _add_column(db, table, column, kind)
 
     @contextmanager
     def _connect(self):
@@ -221,6 +237,48 @@ class State:
             )
             db.execute(
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?)", (name, attempt, RunStatus.PENDING.value, now, waiting)
+            )
+
+    def set_attempt_outcome(
+        self,
+        name: str,
+        attempt: int,
+        *,
+        failure_class: str | None,
+        evidence: str | None,
+        last_step: int | None,
+        progress_age: float | None,
+        setup_seconds: float | None,
+        resumed_from: str | None = None,
+        resumed_step: int | None = None,
+    ) -> None:
+        """How attempt `attempt` ended, as its ranks' exit files tell: how it failed (None:
+        it did not), the last progress its ranks reported, and its setup time."""
+        with self.tx() as db:
+            db.execute(
+                "UPDATE attempts SET failure_class = ?, evidence = ?, last_step = ?, progress_age = ?,"
+                " setup_seconds = ?, resumed_from = ?, resumed_step = ? WHERE run = ? AND idx = ?",
+                (
+                    failure_class,
+                    evidence,
+                    last_step,
+                    progress_age,
+                    setup_seconds,
+                    resumed_from,
+                    resumed_step,
+                    name,
+                    attempt,
+                ),
+            )
+
+    def add_straggler(self, name: str, attempt: int, line: str) -> None:
+        """Name a slow rank of attempt `attempt` (the line the rank's log has too)."""
+        with self.tx() as db:
+            row = db.execute("SELECT stragglers FROM attempts WHERE run = ? AND idx = ?", (name, attempt)).fetchone()
+            lines = json.loads(row["stragglers"]) if row is not None and row["stragglers"] else []
+            db.execute(
+                "UPDATE attempts SET stragglers = ? WHERE run = ? AND idx = ?",
+                (json.dumps([*lines, line]), name, attempt),
             )
 
     def new_attempt(self, name: str) -> int:
@@ -432,6 +490,14 @@ class State:
                     ended_at=_ts(a["ended_at"]),
                     reason=a["reason"],
                     ranks=by_attempt.get(a["idx"], []),
+                    failure_class=a["failure_class"],
+                    evidence=a["evidence"],
+                    last_step=a["last_step"],
+                    progress_age=a["progress_age"],
+                    setup_seconds=a["setup_seconds"],
+                    resumed_from=a["resumed_from"],
+                    resumed_step=a["resumed_step"],
+                    stragglers=json.loads(a["stragglers"]) if a["stragglers"] else [],
                 )
                 for a in attempts
             ],

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -33,8 +34,13 @@ from launcher.backends.local.procs import free_port, start_time, terminate_group
 from launcher.backends.local.state import State
 from launcher.errors import StateFileError
 from launcher.pod import contract, reaper
+from launcher.pod.failures import Failure, classify, most_telling
 from launcher.pod.reserved import ReservedFile, read_reserved
-from launcher.spec.retry import DEADLINE, USER, RetryPolicy
+from launcher.spec.retry import DEADLINE, RetryPolicy, retry_class
+
+# The end of a failed rank's log that is searched for evidence of its failure class (the
+# entrypoint also keeps the first evidence line of each class, however early it came).
+LOG_TAIL_BYTES = 64 * 1024
 
 # The entrypoint passes a stop to its command's process group and escalates to SIGKILL
 # after GRACE_SECONDS; the supervisor waits a little longer before it SIGKILLs the
@@ -58,6 +64,8 @@ class Supervisor:
         self.attempt = row["attempt"]
         self.known: tuple[RunStatus, str | None, int | None] | None = None
         """The outcome of the attempt that just ended, once it is known."""
+        self.failure: Failure | None = None
+        """How the attempt that just ended failed (launcher.pod.failures), where it did."""
         self.started = time.monotonic()
         self.scheduling: dict = {}
         self.policy = RetryPolicy()
@@ -108,11 +116,13 @@ class Supervisor:
                 pass  # each rank's own mount then fails, and says why in its log
             while True:
                 self.known = None
+                self.failure = None
                 status, reason, code = self.known = self._attempt()
                 self.reload()
-                # Nothing but the run itself ends its ranks on this machine: a failure is the
-                # run's own (USER), or the deadline's; a stop never fails.
-                failure = DEADLINE if self._past_deadline() else USER
+                # The failure's class (a bad GPU, a broken collective, a hang: the system's;
+                # the program's own or out of memory: the user's) decides how it is counted;
+                # past the deadline nothing is retried; a stop never fails.
+                failure = DEADLINE if self._past_deadline() else retry_class(self.failure and self.failure.kind)
                 if status is RunStatus.FAILED and not self.stop.is_set() and self.policy.allows(failed, failure):
                     failed.append(failure)
                     # The run waits PENDING for its backoff; a stop or the deadline may end it meanwhile.
@@ -191,6 +201,7 @@ class Supervisor:
                 contract.GRACE_SECONDS: str(GRACE_SECONDS),
                 contract.EXIT_FILE: str(self.layout.exit_file(self.attempt, rank)),
                 contract.EXEC_RECORD: str(self.layout.exec_record(rank)),
+                contract.PROGRESS_FILE: str(self.layout.progress_file(self.attempt, rank)),
                 contract.OWNER: self.layout.owner,
             }
         )
@@ -237,9 +248,11 @@ class Supervisor:
         first_failure: tuple[int, int] | None = None
         ending: tuple[RunStatus, str | None] | None = None
         reload_at = time.monotonic() + 1.0
+        stragglers: set[int] = set()
         while len(codes) < len(procs):
             if time.monotonic() >= reload_at:
                 self.reload()
+                self._name_stragglers(attempt, sorted(procs), stragglers)
                 reload_at = time.monotonic() + 1.0
             for rank, p in procs.items():
                 if rank in codes:
@@ -283,6 +296,7 @@ class Supervisor:
                 why if why and status is RunStatus.FAILED else reason,
                 first_failure[1] if first_failure else None,
             )
+        self._record_outcome(attempt, codes, outcomes, failed=ending is not None and ending[0] is RunStatus.FAILED)
         for rank, code in codes.items():
             if ending and ending[0] is RunStatus.STOPPED:
                 st = RunStatus.STOPPED
@@ -290,6 +304,83 @@ class Supervisor:
                 st = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
             self.state.set_rank(self.name, attempt, rank, st, exit_code=code, reason=outcomes[rank].get("reason"))
         return self.known
+
+    def _name_stragglers(self, attempt: int, ranks: list[int], named: set[int]) -> None:
+        """Name, once, each rank whose step time over its last STEP_WINDOW steps is
+        more than resilience.straggler_factor times the median of the other ranks' (the
+        others': with two ranks the median of both would hide the slow one), in its log and
+        the attempt's record."""
+        factor = float((self.spec.get("resilience") or {}).get("straggler_factor") or 2.0)
+        times: dict[int, float] = {}
+        for rank in ranks:  # a rank that ended keeps its last step time
+            try:
+                data = json.loads(self.layout.progress_file(attempt, rank).read_text())
+            except (OSError, ValueError):
+                continue
+            seconds = data.get("step_seconds") if isinstance(data, dict) else None
+            if isinstance(seconds, int | float) and seconds > 0 and data.get("steps_timed", 0) >= contract.STEP_WINDOW:
+                times[rank] = float(seconds)
+        for rank, seconds in sorted(times.items()):
+            others = [v for r, v in times.items() if r != rank]
+            if rank in named or not others:
+                continue
+            median = statistics.median(others)
+            if seconds > factor * median:
+                named.add(rank)
+                line = (
+                    f"straggler: rank {rank} on localhost: {seconds:.3f} s a step against the other ranks' median "
+                    f"{median:.3f} s ({seconds / median:.1f}x, resilience.straggler_factor {factor:g}) over its last "
+                    f"{contract.STEP_WINDOW} steps"
+                )
+                try:
+                    with open(self.layout.log_file(attempt, rank), "a") as log:
+                        log.write(f"[launcher] {line}\n")
+                except OSError:
+                    pass
+                self.state.add_straggler(self.name, attempt, line)
+
+    def _record_outcome(self, attempt: int, codes: dict[int, int], outcomes: dict[int, dict], *, failed: bool) -> None:
+        """Record how the attempt ended: for a failed one, the most telling class among its
+        failed ranks, from each one's exit code, its exit file (the evidence its entrypoint
+        kept) and its log's end; for any, the last progress and the setup time its ranks report."""
+        found = []
+        for rank, code in sorted(codes.items()) if failed else ():
+            if code == 0:
+                continue
+            outcome = outcomes.get(rank) or {}
+            evidence = outcome.get("evidence")
+            lines = [v for v in evidence.values() if isinstance(v, str)] if isinstance(evidence, dict) else []
+            lines += _log_tail(self.layout.log_file(attempt, rank))
+            f = classify(code, outcome.get("reason"), lines)
+            found.append(
+                Failure(f.kind, f"rank {rank}: {f.evidence}" if f.evidence else f"rank {rank}: exit code {code}")
+            )
+        self.failure = most_telling(found)
+        steps, ages, setups = [], [], []
+        resumed: dict = next(
+            (o["resumed"] for _, o in sorted(outcomes.items()) if isinstance(o.get("resumed"), dict)), {}
+        )
+        for outcome in outcomes.values():
+            if isinstance(outcome.get("setup"), int | float):
+                setups.append(float(outcome["setup"]))
+            progress = outcome.get("progress")
+            if not isinstance(progress, dict):
+                continue
+            if isinstance(progress.get("step"), int):
+                steps.append(progress["step"])
+            if isinstance(progress.get("age"), int | float):
+                ages.append(float(progress["age"]))
+        self.state.set_attempt_outcome(
+            self.name,
+            attempt,
+            failure_class=self.failure.kind if self.failure else None,
+            evidence=self.failure.evidence if self.failure else None,
+            last_step=max(steps) if steps else None,
+            progress_age=min(ages) if ages else None,
+            setup_seconds=max(setups) if setups else None,
+            resumed_from=resumed.get("path") if isinstance(resumed.get("path"), str) else None,
+            resumed_step=resumed.get("step") if isinstance(resumed.get("step"), int) else None,
+        )
 
     def _failed_start(
         self, attempt: int, rank: int, started: dict[int, subprocess.Popen], error: OSError
@@ -312,6 +403,16 @@ class Supervisor:
         self._sweep()
         self.state.set_rank(self.name, attempt, rank, RunStatus.FAILED, reason=why)
         return RunStatus.FAILED, why, None
+
+
+def _log_tail(path: Path) -> list[str]:
+    """The last lines of a rank's log (already masked by its entrypoint)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            return f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
 
 
 def read_exit_file(path: Path) -> dict:

@@ -46,7 +46,14 @@ fake_kueue (fixtures.py).
 It writes PATH only once it listens; SIGTERM/SIGINT kill every pod process and exit 0
 (so does the death of its parent, with --exit-with-parent, which the fixture passes).
 `KubeProgram`/`RemoteKube` (client.py) give the same helpers over HTTP: faults, count,
-requests, evict, compact.
+requests, evict, fault_node, compact.
+
+Hardware faults on a node: `kube.fault_node(NAME, "xid")` (the program: `--fault
+node=NAME,kind=xid`, repeatable, or `RemoteKube.fault_node` at run time) gives the node a
+True condition GpuXid/XidError whose message is the kernel's `NVRM: Xid (PCI:0000:3b:00):
+79, GPU has fallen off the bus` (no taint: the scheduler still places pods there), and every
+main container started there from then on prints that line and exits 1
+(faults.NODE_FAULTS; `faults.knobs()["node_faults"]`).
 
 Fault injection (stable API; `kube.faults` in-process, `RemoteKube(url).faults` for the
 program; both have exactly these methods):

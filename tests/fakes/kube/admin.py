@@ -10,6 +10,7 @@ client calls these paths). Requests here are neither recorded nor subject to fau
   GET    /_fake/requests                 [[method, kind, verb], ...] since the start
   GET    /_fake/lists                    [{kind, labelSelector, limit, continue, metadataOnly}, ...]
   POST   /_fake/evict                    {"name": pod, "namespace": "default", "reason": ...}
+  POST   /_fake/node-faults              {"node": name, "kind": "xid"}: FakeKube.fault_node
   POST   /_fake/compact                  drop the watch history (410 Gone for older versions)
 """
 
@@ -71,6 +72,9 @@ def handle_admin(handler, method: str, parts: list[str], body: Any) -> None:
         if route == ("POST", "evict"):
             k.evict(body["name"], body.get("namespace", "default"), body.get("reason", "PreemptionByScheduler"))
             return handler.send_json(200, {"ok": True})
+        if route == ("POST", "node-faults"):
+            k.fault_node(body["node"], body["kind"])
+            return handler.send_json(200, k.faults.knobs())
         if route == ("POST", "compact"):
             k.compact()
             return handler.send_json(200, {"resourceVersion": str(k.rv)})

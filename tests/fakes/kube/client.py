@@ -1,6 +1,6 @@
 """Talking to a fake run as a program: `RemoteFaults` has the methods of `Faults`
 (inject, clear, list_rules, set, refuse_connections, stall_connections) over /_fake/,
-and `RemoteKube` the helpers tests call on a FakeKube (faults, count, evict, compact,
+and `RemoteKube` the helpers tests call on a FakeKube (faults, count, evict, fault_node, compact,
 requests, get, list, pods). Stdlib HTTP only, so it works while the kubernetes client is
 the thing under test. Its reads go through the API and are recorded like any client's.
 """
@@ -109,6 +109,9 @@ class RemoteKube:
 
     def evict(self, pod_name: str, ns: str = "default", reason: str = "PreemptionByScheduler") -> None:
         _call(self.url, "POST", "/_fake/evict", {"name": pod_name, "namespace": ns, "reason": reason})
+
+    def fault_node(self, name: str, kind: str = "xid") -> None:
+        _call(self.url, "POST", "/_fake/node-faults", {"node": name, "kind": kind})
 
     def compact(self) -> None:
         _call(self.url, "POST", "/_fake/compact", {})

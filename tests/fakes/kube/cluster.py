@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.kube import podsecurity, validation
+from tests.fakes.kube.common import rfc3339
 from tests.fakes.kube.faults import Faults
 from tests.fakes.kube.jobs import JobController, default_job
 from tests.fakes.kube.kubelet import Kubelet
@@ -169,6 +170,36 @@ class FakeKube:
     def evict(self, pod_name: str, ns: str = "default", reason: str = "PreemptionByScheduler") -> None:
         """Preempt a running pod: DisruptionTarget, then SIGKILL (exit 137)."""
         self.kubelet.evict(ns, pod_name, reason)
+
+    def fault_node(self, name: str, kind: str) -> None:
+        """A hardware fault on node `name` (faults.NODE_FAULTS): the node gets the condition a
+        GPU operator's health check sets, with the kernel's line as its message, and the
+        containers started there from now on print that line and exit 1."""
+        from tests.fakes.kube.faults import NODE_FAULTS
+
+        if kind not in NODE_FAULTS:
+            raise ValueError(f"node fault kind must be one of {sorted(NODE_FAULTS)}, not {kind!r}")
+        if not any(n["name"] == name for n in self.nodes):
+            raise ValueError(f"no node {name!r} (nodes: {', '.join(n['name'] for n in self.nodes)})")
+        fault = NODE_FAULTS[kind]
+
+        def mark(node: dict) -> None:
+            conds = [c for c in node["status"]["conditions"] if c["type"] != fault["condition"]["type"]]
+            now = rfc3339()
+            conds.append(
+                {
+                    **fault["condition"],
+                    "status": "True",
+                    "message": fault["line"],
+                    "lastTransitionTime": now,
+                    "lastHeartbeatTime": now,
+                }
+            )
+            node["status"]["conditions"] = conds
+
+        self.store.update("Node", "", name, mark)
+        with self.lock:
+            self.faults.node_faults[name] = kind
 
     def count(self, method: str | None = None, kind: str | None = None, verb: str | None = None) -> int:
         with self.lock:

@@ -9,6 +9,17 @@ import threading
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 
+# Node faults (`--fault node=NAME,kind=KIND`): what a GPU operator's health check sets on a bad
+# node (a condition; no taint, so the scheduler still places pods there and only a launcher
+# that leaves the node out avoids it), and the line the kernel logs, which the node's
+# containers print before they fail.
+NODE_FAULTS = {
+    "xid": {
+        "condition": {"type": "GpuXid", "reason": "XidError"},
+        "line": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus",
+    },
+}
+
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "log")
 
 
@@ -85,6 +96,9 @@ class Faults:
     """Images whose pull fails (ErrImagePull, then ImagePullBackOff)."""
     hold_pods: bool = False
     """Keep scheduled pods in ContainerCreating."""
+    node_faults: dict[str, str] = field(default_factory=dict)
+    """Node name -> a NODE_FAULTS kind: the containers started there print its line and exit 1
+    (FakeKube.fault_node also sets the node's condition)."""
     rules: list[FaultRule] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _next_id: int = 1
@@ -191,6 +205,7 @@ class Faults:
             "api_errors": self.api_errors,
             "bad_images": sorted(self.bad_images),
             "hold_pods": self.hold_pods,
+            "node_faults": dict(self.node_faults),
         }
 
     def _listener(self):

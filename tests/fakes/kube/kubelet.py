@@ -13,6 +13,8 @@ For every pod bound to a node it
   * timestamps each output line (stdout and stderr together) for pods/log;
   * writes the pod and container statuses a kubelet writes (Pending/Running/Succeeded/
     Failed, waiting/running/terminated with exit codes, PodScheduled, Initialized, Ready);
+  * on a node with a fault (`faults.node_faults`, FakeKube.fault_node),
+    runs each main container as a shell that prints the fault's kernel line and exits 1;
   * on deletion sends SIGTERM to each process group, SIGKILL after the grace period, then
     removes the pod; `evict` sets DisruptionTarget first, as preemption does.
 
@@ -496,6 +498,13 @@ class Kubelet:
         index: int,
     ) -> bool:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        fault = self.faults.node_faults.get(pod["spec"].get("nodeName") or "")
+        if fault and group == "containerStatuses":
+            from tests.fakes.kube.faults import NODE_FAULTS
+
+            # The node's GPU is gone: the program fails at once, with the kernel's line in its log.
+            line = NODE_FAULTS[fault]["line"]
+            ct = {**ct, "command": ["/bin/sh", "-c", f"echo '{line}' >&2; exit 1"], "args": []}
         image_dir = self._image_dir(ct["image"]) if self.runc is None else None
         mounts = []  # (host source, mountPath, read-only)
         for m in ct.get("volumeMounts") or []:

@@ -3,7 +3,7 @@
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N] [--gpus-per-node G]
         [--node-label KEY=VALUE ...] [--no-jobset] [--runtime process|runc]
         [--image REF_GLOB=DIR ...] [--image-user REF_GLOB=UID[:GID] ...] [--no-isolation] [--no-controllers]
-        [--history-limit N] [--grace-seconds S] [--exit-with-parent]
+        [--fault node=NAME,kind=xid ...] [--history-limit N] [--grace-seconds S] [--exit-with-parent]
         [--kueue [--kueue-queue NAME:GPUS[:preempt] ...] [--priority-class NAME=VALUE ...]
                  [--topology KEY=V1,V2,... ...]]
 
@@ -23,6 +23,10 @@ Kueue (kueue.py; kueue.x-k8s.io v1beta2 and v1beta1, and the visibility API):
   --topology rack=r1,r2         nodes get label rack in contiguous blocks (4 nodes: r1 r1 r2
                                 r2); a Topology `default` with levels [each --topology key in
                                 order, kubernetes.io/hostname] and the flavor's topologyName
+
+--fault node=fake-node-0,kind=xid  a hardware fault on that node from the start (FakeKube.
+                              fault_node: its condition GpuXid, and its containers print
+                              the kernel's Xid line and exit 1); POST /_fake/node-faults at run time
 
 It serves the API server and runs its control plane and kubelet until SIGTERM or SIGINT,
 then kills every pod process and exits 0. The kubeconfig is written (atomically) only
@@ -84,6 +88,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="run no controllers, scheduler or kubelet: objects stay as clients wrote them (a store of records)",
     )
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="node=NAME,kind=xid",
+        help="a hardware fault on node NAME: a GpuXid condition, and its containers print the "
+        "kernel's Xid line and exit 1 (repeatable)",
+    )
     p.add_argument("--history-limit", type=int, default=10_000, help="watch events kept before 410 Gone")
     p.add_argument("--grace-seconds", type=float, default=3.0, help="longest SIGTERM-to-SIGKILL wait for a pod")
     p.add_argument(
@@ -119,6 +131,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for text in args.image + args.node_label + args.priority_class + args.topology:
         if "=" not in text:
             p.error(f"expected KEY=VALUE, got {text!r}")
+    args.node_faults = []
+    for text in args.fault:
+        fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+        if set(fields) != {"node", "kind"} or len(text.split(",")) != 2:
+            p.error(f"expected --fault node=NAME,kind=KIND, got {text!r}")
+        from tests.fakes.kube.faults import NODE_FAULTS
+
+        if fields["kind"] not in NODE_FAULTS:
+            p.error(f"--fault kind must be one of {', '.join(sorted(NODE_FAULTS))}, got {fields['kind']!r}")
+        args.node_faults.append((fields["node"], fields["kind"]))
     for text in args.priority_class:
         if not text.split("=", 1)[1].lstrip("-").isdigit():
             p.error(f"expected NAME=INTEGER, got {text!r}")
@@ -175,6 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.kueue:
         setup_kueue(kube, args)
+    for node, kind in args.node_faults:
+        try:
+            kube.fault_node(node, kind)
+        except ValueError as e:
+            kube.close()
+            print(f"kube_api.py: error: --fault: {e}", file=sys.stderr)
+            return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -1,7 +1,8 @@
 """The scheduler: binds pending pods to fake nodes, or says why it cannot.
 
 Nodes have labels and an nvidia.com/gpu capacity. It honours nodeSelector, required
-node affinity, required pod anti-affinity (matchLabels) and GPU requests, and writes
+node affinity (matchExpressions, and matchFields on metadata.name), required pod
+anti-affinity (matchLabels) and GPU requests, and writes
 PodScheduled=False/Unschedulable with the real scheduler's message ("0/4 nodes are
 available: 4 Insufficient nvidia.com/gpu.") plus a FailedScheduling event.
 """
@@ -92,7 +93,12 @@ class Scheduler:
         for node in self.nodes:
             labels = node["labels"]
             if any(labels.get(k) != v for k, v in selector.items()) or (
-                terms and not any(all(expr_match(labels, e) for e in t.get("matchExpressions", [])) for t in terms)
+                terms
+                and not any(
+                    all(expr_match(labels, e) for e in t.get("matchExpressions", []))
+                    and all(expr_match({"metadata.name": node["name"]}, e) for e in t.get("matchFields", []))
+                    for t in terms
+                )
             ):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 continue

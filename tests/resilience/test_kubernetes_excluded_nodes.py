@@ -1,0 +1,163 @@
+"""On Kubernetes (the fake cluster as a program, `--fault node=fake-node-0,kind=xid`): a rank
+on a node whose GPU fell off the bus fails; the node's condition makes the attempt `hardware`,
+and the next attempt (`run -r`) keeps off that node, which the record and `describe` list. A
+run that cannot fit without it waits and says why."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from launcher.cli.error_report import run_cli
+from launcher.cli.main import cli
+from tests.conftest import wait_until
+
+XID = "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus"
+
+
+def launcher(*args: str) -> int:
+    try:
+        return run_cli(cli, list(args))
+    except SystemExit as e:  # `run --follow` exits with the run's outcome
+        return int(e.code or 0)
+
+
+def submit(tmp_path: Path, capsys, **fields) -> str:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "xid",
+                "image": "ghcr.io/example/trainer:2.0",
+                "command": 'echo "rank $NODE_RANK done"',
+                "compute": {"nodes": 2},
+                **fields,
+            }
+        )
+    )
+    capsys.readouterr()
+    assert launcher("run", "-f", str(spec), "--cluster", "fake", "--no-follow") == 0
+    return re.search(r"Run (xid-[a-z0-9]{6}) submitted", capsys.readouterr().out).group(1)
+
+
+def record(capsys, name: str) -> dict:
+    capsys.readouterr()
+    assert launcher("describe", "run", name, "-o", "json") == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def wait_status(capsys, name: str, *statuses: str, timeout: float = 60) -> dict:
+    return wait_until(
+        lambda: (r := record(capsys, name))["status"] in statuses and r,
+        timeout,
+        interval=0.2,
+        message=f"{name} to be {' or '.join(statuses)}",
+    )
+
+
+def test_the_next_attempt_keeps_off_the_node_whose_gpu_failed(fake_kube_program, tmp_path, capsys):
+    prog = fake_kube_program("--nodes", "3", "--fault", "node=fake-node-0,kind=xid")
+    name = submit(tmp_path, capsys)
+    rec = wait_status(capsys, name, "FAILED")
+    first = rec["attempts"][0]
+    assert first["failure"]["class"] == "hardware", first
+    assert f"node fake-node-0: GpuXid XidError: {XID}" in first["failure"]["evidence"]
+    bad = next(r for r in first["ranks"] if r["node"] == "fake-node-0")
+    assert first["failure"]["evidence"].startswith(f"rank {bad['rank']}: ")
+
+    capsys.readouterr()
+    assert launcher("run", "-r", name, "--follow") == 0
+    out, err = capsys.readouterr()
+    assert f"Run {name} restarted: attempt 2." in out, out + err
+    rec = record(capsys, name)
+    assert rec["status"] == "COMPLETED"
+    assert [(a["attempt"], a["status"]) for a in rec["attempts"]] == [(1, "FAILED"), (2, "COMPLETED")]
+    assert {r["node"] for r in rec["attempts"][1]["ranks"]} == {"fake-node-1", "fake-node-2"}
+    assert rec["excluded_nodes"] == [
+        {"node": "fake-node-0", "class": "hardware", "evidence": first["failure"]["evidence"], "attempt": 1}
+    ]
+    # The JobSet the restart created says so to the scheduler, by the node's name.
+    pod = prog.get("JobSet", "default", name)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["fake-node-0"]}]}]
+
+    capsys.readouterr()
+    assert launcher("describe", "run", name) == 0
+    text = capsys.readouterr().out
+    assert f"Excluded:   node fake-node-0 (hardware in attempt 1: rank {bad['rank']}: node fake-node-0: " in text
+
+
+def test_a_run_that_cannot_fit_without_the_excluded_node_waits_and_says_why(fake_kube_program, tmp_path, capsys):
+    fake_kube_program("--nodes", "2", "--fault", "node=fake-node-0,kind=xid")
+    name = submit(tmp_path, capsys)
+    wait_status(capsys, name, "FAILED")
+    capsys.readouterr()
+    assert launcher("run", "-r", name, "--no-follow") == 0
+    rec = wait_until(
+        lambda: (r := record(capsys, name))["status"] == "QUEUED" and "waiting for a node" in (r["reason"] or "") and r,
+        60,
+        interval=0.2,
+        message="the restarted run to wait for a node",
+    )
+    assert "node(s) didn't match Pod's node affinity/selector" in rec["reason"]
+    assert rec["reason"].endswith(
+        "; it keeps off fake-node-0 (hardware in attempt 1) (resilience.exclude_faulty_nodes)"
+    )
+    assert [e["node"] for e in rec["excluded_nodes"]] == ["fake-node-0"]
+    assert launcher("stop", name, "-y") == 0
+
+
+def test_exclude_faulty_nodes_false_keeps_every_node(fake_kube_program, tmp_path, capsys):
+    prog = fake_kube_program("--nodes", "3", "--fault", "node=fake-node-0,kind=xid")
+    name = submit(tmp_path, capsys, resilience={"exclude_faulty_nodes": False}, scheduling={"max_retries": 0})
+    wait_status(capsys, name, "FAILED")
+    capsys.readouterr()
+    assert launcher("run", "-r", name, "--no-follow") == 0
+    pod = prog.get("JobSet", "default", name)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert "nodeAffinity" not in (pod.get("affinity") or {})
+    assert record(capsys, name)["excluded_nodes"] == []
+    assert launcher("stop", name, "-y") == 0
+
+
+def test_a_node_tells_a_hardware_fault_by_a_condition_or_a_taint_and_not_by_its_stock_conditions():
+    from launcher.backends.kubernetes.attempts import node_fault
+
+    def node(conditions=(), taints=()):
+        return {
+            "metadata": {"name": "n1"},
+            "spec": {"taints": list(taints)},
+            "status": {"conditions": list(conditions)},
+        }
+
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}
+    pressure = {"type": "MemoryPressure", "status": "True", "reason": "KubeletHasInsufficientMemory"}
+    assert node_fault(node([ready, pressure])) is None
+    healed = {"type": "GpuXid", "status": "False", "reason": "XidError", "message": XID}
+    assert node_fault(node([ready, healed])) is None
+    assert node_fault(node([ready, {**healed, "status": "True"}])) == f"node n1: GpuXid XidError: {XID}"
+    taint = {"key": "nvidia.com/gpu-unhealthy", "value": "true", "effect": "NoSchedule"}
+    assert node_fault(node([ready], [taint])) == "node n1: taint nvidia.com/gpu-unhealthy=true:NoSchedule"
+    assert node_fault(node([ready], [{"key": "dedicated", "value": "team-a", "effect": "NoSchedule"}])) is None
+
+
+def test_a_collective_failure_is_pinned_to_a_node_only_where_one_rank_alone_failed():
+    from launcher.backends.base import Attempt, RankState, RunStatus
+    from launcher.backends.kubernetes.attempts import excluded_nodes
+
+    def attempt(index: int, failed: list[int], kind: str) -> Attempt:
+        ranks = [
+            RankState(
+                r, RunStatus.FAILED if r in failed else RunStatus.STOPPED, 1 if r in failed else None, None, f"n{r}"
+            )
+            for r in range(3)
+        ]
+        evidence = f"rank {failed[0]}: {kind}: Watchdog caught collective operation timeout"
+        return Attempt(index=index, status=RunStatus.FAILED, ranks=ranks, failure_class=kind, evidence=evidence)
+
+    everyone = attempt(1, [0, 1, 2], "collective")  # every rank timed out: no node to blame
+    alone = attempt(2, [2], "collective")
+    user = attempt(3, [1], "user")
+    assert [(e["node"], e["attempt"]) for e in excluded_nodes([everyone, alone, user])] == [("n2", 2)]

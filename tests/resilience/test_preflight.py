@@ -1,0 +1,93 @@
+"""The health gate before the command (resilience.preflight): real local runs of 2 ranks,
+with the standard library's rendezvous (no torch here) and a device tool on PATH that
+fails on one rank, as nvidia-smi does for a GPU that fell off the bus."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import threading
+
+from launcher.entrypoint.preflight import rendezvous
+
+TWO_RANKS = """\
+name: {name}
+compute: {{nodes: 2}}
+command: echo "the command ran on rank $NODE_RANK"
+resilience: {{preflight: true}}
+"""
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+if [ "$NODE_RANK" = 1 ]; then
+  echo "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error" >&2
+  exit 255
+fi
+echo "0, NVIDIA H100 80GB HBM3, 81559 MiB"
+"""
+
+
+def test_two_ranks_pass_the_gate_and_the_log_says_how_long_it_took(cli):
+    spec = cli.cwd / "gated.yaml"
+    spec.write_text(TWO_RANKS.format(name="gated"))
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for rank in (0, 1):
+        logs = cli("logs", "gated", "--rank", str(rank)).stdout
+        assert "preflight: no nvidia-smi on PATH: no GPU to check on this rank" in logs
+        # Where torch is importable by the rank's python3, a gloo all-reduce; else the
+        # standard library's rendezvous (tested on its own below).
+        assert "preflight: passed in " in logs
+        assert "(gloo all-reduce)" in logs or "(rendezvous at rank 0 (no torch in this rank))" in logs
+        assert logs.index("preflight: passed in") < logs.index(f"the command ran on rank {rank}")
+
+
+def test_a_rank_whose_gpu_fails_ends_the_attempt_as_hardware_before_the_command(cli, tmp_path):
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    smi = tools / "nvidia-smi"
+    smi.write_text(FAKE_NVIDIA_SMI)
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    cli.env["PATH"] = f"{tools}{os.pathsep}{cli.env['PATH']}"
+    spec = cli.cwd / "badgpu.yaml"
+    spec.write_text(TWO_RANKS.format(name="badgpu"))
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "the command ran" not in r.stdout
+    rec = json.loads(cli("describe", "run", "badgpu", "-o", "json").stdout)
+    failure = rec["failure"]
+    assert failure["class"] == "hardware" and failure["retried_as"] == "system"
+    assert failure["evidence"] == (
+        "rank 1: hardware: preflight: nvidia-smi failed (exit code 255): "
+        "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error"
+    )
+    assert (
+        "preflight: nvidia-smi lists 1 GPU(s): 0, NVIDIA H100 80GB HBM3, 81559 MiB"
+        in cli("logs", "badgpu", "--rank", "0").stdout
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_standard_library_rendezvous_sums_the_failed_device_checks():
+    port = free_port()
+    answers: dict[int, int | str] = {}
+    others = [
+        threading.Thread(target=lambda r=r: answers.__setitem__(r, rendezvous("127.0.0.1", port, r, 3, r == 2, 10.0)))
+        for r in (1, 2)
+    ]
+    for t in others:
+        t.start()
+    answers[0] = rendezvous("127.0.0.1", port, 0, 3, False, 10.0)
+    for t in others:
+        t.join(timeout=15)
+    assert answers == {0: 1, 1: 1, 2: 1}  # every rank learns that one rank's devices failed
+
+
+def test_a_rank_that_never_joins_is_named_by_rank_0():
+    assert rendezvous("127.0.0.1", free_port(), 0, 2, False, 1.0) == "rank(s) 1 did not join within 1 s"
