@@ -428,6 +428,9 @@ def test_a_log_store_no_pod_can_write_is_refused_by_validate_dry_run_and_run(
 
 # Attempt 1 fails with code 3 after two lines; attempt 2 completes.
 FAIL_THEN_COMPLETE = worker("--lines", "4", "--interval", "0.05", "--fail-rank", "0", "--fail-attempt", "1")
+# A follow keeps what it read of an attempt a restart ends; a rank that lives 2 s gives its reader
+# time to attach on a loaded machine (one that fails unseen is the documented no-log_store limit).
+FAIL_SLOWLY_THEN_COMPLETE = worker("--lines", "4", "--interval", "0.5", "--fail-rank", "0", "--fail-attempt", "1")
 
 
 def with_ttl(seconds: int) -> None:
@@ -583,7 +586,7 @@ def test_a_followed_run_whose_jobset_has_a_ttl_keeps_its_outcome_past_it(fake_ku
             {
                 "name": "ttl",
                 "image": "ghcr.io/example/launcher:test",
-                "command": FAIL_THEN_COMPLETE,
+                "command": FAIL_SLOWLY_THEN_COMPLETE,
                 "compute": {"gpu_type": "none"},
                 "scheduling": {"max_retries": 1},
                 "env_variables": {"PYTHONPATH": str(REPO)},
