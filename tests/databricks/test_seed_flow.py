@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.conftest import REPO
 from tests.databricks.test_runs import submitted
+from tests.train.conftest import REPO
 
 pytest.importorskip("torch")
 pytest.importorskip("pyspark")
