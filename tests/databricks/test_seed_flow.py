@@ -82,8 +82,9 @@ def test_the_seed_flow_runs_end_to_end_on_databricks(cli, workspace, sentiment):
     table = cli("metrics", name)
     assert table.returncode == 0, table.stderr
     assert "from MLflow run " in table.stdout + table.stderr, table.stdout
-    curve = cli("metrics", name, "--metric", "loss", "-o", "json")
+    curve = cli("metrics", name, "-o", "json")  # the default: the training loss
     assert curve.returncode == 0, curve.stderr
     points = json.loads(curve.stdout)
+    assert {p["metric"] for p in points} == {"loss"}
     assert [p["step"] for p in points] == list(range(1, 9))
     assert all(0 < p["value"] < 2 for p in points)
