@@ -156,15 +156,27 @@ class Collector:
     # --- an experiment tracker ----------------------------------------------------------------
 
     def _from_tracker(self, backend: TrackerMetrics) -> tuple[tuple[list[tuple[int, Segment]], str] | None, str | None]:
-        """(the tracker's curves and where they came from, or None; a note when it could not be read)."""
+        """(the tracker's curves and where they came from, or None; a note when it could not be read).
+        Those of a run that has ended are cached, as an ended attempt's log is: its trainer logs
+        no more (a restart is a new attempt, and so a new key)."""
+        run = self.run
+        key = f"tracker:{self.backend.name}:{run.created_at.isoformat()}:{run.current_attempt}"
+        ended = run.status.is_terminal
+        if ended:
+            cached = self.cache.load(run.name, key)
+            if cached is not None:
+                return cached, None
         try:
-            runs = [r for r in backend.tracker_metrics(self.run) if any(r.history.values())]
+            runs = [r for r in backend.tracker_metrics(run) if any(r.history.values())]
         except LauncherError as e:
-            return None, f"{self.run.name}: cannot read its tracker, so its curves come from its logs: {e.message}"
+            return None, f"{run.name}: cannot read its tracker, so its curves come from its logs: {e.message}"
         if not runs:
             return None, None
         segments = [seg for r in runs for seg in tracker_segments(r)]
-        return (label_attempts(segments, self.run), ", ".join(r.source for r in runs)), None
+        tracked = (label_attempts(segments, run), ", ".join(r.source for r in runs))
+        if ended:
+            self.cache.save(run.name, key, tracked)
+        return tracked, None
 
     # --- files on this machine ----------------------------------------------------------
 

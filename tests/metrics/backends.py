@@ -120,8 +120,10 @@ class TrackerBackend(StreamBackend, TrackerMetrics):
         super().__init__()
         self.tracked: dict[str, list[TrackerRun]] = {}
         self.tracker_down = False
+        self.asked: list[str] = []
 
     def tracker_metrics(self, run: Run) -> list[TrackerRun]:
+        self.asked.append(run.name)
         if self.tracker_down:
             raise LauncherError("the tracker answered 503")
         return self.tracked.get(run.name, [])

@@ -248,6 +248,10 @@ def test_a_trackers_history_is_the_curve_where_the_backend_reads_one(tmp_path):
     assert list(zip(rm.series["loss"].steps, rm.series["loss"].values)) == [(1, 10.0), (2, 5.0), (3, 10.0 / 3)]
     assert rm.series["lr"].steps == [2]
     assert backend.streamed == []  # the logs were not read
+    # the run has ended: a second reader finds its curves in the cache, not the tracker
+    again = Collector(backend, run, cache=IndexCache(tmp_path / "cache")).refresh()
+    assert again.source == "MLflow run a1" and again.series["loss"].values == rm.series["loss"].values
+    assert backend.asked == ["r"]
 
 
 def test_without_a_tracker_run_the_logs_are_read_and_a_down_tracker_is_a_note(tmp_path):
