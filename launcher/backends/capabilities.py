@@ -57,6 +57,10 @@ class Feature(str, enum.Enum):
     LOCAL_ARTIFACTS = "read a run's files on this machine"
     """LocalArtifacts.log_path() and artifacts_dir(): readers (metrics) index files instead of
     re-streaming logs."""
+    TRACKER_METRICS = "read a run's metrics from an experiment tracker"
+    """TrackerMetrics.tracker_metrics(): a run's metric history from the tracker its trainer
+    logged to (a Databricks workspace's MLflow); `launcher metrics` prefers it to the records
+    in the logs."""
     SECRETS_IN_CLUSTER = "keep secrets in a cluster"
     """The run's secrets live where it runs (secret_store() asks the cluster), so a dry-run
     names them from the spec and never reads them. No methods: a trait."""
@@ -331,6 +335,26 @@ class LocalArtifacts(abc.ABC):
         """Where the run's artifacts (metrics.jsonl, checkpoints by default) go."""
 
 
+@dataclass
+class TrackerRun:
+    """One run in an experiment tracker (an MLflow run) that a launcher run's trainer logged
+    to: every metric's history, as the tracker keeps it."""
+
+    source: str
+    """What it is, for the user: "MLflow run 3f2a..." """
+    started_at: datetime | None
+    history: dict[str, list[tuple[int, float, float]]]
+    """Metric name -> its points (step, Unix seconds, value), in the order they were logged."""
+
+
+class TrackerMetrics(abc.ABC):
+    @abc.abstractmethod
+    def tracker_metrics(self, run: Run) -> list[TrackerRun]:
+        """The tracker runs that `run`'s trainer logged to, oldest first (one per attempt that
+        logged); [] where it logged to none this backend can read, and the caller reads the
+        metric records of the logs instead. An unreachable tracker raises a LauncherError."""
+
+
 # The mixin that provides each feature's methods (SECRETS_IN_CLUSTER has none).
 MIXINS: dict[Feature, type] = {
     Feature.RESTART: Restartable,
@@ -345,6 +369,7 @@ MIXINS: dict[Feature, type] = {
     Feature.IMAGE_PROBE: ImageProbe,
     Feature.CODE_SNAPSHOT: CodeSnapshots,
     Feature.LOCAL_ARTIFACTS: LocalArtifacts,
+    Feature.TRACKER_METRICS: TrackerMetrics,
 }
 
 

@@ -1,5 +1,8 @@
 """Finding a run's metric records, on any backend, and reading only what is new.
 
+Where the backend reads the experiment tracker the run's trainer logged to
+(Feature.TRACKER_METRICS: a Databricks workspace's MLflow), its metric history is the
+curve, and the records below are the fallback when it has none.
 Where the backend keeps files on this machine (Feature.LOCAL_ARTIFACTS), the run's
 metrics.jsonl is read when the trainer wrote one, else rank 0's log of every attempt;
 both go through `index_file` with a cached index, so a repeated call parses only the
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import cast
 
 from launcher.backends.base import Backend, Run
-from launcher.backends.capabilities import Feature, LocalArtifacts
+from launcher.backends.capabilities import Feature, LocalArtifacts, TrackerMetrics, TrackerRun
 from launcher.errors import LauncherError
 from launcher.metrics.cache import IndexCache
 from launcher.metrics.index import FileIndex, Segment, SegmentBuilder, formatted_points, index_file, index_lines
@@ -53,6 +56,19 @@ def label_attempts(segments: list[Segment], run: Run) -> list[tuple[int, Segment
             label = began[-1] if began else starts[0][1]
         labelled.append((label, seg))
     return labelled
+
+
+def tracker_segments(tracked: TrackerRun) -> list[Segment]:
+    """A tracker run's histories as the segments metric records make: one row per step with
+    every metric logged at it (the tracker keeps one history per metric)."""
+    rows: dict[int, dict] = {}
+    for metric, points in tracked.history.items():
+        for step, at, value in points:
+            row = rows.setdefault(step, {"step": step, "time": at, "metrics": {}})
+            row["metrics"][metric] = value
+    builder = SegmentBuilder()
+    builder.add_all([rows[step] for step in sorted(rows)])
+    return [seg for seg in builder.result() if not seg.empty]
 
 
 class _LiveLog:
@@ -106,11 +122,19 @@ class Collector:
     def refresh(self, run: Run | None = None) -> RunMetrics:
         if run is not None:
             self.run = run
-        if self.backend.supports(Feature.LOCAL_ARTIFACTS):
+        tracked, tracker_note = None, None
+        if self.backend.supports(Feature.TRACKER_METRICS):
             # A backend that supports a feature inherits its mixin (capabilities.check_declaration).
+            tracked, tracker_note = self._from_tracker(cast(TrackerMetrics, self.backend))
+        if tracked is not None:
+            labelled, source = tracked
+            self.notes = []
+        elif self.backend.supports(Feature.LOCAL_ARTIFACTS):
             labelled, source = self._from_files(cast(LocalArtifacts, self.backend))
         else:
             labelled, source = self._from_streams(), "logs"
+        if tracker_note:
+            self.notes.append(tracker_note)
         if not self.follow or time.monotonic() - self._saved_at > _FOLLOW_SAVE_SECONDS:
             self.save()
         series, restarts, fit = merge(labelled)
@@ -128,6 +152,31 @@ class Collector:
         self._saved_at = time.monotonic()
 
     close = save
+
+    # --- an experiment tracker ----------------------------------------------------------------
+
+    def _from_tracker(self, backend: TrackerMetrics) -> tuple[tuple[list[tuple[int, Segment]], str] | None, str | None]:
+        """(the tracker's curves and where they came from, or None; a note when it could not be read).
+        Those of a run that has ended are cached, as an ended attempt's log is: its trainer logs
+        no more (a restart is a new attempt, and so a new key)."""
+        run = self.run
+        key = f"tracker:{self.backend.name}:{run.created_at.isoformat()}:{run.current_attempt}"
+        ended = run.status.is_terminal
+        if ended:
+            cached = self.cache.load(run.name, key)
+            if cached is not None:
+                return cached, None
+        try:
+            runs = [r for r in backend.tracker_metrics(run) if any(r.history.values())]
+        except LauncherError as e:
+            return None, f"{run.name}: cannot read its tracker, so its curves come from its logs: {e.message}"
+        if not runs:
+            return None, None
+        segments = [seg for r in runs for seg in tracker_segments(r)]
+        tracked = (label_attempts(segments, run), ", ".join(r.source for r in runs))
+        if ended:
+            self.cache.save(run.name, key, tracked)
+        return tracked, None
 
     # --- files on this machine ----------------------------------------------------------
 

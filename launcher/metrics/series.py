@@ -174,10 +174,16 @@ def _append(out: Series, cols: Columns, attempt: int) -> None:
         out._extend(cols, a, b, steps, values, times, attempt)
 
 
+TRACKER_TRAINING_LOSS = "loss"
+
+
 def default_metric(names: list[str]) -> str:
-    """The curve people mean by "the loss": Composer's total training loss, else any loss."""
+    """The curve people mean by "the loss": Composer's total training loss, else the training
+    loss as transformers names it in a tracker (`loss`, beside `eval_loss`), else any loss."""
     if DEFAULT_METRIC in names:
         return DEFAULT_METRIC
+    if TRACKER_TRAINING_LOSS in names:
+        return TRACKER_TRAINING_LOSS
     losses = sorted(n for n in names if "loss" in n)
     return losses[0] if losses else sorted(names)[0]
 

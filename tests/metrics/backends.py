@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from launcher.backends.base import Attempt, Backend, LogLine, Run, RunStatus
-from launcher.backends.capabilities import Feature, LocalArtifacts
+from launcher.backends.capabilities import Feature, LocalArtifacts, TrackerMetrics, TrackerRun
 from launcher.errors import LauncherError, NotFoundError
 
 
@@ -109,3 +109,21 @@ class StreamBackend(_Base):
         for line in self.lines.get((name, attempt), []):
             if rank is None or line.rank == rank:
                 yield line
+
+
+class TrackerBackend(StreamBackend, TrackerMetrics):
+    """Streams logs, and holds a tracker's runs per run name; `tracker_down` makes it unreadable."""
+
+    UNSUPPORTED = {f: "a test double" for f in Feature if f is not Feature.TRACKER_METRICS}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tracked: dict[str, list[TrackerRun]] = {}
+        self.tracker_down = False
+        self.asked: list[str] = []
+
+    def tracker_metrics(self, run: Run) -> list[TrackerRun]:
+        self.asked.append(run.name)
+        if self.tracker_down:
+            raise LauncherError("the tracker answered 503")
+        return self.tracked.get(run.name, [])

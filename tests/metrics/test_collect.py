@@ -8,7 +8,7 @@ from launcher.metrics.cache import IndexCache
 from launcher.metrics.collect import Collector
 from tests.conftest import wait_until
 
-from .backends import DirBackend, StreamBackend, make_run
+from .backends import DirBackend, StreamBackend, TrackerBackend, make_run
 from .logdata import ATTEMPT_1, ATTEMPT_2, T0, attempt_lines, expected_points, expected_time, loss, step_line
 
 
@@ -223,3 +223,42 @@ def test_a_cache_entry_of_an_older_format_is_rebuilt(tmp_path):
     rm = Collector(backend, run, cache=cache).refresh()
     assert _points(rm) == expected_points()
     assert {pickle.loads(e.read_bytes())[0] for e in entries} == {FORMAT_VERSION}
+
+
+def _tracker_backend():
+    backend = TrackerBackend()
+    run = _two_attempt_run(backend)
+    for attempt, steps in ((1, ATTEMPT_1), (2, ATTEMPT_2)):
+        backend.lines[("r", attempt)] = [LogLine(0, text, attempt) for text in attempt_lines(attempt, steps)]
+    return backend, run
+
+
+def test_a_trackers_history_is_the_curve_where_the_backend_reads_one(tmp_path):
+    from launcher.backends.capabilities import TrackerRun
+
+    backend, run = _tracker_backend()
+    t0 = T0 + 1
+    backend.tracked["r"] = [
+        TrackerRun(
+            "MLflow run a1", None, {"loss": [(s, t0 + s, 10.0 / s) for s in (1, 2, 3)], "lr": [(2, t0 + 2, 0.1)]}
+        )
+    ]
+    rm = Collector(backend, run, cache=IndexCache(tmp_path / "cache")).refresh()
+    assert rm.source == "MLflow run a1"
+    assert list(zip(rm.series["loss"].steps, rm.series["loss"].values)) == [(1, 10.0), (2, 5.0), (3, 10.0 / 3)]
+    assert rm.series["lr"].steps == [2]
+    assert backend.streamed == []  # the logs were not read
+    # the run has ended: a second reader finds its curves in the cache, not the tracker
+    again = Collector(backend, run, cache=IndexCache(tmp_path / "cache")).refresh()
+    assert again.source == "MLflow run a1" and again.series["loss"].values == rm.series["loss"].values
+    assert backend.asked == ["r"]
+
+
+def test_without_a_tracker_run_the_logs_are_read_and_a_down_tracker_is_a_note(tmp_path):
+    backend, run = _tracker_backend()
+    rm = Collector(backend, run, cache=IndexCache(tmp_path / "cache")).refresh()
+    assert rm.source == "logs" and _points(rm) == expected_points() and rm.notes == []
+    backend.tracker_down = True
+    rm = Collector(backend, run, cache=IndexCache(tmp_path / "cache2")).refresh()
+    assert rm.source == "logs" and _points(rm) == expected_points()
+    assert rm.notes == ["r: cannot read its tracker, so its curves come from its logs: the tracker answered 503"]

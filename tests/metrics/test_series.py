@@ -44,6 +44,8 @@ def test_resolve_metrics_defaults_to_the_training_loss_and_expands_globs():
     names = ["lr", "loss/train/total", "loss/train/ce", "throughput/tokens_per_sec"]
     assert resolve_metrics([], names, "run r") == ["loss/train/total"]
     assert resolve_metrics([], ["lr", "loss/x"], "run r") == ["loss/x"]
+    # transformers' names in MLflow: the training loss, not the eval loss sorted first
+    assert resolve_metrics([], ["eval_loss", "learning_rate", "loss", "train_loss"], "run r") == ["loss"]
     assert resolve_metrics(["lr", "loss/*"], names, "run r") == ["lr", "loss/train/ce", "loss/train/total"]
 
 

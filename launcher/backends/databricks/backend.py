@@ -6,10 +6,12 @@ payload render.py makes, and writes the run's record (workspace.py). Reads ask r
 the record's latest attempt; logs come from cluster log delivery on the profile's Volume
 (logs.py), else runs/get-output. stop is runs/cancel; delete forgets the run (its workspace
 folder and its scope; the delivered logs stay on the Volume). `run -r` submits attempt N+1 (one-time runs do not retry).
+Metrics come from the workspace's MLflow where the trainer logged there (tracker.py).
 """
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher.backends.base import Attempt, Backend, LogLine, Plan, RankState, Run, StatusEvent, utcnow
-from launcher.backends.capabilities import ClusterProbe, ClusterReport, Feature, Restartable
+from launcher.backends.capabilities import ClusterProbe, ClusterReport, Feature, Restartable, TrackerMetrics, TrackerRun
 from launcher.backends.databricks import render
 from launcher.backends.databricks.errors import calls
 from launcher.backends.databricks.status import cluster_id_of, ms_time, status_of, task_run_id_of
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 PROBE_CONNECT_TIMEOUT = 5.0
 
 
-class DatabricksBackend(Backend, Restartable, ClusterProbe):
+class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
     name = "databricks"
     UNSUPPORTED = {
         Feature.UPDATE_MAX_DURATION: "a submitted run's timeout_seconds cannot be changed",
@@ -334,6 +336,11 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe):
         rendered = render.render(spec, self.profile, secrets, attempt=len(record["attempts"]) + 1)
         self._start(self.client, spec, rendered, record)
         return self._derive(record)
+
+    def tracker_metrics(self, run: Run) -> builtins.list[TrackerRun]:  # `list` here is the method above
+        from launcher.backends.databricks.tracker import tracker_runs
+
+        return tracker_runs(self.client, self.profile, run)
 
     def probe(self) -> ClusterReport:
         from launcher.backends.databricks.reach import check_reachable

@@ -116,6 +116,7 @@ class KubernetesBackend(
         "on a pod, nor in a Job's pod template; Kueue reads the priority class when it "
         "creates the run's workload)",
         Feature.LOCAL_ARTIFACTS: "its runs' logs and artifacts lie in the cluster's pods and log store",
+        Feature.TRACKER_METRICS: "no experiment tracker is read for its runs (the metric records in their logs are)",
     }
 
     def __init__(self, profile: Profile | ClusterProfile, home: Path | None = None):

@@ -127,6 +127,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         Feature.CLUSTER_PROBE: "it runs on this machine, not a cluster",
         Feature.IMAGE_PROBE: "it runs with this machine's Python environment and pulls no images",
         Feature.SECRETS_IN_CLUSTER: "its secrets live on this machine ($LAUNCHER_HOME/secrets)",
+        Feature.TRACKER_METRICS: "its trainers' metrics.jsonl and logs are on this machine; no tracker is read",
     }
 
     def __init__(self, home: Path, settings: dict | None = None):

@@ -1,7 +1,9 @@
 """The HF recipe's data: a dataset saved with save_to_disk (tokenized by `launcher data
 prepare`, with its label mapping beside it), or Parquet / JSON Lines / CSV files tokenized
 here. Remote datasets (dbfs:/Volumes/..., s3://) are fetched once per node into the run's
-cache (local rank 0 fetches, the others wait); a retry of the run reuses the copy."""
+cache (local rank 0 fetches, the others wait); a retry of the run reuses the copy. So is a
+remote tokenizer (a folder saved with save_pretrained), so that a spec whose files are all on a
+Volume runs unchanged where no Volume is mounted (the local backend, Kubernetes)."""
 
 from __future__ import annotations
 
@@ -30,17 +32,19 @@ class HFData:
     num_labels: int
 
 
-def fetch(uri: str, cache: Path) -> Path:
-    """A local copy of a remote dataset directory; a local path is used in place."""
+def fetch(uri: str, cache: Path, what: str = "dataset") -> Path:
+    """A local copy of a remote directory (`what`: the dataset, the tokenizer); a local path
+    is used in place."""
     from launcher.storage import is_remote, open_store
 
     if not is_remote(uri):
         path = Path(uri).expanduser()
         if not path.exists():
-            raise InputError(f"data.path {uri} does not exist (no such directory: {path.resolve()})")
+            field = "data.path" if what == "dataset" else what
+            raise InputError(f"{field} {uri} does not exist (no such directory: {path.resolve()})")
         return path
-    dest = cache / "dataset"
-    done = cache / FETCHED
+    dest = cache / what
+    done = cache / (FETCHED if what == "dataset" else f"{FETCHED}-{what}")
     _, local_rank, _ = process_ranks()
     if local_rank == 0:
         if not (done.is_file() and done.read_text() == uri):  # a retry reuses its copy
@@ -85,6 +89,10 @@ def load_data(cfg: Any, cache: Path) -> HFData:
     d = cfg.data
     datasets.disable_progress_bars()
     tok_name = cfg.tokenizer or cfg.model.name_or_path
+    from launcher.storage import is_remote
+
+    if cfg.tokenizer and is_remote(cfg.tokenizer):
+        tok_name = str(fetch(cfg.tokenizer, cache, "tokenizer"))
     try:
         tokenizer = AutoTokenizer.from_pretrained(tok_name)
     except (OSError, ValueError) as e:
