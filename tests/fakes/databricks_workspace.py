@@ -256,6 +256,10 @@ class FakeWorkspace(FakeDatabricksFiles):
             run.message = "Waiting for cluster"
             run.end_time = 0
             env = dict(os.environ)
+            # As a Databricks runtime does: its Python environment is the cluster's `python` and
+            # Spark's workers' (PYSPARK_PYTHON), whatever PATH the fake was started with.
+            env["PYSPARK_PYTHON"] = sys.executable
+            env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
             missing = None
             for k, v in (cluster.get("spark_env_vars") or {}).items():
 
