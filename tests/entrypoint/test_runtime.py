@@ -8,6 +8,7 @@ over an environment that has no launcher)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -120,7 +121,10 @@ def test_the_injected_entrypoint_runs_an_mcli_spec_in_the_images_environment(run
     assert report["tinypkg"] == "from the cloned repo"  # pip_install ran the image's pip
     assert yaml.safe_load(report["params"]) == {"max_seq_len": 128}
     env = report["env"]
-    assert env["PATH"] == str(image_bin)  # nothing of ours on it
+    # Nothing of ours on it but the directory of `launcher-heartbeat` (docs/resilience.md),
+    # which holds no program of the image's name.
+    heartbeat_dir, image_path = env["PATH"].split(os.pathsep)
+    assert image_path == str(image_bin) and Path(heartbeat_dir).name.startswith("launcher-watch-")
     assert env["PYTHONHOME"] is None and env["PYTHONPATH"] is None
     assert env["LD_LIBRARY_PATH"] == "/opt/image/lib"
     assert (env["NODE_RANK"], env["WORLD_SIZE"], env["RUN_NAME"]) == ("0", "2", "llm-foundry-abc123")

@@ -257,7 +257,9 @@ def test_an_llm_foundry_mcli_yaml_runs_through_the_injected_runtime(fake_kube_pr
     assert report["argv"] == ["train/yamls/pretrain/mpt-125m.yaml", "max_duration=1ba"]
     assert report["prefix"] == str(image_root / "venv") and report["has_launcher"] is False
     assert report["tinypkg"] == "from the cloned repo"
-    assert report["path"] == str(image_bin)
+    # The image's PATH, behind only the directory of `launcher-heartbeat` (docs/resilience.md).
+    heartbeat_dir, image_path = report["path"].split(os.pathsep)
+    assert image_path == str(image_bin) and Path(heartbeat_dir).name.startswith("launcher-watch-")
     assert yaml.safe_load(report["params"]) == {"max_seq_len": 128, "global_train_batch_size": 8}
     assert report["attempt"] == "1"
 
