@@ -378,6 +378,11 @@ class KueueController:
                     out.add(ref["uid"])
                     if job_parent[ref["uid"]]:
                         out.add(job_parent[ref["uid"]])
+                # A suspended JobSet's Jobs may be deleted before their pods are: the pods still
+                # hold its quota until they are gone (runc pods take a while to stop).
+                jobset_uid = (pod["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-uid")
+                if jobset_uid:
+                    out.add(jobset_uid)
         return out
 
     def _delete_workload(self, wl: dict) -> None:
