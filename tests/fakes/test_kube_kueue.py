@@ -272,13 +272,14 @@ def test_higher_priority_preempts_lower_which_is_readmitted_later(make_kube):
     high_uid = workload_of(client, "high")["metadata"]["uid"]
     assert message(low, "Evicted").startswith(f"Preempted to accommodate a workload (UID: {high_uid}, JobUID: ")
     assert "due to prioritization in the ClusterQueue" in message(low, "Preempted")
-    # Suspended again: its pods go, then its quota is released and it queues again.
+    # Suspended again: its pods end, then its quota is released and it queues again.
     wait_until(lambda: get_jobset(client, "low")["spec"]["suspend"] is True, 10)
     low = wait_condition(client, "low", "QuotaReserved", "False")
     assert conditions(low)["Admitted"] == ("False", "NoReservation")
     assert conditions(low)["Requeued"] == ("True", "Preempted")
     assert low["status"]["schedulingStats"]["evictions"] == [{"reason": "Preempted", "underlyingCause": "", "count": 1}]
-    assert kube.pods(labels="jobset.sigs.k8s.io/jobset-name=low") == []
+    # Ended, its pods are deleted too (a runc pod's container takes a moment to remove).
+    wait_until(lambda: kube.pods(labels="jobset.sigs.k8s.io/jobset-name=low") == [], 10)
     wait_condition(client, "high", "Admitted")
     # The higher one ends: the lower one is readmitted and runs to the end.
     wait_condition(client, "high", "Finished")
