@@ -319,6 +319,16 @@ def _seconds(v: Any) -> float:
     return seconds
 
 
+def _positive_seconds(v: Any) -> float | None:
+    """An optional duration that must be more than 0 s (None stays None)."""
+    if v is None:
+        return v
+    seconds = _seconds(v)
+    if seconds <= 0:
+        raise ValueError(f"must be more than 0 s, got {v!r}")
+    return seconds
+
+
 class RetryBackoff(_Model):
     """How long a retry waits after a failed attempt: `first` after the first failure,
     doubling after each, at most `max` (the Kubernetes Job controller's exponential backoff)."""
@@ -348,12 +358,7 @@ class PlacementPolicy(_Model):
     @field_validator("max_queue", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> float | None:
-        if v is None:
-            return v
-        seconds = _seconds(v)
-        if seconds <= 0:
-            raise ValueError(f"must be more than 0 s, got {v!r}")
-        return seconds
+        return _positive_seconds(v)
 
 
 class Resilience(_Model):
@@ -375,12 +380,7 @@ class Resilience(_Model):
     @field_validator("hang_timeout", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> float | None:
-        if v is None:
-            return v
-        seconds = _seconds(v)
-        if seconds <= 0:
-            raise ValueError(f"must be more than 0 s, got {v!r}")
-        return seconds
+        return _positive_seconds(v)
 
 
 # Each retry restarts the whole group and keeps its attempt in the run's record (a Kubernetes
