@@ -5,7 +5,6 @@ run that cannot fit without it waits and says why."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import yaml
 from launcher.cli.error_report import run_cli
 from launcher.cli.main import cli
 from tests.conftest import wait_until
+from tests.kubernetes.test_restart_update import record, wait_status
 
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus"
 
@@ -41,21 +41,6 @@ def submit(tmp_path: Path, capsys, **fields) -> str:
     capsys.readouterr()
     assert launcher("run", "-f", str(spec), "--cluster", "fake", "--no-follow") == 0
     return re.search(r"Run (xid-[a-z0-9]{6}) submitted", capsys.readouterr().out).group(1)
-
-
-def record(capsys, name: str) -> dict:
-    capsys.readouterr()
-    assert launcher("describe", "run", name, "-o", "json") == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def wait_status(capsys, name: str, *statuses: str, timeout: float = 60) -> dict:
-    return wait_until(
-        lambda: (r := record(capsys, name))["status"] in statuses and r,
-        timeout,
-        interval=0.2,
-        message=f"{name} to be {' or '.join(statuses)}",
-    )
 
 
 def test_the_next_attempt_keeps_off_the_node_whose_gpu_failed(fake_kube_program, tmp_path, capsys):
