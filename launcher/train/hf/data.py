@@ -1,9 +1,10 @@
 """The HF recipe's data: a dataset saved with save_to_disk (tokenized by `launcher data
 prepare`, with its label mapping beside it), or Parquet / JSON Lines / CSV files tokenized
 here. Remote datasets (dbfs:/Volumes/..., s3://) are fetched once per node into the run's
-cache (local rank 0 fetches, the others wait); a retry of the run reuses the copy. So is a
-remote tokenizer (a folder saved with save_pretrained), so that a spec whose files are all on a
-Volume runs unchanged where no Volume is mounted (the local backend, Kubernetes)."""
+cache (local rank 0 fetches, the others wait; nodes that share a host take turns); a retry
+of the run reuses the copy. So is a remote tokenizer (a folder saved with save_pretrained),
+so that a spec whose files are all on a Volume runs unchanged where no Volume is mounted
+(the local backend, Kubernetes)."""
 
 from __future__ import annotations
 
@@ -47,10 +48,16 @@ def fetch(uri: str, cache: Path, what: str = "dataset") -> Path:
     done = cache / (FETCHED if what == "dataset" else f"{FETCHED}-{what}")
     _, local_rank, _ = process_ranks()
     if local_rank == 0:
-        if not (done.is_file() and done.read_text() == uri):  # a retry reuses its copy
-            done.unlink(missing_ok=True)
-            open_store(uri).download_tree(dest)  # the run's credentials, from its secrets
-            done.write_text(uri)
+        from filelock import FileLock
+
+        # Every node's local rank 0 fetches, and the local backend's nodes share one host and
+        # this cache: one at a time, so a node never loads a copy another is still writing.
+        cache.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(cache / f"{what}.lock")):
+            if not (done.is_file() and done.read_text() == uri):  # a retry, or another node, fetched it
+                done.unlink(missing_ok=True)
+                open_store(uri).download_tree(dest)  # the run's credentials, from its secrets
+                done.write_text(uri)
     else:
         deadline = time.monotonic() + WAIT_FOR_DATA_S
         while not (done.is_file() and done.read_text() == uri):
