@@ -88,3 +88,27 @@ def test_the_seed_flow_runs_end_to_end_on_databricks(cli, workspace, sentiment):
     assert {p["metric"] for p in points} == {"loss"}
     assert [p["step"] for p in points] == list(range(1, 9))
     assert all(0 < p["value"] < 2 for p in points)
+
+
+def test_the_same_yaml_runs_unchanged_on_the_local_backend(cli, workspace, sentiment):
+    """The seed's YAML, not a line changed, on this machine: its ranks read the dataset and the
+    tokenizer from the same Volume and write their checkpoints there (the `databricks`
+    secret's workspace), and `launcher metrics` shows the loss from the run's own records."""
+    for volume in ("training", "checkpoints"):
+        workspace.control("volume", {"catalog": "main", "schema": "default", "volume": volume})
+    w = workspace.client()
+    upload_tree(w, sentiment["prepared"], f"{ON_VOLUME}/prepared")
+    upload_tree(w, sentiment["tokenizer"], f"{ON_VOLUME}/tokenizer")
+    r = cli("secret", "create", "databricks", "--host", workspace.host, input=workspace.token)
+    assert r.returncode == 0, r.stderr
+
+    r = cli("run", "-f", str(SPEC), "--cluster", "local", "--follow", timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-6000:]
+    name = submitted(out)
+    assert f"Run {name} completed" in r.stderr and workspace.token not in out
+    saved = [e.name for e in w.files.list_directory_contents("/Volumes/main/default/checkpoints")]
+    assert name in saved, saved
+    curve = cli("metrics", name, "-o", "json")
+    assert curve.returncode == 0, curve.stderr
+    assert [p["step"] for p in json.loads(curve.stdout)] == list(range(1, 9))
