@@ -47,7 +47,9 @@ def upload_tree(w, local: Path, remote: str) -> None:
         w.files.upload(f"{remote}/{path.relative_to(local).as_posix()}", io.BytesIO(path.read_bytes()), overwrite=True)
 
 
-def test_the_seed_flow_runs_end_to_end_on_databricks(cli, workspace, sentiment):
+def on_the_volume(cli, workspace, sentiment):
+    """The seed's data and tokenizer on the fake workspace's Volume, a Volume for its
+    checkpoints, and the `databricks` secret for that workspace; the workspace's client."""
     for volume in ("training", "checkpoints"):
         workspace.control("volume", {"catalog": "main", "schema": "default", "volume": volume})
     w = workspace.client()
@@ -55,6 +57,11 @@ def test_the_seed_flow_runs_end_to_end_on_databricks(cli, workspace, sentiment):
     upload_tree(w, sentiment["tokenizer"], f"{ON_VOLUME}/tokenizer")
     r = cli("secret", "create", "databricks", "--host", workspace.host, input=workspace.token)
     assert r.returncode == 0, r.stderr
+    return w
+
+
+def test_the_seed_flow_runs_end_to_end_on_databricks(cli, workspace, sentiment):
+    w = on_the_volume(cli, workspace, sentiment)
 
     r = cli("run", "-f", str(SPEC), "--cluster", "dbx", "--follow", timeout=600)
     out = r.stdout + r.stderr
@@ -94,13 +101,7 @@ def test_the_same_yaml_runs_unchanged_on_the_local_backend(cli, workspace, senti
     """The seed's YAML, not a line changed, on this machine: its ranks read the dataset and the
     tokenizer from the same Volume and write their checkpoints there (the `databricks`
     secret's workspace), and `launcher metrics` shows the loss from the run's own records."""
-    for volume in ("training", "checkpoints"):
-        workspace.control("volume", {"catalog": "main", "schema": "default", "volume": volume})
-    w = workspace.client()
-    upload_tree(w, sentiment["prepared"], f"{ON_VOLUME}/prepared")
-    upload_tree(w, sentiment["tokenizer"], f"{ON_VOLUME}/tokenizer")
-    r = cli("secret", "create", "databricks", "--host", workspace.host, input=workspace.token)
-    assert r.returncode == 0, r.stderr
+    w = on_the_volume(cli, workspace, sentiment)
 
     r = cli("run", "-f", str(SPEC), "--cluster", "local", "--follow", timeout=600)
     out = r.stdout + r.stderr
