@@ -57,7 +57,10 @@ ENV_FORMS = {
 
 def printed(command: str) -> str:
     """What `command` prints here, unmasked, with the secret's value in its environment."""
-    env = {**os.environ, "DB_PASSWORD": VALUE, "LC_ALL": "C.UTF-8"}
+    # `python` as a run finds it: the launcher's interpreter first on PATH (a bare Debian has
+    # only python3; the suite may run as .venv/bin/pytest without the venv on PATH).
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path, "DB_PASSWORD": VALUE, "LC_ALL": "C.UTF-8"}
     done = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     return (done.stdout + done.stderr).strip()
