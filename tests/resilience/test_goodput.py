@@ -61,3 +61,49 @@ def test_a_profile_takes_a_price_table_and_refuses_a_bad_one(cli, launcher_home)
     r = cli("get", "runs")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "price_per_gpu_hour" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_metrics_goodput_shows_each_attempts_parts_as_a_table_a_plot_and_a_png(cli, tmp_path):
+    spec = cli.spec(
+        "byattempt",
+        """\
+        name: byattempt
+        command: |
+          launcher-heartbeat 1
+          if [ "$LAUNCHER_ATTEMPT" = 1 ]; then sleep 0.5; exit 1; fi
+        scheduling: {max_retries: 1, retry_backoff: {first: 0.5s}}
+        """,
+    )
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    r = cli("metrics", "byattempt", "--goodput", "-o", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    [record] = json.loads(r.stdout)
+    first, second = record["attempts"]
+    assert (first["attempt"], first["status"], second["attempt"], second["status"]) == (1, "FAILED", 2, "COMPLETED")
+    # The backoff is the retry's; what attempt 1 lost is its own; together they are the run's.
+    assert first["restarting"] == 0 and second["restarting"] >= 0.5 and first["lost"] >= 0.4 and second["lost"] == 0
+    for part in PARTS:
+        assert first[part] + second[part] == pytest.approx(record["goodput"][part], abs=0.01)
+    assert second["goodput"] == round(second["productive"] / second["total"], 4)
+
+    r = cli("metrics", "byattempt", "--goodput", "--plot")
+    assert r.returncode == 0, r.stdout + r.stderr
+    name = record["run"]
+    assert f"goodput of {name} by attempt" in r.stdout
+    assert f"attempt 1 ({first['goodput']:.0%})" in r.stdout and f"attempt 2 ({second['goodput']:.0%})" in r.stdout
+    for part in ("queued", "restarting", "starting", "productive", "lost"):
+        assert part in r.stdout
+    assert f"{name}: " in r.stdout and "productive of" in r.stdout
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("  1 ") or line.startswith("  2 ")]
+    assert rows[0][:2] == ["1", "FAILED"] and rows[1][:2] == ["2", "COMPLETED"]
+    assert rows[1][3] == f"{second['restarting']:.1f}" and rows[0][6] == f"{first['lost']:.1f}"
+
+    png = tmp_path / "goodput.png"
+    r = cli("metrics", "byattempt", "--goodput", "--png", str(png))
+    assert r.returncode == 0 and r.stdout == "", r.stdout + r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and b"goodput by attempt" in png.read_bytes()
+
+    r = cli("metrics", "byattempt", "--goodput", "-m", "loss/*")
+    assert r.returncode == 2 and "--goodput" in r.stderr and "-m" in r.stderr and "Traceback" not in r.stderr
