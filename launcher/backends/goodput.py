@@ -30,6 +30,16 @@ PARTS = ("queued", "starting", "productive", "lost", "restarting")
 
 
 @dataclass(frozen=True)
+class Throughput:
+    """What the trainer's metric records say of its speed (launcher.metrics.throughput):
+    None where they do not say it (a trainer without Composer's SpeedMonitor; MFU needs
+    the model's FLOPs and the GPU's peak, so never on CPU)."""
+
+    tokens_per_sec: float | None = None
+    mfu: float | None = None
+
+
+@dataclass(frozen=True)
 class Goodput:
     wall: float
     """Seconds from submission to the end (or to now)."""
@@ -45,6 +55,10 @@ class Goodput:
     gpu_type: str | None = None
     price_per_gpu_hour: float | None = None
     """From the cluster profile's price_per_gpu_hour table; None: the table has no price for it."""
+    tokens_per_sec: float | None = None
+    """The run's tokens per second (all ranks), from its metric records; None: not known, or not read."""
+    mfu: float | None = None
+    """Its model FLOPs utilisation (0-1), from its metric records; None: not known, or not read."""
 
     @property
     def cost(self) -> float | None:
@@ -65,6 +79,8 @@ class Goodput:
             "gpu_type": self.gpu_type,
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost": self.cost,
+            "tokens_per_sec": self.tokens_per_sec,
+            "mfu": self.mfu,
         }
 
 
@@ -136,7 +152,10 @@ def goodput_of(run: Run, prices: dict[str, float] | None = None, now: datetime |
     gpu_type = compute.get("gpu_type")
     held = rounded["starting"] + rounded["productive"] + rounded["lost"]
     price = (prices or {}).get(gpu_type) if gpu_type else None
+    speed = run.throughput or Throughput()
     return Goodput(
+        tokens_per_sec=speed.tokens_per_sec,
+        mfu=speed.mfu,
         wall=wall,
         gpus=gpus,
         gpu_hours=gpus * held / 3600,
