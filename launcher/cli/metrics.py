@@ -17,7 +17,7 @@ from launcher.metrics.export import export
 from launcher.metrics.plot import terminal_plot, write_png
 from launcher.metrics.render import num
 from launcher.metrics.series import resolve_metrics
-from launcher.sdk.metrics import collect, latest_with_metrics
+from launcher.sdk.metrics import collect, latest_with_metrics, with_throughput
 from launcher.sdk.runs import resolve
 
 if TYPE_CHECKING:
@@ -123,7 +123,8 @@ def metrics(
             raise InputError(f"--goodput shows each attempt's time, not metric points; leave out {', '.join(clashing)}")
         targets = [resolve(name) for name in dict.fromkeys(runs)] if runs else [resolve(None)]
         try:
-            _goodput([run for _, run in targets], output=None if quiet else output, plot=plot, png=png)
+            runs_read = [with_throughput(backend, run) for backend, run in targets]  # tokens/s, MFU
+            _goodput(runs_read, output=None if quiet else output, plot=plot, png=png)
         finally:
             for backend in {id(b): b for b, _ in targets}.values():
                 backend.close()
