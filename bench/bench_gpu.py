@@ -1,7 +1,7 @@
 """Both built-in trainers on one GPU, for a fixed number of steps: tokens/s, samples/s and
 MFU against the GPU's peak dense bf16 throughput.
 
-    .venv/bin/python bench/bench_gpu.py [--which mpt,hf] [--steps 60] [--warmup 10] [--peak-tflops N] [--quick] [--rows FILE]
+    .venv/bin/python bench/bench_gpu.py [--which gate,mpt,hf] [--steps 60] [--warmup 10] [--peak-tflops N] [--quick] [--rows FILE]
 
 - mpt: MPT-125M (d_model 768, 12 layers, 12 heads, vocab 50368), seq 2048, amp_bf16, FSDP
   off, through `python -m launcher.train` on synthetic MDS token data (random ids, made
@@ -10,6 +10,9 @@ MFU against the GPU's peak dense bf16 throughput.
   by hand, so expect less.
 - hf: the fine-tuning recipe (`python -m launcher.train.hf`), a BERT-base-sized classifier
   built from a config, seq 512, bf16, on a synthetic tokenized dataset.
+- gate: the health gate before the command (launcher.entrypoint.preflight, resilience.preflight)
+  as a one-node run's rank meets it: nvidia-smi, DCGM's short diagnostic where dcgmi is, a
+  matmul and a device-memory check on each GPU, the gloo and NCCL all-reduces; under 30 s.
 Throughput is taken from the trainers' own metric records after `--warmup` steps; MFU uses
 6 x parameters x tokens plus the attention term (12 x layers x d_model x seq per token).
 Without a GPU it says so and exits 2 (with --rows, after writing a row that says so).
@@ -165,9 +168,32 @@ def bench_hf(root: Path, steps: int, warmup: int, batch: int, peak: float | None
            6 * params + 12 * layers * d * HF_SEQ, peak)
 
 
+def bench_gate(root: Path, steps: int, warmup: int, batch: int, peak: float | None) -> Row:
+    """The health gate (resilience.preflight) as one rank of a one-node run meets it on this
+    machine: nvidia-smi, `dcgmi diag -r 1` where dcgmi is, a matmul and a memory check on
+    every GPU, then the gloo and the NCCL all-reduce (a world of one); its log shows each."""
+    import socket
+    import time
+
+    from launcher.entrypoint.preflight import gate
+    from launcher.pod import contract
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "NODE_RANK": "0", contract.NODES: "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    began = time.monotonic()
+    failed = gate(env, str(root))
+    spent = time.monotonic() - began
+    verdict = "passed" if failed is None else f"failed: {failed[1]}"
+    print(f"[health gate] {verdict} in {spent:.1f} s")
+    return Row("GPU: the health gate on one node (devices, matmul, memory, gloo + NCCL all-reduce)", "",
+               f"{spent:.1f} s, {verdict}", None, "< 30 s (issue 38)", spent < 30 and failed is None)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--which", default="mpt,hf", help="comma-separated: mpt, hf")
+    ap.add_argument("--which", default="gate,mpt,hf", help="comma-separated: gate (the health gate), mpt, hf")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--mpt-batch", type=int, default=16)
@@ -189,7 +215,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for which in args.which.split(","):
-            rows.append({"mpt": bench_mpt, "hf": bench_hf}[which.strip()](
+            rows.append({"gate": bench_gate, "mpt": bench_mpt, "hf": bench_hf}[which.strip()](
                 Path(tmp) / which, args.steps, args.warmup,
                 args.mpt_batch if which.strip() == "mpt" else args.hf_batch, peak))
     write_rows(args, rows)
