@@ -231,14 +231,14 @@ def _failed_tests(node: object, test: str = "") -> list[str]:
         name = node.get("name") or node.get("test_name")
         test = name if isinstance(name, str) else test
         for key, value in node.items():
-            if key not in ("warnings", "info") and isinstance(value, dict | list):
+            if key not in ("warnings", "info") and isinstance(value, (dict, list)):
                 found += _failed_tests(value, test)
         status = node.get("status", node.get("result"))
         if isinstance(status, str) and status.strip().lower() == "fail":
             said = [w.get("warning") if isinstance(w, dict) else w for w in node.get("warnings") or []]
             words = [w.strip() for w in said if isinstance(w, str) and w.strip()]
             gpu = next((node[k] for k in ("gpu_id", "gpu_ids", "entity_id") if k in node), None)
-            where = f"GPU {gpu}: " if isinstance(gpu, int | str) and str(gpu) != "" else ""
+            where = f"GPU {gpu}: " if isinstance(gpu, (int, str)) and str(gpu) != "" else ""
             found.append(f"{where}{test or 'a test'}: {words[0] if words else FAILED_BARE}")
     return list(dict.fromkeys(found))
 
@@ -290,7 +290,7 @@ def _torch_gate(
         elif kind == "@@preflight-log":
             out.log(f"preflight: {rest}")
         elif kind == "@@preflight-nccl":
-            nccl = "" if rest == "start" else rest.removeprefix("passed ")
+            nccl = "" if rest == "start" else rest[len("passed ") :]  # str.removeprefix is 3.9+
         elif line.strip():
             others.append(line)
     problem = "; ".join(problems) or None
