@@ -28,7 +28,7 @@ from launcher.backends.runstatus import RunStatus
 
 if TYPE_CHECKING:  # keep `launcher --help` free of pydantic
     from launcher.backends.capabilities import QueueState
-    from launcher.backends.goodput import Goodput
+    from launcher.backends.goodput import Goodput, Throughput
     from launcher.backends.listing import RunQuery
     from launcher.pod.code_archive import Snapshot
     from launcher.secrets.kinds import Secret
@@ -174,6 +174,9 @@ class Run:
     """Its place in the cluster's queue, where one admits it (Kueue); None without a queue."""
     price_per_gpu_hour: dict[str, float] = field(default_factory=dict)
     """Its cluster profile's price per GPU-hour by gpu_type (goodput's cost); {}: none."""
+    throughput: Throughput | None = None
+    """Its tokens/s and MFU from its metric records, where a reader of them set it
+    (launcher.sdk.metrics.with_throughput: describe, the dashboard); None: not read."""
     excluded_nodes: list[dict[str, Any]] = field(default_factory=list)
     """The nodes its attempts keep off after a hardware or collective failure there
     (resilience.exclude_faulty_nodes): [{node, class, evidence, attempt}]; []: none."""

@@ -30,6 +30,16 @@ PARTS = ("queued", "starting", "productive", "lost", "restarting")
 
 
 @dataclass(frozen=True)
+class Throughput:
+    """What the trainer's metric records say of its speed (launcher.metrics.throughput):
+    None where they do not say it (a trainer without Composer's SpeedMonitor; MFU needs
+    the model's FLOPs and the GPU's peak, so never on CPU)."""
+
+    tokens_per_sec: float | None = None
+    mfu: float | None = None
+
+
+@dataclass(frozen=True)
 class Goodput:
     wall: float
     """Seconds from submission to the end (or to now)."""
@@ -45,6 +55,10 @@ class Goodput:
     gpu_type: str | None = None
     price_per_gpu_hour: float | None = None
     """From the cluster profile's price_per_gpu_hour table; None: the table has no price for it."""
+    tokens_per_sec: float | None = None
+    """The run's tokens per second (all ranks), from its metric records; None: not known, or not read."""
+    mfu: float | None = None
+    """Its model FLOPs utilisation (0-1), from its metric records; None: not known, or not read."""
 
     @property
     def cost(self) -> float | None:
@@ -65,31 +79,45 @@ class Goodput:
             "gpu_type": self.gpu_type,
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost": self.cost,
+            "tokens_per_sec": self.tokens_per_sec,
+            "mfu": self.mfu,
         }
 
 
-def goodput_of(run: Run, prices: dict[str, float] | None = None, now: datetime | None = None) -> Goodput:
-    """Split `run`'s wall time into PARTS (seconds, to the millisecond; they add up to `wall`)."""
+def split_by_attempt(run: Run, now: datetime | None = None) -> dict[int, dict[str, float]]:
+    """Each attempt's PARTS in seconds (unrounded): the wait before it (queued before the
+    first, restarting before a retry) is its own, as are its setup, work and loss."""
     end = run.ended_at or now or datetime.now(UTC)
     events = sorted(run.events, key=lambda e: e.at)
-    parts = dict.fromkeys(PARTS, 0.0)
+    per: dict[int, dict[str, float]] = {}
+
+    def of(attempt: int) -> dict[str, float]:
+        return per.setdefault(attempt, dict.fromkeys(PARTS, 0.0))
+
     running: dict[int, float] = {}
     started = False
+    ended: set[int] = set()
     if events:
-        parts["queued"] += max(0.0, (events[0].at - run.created_at).total_seconds())
+        of(events[0].attempt)["queued"] += max(0.0, (events[0].at - run.created_at).total_seconds())
     for i, e in enumerate(events):
         upto = events[i + 1].at if i + 1 < len(events) else end
         seconds = max(0.0, (min(upto, end) - e.at).total_seconds())
         if e.status in (RunStatus.PENDING, RunStatus.QUEUED):
-            parts["restarting" if started else "queued"] += seconds
+            # A wait recorded under the attempt that just ended is the next one's restart.
+            waiting = e.attempt + 1 if e.attempt in ended else e.attempt
+            of(waiting)["restarting" if started else "queued"] += seconds
         elif e.status is RunStatus.STARTING:
             started = True
-            parts["starting"] += seconds
+            of(e.attempt)["starting"] += seconds
         elif e.status in (RunStatus.RUNNING, RunStatus.TERMINATING):
             started = True
             running[e.attempt] = running.get(e.attempt, 0.0) + seconds
+        else:
+            of(e.attempt)  # an attempt that ended before it ran is still listed
+            ended.add(e.attempt)
     for a in run.attempts:
-        ran = running.get(a.index, 0.0)
+        parts = of(a.index)
+        ran = running.pop(a.index, 0.0)
         setup = min(ran, a.setup_seconds or 0.0)
         parts["starting"] += setup
         ran -= setup
@@ -98,7 +126,23 @@ def goodput_of(run: Run, prices: dict[str, float] | None = None, now: datetime |
         parts["lost"] += lost
         parts["productive"] += ran - lost
     # Attempts the record no longer lists (none today) still ran: their time is work.
-    parts["productive"] += sum(v for k, v in running.items() if k not in {a.index for a in run.attempts})
+    for index, ran in running.items():
+        of(index)["productive"] += ran
+    # A restart the run never made (stopped while it waited): the wait is the last attempt's.
+    listed = {a.index for a in run.attempts}
+    for index in [i for i in per if i not in listed and i - 1 in per and listed]:
+        for part, seconds in per.pop(index).items():
+            per[index - 1][part] += seconds
+    return dict(sorted(per.items()))
+
+
+def goodput_of(run: Run, prices: dict[str, float] | None = None, now: datetime | None = None) -> Goodput:
+    """Split `run`'s wall time into PARTS (seconds, to the millisecond; they add up to `wall`)."""
+    end = run.ended_at or now or datetime.now(UTC)
+    parts = dict.fromkeys(PARTS, 0.0)
+    for split in split_by_attempt(run, end).values():
+        for part, seconds in split.items():
+            parts[part] += seconds
     wall = round(max(0.0, (end - run.created_at).total_seconds()), 3)
     rounded = {k: round(v, 3) for k, v in parts.items()}
     # Rounding each part may leave a millisecond over or short: productive takes it.
@@ -108,7 +152,10 @@ def goodput_of(run: Run, prices: dict[str, float] | None = None, now: datetime |
     gpu_type = compute.get("gpu_type")
     held = rounded["starting"] + rounded["productive"] + rounded["lost"]
     price = (prices or {}).get(gpu_type) if gpu_type else None
+    speed = run.throughput or Throughput()
     return Goodput(
+        tokens_per_sec=speed.tokens_per_sec,
+        mfu=speed.mfu,
         wall=wall,
         gpus=gpus,
         gpu_hours=gpus * held / 3600,
@@ -116,3 +163,16 @@ def goodput_of(run: Run, prices: dict[str, float] | None = None, now: datetime |
         price_per_gpu_hour=price,
         **rounded,
     )
+
+
+def by_attempt(run: Run, now: datetime | None = None) -> list[dict]:
+    """Each attempt's PARTS (seconds, to the millisecond), their total, and its goodput (the
+    productive share of that total): `launcher metrics --goodput` plots them."""
+    statuses = {a.index: a.status.value for a in run.attempts}
+    rows = []
+    for index, parts in split_by_attempt(run, now).items():
+        rounded = {part: round(seconds, 3) for part, seconds in parts.items()}
+        total = round(sum(rounded.values()), 3)
+        share = round(rounded["productive"] / total, 4) if total > 0 else None
+        rows.append({"attempt": index, "status": statuses.get(index), **rounded, "total": total, "goodput": share})
+    return rows

@@ -19,7 +19,7 @@ from launcher.cli.common import (
 )
 from launcher.cli.exec import port_forward_command
 from launcher.sdk.placement import placement_of
-from launcher.sdk.records import resumed_record, run_duration, until
+from launcher.sdk.records import mfu_text, resumed_record, run_duration, tokens_per_sec_text, until
 from launcher.spec.retry import CRASH_SECONDS, USER, RetryPolicy, retry_class, seconds_text
 
 
@@ -42,12 +42,15 @@ def describe_run(name, yaml_only, no_yaml, output):
     without it, the latest run."""
     if yaml_only and no_yaml:
         raise click.UsageError("--yaml-only prints only the spec and --no-yaml leaves it out: pass one of them")
-    _, run = find_run(name)
+    backend, run = find_run(name)
 
     placement = placement_of(run.name)
     if yaml_only:
         dump(run.spec, "yaml")
         return
+    from launcher.sdk.metrics import with_throughput
+
+    with_throughput(backend, run)  # its goodput's tokens/s and MFU, from its metric records
     if output != "text":
         record = run_record(run)
         if no_yaml:
@@ -146,7 +149,12 @@ def goodput_line(g) -> str:
     """One line: the productive share, GPU-hours and cost (launcher.backends.goodput)."""
     share = "-" if g.goodput is None else f"{g.goodput:.0%}"
     cost = f", ${g.cost:,.2f}" if g.cost is not None else ""
-    return f"{share} productive of {_span(g.wall)}; {g.gpu_hours:.2f} GPU-hours{cost}"
+    speed = "".join(
+        f"; {text}"
+        for text, known in ((f"{tokens_per_sec_text(g)} tokens/s", g.tokens_per_sec), (f"MFU {mfu_text(g)}", g.mfu))
+        if known is not None
+    )
+    return f"{share} productive of {_span(g.wall)}; {g.gpu_hours:.2f} GPU-hours{cost}{speed}"
 
 
 def _span(seconds: float) -> str:
@@ -171,6 +179,9 @@ def goodput_section(g, echo) -> None:
         echo(f"  Cost:        ${g.cost:,.2f} at ${g.price_per_gpu_hour:g} per GPU-hour")
     elif g.gpus:
         echo("  Cost:        - (no price_per_gpu_hour for this gpu_type in the cluster profile)")
+    # Composer's SpeedMonitor records (launcher.metrics.throughput); "-": the trainer logged none.
+    echo(f"  Tokens/s:    {tokens_per_sec_text(g)}")
+    echo(f"  MFU:         {mfu_text(g)}")
 
 
 def queue_section(run, echo) -> None:

@@ -17,7 +17,7 @@ from launcher.metrics.export import export
 from launcher.metrics.plot import terminal_plot, write_png
 from launcher.metrics.render import num
 from launcher.metrics.series import resolve_metrics
-from launcher.sdk.metrics import collect, latest_with_metrics
+from launcher.sdk.metrics import collect, latest_with_metrics, with_throughput
 from launcher.sdk.runs import resolve
 
 if TYPE_CHECKING:
@@ -70,6 +70,12 @@ def _complete(ctx, param, incomplete):
     help="Export every point of the runs instead: to an MLflow tracking URI, or a TensorBoard log directory.",
 )
 @click.option("--experiment", default="launcher", show_default=True, help="With --to mlflow: the experiment name.")
+@click.option(
+    "--goodput",
+    is_flag=True,
+    help="Where each attempt's time went instead (queued, restarting, starting, productive, lost): "
+    "a table, with --plot stacked bars in the terminal, with --png FILE a PNG.",
+)
 def metrics(
     runs: tuple[str, ...],
     metric_names: tuple[str, ...],
@@ -82,6 +88,7 @@ def metrics(
     follow: bool,
     export_to: tuple[str, str] | None,
     experiment: str,
+    goodput: bool,
 ) -> None:
     """Show the metrics of RUNS: run names, spec names (the latest run of each) or globs.
     By default, the latest run that has metrics. Several runs share one table, a column
@@ -102,6 +109,26 @@ def metrics(
     if list_only and (plot or png or follow):
         raise InputError("--list only lists metric names; leave out --plot, --png and --follow")
 
+    if goodput:
+        asked = {
+            "-m": metric_names,
+            "--list": list_only,
+            "--last": last,
+            "--every": every,
+            "--follow": follow,
+            "--to": export_to,
+        }
+        clashing = [flag for flag, value in asked.items() if value]
+        if clashing:
+            raise InputError(f"--goodput shows each attempt's time, not metric points; leave out {', '.join(clashing)}")
+        targets = [resolve(name) for name in dict.fromkeys(runs)] if runs else [resolve(None)]
+        try:
+            runs_read = [with_throughput(backend, run) for backend, run in targets]  # tokens/s, MFU
+            _goodput(runs_read, output=None if quiet else output, plot=plot, png=png)
+        finally:
+            for backend in {id(b): b for b, _ in targets}.values():
+                backend.close()
+        return
     if runs:
         targets = [resolve(name) for name in dict.fromkeys(runs)]
     else:
@@ -131,6 +158,51 @@ def metrics(
             c.close()
         for backend in {id(b): b for b, _ in targets}.values():
             backend.close()
+
+
+def _goodput(runs: list[Run], *, output: str | None, plot: bool, png: Path | None) -> None:
+    """Each run's attempts, part by part (launcher.backends.goodput.by_attempt)."""
+    import json
+
+    from launcher.backends.goodput import PARTS, by_attempt
+    from launcher.cli.describe import goodput_line
+    from launcher.metrics.plot import GOODPUT_STACK, goodput_terminal_plot, write_goodput_png
+
+    split = [(run, by_attempt(run)) for run in runs]
+    named = [(run.name, rows) for run, rows in split]
+    if png is not None:
+        write_goodput_png(named, png)
+        click.echo(f"✔ Wrote {png}", err=True)
+    if output == "json":
+        records = [{"run": run.name, "goodput": run.goodput().record(), "attempts": rows} for run, rows in split]
+        click.echo(json.dumps(records, indent=2))
+    elif output == "csv":
+        columns = ["run", "attempt", "status", *PARTS, "total", "goodput"]
+        lines = [",".join(columns)]
+        for run, rows in split:
+            for r in rows:
+                values = {"run": run.name, **r}
+                lines.append(",".join("" if values[c] is None else str(values[c]) for c in columns))
+        click.echo("\n".join(lines))
+    elif output == "table":
+        if plot:
+            cols, height = shutil.get_terminal_size((100, 40))
+            text = goodput_terminal_plot(
+                named, width=max(min(cols, 140), 40), height=max(min(24, height - 12), 14), color=sys.stdout.isatty()
+            )
+            click.echo(text, nl=False)
+        for run, rows in split:
+            click.echo(f"{run.name}: {goodput_line(run.goodput())}")
+            head = ["ATTEMPT", "STATUS", *(p.upper() for p in GOODPUT_STACK), "TOTAL", "GOODPUT"]
+            table = [head]
+            for r in rows:
+                share = "-" if r["goodput"] is None else f"{r['goodput']:.0%}"
+                seconds = [f"{r[p]:.1f}" for p in (*GOODPUT_STACK, "total")]
+                table.append([str(r["attempt"]), r["status"] or "-", *seconds, share])
+            widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+            for row in table:
+                click.echo("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+            click.echo("  (seconds; GOODPUT: the productive share of the attempt's time)")
 
 
 def _export(results: list[RunMetrics], target: str, dest: str, experiment: str) -> None:

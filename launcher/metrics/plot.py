@@ -192,3 +192,78 @@ def png_figure(chosen: list[Chosen]):
         ax.legend(loc="upper right", fontsize=8)
     fig.suptitle(", ".join(runs))
     return fig
+
+
+# Bottom to top, as an attempt spends its time: waiting (queued, or restarting after the
+# attempt before it), starting, working; what was lost is the end of a failed one.
+GOODPUT_STACK = ("queued", "restarting", "starting", "productive", "lost")
+_GOODPUT_MARKERS = {"queued": "·", "restarting": "r", "starting": "s", "productive": "█", "lost": "x"}
+_GOODPUT_COLORS = {
+    "queued": "#9ca3af",
+    "restarting": "#7c3aed",
+    "starting": "#f59e0b",
+    "productive": "#16a34a",
+    "lost": "#dc2626",
+}
+
+
+def _attempt_label(row: dict) -> str:
+    share = "-" if row["goodput"] is None else f"{row['goodput']:.0%}"
+    return f"attempt {row['attempt']} ({share})"
+
+
+def goodput_terminal_plot(
+    runs: list[tuple[str, list[dict]]], *, width: int = 100, height: int = 24, color: bool = False
+) -> str:
+    """Per run, a bar per attempt (launcher.backends.goodput.by_attempt), its parts stacked
+    in seconds, each part a glyph named in the legend; the x labels say each attempt's goodput."""
+    import plotext
+
+    fig = plotext.figure
+    panels = []
+    for name, rows in runs:
+        fig.clear()
+        fig.theme("simple")
+        fig.plot_size(width, height)
+        labels = [_attempt_label(r) for r in rows]
+        base = [0.0] * len(rows)
+        for part in GOODPUT_STACK:
+            top = [b + r[part] for b, r in zip(base, rows)]
+            # Floating bars (x, bottom, top), one signal per part: a labelled legend entry each.
+            sig = fig.bar(labels, base, top, marker=_GOODPUT_MARKERS[part])
+            sig.label(part)
+            fig.draw(sig)
+            base = top
+        # Room above the tallest bar for the legend (its 5 lines and border, top left).
+        tallest = max(base, default=0.0) or 1.0
+        rows_free = max(height - 5, 8)
+        fig.ruler("y").lim(0, tallest * rows_free / max(rows_free - 8, 1))
+        fig.title(f"goodput of {name} by attempt")
+        fig.label("seconds", axis="y")
+        panels.append(fig.build().string(colorless=not color).rstrip("\n"))
+    fig.clear()
+    return "\n\n".join(panels) + "\n"
+
+
+def write_goodput_png(runs: list[tuple[str, list[dict]]], path: Path) -> None:
+    """The attempts' parts as stacked bars, a panel per run, into a PNG file."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 1 + 3.2 * len(runs)), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(runs), 1, squeeze=False)[:, 0]
+    for ax, (name, rows) in zip(axes, runs, strict=True):
+        labels = [_attempt_label(r) for r in rows]
+        base = [0.0] * len(rows)
+        for part in GOODPUT_STACK:
+            heights = [r[part] for r in rows]
+            ax.bar(labels, heights, bottom=base, label=part, color=_GOODPUT_COLORS[part])
+            base = [b + h for b, h in zip(base, heights)]
+        ax.set_ylabel("seconds")
+        ax.set_title(f"goodput of {name} by attempt")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(loc="upper left", fontsize=8)
+    metadata = {"Title": ", ".join(name for name, _ in runs), "Description": "goodput by attempt"}
+    with file_boundary(path, "write"):
+        fig.savefig(path, format="png", metadata=metadata)

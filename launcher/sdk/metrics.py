@@ -53,6 +53,23 @@ def collect(backend: Backend, run: Run, *, follow: bool = False):
     return Collector(backend, run, follow=follow)
 
 
+def with_throughput(backend: Backend, run: Run) -> Run:
+    """`run` with its tokens/s and MFU from its metric records (its goodput shows them);
+    where they cannot be read, without (its goodput says "-")."""
+    from launcher.errors import LauncherError
+    from launcher.metrics.throughput import throughput_of
+
+    try:
+        collector = collect(backend, run)
+        try:
+            run.throughput = throughput_of(collector.refresh())
+        finally:
+            collector.close()
+    except LauncherError:
+        pass  # no logs to read (pods gone, no archive): the speed is not known
+    return run
+
+
 # How many recent runs latest_with_metrics looks through.
 LATEST_SCAN = 20
 

@@ -14,6 +14,7 @@ from launcher.spec.retry import retry_class
 
 if TYPE_CHECKING:
     from launcher.backends.base import Attempt, Run
+    from launcher.backends.goodput import Goodput
 
 
 def when(ts: datetime | None) -> str:
@@ -123,6 +124,16 @@ def to_yaml(obj: Any) -> str:
 
 def _iso(ts: datetime | None) -> str | None:
     return ts.isoformat() if ts else None
+
+
+def tokens_per_sec_text(g: Goodput) -> str:
+    """A goodput's tokens/s in words ("-": the trainer's records do not say, or were not read)."""
+    return "-" if g.tokens_per_sec is None else f"{g.tokens_per_sec:,.0f}"
+
+
+def mfu_text(g: Goodput) -> str:
+    """A goodput's MFU as a percentage ("-": not known)."""
+    return "-" if g.mfu is None else f"{g.mfu:.1%}"
 
 
 def run_record(run: Run) -> dict[str, Any]:

@@ -144,7 +144,7 @@ def create_app(
     def run_page(request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            _, run = source.find(name)
+            backend, run = source.find(name)
         except NotFoundError as e:
             return page(request, "missing.html", {"message": e.message}, 404)
         if run.name != name:
@@ -153,7 +153,7 @@ def create_app(
             query = f"?{request.url.query}" if request.url.query else ""
             return RedirectResponse(f"/runs/{quote(run.name, safe='')}{query}", 307)
         template = "_details.html" if request.query_params.get("partial") == "details" else "run.html"
-        return page(request, template, {"run": run})
+        return page(request, template, {"run": charts.with_throughput(backend, run)})
 
     def compare_page(request: Request) -> Response:
         names = [n for raw in request.query_params.getlist("runs") for n in raw.split(",") if n.strip()]
@@ -197,8 +197,8 @@ def create_app(
         )
 
     def api_run(request: Request) -> Response:
-        _, run = source.find(request.path_params["name"])
-        return JSONResponse(run_record(run))
+        backend, run = source.find(request.path_params["name"])
+        return JSONResponse(run_record(charts.with_throughput(backend, run)))
 
     def api_metrics(request: Request) -> Response:
         backend, run = source.find(request.path_params["name"])

@@ -15,8 +15,10 @@ from typing import Any, Literal
 import numpy as np
 
 from launcher.backends.base import Backend, Run
+from launcher.errors import LauncherError
 from launcher.metrics.collect import Collector
 from launcher.metrics.series import Series, ema, resolve_metrics, smoothing_weight
+from launcher.metrics.throughput import throughput_of
 from launcher.ui.lttb import lttb
 
 DEFAULT_POINTS = 2000
@@ -127,6 +129,18 @@ class ChartData:
             "series": series,
             "notes": rm.notes,
         }
+
+    def with_throughput(self, backend: Backend, run: Run) -> Run:
+        """`run` with its tokens/s and MFU (its goodput's), from the records its charts read;
+        without them where its logs cannot be read (the page says "-")."""
+        collector, lock = self._collector(backend, run)
+        try:
+            with lock:
+                rm = collector.refresh(run)
+        except LauncherError:
+            return run
+        run.throughput = throughput_of(rm)
+        return run
 
     def close(self) -> None:
         with self._lock:

@@ -33,7 +33,7 @@ from launcher.backends.listing import RunQuery, is_glob
 from launcher.backends.registry import open_backend
 from launcher.config import load_config
 from launcher.errors import InputError, LauncherError, internal_error_line
-from launcher.sdk.fanout import list_runs, resolve_run
+from launcher.sdk.fanout import list_runs, priced, resolve_run
 
 
 @dataclass
@@ -288,7 +288,7 @@ class RunsSource:
             snap = None  # look for it on its own below
         backend = snap.backend_of(name) if snap is not None else None
         if backend is not None:
-            return backend, backend.get(name)
+            return backend, priced(backend, backend.get(name))  # its cost on the page, as in a listing
 
         return resolve_run(name)  # submitted since the last snapshot, or not a run's full name
 

@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from launcher.backends.base import Run
-from launcher.sdk.records import ago, run_duration, running_since, to_yaml, when
+from launcher.sdk.records import ago, mfu_text, run_duration, running_since, to_yaml, tokens_per_sec_text, when
 from launcher.ui.runs import PageAt, cluster_of
 
 PAGING = ("page", "before", "shown")
@@ -47,4 +47,6 @@ GLOBALS = {
     "shape": shape,
     "spec_yaml": spec_yaml,
     "cluster_of": cluster_of,
+    "tokens_per_sec_text": tokens_per_sec_text,
+    "mfu_text": mfu_text,
 }

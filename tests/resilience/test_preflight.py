@@ -9,8 +9,11 @@ import os
 import socket
 import stat
 import threading
+from pathlib import Path
 
-from launcher.entrypoint.preflight import rendezvous
+import pytest
+
+from launcher.entrypoint.preflight import check_devices, rendezvous
 
 TWO_RANKS = """\
 name: {name}
@@ -26,6 +29,50 @@ if [ "$NODE_RANK" = 1 ]; then
 fi
 echo "0, NVIDIA H100 80GB HBM3, 81559 MiB"
 """
+
+
+# DCGM 4.x's `dcgmi diag -r 1 -j`: a banner line, then the report; a result and its
+# test's summary both say Fail.
+FAKE_DCGMI_FAILING = """#!/bin/sh
+echo "Successfully ran diagnostic for group."
+cat <<'EOF'
+{"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [
+  {"name": "software", "results": [{"entity_group": "GPU", "entity_id": 0, "status": "Pass"}],
+   "test_summary": {"status": "Pass"}},
+  {"name": "Page Retirement/Row Remap", "results": [
+     {"entity_group": "GPU", "entity_id": 1, "status": "Fail",
+      "warnings": [{"warning": "GPU 1 had uncorrectable memory errors and row remapping failed.", "error_id": 83}]}],
+   "test_summary": {"status": "Fail"}}]}]}}
+EOF
+exit 226
+"""
+
+# DCGM 3.x's layout, all passed.
+FAKE_DCGMI_PASSING = """#!/bin/sh
+cat <<'EOF'
+{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [
+  {"name": "Denylist", "results": [{"status": "Pass"}]},
+  {"name": "Environment Variables", "results": [{"gpu_ids": "0", "status": "Pass"}]}]}], "version": "3.1.8"}}
+EOF
+"""
+
+# No nv-hostengine to talk to: says nothing of the GPUs.
+FAKE_DCGMI_NO_HOST_ENGINE = """#!/bin/sh
+echo "Error: unable to establish a connection to the specified host: localhost" >&2
+echo "Error: Unable to connect to host engine. Host engine connection invalid/disconnected." >&2
+exit 255
+"""
+
+
+def tools_dir(root: Path, **tools: str) -> Path:
+    """A folder of executables named as the keys (nvidia_smi is nvidia-smi)."""
+    folder = root / "tools"
+    folder.mkdir(exist_ok=True)
+    for name, text in tools.items():
+        tool = folder / name.replace("_", "-")
+        tool.write_text(text)
+        tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    return folder
 
 
 def test_two_ranks_pass_the_gate_and_the_log_says_how_long_it_took(cli):
@@ -91,3 +138,42 @@ def test_the_standard_library_rendezvous_sums_the_failed_device_checks():
 
 def test_a_rank_that_never_joins_is_named_by_rank_0():
     assert rendezvous("127.0.0.1", free_port(), 0, 2, False, 1.0) == "rank(s) 1 did not join within 1 s"
+
+
+def test_a_failed_dcgm_diagnostic_ends_the_attempt_as_hardware_naming_the_test(cli, tmp_path):
+    """One rank: a device check that failed ends the gate at once (nothing to tell others,
+    no torch started)."""
+    tools = tools_dir(tmp_path, nvidia_smi=FAKE_NVIDIA_SMI, dcgmi=FAKE_DCGMI_FAILING)
+    cli.env["PATH"] = f"{tools}{os.pathsep}{cli.env['PATH']}"
+    spec = cli.cwd / "baddcgm.yaml"
+    spec.write_text(TWO_RANKS.format(name="baddcgm").replace("nodes: 2", "nodes: 1"))
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode != 0, r.stdout + r.stderr
+    rec = json.loads(cli("describe", "run", "baddcgm", "-o", "json").stdout)
+    assert rec["failure"]["class"] == "hardware"
+    assert rec["failure"]["evidence"] == (
+        "rank 0: hardware: preflight: dcgmi diag -r 1 failed: GPU 1: Page Retirement/Row Remap: "
+        "GPU 1 had uncorrectable memory errors and row remapping failed."
+    )
+    logs = cli("logs", "baddcgm").stdout
+    assert "preflight: nvidia-smi lists 1 GPU(s)" in logs and "preflight: failed after" in logs
+    assert "the command ran" not in logs and "all-reduce" not in logs and "rendezvous" not in logs
+
+
+@pytest.mark.parametrize(
+    ("dcgmi", "said"),
+    [
+        (FAKE_DCGMI_PASSING, "preflight: dcgmi diag -r 1 passed in "),
+        (
+            FAKE_DCGMI_NO_HOST_ENGINE,
+            "preflight: dcgmi diag -r 1 gave no report (exit code 255: Error: Unable to connect to host engine. "
+            "Host engine connection invalid/disconnected.): not counted",
+        ),
+    ],
+    ids=["passed", "no-host-engine"],
+)
+def test_a_dcgm_diagnostic_that_passes_or_cannot_run_is_no_finding(tmp_path, capfd, dcgmi, said):
+    tools = tools_dir(tmp_path, dcgmi=dcgmi)
+    env = {**os.environ, "PATH": f"{tools}{os.pathsep}/usr/bin:/bin", "NODE_RANK": "0"}
+    assert check_devices(env, 10.0) is None
+    assert said in capfd.readouterr().out

@@ -32,6 +32,19 @@ class Runs(CLI):
 
 
 @pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    """A headless chromium for one test module (tests/ui/browser.py); skips without one."""
+    from tests.ui.browser import browser, chromium_path
+
+    executable = chromium_path()
+    if executable is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium; .ci/run installs it)")
+    pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra), which drives chromium")
+    with browser(executable) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
 def module_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     """A LAUNCHER_HOME for one test module, set in this process too (the app reads it)."""
     root = tmp_path_factory.mktemp("ui-home")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.ui.browser import BLUE, COUNT_PIXELS_JS, RED, browser, chromium_path, dashboard, server_log
+from tests.ui.browser import BLUE, COUNT_PIXELS_JS, RED, chromium_path, dashboard, server_log
 from tests.ui.conftest import Runs
 
 pytestmark = [pytest.mark.train, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -89,12 +89,6 @@ def trained(module_runs: Runs) -> Iterator[Trained]:
         gate2.touch()
         for name in (a, b):
             module_runs.wait_status(name, {"COMPLETED", "FAILED", "STOPPED"}, timeout=TRAIN_SECONDS)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    with browser(CHROMIUM) as b:
-        yield b
 
 
 @pytest.fixture

@@ -9,11 +9,20 @@
   const ended = () => Charts.TERMINAL.has(status);
 
   // --- status, timeline, attempts -----------------------------------------------------
+  // The goodput bar: each part's segment as wide as its share of the wall time.
+  function sizeGoodput() {
+    for (const seg of details.querySelectorAll("#goodput-bar .gp")) {
+      seg.style.flexGrow = String(Math.max(Number(seg.dataset.seconds) || 0, 0));
+    }
+  }
+  sizeGoodput();
+
   async function refreshDetails() {
     try {
       const r = await fetch("/runs/" + encodeURIComponent(run) + "?partial=details");
       if (!r.ok) return;
       details.innerHTML = await r.text();
+      sizeGoodput();
       const head = details.querySelector(".run-head");
       status = head.dataset.status;
       const now = Number(head.dataset.attempts);
