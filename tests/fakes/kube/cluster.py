@@ -201,6 +201,18 @@ class FakeKube:
         with self.lock:
             self.faults.node_faults[name] = kind
 
+    def fault_pod(
+        self, kind: str, *, pod: str | None = None, rank: int | None = None, after: float = 0.0, times: int = 1
+    ) -> None:
+        """A fault (faults.POD_FAULT_KINDS: hang, slow, oom) for the next `times` main
+        containers (0: every one) started in pods named like the glob `pod` or of node rank
+        `rank` (their job-completion index), `after` seconds after each starts."""
+        from tests.fakes.kube.faults import PodFault
+
+        fault = PodFault(kind=kind, pod=pod, rank=rank, after=float(after), times=int(times))
+        with self.lock:
+            self.faults.pod_faults.append(fault)
+
     def count(self, method: str | None = None, kind: str | None = None, verb: str | None = None) -> int:
         with self.lock:
             return sum(
