@@ -849,7 +849,13 @@ def _signal_all(pid: int, sig: int) -> None:
     """Signal a container's first process and every process below it."""
     from launcher.pod.reaper import descendants
 
-    _signal_pids([pid, *descendants(pid)], sig)
+    done: set[int] = set()
+    for _ in range(5):  # a process forked while the others were being stopped: stop it too
+        pids = [p for p in (pid, *descendants(pid)) if p not in done]
+        if not pids:
+            return
+        _signal_pids(pids, sig)
+        done.update(pids)
 
 
 def _signal_pids(pids: list[int], sig: int) -> None:
