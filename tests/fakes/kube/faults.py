@@ -28,7 +28,7 @@ NODE_FAULTS = {
 # the terminated state a kubelet reports for the kernel's OOM kill: reason OOMKilled, exit
 # code 137; no memory limit is set, the kill is the fake's).
 POD_FAULT_KINDS = ("hang", "slow", "oom")
-SLOW_CPU_SHARE = 0.2
+SLOW_CPU_SHARE = 0.1
 """The share of one CPU a `slow` container gets."""
 SLOW_CPU_PERIOD = 0.02
 """Seconds of each throttling period (the CFS period): short, so that steps of a few ms are

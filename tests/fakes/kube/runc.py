@@ -50,6 +50,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -307,10 +308,17 @@ class RuncRuntime:
         self._fault_call("update", "--cpu-period", str(us), "--cpu-quota", str(int(us * share)), cid)
 
     def _fault_call(self, *args: str) -> None:
-        """runc for a pod fault; where it fails, the fake's stderr says so (a test waits in vain otherwise)."""
-        done = subprocess.run([RUNC, "--root", str(self.state), *args], capture_output=True, text=True, timeout=30)
-        if done.returncode != 0:
-            print(f"fake-kube: runc {' '.join(args)} failed: {done.stderr.strip()}", file=sys.stderr)
+        """runc for a pod fault, once `runc run` has made the container (a fault at its start
+        comes while it does); where it fails, the fake's stderr says so (a test waits in vain otherwise)."""
+        deadline = time.monotonic() + 30
+        while True:
+            done = subprocess.run([RUNC, "--root", str(self.state), *args], capture_output=True, text=True, timeout=30)
+            if done.returncode == 0:
+                return
+            if "does not exist" not in done.stderr or time.monotonic() > deadline:
+                print(f"fake-kube: runc {' '.join(args)} failed: {done.stderr.strip()}", file=sys.stderr)
+                return
+            time.sleep(0.05)
 
     def finished(self, cid: str, exit_code: int, lines: list[str]) -> tuple[int, str | None, str | None]:
         """After `runc run` returned: delete what is left. The exit code, a reason that overrides
