@@ -9,8 +9,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
+from tests.fakes.kube.runc import runc_check
 from tests.kubernetes.test_restart_update import record
 from tests.kubernetes.test_runc import ZIPAPP
 from tests.resilience.test_kubernetes_excluded_nodes import launcher
@@ -109,3 +111,44 @@ def test_an_oom_killed_pod_is_oom_and_not_retried(fake_kube_program, tmp_path, c
     capsys.readouterr()
     assert launcher("describe", "run", name) == 0
     assert "oom" in capsys.readouterr().out
+
+
+# Steps of CPU work: a rank whose CPU is throttled takes longer over each (a sleep would not).
+CPU_STEPS = """\
+import json, time
+for step in range(1, 25):
+    sum(range(500_000))
+    print("@@launcher.heartbeat " + json.dumps({"step": step, "time": time.time()}), flush=True)
+"""
+
+
+@pytest.mark.skipif(runc_check() is not None, reason=f"runc runtime unavailable: {runc_check()}")
+def test_a_throttled_rank_is_named_a_straggler_with_its_step_time(fake_kube_program, tmp_path, capsys):
+    # runc: the process runtime has no /dev/termination-log, where each rank leaves its step time.
+    fake_kube_program("--runtime", "runc", "--nodes", "2", "--fault", "rank=1,kind=slow", profile=ZIPAPP)
+    code, name = submit(
+        tmp_path,
+        capsys,
+        "slow",
+        f"python3 - <<'EOF'\n{CPU_STEPS}EOF",
+        "--follow",
+        compute={"nodes": 2},
+        resilience={"straggler_factor": 1.5},  # the fake throttles to a tenth: a margin on a loaded machine
+    )
+    assert code == 0
+    rec = record(capsys, name)
+    (line,) = rec["attempts"][0]["stragglers"]
+    node = next(r["node"] for r in rec["attempts"][0]["ranks"] if r["rank"] == 1)
+    m = re.fullmatch(
+        rf"straggler: rank 1 on {node}: ([0-9.]+) s a step against the other ranks' median ([0-9.]+) s "
+        r"\(([0-9.]+)x, resilience.straggler_factor 1.5\) over its last 20 steps",
+        line,
+    )
+    assert m, line
+    assert float(m.group(1)) > 1.5 * float(m.group(2))
+    capsys.readouterr()
+    assert launcher("describe", "run", name) == 0
+    assert f"  Straggler: {line.removeprefix('straggler: ')}" in capsys.readouterr().out
+    capsys.readouterr()
+    assert launcher("logs", name, "--rank", "1") == 0
+    assert f"[launcher] progress: {m.group(1)} s a step (the median of its last 20)" in capsys.readouterr().out

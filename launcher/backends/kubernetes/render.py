@@ -544,7 +544,10 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
                 "resilience.hang_timeout: a hang ends the attempt, which the JobSet controller counts "
                 "against max_retries (its failurePolicy cannot tell a hang from the program's own failure)"
             )
-        out.append("resilience.straggler_factor: stragglers are named on the local backend only")
+        out.append(
+            "resilience.straggler_factor: a straggler is named in describe once the ranks' pods have ended "
+            "(each leaves its step time in its log and its termination message), not while they run"
+        )
     return out
 
 

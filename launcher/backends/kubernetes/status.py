@@ -198,6 +198,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
     record, jobset = obs.record, obs.jobset
     spec = spec_of(record)
     nodes = int((spec.get("compute") or {}).get("nodes") or 1)
+    factor = float((spec.get("resilience") or {}).get("straggler_factor") or 2.0)
     finished = {s["index"]: s for s in record_json(record, keys.RECORD_ATTEMPTS, [])}
     final = record_json(record, keys.RECORD_FINAL, None)
     created = ts(((record or jobset or {}).get("metadata") or {}).get("creationTimestamp"))
@@ -226,7 +227,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
             ev = []
         elif pods and all((p.get("status") or {}).get("phase") in ("Failed", "Succeeded") for p in pods):
             job = next((j for j in obs.jobs if attempt_of(j) == index), None)
-            a, _, ev = attempt_view(index, job, pods, obs.events, nodes, obs.nodes)
+            a, _, ev = attempt_view(index, job, pods, obs.events, nodes, obs.nodes, factor)
             a.status = RunStatus.FAILED
         elif nth < len(failures):
             a = attempt_from_event(index, obs.name, nodes, failures[nth])
@@ -250,7 +251,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         None,
     )
     pods = [p for p in obs.pods if attempt_of(p) == current]
-    live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes, obs.nodes)
+    live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes, obs.nodes, factor)
     completed = (
         true_condition(jobset, "Completed") or ((jobset or {}).get("status") or {}).get("terminalState") == "Completed"
     )
