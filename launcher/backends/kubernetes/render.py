@@ -536,8 +536,8 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
         if spec.resilience.exclude_faulty_nodes:
             out.append(
                 "resilience.exclude_faulty_nodes: a restart by the JobSet controller (max_retries) may run "
-                "on a faulty node again (a JobSet's pod template cannot change); `launcher run -r` keeps off "
-                "the nodes a hardware or collective failure was pinned to"
+                "on a faulty node again unless the cluster taints it NoSchedule (a JobSet's pod template cannot "
+                "change); `launcher run -r` keeps off the nodes a hardware or collective failure was pinned to"
             )
         if spec.resilience.hang_timeout is not None:
             out.append(

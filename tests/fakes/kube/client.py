@@ -110,8 +110,8 @@ class RemoteKube:
     def evict(self, pod_name: str, ns: str = "default", reason: str = "PreemptionByScheduler") -> None:
         _call(self.url, "POST", "/_fake/evict", {"name": pod_name, "namespace": ns, "reason": reason})
 
-    def fault_node(self, name: str, kind: str = "xid") -> None:
-        _call(self.url, "POST", "/_fake/node-faults", {"node": name, "kind": kind})
+    def fault_node(self, name: str, kind: str = "xid", *, taint: bool = False) -> None:
+        _call(self.url, "POST", "/_fake/node-faults", {"node": name, "kind": kind, "taint": taint})
 
     def fault_pod(
         self, kind: str, *, pod: str | None = None, rank: int | None = None, after: float = 0.0, times: int = 1

@@ -171,10 +171,11 @@ class FakeKube:
         """Preempt a running pod: DisruptionTarget, then SIGKILL (exit 137)."""
         self.kubelet.evict(ns, pod_name, reason)
 
-    def fault_node(self, name: str, kind: str) -> None:
+    def fault_node(self, name: str, kind: str, *, taint: bool = False) -> None:
         """A hardware fault on node `name` (faults.NODE_FAULTS): the node gets the condition a
         GPU operator's health check sets, with the kernel's line as its message, and the
-        containers started there from now on print that line and exit 1."""
+        containers started there from now on print that line and exit 1. taint=True also taints
+        it NoSchedule, as a checker that cordons does: the scheduler places no new pod there."""
         from tests.fakes.kube.faults import NODE_FAULTS
 
         if kind not in NODE_FAULTS:
@@ -196,6 +197,9 @@ class FakeKube:
                 }
             )
             node["status"]["conditions"] = conds
+            if taint:
+                taints = [t for t in node["spec"].get("taints") or [] if t["key"] != fault["taint"]["key"]]
+                node["spec"]["taints"] = [*taints, {**fault["taint"], "timeAdded": now}]
 
         self.store.update("Node", "", name, mark)
         with self.lock:

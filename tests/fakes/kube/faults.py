@@ -10,14 +10,17 @@ import threading
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 
-# Node faults (`--fault node=NAME,kind=KIND`): what a GPU operator's health check sets on a bad
-# node (a condition; no taint, so the scheduler still places pods there and only a launcher
-# that leaves the node out avoids it), and the line the kernel logs, which the node's
-# containers print before they fail.
+# Node faults (`--fault node=NAME,kind=KIND[,taint=true]`): what a GPU operator's health check
+# sets on a bad node (a condition; by default no taint, so the scheduler still places pods there
+# and only a launcher that leaves the node out avoids it; with taint=true also the taint of a
+# checker that cordons), and the line the kernel logs, which the node's containers print
+# before they fail.
 NODE_FAULTS = {
     "xid": {
         "condition": {"type": "GpuXid", "reason": "XidError"},
         "line": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus",
+        # With taint=true: what a health checker that also cordons sets (no launcher pod tolerates it).
+        "taint": {"key": "nvidia.com/gpu-unhealthy", "value": "xid-79", "effect": "NoSchedule"},
     },
 }
 
@@ -122,15 +125,17 @@ class PodFault:
 
 
 def parse_fault(text: str) -> tuple[str, dict]:
-    """`--fault` text: ("node", {node, kind}) for node=NAME,kind=xid, or ("pod", PodFault
+    """`--fault` text: ("node", {node, kind, taint}) for node=NAME,kind=xid[,taint=true], or ("pod", PodFault
     fields) for pod=GLOB|rank=N,kind=hang|slow|oom[,after=S][,times=N]. ValueError says why not."""
     parts = text.split(",")
     fields = dict(part.split("=", 1) for part in parts if "=" in part)
     if len(fields) != len(parts):
         raise ValueError(f"expected KEY=VALUE pairs separated by commas, got {text!r}")
     if "node" in fields:
-        if set(fields) != {"node", "kind"}:
-            raise ValueError(f"expected node=NAME,kind=KIND, got {text!r}")
+        if not {"node", "kind"} <= set(fields) <= {"node", "kind", "taint"}:
+            raise ValueError(f"expected node=NAME,kind=KIND[,taint=true], got {text!r}")
+        if fields.setdefault("taint", "false") not in ("true", "false"):
+            raise ValueError(f"a node fault's taint is true or false, got {fields['taint']!r}")
         if fields["kind"] not in NODE_FAULTS:
             raise ValueError(
                 f"a node fault's kind must be one of {', '.join(sorted(NODE_FAULTS))}, got {fields['kind']!r}"

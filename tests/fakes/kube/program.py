@@ -3,7 +3,7 @@
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N] [--gpus-per-node G]
         [--node-label KEY=VALUE ...] [--no-jobset] [--runtime process|runc]
         [--image REF_GLOB=DIR ...] [--image-user REF_GLOB=UID[:GID] ...] [--no-isolation] [--no-controllers]
-        [--fault node=NAME,kind=xid | pod=GLOB|rank=N,kind=hang|slow|oom[,after=S][,times=N] ...] [--history-limit N] [--grace-seconds S] [--exit-with-parent]
+        [--fault node=NAME,kind=xid[,taint=true] | pod=GLOB|rank=N,kind=hang|slow|oom[,after=S][,times=N] ...] [--history-limit N] [--grace-seconds S] [--exit-with-parent]
         [--kueue [--kueue-queue NAME:GPUS[:preempt] ...] [--priority-class NAME=VALUE ...]
                  [--topology KEY=V1,V2,... ...]]
 
@@ -26,7 +26,8 @@ Kueue (kueue.py; kueue.x-k8s.io v1beta2 and v1beta1, and the visibility API):
 
 --fault node=fake-node-0,kind=xid  a hardware fault on that node from the start (FakeKube.
                               fault_node: its condition GpuXid, and its containers print
-                              the kernel's Xid line and exit 1); POST /_fake/node-faults at run time
+                              the kernel's Xid line and exit 1; taint=true: also a NoSchedule
+                              taint nvidia.com/gpu-unhealthy); POST /_fake/node-faults at run time
 --fault rank=1,kind=hang,after=2  the first container of rank 1's pods stops 2 s after it starts
                               (FakeKube.fault_pod; kinds hang, slow, oom; pod=GLOB matches pod
                               names; times=N strikes N containers, 0 every one); POST
@@ -96,9 +97,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--fault",
         action="append",
         default=[],
-        metavar="node=NAME,kind=xid | pod=GLOB|rank=N,kind=hang|slow|oom[,after=S][,times=N]",
+        metavar="node=NAME,kind=xid[,taint=true] | pod=GLOB|rank=N,kind=hang|slow|oom[,after=S][,times=N]",
         help="a hardware fault on node NAME: a GpuXid condition, and its containers print the "
-        "kernel's Xid line and exit 1; or a fault for the next N (default 1; 0: every) main containers of "
+        "kernel's Xid line and exit 1 (taint=true: also a NoSchedule taint); or a fault for the next N (default 1; 0: every) main containers of "
         "pods named like GLOB or of node rank N, S seconds after each starts: hang (its processes stop), "
         "slow (its CPU is throttled), oom (OOM-killed: OOMKilled, exit code 137) (repeatable)",
     )
@@ -146,7 +147,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         except ValueError as e:
             p.error(f"--fault: {e}")
         if what == "node":
-            args.node_faults.append((fields["node"], fields["kind"]))
+            args.node_faults.append((fields["node"], fields["kind"], fields["taint"] == "true"))
         else:
             args.pod_faults.append(fields)
     for text in args.priority_class:
@@ -205,9 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.kueue:
         setup_kueue(kube, args)
-    for node, kind in args.node_faults:
+    for node, kind, taint in args.node_faults:
         try:
-            kube.fault_node(node, kind)
+            kube.fault_node(node, kind, taint=taint)
         except ValueError as e:
             kube.close()
             print(f"kube_api.py: error: --fault: {e}", file=sys.stderr)
