@@ -64,7 +64,8 @@ def get_run(capsys, name: str) -> dict:
 
 
 def test_a_rank_that_stops_is_a_hang_with_stacks_and_the_restart_completes(fake_kube_program, tmp_path, capsys):
-    fake_kube_program("--nodes", "2", "--fault", "rank=1,kind=hang,after=1", profile=ZIPAPP)
+    # A short grace: the stopped rank ignores SIGTERM until the SIGKILL after it.
+    fake_kube_program("--nodes", "2", "--grace-seconds", "1", "--fault", "rank=1,kind=hang,after=1", profile=ZIPAPP)
     code, name = submit(
         tmp_path,
         capsys,
