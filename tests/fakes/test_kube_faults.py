@@ -199,7 +199,7 @@ def test_a_node_fault_marks_the_node_and_fails_its_containers_with_the_xid_line(
 
 
 def test_pod_faults_oom_kill_a_rank_and_stop_another(fake_kube_program):
-    prog = fake_kube_program("--nodes", "1", "--fault", "pod=eater-*,kind=oom,after=0.5")
+    prog = fake_kube_program("--nodes", "1", "--grace-seconds", "1", "--fault", "pod=eater-*,kind=oom,after=0.5")
     api = core_api(prog.kubeconfig)
     counts = "import time\nfor i in range(600):\n    print(i, flush=True)\n    time.sleep(0.05)\n"
 
