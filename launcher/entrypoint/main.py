@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     elif watch is not None and watch.hung:
         reason = f"hang: {watch.hung}"
         code = contract.EXIT_HANG
+    if watch is not None or watching.get("verdict"):
+        leave_termination_message(code, reason, watch)
     total = time.monotonic() - started
     if "command" in timing:
         log(f"exit code {code}: the command ran {timing['command']:.1f}s, {total:.1f}s in all")
@@ -173,29 +175,40 @@ def main(argv: list[str] | None = None) -> int:
             log("log archive: the last chunks were not written in time; the pod log has them")
     setup = timing["command_start"] - started if "command_start" in timing else total
     exit_file.write(code, reason, watch, setup, watching.get("resumed"))
-    if code != 0 and (watch is not None or watching.get("verdict")):
-        leave_termination_message(code, reason, watch)
     return code
 
 
 def leave_termination_message(code: int, reason: str | None, watch) -> None:
-    """In a container, leave `CLASS: evidence` (launcher.pod.failures) as the pod's
-    termination message, which its status carries back (4 KiB at most), so the host can
-    tell how the rank failed without reading its log."""
+    """In a container, leave as the pod's termination message, which its status carries
+    back (4 KiB at most), what the host would otherwise have to read the log for: a failed
+    rank's `CLASS: evidence` (launcher.pod.failures), and the rank's step time as a last
+    line (launcher.pod.stragglers), which the host compares across ranks."""
     from launcher.entrypoint.runtime import TERMINATION_LOG
+    from launcher.pod import stragglers
     from launcher.pod.failures import USER, classify
 
     if not TERMINATION_LOG.exists():  # only inside a container: the kubelet creates it
         return
-    lines = list(watch.evidence.lines.values()) if watch is not None else []
-    failure = classify(code, reason, lines)
-    if failure.kind == USER:
-        return  # the exit code says it all; the reason stays `exited with code N`
-    text = failure.evidence or ""
-    if not text.startswith(f"{failure.kind}: "):
-        text = f"{failure.kind}: {text}" if text else failure.kind
+    texts = []
+    failure = classify(code, reason, list(watch.evidence.lines.values()) if watch is not None else [])
+    # A plain user failure leaves no class: the exit code says it all (`exited with code N`).
+    if code != 0 and failure.kind != USER:
+        text = failure.evidence or ""
+        if not text.startswith(f"{failure.kind}: "):
+            text = f"{failure.kind}: {text}" if text else failure.kind
+        texts.append(out.mask(text))
+    seconds = watch.step_seconds() if watch is not None else None
+    if seconds is not None:
+        progress = {"step": watch.step, "step_seconds": round(seconds, 6), "steps_timed": len(watch.step_times)}
+        log(
+            f"progress: {seconds:.3f} s a step (the median of its last {len(watch.step_times)}), left for the "
+            "host to compare with the other ranks' (resilience.straggler_factor)"
+        )
+        texts.append(stragglers.termination_line(progress))
+    if not texts:
+        return
     try:
-        TERMINATION_LOG.write_text(out.mask(text) + "\n")
+        TERMINATION_LOG.write_text("\n".join(texts) + "\n")
     except OSError:
         pass
 

@@ -107,13 +107,13 @@ class Watch:
 
     def _progress_in(self, data: bytes, at: float | None = None) -> None:
         for prefix in (HEARTBEAT_PREFIX, METRIC_PREFIX):
-            at = data.rfind(prefix)
-            if at < 0:
+            pos = data.rfind(prefix)
+            if pos < 0:
                 continue
-            end = data.find(b"\n", at)
+            end = data.find(b"\n", pos)
             if end < 0 and prefix == METRIC_PREFIX:
                 continue  # a record cut by the chunk: the next chunk has its end
-            body = data[at + len(prefix) : end if end >= 0 else len(data)]
+            body = data[pos + len(prefix) : end if end >= 0 else len(data)]
             step, when = None, at
             try:
                 record = json.loads(body.decode("utf-8", "replace"))

@@ -41,7 +41,11 @@ or the zipapp of it: launcher.pod.zipapp) with:
     LAUNCHER_PROGRESS_FILE (optional; local) where the entrypoint keeps, while the command
                            runs, the rank's last step and its step time (JSON: {"step": N,
                            "step_seconds": median of its last 20 steps, "steps_timed": how
-                           many}), which the backend compares across ranks (stragglers)
+                           many}), which the backend compares across ranks (stragglers).
+                           Where the rank runs in a container (the kubelet made
+                           /dev/termination-log), the entrypoint also leaves that as the
+                           last line of its termination message (launcher.pod.stragglers),
+                           after a failed rank's `CLASS: evidence` (launcher.pod.failures)
     LAUNCHER_EXEC_RECORD   (optional; local) where to write, as the command starts, its
                            environment, working directory and the entrypoint's pid (JSON,
                            0600: it holds the run's secrets), which `launcher exec` runs with

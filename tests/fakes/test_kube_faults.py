@@ -196,3 +196,44 @@ def test_a_node_fault_marks_the_node_and_fails_its_containers_with_the_xid_line(
     prog.fault_node("fake-node-0", "xid")
     assert conditions("fake-node-0")["GpuXid"]["reason"] == "XidError"
     assert prog.faults.knobs()["node_faults"] == {"fake-node-0": "xid", "fake-node-1": "xid"}
+
+
+def test_pod_faults_oom_kill_a_rank_and_stop_another(fake_kube_program):
+    prog = fake_kube_program("--nodes", "1", "--grace-seconds", "1", "--fault", "pod=eater-*,kind=oom,after=0.5")
+    api = core_api(prog.kubeconfig)
+    counts = "import time\nfor i in range(600):\n    print(i, flush=True)\n    time.sleep(0.05)\n"
+
+    def pod(name: str) -> dict:
+        return {
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox", "command": ["python3", "-c", counts]}],
+            },
+        }
+
+    api.create_namespaced_pod("default", pod("eater-1"))
+    wait_until(lambda: api.read_namespaced_pod("eater-1", "default").status.phase == "Failed", 20, message="the OOM")
+    terminated = api.read_namespaced_pod("eater-1", "default").status.container_statuses[0].state.terminated
+    assert (terminated.reason, terminated.exit_code) == ("OOMKilled", 137)  # what a kubelet reports
+    assert api.read_namespaced_pod_log("eater-1", "default").split()[:3] == ["0", "1", "2"]  # it ran first
+    assert [(f["kind"], f["fired"]) for f in prog.faults.knobs()["pod_faults"]] == [("oom", 1)]
+
+    # At run time: the next pod of that name hangs (its processes stop) and stays Running.
+    prog.fault_pod("hang", pod="stuck", after=0.5)
+    api.create_namespaced_pod("default", pod("stuck"))
+    fired = lambda: prog.faults.knobs()["pod_faults"][1]["fired"] == 1  # noqa: E731
+    wait_until(fired, 20, message="the hang to strike")
+
+    def log_lines() -> int:
+        return len(api.read_namespaced_pod_log("stuck", "default").split())
+
+    stopped = wait_until(
+        lambda: (n := log_lines()) > 0 and time.sleep(1) is None and log_lines() == n and n,
+        20,
+        message="the hung pod's log to stop growing",
+    )
+    assert 0 < stopped < 600
+    assert api.read_namespaced_pod("stuck", "default").status.phase == "Running"
+    api.delete_namespaced_pod("stuck", "default")  # a deletion still ends it (SIGKILL after the grace)
+    wait_until(lambda: [p["metadata"]["name"] for p in prog.pods()] == ["eater-1"], 30, message="the hung pod to go")

@@ -52,3 +52,13 @@ def test_a_quiet_command_that_never_reported_progress_is_not_called_hung(cli):
     r = cli("run", "-f", str(spec), "--follow", timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "done" in r.stdout
+
+
+def test_a_heartbeat_line_without_a_time_is_progress_as_it_is_read():
+    from launcher.entrypoint.watch import Watch
+
+    watch = Watch(hang_timeout=60)
+    watch.feed(b'some output\n@@launcher.heartbeat {"step": 3}\n')
+    assert watch.step == 3
+    # Not hung at once: the line's place in the chunk is not its time.
+    assert 0 <= watch.progress_age() < 60

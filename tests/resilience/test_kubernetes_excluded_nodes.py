@@ -146,3 +146,40 @@ def test_a_collective_failure_is_pinned_to_a_node_only_where_one_rank_alone_fail
     alone = attempt(2, [2], "collective")
     user = attempt(3, [1], "user")
     assert [(e["node"], e["attempt"]) for e in excluded_nodes([everyone, alone, user])] == [("n2", 2)]
+
+
+def test_a_restart_by_the_jobset_controller_keeps_off_a_node_tainted_for_its_fault(fake_kube_program, tmp_path, capsys):
+    prog = fake_kube_program("--nodes", "3")
+    go = tmp_path / "go"
+    # Attempt 1 fails once the test has marked its node, as a GPU that fell off the bus does.
+    command = (
+        f'if [ "${{LAUNCHER_RESTART_ATTEMPT:-0}}" = 0 ]; then '
+        f'for i in $(seq 300); do [ -e {go} ] && break; sleep 0.1; done; echo "{XID}"; exit 1; fi; '
+        'echo "rank $NODE_RANK done"'
+    )
+    name = submit(tmp_path, capsys, command=command, scheduling={"max_retries": 1})
+    rec = wait_status(capsys, name, "RUNNING")
+    bad = rec["attempts"][0]["ranks"][0]["node"]
+    # A health checker that cordons: the condition and a NoSchedule taint no launcher pod tolerates.
+    prog.fault_node(bad, "xid", taint=True)
+    go.touch()
+    rec = wait_status(capsys, name, "COMPLETED", "FAILED")
+    assert rec["status"] == "COMPLETED", rec
+    assert [a["status"] for a in rec["attempts"]] == ["FAILED", "COMPLETED"]
+    assert bad not in {r["node"] for r in rec["attempts"][1]["ranks"]}  # the JobSet's own restart, not `run -r`
+
+
+def test_a_gpu_run_tolerates_its_gpus_taint_and_not_a_faulty_gpu_taint():
+    from launcher.backends.kubernetes.render import plan_run
+    from tests.fakes.kube.faults import NODE_FAULTS
+    from tests.fakes.kube.scheduler import tolerated
+    from tests.kubernetes.specs import PROFILE, spec
+
+    (jobset,) = [
+        m
+        for m in plan_run(spec("gpus-abc123", compute={"gpus": 16, "gpu_type": "h100_80gb"}), PROFILE, []).manifests
+        if m["kind"] == "JobSet"
+    ]
+    tolerations = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["tolerations"]
+    assert tolerated(tolerations, {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
+    assert not tolerated(tolerations, NODE_FAULTS["xid"]["taint"])

@@ -24,7 +24,7 @@ from typing import Any
 
 from launcher.backends.base import Attempt, RankState, RunStatus, StatusEvent
 from launcher.backends.kubernetes import keys
-from launcher.pod import failures
+from launcher.pod import failures, stragglers
 from launcher.spec.retry import DEADLINE, FATAL, SYSTEM, USER
 
 # Waiting reasons that never fix themselves: fail the run instead of waiting forever.
@@ -157,6 +157,8 @@ class RankView(RankState):
     cause: str | None = None
     """What the pod says of why it failed, for launcher.pod.failures: its termination message
     (the entrypoint leaves `CLASS: evidence` there), OOMKilled, a disruption's message."""
+    progress: dict | None = None
+    """The step time its entrypoint left in the termination message (launcher.pod.stragglers)."""
 
     def state(self) -> RankState:
         return RankState(self.rank, self.status, self.exit_code, self.reason, self.node)
@@ -234,6 +236,10 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
     pod_reason = status.get("reason")
     deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
+    # The container's termination message: the entrypoint leaves a failed rank's class and every
+    # rank's step time there; a setup failure (inject mode: an image without bash) its reason.
+    told, progress = stragglers.from_termination_message((terminated or {}).get("message"))
+
     def view(st: RunStatus, **kw: Any) -> RankView:
         return RankView(
             rank,
@@ -242,6 +248,7 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
             started_at=started_at,
             scheduled_at=scheduled_at,
             pod=(pod.get("metadata") or {}).get("name", ""),
+            progress=progress,
             **kw,
         )
 
@@ -283,9 +290,7 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
                 reason=f"rank {rank} failed: {status.get('message') or pod_reason or 'unknown reason'}",
             )
         extra = " (out of memory)" if (terminated or {}).get("reason") == "OOMKilled" else ""
-        # The container's termination message: the entrypoint leaves one when setup fails
-        # (inject mode: an image without bash), as `kubectl describe pod` shows it.
-        told = ((terminated or {}).get("message") or "").strip().splitlines()
+        told = [t for t in (line.strip() for line in told) if t]
         if told:
             extra += f": {told[0]}"
         oom = "OOMKilled" if (terminated or {}).get("reason") == "OOMKilled" else None
@@ -383,8 +388,10 @@ def attempt_view(
     events: list[dict],
     nodes: int,
     node_objects: dict[str, dict] | None = None,
+    straggler_factor: float = 2.0,
 ) -> tuple[Attempt, str | None, list[StatusEvent]]:
-    """The live attempt: status, ranks, and why it failed (user, system, fatal, deadline)."""
+    """The live attempt: status, ranks, why it failed (user, system, fatal, deadline), and its
+    stragglers among the ranks whose pods ended and left their step time."""
     ranks = sorted((rank_view(p, events) for p in pods), key=lambda r: r.rank)
     started = [r.started_at for r in ranks if r.started_at]
     started_at = min(started) if started else None
@@ -456,6 +463,12 @@ def attempt_view(
         found = _failure_class(ranks, node_objects)
         if found is not None:
             attempt.failure_class, attempt.evidence = found
+    times = {r.rank: t for r in ranks if (t := stragglers.timed(r.progress)) is not None}
+    node_of = {r.rank: r.node for r in ranks}
+    attempt.stragglers = [
+        stragglers.line(s, node_of.get(s.rank), straggler_factor)
+        for s in stragglers.stragglers(times, straggler_factor)
+    ]
     return attempt, failure, _events(job, ranks, status, index, ended_at, reason)
 
 
@@ -553,6 +566,7 @@ def summary_of(attempt: Attempt, failure: str | None, events: list[StatusEvent])
             {"rank": r.rank, "status": r.status.value, "exit_code": r.exit_code, "reason": r.reason, "node": r.node}
             for r in attempt.ranks
         ],
+        "stragglers": list(attempt.stragglers),
         "events": [{"status": e.status.value, "at": iso(e.at), "reason": e.reason} for e in events],
     }
 
@@ -570,6 +584,7 @@ def attempt_from_summary(s: dict[str, Any]) -> tuple[Attempt, list[StatusEvent]]
         ],
         failure_class=s.get("failure_class"),
         evidence=s.get("evidence"),
+        stragglers=list(s.get("stragglers") or []),
     )
     events = [
         StatusEvent(RunStatus(e["status"]), at, s["index"], e.get("reason"))

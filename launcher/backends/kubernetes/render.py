@@ -536,15 +536,18 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
         if spec.resilience.exclude_faulty_nodes:
             out.append(
                 "resilience.exclude_faulty_nodes: a restart by the JobSet controller (max_retries) may run "
-                "on a faulty node again (a JobSet's pod template cannot change); `launcher run -r` keeps off "
-                "the nodes a hardware or collective failure was pinned to"
+                "on a faulty node again unless the cluster taints it NoSchedule (a JobSet's pod template cannot "
+                "change); `launcher run -r` keeps off the nodes a hardware or collective failure was pinned to"
             )
         if spec.resilience.hang_timeout is not None:
             out.append(
                 "resilience.hang_timeout: a hang ends the attempt, which the JobSet controller counts "
                 "against max_retries (its failurePolicy cannot tell a hang from the program's own failure)"
             )
-        out.append("resilience.straggler_factor: stragglers are named on the local backend only")
+        out.append(
+            "resilience.straggler_factor: a straggler is named in describe once the ranks' pods have ended "
+            "(each leaves its step time in its log and its termination message), not while they run"
+        )
     return out
 
 

@@ -46,12 +46,15 @@ from launcher.backends.kubernetes.attempts import (
     true_condition,
     ts,
 )
+from launcher.pod import contract, failures
 from launcher.spec.retry import FATAL, JOBSET_NO_BACKOFF
 
 # The record is created right after the JobSet; a submit's retries end well within this.
 UNFINISHED_SUBMIT_SECONDS = 120.0
 
 JOB_FAILURE_REASONS = ("PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded")
+EXIT_CODE_MEANS = {contract.EXIT_HANG: "the entrypoint saw no progress for resilience.hang_timeout"}
+"""What an exit code of the entrypoint's own says, where the pod that told more is gone."""
 EXIT_MESSAGE = re.compile(r"Container \S+ for pod [^/\s]+/(?P<pod>\S+) failed with exit code (?P<code>-?\d+)")
 # In the scheduler's FailedScheduling message: nodes its required node affinity rules out.
 NODE_AFFINITY_MISMATCH = "didn't match Pod's node affinity"
@@ -148,7 +151,15 @@ def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt
     have = {r.rank for r in ranks}
     ranks += [RankState(i, RunStatus.STOPPED, reason="stopped with the group") for i in range(nodes) if i not in have]
     ranks.sort(key=lambda r: r.rank)
-    return Attempt(index=index, status=RunStatus.FAILED, ended_at=when, reason=reason, ranks=ranks)
+    attempt = Attempt(index=index, status=RunStatus.FAILED, ended_at=when, reason=reason, ranks=ranks)
+    if m and rank is not None:
+        # The pod, and the termination message its entrypoint left, went with the restart:
+        # the class that the exit code alone tells (the entrypoint's own codes: a hang).
+        told = failures.classify(code, None, [])
+        if told.kind != failures.USER:
+            attempt.failure_class = told.kind
+            attempt.evidence = f"rank {rank}: {told.kind}: exit code {code} ({EXIT_CODE_MEANS.get(code, told.kind)})"
+    return attempt
 
 
 def gone_after_its_ttl(obs: Observed) -> bool:
@@ -187,6 +198,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
     record, jobset = obs.record, obs.jobset
     spec = spec_of(record)
     nodes = int((spec.get("compute") or {}).get("nodes") or 1)
+    factor = float((spec.get("resilience") or {}).get("straggler_factor") or 2.0)
     finished = {s["index"]: s for s in record_json(record, keys.RECORD_ATTEMPTS, [])}
     final = record_json(record, keys.RECORD_FINAL, None)
     created = ts(((record or jobset or {}).get("metadata") or {}).get("creationTimestamp"))
@@ -215,7 +227,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
             ev = []
         elif pods and all((p.get("status") or {}).get("phase") in ("Failed", "Succeeded") for p in pods):
             job = next((j for j in obs.jobs if attempt_of(j) == index), None)
-            a, _, ev = attempt_view(index, job, pods, obs.events, nodes, obs.nodes)
+            a, _, ev = attempt_view(index, job, pods, obs.events, nodes, obs.nodes, factor)
             a.status = RunStatus.FAILED
         elif nth < len(failures):
             a = attempt_from_event(index, obs.name, nodes, failures[nth])
@@ -239,7 +251,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
         None,
     )
     pods = [p for p in obs.pods if attempt_of(p) == current]
-    live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes, obs.nodes)
+    live, failure, live_events = attempt_view(current, job, pods, obs.events, nodes, obs.nodes, factor)
     completed = (
         true_condition(jobset, "Completed") or ((jobset or {}).get("status") or {}).get("terminalState") == "Completed"
     )

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -33,7 +32,7 @@ from launcher.backends.local.mounts import create_mount_points, rank_launch, rem
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
 from launcher.backends.local.state import State
 from launcher.errors import StateFileError
-from launcher.pod import contract, reaper
+from launcher.pod import contract, reaper, stragglers
 from launcher.pod.failures import Failure, classify, most_telling
 from launcher.pod.reserved import ReservedFile, read_reserved
 from launcher.spec.retry import DEADLINE, RetryPolicy, retry_class
@@ -306,32 +305,22 @@ class Supervisor:
         return self.known
 
     def _name_stragglers(self, attempt: int, ranks: list[int], named: set[int]) -> None:
-        """Name, once, each rank whose step time over its last STEP_WINDOW steps is
-        more than resilience.straggler_factor times the median of the other ranks' (the
-        others': with two ranks the median of both would hide the slow one), in its log and
-        the attempt's record."""
+        """Name, once, each straggler (launcher.pod.stragglers) of the ranks' progress files,
+        in its log and the attempt's record."""
         factor = float((self.spec.get("resilience") or {}).get("straggler_factor") or 2.0)
         times: dict[int, float] = {}
         for rank in ranks:  # a rank that ended keeps its last step time
             try:
-                data = json.loads(self.layout.progress_file(attempt, rank).read_text())
+                seconds = stragglers.timed(json.loads(self.layout.progress_file(attempt, rank).read_text()))
             except (OSError, ValueError):
                 continue
-            seconds = data.get("step_seconds") if isinstance(data, dict) else None
-            if isinstance(seconds, int | float) and seconds > 0 and data.get("steps_timed", 0) >= contract.STEP_WINDOW:
-                times[rank] = float(seconds)
-        for rank, seconds in sorted(times.items()):
-            others = [v for r, v in times.items() if r != rank]
-            if rank in named or not others:
-                continue
-            median = statistics.median(others)
-            if seconds > factor * median:
+            if seconds is not None:
+                times[rank] = seconds
+        for slow in stragglers.stragglers(times, factor):
+            rank = slow.rank
+            if rank not in named:
                 named.add(rank)
-                line = (
-                    f"straggler: rank {rank} on localhost: {seconds:.3f} s a step against the other ranks' median "
-                    f"{median:.3f} s ({seconds / median:.1f}x, resilience.straggler_factor {factor:g}) over its last "
-                    f"{contract.STEP_WINDOW} steps"
-                )
+                line = stragglers.line(slow, "localhost", factor)
                 try:
                     with open(self.layout.log_file(attempt, rank), "a") as log:
                         log.write(f"[launcher] {line}\n")

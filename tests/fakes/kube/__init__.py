@@ -46,14 +46,30 @@ fake_kueue (fixtures.py).
 It writes PATH only once it listens; SIGTERM/SIGINT kill every pod process and exit 0
 (so does the death of its parent, with --exit-with-parent, which the fixture passes).
 `KubeProgram`/`RemoteKube` (client.py) give the same helpers over HTTP: faults, count,
-requests, evict, fault_node, compact.
+requests, evict, fault_node, fault_pod, compact.
 
-Hardware faults on a node: `kube.fault_node(NAME, "xid")` (the program: `--fault
-node=NAME,kind=xid`, repeatable, or `RemoteKube.fault_node` at run time) gives the node a
-True condition GpuXid/XidError whose message is the kernel's `NVRM: Xid (PCI:0000:3b:00):
-79, GPU has fallen off the bus` (no taint: the scheduler still places pods there), and every
-main container started there from then on prints that line and exits 1
-(faults.NODE_FAULTS; `faults.knobs()["node_faults"]`).
+Hardware faults on a node: `kube.fault_node(NAME, "xid", taint=False)` (the program: `--fault
+node=NAME,kind=xid[,taint=true]`, repeatable, or `RemoteKube.fault_node` at run time) gives the
+node a True condition GpuXid/XidError whose message is the kernel's `NVRM: Xid (PCI:0000:3b:00):
+79, GPU has fallen off the bus`, and every main container started there from then on prints
+that line and exits 1 (faults.NODE_FAULTS; `faults.knobs()["node_faults"]`). Without a taint
+the scheduler still places pods there; with taint=True the node is also tainted
+`nvidia.com/gpu-unhealthy=xid-79:NoSchedule`, as a checker that cordons does, and the
+scheduler (which matches NoSchedule/NoExecute taints against tolerations, scheduler.tolerated)
+places no new pod there: "N node(s) had untolerated taint {KEY: VALUE}".
+
+A rank's trouble: `kube.fault_pod(KIND, pod=GLOB | rank=N, after=S, times=1)` (the program:
+`--fault rank=1,kind=hang,after=2` or `pod=GLOB,...`, repeatable; `RemoteKube.fault_pod` at run
+time) strikes the next `times` main containers (0: every one) of pods named like GLOB or whose
+job-completion index is N, S seconds after each starts (faults.POD_FAULT_KINDS):
+  hang  every process of the container stops (SIGSTOP; runc: `runc pause`, the freezer) and
+        stays stopped until the pod is deleted: the rank stops making progress, and its peers
+        wait for it;
+  slow  its CPU is throttled to faults.SLOW_CPU_SHARE of one CPU (runc: a CFS quota by
+        `runc update`; processes: a SIGSTOP/SIGCONT duty cycle of that share, coarser);
+  oom   it is SIGKILLed and ends terminated with reason OOMKilled and exit code 137, as the
+        kubelet reports the kernel's OOM kill (no memory limit is set: the kill is the fake's).
+`faults.knobs()["pod_faults"]` lists them with how often each fired.
 
 Fault injection (stable API; `kube.faults` in-process, `RemoteKube(url).faults` for the
 program; both have exactly these methods):

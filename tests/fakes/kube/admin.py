@@ -10,7 +10,9 @@ client calls these paths). Requests here are neither recorded nor subject to fau
   GET    /_fake/requests                 [[method, kind, verb], ...] since the start
   GET    /_fake/lists                    [{kind, labelSelector, limit, continue, metadataOnly}, ...]
   POST   /_fake/evict                    {"name": pod, "namespace": "default", "reason": ...}
-  POST   /_fake/node-faults              {"node": name, "kind": "xid"}: FakeKube.fault_node
+  POST   /_fake/node-faults              {"node": name, "kind": "xid", "taint": bool}: FakeKube.fault_node
+  POST   /_fake/pod-faults               {"kind": "hang"|"slow"|"oom", "pod": glob, "rank": N,
+                                         "after": S, "times": N}: FakeKube.fault_pod
   POST   /_fake/compact                  drop the watch history (410 Gone for older versions)
 """
 
@@ -73,7 +75,10 @@ def handle_admin(handler, method: str, parts: list[str], body: Any) -> None:
             k.evict(body["name"], body.get("namespace", "default"), body.get("reason", "PreemptionByScheduler"))
             return handler.send_json(200, {"ok": True})
         if route == ("POST", "node-faults"):
-            k.fault_node(body["node"], body["kind"])
+            k.fault_node(body["node"], body["kind"], taint=bool(body.get("taint")))
+            return handler.send_json(200, k.faults.knobs())
+        if route == ("POST", "pod-faults"):
+            k.fault_pod(body["kind"], **{key: body[key] for key in ("pod", "rank", "after", "times") if key in body})
             return handler.send_json(200, k.faults.knobs())
         if route == ("POST", "compact"):
             k.compact()

@@ -1,6 +1,6 @@
 """Talking to a fake run as a program: `RemoteFaults` has the methods of `Faults`
 (inject, clear, list_rules, set, refuse_connections, stall_connections) over /_fake/,
-and `RemoteKube` the helpers tests call on a FakeKube (faults, count, evict, fault_node, compact,
+and `RemoteKube` the helpers tests call on a FakeKube (faults, count, evict, fault_node, fault_pod, compact,
 requests, get, list, pods). Stdlib HTTP only, so it works while the kubernetes client is
 the thing under test. Its reads go through the API and are recorded like any client's.
 """
@@ -110,8 +110,15 @@ class RemoteKube:
     def evict(self, pod_name: str, ns: str = "default", reason: str = "PreemptionByScheduler") -> None:
         _call(self.url, "POST", "/_fake/evict", {"name": pod_name, "namespace": ns, "reason": reason})
 
-    def fault_node(self, name: str, kind: str = "xid") -> None:
-        _call(self.url, "POST", "/_fake/node-faults", {"node": name, "kind": kind})
+    def fault_node(self, name: str, kind: str = "xid", *, taint: bool = False) -> None:
+        _call(self.url, "POST", "/_fake/node-faults", {"node": name, "kind": kind, "taint": taint})
+
+    def fault_pod(
+        self, kind: str, *, pod: str | None = None, rank: int | None = None, after: float = 0.0, times: int = 1
+    ) -> None:
+        """FakeKube.fault_pod: hang, slow or oom for the next `times` containers of matching pods."""
+        body = {"kind": kind, "pod": pod, "rank": rank, "after": after, "times": times}
+        _call(self.url, "POST", "/_fake/pod-faults", body)
 
     def compact(self) -> None:
         _call(self.url, "POST", "/_fake/compact", {})

@@ -171,10 +171,11 @@ class FakeKube:
         """Preempt a running pod: DisruptionTarget, then SIGKILL (exit 137)."""
         self.kubelet.evict(ns, pod_name, reason)
 
-    def fault_node(self, name: str, kind: str) -> None:
+    def fault_node(self, name: str, kind: str, *, taint: bool = False) -> None:
         """A hardware fault on node `name` (faults.NODE_FAULTS): the node gets the condition a
         GPU operator's health check sets, with the kernel's line as its message, and the
-        containers started there from now on print that line and exit 1."""
+        containers started there from now on print that line and exit 1. taint=True also taints
+        it NoSchedule, as a checker that cordons does: the scheduler places no new pod there."""
         from tests.fakes.kube.faults import NODE_FAULTS
 
         if kind not in NODE_FAULTS:
@@ -196,10 +197,25 @@ class FakeKube:
                 }
             )
             node["status"]["conditions"] = conds
+            if taint:
+                taints = [t for t in node["spec"].get("taints") or [] if t["key"] != fault["taint"]["key"]]
+                node["spec"]["taints"] = [*taints, {**fault["taint"], "timeAdded": now}]
 
         self.store.update("Node", "", name, mark)
         with self.lock:
             self.faults.node_faults[name] = kind
+
+    def fault_pod(
+        self, kind: str, *, pod: str | None = None, rank: int | None = None, after: float = 0.0, times: int = 1
+    ) -> None:
+        """A fault (faults.POD_FAULT_KINDS: hang, slow, oom) for the next `times` main
+        containers (0: every one) started in pods named like the glob `pod` or of node rank
+        `rank` (their job-completion index), `after` seconds after each starts."""
+        from tests.fakes.kube.faults import PodFault
+
+        fault = PodFault(kind=kind, pod=pod, rank=rank, after=float(after), times=int(times))
+        with self.lock:
+            self.faults.pod_faults.append(fault)
 
     def count(self, method: str | None = None, kind: str | None = None, verb: str | None = None) -> int:
         with self.lock:

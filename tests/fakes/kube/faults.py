@@ -4,21 +4,38 @@ unreachable servers, and 410 Gone on watches. See the package docstring for the 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 
-# Node faults (`--fault node=NAME,kind=KIND`): what a GPU operator's health check sets on a bad
-# node (a condition; no taint, so the scheduler still places pods there and only a launcher
-# that leaves the node out avoids it), and the line the kernel logs, which the node's
-# containers print before they fail.
+# Node faults (`--fault node=NAME,kind=KIND[,taint=true]`): what a GPU operator's health check
+# sets on a bad node (a condition; by default no taint, so the scheduler still places pods there
+# and only a launcher that leaves the node out avoids it; with taint=true also the taint of a
+# checker that cordons), and the line the kernel logs, which the node's containers print
+# before they fail.
 NODE_FAULTS = {
     "xid": {
         "condition": {"type": "GpuXid", "reason": "XidError"},
         "line": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus",
+        # With taint=true: what a health checker that also cordons sets (no launcher pod tolerates it).
+        "taint": {"key": "nvidia.com/gpu-unhealthy", "value": "xid-79", "effect": "NoSchedule"},
     },
 }
+
+# Pod faults (`--fault pod=GLOB|rank=N,kind=KIND`): what a rank's container suffers once it
+# runs. hang: its processes stop (SIGSTOP; runc: `runc pause`, the cgroup freezer); slow: its
+# CPU is throttled (runc: `runc update --cpu-quota`, a CFS quota of SLOW_CPU_SHARE of one CPU;
+# processes: a SIGSTOP/SIGCONT duty cycle of that share, every SLOW_CPU_PERIOD); oom: it is OOM-killed (SIGKILL, then
+# the terminated state a kubelet reports for the kernel's OOM kill: reason OOMKilled, exit
+# code 137; no memory limit is set, the kill is the fake's).
+POD_FAULT_KINDS = ("hang", "slow", "oom")
+SLOW_CPU_SHARE = 0.1
+"""The share of one CPU a `slow` container gets."""
+SLOW_CPU_PERIOD = 0.02
+"""Seconds of each throttling period (the CFS period): short, so that steps of a few ms are
+slowed each alike rather than one step in five by a whole period."""
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "log")
 
@@ -75,6 +92,72 @@ class FaultRule:
 
 
 @dataclass
+class PodFault:
+    """A fault for the next `times` main containers started in pods that match (by name
+    glob or by rank, the job-completion index), `after` seconds after each starts."""
+
+    kind: str
+    pod: str | None = None
+    """An fnmatch glob of pod names; None: any pod (of the rank, where rank is given)."""
+    rank: int | None = None
+    """The pod's batch.kubernetes.io/job-completion-index (a run's node rank)."""
+    after: float = 0.0
+    times: int = 1
+    """How many containers it strikes; 0: every one that matches."""
+    fired: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in POD_FAULT_KINDS:
+            raise ValueError(f"pod fault kind must be one of {', '.join(POD_FAULT_KINDS)}, not {self.kind!r}")
+        if self.pod is None and self.rank is None:
+            raise ValueError("a pod fault names a pod (a glob of pod names) or a rank")
+        if self.after < 0 or self.times < 0:
+            raise ValueError("a pod fault's after and times are not negative")
+
+    def matches(self, pod: dict) -> bool:
+        meta = pod.get("metadata") or {}
+        index = (meta.get("annotations") or {}).get("batch.kubernetes.io/job-completion-index")
+        return (
+            (self.times <= 0 or self.fired < self.times)
+            and (self.pod is None or fnmatch.fnmatchcase(meta.get("name", ""), self.pod))
+            and (self.rank is None or index == str(self.rank))
+        )
+
+
+def parse_fault(text: str) -> tuple[str, dict]:
+    """`--fault` text: ("node", {node, kind, taint}) for node=NAME,kind=xid[,taint=true], or ("pod", PodFault
+    fields) for pod=GLOB|rank=N,kind=hang|slow|oom[,after=S][,times=N]. ValueError says why not."""
+    parts = text.split(",")
+    fields = dict(part.split("=", 1) for part in parts if "=" in part)
+    if len(fields) != len(parts):
+        raise ValueError(f"expected KEY=VALUE pairs separated by commas, got {text!r}")
+    if "node" in fields:
+        if not {"node", "kind"} <= set(fields) <= {"node", "kind", "taint"}:
+            raise ValueError(f"expected node=NAME,kind=KIND[,taint=true], got {text!r}")
+        if fields.setdefault("taint", "false") not in ("true", "false"):
+            raise ValueError(f"a node fault's taint is true or false, got {fields['taint']!r}")
+        if fields["kind"] not in NODE_FAULTS:
+            raise ValueError(
+                f"a node fault's kind must be one of {', '.join(sorted(NODE_FAULTS))}, got {fields['kind']!r}"
+            )
+        return "node", fields
+    if "kind" not in fields or not set(fields) <= {"pod", "rank", "kind", "after", "times"}:
+        raise ValueError(f"expected node=NAME,kind=xid or pod=GLOB|rank=N,kind=KIND[,after=S][,times=N], got {text!r}")
+    try:
+        out: dict = {"kind": fields["kind"], "pod": fields.get("pod")}
+        if "rank" in fields:
+            out["rank"] = int(fields["rank"])
+        if "after" in fields:
+            out["after"] = float(fields["after"].removesuffix("s"))
+        if "times" in fields:
+            out["times"] = int(fields["times"])
+    except ValueError:
+        raise ValueError(f"rank and times are integers, after a number of seconds: {text!r}") from None
+    PodFault(**out)  # checks the kind and the rest
+    return "pod", out
+
+
+@dataclass
 class Faults:
     """The faults of one fake cluster; the same methods work against the program through
     `RemoteFaults` (tests/fakes/kube/client.py)."""
@@ -99,6 +182,8 @@ class Faults:
     node_faults: dict[str, str] = field(default_factory=dict)
     """Node name -> a NODE_FAULTS kind: the containers started there print its line and exit 1
     (FakeKube.fault_node also sets the node's condition)."""
+    pod_faults: list[PodFault] = field(default_factory=list)
+    """Faults for the main containers of matching pods (FakeKube.fault_pod)."""
     rules: list[FaultRule] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _next_id: int = 1
@@ -152,7 +237,7 @@ class Faults:
     def set(self, **values) -> None:
         """Set the simple knobs above (gone_watches=3, hold_pods=True, bad_images=[...])."""
         for key, value in values.items():
-            if key.startswith("_") or key == "rules" or not hasattr(self, key):
+            if key.startswith("_") or key in ("rules", "pod_faults") or not hasattr(self, key):
                 raise ValueError(f"no fault knob {key!r}")
             setattr(self, key, set(value) if key == "bad_images" else value)
 
@@ -181,6 +266,15 @@ class Faults:
                 return FaultRule(status=503, message="the server is currently unable to handle the request", fired=1)
         return None
 
+    def take_pod_fault(self, pod: dict) -> PodFault | None:
+        """The first pod fault that matches this pod and has times left, counted as fired."""
+        with self._lock:
+            for fault in self.pod_faults:
+                if fault.matches(pod):
+                    fault.fired += 1
+                    return fault
+        return None
+
     def take_log_drop(self, follow: bool) -> int | None:
         with self._lock:
             if (follow or self.drop_finished_reads) and self.drop_logs_after is not None and self.drop_logs_count > 0:
@@ -206,6 +300,7 @@ class Faults:
             "bad_images": sorted(self.bad_images),
             "hold_pods": self.hold_pods,
             "node_faults": dict(self.node_faults),
+            "pod_faults": [asdict(f) for f in self.pod_faults],
         }
 
     def _listener(self):

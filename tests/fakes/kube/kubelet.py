@@ -15,6 +15,12 @@ For every pod bound to a node it
     Failed, waiting/running/terminated with exit codes, PodScheduled, Initialized, Ready);
   * on a node with a fault (`faults.node_faults`, FakeKube.fault_node),
     runs each main container as a shell that prints the fault's kernel line and exits 1;
+  * strikes the main containers of pods that a pod fault matches (`faults.pod_faults`,
+    FakeKube.fault_pod), `after` seconds into their life: hang stops every process of the
+    container (SIGSTOP; runc: `runc pause`) until the pod is deleted; slow throttles its CPU
+    (runc: a CFS quota through `runc update`; processes: a SIGSTOP/SIGCONT duty cycle) to
+    faults.SLOW_CPU_SHARE of one CPU; oom SIGKILLs it and reports it terminated with reason
+    OOMKilled and exit code 137, as the kubelet reports the kernel's OOM kill;
   * on deletion sends SIGTERM to each process group, SIGKILL after the grace period, then
     removes the pod; `evict` sets DisruptionTarget first, as preemption does.
 
@@ -55,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.fakes.kube.common import ApiError, now_ns, rfc3339
-from tests.fakes.kube.faults import Faults
+from tests.fakes.kube.faults import SLOW_CPU_PERIOD, SLOW_CPU_SHARE, Faults
 from tests.fakes.kube.jobs import CONTROLLER_UID
 from tests.fakes.kube.store import Store, record_event
 
@@ -92,6 +98,10 @@ class Container:
     reason: str | None = None
     message: str | None = None
     """The terminated state's reason (None: Completed or Error) and message, as the runtime reports them."""
+    paused: bool = False
+    """Its processes are stopped (a `hang` pod fault): a SIGKILL must reach them anyway."""
+    oom_killed: bool = False
+    """An `oom` pod fault killed it: it ends OOMKilled with exit code 137."""
 
 
 @dataclass
@@ -231,6 +241,8 @@ class Kubelet:
     def _kill(self, c: Container, sig: int) -> None:
         if c.runtime_id and self.runc is not None:
             self.runc.kill(c.runtime_id, sig)
+            if c.paused and sig == signal.SIGKILL:
+                self.runc.resume(c.runtime_id)  # a frozen cgroup's tasks die only once thawed
         if c.proc is not None and (not c.runtime_id or sig == signal.SIGKILL):
             _kill(c.proc, sig)  # a SIGKILL also ends `runc run` itself, and what a stuck runc left
 
@@ -483,6 +495,7 @@ class Kubelet:
                 c.previous, c.lines = c.lines, []
                 c.proc, c.done, c.exit_code, c.term_sent = None, False, None, None
                 c.runtime_id, c.reason, c.message = "", None, None
+                c.paused, c.oom_killed = False, False
                 c.restarts += 1
 
     def _spawn(
@@ -636,7 +649,50 @@ class Kubelet:
             )
 
         self._update(ns, name, running)
+        fault = self.faults.take_pod_fault(pod) if group == "containerStatuses" else None
+        if fault is not None:
+            threading.Thread(
+                target=self._strike, args=(c, c.proc, fault.kind, fault.after), name=f"fault-{name}", daemon=True
+            ).start()
         return True
+
+    # --- pod faults (faults.POD_FAULT_KINDS) ----------------------------------------------------
+    def _strike(self, c: Container, proc: subprocess.Popen, kind: str, after: float) -> None:
+        """`after` seconds into the container's life (if it still runs), its pod fault."""
+        deadline = time.monotonic() + after
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return
+            time.sleep(0.05)
+        with self.store.lock:
+            if proc.poll() is not None or c.proc is not proc:
+                return
+            if kind == "oom":
+                c.oom_killed = True
+            elif kind == "hang":
+                c.paused = True
+        if kind == "oom":
+            self._kill(c, signal.SIGKILL)
+        elif kind == "hang":
+            if c.runtime_id and self.runc is not None:
+                self.runc.pause(c.runtime_id)
+            else:
+                _signal_all(proc.pid, signal.SIGSTOP)
+        elif c.runtime_id and self.runc is not None:
+            self.runc.throttle(c.runtime_id, SLOW_CPU_SHARE, SLOW_CPU_PERIOD)
+        else:
+            # No cgroup to throttle a host process with: stop and continue it, so that it runs
+            # SLOW_CPU_SHARE of each period (what a CFS quota does, coarser).
+            from launcher.pod.reaper import descendants
+
+            pids, listed = [proc.pid], 0.0
+            while proc.poll() is None:
+                if time.monotonic() - listed > 0.5:  # reading /proc each period would eat the share
+                    pids, listed = [proc.pid, *descendants(proc.pid)], time.monotonic()
+                _signal_pids(pids, signal.SIGSTOP)
+                time.sleep(SLOW_CPU_PERIOD * (1 - SLOW_CPU_SHARE))
+                _signal_pids(pids, signal.SIGCONT)
+                time.sleep(SLOW_CPU_PERIOD * SLOW_CPU_SHARE)
 
     def _spawn_failed(self, ns: str, name: str, group: str, index: int, c: Container, ct: dict, message: str) -> bool:
         c.done = True
@@ -673,6 +729,8 @@ class Kubelet:
         code = code if code >= 0 else 128 - code
         if c.runtime_id and self.runc is not None:
             code, c.reason, c.message = self.runc.finished(c.runtime_id, code, [text for _, text in c.lines])
+        if c.oom_killed:
+            code, c.reason, c.message = 137, "OOMKilled", None  # what the kubelet reports of the kernel's OOM kill
         with self.store.lock:
             c.exit_code = code
             c.done = True
@@ -783,6 +841,27 @@ def _kill(proc: subprocess.Popen, sig: int) -> None:
     for pid in below:
         try:
             os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _signal_all(pid: int, sig: int) -> None:
+    """Signal a container's first process and every process below it."""
+    from launcher.pod.reaper import descendants
+
+    done: set[int] = set()
+    for _ in range(5):  # a process forked while the others were being stopped: stop it too
+        pids = [p for p in (pid, *descendants(pid)) if p not in done]
+        if not pids:
+            return
+        _signal_pids(pids, sig)
+        done.update(pids)
+
+
+def _signal_pids(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass
 

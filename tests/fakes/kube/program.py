@@ -3,7 +3,7 @@
     python tests/fakes/kube_api.py --kubeconfig PATH [--nodes N] [--gpus-per-node G]
         [--node-label KEY=VALUE ...] [--no-jobset] [--runtime process|runc]
         [--image REF_GLOB=DIR ...] [--image-user REF_GLOB=UID[:GID] ...] [--no-isolation] [--no-controllers]
-        [--fault node=NAME,kind=xid ...] [--history-limit N] [--grace-seconds S] [--exit-with-parent]
+        [--fault node=NAME,kind=xid[,taint=true] | pod=GLOB|rank=N,kind=hang|slow|oom[,after=S][,times=N] ...] [--history-limit N] [--grace-seconds S] [--exit-with-parent]
         [--kueue [--kueue-queue NAME:GPUS[:preempt] ...] [--priority-class NAME=VALUE ...]
                  [--topology KEY=V1,V2,... ...]]
 
@@ -26,7 +26,12 @@ Kueue (kueue.py; kueue.x-k8s.io v1beta2 and v1beta1, and the visibility API):
 
 --fault node=fake-node-0,kind=xid  a hardware fault on that node from the start (FakeKube.
                               fault_node: its condition GpuXid, and its containers print
-                              the kernel's Xid line and exit 1); POST /_fake/node-faults at run time
+                              the kernel's Xid line and exit 1; taint=true: also a NoSchedule
+                              taint nvidia.com/gpu-unhealthy); POST /_fake/node-faults at run time
+--fault rank=1,kind=hang,after=2  the first container of rank 1's pods stops 2 s after it starts
+                              (FakeKube.fault_pod; kinds hang, slow, oom; pod=GLOB matches pod
+                              names; times=N strikes N containers, 0 every one); POST
+                              /_fake/pod-faults at run time
 
 It serves the API server and runs its control plane and kubelet until SIGTERM or SIGINT,
 then kills every pod process and exits 0. The kubeconfig is written (atomically) only
@@ -92,9 +97,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--fault",
         action="append",
         default=[],
-        metavar="node=NAME,kind=xid",
+        metavar="node=NAME,kind=xid[,taint=true] | pod=GLOB|rank=N,kind=hang|slow|oom[,after=S][,times=N]",
         help="a hardware fault on node NAME: a GpuXid condition, and its containers print the "
-        "kernel's Xid line and exit 1 (repeatable)",
+        "kernel's Xid line and exit 1 (taint=true: also a NoSchedule taint); or a fault for the next N (default 1; 0: every) main containers of "
+        "pods named like GLOB or of node rank N, S seconds after each starts: hang (its processes stop), "
+        "slow (its CPU is throttled), oom (OOM-killed: OOMKilled, exit code 137) (repeatable)",
     )
     p.add_argument("--history-limit", type=int, default=10_000, help="watch events kept before 410 Gone")
     p.add_argument("--grace-seconds", type=float, default=3.0, help="longest SIGTERM-to-SIGKILL wait for a pod")
@@ -131,16 +138,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for text in args.image + args.node_label + args.priority_class + args.topology:
         if "=" not in text:
             p.error(f"expected KEY=VALUE, got {text!r}")
-    args.node_faults = []
-    for text in args.fault:
-        fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
-        if set(fields) != {"node", "kind"} or len(text.split(",")) != 2:
-            p.error(f"expected --fault node=NAME,kind=KIND, got {text!r}")
-        from tests.fakes.kube.faults import NODE_FAULTS
+    args.node_faults, args.pod_faults = [], []
+    from tests.fakes.kube.faults import parse_fault
 
-        if fields["kind"] not in NODE_FAULTS:
-            p.error(f"--fault kind must be one of {', '.join(sorted(NODE_FAULTS))}, got {fields['kind']!r}")
-        args.node_faults.append((fields["node"], fields["kind"]))
+    for text in args.fault:
+        try:
+            what, fields = parse_fault(text)
+        except ValueError as e:
+            p.error(f"--fault: {e}")
+        if what == "node":
+            args.node_faults.append((fields["node"], fields["kind"], fields["taint"] == "true"))
+        else:
+            args.pod_faults.append(fields)
     for text in args.priority_class:
         if not text.split("=", 1)[1].lstrip("-").isdigit():
             p.error(f"expected NAME=INTEGER, got {text!r}")
@@ -197,13 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.kueue:
         setup_kueue(kube, args)
-    for node, kind in args.node_faults:
+    for node, kind, taint in args.node_faults:
         try:
-            kube.fault_node(node, kind)
+            kube.fault_node(node, kind, taint=taint)
         except ValueError as e:
             kube.close()
             print(f"kube_api.py: error: --fault: {e}", file=sys.stderr)
             return 2
+    for fields in args.pod_faults:
+        kube.fault_pod(**fields)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -33,6 +33,7 @@ The OCI bundle (config.json generated here, under the kubelet's directory):
     the terminated state's `message`.
 Mount points missing from the host's root are made on the host (empty directories, left
 there), as process mode makes them.
+Pod faults (kubelet.py): `runc pause`/`resume` for hang, `runc update --cpu-quota` for slow.
 Gaps: no cgroup limits (requests and limits are not enforced), no seccomp profile, no
 image pulls (an image is a directory), no user namespaces.
 """
@@ -49,6 +50,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -290,6 +292,33 @@ class RuncRuntime:
 
     def kill(self, cid: str, sig: int) -> None:
         subprocess.run([RUNC, "--root", str(self.state), "kill", cid, str(sig)], capture_output=True, timeout=30)
+
+    def pause(self, cid: str) -> None:
+        """Freeze the container's processes (the cgroup freezer): a `hang` pod fault."""
+        self._fault_call("pause", cid)
+
+    def resume(self, cid: str) -> None:
+        # Quiet: a container that a kill already ended is no longer paused.
+        subprocess.run([RUNC, "--root", str(self.state), "resume", cid], capture_output=True, timeout=30)
+
+    def throttle(self, cid: str, share: float, period: float) -> None:
+        """Limit the container to `share` of one CPU every `period` seconds (its cgroup's CFS
+        quota): a `slow` pod fault."""
+        us = int(period * 1_000_000)
+        self._fault_call("update", "--cpu-period", str(us), "--cpu-quota", str(int(us * share)), cid)
+
+    def _fault_call(self, *args: str) -> None:
+        """runc for a pod fault, once `runc run` has made the container (a fault at its start
+        comes while it does); where it fails, the fake's stderr says so (a test waits in vain otherwise)."""
+        deadline = time.monotonic() + 30
+        while True:
+            done = subprocess.run([RUNC, "--root", str(self.state), *args], capture_output=True, text=True, timeout=30)
+            if done.returncode == 0:
+                return
+            if "does not exist" not in done.stderr or time.monotonic() > deadline:
+                print(f"fake-kube: runc {' '.join(args)} failed: {done.stderr.strip()}", file=sys.stderr)
+                return
+            time.sleep(0.05)
 
     def finished(self, cid: str, exit_code: int, lines: list[str]) -> tuple[int, str | None, str | None]:
         """After `runc run` returned: delete what is left. The exit code, a reason that overrides

@@ -2,7 +2,8 @@
 
 Nodes have labels and an nvidia.com/gpu capacity. It honours nodeSelector, required
 node affinity (matchExpressions, and matchFields on metadata.name), required pod
-anti-affinity (matchLabels) and GPU requests, and writes
+anti-affinity (matchLabels), the Node objects' NoSchedule and NoExecute taints against the
+pod's tolerations (NoExecute evicts nothing that runs) and GPU requests, and writes
 PodScheduled=False/Unschedulable with the real scheduler's message ("0/4 nodes are
 available: 4 Insufficient nvidia.com/gpu.") plus a FailedScheduling event.
 """
@@ -110,6 +111,18 @@ class Scheduler:
             ):
                 reasons["node(s) didn't match pod anti-affinity rules"] += 1
                 continue
+            obj = self.store.objects.get(("Node", "", node["name"])) or {}
+            taint = next(
+                (
+                    t
+                    for t in (obj.get("spec") or {}).get("taints") or []
+                    if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerated(spec.get("tolerations"), t)
+                ),
+                None,
+            )
+            if taint is not None:
+                reasons[f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"] += 1
+                continue
             used = sum(gpu_request(p) for p in placed if p["spec"]["nodeName"] == node["name"])
             if want and node.get("gpus", 0) - used < want:
                 reasons[f"Insufficient {GPU}"] += 1
@@ -135,6 +148,19 @@ class Scheduler:
                 lambda p: _set_scheduled(p, "False", "Unschedulable", message),
             )
             record_event(self.store, pod, "Warning", "FailedScheduling", message, "default-scheduler")
+
+
+def tolerated(tolerations: list[dict] | None, taint: dict) -> bool:
+    """Whether a pod's tolerations tolerate a node's taint, as the scheduler matches them."""
+    for t in tolerations or []:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t["key"] == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
 
 
 def _set_scheduled(pod: dict, status: str, reason: str = "", message: str = "") -> None:
