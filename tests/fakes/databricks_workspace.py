@@ -33,7 +33,9 @@ and stderr, as cluster log delivery writes them (every half second here, minutes
 
 Tests reach the program's state through /fake/... endpoints (no auth; loopback only):
 POST /fake/volume {catalog, schema, volume}; POST /fake/fail {method, pattern, status,
-code, message, times} (an fnmatch glob over the request path); POST /fake/lose {run_id}
+code, message, times} (an fnmatch glob over the request path); POST /fake/slow {method, pattern,
+seconds, times} (matching requests are answered `seconds` late, each waiting on its own, so
+that two clients' calls overlap: a race made certain); POST /fake/lose {run_id}
 (the workspace forgets a run: runs/get answers 400 "does not exist"); GET /fake/submits
 (every runs/submit body, as received).
 """
@@ -43,6 +45,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import fnmatch
 import json
 import os
 import re
@@ -161,6 +164,7 @@ class FakeWorkspace(FakeDatabricksFiles):
         self.by_task: dict[int, int] = {}
         self.tokens: dict[str, int] = {}
         self.submits: list[dict] = []
+        self.slow: list[dict] = []
         self._next_id = 1000
         self._threads: list[threading.Thread] = []
 
@@ -187,6 +191,16 @@ class FakeWorkspace(FakeDatabricksFiles):
             t.join(timeout=CANCEL_GRACE_SECONDS + 5)
         super().stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def delay_of(self, method: str, path: str) -> float:
+        """How late a request is answered (/fake/slow), using up one of that knob's times."""
+        with self.lock:
+            for knob in self.slow:
+                if knob["method"] == method and fnmatch.fnmatch(path, knob["pattern"]) and knob["times"] != 0:
+                    if knob["times"] is not None:
+                        knob["times"] -= 1
+                    return float(knob["seconds"])
+        return 0.0
 
     def lose(self, run_id: int) -> None:
         with self.lock:
@@ -506,6 +520,9 @@ class _WorkspaceHandler(_Handler):
                 return self._json(200, self._control(url.path, args))
             if self.headers.get("Authorization", "") != f"Bearer {state.token}":
                 raise ApiError(401, "UNAUTHENTICATED", "Invalid access token.")
+            delay = state.delay_of(self.command, url.path)
+            if delay:
+                time.sleep(delay)  # outside the lock: the other requests go on meanwhile
             with state.lock:
                 state.requests.append((self.command, url.path))
                 state._check_fault(self.command, url.path)
@@ -572,6 +589,17 @@ class _WorkspaceHandler(_Handler):
                 args.get("times"),
             )
             return {}
+        if path == "/fake/slow":
+            with state.lock:
+                state.slow.append(
+                    {
+                        "method": args["method"].upper(),
+                        "pattern": args["pattern"],
+                        "seconds": float(args["seconds"]),
+                        "times": args.get("times"),
+                    }
+                )
+            return {}
         if path == "/fake/lose":
             state.lose(int(args["run_id"]))
             return {}
@@ -610,6 +638,9 @@ class WorkspaceProgram:
 
     def fail(self, method: str, pattern: str, status: int, code: str, times: int | None = 1) -> None:
         self.control("fail", {"method": method, "pattern": pattern, "status": status, "code": code, "times": times})
+
+    def slow(self, method: str, pattern: str, seconds: float, times: int | None = 1) -> None:
+        self.control("slow", {"method": method, "pattern": pattern, "seconds": seconds, "times": times})
 
     def submits(self) -> list[dict]:
         return self.control("submits")["submits"]
