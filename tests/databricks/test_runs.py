@@ -293,3 +293,18 @@ def test_two_launchers_that_notice_a_failure_at_once_submit_one_attempt_2(cli, w
     record = cli.wait_status(name, {"COMPLETED"})
     assert [a["status"] for a in record["attempts"]] == ["FAILED", "COMPLETED"], record["attempts"]
 
+
+def test_auto_places_a_run_on_a_databricks_profile_whose_compute_maps_it(cli, workspace):
+    r = cli(
+        "cluster", "add", "gpu", "--backend", "databricks", "--host", workspace.host, "--compute-mode", "serverless"
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    spec = cli.spec("placed", "name: placed\ncompute: {cluster: auto}\ncommand: 'echo placed here'\n")
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert (
+        "placement: dbx makes a new job cluster of 1 m5d.xlarge for it, gpu could not be asked "
+        "(compute.gpus: serverless GPU compute runs GPU work only; ask for GPUs): placed on dbx"
+    ) in r.stderr, r.stderr
+    assert "placed here" in r.stdout
+

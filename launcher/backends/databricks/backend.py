@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher.backends.base import Attempt, Backend, LogLine, Plan, RankState, Run, StatusEvent, retry_due, utcnow
-from launcher.backends.capabilities import ClusterProbe, ClusterReport, Feature, Restartable, TrackerMetrics, TrackerRun
+from launcher.backends.capabilities import (
+    ClusterProbe,
+    ClusterReport,
+    Feature,
+    FreeGpus,
+    OnDemandCompute,
+    Restartable,
+    TrackerMetrics,
+    TrackerRun,
+)
 from launcher.backends.databricks import render, retries
 from launcher.backends.databricks.errors import calls
 from launcher.backends.databricks.status import (
@@ -60,7 +69,7 @@ if TYPE_CHECKING:
 PROBE_CONNECT_TIMEOUT = 5.0
 
 
-class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
+class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics, OnDemandCompute):
     name = "databricks"
     UNSUPPORTED = {
         Feature.UPDATE_MAX_DURATION: "a submitted run's timeout_seconds cannot be changed",
@@ -130,6 +139,20 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
                 f"{render.scope_name(spec.name)}; the payload names them, never their values"
             )
         return Plan(rendered.payload, rendered.warnings, notes)
+
+    def on_demand_gpus(self, spec: RunSpec) -> FreeGpus:
+        """Every run gets compute of its own: a new job cluster of the node type the profile's
+        node_types give the spec's gpu_type, or serverless GPUs of an accelerator type that
+        serverless offers (check refuses any other)."""
+        placement = render.check(spec, self.profile)
+        if self.profile.compute_mode == "serverless":
+            kind, _ = render.serverless_accelerator(spec, placement)
+            source = f"serverless {kind}"
+        else:
+            node = self.profile.node_table[placement.gpu_type_name]
+            source = f"a new job cluster of {placement.nodes} {node.node_type_id}"
+        gpu_type = placement.gpu_type_name if placement.gpus else "none"
+        return FreeGpus(gpu_type, placement.gpus, placement.gpus, source, on_demand=True)
 
     # ---- submit ----------------------------------------------------------------------
     def submit(self, spec: RunSpec, secrets: list[Secret], *, code: Snapshot | None = None) -> Run:
