@@ -308,3 +308,24 @@ def test_auto_places_a_run_on_a_databricks_profile_whose_compute_maps_it(cli, wo
     ) in r.stderr, r.stderr
     assert "placed here" in r.stdout
 
+
+def test_a_serverless_run_follows_to_completion(cli, workspace):
+    r = cli(
+        "cluster", "add", "sls", "--backend", "databricks", "--host", workspace.host,
+        "--compute-mode", "serverless", "--workspace-dir", cli.workspace_dir,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    spec = cli.spec(
+        "sls",
+        "name: sls\ncompute: {cluster: sls, gpus: 1, gpu_type: a10}\ncommand: 'echo serverless rank $NODE_RANK'\n",
+    )
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    name = submitted(r.stderr + r.stdout)
+    assert "serverless rank 0" in r.stdout
+    [payload] = [s for s in workspace.submits() if s["run_name"] == name]
+    assert payload["tasks"][0]["ai_runtime_task"]["deployments"][0]["compute"] == {
+        "accelerator_type": "GPU_1xA10",
+        "accelerator_count": 1,
+    }
+    assert cli.describe(name)["status"] == "COMPLETED"
