@@ -180,7 +180,11 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics, OnDe
             "attempts": [],
         }
         self._start(w, spec, rendered, record)
-        return self._derive(record)
+        run = self._derive(record)
+        # What it cannot honour is said once, by submit, as on Kubernetes (the record keeps it);
+        # a read's Run.warnings are for what that read found (`run --follow` prints them at the end).
+        run.warnings = list(rendered.warnings)
+        return run
 
     def _start(
         self,
@@ -313,7 +317,6 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics, OnDe
             exit_code=0 if status is RunStatus.COMPLETED else None,
             attempts=attempts,
             events=events,
-            warnings=list(record.get("warnings", [])),
             retry_at=retry_at,
         )
 
