@@ -295,6 +295,21 @@ def test_two_launchers_that_notice_a_failure_at_once_submit_one_attempt_2(cli, w
     assert [a["status"] for a in record["attempts"]] == ["FAILED", "COMPLETED"], record["attempts"]
 
 
+def test_a_retry_waits_out_its_backoff_and_a_stop_meanwhile_ends_the_run(cli, workspace):
+    spec = flaky_spec(cli, "waits", "{max_retries: 1, retry_backoff: {first: 300}}", "first attempt fails")
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 0, r.stderr
+    name = submitted(r.stderr + r.stdout)
+    record = wait_until(lambda: (rec := cli.describe(name))["retry_at"] and rec, 60, interval=0.5)
+    assert record["status"] == "PENDING" and "attempt 1 failed" in record["reason"], record["reason"]
+    assert "a retry is due at" in record["reason"]
+    r = cli("stop", name, "-y")
+    assert r.returncode == 0, r.stderr
+    record = cli.describe(name)
+    assert (record["status"], record["reason"]) == ("STOPPED", "stopped by the user before attempt 2")
+    assert len([s for s in workspace.submits() if s["run_name"] == name]) == 1
+
+
 def test_auto_places_a_run_on_a_databricks_profile_whose_compute_maps_it(cli, workspace):
     r = cli(
         "cluster", "add", "gpu", "--backend", "databricks", "--host", workspace.host, "--compute-mode", "serverless"
