@@ -39,6 +39,7 @@ def ended(result: str | None, code: str | None, kind: str | None, life: str = "T
         (ended("FAILED", "CLOUD_FAILURE", "CLOUD_FAILURE"), [], "system", "preempted"),
         (ended("FAILED", "DRIVER_ERROR", "INTERNAL_ERROR"), [], "system", "preempted"),
         (ended(None, None, None, life="INTERNAL_ERROR"), [], "system", "preempted"),
+        (ended("MAXIMUM_CONCURRENT_RUNS_REACHED", None, None), [], "system", "preempted"),
         (ended(None, "CLUSTER_ERROR", "CLIENT_ERROR", life="INTERNAL_ERROR"), [], "fatal", None),
         (ended("FAILED", "LIBRARY_INSTALLATION_ERROR", "CLIENT_ERROR"), [], "fatal", None),
         (ended("TIMEDOUT", "RUN_EXECUTION_ERROR", "CLIENT_ERROR"), [], "deadline", None),

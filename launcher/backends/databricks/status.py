@@ -106,7 +106,12 @@ def ending_of(run: Any) -> str:
     kind = _enum(details.type) if details is not None else None
     if result == "TIMEDOUT":
         return TIMED_OUT
-    if kind in PLATFORM_TYPES or code in PLATFORM_CODES or (life == "INTERNAL_ERROR" and code is None):
+    if (
+        kind in PLATFORM_TYPES
+        or code in PLATFORM_CODES
+        or (life == "INTERNAL_ERROR" and code is None)
+        or result == "MAXIMUM_CONCURRENT_RUNS_REACHED"  # API 2.0's word for a workspace limit
+    ):
         return PLATFORM
     if code in (None, "RUN_EXECUTION_ERROR") and result in (None, "FAILED"):
         return PROGRAM
