@@ -310,6 +310,35 @@ def test_a_retry_waits_out_its_backoff_and_a_stop_meanwhile_ends_the_run(cli, wo
     assert len([s for s in workspace.submits() if s["run_name"] == name]) == 1
 
 
+def test_update_max_retries_of_a_running_run_makes_its_failure_retried(cli, workspace):
+    go = cli.cwd / "go"
+    spec = cli.spec(
+        "later",
+        f"""
+        name: later
+        compute: {{cluster: dbx}}
+        scheduling: {{retry_backoff: {{first: 0}}}}
+        command: |
+          if [ ! -e {cli.cwd}/later.marker ]; then
+            touch {cli.cwd}/later.marker
+            while [ ! -e {go} ]; do sleep 0.1; done
+            exit 1
+          fi
+          echo "attempt $LAUNCHER_ATTEMPT fine"
+        """,
+    )
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 0, r.stderr
+    name = submitted(r.stderr + r.stdout)
+    cli.wait_status(name, {"RUNNING"})
+    r = cli("update", "run", name, "--max-retries", "1")
+    assert r.returncode == 0, r.stderr
+    go.touch()
+    record = cli.wait_status(name, {"COMPLETED", "FAILED"})
+    assert [a["status"] for a in record["attempts"]] == ["FAILED", "COMPLETED"], record["attempts"]
+    assert record["spec"]["scheduling"]["max_retries"] == 1
+
+
 def test_auto_places_a_run_on_a_databricks_profile_whose_compute_maps_it(cli, workspace):
     r = cli(
         "cluster", "add", "gpu", "--backend", "databricks", "--host", workspace.host, "--compute-mode", "serverless"

@@ -31,6 +31,7 @@ from launcher.backends.capabilities import (
     Restartable,
     TrackerMetrics,
     TrackerRun,
+    Updatable,
 )
 from launcher.backends.databricks import render, retries
 from launcher.backends.databricks.errors import calls
@@ -69,12 +70,11 @@ if TYPE_CHECKING:
 PROBE_CONNECT_TIMEOUT = 5.0
 
 
-class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics, OnDemandCompute):
+class DatabricksBackend(Backend, Restartable, Updatable, ClusterProbe, TrackerMetrics, OnDemandCompute):
     name = "databricks"
     UNSUPPORTED = {
         Feature.UPDATE_MAX_DURATION: "a submitted run's timeout_seconds cannot be changed",
         Feature.UPDATE_PRIORITY: "a one-time run has no priority",
-        Feature.UPDATE_MAX_RETRIES: "its retries follow the spec it was submitted with, which its record keeps unchanged",
         Feature.EXEC: "a job cluster's driver takes no commands from outside (use a notebook on the cluster)",
         Feature.PORT_FORWARD: "a job cluster's ports are not reachable from here",
         Feature.GPU_USAGE: "a workspace has no fixed pool of GPUs to count (each run gets a new cluster)",
@@ -441,6 +441,27 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics, OnDe
             except errors.NotFound:
                 pass  # a run without secrets has no scope
             w.workspace.delete(render.run_folder(self.profile, name), recursive=True)
+
+    def update(
+        self,
+        name: str,
+        *,
+        max_duration: float | None = None,
+        priority: str | None = None,
+        max_retries: int | None = None,
+    ) -> Run:
+        """max_retries only: the record's spec, which every observer's retry decision reads
+        (the workspace keeps a submitted run's timeout, and a one-time run has no priority)."""
+        changes = {
+            k: v
+            for k, v in (("max_duration", max_duration), ("priority", priority), ("max_retries", max_retries))
+            if v is not None
+        }
+        record = self._record(name)
+        self.refuse_update(self._derive(record), changes)
+        record["spec"].setdefault("scheduling", {})["max_retries"] = max_retries
+        write_record(self.client, self.profile, name, record)
+        return self._derive(record)
 
     def restart(self, name: str) -> Run:
         record = self._record(name)
