@@ -376,7 +376,9 @@ class Backend(abc.ABC):
         """Yield the run each time its status changes, starting with the current one; return
         after yielding a terminal status. A watch starts and changes nothing; a backend may
         end a run it sees can never start (Kubernetes: an image that does not pull), as a stop
-        would, and record an ending the cluster would forget (Kubernetes: a JobSet's TTL). By default it polls get() every `poll_seconds`."""
+        would, record an ending the cluster would forget (Kubernetes: a JobSet's TTL), and
+        submit the retry a run's policy is due where nothing else would (Databricks' one-time
+        runs). By default it polls get() every `poll_seconds`."""
         last = None
         while True:
             run = self.get(name)

@@ -46,6 +46,9 @@ class Feature(str, enum.Enum):
     """PortForward.port_forward(): a rank's port on 127.0.0.1 (`launcher port-forward`)."""
     GPU_USAGE = "count its GPUs"
     """GpuUsageReport.gpu_usage() and free_gpus() (`launcher util`, placement across clusters)."""
+    ON_DEMAND_COMPUTE = "make new machines for each run"
+    """OnDemandCompute.on_demand_gpus(): what a cluster made for the run would give it
+    (placement across clusters ranks such a profile after one with the GPUs free now)."""
     QUEUE_USAGE = "count its queues' quota"
     """QueueUsageReport.queue_usage(): the GPU quota of the queues a profile submits to."""
     CLUSTER_PROBE = "probe a cluster"
@@ -198,8 +201,11 @@ class FreeGpus:
     free: int
     total: int
     source: str = "nodes"
-    """Where the numbers come from: "nodes" (their allocatable GPUs less the pods' requests), or
-    "queue NAME" (a Kueue ClusterQueue's nominal quota less its usage)."""
+    """Where the numbers come from: "nodes" (their allocatable GPUs less the pods' requests),
+    "queue NAME" (a Kueue ClusterQueue's nominal quota less its usage), or, on_demand, what is
+    made for the run ("a new job cluster")."""
+    on_demand: bool = False
+    """The machines are made for the run (OnDemandCompute): it fits, once they have started."""
 
 
 class GpuUsageReport(abc.ABC):
@@ -214,6 +220,14 @@ class GpuUsageReport(abc.ABC):
         wanted = spec.compute.gpu_type if spec.compute.gpus else "none"
         usage = [u for u in self.gpu_usage() if u.gpu_type == wanted or (wanted is None and u.gpu_type != "none")]
         return FreeGpus(wanted or "gpu", sum(u.free for u in usage), sum(u.gpus for u in usage))
+
+
+class OnDemandCompute(abc.ABC):
+    @abc.abstractmethod
+    def on_demand_gpus(self, spec: RunSpec) -> FreeGpus:
+        """The GPUs of the type `spec` asks for that the machines made for this run would
+        give it (FreeGpus.on_demand): all it asks for, where check(spec) takes it. Offline:
+        there is no pool to count."""
 
 
 @dataclass
@@ -364,6 +378,7 @@ MIXINS: dict[Feature, type] = {
     Feature.EXEC: Exec,
     Feature.PORT_FORWARD: PortForward,
     Feature.GPU_USAGE: GpuUsageReport,
+    Feature.ON_DEMAND_COMPUTE: OnDemandCompute,
     Feature.QUEUE_USAGE: QueueUsageReport,
     Feature.CLUSTER_PROBE: ClusterProbe,
     Feature.IMAGE_PROBE: ImageProbe,

@@ -3,7 +3,9 @@
 A run whose compute.cluster (or `--cluster`) is `auto` (every cluster profile here but
 local, in config order) or a list of profiles goes to the first of them, in order,
 whose free GPUs of the type it asks for fit it (Backend.free_gpus: the nodes' allocatable
-GPUs less the pods' requests, or a Kueue ClusterQueue's free quota). The profiles are
+GPUs less the pods' requests, or a Kueue ClusterQueue's free quota); failing that, to the
+first whose backend makes machines for each run (OnDemandCompute: a Databricks job cluster or
+serverless GPUs, where its profile maps the gpu_type), which always fits, minutes later. The profiles are
 asked at once, each within ASK_SECONDS: a cluster that is down or hangs is an answer
 ("could not be asked"), never a wait. When none fits, the run goes to the first that
 answered, and waits in its queue there.
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from launcher.backends.base import Backend, RunStatus
-from launcher.backends.capabilities import Feature, FreeGpus, GpuUsageReport
+from launcher.backends.capabilities import Feature, FreeGpus, GpuUsageReport, OnDemandCompute
 from launcher.errors import InputError
 from launcher.spec.models import AUTO_CLUSTER, cluster_names
 
@@ -58,6 +60,8 @@ class Candidate:
             error = (self.error or "no answer").removeprefix(f"cluster {self.profile}: ")
             return f"{self.profile} could not be asked ({error})"
         f = self.free
+        if f.on_demand:
+            return f"{self.profile} makes {f.source} for it" + (f" ({f.free} {f.gpu_type})" if f.free else "")
         where = f"{self.profile}'s {f.source}" if f.source != "nodes" else self.profile
         if f.gpu_type == "none":
             return f"{where} takes CPU runs"
@@ -93,11 +97,14 @@ def gpus_of(spec: RunSpec | Mapping[str, Any]) -> int:
 
 
 def decide(spec: RunSpec | Mapping[str, Any], candidates: Sequence[Candidate]) -> Decision:
-    """The first candidate, in order, whose free GPUs fit the run (any that answered, for a
-    run without GPUs); when none fits, the first that answered; None when none did."""
+    """The first candidate, in order, whose free GPUs fit the run now (any that answered, for
+    a run without GPUs); else the first that makes machines for the run (on demand: it always
+    fits, once they have started, minutes later, and paid for by the run, where a cluster's
+    free nodes are up already); when none fits, the first that answered; None when none did."""
     gpus = gpus_of(spec)
     answered = [c for c in candidates if c.free is not None]
     fitting = [c for c in answered if c.free is not None and c.free.free >= gpus]
+    fitting.sort(key=lambda c: c.free is not None and c.free.on_demand)  # stable: in order within each
     chosen = fitting[0] if fitting else answered[0] if answered else None
     return Decision(gpus, tuple(candidates), chosen.profile if chosen else None, bool(fitting))
 
@@ -137,8 +144,10 @@ def ask(spec: RunSpec, profiles: Sequence[Profile], *, seconds: float = ASK_SECO
     def free_on(backend: Backend) -> FreeGpus:
         try:
             backend.check(spec)
-            backend.require(Feature.GPU_USAGE)  # a refusal is this candidate's error, as a check's
             # A backend that supports a feature inherits its mixin (capabilities.check_declaration).
+            if not backend.supports(Feature.GPU_USAGE) and backend.supports(Feature.ON_DEMAND_COMPUTE):
+                return cast(OnDemandCompute, backend).on_demand_gpus(spec)
+            backend.require(Feature.GPU_USAGE)  # a refusal is this candidate's error, as a check's
             return cast(GpuUsageReport, backend).free_gpus(spec)
         finally:
             backend.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+from tests.conftest import wait_until
 from tests.databricks.conftest import LOG_VOLUME
 
 SECRET = "s3cr3t-value-0123456789"
@@ -219,3 +220,157 @@ def test_the_dry_run_prints_the_payload_offline(cli):
         assert line in r.stdout, r.stdout
     assert re.search(r"^idempotency_token: [0-9a-f]{64}$", r.stdout, re.M), r.stdout
     assert "driver: 16 process(es) under TorchDistributor (local_mode false, use_gpu true)" in r.stderr
+
+
+# A command that fails its first attempt, with a line that tells how, and succeeds after: the
+# marker file is on this machine, where the fake workspace runs every driver.
+FAILS_ONCE = """\
+if [ ! -e {marker} ]; then touch {marker}; echo "{line}"; exit 1; fi
+echo "attempt $LAUNCHER_ATTEMPT fine"
+"""
+
+
+def flaky_spec(cli, name: str, scheduling: str, line: str):
+    command = FAILS_ONCE.format(marker=cli.cwd / f"{name}.marker", line=line)
+    body = f"name: {name}\ncompute: {{cluster: dbx}}\nscheduling: {scheduling}\ncommand: |\n" + "".join(
+        f"  {ln}\n" for ln in command.splitlines()
+    )
+    return cli.spec(name, body)
+
+
+def test_a_system_failure_is_resubmitted_by_the_launcher_and_describe_shows_both(cli, workspace):
+    spec = flaky_spec(
+        cli,
+        "sysretry",
+        "{retry_on_system_failure: true, retry_backoff: {first: 0}}",
+        "NCCL communicator was aborted on rank 0",
+    )
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    # said once, by the submit, not again with the outcome
+    assert r.stderr.count("a one-time run is not retried by the workspace: the launcher submits") == 1, r.stderr
+    name = submitted(r.stderr + r.stdout)
+    assert "attempt 2 fine" in r.stdout
+    record = cli.describe(name)
+    assert record["status"] == "COMPLETED"
+    assert [a["status"] for a in record["attempts"]] == ["FAILED", "COMPLETED"], record["attempts"]
+    failure = record["attempts"][0]["failure"]
+    assert failure["class"] == "collective" and failure["retried_as"] == "system", failure
+    assert "NCCL communicator was aborted" in failure["evidence"]
+    assert len([s for s in workspace.submits() if s["run_name"] == name]) == 2
+
+
+def test_a_user_failure_is_not_retried_without_max_retries(cli, workspace):
+    spec = flaky_spec(
+        cli, "userfail", "{retry_on_system_failure: true, retry_backoff: {first: 0}}", "the program's own error"
+    )
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    name = submitted(r.stderr + r.stdout)
+    record = cli.describe(name)
+    assert record["status"] == "FAILED"
+    assert [(a["status"], a["failure"]["class"]) for a in record["attempts"]] == [("FAILED", "user")]
+    assert len([s for s in workspace.submits() if s["run_name"] == name]) == 1
+
+
+def test_two_launchers_that_notice_a_failure_at_once_submit_one_attempt_2(cli, workspace):
+    spec = flaky_spec(cli, "twice", "{max_retries: 1, retry_backoff: {first: 0}}", "first attempt fails")
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 0, r.stderr
+    name = submitted(r.stderr + r.stdout)
+    w = workspace.client()
+    # Wait on the workspace itself: a launcher's read would notice the failure and retry it.
+    wait_until(
+        lambda: any(j.run_name == name and j.state.life_cycle_state.value == "TERMINATED" for j in w.jobs.list_runs()),
+        60,
+    )
+    # Each submit is answered 2 s late, so both launchers read the record before either writes it.
+    workspace.slow("POST", "/api/2.2/jobs/runs/submit", 2.0, times=2)
+    observers = [cli.popen("describe", "run", name, "-o", "json") for _ in range(2)]
+    for p in observers:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert len([s for s in workspace.submits() if s["run_name"] == name]) == 2  # attempt 1 and one attempt 2
+    record = cli.wait_status(name, {"COMPLETED"})
+    assert [a["status"] for a in record["attempts"]] == ["FAILED", "COMPLETED"], record["attempts"]
+
+
+def test_a_retry_waits_out_its_backoff_and_a_stop_meanwhile_ends_the_run(cli, workspace):
+    spec = flaky_spec(cli, "waits", "{max_retries: 1, retry_backoff: {first: 300}}", "first attempt fails")
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 0, r.stderr
+    name = submitted(r.stderr + r.stdout)
+    record = wait_until(lambda: (rec := cli.describe(name))["retry_at"] and rec, 60, interval=0.5)
+    assert record["status"] == "PENDING" and "attempt 1 failed" in record["reason"], record["reason"]
+    assert "a retry is due at" in record["reason"]
+    r = cli("stop", name, "-y")
+    assert r.returncode == 0, r.stderr
+    record = cli.describe(name)
+    assert (record["status"], record["reason"]) == ("STOPPED", "stopped by the user before attempt 2")
+    assert len([s for s in workspace.submits() if s["run_name"] == name]) == 1
+
+
+def test_update_max_retries_of_a_running_run_makes_its_failure_retried(cli, workspace):
+    go = cli.cwd / "go"
+    spec = cli.spec(
+        "later",
+        f"""
+        name: later
+        compute: {{cluster: dbx}}
+        scheduling: {{retry_backoff: {{first: 0}}}}
+        command: |
+          if [ ! -e {cli.cwd}/later.marker ]; then
+            touch {cli.cwd}/later.marker
+            while [ ! -e {go} ]; do sleep 0.1; done
+            exit 1
+          fi
+          echo "attempt $LAUNCHER_ATTEMPT fine"
+        """,
+    )
+    r = cli("run", "-f", str(spec))
+    assert r.returncode == 0, r.stderr
+    name = submitted(r.stderr + r.stdout)
+    cli.wait_status(name, {"RUNNING"})
+    r = cli("update", "run", name, "--max-retries", "1")
+    assert r.returncode == 0, r.stderr
+    go.touch()
+    record = cli.wait_status(name, {"COMPLETED", "FAILED"})
+    assert [a["status"] for a in record["attempts"]] == ["FAILED", "COMPLETED"], record["attempts"]
+    assert record["spec"]["scheduling"]["max_retries"] == 1
+
+
+def test_auto_places_a_run_on_a_databricks_profile_whose_compute_maps_it(cli, workspace):
+    r = cli(
+        "cluster", "add", "gpu", "--backend", "databricks", "--host", workspace.host, "--compute-mode", "serverless"
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    spec = cli.spec("placed", "name: placed\ncompute: {cluster: auto}\ncommand: 'echo placed here'\n")
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert (
+        "placement: dbx makes a new job cluster of 1 m5d.xlarge for it, gpu could not be asked "
+        "(compute.gpus: serverless GPU compute runs GPU work only; ask for GPUs): placed on dbx"
+    ) in r.stderr, r.stderr
+    assert "placed here" in r.stdout
+
+
+def test_a_serverless_run_follows_to_completion(cli, workspace):
+    r = cli(
+        "cluster", "add", "sls", "--backend", "databricks", "--host", workspace.host,
+        "--compute-mode", "serverless", "--workspace-dir", cli.workspace_dir,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    spec = cli.spec(
+        "sls",
+        "name: sls\ncompute: {cluster: sls, gpus: 1, gpu_type: a10}\ncommand: 'echo serverless rank $NODE_RANK'\n",
+    )
+    r = cli("run", "-f", str(spec), "--follow")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    name = submitted(r.stderr + r.stdout)
+    assert "serverless rank 0" in r.stdout
+    [payload] = [s for s in workspace.submits() if s["run_name"] == name]
+    assert payload["tasks"][0]["ai_runtime_task"]["deployments"][0]["compute"] == {
+        "accelerator_type": "GPU_1xA10",
+        "accelerator_count": 1,
+    }
+    assert cli.describe(name)["status"] == "COMPLETED"

@@ -3,7 +3,8 @@ runspecs/hf-finetune-volume.yaml, a Hugging Face fine-tuning of a tiny BERT-styl
 by the built-in HF recipe on 2 processes under TorchDistributor (gloo, CPU), its dataset and
 tokenizer read from a Volume, its checkpoints written there, the workspace credentials
 through the run's secret scope; `launcher run --follow` shows its statuses and logs and
-exits 0, and `launcher metrics` shows its loss curve from MLflow."""
+exits 0, and `launcher metrics` shows its loss curve from MLflow. The same YAML then runs
+unchanged on the local backend and on the fake Kubernetes cluster."""
 
 from __future__ import annotations
 
@@ -113,3 +114,24 @@ def test_the_same_yaml_runs_unchanged_on_the_local_backend(cli, workspace, senti
     curve = cli("metrics", name, "-o", "json")
     assert curve.returncode == 0, curve.stderr
     assert [p["step"] for p in json.loads(curve.stdout)] == list(range(1, 9))
+
+
+def test_the_same_yaml_runs_unchanged_on_the_fake_kubernetes_cluster(cli, workspace, sentiment, fake_kube_factory):
+    """The seed's YAML, not a line changed, on the fake Kubernetes cluster: two pods (the
+    process runtime, whose unmapped image runs this machine's Python, which has torchrun),
+    each a node rank under torchrun, reading the same Volume with the `databricks` secret,
+    which lives in the cluster there."""
+    w = on_the_volume(cli, workspace, sentiment)
+    fake_kube_factory(runtime="process")  # the runc host images have no torchrun
+    r = cli("secret", "create", "databricks", "--host", workspace.host, "--cluster", "fake", input=workspace.token)
+    assert r.returncode == 0, r.stderr
+
+    r = cli("run", "-f", str(SPEC), "--cluster", "fake", "--follow", timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-6000:]
+    name = submitted(out)
+    assert f"Run {name} completed" in r.stderr and workspace.token not in out
+    for rank in (0, 1):
+        assert f"node rank {rank} of 2" in cli("logs", name, "--rank", str(rank)).stdout
+    saved = [e.name for e in w.files.list_directory_contents("/Volumes/main/default/checkpoints")]
+    assert name in saved, saved

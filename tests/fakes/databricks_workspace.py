@@ -6,7 +6,8 @@ databricks_files.py / databricks_mlflow.py (this class extends that fake).
 
 writes its base URL to FILE once it serves. It speaks:
 
-    POST /api/2.2/jobs/runs/submit      run_name, tasks[spark_python_task, new_cluster], timeout_seconds,
+    POST /api/2.2/jobs/runs/submit      run_name, tasks[spark_python_task, new_cluster | ai_runtime_task],
+                                        timeout_seconds,
                                         idempotency_token (a second submit with it answers the same run_id)
     GET  /api/2.2/jobs/runs/get         ?run_id=  state (life_cycle_state, result_state, state_message),
                                         status (state, termination_details{code,type,message}), tasks[]
@@ -19,7 +20,9 @@ writes its base URL to FILE once it serves. It speaks:
     POST /api/2.0/workspace/import|mkdirs|delete, GET workspace/export|list|get-status
     GET  /api/2.0/preview/scim/v2/Me    (current_user.me(): the reach check)
 
-It RUNS each submitted spark_python_task: the python file (from the workspace or a Volume)
+It RUNS each submitted spark_python_task, and each ai_runtime_task (serverless GPU
+compute: its deployment's command_path, as a job cluster's driver; no scope environment,
+no log delivery, and only the accelerator types serverless offers): the python file (from the workspace or a Volume)
 in a subprocess with this interpreter, its `parameters`, and the new_cluster's
 `spark_env_vars` with every `{{secrets/scope/key}}` resolved from its secret store; a
 missing secret fails the run as the cluster would (INTERNAL_ERROR, CLUSTER_ERROR). The
@@ -33,7 +36,9 @@ and stderr, as cluster log delivery writes them (every half second here, minutes
 
 Tests reach the program's state through /fake/... endpoints (no auth; loopback only):
 POST /fake/volume {catalog, schema, volume}; POST /fake/fail {method, pattern, status,
-code, message, times} (an fnmatch glob over the request path); POST /fake/lose {run_id}
+code, message, times} (an fnmatch glob over the request path); POST /fake/slow {method, pattern,
+seconds, times} (matching requests are answered `seconds` late, each waiting on its own, so
+that two clients' calls overlap: a race made certain); POST /fake/lose {run_id}
 (the workspace forgets a run: runs/get answers 400 "does not exist"); GET /fake/submits
 (every runs/submit body, as received).
 """
@@ -43,6 +48,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import fnmatch
 import json
 import os
 import re
@@ -130,7 +136,7 @@ class FakeRun:
             "attempt_number": self.attempt,
             "cluster_instance": {"cluster_id": self.cluster_id},
         }
-        for k in ("spark_python_task", "new_cluster"):
+        for k in ("spark_python_task", "new_cluster", "ai_runtime_task"):
             if k in self.task:
                 task[k] = self.task[k]
         return {
@@ -161,6 +167,7 @@ class FakeWorkspace(FakeDatabricksFiles):
         self.by_task: dict[int, int] = {}
         self.tokens: dict[str, int] = {}
         self.submits: list[dict] = []
+        self.slow: list[dict] = []
         self._next_id = 1000
         self._threads: list[threading.Thread] = []
 
@@ -188,6 +195,16 @@ class FakeWorkspace(FakeDatabricksFiles):
         super().stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def delay_of(self, method: str, path: str) -> float:
+        """How late a request is answered (/fake/slow), using up one of that knob's times."""
+        with self.lock:
+            for knob in self.slow:
+                if knob["method"] == method and fnmatch.fnmatch(path, knob["pattern"]) and knob["times"] != 0:
+                    if knob["times"] is not None:
+                        knob["times"] -= 1
+                    return float(knob["seconds"])
+        return 0.0
+
     def lose(self, run_id: int) -> None:
         with self.lock:
             run = self.runs.pop(run_id, None)
@@ -207,10 +224,14 @@ class FakeWorkspace(FakeDatabricksFiles):
         if token and token in self.tokens:
             return {"run_id": self.tokens[token]}
         tasks = body.get("tasks") or []
-        if len(tasks) != 1 or "spark_python_task" not in tasks[0]:
-            raise ApiError(400, "INVALID_PARAMETER_VALUE", "this fake runs exactly one spark_python_task")
+        if len(tasks) != 1 or not ("spark_python_task" in tasks[0] or "ai_runtime_task" in tasks[0]):
+            raise ApiError(
+                400, "INVALID_PARAMETER_VALUE", "this fake runs exactly one spark_python_task or ai_runtime_task"
+            )
         task = tasks[0]
-        if "new_cluster" not in task:
+        if "ai_runtime_task" in task:
+            _check_ai_runtime(task["ai_runtime_task"])
+        elif "new_cluster" not in task:
             raise ApiError(400, "INVALID_PARAMETER_VALUE", "this fake needs a new_cluster")
         self.submits.append(body)
         run = FakeRun(self._id(), self._id(), body, cluster_id=f"0101-000000-fake{self._next_id}")
@@ -248,7 +269,9 @@ class FakeWorkspace(FakeDatabricksFiles):
         return value
 
     def _execute(self, run: FakeRun) -> None:
-        task, cluster = run.task, run.task["new_cluster"]
+        # Serverless GPU compute (ai_runtime_task) has no cluster of the run's: no environment
+        # from a scope, no log delivery; its driver runs as a job cluster's does.
+        task, cluster = run.task, run.task.get("new_cluster") or {}
         timeout = float(run.body.get("timeout_seconds") or 0)
         with self.lock:
             run.attempt += 1
@@ -282,7 +305,11 @@ class FakeWorkspace(FakeDatabricksFiles):
                 run.message = f"Secret does not exist with scope and key: {missing}"
                 run.end_time = _now_ms()
             return None
-        spt = task["spark_python_task"]
+        if "ai_runtime_task" in task:
+            deployment = task["ai_runtime_task"]["deployments"][0]
+            spt = {"python_file": deployment["command_path"], "parameters": task["ai_runtime_task"].get("parameters")}
+        else:
+            spt = task["spark_python_task"]
         python_file = spt["python_file"]
         if spt.get("source", "WORKSPACE") == "WORKSPACE" and not python_file.startswith(("/Workspace/", "/Volumes/")):
             python_file = "/Workspace" + python_file
@@ -334,7 +361,8 @@ class FakeWorkspace(FakeDatabricksFiles):
     def _deliver(self, run: FakeRun, out_path: Path) -> None:
         run.stdout = (out_path / "stdout").read_bytes()
         run.stderr = (out_path / "stderr").read_bytes()
-        dest = ((run.task["new_cluster"].get("cluster_log_conf") or {}).get("volumes") or {}).get("destination")
+        cluster = run.task.get("new_cluster") or {}
+        dest = ((cluster.get("cluster_log_conf") or {}).get("volumes") or {}).get("destination")
         if not dest:
             return
         base = dest.removeprefix("dbfs:").rstrip("/") + f"/{run.cluster_id}/driver"
@@ -468,6 +496,29 @@ class FakeWorkspace(FakeDatabricksFiles):
         raise ApiError(404, "ENDPOINT_NOT_FOUND", f"No API found for '{method} {WORKSPACE}{endpoint}'")
 
 
+# Serverless GPU compute's accelerator types and the GPUs of one (a count is one, or a multiple of 8).
+AI_RUNTIME_ACCELERATORS = {"GPU_1xA10": 1, "GPU_1xH100": 1, "GPU_8xH100": 8, "GPU_8xB300": 8}
+
+
+def _check_ai_runtime(task: dict) -> None:
+    """What serverless GPU compute refuses of an ai_runtime_task: one deployment, with a
+    command_path and an accelerator type and count it offers."""
+    deployments = task.get("deployments") or []
+    if len(deployments) != 1 or not deployments[0].get("command_path"):
+        raise ApiError(400, "INVALID_PARAMETER_VALUE", "ai_runtime_task needs one deployment with a command_path")
+    compute = deployments[0].get("compute") or {}
+    kind, count = compute.get("accelerator_type"), compute.get("accelerator_count")
+    per = AI_RUNTIME_ACCELERATORS.get(kind or "")
+    if per is None:
+        raise ApiError(
+            400,
+            "INVALID_PARAMETER_VALUE",
+            f"accelerator_type {kind} is not one of {', '.join(AI_RUNTIME_ACCELERATORS)}",
+        )
+    if not isinstance(count, int) or count < 1 or count % per or (per == 1 and count != 1):
+        raise ApiError(400, "INVALID_PARAMETER_VALUE", f"accelerator_count {count} is not offered for {kind}")
+
+
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
@@ -506,6 +557,9 @@ class _WorkspaceHandler(_Handler):
                 return self._json(200, self._control(url.path, args))
             if self.headers.get("Authorization", "") != f"Bearer {state.token}":
                 raise ApiError(401, "UNAUTHENTICATED", "Invalid access token.")
+            delay = state.delay_of(self.command, url.path)
+            if delay:
+                time.sleep(delay)  # outside the lock: the other requests go on meanwhile
             with state.lock:
                 state.requests.append((self.command, url.path))
                 state._check_fault(self.command, url.path)
@@ -572,6 +626,17 @@ class _WorkspaceHandler(_Handler):
                 args.get("times"),
             )
             return {}
+        if path == "/fake/slow":
+            with state.lock:
+                state.slow.append(
+                    {
+                        "method": args["method"].upper(),
+                        "pattern": args["pattern"],
+                        "seconds": float(args["seconds"]),
+                        "times": args.get("times"),
+                    }
+                )
+            return {}
         if path == "/fake/lose":
             state.lose(int(args["run_id"]))
             return {}
@@ -610,6 +675,9 @@ class WorkspaceProgram:
 
     def fail(self, method: str, pattern: str, status: int, code: str, times: int | None = 1) -> None:
         self.control("fail", {"method": method, "pattern": pattern, "status": status, "code": code, "times": times})
+
+    def slow(self, method: str, pattern: str, seconds: float, times: int | None = 1) -> None:
+        self.control("slow", {"method": method, "pattern": pattern, "seconds": seconds, "times": times})
 
     def submits(self) -> list[dict]:
         return self.control("submits")["submits"]

@@ -123,6 +123,29 @@ def test_a_missing_secret_fails_the_cluster(fake):
     assert "nope/key" in run.state.state_message
 
 
+def test_a_serverless_ai_runtime_task_runs_its_command_path_on_an_offered_accelerator(fake):
+    w = fake.client()
+    upload(w, "/Shared/tests/sls.py", "import sys\nprint('serverless', sys.argv[1:])")
+
+    def body(kind: str, count: int) -> dict:
+        deployment = {
+            "command_path": "/Shared/tests/sls.py",
+            "compute": {"accelerator_type": kind, "accelerator_count": count},
+        }
+        return {
+            "run_name": "sls",
+            "tasks": [{"task_key": "t", "ai_runtime_task": {"deployments": [deployment], "parameters": ["p"]}}],
+        }
+
+    for kind, count in (("GPU_4xA100", 4), ("GPU_8xH100", 4), ("GPU_1xA10", 2)):
+        with pytest.raises(errors.InvalidParameterValue, match="accelerator_"):
+            w.api_client.do("POST", "/api/2.2/jobs/runs/submit", body=body(kind, count))
+    run_id = w.api_client.do("POST", "/api/2.2/jobs/runs/submit", body=body("GPU_8xH100", 16))["run_id"]
+    run = ended(w, run_id)
+    assert run.state.result_state == RunResultState.SUCCESS
+    assert "serverless ['p']" in w.jobs.get_run_output(run.tasks[0].run_id).logs
+
+
 def test_an_idempotency_token_makes_one_run(fake):
     w = fake.client()
     first = submit(w, "print(1)", token="same-token", name="idem")

@@ -96,3 +96,18 @@ def test_a_bad_placement_field_is_placed_at_its_line(text, message):
     with pytest.raises(SpecError) as e:
         load_spec_text('name: x\ncommand: "true"\n' + text, "run.yaml")
     assert message in str(e.value)
+
+
+def on_demand(profile: str, n: int = 8, source: str = "a new job cluster of 1 p5.48xlarge") -> Candidate:
+    return Candidate(profile, FreeGpus("h100_80gb", n, n, source, on_demand=True))
+
+
+def test_free_gpus_now_come_before_machines_made_for_the_run_and_those_before_a_queue():
+    d = decide(spec(8), [free("gke-a", 0, 8), on_demand("dbx"), on_demand("dbx-2"), free("gke-b", 8)])
+    assert (d.chosen, d.fits) == ("gke-b", True)
+    d = decide(spec(8), [free("gke-a", 0, 8), on_demand("dbx"), on_demand("dbx-2")])
+    assert (d.chosen, d.fits) == ("dbx", True)
+    assert d.line() == (
+        "placement: gke-a has 0 of 8 free h100_80gb, dbx makes a new job cluster of 1 p5.48xlarge for it "
+        "(8 h100_80gb), dbx-2 makes a new job cluster of 1 p5.48xlarge for it (8 h100_80gb): placed on dbx"
+    )

@@ -5,7 +5,9 @@ settings) to the workspace, puts the run's secret values in a scope of its own, 
 payload render.py makes, and writes the run's record (workspace.py). Reads ask runs/get of
 the record's latest attempt; logs come from cluster log delivery on the profile's Volume
 (logs.py), else runs/get-output. stop is runs/cancel; delete forgets the run (its workspace
-folder and its scope; the delivered logs stay on the Volume). `run -r` submits attempt N+1 (one-time runs do not retry).
+folder and its scope; the delivered logs stay on the Volume). `run -r` submits attempt N+1; so does
+a read that finds a failed attempt the run's RetryPolicy retries (retries.py: one-time runs are
+not retried by the workspace).
 Metrics come from the workspace's MLflow where the trainer logged there (tracker.py).
 """
 
@@ -14,16 +16,34 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from launcher.backends.base import Attempt, Backend, LogLine, Plan, RankState, Run, StatusEvent, utcnow
-from launcher.backends.capabilities import ClusterProbe, ClusterReport, Feature, Restartable, TrackerMetrics, TrackerRun
-from launcher.backends.databricks import render
+from launcher.backends.base import Attempt, Backend, LogLine, Plan, RankState, Run, StatusEvent, retry_due, utcnow
+from launcher.backends.capabilities import (
+    ClusterProbe,
+    ClusterReport,
+    Feature,
+    FreeGpus,
+    OnDemandCompute,
+    Restartable,
+    TrackerMetrics,
+    TrackerRun,
+    Updatable,
+)
+from launcher.backends.databricks import render, retries
 from launcher.backends.databricks.errors import calls
-from launcher.backends.databricks.status import cluster_id_of, ms_time, status_of, task_run_id_of
+from launcher.backends.databricks.status import (
+    PLATFORM,
+    PROGRAM,
+    cluster_id_of,
+    ending_of,
+    ms_time,
+    status_of,
+    task_run_id_of,
+)
 from launcher.backends.databricks.workspace import (
     mkdirs,
     open_client,
@@ -33,7 +53,7 @@ from launcher.backends.databricks.workspace import (
     write_record,
 )
 from launcher.backends.runstatus import RunStatus
-from launcher.errors import InputError, NotFoundError
+from launcher.errors import InputError, LauncherError, NotFoundError
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
@@ -44,17 +64,17 @@ if TYPE_CHECKING:
     from launcher.secrets.kinds import Secret
     from launcher.secrets.store import LocalSecretStore
     from launcher.spec.models import RunSpec
+    from launcher.spec.retry import RetryPolicy
 
 
 PROBE_CONNECT_TIMEOUT = 5.0
 
 
-class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
+class DatabricksBackend(Backend, Restartable, Updatable, ClusterProbe, TrackerMetrics, OnDemandCompute):
     name = "databricks"
     UNSUPPORTED = {
         Feature.UPDATE_MAX_DURATION: "a submitted run's timeout_seconds cannot be changed",
         Feature.UPDATE_PRIORITY: "a one-time run has no priority",
-        Feature.UPDATE_MAX_RETRIES: "a one-time run does not retry (`launcher run -r` submits attempt N+1)",
         Feature.EXEC: "a job cluster's driver takes no commands from outside (use a notebook on the cluster)",
         Feature.PORT_FORWARD: "a job cluster's ports are not reachable from here",
         Feature.GPU_USAGE: "a workspace has no fixed pool of GPUs to count (each run gets a new cluster)",
@@ -120,6 +140,20 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
             )
         return Plan(rendered.payload, rendered.warnings, notes)
 
+    def on_demand_gpus(self, spec: RunSpec) -> FreeGpus:
+        """Every run gets compute of its own: a new job cluster of the node type the profile's
+        node_types give the spec's gpu_type, or serverless GPUs of an accelerator type that
+        serverless offers (check refuses any other)."""
+        placement = render.check(spec, self.profile)
+        if self.profile.compute_mode == "serverless":
+            kind, _ = render.serverless_accelerator(spec, placement)
+            source = f"serverless {kind}"
+        else:
+            node = self.profile.node_table[placement.gpu_type_name]
+            source = f"a new job cluster of {placement.nodes} {node.node_type_id}"
+        gpu_type = placement.gpu_type_name if placement.gpus else "none"
+        return FreeGpus(gpu_type, placement.gpus, placement.gpus, source, on_demand=True)
+
     # ---- submit ----------------------------------------------------------------------
     def submit(self, spec: RunSpec, secrets: list[Secret], *, code: Snapshot | None = None) -> Run:
         self.check_secrets(spec, secrets)
@@ -146,9 +180,21 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
             "attempts": [],
         }
         self._start(w, spec, rendered, record)
-        return self._derive(record)
+        run = self._derive(record)
+        # What it cannot honour is said once, by submit, as on Kubernetes (the record keeps it);
+        # a read's Run.warnings are for what that read found (`run --follow` prints them at the end).
+        run.warnings = list(rendered.warnings)
+        return run
 
-    def _start(self, w: WorkspaceClient, spec: RunSpec, rendered: render.Rendered, record: dict[str, Any]) -> None:
+    def _start(
+        self,
+        w: WorkspaceClient,
+        spec: RunSpec,
+        rendered: render.Rendered,
+        record: dict[str, Any],
+        *,
+        retry: bool = False,
+    ) -> None:
         """Upload the folder, fill the scope, submit, and record the attempt's run id."""
         from databricks.sdk.service.jobs import SubmitTask
 
@@ -173,7 +219,10 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
                     tasks=[SubmitTask.from_dict(t) for t in payload["tasks"]],
                 )
                 run_id = int(waiter.run_id)
-        record["attempts"].append({"run_id": run_id, "submitted_at": utcnow().isoformat()})
+        entry: dict[str, Any] = {"run_id": run_id, "submitted_at": utcnow().isoformat()}
+        if retry:
+            entry["retry"] = True
+        record["attempts"].append(entry)
         write_record(w, self.profile, spec.name, record)
 
     def _fill_scope(self, w: WorkspaceClient, scope: str, values: dict[str, str]) -> None:
@@ -201,9 +250,17 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
                 raise
 
     def _derive(self, record: dict[str, Any]) -> Run:
+        """The run as its record and the workspace say now; reads only. A failed latest
+        attempt that its RetryPolicy allows another for makes the run PENDING with the
+        retry's due time (retry_at), which _observe acts on."""
+        from launcher.spec.retry import RetryPolicy
+
+        entries = record.get("attempts", [])
+        policy = RetryPolicy.from_spec(record["spec"])
         attempts: list[Attempt] = []
         events: list[StatusEvent] = []
-        for index, entry in enumerate(record.get("attempts", []), start=1):
+        retried_as: str | None = None
+        for index, entry in enumerate(entries, start=1):
             job_run = self._job_run(entry["run_id"])
             reason: str | None
             if job_run is None:
@@ -215,39 +272,96 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
                 ended = ms_time(job_run.end_time) if status.is_terminal else None
                 entry["cluster_id"] = cluster_id_of(job_run)
                 entry["task_run_id"] = task_run_id_of(job_run)
-            attempts.append(
-                Attempt(
-                    index,
-                    status,
-                    started,
-                    ended,
-                    reason,
-                    [RankState(0, status, 0 if status is RunStatus.COMPLETED else None, reason)],
-                )
+            attempt = Attempt(
+                index,
+                status,
+                started,
+                ended,
+                reason,
+                [RankState(0, status, 0 if status is RunStatus.COMPLETED else None, reason)],
             )
+            if status is RunStatus.FAILED and job_run is not None:
+                if "retried_as" not in entry and index == len(entries):
+                    # Kept in the record from when attempt N+1 is submitted (the record is
+                    # written only then): an earlier attempt's log is not read again.
+                    entry["retried_as"], entry["failure_class"], entry["evidence"] = self._failure(
+                        record, job_run, reason, policy, retries.counted(entries)
+                    )
+                attempt.failure_class, attempt.evidence = entry.get("failure_class"), entry.get("evidence")
+                if index == len(entries):
+                    retried_as = entry.get("retried_as")
+            attempts.append(attempt)
             events.append(StatusEvent(status, ended or started or _parse(entry["submitted_at"]), index, reason))
         last = attempts[-1] if attempts else Attempt(1, RunStatus.PENDING)
+        status, reason, ended_at, retry_at = last.status, last.reason, last.ended_at, None
+        if retried_as is not None and policy.allows(retries.counted(entries), retried_as):
+            if record.get("retry_stopped"):
+                status, reason = RunStatus.STOPPED, f"stopped by the user before attempt {last.index + 1}"
+            elif record.get("retry_refused"):
+                reason = f"attempt {last.index} failed ({last.reason}); {record['retry_refused']}"
+            else:
+                assert last.ended_at is not None
+                retry_at = last.ended_at + timedelta(seconds=policy.delay(last.index))
+                status, ended_at = RunStatus.PENDING, None
+                reason = f"attempt {last.index} failed ({last.reason}); {retry_due(retry_at)}"
         return Run(
             name=record["name"],
             backend=self.name,
-            status=last.status,
+            status=status,
             created_at=_parse(record["created_at"]),
             spec=record["spec"],
             cluster=self.profile.name,
             started_at=attempts[0].started_at if attempts else None,
-            ended_at=last.ended_at,
-            reason=last.reason,
-            exit_code=0 if last.status is RunStatus.COMPLETED else None,
+            ended_at=ended_at,
+            reason=reason,
+            exit_code=0 if status is RunStatus.COMPLETED else None,
             attempts=attempts,
             events=events,
-            warnings=list(record.get("warnings", [])),
+            retry_at=retry_at,
         )
+
+    def _failure(
+        self,
+        record: dict[str, Any],
+        job_run: Any,
+        reason: str | None,
+        policy: RetryPolicy,
+        finished: builtins.list[str],
+    ) -> tuple[str, str | None, str | None]:
+        """(retry class, failure class, evidence) of the latest attempt, which failed. Its log
+        is read for evidence only where the policy could retry some failure: a run with no
+        retries left (or none asked for) costs no log read."""
+        lines: builtins.list[str] = []
+        ending = ending_of(job_run)
+        if ending in (PLATFORM, PROGRAM) and retries.may_retry(policy, finished):
+            from launcher.backends.databricks.logs import fetch
+
+            lines = fetch(self, record["name"], job_run, True).splitlines()
+        kind, failure = retries.classify(ending, reason, lines)
+        return kind, failure.kind if failure else None, failure.evidence if failure else None
+
+    def _observe(self, record: dict[str, Any]) -> Run:
+        """The run as a reader sees it, with the launcher's retry acted on: where its latest
+        attempt failed, the policy allows another and the backoff is over, attempt N+1 is
+        submitted here (retries.py: why a read does this on Databricks)."""
+        run = self._derive(record)
+        if run.retry_at is None or run.retry_at > utcnow():
+            return run
+        last = run.attempts[-1]
+        try:
+            self._next_attempt(record, retry=True)
+        except LauncherError as e:
+            # The observer cannot submit it (the spec no longer validates here, a secret this
+            # machine lacks, a token that may only read): the run shows why and ends FAILED;
+            # the record is not written, so an observer that can submit it still will.
+            record["retry_refused"] = f"attempt {last.index + 1} could not be submitted from here: {e.message}"
+        return self._derive(record)
 
     def _record(self, name: str) -> dict[str, Any]:
         return read_record(self.client, self.profile, name)
 
     def get(self, name: str) -> Run:
-        return self._derive(self._record(name))
+        return self._observe(self._record(name))
 
     def list(self, query: RunQuery | None = None) -> list[Run]:
         from launcher.backends.listing import RunQuery
@@ -266,7 +380,7 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
         records.sort(key=lambda r: r["created_at"], reverse=True)
         out = []
         for record in records:
-            run = self._derive(record)
+            run = self._observe(record)
             if query.matches(run):
                 out.append(run)
                 if query.wanted is not None and len(out) >= query.wanted:
@@ -303,6 +417,10 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
     def stop(self, name: str) -> Run:
         record = self._record(name)
         run = self._derive(record)
+        if run.retry_at is not None:  # its failed attempt waits for a retry: none is submitted
+            record["retry_stopped"] = True
+            write_record(self.client, self.profile, name, record)
+            return self._derive(record)
         if not run.status.is_terminal and record.get("attempts"):
             with calls(self.profile.where, f"cancelling run {name}"):
                 self.client.jobs.cancel_run(record["attempts"][-1]["run_id"])
@@ -316,7 +434,7 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
         run = self._derive(record)
         w = self.client
         with calls(self.profile.where, f"deleting run {name}"):
-            if not run.status.is_terminal and record.get("attempts"):
+            if not run.status.is_terminal and run.retry_at is None and record.get("attempts"):
                 w.jobs.cancel_run(record["attempts"][-1]["run_id"])
             try:
                 w.secrets.delete_scope(record["scope"])
@@ -324,18 +442,47 @@ class DatabricksBackend(Backend, Restartable, ClusterProbe, TrackerMetrics):
                 pass  # a run without secrets has no scope
             w.workspace.delete(render.run_folder(self.profile, name), recursive=True)
 
-    def restart(self, name: str) -> Run:
-        from launcher.spec.models import RunSpec
+    def update(
+        self,
+        name: str,
+        *,
+        max_duration: float | None = None,
+        priority: str | None = None,
+        max_retries: int | None = None,
+    ) -> Run:
+        """max_retries only: the record's spec, which every observer's retry decision reads
+        (the workspace keeps a submitted run's timeout, and a one-time run has no priority)."""
+        changes = {
+            k: v
+            for k, v in (("max_duration", max_duration), ("priority", priority), ("max_retries", max_retries))
+            if v is not None
+        }
+        record = self._record(name)
+        self.refuse_update(self._derive(record), changes)
+        record["spec"].setdefault("scheduling", {})["max_retries"] = max_retries
+        write_record(self.client, self.profile, name, record)
+        return self._derive(record)
 
+    def restart(self, name: str) -> Run:
         record = self._record(name)
         self.refuse_restart(self._derive(record))
+        self._next_attempt(record, retry=False)
+        return self._derive(record)
+
+    def _next_attempt(self, record: dict[str, Any], *, retry: bool) -> None:
+        """Submit attempt N+1 of the record's spec, validated again, with this machine's
+        secrets: `run -r` (retry False: the retry budget counts afresh from it), or the
+        policy's retry (True)."""
+        from launcher.spec.models import RunSpec
+
+        record.pop("retry_refused", None)
+        record.pop("retry_stopped", None)
         spec = RunSpec.model_validate(record["spec"])
         self.check(spec)
         secrets = self.secret_store().for_run(spec.secrets)
         self.check_secrets(spec, secrets)
         rendered = render.render(spec, self.profile, secrets, attempt=len(record["attempts"]) + 1)
-        self._start(self.client, spec, rendered, record)
-        return self._derive(record)
+        self._start(self.client, spec, rendered, record, retry=retry)
 
     def tracker_metrics(self, run: Run) -> builtins.list[TrackerRun]:  # `list` here is the method above
         from launcher.backends.databricks.tracker import tracker_runs

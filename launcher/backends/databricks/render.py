@@ -127,12 +127,12 @@ def unhonoured(spec: RunSpec, profile: DatabricksProfile) -> list[str]:
                 else f"(set clusters.{profile.name}.custom_images: true where Databricks Container Services is on)"
             )
         )
-    if s.retry_backoff is not None:
-        out.append(f"scheduling.retry_backoff: ignored on {where}: a one-time run is not retried by Databricks")
-    if s.max_retries:
+    if s.max_retries or s.retry_on_system_failure:
+        field_name = "scheduling.max_retries" if s.max_retries else "scheduling.retry_on_system_failure"
         out.append(
-            f"scheduling.max_retries: ignored on {where}: a one-time run does not retry "
-            f"(`launcher run -r {spec.name}` submits attempt N+1)"
+            f"{field_name}: on {where} a one-time run is not retried by the workspace: the launcher submits "
+            "the next attempt when it observes the failed one (run --follow, get runs, describe, the dashboard), "
+            "so a run that nobody observes is retried when it is next observed"
         )
     if spec.ports:
         out.append(f"ports: ignored on {where}: a job run's ports cannot be forwarded")

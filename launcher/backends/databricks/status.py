@@ -71,6 +71,53 @@ def status_of(run: Any) -> tuple[RunStatus, str | None]:
     return RunStatus.FAILED, _with_code(message or f"the run ended {life}", code)
 
 
+# termination_details.type: the Databricks platform or the cloud ended the run, not its program.
+PLATFORM_TYPES = {"CLOUD_FAILURE", "INTERNAL_ERROR"}
+# termination_details.code: the platform's or the cloud's doing, or a limit of the workspace
+# that a later submit may not meet (the system's, as a preemption is).
+PLATFORM_CODES = {
+    "CLOUD_FAILURE",
+    "DRIVER_ERROR",
+    "INTERNAL_ERROR",
+    "WORKSPACE_RUN_LIMIT_EXCEEDED",
+    "CLUSTER_REQUEST_LIMIT_EXCEEDED",
+    "MAX_CONCURRENT_RUNS_EXCEEDED",
+    "MAX_JOB_QUEUE_SIZE_EXCEEDED",
+    "MAX_SPARK_CONTEXTS_EXCEEDED",
+}
+# How a failed run ended, for the retry policy (launcher.spec.retry):
+PROGRAM = "program"
+"""Its task ran and failed (RUN_EXECUTION_ERROR): what its log says decides the class."""
+PLATFORM = "platform"
+"""The platform or the cloud ended it (PLATFORM_TYPES, PLATFORM_CODES): the system's."""
+NEVER_RAN = "never-ran"
+"""Its configuration, a permission, a library, a missing secret: the same submit fails again."""
+TIMED_OUT = "timed-out"
+"""It ran past timeout_seconds (max_duration)."""
+
+
+def ending_of(run: Any) -> str:
+    """How a run that ended FAILED ended: PROGRAM, PLATFORM, NEVER_RAN or TIMED_OUT."""
+    state, newer = run.state, run.status
+    life = _enum(state.life_cycle_state) if state else None
+    result = _enum(state.result_state) if state else None
+    details = newer.termination_details if newer is not None else None
+    code = _enum(details.code) if details is not None else None
+    kind = _enum(details.type) if details is not None else None
+    if result == "TIMEDOUT":
+        return TIMED_OUT
+    if (
+        kind in PLATFORM_TYPES
+        or code in PLATFORM_CODES
+        or (life == "INTERNAL_ERROR" and code is None)
+        or result == "MAXIMUM_CONCURRENT_RUNS_REACHED"  # API 2.0's word for a workspace limit
+    ):
+        return PLATFORM
+    if code in (None, "RUN_EXECUTION_ERROR") and result in (None, "FAILED"):
+        return PROGRAM
+    return NEVER_RAN
+
+
 def _with_code(message: str, code: str | None) -> str:
     return f"{message} ({code})" if code and code not in message else message
 

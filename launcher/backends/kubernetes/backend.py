@@ -117,6 +117,7 @@ class KubernetesBackend(
         "creates the run's workload)",
         Feature.LOCAL_ARTIFACTS: "its runs' logs and artifacts lie in the cluster's pods and log store",
         Feature.TRACKER_METRICS: "no experiment tracker is read for its runs (the metric records in their logs are)",
+        Feature.ON_DEMAND_COMPUTE: "its runs go to the cluster's nodes (their free GPUs are counted)",
     }
 
     def __init__(self, profile: Profile | ClusterProfile, home: Path | None = None):

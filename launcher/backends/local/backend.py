@@ -124,6 +124,7 @@ class LocalBackend(Backend, Restartable, Updatable, Exec, PortForward, GpuUsageR
         Feature.UPDATE_PRIORITY: "there are no priorities on this machine (every rank runs at once; "
         "scheduling.priority is ignored here)",
         Feature.QUEUE_USAGE: "nothing queues runs on this machine",
+        Feature.ON_DEMAND_COMPUTE: "its runs use this machine; none is made for them",
         Feature.CLUSTER_PROBE: "it runs on this machine, not a cluster",
         Feature.IMAGE_PROBE: "it runs with this machine's Python environment and pulls no images",
         Feature.SECRETS_IN_CLUSTER: "its secrets live on this machine ($LAUNCHER_HOME/secrets)",
