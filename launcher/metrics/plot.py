@@ -112,7 +112,9 @@ def terminal_plot(chosen: list[Chosen], *, width: int = 100, height: int = 24, c
         fig.title(" vs ".join(c.run.run for c in group))
         fig.label("step", axis="x")
         fig.label(name, axis="y")
-        panels.append(fig.build().string(colorless=not color).rstrip("\n"))
+        # The key again under the plot: plotext's legend box may be drawn over by a bar.
+        key = "  ".join(f"{_GOODPUT_MARKERS[part]} {part}" for part in GOODPUT_STACK)
+        panels.append(fig.build().string(colorless=not color).rstrip("\n") + f"\n   {key}")
     fig.clear()
     return "\n\n".join(panels) + "\n"
 
@@ -240,7 +242,9 @@ def goodput_terminal_plot(
         fig.ruler("y").lim(0, tallest * rows_free / max(rows_free - 8, 1))
         fig.title(f"goodput of {name} by attempt")
         fig.label("seconds", axis="y")
-        panels.append(fig.build().string(colorless=not color).rstrip("\n"))
+        # The key again under the plot: plotext's legend box may be drawn over by a bar.
+        key = "  ".join(f"{_GOODPUT_MARKERS[part]} {part}" for part in GOODPUT_STACK)
+        panels.append(fig.build().string(colorless=not color).rstrip("\n") + f"\n   {key}")
     fig.clear()
     return "\n\n".join(panels) + "\n"
 
