@@ -97,6 +97,16 @@ def read_terminal(master: int) -> bytes:
     return b"".join(shown)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fork_server() -> Iterator[None]:
+    """The CLI's fork server (tests/forked_cli.py), started by the first call that uses it,
+    is stopped with the session."""
+    from tests.forked_cli import stop_server
+
+    yield
+    stop_server()
+
+
 @pytest.fixture
 def launcher_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private LAUNCHER_HOME, so tests never touch ~/.launcher. At teardown, whatever is

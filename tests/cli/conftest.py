@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
+from tests.forked_cli import launcher_command
 
 
 class CLI:
-    """Runs the real `launcher` command in a subprocess, as a user would."""
+    """Runs the real `launcher` command in a subprocess, as a user would: a child of the fork
+    server (tests/forked_cli.py) for `cli(...)`, `python -m launcher` for `cli.popen(...)`."""
 
     def __init__(self, home: Path, cwd: Path):
         self.home = home
@@ -23,7 +25,7 @@ class CLI:
 
     def __call__(self, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "launcher", *args],
+            [*launcher_command(self.env), *args],
             cwd=self.cwd,
             env=self.env,
             input=input,

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.forked_cli import launcher_command
+
 from .test_local_runs import submitted_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,7 +185,7 @@ def test_help_examples_work(cli):
         if argv[:1] == ["completion"] and ">" in argv:
             argv = argv[: argv.index(">")]
         done = subprocess.run(
-            [sys.executable, "-m", "launcher", *argv],
+            [*launcher_command(cli.env), *argv],
             cwd=REPO,
             env=cli.env,
             capture_output=True,

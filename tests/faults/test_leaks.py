@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.conftest import wait_until
 from tests.faults.conftest import describe
+from tests.forked_cli import launcher_command
 
 MULTI = "first-line-of-secret-A1\nsecond-line-of-secret-B2\nthird-C3"
 B64 = base64.b64encode(b"\xfb\xff\xbe binary credential \x00\x01").decode()  # has + / = in it
@@ -100,13 +101,12 @@ def test_item2_a_short_secret_is_warned_about_at_create_and_in_the_run_log(cli):
 def test_item1_pod_logs_of_the_fake_cluster_hold_no_value(fake_kube, launcher_home, tmp_path):
     """The same entrypoint runs in a pod: what the kubelet would keep is already masked."""
     import subprocess
-    import sys
 
     env = {**os.environ, "LAUNCHER_HOME": str(launcher_home)}
 
     def run(*a, **kw):
         return subprocess.run(
-            [sys.executable, "-m", "launcher", *a],
+            [*launcher_command(env), *a],
             env=env,
             cwd=tmp_path,
             capture_output=True,

@@ -17,6 +17,7 @@ from pathlib import Path
 from launcher.secrets.mask import MIN_MASK_LEN, Masker, MaskingStream, mask_candidates
 from tests.conftest import wait_until
 from tests.faults.test_leaks import sweep
+from tests.forked_cli import launcher_command
 
 KEY = "-----BEGIN KEY-----\nMIIEv+/base64==\nline-two-of-key\n-----END KEY-----\n"
 VALUES = [*mask_candidates(KEY), *mask_candidates("tok-abcdef"), *mask_candidates("abcdabcd"), "cd-x"]
@@ -222,7 +223,7 @@ def test_item1_gcp_key_and_s3_keys_printed_by_a_pod_are_masked(fake_kube_factory
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "launcher", *args],
+            [*launcher_command(env), *args],
             env=env,
             cwd=tmp_path,
             capture_output=True,
@@ -499,7 +500,7 @@ def test_item1_property_end_to_end_on_the_fake_cluster(fake_kube_factory, launch
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "launcher", *args],
+            [*launcher_command(env), *args],
             env=env,
             cwd=tmp_path,
             capture_output=True,

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 
 import pytest
 
 from launcher.pod.contract import MAX_ARG_STRLEN
 from tests.faults.conftest import refused
+from tests.forked_cli import launcher_command
 
 cryptography = pytest.importorskip("cryptography", reason="real keys need the dev extra's cryptography")
 from cryptography.hazmat.primitives import serialization  # noqa: E402
@@ -32,7 +32,7 @@ def secret_names(cli) -> list[str]:
 def create_from_bytes(cli, stdin: bytes, *args: str) -> subprocess.CompletedProcess:
     """`launcher secret create ARGS` with raw bytes on stdin (cli() sends text)."""
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "secret", "create", *args],
+        [*launcher_command(cli.env), "secret", "create", *args],
         cwd=cli.cwd,
         env=cli.env,
         input=stdin,

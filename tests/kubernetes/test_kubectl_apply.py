@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import wait_until
+from tests.forked_cli import launcher_command
 from tests.kubernetes.test_backend import worker
 
 KUBECTL = shutil.which("kubectl")
@@ -149,7 +150,14 @@ def dry_run_with_secret(tmp_path: Path, command: str) -> tuple[str, str]:
 
 
 def launcher_out(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*LAUNCHER, *args], input=stdin, capture_output=True, text=True, timeout=60, env=os.environ)
+    return subprocess.run(
+        [*launcher_command(dict(os.environ)), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+    )
 
 
 TOKEN = "hf_ReviewedApplyToken4242"

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,10 +17,10 @@ import pytest
 import yaml
 
 from tests.fakes.kube.runc import runc_check
+from tests.forked_cli import launcher_command
 from tests.kubernetes.test_backend import worker
 from tests.kubernetes.test_runc import IMAGES
 
-LAUNCHER = [sys.executable, "-m", "launcher"]
 pytestmark = pytest.mark.skipif(
     shutil.which("kubectl") is None, reason="kubectl is not installed (.ci/run installs it)"
 )
@@ -42,7 +41,9 @@ def kubectl(kube, *args: str) -> subprocess.CompletedProcess:
 
 
 def launcher(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*LAUNCHER, *args], capture_output=True, text=True, timeout=timeout, env=os.environ)
+    return subprocess.run(
+        [*launcher_command(dict(os.environ)), *args], capture_output=True, text=True, timeout=timeout, env=os.environ
+    )
 
 
 def spec_file(tmp_path: Path, name: str, command: str) -> Path:
