@@ -112,9 +112,7 @@ def terminal_plot(chosen: list[Chosen], *, width: int = 100, height: int = 24, c
         fig.title(" vs ".join(c.run.run for c in group))
         fig.label("step", axis="x")
         fig.label(name, axis="y")
-        # The key again under the plot: plotext's legend box may be drawn over by a bar.
-        key = "  ".join(f"{_GOODPUT_MARKERS[part]} {part}" for part in GOODPUT_STACK)
-        panels.append(fig.build().string(colorless=not color).rstrip("\n") + f"\n   {key}")
+        panels.append(fig.build().string(colorless=not color).rstrip("\n"))
     fig.clear()
     return "\n\n".join(panels) + "\n"
 
