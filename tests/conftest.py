@@ -13,7 +13,7 @@ import pytest
 
 T = TypeVar("T")
 
-# The suite runs as two pytest-xdist workers on a machine's cores (README), and many tests
+# The suite runs as three pytest-xdist workers on 2 cores (README), and many tests
 # start trainers: each process gets one torch/OpenMP thread, as torchrun gives each rank.
 # With torch's default (a thread per core) the processes oversubscribe the cores and
 # OpenMP's spinning threads made a tiny-MPT step 2-3x slower on 2 busy cores.
@@ -35,17 +35,32 @@ HEAVY_MARKS = ("slow", "train")
 browser, or Spark: a minute or more where most files take seconds."""
 
 
+HEAVY_SPREAD = 0.5
+"""The heavy files are handed out over this first share of the light ones."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The files with `slow` tests first, then those with `train` tests, then the rest, each
-    in its collected order (and every file's tests in theirs): the longest work first, so
-    the many short files even out the workers at the end."""
+    """The heavy files (`slow` ones, then `train` ones) spread over the first half of the
+    run, each followed by a few of the light files, in their collected order (and every
+    file's tests in theirs). A heavy file is CPU (torch, Composer, Spark); most light files
+    wait on subprocesses and fake servers: three trainings at once on 2 cores slowed each
+    other while later the workers waited with the cores idle. Starting every heavy file in
+    the first half leaves the many short files to even out the workers at the end."""
     rank: dict[str, int] = {}
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         marks = {m.name for m in item.iter_markers()}
         level = next((i for i, mark in enumerate(HEAVY_MARKS) if mark in marks), len(HEAVY_MARKS))
         rank[path] = min(rank.get(path, level), level)
-    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])
+    heavy = sorted((p for p in rank if rank[p] < len(HEAVY_MARKS)), key=lambda p: rank[p])
+    light = [p for p in dict.fromkeys(item.nodeid.split("::", 1)[0] for item in items) if p not in heavy]
+    gap = int(len(light) * HEAVY_SPREAD / max(len(heavy), 1))
+    order: list[str] = []
+    for i, path in enumerate(heavy):
+        order += [path, *light[i * gap : (i + 1) * gap]]
+    order += light[len(heavy) * gap :]
+    position = {path: i for i, path in enumerate(order)}
+    items.sort(key=lambda item: position[item.nodeid.split("::", 1)[0]])
 
 
 pytest_plugins: list[str] = [
