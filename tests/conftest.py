@@ -13,7 +13,7 @@ import pytest
 
 T = TypeVar("T")
 
-# The suite runs as three pytest-xdist workers on 2 cores (README), and many tests
+# The suite runs as four pytest-xdist workers on 2 cores (README), and many tests
 # start trainers: each process gets one torch/OpenMP thread, as torchrun gives each rank.
 # With torch's default (a thread per core) the processes oversubscribe the cores and
 # OpenMP's spinning threads made a tiny-MPT step 2-3x slower on 2 busy cores.
@@ -69,6 +69,20 @@ pytest_plugins: list[str] = [
     "tests.fakes.kube_api",
     "tests.fakes.moto_s3",
 ]
+
+
+def needs(module: str, reason: str | None = None) -> None:
+    """Skip the calling test module where `module` is not installed, without importing it:
+    pytest.importorskip imports it, and torch, Composer or Spark at collection cost each
+    pytest-xdist worker seconds before any test runs."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        pytest.skip(reason or f"could not import {module!r}", allow_module_level=True)
 
 
 def wait_until(

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.conftest import needs
 
-pytest.importorskip("importlinter", reason="the layer contracts need the dev extra: pip install -e '.[dev]'")
+needs("importlinter", reason="the layer contracts need the dev extra: pip install -e '.[dev]'")
 import grimp
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from launcher.secrets.kinds import Secret, SecretKind, check_new, check_record
 serialization = pytest.importorskip(
     "cryptography.hazmat.primitives.serialization", reason="real keys need the dev extra's cryptography"
 )
-from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec
 
 VALUES = ("a-password-of-the-test", "AKIAEXAMPLEKEY012345")
 

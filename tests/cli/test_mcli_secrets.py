@@ -20,9 +20,9 @@ import pytest
 serialization = pytest.importorskip(
     "cryptography.hazmat.primitives.serialization", reason="real keys need the dev extra's cryptography"
 )
-from cryptography.hazmat.primitives.asymmetric import ed25519, rsa  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from tests.cli.conftest import CLI  # noqa: E402
+from tests.cli.conftest import CLI
 
 ENV_VALUE = "mcli-env-Value-4417"
 FOO_VALUE = "foo-Secret-Bar-9031"

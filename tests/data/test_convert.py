@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streaming", reason="needs the train extra")
+from tests.conftest import needs
+
+needs("streaming", reason="needs the train extra")
 
 from launcher.data.convert import convert
 

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streaming", reason="needs the train extra")
-pytest.importorskip("tiktoken", reason="needs the train extra")
+from tests.conftest import needs
+
+needs("streaming", reason="needs the train extra")
+needs("tiktoken", reason="needs the train extra")
 
 from hypothesis import given, settings
 from hypothesis import strategies as st

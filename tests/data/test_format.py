@@ -6,8 +6,8 @@ import pytest
 
 np = pytest.importorskip("numpy", reason="needs the train extra")
 
-from launcher.data.format import FORMAT_ID, check_sidecar, make_sidecar, narrowest_dtype, numpy_dtype  # noqa: E402
-from launcher.errors import InputError  # noqa: E402
+from launcher.data.format import FORMAT_ID, check_sidecar, make_sidecar, narrowest_dtype, numpy_dtype
+from launcher.errors import InputError
 
 
 @pytest.mark.parametrize(

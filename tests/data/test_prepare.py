@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("datasets", reason="needs the train extra")
+from tests.conftest import needs
+
+needs("datasets", reason="needs the train extra")
 
 from .conftest import cli_run
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streaming", reason="needs the train extra")
+from tests.conftest import needs
+
+needs("streaming", reason="needs the train extra")
 
 from tests.conftest import read_terminal
 

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streaming", reason="needs the train extra")
-pytest.importorskip("pyspark", reason="needs the spark extra")
+from tests.conftest import needs
+
+needs("streaming", reason="needs the train extra")
+needs("pyspark", reason="needs the spark extra")
 
 from .conftest import cli_run, documents, read_samples, write_jsonl
 

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streaming", reason="needs the train extra")
+from tests.conftest import needs
+
+needs("streaming", reason="needs the train extra")
 np = pytest.importorskip("numpy")
 
-from .conftest import documents, expected_stream  # noqa: E402
+from .conftest import documents, expected_stream
 
 pytestmark = pytest.mark.train
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streaming", reason="needs the train extra")
+from tests.conftest import needs
+
+needs("streaming", reason="needs the train extra")
 
 from .conftest import EOS, cli_run, documents, write_jsonl
 

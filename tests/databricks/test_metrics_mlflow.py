@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
+from tests.conftest import needs
 from tests.databricks.test_runs import submitted
 
-pytest.importorskip("mlflow")
+needs("mlflow")
 
 POINTS = 25_003  # more than one page of metrics/get-history (25000 at most)
 

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs
 from tests.databricks.test_runs import submitted
 from tests.train.conftest import REPO
 
-pytest.importorskip("torch")
-pytest.importorskip("pyspark")
-pytest.importorskip("transformers", reason="needs the train extra")
-pytest.importorskip("mlflow")
+needs("torch")
+needs("pyspark")
+needs("transformers", reason="needs the train extra")
+needs("mlflow")
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 

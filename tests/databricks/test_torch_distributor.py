@@ -8,8 +8,10 @@ import re
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("pyspark")
+from tests.conftest import needs
+
+needs("torch")
+needs("pyspark")
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 

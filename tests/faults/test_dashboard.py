@@ -14,10 +14,10 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import needs, wait_until
 from tests.ui.browser import dashboard
 
-pytest.importorskip("starlette", reason="the dashboard needs the ui extra: pip install -e '.[ui]'")
+needs("starlette", reason="the dashboard needs the ui extra: pip install -e '.[ui]'")
 
 HALF_SENT = 300  # the audit's count; the default cap (500) is above it
 REQUEST_TIMEOUT = 1.5

@@ -9,14 +9,12 @@ import re
 import socket
 from urllib.parse import urlsplit
 
-import pytest
-
-from tests.conftest import wait_until
+from tests.conftest import needs, wait_until
 from tests.faults.conftest import refused
 from tests.faults.test_dashboard import ask
 from tests.ui.browser import dashboard
 
-pytest.importorskip("starlette", reason="the dashboard needs the ui extra: pip install -e '.[ui]'")
+needs("starlette", reason="the dashboard needs the ui extra: pip install -e '.[ui]'")
 
 
 def test_item7_a_guessable_token_is_refused_and_loopback_gets_one_by_default(cli):

@@ -309,10 +309,10 @@ def test_a_secret_files_last_newline_survives_masking(cli):
 # JSON-escaped form, may survive the masker. No generated text holds "*": a value made of
 # the mask's own characters would be found in the masked output without having leaked.
 
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
-from launcher.secrets.mask import PUBLIC_JSON_FIELDS  # noqa: E402
+from launcher.secrets.mask import PUBLIC_JSON_FIELDS
 
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 UNMASKABLE = "*+*+*+*+*"  # no value can be part of it: the program's output lies between two

@@ -17,8 +17,8 @@ from tests.faults.conftest import refused
 from tests.forked_cli import launcher_command
 
 cryptography = pytest.importorskip("cryptography", reason="real keys need the dev extra's cryptography")
-from cryptography.hazmat.primitives import serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import ed25519, rsa  # noqa: E402
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 WRITERS = 16
 

@@ -18,8 +18,9 @@ from launcher.storage import (
     StorageNotFoundError,
     open_store,
 )
+from tests.conftest import needs
 
-pytest.importorskip("databricks.sdk")
+needs("databricks.sdk")
 
 VOL = "dbfs:/Volumes/main/default/data"
 QUICK = Patience(retry_s=2, http_s=5)

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import wait_until
+from tests.conftest import needs, wait_until
 from tests.train.conftest import REPO, records, run_trainer, train_env
 
-pytest.importorskip("transformers", reason="needs the train extra")
-pytest.importorskip("accelerate", reason="needs the train extra")
+needs("transformers", reason="needs the train extra")
+needs("accelerate", reason="needs the train extra")
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 
 CKPT_VOLUME = "dbfs:/Volumes/main/default/ckpt"

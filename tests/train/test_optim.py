@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from launcher.train.optim import DecoupledLionW  # noqa: E402
+from launcher.train.optim import DecoupledLionW
 
 
 def regression() -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from launcher.train.main import main
+from tests.conftest import needs
 from tests.train.conftest import SEQ, VOLUME, run_trainer, tiny_config, train_env
 
-pytest.importorskip("databricks.sdk")
+needs("databricks.sdk")
 
 
 def fail_line(capsys: pytest.CaptureFixture[str], cfg: Path) -> str:

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.cli.conftest import CLI
+from tests.conftest import needs
 
-pytest.importorskip("starlette", reason="the dashboard needs the ui extra: pip install -e '.[ui]'")
+needs("starlette", reason="the dashboard needs the ui extra: pip install -e '.[ui]'")
 
 if TYPE_CHECKING:
     from starlette.testclient import TestClient

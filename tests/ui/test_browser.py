@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import needs
 from tests.ui.browser import BLUE, COUNT_PIXELS_JS, RED, chromium_path, dashboard, server_log
 from tests.ui.conftest import Runs
 
@@ -27,8 +28,8 @@ if CHROMIUM is None:
     pytest.skip(
         "Debian's chromium is not installed (apt-get install -y chromium; .ci/run installs it)", allow_module_level=True
     )
-pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra), which drives chromium")
-pytest.importorskip("composer", reason="the runs train the tiny MPT: needs the train extra")
+needs("playwright.sync_api", reason="needs playwright (the dev extra), which drives chromium")
+needs("composer", reason="the runs train the tiny MPT: needs the train extra")
 
 TRAIN_SECONDS = 600  # the bound on both runs' training on a busy 2-core machine
 UI_SECONDS = 30  # the bound on the page showing a change
