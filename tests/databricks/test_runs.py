@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from tests.conftest import wait_until
 from tests.databricks.conftest import LOG_VOLUME
 
@@ -242,7 +244,7 @@ def test_a_system_failure_is_resubmitted_by_the_launcher_and_describe_shows_both
     spec = flaky_spec(
         cli,
         "sysretry",
-        "{retry_on_system_failure: true, retry_backoff: {first: 0}}",
+        "{retry_on_system_failure: true, retry_backoff: {first: 2}}",
         "NCCL communicator was aborted on rank 0",
     )
     r = cli("run", "-f", str(spec), "--follow")
@@ -258,6 +260,11 @@ def test_a_system_failure_is_resubmitted_by_the_launcher_and_describe_shows_both
     assert failure["class"] == "collective" and failure["retried_as"] == "system", failure
     assert "NCCL communicator was aborted" in failure["evidence"]
     assert len([s for s in workspace.submits() if s["run_name"] == name]) == 2
+    # Where its time went: the 2 s backoff is attempt 2's restart, not work; the parts add up.
+    goodput = record["goodput"]
+    parts = ("queued", "starting", "productive", "lost", "restarting")
+    assert sum(goodput[p] for p in parts) == pytest.approx(goodput["wall"], abs=0.01), goodput
+    assert goodput["restarting"] >= 2 and goodput["productive"] < goodput["wall"] - 2, goodput
 
 
 def test_a_user_failure_is_not_retried_without_max_retries(cli, workspace):

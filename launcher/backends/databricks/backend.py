@@ -291,7 +291,16 @@ class DatabricksBackend(Backend, Restartable, Updatable, ClusterProbe, TrackerMe
                 if index == len(entries):
                     retried_as = entry.get("retried_as")
             attempts.append(attempt)
-            events.append(StatusEvent(status, ended or started or _parse(entry["submitted_at"]), index, reason))
+            # Its waits and its run as events (goodput splits the wall time by them): waiting
+            # since it was submitted (a retry: since the attempt before it ended, the backoff
+            # being its restart), running from the workspace's start, then how it ended.
+            previous_end = attempts[-2].ended_at if len(attempts) > 1 else None
+            waiting_since = previous_end or _parse(entry["submitted_at"])
+            events.append(StatusEvent(RunStatus.PENDING, waiting_since, index, None))
+            if started is not None:
+                events.append(StatusEvent(RunStatus.RUNNING, max(started, waiting_since), index, None))
+            if status.is_terminal or status is RunStatus.UNKNOWN:
+                events.append(StatusEvent(status, ended or started or waiting_since, index, reason))
         last = attempts[-1] if attempts else Attempt(1, RunStatus.PENDING)
         status, reason, ended_at, retry_at = last.status, last.reason, last.ended_at, None
         if retried_as is not None and policy.allows(retries.counted(entries), retried_as):
