@@ -37,6 +37,11 @@ MLFLOW = "/api/2.0/mlflow"
 PAGE_SIZE = 1000
 
 
+def now_ms() -> int:
+    """Now, as the Databricks APIs give times: milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
 class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str):
         super().__init__(message)

@@ -38,23 +38,18 @@ from __future__ import annotations
 import math
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tests.fakes.databricks_files import MLFLOW as PREFIX
-from tests.fakes.databricks_files import ApiError
+from tests.fakes.databricks_files import ApiError, now_ms
 
 ARTIFACT_ROOT = "dbfs:/databricks/mlflow-tracking"
 MAX_METRICS, MAX_PARAMS, MAX_TAGS, MAX_ENTRIES = 1000, 100, 100, 1000
 HISTORY_PAGE = 25000
 RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -63,7 +58,7 @@ class Experiment:
     name: str
     artifact_location: str
     tags: dict[str, str] = field(default_factory=dict)
-    creation_time: int = field(default_factory=_now_ms)
+    creation_time: int = field(default_factory=now_ms)
 
     def to_json(self) -> dict:
         return {
@@ -244,7 +239,7 @@ class FakeMlflowTracking:
             exp.experiment_id,
             run_name,
             self.user,
-            int(args.get("start_time") or _now_ms()),
+            int(args.get("start_time") or now_ms()),
             f"{exp.artifact_location}/{run_id}/artifacts",
             tags=tags,
         )

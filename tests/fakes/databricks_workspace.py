@@ -68,7 +68,7 @@ if __package__ in (None, ""):  # run as a program: import `tests.fakes` from the
     # this folder's http.py as the standard library's http
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from tests.fakes.databricks_files import ApiError, FakeDatabricksFiles, _Entry, _Handler
+from tests.fakes.databricks_files import ApiError, FakeDatabricksFiles, _Entry, _Handler, now_ms
 
 JOBS = "/api/2.2/jobs/runs"
 SECRETS = "/api/2.0/secrets"
@@ -82,10 +82,6 @@ CANCEL_GRACE_SECONDS = 5.0
 USER = "fake-user@example.com"
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 @dataclass
 class FakeRun:
     run_id: int
@@ -97,7 +93,7 @@ class FakeRun:
     message: str = ""
     code: str | None = None
     kind: str | None = None
-    start_time: int = field(default_factory=_now_ms)
+    start_time: int = field(default_factory=now_ms)
     end_time: int = 0
     stdout: bytes = b""
     stderr: bytes = b""
@@ -303,7 +299,7 @@ class FakeWorkspace(FakeDatabricksFiles):
             with self.lock:
                 run.life_cycle, run.code, run.kind = "INTERNAL_ERROR", "CLUSTER_ERROR", "CLIENT_ERROR"
                 run.message = f"Secret does not exist with scope and key: {missing}"
-                run.end_time = _now_ms()
+                run.end_time = now_ms()
             return None
         if "ai_runtime_task" in task:
             deployment = task["ai_runtime_task"]["deployments"][0]
@@ -356,7 +352,7 @@ class FakeWorkspace(FakeDatabricksFiles):
     def _end(self, run: FakeRun, result: str, code: str, kind: str, message: str) -> None:
         with self.lock:
             run.life_cycle, run.result, run.code, run.kind, run.message = "TERMINATED", result, code, kind, message
-            run.end_time = _now_ms()
+            run.end_time = now_ms()
 
     def _deliver(self, run: FakeRun, out_path: Path) -> None:
         run.stdout = (out_path / "stdout").read_bytes()
@@ -435,7 +431,7 @@ class FakeWorkspace(FakeDatabricksFiles):
             if self.scopes[scope].pop(args.get("key", ""), None) is None:
                 raise ApiError(404, "RESOURCE_DOES_NOT_EXIST", f"Secret {args.get('key')} does not exist!")
         elif endpoint == "/list":
-            return {"secrets": [{"key": k, "last_updated_timestamp": _now_ms()} for k in sorted(self.scopes[scope])]}
+            return {"secrets": [{"key": k, "last_updated_timestamp": now_ms()} for k in sorted(self.scopes[scope])]}
         else:
             raise ApiError(404, "ENDPOINT_NOT_FOUND", f"No API found for '{method} {SECRETS}{endpoint}'")
         return {}
