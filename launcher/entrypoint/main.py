@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = f"hang: {watch.hung}"
         code = contract.EXIT_HANG
     if watch is not None or watching.get("verdict"):
-        leave_termination_message(code, reason, watch)
+        code = leave_termination_message(code, reason, watch)
     total = time.monotonic() - started
     if "command" in timing:
         log(f"exit code {code}: the command ran {timing['command']:.1f}s, {total:.1f}s in all")
@@ -178,19 +178,28 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def leave_termination_message(code: int, reason: str | None, watch) -> None:
+def leave_termination_message(code: int, reason: str | None, watch) -> int:
     """In a container, leave as the pod's termination message, which its status carries
     back (4 KiB at most), what the host would otherwise have to read the log for: a failed
     rank's `CLASS: evidence` (launcher.pod.failures), and the rank's step time as a last
-    line (launcher.pod.stragglers), which the host compares across ranks."""
+    line (launcher.pod.stragglers), which the host compares across ranks. The exit code to
+    end with: there, a command's failure of a system class ends the rank with that class's
+    code (contract.SYSTEM_EXIT_CODES), the only thing the Job's podFailurePolicy can tell."""
     from launcher.entrypoint.runtime import TERMINATION_LOG
     from launcher.pod import stragglers
-    from launcher.pod.failures import USER, classify
+    from launcher.pod.failures import COLLECTIVE, HARDWARE, USER, classify
 
     if not TERMINATION_LOG.exists():  # only inside a container: the kubelet creates it
-        return
+        return code
     texts = []
     failure = classify(code, reason, list(watch.evidence.lines.values()) if watch is not None else [])
+    system_code = {HARDWARE: contract.EXIT_HARDWARE, COLLECTIVE: contract.EXIT_COLLECTIVE}.get(failure.kind)
+    if code != 0 and system_code is not None and not contract.EXIT_SPEC <= code <= contract.EXIT_COLLECTIVE:
+        log(
+            f"exit code {system_code} for the command's {code}: a {failure.kind} failure, which the run's "
+            "failurePolicy counts as the system's (free with scheduling.retry_on_system_failure)"
+        )
+        code = system_code
     # A plain user failure leaves no class: the exit code says it all (`exited with code N`).
     if code != 0 and failure.kind != USER:
         text = failure.evidence or ""
@@ -205,12 +214,12 @@ def leave_termination_message(code: int, reason: str | None, watch) -> None:
             "host to compare with the other ranks' (resilience.straggler_factor)"
         )
         texts.append(stragglers.termination_line(progress))
-    if not texts:
-        return
-    try:
-        TERMINATION_LOG.write_text("\n".join(texts) + "\n")
-    except OSError:
-        pass
+    if texts:
+        try:
+            TERMINATION_LOG.write_text("\n".join(texts) + "\n")
+        except OSError:
+            pass
+    return code
 
 
 def start_archive(env: dict[str, str]):
@@ -331,7 +340,9 @@ def _main(timing: dict[str, float], watching: dict) -> int:
         failed = gate(env, str(workdir))
         if failed is not None:
             watching["verdict"] = failed[1]
-            return contract.EXIT_PREFLIGHT
+            from launcher.pod.failures import HARDWARE
+
+            return contract.EXIT_HARDWARE if failed[0] == HARDWARE else contract.EXIT_COLLECTIVE
     watch = watching["watch"] = Watch(plan.resilience.hang_timeout, progress_file=env.get(contract.PROGRESS_FILE))
     watch.prepare(env)
     if plan.resilience.hang_timeout is not None:

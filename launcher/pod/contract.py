@@ -133,7 +133,15 @@ EXIT_RENDEZVOUS = 66  # rank 0's address never resolved
 EXIT_SETUP = 67  # parameters or environment could not be prepared
 EXIT_LOGS = 68  # the command's output could not be written (a full disk)
 EXIT_HANG = 69  # no progress for resilience.hang_timeout: the entrypoint ended the command (launcher.pod.failures)
-EXIT_PREFLIGHT = 70  # the health gate before the command failed (launcher.entrypoint.preflight)
+# A failure of a system class (launcher.spec.retry.SYSTEM) that the entrypoint tells ends the
+# rank with its class's code: the health gate's verdict, and in a container (Kubernetes) a
+# command that failed with the class's evidence in its log (its own code stays in the log and
+# the termination message). A Job's podFailurePolicy sees exit codes only: the run's
+# failurePolicy restarts these as the system's (launcher.backends.kubernetes.render).
+EXIT_HARDWARE = 70  # a GPU Xid, an ECC error, a device that vanished, a failed device check (launcher.pod.failures)
+EXIT_COLLECTIVE = 71  # an NCCL or gloo timeout or abort, ranks that could not meet (launcher.pod.failures)
+SYSTEM_EXIT_CODES = (EXIT_HANG, EXIT_HARDWARE, EXIT_COLLECTIVE)
+"""The entrypoint's exit codes for a failure of the system's class (launcher.spec.retry.SYSTEM)."""
 
 MAX_ARG_STRLEN = 128 * 1024
 """The most bytes one string of a rank's argv or environment may have, its NUL included

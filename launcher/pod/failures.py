@@ -17,6 +17,9 @@ The classes, most telling first (a bad GPU makes the other ranks' collectives ti
               `torch.OutOfMemoryError: CUDA out of memory`
   collective  an NCCL or gloo timeout or abort (`Watchdog caught collective operation timeout`)
   hang        the entrypoint saw no progress for resilience.hang_timeout (contract.EXIT_HANG)
+
+The entrypoint's own exit code for a class (contract.SYSTEM_EXIT_CODES) tells it where nothing
+else does (a pod gone with its termination message).
   preempted   the cluster took the node back (a spot reclaim, a higher-priority pod)
   evicted     the node or the queue evicted the pod
   user        anything else: the program's own failure
@@ -29,7 +32,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, NamedTuple
 
-from launcher.pod.contract import EXIT_HANG
+from launcher.pod.contract import EXIT_COLLECTIVE, EXIT_HANG, EXIT_HARDWARE
 
 HARDWARE = "hardware"
 OOM = "oom"
@@ -126,6 +129,9 @@ def _device_oom(line: str) -> bool:
     return "CUDA out of memory" in line or "OutOfMemoryError" in line
 
 
+_EXIT_CODE_CLASS = {EXIT_HANG: HANG, EXIT_HARDWARE: HARDWARE, EXIT_COLLECTIVE: COLLECTIVE}
+
+
 def classify(exit_code: int | None, reason: str | None, lines: Iterable[str]) -> Failure:
     """How a rank that ended with `exit_code` failed. The backend's `reason` first (a node
     condition, a pod's OOMKilled outrank what the program printed), then the lines (the
@@ -150,8 +156,9 @@ def classify(exit_code: int | None, reason: str | None, lines: Iterable[str]) ->
     for kind in (HARDWARE, OOM, COLLECTIVE):
         if kind in found:
             return Failure(kind, found[kind])
-    if exit_code == EXIT_HANG:
-        return Failure(HANG, bounded(reason) if reason else None)
+    told = _EXIT_CODE_CLASS.get(exit_code) if exit_code is not None else None
+    if told:  # the entrypoint's own code for the class (contract.SYSTEM_EXIT_CODES)
+        return Failure(told, bounded(reason) if reason else None)
     return Failure(USER, bounded(reason) if reason else None)
 
 

@@ -137,7 +137,12 @@ def test_jobset_shape_for_4x8():
     )
     assert env["LAUNCHER_ATTEMPT"]["value"] == "1"  # the entrypoint adds the restart count
     rules = job["podFailurePolicy"]["rules"]
-    assert rules[0] == {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert rules == [
+        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        # The entrypoint's codes for a hang, a hardware fault, a collective's failure.
+        {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [69, 70, 71]}},
+        {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]}},
+    ]
 
 
 def test_jobset_retries_map_onto_its_failure_policy():
@@ -145,13 +150,17 @@ def test_jobset_retries_map_onto_its_failure_policy():
     policy = js["spec"]["failurePolicy"]
     assert policy["maxRestarts"] == 2
     # A disruption (the DisruptionTarget podFailurePolicy rule fails the Job, reason PodFailurePolicy)
-    # restarts for free; a user's exit code fails the Job by the other rule, whose message differs.
+    # or an exit code of a system class (the rule at index 1) restarts for free; a user's exit code
+    # fails the Job by the last rule, whose message differs.
     assert policy["rules"] == [
         {
             "name": "disruption",
             "action": "RestartJobSetAndIgnoreMaxRestarts",
             "onJobFailureReasons": ["PodFailurePolicy"],
-            "onJobFailureMessagePatterns": ["condition DisruptionTarget"],
+            "onJobFailureMessagePatterns": [
+                "condition DisruptionTarget",
+                "with exit code (69|70|71) matching FailJob rule at index 1",
+            ],
         }
     ]
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
@@ -356,7 +365,8 @@ def test_fields_the_cluster_cannot_honour_are_named_warnings():
     assert plan_run(spec(scheduling={"max_retries": 1}), PROFILE, []).warnings == []
     [uncapped] = plan_run(spec(scheduling={"retry_on_system_failure": True}), PROFILE, []).warnings
     assert uncapped.startswith(
-        "scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without limit"
+        "scheduling.retry_on_system_failure: the JobSet controller restarts a run that was disrupted or failed "
+        "of a system class (a hang, a hardware fault, a collective's) without limit"
     )
     with pytest.raises(InputError, match=r"metadata.bad key: not usable as a Kubernetes annotation name"):
         plan_run(spec(metadata={"bad key": 1}), PROFILE, [])

@@ -38,7 +38,9 @@ def test_a_pod_that_printed_an_xid_fails_as_hardware(fake_kube_program, tmp_path
     )
     out, err = capsys.readouterr()
     assert code == 1, out + err
-    assert f"rank 0 exited with code 1: hardware: {XID}" in out + err
+    # In a pod the entrypoint ends with the class's code, which the JobSet's failurePolicy reads.
+    assert f"rank 0 exited with code 70: hardware: {XID}" in out + err
+    assert "[launcher] exit code 70 for the command's 1: a hardware failure" in out + err
     rec = describe(capsys, "xid-pod")
     failure = rec["attempts"][0]["failure"]
     assert failure["class"] == "hardware" and failure["evidence"] == f"rank 0: hardware: {XID}"

@@ -74,7 +74,8 @@ def test_a_rank_that_stops_is_a_hang_with_stacks_and_the_restart_completes(fake_
         "--follow",
         compute={"nodes": 2},
         resilience={"hang_timeout": "3s"},
-        scheduling={"max_retries": 1},
+        # No max_retries: a hang is the system's, which the JobSet restarts without counting.
+        scheduling={"retry_on_system_failure": True},
     )
     rec = record(capsys, name)
     assert code == 0 and rec["status"] == "COMPLETED", rec
@@ -112,6 +113,48 @@ def test_an_oom_killed_pod_is_oom_and_not_retried(fake_kube_program, tmp_path, c
     capsys.readouterr()
     assert launcher("describe", "run", name) == 0
     assert "oom" in capsys.readouterr().out
+
+
+# Fails with an NCCL watchdog's line in attempt 1, as a rank whose peer's GPU broke does.
+COLLECTIVE_THEN_OK = """\
+import os, sys
+if os.environ["LAUNCHER_ATTEMPT"] == "1":
+    print("[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+          "WorkNCCL(SeqNum=3, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.", flush=True)
+    sys.exit(1)
+print("attempt", os.environ["LAUNCHER_ATTEMPT"], "trained")
+"""
+
+
+@pytest.mark.skipif(runc_check() is not None, reason=f"runc runtime unavailable: {runc_check()}")
+def test_a_collective_failure_is_restarted_by_the_jobset_without_counting(fake_kube_program, tmp_path, capsys):
+    # runc: the entrypoint ends with the class's code only in a container (/dev/termination-log).
+    fake_kube_program("--runtime", "runc", "--nodes", "1", profile=ZIPAPP)
+    code, name = submit(
+        tmp_path,
+        capsys,
+        "nccl",
+        f"python3 - <<'EOF'\n{COLLECTIVE_THEN_OK}EOF",
+        "--follow",
+        scheduling={"retry_on_system_failure": True},  # max_retries 0: a user failure would end the run
+    )
+    rec = record(capsys, name)
+    assert code == 0 and rec["status"] == "COMPLETED", rec
+    assert [a["status"] for a in rec["attempts"]] == ["FAILED", "COMPLETED"]
+    failure = rec["attempts"][0]["failure"]
+    assert failure["class"] == "collective" and failure["retried_as"] == "system", failure
+    # The restart took the pod and its termination message: the Job's event has the exit code.
+    assert failure["evidence"] == (
+        "rank 0: collective: exit code 71 (the entrypoint found a collective's failure; the log has its evidence)"
+    )
+    capsys.readouterr()
+    assert launcher("logs", name, "--attempt", "1") == 0
+    logs = capsys.readouterr().out
+    assert "Watchdog caught collective operation timeout" in logs
+    assert "[launcher] exit code 71 for the command's 1: a collective failure" in logs, logs
+    capsys.readouterr()
+    assert launcher("logs", name, "--attempt", "2") == 0
+    assert "attempt 2 trained" in capsys.readouterr().out
 
 
 # Steps of CPU work: a rank whose CPU is throttled takes longer over each (a sleep would not).

@@ -26,7 +26,7 @@ def test_kubernetes_names_what_its_jobset_cannot_do():
         [],
     ).warnings
     assert any(w.startswith("resilience.exclude_faulty_nodes: a restart by the JobSet controller") for w in warnings)
-    assert any(w.startswith("resilience.hang_timeout: a hang ends the attempt") for w in warnings)
+    assert not any(w.startswith("resilience.hang_timeout") for w in warnings)  # a system failure there too
     assert any(w.startswith("resilience.straggler_factor: a straggler is named in describe once") for w in warnings)
     plain = plan_run(spec("plain-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), PROFILE, []).warnings
     assert not [w for w in plain if w.startswith("resilience.")]

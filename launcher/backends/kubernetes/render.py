@@ -81,7 +81,13 @@ CONFIGMAP_LIMIT = 1_000_000  # the API server refuses ConfigMaps over 1 MiB
 CODE_LIMIT = 700 * 1024
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-# Exit codes that mean "the user's program failed": everything but success.
+# The entrypoint's exit codes for a failure of a system class (a hang, a hardware fault, a
+# collective's failure): the Job's failure message names the code and this rule's index.
+SYSTEM_EXIT_CODES = sorted(contract.SYSTEM_EXIT_CODES)  # the API wants them ordered
+# What the Job controller writes when that rule (at index 1) fails a Job: "Container main for
+# pod <ns>/<pod> failed with exit code 70 matching FailJob rule at index 1".
+SYSTEM_EXIT_MESSAGE = f"with exit code ({'|'.join(map(str, SYSTEM_EXIT_CODES))}) matching FailJob rule at index 1"
+# Exit codes that mean "the user's program failed": everything else but success.
 USER_EXIT_RULE = {"containerName": keys.CONTAINER, "operator": "NotIn", "values": [0]}
 MAX_INDEXED_COMPLETIONS = 100_000  # the API server refuses an Indexed Job of more
 INT64_MAX = 2**63 - 1  # activeDeadlineSeconds is an int64
@@ -527,8 +533,8 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
     policy = RetryPolicy.from_spec(spec)
     if policy.retry_on_system_failure:
         out.append(
-            f"scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without "
-            f"limit; the launcher's cap of {policy.max_system_retries} free retries holds on the local backend"
+            f"scheduling.retry_on_system_failure: the JobSet controller restarts a run that was disrupted or "
+            f"failed of a system class (a hang, a hardware fault, a collective's) without limit; the launcher's cap of {policy.max_system_retries} free retries holds on the local backend"
         )
     if s.retry_backoff is not None:
         out.append(f"scheduling.retry_backoff: {JOBSET_NO_BACKOFF}; it applies on the local backend")
@@ -538,11 +544,6 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
                 "resilience.exclude_faulty_nodes: a restart by the JobSet controller (max_retries) may run "
                 "on a faulty node again unless the cluster taints it NoSchedule (a JobSet's pod template cannot "
                 "change); `launcher run -r` keeps off the nodes a hardware or collective failure was pinned to"
-            )
-        if spec.resilience.hang_timeout is not None:
-            out.append(
-                "resilience.hang_timeout: a hang ends the attempt, which the JobSet controller counts "
-                "against max_retries (its failurePolicy cannot tell a hang from the program's own failure)"
             )
         out.append(
             "resilience.straggler_factor: a straggler is named in describe once the ranks' pods have ended "
@@ -789,6 +790,12 @@ def _job_spec(spec: RunSpec, template: dict[str, Any], placement: Placement) -> 
             "rules": [
                 # Preemption or a node drain: a system failure (free with retry_on_system_failure).
                 {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                # A hang, a hardware fault, a collective's failure, as the entrypoint tells them
+                # (SYSTEM_EXIT_MESSAGE depends on this rule's index): system failures too.
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {"containerName": keys.CONTAINER, "operator": "In", "values": SYSTEM_EXIT_CODES},
+                },
                 # The user's program failed: its exit code lands in the Job's failure message.
                 {"action": "FailJob", "onExitCodes": dict(USER_EXIT_RULE)},
             ]
@@ -840,9 +847,10 @@ def render_jobset(
                 "name": "disruption",
                 "action": "RestartJobSetAndIgnoreMaxRestarts",
                 "onJobFailureReasons": ["PodFailurePolicy"],
-                # Both podFailurePolicy rules fail the Job with reason PodFailurePolicy; only the
-                # DisruptionTarget rule's message names the condition, so user exit codes still count.
-                "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE],
+                # Every podFailurePolicy rule fails the Job with reason PodFailurePolicy; the
+                # message tells a disruption or the entrypoint's system exit codes (a hang, a bad
+                # GPU, a collective that broke) from the user's, which still count.
+                "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE, SYSTEM_EXIT_MESSAGE],
             }
         ]
     if rules:

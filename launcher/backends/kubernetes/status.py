@@ -53,7 +53,11 @@ from launcher.spec.retry import FATAL, JOBSET_NO_BACKOFF
 UNFINISHED_SUBMIT_SECONDS = 120.0
 
 JOB_FAILURE_REASONS = ("PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded")
-EXIT_CODE_MEANS = {contract.EXIT_HANG: "the entrypoint saw no progress for resilience.hang_timeout"}
+EXIT_CODE_MEANS = {
+    contract.EXIT_HANG: "the entrypoint saw no progress for resilience.hang_timeout",
+    contract.EXIT_HARDWARE: "the entrypoint found a hardware fault; the log has its evidence",
+    contract.EXIT_COLLECTIVE: "the entrypoint found a collective's failure; the log has its evidence",
+}
 """What an exit code of the entrypoint's own says, where the pod that told more is gone."""
 EXIT_MESSAGE = re.compile(r"Container \S+ for pod [^/\s]+/(?P<pod>\S+) failed with exit code (?P<code>-?\d+)")
 # In the scheduler's FailedScheduling message: nodes its required node affinity rules out.
