@@ -75,6 +75,33 @@ def test_the_next_attempt_keeps_off_the_node_whose_gpu_failed(fake_kube_program,
     assert f"Excluded:   node fake-node-0 (hardware in attempt 1: rank {bad['rank']}: node fake-node-0: " in text
 
 
+def test_a_failure_whose_pods_a_restart_deleted_is_pinned_to_its_node_by_its_scheduled_event(
+    fake_kube_program, tmp_path, capsys
+):
+    fake_kube_program("--nodes", "2", "--fault", "node=fake-node-0,kind=xid")
+    # The JobSet controller's restart deletes attempt 1's pods: only the Job's failure event
+    # (the pod's name, its exit code) and the pod's Scheduled event are left of it.
+    name = submit(tmp_path, capsys, scheduling={"max_retries": 1})
+    rec = wait_until(
+        lambda: (r := record(capsys, name))["status"] == "FAILED" and len(r["attempts"]) == 2 and r,
+        60,
+        interval=0.2,
+        message="both attempts to fail",
+    )
+    first = rec["attempts"][0]
+    failed = [r for r in first["ranks"] if r["status"] == "FAILED"]
+    assert [r["node"] for r in failed] == ["fake-node-0"], first
+    assert first["failure"]["class"] == "hardware", first
+    assert first["failure"]["evidence"] == f"rank {failed[0]['rank']}: node fake-node-0: GpuXid XidError: {XID}"
+    capsys.readouterr()
+    assert launcher("run", "-r", name, "--no-follow") == 0
+    # Pinned from attempt 1, the first failure there (attempt 2's pods alone told it before).
+    assert record(capsys, name)["excluded_nodes"] == [
+        {"node": "fake-node-0", "class": "hardware", "evidence": first["failure"]["evidence"], "attempt": 1}
+    ]
+    assert launcher("stop", name, "-y") == 0
+
+
 def test_a_run_that_cannot_fit_without_the_excluded_node_waits_and_says_why(fake_kube_program, tmp_path, capsys):
     fake_kube_program("--nodes", "2", "--fault", "node=fake-node-0,kind=xid")
     name = submit(tmp_path, capsys)

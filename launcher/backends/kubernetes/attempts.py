@@ -132,6 +132,9 @@ class Observed:
     nodes: dict[str, dict] = field(default_factory=dict)
     """The nodes its failed pods ran on, by name (observe.failed_pod_nodes; none where the
     user may not read nodes): a condition or taint there can say the hardware failed."""
+    scheduled: dict[str, str] = field(default_factory=dict)
+    """The node each failed pod that a restart deleted ran on, by pod name, from its Scheduled
+    event while the cluster keeps it (observe.scheduled_nodes)."""
 
 
 @dataclass

@@ -4,11 +4,14 @@ into `Observed`. Nothing here writes; what the observations mean is status.deriv
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 from launcher.backends.kubernetes import keys
 from launcher.backends.kubernetes.attempts import Observed, attempt_of, first_attempt
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError, RequestRetry
 from launcher.backends.kubernetes.kueue import read_view
-from launcher.backends.kubernetes.status import child_job_name, restarts_of
+from launcher.backends.kubernetes.status import child_job_name, failed_pod_of_event, job_failure_events, restarts_of
 from launcher.errors import NotFoundError
 
 
@@ -63,16 +66,44 @@ def jobset_objects(run: str) -> tuple[tuple[str, str], ...]:
     return (("Job", child_job_name(run)), ("JobSet", run))
 
 
-def failed_pod_nodes(api: KubeApi, pods: list[dict]) -> dict[str, dict]:
-    """The nodes the failed pods ran on (one read each), for a hardware fault they show
-    (attempts.node_fault). A user who may not read nodes (403) gets none: the class then
-    comes from the pods alone."""
+# At most this many of a run's newest failed attempts that a restart deleted are looked up.
+SCHEDULED_LOOKUPS = 10
+SCHEDULED_MESSAGE = re.compile(r"^Successfully assigned [^/\s]+/(?P<pod>\S+) to (?P<node>\S+)$")
+
+
+def scheduled_nodes(api: KubeApi, obs: Observed) -> dict[str, str]:
+    """The node each failed pod that a JobSet restart deleted ran on (pod -> node), from the
+    scheduler's Scheduled event ("Successfully assigned ns/pod to node"), which outlives the
+    pod for the cluster's event TTL (an hour by default): so a hardware or collective
+    failure is pinned to its node even when the Job's failure event alone tells the attempt
+    (attempts.excluded_nodes). One list call per such attempt, the newest SCHEDULED_LOOKUPS."""
+    present = {p["metadata"]["name"] for p in obs.pods}
+    gone = [
+        pod
+        for e in job_failure_events(obs.name, obs.events)
+        if (pod := failed_pod_of_event(e)) is not None and pod not in present
+    ]
+    out: dict[str, str] = {}
+    for pod in gone[-SCHEDULED_LOOKUPS:]:
+        items, _ = api.list("Event", fields=f"involvedObject.kind=Pod,involvedObject.name={pod},reason=Scheduled")
+        for e in items:
+            m = SCHEDULED_MESSAGE.match(e.get("message") or "")
+            if m and m.group("pod") == pod:
+                out[pod] = m.group("node")
+    return out
+
+
+def failed_pod_nodes(api: KubeApi, pods: list[dict], also: Iterable[str] = ()) -> dict[str, dict]:
+    """The nodes the failed pods ran on, and the nodes `also` (one read each), for a hardware
+    fault they show (attempts.node_fault). A user who may not read nodes (403) gets none:
+    the class then comes from the pods alone."""
     names = sorted(
         {
             p["spec"]["nodeName"]
             for p in pods
             if (p.get("status") or {}).get("phase") == "Failed" and (p.get("spec") or {}).get("nodeName")
         }
+        | set(also)
     )
     out: dict[str, dict] = {}
     for node in names:
@@ -97,7 +128,8 @@ def observe(api: KubeApi, name: str) -> Observed:
     obs.kueue = read_view(api, [obs.jobset])
     obs.jobs, _ = api.list("Job", labels=keys.run_selector(name))
     obs.events = jobset_events(api, obs)
-    obs.nodes = failed_pod_nodes(api, obs.pods)
+    obs.scheduled = scheduled_nodes(api, obs)
+    obs.nodes = failed_pod_nodes(api, obs.pods, obs.scheduled.values())
     return obs
 
 

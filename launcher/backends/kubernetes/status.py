@@ -40,6 +40,7 @@ from launcher.backends.kubernetes.attempts import (
     attempt_view,
     first_attempt,
     labels,
+    node_fault,
     record_json,
     spec_of,
     summary_of,
@@ -90,6 +91,13 @@ def _when(event: dict) -> str:
     )
 
 
+def _order(event: dict) -> tuple[str, int]:
+    """Events oldest first: by their time, which has whole seconds, then, within a second, by
+    their resourceVersion where it is a number (etcd's revision, which only grows)."""
+    rv = str((event.get("metadata") or {}).get("resourceVersion") or "")
+    return _when(event), int(rv) if rv.isdigit() else 0
+
+
 def _since(events: list[dict], jobset: dict | None) -> list[dict]:
     """The events of this JobSet's life: not those of an earlier JobSet of the same name."""
     born = ts(((jobset or {}).get("metadata") or {}).get("creationTimestamp"))
@@ -108,7 +116,7 @@ def job_failure_events(run: str, events: list[dict]) -> list[dict]:
         and (e.get("involvedObject") or {}).get("name") == job
         and e.get("reason") in JOB_FAILURE_REASONS
     ]
-    return sorted(out, key=_when)
+    return sorted(out, key=_order)
 
 
 def restart_events(run: str, events: list[dict]) -> list[dict]:
@@ -121,33 +129,51 @@ def restart_events(run: str, events: list[dict]) -> list[dict]:
         and (e.get("involvedObject") or {}).get("name") == run
         and str(e.get("reason", "")).startswith("Restart")
     ]
-    return sorted(out, key=_when)
+    return sorted(out, key=_order)
 
 
 def attempt_from_restart_event(index: int, event: dict) -> Attempt:
     free = "IgnoreMaxRestarts" in (event.get("reason") or "")
     why = event.get("message") or event.get("reason")
-    reason = f"restarted by the JobSet controller{' (not counted: a disruption)' if free else ''}: {why}"
+    reason = f"restarted by the JobSet controller{' (not counted: a system failure)' if free else ''}: {why}"
     return Attempt(index=index, status=RunStatus.FAILED, ended_at=ts(_when(event) or None), reason=reason)
 
 
-def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt:
+def failed_pod_of_event(event: dict) -> str | None:
+    """The pod a child Job's failure event names (its exit code or its disruption), if any."""
+    message = event.get("message") or ""
+    m = EXIT_MESSAGE.search(message) or DISRUPTION_MESSAGE.search(message)
+    return m.group("pod") if m else None
+
+
+def attempt_from_event(
+    index: int,
+    run: str,
+    nodes: int,
+    event: dict,
+    scheduled: dict[str, str] | None = None,
+    node_objects: dict[str, dict] | None = None,
+) -> Attempt:
+    """An attempt whose pods the JobSet's restart deleted, from its Job's failure event; the
+    failed pod's node from its Scheduled event (`scheduled`, pod -> node: observe.scheduled_nodes)
+    where the cluster still keeps it, and what that node says of a hardware fault."""
     message = event.get("message") or event.get("reason") or ""
     when = ts(_when(event) or None)
     ranks: list[RankState] = []
     disrupted = DISRUPTION_MESSAGE.search(message)
     m = EXIT_MESSAGE.search(message)
+    node = (scheduled or {}).get(failed_pod_of_event(event) or "")
     if m:
         rank = _rank_of_pod(run, m.group("pod"))
         code = int(m.group("code"))
         reason = f"rank {rank} exited with code {code}"
         if rank is not None:
-            ranks.append(RankState(rank, RunStatus.FAILED, code, reason))
+            ranks.append(RankState(rank, RunStatus.FAILED, code, reason, node))
     elif disrupted:
         rank = _rank_of_pod(run, disrupted.group("pod"))
         reason = f"rank {rank} was stopped by the cluster: DisruptionTarget"
         if rank is not None:
-            ranks.append(RankState(rank, RunStatus.FAILED, None, reason))
+            ranks.append(RankState(rank, RunStatus.FAILED, None, reason, node))
     elif event.get("reason") == "DeadlineExceeded":
         reason = f"exceeded max_duration: {message}"
     else:
@@ -160,7 +186,10 @@ def attempt_from_event(index: int, run: str, nodes: int, event: dict) -> Attempt
         # The pod, and the termination message its entrypoint left, went with the restart:
         # the class that the exit code alone tells (the entrypoint's own codes: a hang).
         told = failures.classify(code, None, [])
-        if told.kind != failures.USER:
+        fault = node_fault((node_objects or {}).get(node or ""))
+        if fault:  # the node's own word says more than an exit code
+            attempt.failure_class, attempt.evidence = failures.HARDWARE, f"rank {rank}: {failures.bounded(fault)}"
+        elif told.kind != failures.USER:
             attempt.failure_class = told.kind
             attempt.evidence = f"rank {rank}: {told.kind}: exit code {code} ({EXIT_CODE_MEANS.get(code, told.kind)})"
     return attempt
@@ -234,9 +263,11 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
             a, _, ev = attempt_view(index, job, pods, obs.events, nodes, obs.nodes, factor)
             a.status = RunStatus.FAILED
         elif nth < len(failures):
-            a = attempt_from_event(index, obs.name, nodes, failures[nth])
+            a = attempt_from_event(index, obs.name, nodes, failures[nth], obs.scheduled, obs.nodes)
             if nth < len(restarted) and "IgnoreMaxRestarts" in (restarted[nth].get("reason") or ""):
-                a.reason = f"{a.reason}; not counted against max_retries (a disruption)"
+                kind = "a disruption" if DISRUPTION_MESSAGE.search(failures[nth].get("message") or "") else None
+                kind = kind or (f"a {a.failure_class} failure" if a.failure_class else "a system failure")
+                a.reason = f"{a.reason}; not counted against max_retries ({kind})"
             ev = [StatusEvent(RunStatus.FAILED, a.ended_at, index, a.reason)] if a.ended_at else []
         elif nth < len(restarted):
             a = attempt_from_restart_event(index, restarted[nth])
@@ -293,7 +324,7 @@ def _derive(obs: Observed) -> tuple[Run, Action | None]:
             last = live
             last.status = RunStatus.FAILED
         elif len(failures) > current - first:
-            last = attempt_from_event(current, obs.name, nodes, failures[current - first])
+            last = attempt_from_event(current, obs.name, nodes, failures[current - first], obs.scheduled, obs.nodes)
         else:
             last = Attempt(index=current, status=RunStatus.FAILED, reason=cond.get("message"))
         attempts.append(last)

@@ -133,6 +133,15 @@ class Scheduler:
                 pod["metadata"]["name"],
                 lambda p, node=node: _bind(p, node["name"]),
             )
+            where = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            record_event(
+                self.store,
+                pod,
+                "Normal",
+                "Scheduled",
+                f"Successfully assigned {where} to {node['name']}",
+                "default-scheduler",
+            )
             return
         message = (
             f"0/{len(self.nodes)} nodes are available: "
