@@ -164,6 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         code = contract.EXIT_HANG
     if watch is not None or watching.get("verdict"):
         code = leave_termination_message(code, reason, watch)
+    if code in contract.SYSTEM_EXIT_CODES and contract.past_free_restarts(os.environ):
+        log(
+            f"exit code {contract.EXIT_SYSTEM_COUNTED} for {code}: the JobSet has restarted "
+            f"{os.environ.get(contract.RESTART_ATTEMPT)} times, past the free restarts a run may have "
+            f"({contract.FREE_RESTARTS}={os.environ.get(contract.FREE_RESTARTS)}), so this failure counts "
+            "against max_retries"
+        )
+        code = contract.EXIT_SYSTEM_COUNTED
     total = time.monotonic() - started
     if "command" in timing:
         log(f"exit code {code}: the command ran {timing['command']:.1f}s, {total:.1f}s in all")

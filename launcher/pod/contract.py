@@ -26,6 +26,9 @@ or the zipapp of it: launcher.pod.zipapp) with:
                            a `run -r`), to which LAUNCHER_RESTART_ATTEMPT adds
     LAUNCHER_RESTART_ATTEMPT  (Kubernetes) the JobSet's restart count from the pod's
                            jobset.sigs.k8s.io/restart-attempt label (attempt_number adds them)
+    LAUNCHER_FREE_RESTARTS (Kubernetes, with retry_on_system_failure) the JobSet restart count
+                           from which a failure of a system class ends with EXIT_SYSTEM_COUNTED,
+                           which counts against max_retries: JobSet has no cap on free restarts
     LAUNCHER_RUNTIME       (inject mode) where the injected runtime lies (/launcher); the
                            command then runs in the image's own environment, not ours
     LAUNCHER_IMAGE         (inject and zipapp modes) the user's image, named in setup errors
@@ -98,6 +101,7 @@ ARTIFACTS_DIR = "LAUNCHER_ARTIFACTS_DIR"
 CACHE_DIR = "LAUNCHER_CACHE_DIR"  # where a run's caches go (a pod's emptyDir); see train/cache.py
 ATTEMPT = "LAUNCHER_ATTEMPT"
 RESTART_ATTEMPT = "LAUNCHER_RESTART_ATTEMPT"
+FREE_RESTARTS = "LAUNCHER_FREE_RESTARTS"
 RUNTIME = "LAUNCHER_RUNTIME"
 IMAGE = "LAUNCHER_IMAGE"
 EXIT_FILE = "LAUNCHER_EXIT_FILE"
@@ -141,6 +145,10 @@ EXIT_HANG = 69  # no progress for resilience.hang_timeout: the entrypoint ended 
 EXIT_HARDWARE = 70  # a GPU Xid, an ECC error, a device that vanished, a failed device check (launcher.pod.failures)
 EXIT_COLLECTIVE = 71  # an NCCL or gloo timeout or abort, ranks that could not meet (launcher.pod.failures)
 SYSTEM_EXIT_CODES = (EXIT_HANG, EXIT_HARDWARE, EXIT_COLLECTIVE)
+# A failure of a system class once the JobSet has restarted FREE_RESTARTS times: past the
+# most free restarts a run may have had (max_retries counted + launcher.spec.retry's cap on
+# free ones), so from there each counts against maxRestarts and a bad node cannot loop forever.
+EXIT_SYSTEM_COUNTED = 72
 """The entrypoint's exit codes for a failure of the system's class (launcher.spec.retry.SYSTEM)."""
 
 MAX_ARG_STRLEN = 128 * 1024
@@ -154,6 +162,12 @@ METRIC_PREFIX = "@@launcher.metrics "
 launcher.metrics.records). It is the metrics channel between the pod and the host's
 readers: `launcher metrics` reads those lines, and the log views hide them
 (launcher.sdk.logview)."""
+
+
+def past_free_restarts(env: Mapping[str, str]) -> bool:
+    """Has this rank's JobSet restarted FREE_RESTARTS times or more (where it says a cap)?"""
+    cap = env.get(FREE_RESTARTS)
+    return bool(cap) and int(env.get(RESTART_ATTEMPT) or 0) >= int(cap or 0)
 
 
 def attempt_number(env: Mapping[str, str]) -> int:

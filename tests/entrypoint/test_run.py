@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -138,6 +139,27 @@ def test_exit_codes_are_propagated(entry):
     r = entry.run({"command": "echo before; kill -KILL $$"})
     assert r.code == 128 + signal.SIGKILL
     assert f"[launcher] exit code {128 + signal.SIGKILL}: the command ran" in r.out
+
+
+def test_a_system_failure_past_the_free_restarts_ends_with_the_counted_code(entry):
+    # A GPU the health gate finds gone: a hardware failure, code 70, which a JobSet with
+    # retry_on_system_failure restarts free; past LAUNCHER_FREE_RESTARTS restarts, 72 (counted).
+    tools = entry.tmp / "tools"
+    tools.mkdir()
+    smi = tools / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'Unable to determine the device handle for GPU0000:3B:00.0' >&2\nexit 255\n")
+    smi.chmod(0o755)
+    spec = {"command": "touch command-ran", "resilience": {"preflight": True}}
+    path = f"{tools}{os.pathsep}{os.environ['PATH']}"
+    first = entry.run(spec, extra={"PATH": path, "LAUNCHER_FREE_RESTARTS": "2", "LAUNCHER_RESTART_ATTEMPT": "1"})
+    assert first.code == 70, first.out
+    last = entry.run(spec, extra={"PATH": path, "LAUNCHER_FREE_RESTARTS": "2", "LAUNCHER_RESTART_ATTEMPT": "2"})
+    assert last.code == 72, last.out
+    assert (
+        "[launcher] exit code 72 for 70: the JobSet has restarted 2 times, past the free restarts a run may have "
+        "(LAUNCHER_FREE_RESTARTS=2), so this failure counts against max_retries"
+    ) in last.out
+    assert not (entry.workdir / "command-ran").exists()
 
 
 def test_sigterm_reaches_the_commands_trap(entry):

@@ -365,8 +365,9 @@ def test_fields_the_cluster_cannot_honour_are_named_warnings():
     assert plan_run(spec(scheduling={"max_retries": 1}), PROFILE, []).warnings == []
     [uncapped] = plan_run(spec(scheduling={"retry_on_system_failure": True}), PROFILE, []).warnings
     assert uncapped.startswith(
-        "scheduling.retry_on_system_failure: the JobSet controller restarts a run that was disrupted or failed "
-        "of a system class (a hang, a hardware fault, a collective's) without limit"
+        "scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without limit; "
+        "a hang, a hardware fault or a collective's failure counts against max_retries once the JobSet has "
+        "restarted 20 times (max_retries + 20)"
     )
     with pytest.raises(InputError, match=r"metadata.bad key: not usable as a Kubernetes annotation name"):
         plan_run(spec(metadata={"bad key": 1}), PROFILE, [])

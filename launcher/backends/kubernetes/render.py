@@ -533,8 +533,10 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
     policy = RetryPolicy.from_spec(spec)
     if policy.retry_on_system_failure:
         out.append(
-            f"scheduling.retry_on_system_failure: the JobSet controller restarts a run that was disrupted or "
-            f"failed of a system class (a hang, a hardware fault, a collective's) without limit; the launcher's cap of {policy.max_system_retries} free retries holds on the local backend"
+            f"scheduling.retry_on_system_failure: the JobSet controller restarts a disrupted run without limit; "
+            f"a hang, a hardware fault or a collective's failure counts against max_retries once the JobSet has "
+            f"restarted {policy.max_retries + policy.max_system_retries} times (max_retries + "
+            f"{policy.max_system_retries}), where the local backend caps free retries at {policy.max_system_retries}"
         )
     if s.retry_backoff is not None:
         out.append(f"scheduling.retry_backoff: {JOBSET_NO_BACKOFF}; it applies on the local backend")
@@ -660,6 +662,11 @@ def pod_template(
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{keys.JOBSET_RESTART}']"}},
         },
     ]
+    policy = RetryPolicy.from_spec(spec)
+    if policy.retry_on_system_failure:
+        # JobSet restarts system failures free without a cap: the entrypoint counts them past it.
+        free = policy.max_retries + policy.max_system_retries
+        attempt_env.append({"name": contract.FREE_RESTARTS, "value": str(free)})
     env: list[dict[str, Any]] = [
         {"name": contract.PLAN, "value": f"{keys.CONFIG_MOUNT}/{PLAN_FILE}"},
         {"name": contract.SPEC, "value": f"{keys.CONFIG_MOUNT}/{keys.SPEC_FILE}"},
