@@ -337,7 +337,9 @@ def _main(timing: dict[str, float], watching: dict) -> int:
     if plan.resilience.checkpoints:
         from launcher.entrypoint.resume import resume
 
-        watching["resumed"] = resume(env, plan.resilience.checkpoints, contract.attempt_number(env), workdir)
+        # The pod's own environment: env's LAUNCHER_ATTEMPT already has the JobSet's restarts added (rank_env).
+        attempt = contract.attempt_number(os.environ)
+        watching["resumed"] = resume(env, plan.resilience.checkpoints, attempt, workdir)
     if plan.resilience.preflight:
         from launcher.entrypoint.preflight import gate
 
