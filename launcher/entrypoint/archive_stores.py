@@ -2,8 +2,10 @@
 in the image's own python3 -I -S (the zipapp mode), where neither boto3 nor databricks-sdk
 can be had, and every entrypoint mode writes the archive the same way.
 
-A store does only what the writer (launcher.entrypoint.archive) needs:
-put(rel, data), one new object; list(rel), the file names directly under a directory.
+A store does only what the writer (launcher.entrypoint.archive) and a retried attempt's
+look for its checkpoint (launcher.entrypoint.resume) need: put(rel, data), one new object;
+list(rel), the file names directly under a directory; entries(rel), the files and
+directories there with their sizes and times; exists(rel), whether one file is there.
 
 - a path or file://: a directory (a volume every pod mounts);
 - s3://bucket/prefix: S3's REST API over urllib, signed with AWS Signature Version 4.
@@ -34,13 +36,24 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 from launcher.pod.logarchive import pod_store_problem
 
 HTTP_SECONDS = 15.0
 """One request's timeout: the writer closes within CLOSE_SECONDS, retries included."""
 UNRESERVED = "-_.~"
+
+
+class Listed(NamedTuple):
+    """One entry directly under a directory: a file, or a directory (an S3 common prefix)."""
+
+    name: str
+    is_dir: bool
+    size: int
+    mtime: float
+    """Seconds since the epoch (0: the listing does not say)."""
+    is_link: bool = False
 
 
 class ArchiveStoreError(Exception):
@@ -108,13 +121,14 @@ def _request(
     headers: Mapping[str, str],
     body: bytes | None,
     error_text: Callable[[bytes], str],
+    timeout: float = HTTP_SECONDS,
 ) -> bytes:
     """The answer's body; ArchiveStoreError naming the request, its status and what the
     service said (error_text of its body) on failure."""
     shown = url.split("?", 1)[0]
     req = urllib.request.Request(url, data=body, method=method, headers=dict(headers))
     try:
-        with urllib.request.urlopen(req, timeout=HTTP_SECONDS) as resp:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.read()
     except urllib.error.HTTPError as e:
         try:
@@ -222,6 +236,9 @@ def _s3_error(body: bytes) -> str:
 
 
 class S3Store:
+    timeout = HTTP_SECONDS
+    """One request's timeout, in seconds."""
+
     def __init__(self, url: str, env: Mapping[str, str]):
         bucket, _, prefix = url[len("s3://") :].partition("/")
         self.url, self.bucket, self.prefix = url.rstrip("/"), bucket, prefix.strip("/")
@@ -281,7 +298,7 @@ class S3Store:
             service="s3",
             now=datetime.datetime.now(datetime.timezone.utc),
         )
-        return _request(self.service, method, url, headers, body if method == "PUT" else None, _s3_error)
+        return _request(self.service, method, url, headers, body if method == "PUT" else None, _s3_error, self.timeout)
 
     def put(self, rel: str, data: bytes) -> None:
         self._call("PUT", _join(self.prefix, rel), {}, data)
@@ -289,20 +306,54 @@ class S3Store:
     def get(self, rel: str) -> bytes:
         return self._call("GET", _join(self.prefix, rel), {})
 
+    def exists(self, rel: str) -> bool:
+        try:
+            self._call("HEAD", _join(self.prefix, rel), {})
+        except ArchiveStoreError as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
     def list(self, rel: str) -> builtins.list[str]:
-        prefix = _join(self.prefix, rel) + "/"
-        names: list[str] = []
+        return sorted(e.name for e in self.entries(rel) if not e.is_dir)
+
+    def entries(self, rel: str, max_pages: int | None = None) -> builtins.list[Listed]:
+        """What is directly under `rel`: ListObjectsV2 with the delimiter "/" (its objects, and
+        its common prefixes as directories), page after page by the continuation token, at
+        most `max_pages` pages."""
+        base = _join(self.prefix, rel)
+        prefix = base + "/" if base else ""
+        found: list[Listed] = []
         token = None
+        pages = 0
         while True:
             query = {"list-type": "2", "prefix": prefix, "delimiter": "/"}
             if token:
                 query["continuation-token"] = token
             page = ET.fromstring(self._call("GET", "", query))
+            pages += 1
             ns = page.tag[: page.tag.index("}") + 1] if page.tag.startswith("{") else ""
-            names += [k[len(prefix) :] for k in (c.findtext(f"{ns}Key") or "" for c in page.iter(f"{ns}Contents"))]
+            for c in page.iter(f"{ns}Contents"):
+                name = (c.findtext(f"{ns}Key") or "")[len(prefix) :]
+                if name:
+                    size = c.findtext(f"{ns}Size") or "0"
+                    found.append(Listed(name, False, int(size), _epoch(c.findtext(f"{ns}LastModified"))))
+            for c in page.iter(f"{ns}CommonPrefixes"):
+                name = (c.findtext(f"{ns}Prefix") or "")[len(prefix) :].rstrip("/")
+                if name:
+                    found.append(Listed(name, True, 0, 0.0))
             token = page.findtext(f"{ns}NextContinuationToken")
-            if page.findtext(f"{ns}IsTruncated") != "true" or not token:
-                return sorted(n for n in names if n)
+            if page.findtext(f"{ns}IsTruncated") != "true" or not token or (max_pages and pages >= max_pages):
+                return found
+
+
+def _epoch(iso: str | None) -> float:
+    """An S3 LastModified (2026-01-02T03:04:05.000Z) in seconds since the epoch; 0 if unreadable."""
+    try:
+        return datetime.datetime.fromisoformat((iso or "").replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 # ---- Databricks Volumes -----------------------------------------------------------------
@@ -314,6 +365,9 @@ def _databricks_error(body: bytes) -> str:
 
 
 class VolumeStore:
+    timeout = HTTP_SECONDS
+    """One request's timeout, in seconds."""
+
     def __init__(self, url: str, env: Mapping[str, str]):
         self.url = url.rstrip("/")
         self.root = "/" + self.url[len("dbfs:") :].strip("/")  # /Volumes/c/s/v/...
@@ -333,26 +387,55 @@ class VolumeStore:
 
     def put(self, rel: str, data: bytes) -> None:
         headers = dict(self._auth, **{"Content-Type": "application/octet-stream"})
-        _request(self.service, "PUT", self._url("files", rel, {"overwrite": "true"}), headers, data, _databricks_error)
+        url = self._url("files", rel, {"overwrite": "true"})
+        _request(self.service, "PUT", url, headers, data, _databricks_error, self.timeout)
 
     def get(self, rel: str) -> bytes:
-        return _request(self.service, "GET", self._url("files", rel, {}), self._auth, None, _databricks_error)
+        url = self._url("files", rel, {})
+        return _request(self.service, "GET", url, self._auth, None, _databricks_error, self.timeout)
+
+    def exists(self, rel: str) -> bool:
+        try:
+            _request(
+                self.service, "HEAD", self._url("files", rel, {}), self._auth, None, _databricks_error, self.timeout
+            )
+        except ArchiveStoreError as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
 
     def list(self, rel: str) -> builtins.list[str]:
-        names: list[str] = []
+        return sorted(e.name for e in self.entries(rel) if not e.is_dir)
+
+    def entries(self, rel: str, max_pages: int | None = None) -> builtins.list[Listed]:
+        """What is directly under `rel`: the Files API's directory listing, page after page by
+        its page token, at most `max_pages` pages; none where the directory is not there."""
+        found: list[Listed] = []
         token = None
+        pages = 0
         while True:
             query: dict[str, str] = {"page_token": token} if token else {}
             try:
                 body = _request(
-                    self.service, "GET", self._url("directories", rel, query), self._auth, None, _databricks_error
+                    self.service,
+                    "GET",
+                    self._url("directories", rel, query),
+                    self._auth,
+                    None,
+                    _databricks_error,
+                    self.timeout,
                 )
             except ArchiveStoreError as e:
-                if e.status == 404 and not names:
-                    return []  # no chunk yet: the directory comes with the first
+                if e.status == 404 and not found:
+                    return []  # not made yet: a directory comes with its first file
                 raise
+            pages += 1
             page = json.loads(body or b"{}")
-            names += [e["name"] for e in page.get("contents", []) if not e.get("is_directory")]
+            for item in page.get("contents", []):
+                directory = bool(item.get("is_directory"))
+                size = 0 if directory else int(item.get("file_size") or 0)
+                found.append(Listed(item["name"], directory, size, int(item.get("last_modified") or 0) / 1000))
             token = page.get("next_page_token")
-            if not token:
-                return sorted(names)
+            if not token or (max_pages and pages >= max_pages):
+                return found

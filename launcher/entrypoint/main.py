@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = f"hang: {watch.hung}"
         code = contract.EXIT_HANG
     if watch is not None or watching.get("verdict"):
-        code = leave_termination_message(code, reason, watch)
+        code = leave_termination_message(code, reason, watch, watching.get("resumed"))
     if code in contract.SYSTEM_EXIT_CODES and contract.past_free_restarts(os.environ):
         log(
             f"exit code {contract.EXIT_SYSTEM_COUNTED} for {code}: the JobSet has restarted "
@@ -186,16 +186,18 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def leave_termination_message(code: int, reason: str | None, watch) -> int:
+def leave_termination_message(code: int, reason: str | None, watch, resumed: dict | None = None) -> int:
     """In a container, leave as the pod's termination message, which its status carries
     back (4 KiB at most), what the host would otherwise have to read the log for: a failed
     rank's `CLASS: evidence` (launcher.pod.failures), and the rank's step time as a last
-    line (launcher.pod.stragglers), which the host compares across ranks. The exit code to
+    line (launcher.pod.stragglers), which the host compares across ranks; the checkpoint a
+    retried attempt resumed from (launcher.pod.resumed), for describe. The exit code to
     end with: there, a command's failure of a system class ends the rank with that class's
     code (contract.SYSTEM_EXIT_CODES), the only thing the Job's podFailurePolicy can tell."""
     from launcher.entrypoint.runtime import TERMINATION_LOG
     from launcher.pod import stragglers
     from launcher.pod.failures import COLLECTIVE, HARDWARE, USER, classify
+    from launcher.pod.resumed import termination_line as resumed_line
 
     if not TERMINATION_LOG.exists():  # only inside a container: the kubelet creates it
         return code
@@ -214,6 +216,8 @@ def leave_termination_message(code: int, reason: str | None, watch) -> int:
         if not text.startswith(f"{failure.kind}: "):
             text = f"{failure.kind}: {text}" if text else failure.kind
         texts.append(out.mask(text))
+    if resumed is not None:
+        texts.append(out.mask(resumed_line(resumed)))
     seconds = watch.step_seconds() if watch is not None else None
     if seconds is not None:
         progress = {"step": watch.step, "step_seconds": round(seconds, 6), "steps_timed": len(watch.step_times)}
@@ -341,7 +345,9 @@ def _main(timing: dict[str, float], watching: dict) -> int:
     if plan.resilience.checkpoints:
         from launcher.entrypoint.resume import resume
 
-        watching["resumed"] = resume(env, plan.resilience.checkpoints, contract.attempt_number(env), workdir)
+        # The pod's own environment: env's LAUNCHER_ATTEMPT already has the JobSet's restarts added (rank_env).
+        attempt = contract.attempt_number(os.environ)
+        watching["resumed"] = resume(env, plan.resilience.checkpoints, attempt, workdir)
     if plan.resilience.preflight:
         from launcher.entrypoint.preflight import gate
 

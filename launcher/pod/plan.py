@@ -17,8 +17,9 @@ zipapp a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
              finds the .tar.gz, or "url": the object store URL it fetches it from},
      "resilience": (absent from older plans: its defaults) {"preflight": bool,
              "hang_timeout": seconds or null, "straggler_factor": float,
-             "exclude_faulty_nodes": bool, "checkpoints": the local checkpoint folder a retried
-             attempt resumes from (its {run_name} unfilled), or null} (docs/resilience.md)}
+             "exclude_faulty_nodes": bool, "checkpoints": the checkpoint folder (a path, or
+             an s3:// or dbfs:/Volumes URL) a retried attempt resumes from (its {run_name}
+             unfilled), or null} (docs/resilience.md)}
 
 No secret value is ever in a plan: secrets reach the rank through its environment and
 files (contract.MASK_ENV, contract.MASK_FILES), as before.

@@ -27,9 +27,10 @@ DEFAULT_RESILIENCE = {**Resilience().model_dump(mode="json"), "checkpoints": Non
 
 def checkpoint_folder(spec: RunSpec) -> str | None:
     """Where a retried attempt looks for the checkpoint to resume from: the trainers'
-    `parameters.save_folder` where it is a path on the rank's filesystem (launcher.entrypoint.resume)."""
+    `parameters.save_folder`, a path on the rank's filesystem or a store's URL (s3://,
+    dbfs:/Volumes/...), which the rank lists itself (launcher.entrypoint.resume)."""
     folder = spec.parameters.get("save_folder")
-    if not isinstance(folder, str) or not folder.strip() or "://" in folder or folder.startswith("dbfs:"):
+    if not isinstance(folder, str) or not folder.strip():
         return None
     return folder
 

@@ -104,6 +104,13 @@ class FakeDatabricksFiles:
         with self.lock:
             return self.files[_strip(path)].data
 
+    def write(self, path: str, data: bytes) -> None:
+        """Store a file as an upload would (its parent directories made), without a request."""
+        with self.lock:
+            p = _strip(path)
+            self._mkdirs(p.rsplit("/", 1)[0])
+            self.files[p] = _Entry(data)
+
     def exists(self, path: str) -> bool:
         with self.lock:
             p = _strip(path)

@@ -35,7 +35,7 @@ def test_without_the_section_the_defaults_cost_nothing_and_the_submitted_spec_is
     with_folder = load_spec_text("name: a\ncommand: x\nparameters: {save_folder: ./ckpt}\n", "spec.yaml").spec
     assert plan_of(with_folder)["resilience"]["checkpoints"] == "./ckpt"
     remote = load_spec_text("name: a\ncommand: x\nparameters: {save_folder: 's3://b/ckpt'}\n", "spec.yaml").spec
-    assert "resilience" not in plan_of(remote)  # only a local folder is looked in
+    assert plan_of(remote)["resilience"]["checkpoints"] == "s3://b/ckpt"  # the rank lists a store's folder too
 
 
 @pytest.mark.parametrize(

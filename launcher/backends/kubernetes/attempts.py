@@ -24,7 +24,7 @@ from typing import Any
 
 from launcher.backends.base import Attempt, RankState, RunStatus, StatusEvent
 from launcher.backends.kubernetes import keys
-from launcher.pod import failures, stragglers
+from launcher.pod import failures, resumed, stragglers
 from launcher.spec.retry import DEADLINE, FATAL, SYSTEM, USER
 
 # Waiting reasons that never fix themselves: fail the run instead of waiting forever.
@@ -162,6 +162,9 @@ class RankView(RankState):
     (the entrypoint leaves `CLASS: evidence` there), OOMKilled, a disruption's message."""
     progress: dict | None = None
     """The step time its entrypoint left in the termination message (launcher.pod.stragglers)."""
+    resumed: dict | None = None
+    """The checkpoint its entrypoint resumed from ({"path", "step"}), as it left it in the
+    termination message (launcher.pod.resumed)."""
 
     def state(self) -> RankState:
         return RankState(self.rank, self.status, self.exit_code, self.reason, self.node)
@@ -241,7 +244,9 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
 
     # The container's termination message: the entrypoint leaves a failed rank's class and every
     # rank's step time there; a setup failure (inject mode: an image without bash) its reason.
-    told, progress = stragglers.from_termination_message((terminated or {}).get("message"))
+    # A retried attempt's rank leaves there the checkpoint it resumed from, too.
+    message, resumed_from = resumed.from_termination_message((terminated or {}).get("message"))
+    told, progress = stragglers.from_termination_message(message)
 
     def view(st: RunStatus, **kw: Any) -> RankView:
         return RankView(
@@ -252,6 +257,7 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
             scheduled_at=scheduled_at,
             pod=(pod.get("metadata") or {}).get("name", ""),
             progress=progress,
+            resumed=resumed_from,
             **kw,
         )
 
@@ -466,6 +472,13 @@ def attempt_view(
         found = _failure_class(ranks, node_objects)
         if found is not None:
             attempt.failure_class, attempt.evidence = found
+    # What the ranks' termination messages say, where their pods are still there to read
+    # (a JobSet restart deletes an attempt's pods: then nothing is said rather than guessed).
+    said = next((r.resumed for r in ranks if r.resumed is not None), None)
+    if said is not None:
+        attempt.resumed_from, attempt.resumed_step = said["path"], said["step"]
+    steps = [r.progress["step"] for r in ranks if r.progress and isinstance(r.progress.get("step"), int)]
+    attempt.last_step = max(steps) if steps else None
     times = {r.rank: t for r in ranks if (t := stragglers.timed(r.progress)) is not None}
     node_of = {r.rank: r.node for r in ranks}
     attempt.stragglers = [
@@ -570,6 +583,9 @@ def summary_of(attempt: Attempt, failure: str | None, events: list[StatusEvent])
             for r in attempt.ranks
         ],
         "stragglers": list(attempt.stragglers),
+        "last_step": attempt.last_step,
+        "resumed_from": attempt.resumed_from,
+        "resumed_step": attempt.resumed_step,
         "events": [{"status": e.status.value, "at": iso(e.at), "reason": e.reason} for e in events],
     }
 
@@ -588,6 +604,9 @@ def attempt_from_summary(s: dict[str, Any]) -> tuple[Attempt, list[StatusEvent]]
         failure_class=s.get("failure_class"),
         evidence=s.get("evidence"),
         stragglers=list(s.get("stragglers") or []),
+        last_step=s.get("last_step"),
+        resumed_from=s.get("resumed_from"),
+        resumed_step=s.get("resumed_step"),
     )
     events = [
         StatusEvent(RunStatus(e["status"]), at, s["index"], e.get("reason"))
