@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         # The run's secret values are masked in every line from here on, this one's errors too.
         set_masker(supervise.masker_from_env(dict(os.environ)))
         archive = start_archive(dict(os.environ))
+        timing["entrypoint_start"] = started
         code = _main(timing, watching)
         supervise.finish()
     except supervise.Stopped as e:
@@ -162,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     elif watch is not None and watch.hung:
         reason = f"hang: {watch.hung}"
         code = contract.EXIT_HANG
+    elif watch is not None and watch.straggler:  # rank 0 ended the attempt: a node fault (launcher.entrypoint.progress)
+        reason = watch.straggler
+        code = contract.EXIT_STRAGGLER
     if watch is not None or watching.get("verdict"):
         leave_termination_message(code, reason, watch)
     total = time.monotonic() - started
@@ -181,8 +185,9 @@ def main(argv: list[str] | None = None) -> int:
 def leave_termination_message(code: int, reason: str | None, watch) -> None:
     """In a container, leave as the pod's termination message, which its status carries
     back (4 KiB at most), what the host would otherwise have to read the log for: a failed
-    rank's `CLASS: evidence` (launcher.pod.failures), and the rank's step time as a last
-    line (launcher.pod.stragglers), which the host compares across ranks."""
+    rank's `CLASS: evidence` (launcher.pod.failures), on rank 0 the lines naming the
+    stragglers it saw while the ranks ran (launcher.entrypoint.progress), and the rank's
+    step time as a last line (launcher.pod.stragglers), which the host compares across ranks."""
     from launcher.entrypoint.runtime import TERMINATION_LOG
     from launcher.pod import stragglers
     from launcher.pod.failures import USER, classify
@@ -197,9 +202,11 @@ def leave_termination_message(code: int, reason: str | None, watch) -> None:
         if not text.startswith(f"{failure.kind}: "):
             text = f"{failure.kind}: {text}" if text else failure.kind
         texts.append(out.mask(text))
+    if watch is not None and watch.peers is not None:  # rank 0's: the stragglers it named live
+        texts += [out.mask(line) for line in watch.peers.lines()]
     seconds = watch.step_seconds() if watch is not None else None
     if seconds is not None:
-        progress = {"step": watch.step, "step_seconds": round(seconds, 6), "steps_timed": len(watch.step_times)}
+        progress = {**watch.progress(), "step_seconds": round(seconds, 6)}
         log(
             f"progress: {seconds:.3f} s a step (the median of its last {len(watch.step_times)}), left for the "
             "host to compare with the other ranks' (resilience.straggler_factor)"
@@ -334,6 +341,9 @@ def _main(timing: dict[str, float], watching: dict) -> int:
             return contract.EXIT_PREFLIGHT
     watch = watching["watch"] = Watch(plan.resilience.hang_timeout, progress_file=env.get(contract.PROGRESS_FILE))
     watch.prepare(env)
+    from launcher.entrypoint.progress import open_channel
+
+    watch.peers = open_channel(env, plan.resilience, time.monotonic() - timing["entrypoint_start"])
     if plan.resilience.hang_timeout is not None:
         log(
             f"watching progress: a hang is no metric record or heartbeat for {plan.resilience.hang_timeout:g} s "

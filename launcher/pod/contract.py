@@ -46,6 +46,17 @@ or the zipapp of it: launcher.pod.zipapp) with:
                            /dev/termination-log), the entrypoint also leaves that as the
                            last line of its termination message (launcher.pod.stragglers),
                            after a failed rank's `CLASS: evidence` (launcher.pod.failures)
+    LAUNCHER_PROGRESS_PORT (optional; where the ranks are on different nodes) the TCP port
+                           of the progress channel (launcher.entrypoint.progress): every
+                           rank > 0 sends its step time there, to MASTER_ADDR, every few
+                           seconds, and rank 0 names the stragglers while they run. Not
+                           MASTER_PORT, which is the command's own while it runs
+    LAUNCHER_RANK_HOSTS    (with LAUNCHER_PROGRESS_PORT) where each node rank's pod is, a
+                           host name with {rank} in it (Kubernetes: the pods' DNS names
+                           under the run's headless Service); rank 0 takes reports only
+                           from the addresses these resolve to
+    LAUNCHER_NODE_NAME     (optional) the node this rank runs on (Kubernetes: the pod's
+                           spec.nodeName), named with a straggler
     LAUNCHER_EXEC_RECORD   (optional; local) where to write, as the command starts, its
                            environment, working directory and the entrypoint's pid (JSON,
                            0600: it holds the run's secrets), which `launcher exec` runs with
@@ -105,6 +116,9 @@ EXIT_FILE = "LAUNCHER_EXIT_FILE"
 # (JSON, mode 0600, secrets included: the rank's own data), for `launcher exec` on the local backend.
 EXEC_RECORD = "LAUNCHER_EXEC_RECORD"
 PROGRESS_FILE = "LAUNCHER_PROGRESS_FILE"
+PROGRESS_PORT = "LAUNCHER_PROGRESS_PORT"
+RANK_HOSTS = "LAUNCHER_RANK_HOSTS"
+NODE_NAME = "LAUNCHER_NODE_NAME"
 STEP_WINDOW = 20
 """Steps a rank's step time is the median of; a rank slower than straggler_factor × the
 others' for that many steps is a straggler."""
@@ -134,6 +148,9 @@ EXIT_SETUP = 67  # parameters or environment could not be prepared
 EXIT_LOGS = 68  # the command's output could not be written (a full disk)
 EXIT_HANG = 69  # no progress for resilience.hang_timeout: the entrypoint ended the command (launcher.pod.failures)
 EXIT_PREFLIGHT = 70  # the health gate before the command failed (launcher.entrypoint.preflight)
+# Rank 0 ended the attempt: a rank stayed a straggler for resilience.straggler_grace, with
+# resilience.exclude_faulty_nodes (launcher.entrypoint.progress): a fault of that rank's node.
+EXIT_STRAGGLER = 72
 
 MAX_ARG_STRLEN = 128 * 1024
 """The most bytes one string of a rank's argv or environment may have, its NUL included

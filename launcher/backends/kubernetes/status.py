@@ -53,7 +53,10 @@ from launcher.spec.retry import FATAL, JOBSET_NO_BACKOFF
 UNFINISHED_SUBMIT_SECONDS = 120.0
 
 JOB_FAILURE_REASONS = ("PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded")
-EXIT_CODE_MEANS = {contract.EXIT_HANG: "the entrypoint saw no progress for resilience.hang_timeout"}
+EXIT_CODE_MEANS = {
+    contract.EXIT_HANG: "the entrypoint saw no progress for resilience.hang_timeout",
+    contract.EXIT_STRAGGLER: "rank 0 ended the attempt: a rank stayed a straggler for resilience.straggler_grace",
+}
 """What an exit code of the entrypoint's own says, where the pod that told more is gone."""
 EXIT_MESSAGE = re.compile(r"Container \S+ for pod [^/\s]+/(?P<pod>\S+) failed with exit code (?P<code>-?\d+)")
 # In the scheduler's FailedScheduling message: nodes its required node affinity rules out.
