@@ -75,7 +75,7 @@ def test_straggler_grace_is_a_duration_that_reaches_the_plan_and_a_bad_one_exits
         code = run_cli(cli, ["validate", "-f", str(path)])
     except SystemExit as e:
         code = int(e.code or 0)
-    out, err = capsys.readouterr()
+    err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert f"{path}:4:21: resilience.straggler_grace: must be a duration such as 10s, 5m" in err, err
 
