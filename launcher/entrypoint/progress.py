@@ -139,11 +139,17 @@ class Reporter:
             conn.close()
 
 
+IDENTIFY_SECONDS = 10.0
+"""A connection that has not said which rank it is within this long is closed (a rank's first
+line comes at once): no one holds rank 0's sockets open without reporting."""
+
+
 class _Peer:
     def __init__(self, address: str):
         self.address = address
         self.buffer = b""
         self.rank: int | None = None
+        self.since = time.monotonic()
 
 
 class Collector:
@@ -207,6 +213,11 @@ class Collector:
                         conn.setblocking(False)
                         sel.register(conn, selectors.EVENT_READ, _Peer(plain_address(str(addr[0]))))
                     elif not self._read(key.fileobj, key.data):  # type: ignore[arg-type]
+                        sel.unregister(key.fileobj)
+                        key.fileobj.close()  # type: ignore[union-attr]
+                now = time.monotonic()
+                for key in list(sel.get_map().values()):
+                    if key.data is not None and key.data.rank is None and now - key.data.since > IDENTIFY_SECONDS:
                         sel.unregister(key.fileobj)
                         key.fileobj.close()  # type: ignore[union-attr]
         finally:
