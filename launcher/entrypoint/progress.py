@@ -174,12 +174,13 @@ class Collector:
     def listen(self) -> str | None:
         """Listen on the port; None, or why it cannot."""
         try:
-            if socket.has_dualstack_ipv6():
-                self._server = socket.create_server(("", self.port), family=socket.AF_INET6, dualstack_ipv6=True)
-            else:
+            # Both families where the pod has IPv6 (an IPv6-only cluster), else IPv4 alone.
+            self._server = socket.create_server(("", self.port), family=socket.AF_INET6, dualstack_ipv6=True)
+        except (OSError, ValueError):
+            try:
                 self._server = socket.create_server(("", self.port))
-        except OSError as e:
-            return f"cannot listen on the progress port {self.port}: {e.strerror or e}"
+            except OSError as e:
+                return f"cannot listen on the progress port {self.port}: {e.strerror or e}"
         self._server.setblocking(False)
         return None
 
