@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         # The run's secret values are masked in every line from here on, this one's errors too.
         set_masker(supervise.masker_from_env(dict(os.environ)))
         archive = start_archive(dict(os.environ))
+        timing["entrypoint_start"] = started
         code = _main(timing, watching)
         supervise.finish()
     except supervise.Stopped as e:
@@ -162,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     elif watch is not None and watch.hung:
         reason = f"hang: {watch.hung}"
         code = contract.EXIT_HANG
+    elif watch is not None and watch.straggler:  # rank 0 ended the attempt: a node fault (launcher.entrypoint.progress)
+        reason = watch.straggler
+        code = contract.EXIT_STRAGGLER
     if watch is not None or watching.get("verdict"):
         code = leave_termination_message(code, reason, watch, watching.get("resumed"))
     if code in contract.SYSTEM_EXIT_CODES and contract.past_free_restarts(os.environ):
@@ -189,11 +193,13 @@ def main(argv: list[str] | None = None) -> int:
 def leave_termination_message(code: int, reason: str | None, watch, resumed: dict | None = None) -> int:
     """In a container, leave as the pod's termination message, which its status carries
     back (4 KiB at most), what the host would otherwise have to read the log for: a failed
-    rank's `CLASS: evidence` (launcher.pod.failures), and the rank's step time as a last
-    line (launcher.pod.stragglers), which the host compares across ranks; the checkpoint a
-    retried attempt resumed from (launcher.pod.resumed), for describe. The exit code to
-    end with: there, a command's failure of a system class ends the rank with that class's
-    code (contract.SYSTEM_EXIT_CODES), the only thing the Job's podFailurePolicy can tell."""
+    rank's `CLASS: evidence` (launcher.pod.failures), on rank 0 the lines naming the
+    stragglers it saw while the ranks ran (launcher.entrypoint.progress), the rank's step
+    time as a last line (launcher.pod.stragglers), which the host compares across ranks, and
+    the checkpoint a retried attempt resumed from (launcher.pod.resumed), for describe. The
+    exit code to end with: there, a command's failure of a system class ends the rank with
+    that class's code (contract.SYSTEM_EXIT_CODES), the only thing the Job's podFailurePolicy
+    can tell."""
     from launcher.entrypoint.runtime import TERMINATION_LOG
     from launcher.pod import stragglers
     from launcher.pod.failures import COLLECTIVE, HARDWARE, USER, classify
@@ -204,7 +210,7 @@ def leave_termination_message(code: int, reason: str | None, watch, resumed: dic
     texts = []
     failure = classify(code, reason, list(watch.evidence.lines.values()) if watch is not None else [])
     system_code = {HARDWARE: contract.EXIT_HARDWARE, COLLECTIVE: contract.EXIT_COLLECTIVE}.get(failure.kind)
-    if code != 0 and system_code is not None and not contract.EXIT_SPEC <= code <= contract.EXIT_COLLECTIVE:
+    if code != 0 and system_code is not None and not contract.EXIT_SPEC <= code <= contract.EXIT_SYSTEM_COUNTED:
         log(
             f"exit code {system_code} for the command's {code}: a {failure.kind} failure, which the run's "
             "failurePolicy counts as the system's (free with scheduling.retry_on_system_failure)"
@@ -218,9 +224,11 @@ def leave_termination_message(code: int, reason: str | None, watch, resumed: dic
         texts.append(out.mask(text))
     if resumed is not None:
         texts.append(out.mask(resumed_line(resumed)))
+    if watch is not None and watch.peers is not None:  # rank 0's: the stragglers it named live
+        texts += [out.mask(line) for line in watch.peers.lines()]
     seconds = watch.step_seconds() if watch is not None else None
     if seconds is not None:
-        progress = {"step": watch.step, "step_seconds": round(seconds, 6), "steps_timed": len(watch.step_times)}
+        progress = {**watch.progress(), "step_seconds": round(seconds, 6)}
         log(
             f"progress: {seconds:.3f} s a step (the median of its last {len(watch.step_times)}), left for the "
             "host to compare with the other ranks' (resilience.straggler_factor)"
@@ -359,6 +367,9 @@ def _main(timing: dict[str, float], watching: dict) -> int:
             return contract.EXIT_HARDWARE if failed[0] == HARDWARE else contract.EXIT_COLLECTIVE
     watch = watching["watch"] = Watch(plan.resilience.hang_timeout, progress_file=env.get(contract.PROGRESS_FILE))
     watch.prepare(env)
+    from launcher.entrypoint.progress import open_channel
+
+    watch.peers = open_channel(env, plan.resilience, time.monotonic() - timing["entrypoint_start"])
     if plan.resilience.hang_timeout is not None:
         log(
             f"watching progress: a hang is no metric record or heartbeat for {plan.resilience.hang_timeout:g} s "

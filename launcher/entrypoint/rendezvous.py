@@ -50,6 +50,22 @@ def resolve(addr: str) -> str | None:
     return None
 
 
+def addresses(host: str) -> set[str]:
+    """The addresses `host` resolves to now (IPv4 ones as plain dotted quads); empty where
+    it does not (yet)."""
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return set()
+    return {plain_address(str(info[4][0])) for info in found}
+
+
+def plain_address(address: str) -> str:
+    """An address as `addresses` gives it: an IPv4 address that reached a dual-stack socket
+    (::ffff:10.0.0.5) as its dotted quad."""
+    return address[len("::ffff:") :] if address.startswith("::ffff:") and "." in address else address
+
+
 def wait_for_rank0(env: dict[str, str]) -> int:
     """0 once rank 0's address resolves, contract.EXIT_RENDEZVOUS after the timeout."""
     addr = env["MASTER_ADDR"]

@@ -11,7 +11,11 @@
   into the log: with py-spy where it is on PATH, else through faulthandler (the command's
   Python processes start with PYTHONFAULTHANDLER=1, which dumps every thread's stack on
   SIGABRT). A rank that never shows progress is never called hung: the watch cannot tell
-  a quiet program from a stuck one.
+  a quiet program from a stuck one;
+* stragglers, where the ranks are on different nodes: each tick hands the progress channel
+  (`peers`, launcher.entrypoint.progress) this rank's step time; on rank 0 it may answer
+  that a straggler stayed one past its grace, and the watch then ends the command as a
+  hang does (contract.EXIT_STRAGGLER), without the stacks.
 
 Watching a chunk costs one substring test and one regex search in C over bytes already in
 memory (bench/bench_watch.py measures it).
@@ -75,6 +79,10 @@ class Watch:
         self._step_seen: tuple[int, float] | None = None
         self._progress_file = progress_file
         self._progress_written: tuple | None = None
+        self.peers = None
+        """The progress channel among the node ranks (launcher.entrypoint.progress), where there is one."""
+        self.straggler: str | None = None
+        """Why the watch ended the command for a straggler (the channel's verdict), once it did."""
 
     # ----------------------------------------------------------- the command's environment
 
@@ -159,6 +167,8 @@ class Watch:
     # ----------------------------------------------------------- watching the clock
 
     def start(self, child: subprocess.Popen) -> None:
+        if self.peers is not None:
+            self.peers.start(self)
         self._thread = threading.Thread(target=self._run, args=(child,), daemon=True)
         self._thread.start()
 
@@ -167,6 +177,8 @@ class Watch:
         self.evidence.close()
         if self._thread is not None:
             self._thread.join(timeout=DUMP_SECONDS + 15)
+        if self.peers is not None:
+            self.peers.stop()
         self._read_heartbeats()
         if self.heartbeat_file is not None:
             shutil.rmtree(self.heartbeat_file.parent, ignore_errors=True)
@@ -179,17 +191,22 @@ class Watch:
         times = sorted(self.step_times)
         return times[len(times) // 2] if times else None
 
+    def progress(self) -> dict:
+        """The rank's last step and step time, as the ranks compare them (launcher.pod.stragglers)."""
+        return {"step": self.step, "step_seconds": self.step_seconds(), "steps_timed": len(self.step_times)}
+
     def _write_progress(self) -> None:
         """Where the backend compares the ranks' step times (contract.PROGRESS_FILE)."""
         if not self._progress_file:
             return
-        now = (self.step, self.step_seconds(), len(self.step_times))
+        progress = self.progress()
+        now = tuple(progress.values())
         if now == self._progress_written:
             return
         tmp = f"{self._progress_file}.tmp"
         try:
             with open(tmp, "w") as f:
-                json.dump({"step": now[0], "step_seconds": now[1], "steps_timed": now[2]}, f)
+                json.dump(progress, f)
             os.replace(tmp, self._progress_file)
             self._progress_written = now
         except OSError:
@@ -199,6 +216,12 @@ class Watch:
         while not self._stop.wait(TICK_SECONDS):
             self._read_heartbeats()
             self._write_progress()
+            verdict = self.peers.judge(self) if self.peers is not None else None
+            if verdict:
+                self.straggler = verdict
+                out.log("straggler: ending the command's process group")
+                _end_group(child.pid)
+                return
             age = self.progress_age()
             if self.hang_timeout is None or age is None or age < self.hang_timeout:
                 continue

@@ -49,6 +49,17 @@ or the zipapp of it: launcher.pod.zipapp) with:
                            /dev/termination-log), the entrypoint also leaves that as the
                            last line of its termination message (launcher.pod.stragglers),
                            after a failed rank's `CLASS: evidence` (launcher.pod.failures)
+    LAUNCHER_PROGRESS_PORT (optional; where the ranks are on different nodes) the TCP port
+                           of the progress channel (launcher.entrypoint.progress): every
+                           rank > 0 sends its step time there, to MASTER_ADDR, every few
+                           seconds, and rank 0 names the stragglers while they run. Not
+                           MASTER_PORT, which is the command's own while it runs
+    LAUNCHER_RANK_HOSTS    (with LAUNCHER_PROGRESS_PORT) where each node rank's pod is, a
+                           host name with {rank} in it (Kubernetes: the pods' DNS names
+                           under the run's headless Service); rank 0 takes reports only
+                           from the addresses these resolve to
+    LAUNCHER_NODE_NAME     (optional) the node this rank runs on (Kubernetes: the pod's
+                           spec.nodeName), named with a straggler
     LAUNCHER_EXEC_RECORD   (optional; local) where to write, as the command starts, its
                            environment, working directory and the entrypoint's pid (JSON,
                            0600: it holds the run's secrets), which `launcher exec` runs with
@@ -109,6 +120,9 @@ EXIT_FILE = "LAUNCHER_EXIT_FILE"
 # (JSON, mode 0600, secrets included: the rank's own data), for `launcher exec` on the local backend.
 EXEC_RECORD = "LAUNCHER_EXEC_RECORD"
 PROGRESS_FILE = "LAUNCHER_PROGRESS_FILE"
+PROGRESS_PORT = "LAUNCHER_PROGRESS_PORT"
+RANK_HOSTS = "LAUNCHER_RANK_HOSTS"
+NODE_NAME = "LAUNCHER_NODE_NAME"
 STEP_WINDOW = 20
 """Steps a rank's step time is the median of; a rank slower than straggler_factor × the
 others' for that many steps is a straggler."""
@@ -144,12 +158,16 @@ EXIT_HANG = 69  # no progress for resilience.hang_timeout: the entrypoint ended 
 # failurePolicy restarts these as the system's (launcher.backends.kubernetes.render).
 EXIT_HARDWARE = 70  # a GPU Xid, an ECC error, a device that vanished, a failed device check (launcher.pod.failures)
 EXIT_COLLECTIVE = 71  # an NCCL or gloo timeout or abort, ranks that could not meet (launcher.pod.failures)
-SYSTEM_EXIT_CODES = (EXIT_HANG, EXIT_HARDWARE, EXIT_COLLECTIVE)
+# Rank 0 ended the attempt: a rank stayed a straggler for resilience.straggler_grace, with
+# resilience.exclude_faulty_nodes (launcher.entrypoint.progress): a fault of that rank's node
+# (`hardware`), not of rank 0's, whose pod is the one that failed.
+EXIT_STRAGGLER = 72
+SYSTEM_EXIT_CODES = (EXIT_HANG, EXIT_HARDWARE, EXIT_COLLECTIVE, EXIT_STRAGGLER)
+"""The entrypoint's exit codes for a failure of the system's class (launcher.spec.retry.SYSTEM)."""
 # A failure of a system class once the JobSet has restarted FREE_RESTARTS times: past the
 # most free restarts a run may have had (max_retries counted + launcher.spec.retry's cap on
 # free ones), so from there each counts against maxRestarts and a bad node cannot loop forever.
-EXIT_SYSTEM_COUNTED = 72
-"""The entrypoint's exit codes for a failure of the system's class (launcher.spec.retry.SYSTEM)."""
+EXIT_SYSTEM_COUNTED = 73
 
 MAX_ARG_STRLEN = 128 * 1024
 """The most bytes one string of a rank's argv or environment may have, its NUL included

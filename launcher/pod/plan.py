@@ -17,6 +17,7 @@ zipapp a Kubernetes pod runs with the image's own python3 (launcher.pod.zipapp).
              finds the .tar.gz, or "url": the object store URL it fetches it from},
      "resilience": (absent from older plans: its defaults) {"preflight": bool,
              "hang_timeout": seconds or null, "straggler_factor": float,
+             "straggler_grace": seconds or null (absent from older plans: null),
              "exclude_faulty_nodes": bool, "checkpoints": the checkpoint folder (a path, or
              an s3:// or dbfs:/Volumes URL) a retried attempt resumes from (its {run_name}
              unfilled), or null} (docs/resilience.md)}
@@ -47,6 +48,9 @@ class ResiliencePlan:
     straggler_factor: float = 2.0
     exclude_faulty_nodes: bool = True
     checkpoints: str | None = None
+    straggler_grace: float | None = None
+    """Seconds a straggler may stay one before rank 0 ends the attempt (with
+    exclude_faulty_nodes); None: launcher.entrypoint.progress's default."""
 
     @classmethod
     def from_dict(cls, data: Any) -> ResiliencePlan:
@@ -54,15 +58,18 @@ class ResiliencePlan:
             return cls()
         if not isinstance(data, dict):
             raise PlanError("plan field 'resilience' must be dict")
-        hang = data.get("hang_timeout")
-        if hang is not None and (isinstance(hang, bool) or not isinstance(hang, (int, float)) or hang <= 0):
-            raise PlanError("plan field 'resilience.hang_timeout' must be a positive number of seconds or null")
+        for name in ("hang_timeout", "straggler_grace"):
+            value = data.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise PlanError(f"plan field 'resilience.{name}' must be a positive number of seconds or null")
+        hang, grace = data.get("hang_timeout"), data.get("straggler_grace")
         return cls(
             preflight=bool(data.get("preflight", False)),
             hang_timeout=float(hang) if hang is not None else None,
             straggler_factor=float(data.get("straggler_factor", 2.0)),
             exclude_faulty_nodes=bool(data.get("exclude_faulty_nodes", True)),
             checkpoints=data["checkpoints"] if isinstance(data.get("checkpoints"), str) else None,
+            straggler_grace=float(grace) if grace is not None else None,
         )
 
 

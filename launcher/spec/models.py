@@ -375,9 +375,15 @@ class Resilience(_Model):
     straggler_factor: Annotated[float, Field(gt=1)] = 2.0
     """A rank whose step time is this multiple of the median is named as a straggler."""
     exclude_faulty_nodes: bool = True
-    """The next attempt after a hardware or collective failure pinned to a node avoids it."""
+    """The next attempt after a hardware or collective failure pinned to a node avoids it;
+    where the ranks are on different nodes, a rank that stays a straggler for
+    straggler_grace also ends the attempt as a fault of its node."""
+    straggler_grace: float | None = None
+    """How long a straggler may stay one before, with exclude_faulty_nodes, it is treated
+    as a node fault (a duration: 5m, 90s). None: the longer of 2 min and the attempt's own
+    setup time, what a restart costs (docs/resilience.md)."""
 
-    @field_validator("hang_timeout", mode="before")
+    @field_validator("hang_timeout", "straggler_grace", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> float | None:
         return _positive_seconds(v)

@@ -143,7 +143,7 @@ def test_exit_codes_are_propagated(entry):
 
 def test_a_system_failure_past_the_free_restarts_ends_with_the_counted_code(entry):
     # A GPU the health gate finds gone: a hardware failure, code 70, which a JobSet with
-    # retry_on_system_failure restarts free; past LAUNCHER_FREE_RESTARTS restarts, 72 (counted).
+    # retry_on_system_failure restarts free; past LAUNCHER_FREE_RESTARTS restarts, 73 (counted).
     tools = entry.tmp / "tools"
     tools.mkdir()
     smi = tools / "nvidia-smi"
@@ -154,9 +154,9 @@ def test_a_system_failure_past_the_free_restarts_ends_with_the_counted_code(entr
     first = entry.run(spec, extra={"PATH": path, "LAUNCHER_FREE_RESTARTS": "2", "LAUNCHER_RESTART_ATTEMPT": "1"})
     assert first.code == 70, first.out
     last = entry.run(spec, extra={"PATH": path, "LAUNCHER_FREE_RESTARTS": "2", "LAUNCHER_RESTART_ATTEMPT": "2"})
-    assert last.code == 72, last.out
+    assert last.code == 73, last.out
     assert (
-        "[launcher] exit code 72 for 70: the JobSet has restarted 2 times, past the free restarts a run may have "
+        "[launcher] exit code 73 for 70: the JobSet has restarted 2 times, past the free restarts a run may have "
         "(LAUNCHER_FREE_RESTARTS=2), so this failure counts against max_retries"
     ) in last.out
     assert not (entry.workdir / "command-ran").exists()

@@ -34,3 +34,22 @@ def test_a_slow_rank_is_named_with_its_step_time(cli):
     assert f"[launcher] {line}" in cli("logs", "slow", "--rank", "1").stdout
     assert "straggler" not in cli("logs", "slow", "--rank", "0").stdout
     assert f"  Straggler: {line.removeprefix('straggler: ')}" in cli("describe", "run", "slow").stdout
+
+
+def test_the_rule_is_the_median_of_the_other_ranks_step_times():
+    """stragglers() finds each rank's others' median from one sorted list (rank 0 judges a
+    large run's ranks twice a second): the same as taking each rank's others' median."""
+    import random
+    import statistics
+
+    from launcher.pod.stragglers import Straggler, stragglers
+
+    rng = random.Random(38)
+    for _ in range(500):
+        times = {r: rng.choice([0.5, 1.0, 1.0, 2.5, rng.uniform(0.1, 5)]) for r in range(rng.randint(0, 9))}
+        expected = []
+        for rank, seconds in sorted(times.items()):
+            others = [v for r, v in times.items() if r != rank]
+            if others and seconds > 2.0 * statistics.median(others):
+                expected.append(Straggler(rank, seconds, statistics.median(others)))
+        assert stragglers(times, 2.0) == expected, times

@@ -13,7 +13,8 @@ def test_the_local_backend_says_it_has_one_node_to_retry_on(cli):
     assert r.returncode == 0, r.stdout + r.stderr
     assert (
         "resilience.exclude_faulty_nodes: the local backend has one node (this machine): "
-        "a retry after a hardware failure runs on it again"
+        "a retry after a hardware failure runs on it again, and a straggler is named but never "
+        "treated as a fault of its node (resilience.straggler_grace)"
     ) in r.stderr
     plain = cli.spec("plain", "name: plain\ncommand: 'true'\n")
     assert "resilience" not in cli("run", "-f", str(plain), "--dry-run").stderr  # nothing asked, nothing said
@@ -27,6 +28,22 @@ def test_kubernetes_names_what_its_jobset_cannot_do():
     ).warnings
     assert any(w.startswith("resilience.exclude_faulty_nodes: a restart by the JobSet controller") for w in warnings)
     assert not any(w.startswith("resilience.hang_timeout") for w in warnings)  # a system failure there too
-    assert any(w.startswith("resilience.straggler_factor: a straggler is named in describe once") for w in warnings)
+    # One node: no straggler to pin, and none of this is said.
+    assert not any("straggler" in w for w in warnings)
+    retried = plan_run(
+        spec(
+            "lag-abc123",
+            compute={"nodes": 2, "gpus": 16, "gpu_type": "h100_80gb"},
+            scheduling={"max_retries": 1},
+            resilience={},
+        ),
+        PROFILE,
+        [],
+    ).warnings
+    assert any(
+        w.startswith("resilience.exclude_faulty_nodes: a straggler that ends an attempt (resilience.straggler_grace)")
+        and "`launcher run -r` then cannot keep off the straggler's node" in w
+        for w in retried
+    ), retried
     plain = plan_run(spec("plain-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), PROFILE, []).warnings
     assert not [w for w in plain if w.startswith("resilience.")]

@@ -24,7 +24,7 @@ from typing import Any
 
 from launcher.backends.base import Attempt, RankState, RunStatus, StatusEvent
 from launcher.backends.kubernetes import keys
-from launcher.pod import failures, resumed, stragglers
+from launcher.pod import contract, failures, resumed, stragglers
 from launcher.spec.retry import DEADLINE, FATAL, SYSTEM, USER
 
 # Waiting reasons that never fix themselves: fail the run instead of waiting forever.
@@ -165,6 +165,8 @@ class RankView(RankState):
     resumed: dict | None = None
     """The checkpoint its entrypoint resumed from ({"path", "step"}), as it left it in the
     termination message (launcher.pod.resumed)."""
+    named: list[str] = field(default_factory=list)
+    """The stragglers its entrypoint named while the ranks ran (rank 0's: launcher.entrypoint.progress)."""
 
     def state(self) -> RankState:
         return RankState(self.rank, self.status, self.exit_code, self.reason, self.node)
@@ -246,7 +248,7 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
     # rank's step time there; a setup failure (inject mode: an image without bash) its reason.
     # A retried attempt's rank leaves there the checkpoint it resumed from, too.
     message, resumed_from = resumed.from_termination_message((terminated or {}).get("message"))
-    told, progress = stragglers.from_termination_message(message)
+    told, progress, named = stragglers.from_termination_message(message)
 
     def view(st: RunStatus, **kw: Any) -> RankView:
         return RankView(
@@ -258,6 +260,7 @@ def rank_view(pod: dict, events: list[dict]) -> RankView:
             pod=(pod.get("metadata") or {}).get("name", ""),
             progress=progress,
             resumed=resumed_from,
+            named=named,
             **kw,
         )
 
@@ -479,11 +482,15 @@ def attempt_view(
         attempt.resumed_from, attempt.resumed_step = said["path"], said["step"]
     steps = [r.progress["step"] for r in ranks if r.progress and isinstance(r.progress.get("step"), int)]
     attempt.last_step = max(steps) if steps else None
+    # Those rank 0 named while the ranks ran, then, for any other rank, the comparison of the
+    # step times the ranks left as they ended: each straggler once.
+    live = {n[0]: line for r in ranks for line in r.named if (n := stragglers.named_in(line)) is not None}
     times = {r.rank: t for r in ranks if (t := stragglers.timed(r.progress)) is not None}
     node_of = {r.rank: r.node for r in ranks}
-    attempt.stragglers = [
+    attempt.stragglers = list(live.values()) + [
         stragglers.line(s, node_of.get(s.rank), straggler_factor)
         for s in stragglers.stragglers(times, straggler_factor)
+        if s.rank not in live
     ]
     return attempt, failure, _events(job, ranks, status, index, ended_at, reason)
 
@@ -544,7 +551,9 @@ def fault_node_of(attempt: Attempt) -> str | None:
     """The node a hardware or collective failure is pinned to: the node of the rank its
     evidence names (`rank N: ...`, as _failure_class writes it), where the record knows it.
     A collective failure only where that rank alone failed: when a collective times out,
-    every rank fails alike, and the one named says nothing of whose node was bad."""
+    every rank fails alike, and the one named says nothing of whose node was bad. A
+    straggler's (rank 0 ended the attempt, `rank 0: hardware: straggler: rank N on NODE:
+    ...`): the straggler's node, not rank 0's; none where only the exit code is left."""
     if attempt.failure_class not in EXCLUDED_CLASSES:
         return None
     failed = [r for r in attempt.ranks if r.status is RunStatus.FAILED]
@@ -552,6 +561,12 @@ def fault_node_of(attempt: Attempt) -> str | None:
         return None
     m = _EVIDENCE_RANK.match(attempt.evidence or "")
     rank = next((r for r in attempt.ranks if m and r.rank == int(m.group(1))), None)
+    straggler = stragglers.named_in(attempt.evidence)
+    if straggler is not None:
+        slow = next((r for r in attempt.ranks if r.rank == straggler[0]), None)
+        return (slow.node if slow else None) or straggler[1]
+    if rank is not None and rank.exit_code == contract.EXIT_STRAGGLER:
+        return None  # the straggler is not named: never rank 0's own node
     return rank.node if rank else None
 
 

@@ -124,6 +124,32 @@ def master_addr(name: str) -> str:
     return f"{name}-{REPLICATED_JOB}-0-0.{name}"
 
 
+def rank_hosts(name: str) -> str:
+    """Each node rank's DNS name, `{rank}` for its index (master_addr is rank 0's)."""
+    return f"{name}-{REPLICATED_JOB}-0-{{rank}}.{name}"
+
+
+PROGRESS_PORT = 29470
+"""Where rank 0's entrypoint hears the other ranks' progress (launcher.entrypoint.progress),
+in its own pod: not MASTER_PORT, which the command's rendezvous takes for the whole run,
+nor torchrun's c10d default (29400), and below the ephemeral ports (32768 on) that NCCL,
+gloo and outgoing connections are given."""
+
+
+def _progress_env(spec: RunSpec, profile: ClusterProfile, placement: Placement) -> list[dict[str, Any]]:
+    """Where the ranks are on different nodes: the progress channel's port, the ranks' host
+    names (rank 0 takes reports from their addresses only), and each rank's node."""
+    if placement.nodes < 2:
+        return []
+    taken = {profile.master_port, *(p.port for p in spec.ports or [])}
+    port = next(p for p in range(PROGRESS_PORT, 65536) if p not in taken)
+    return [
+        {"name": contract.PROGRESS_PORT, "value": str(port)},
+        {"name": contract.RANK_HOSTS, "value": rank_hosts(spec.name)},
+        {"name": contract.NODE_NAME, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+
+
 def _as_cluster_profile(profile: Profile | ClusterProfile) -> ClusterProfile:
     return profile if isinstance(profile, ClusterProfile) else load_profile(profile)
 
@@ -547,10 +573,16 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
                 "on a faulty node again unless the cluster taints it NoSchedule (a JobSet's pod template cannot "
                 "change); `launcher run -r` keeps off the nodes a hardware or collective failure was pinned to"
             )
-        out.append(
-            "resilience.straggler_factor: a straggler is named in describe once the ranks' pods have ended "
-            "(each leaves its step time in its log and its termination message), not while they run"
-        )
+        if (
+            spec.resilience.exclude_faulty_nodes
+            and (spec.compute.nodes or 1) > 1
+            and (policy.max_retries or policy.retry_on_system_failure)
+        ):
+            out.append(
+                "resilience.exclude_faulty_nodes: a straggler that ends an attempt (resilience.straggler_grace) "
+                "is pinned to its node while rank 0's pod tells it; a restart by the JobSet controller deletes "
+                "that pod, and `launcher run -r` then cannot keep off the straggler's node"
+            )
     return out
 
 
@@ -681,6 +713,7 @@ def pod_template(
         {"name": contract.GPUS_PER_NODE, "value": str(placement.gpus_per_node)},
         {"name": "MASTER_ADDR", "value": master_addr(name)},
         {"name": "MASTER_PORT", "value": str(profile.master_port)},
+        *_progress_env(spec, profile, placement),
         *attempt_env,
         *r_env,
     ]

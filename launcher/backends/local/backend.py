@@ -90,7 +90,8 @@ def unhonoured(spec) -> list[str]:
     if spec.resilience is not None and spec.resilience.exclude_faulty_nodes:
         out.append(
             "resilience.exclude_faulty_nodes: the local backend has one node (this machine): "
-            "a retry after a hardware failure runs on it again"
+            "a retry after a hardware failure runs on it again, and a straggler is named but never "
+            "treated as a fault of its node (resilience.straggler_grace)"
         )
     return out
 

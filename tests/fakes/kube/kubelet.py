@@ -39,7 +39,8 @@ only), as a container of that image would. Any other image runs on the host's PA
 `python`/`python3` as this interpreter and LAUNCHER_GRACE_SECONDS=2.
 
 Network gaps: there is no cluster DNS and every pod shares the loopback, so MASTER_ADDR
-is 127.0.0.1 and each Job gets its own free MASTER_PORT.
+(and each rank's host in LAUNCHER_RANK_HOSTS) is 127.0.0.1 and each Job gets its own free
+MASTER_PORT and LAUNCHER_PROGRESS_PORT.
 """
 
 from __future__ import annotations
@@ -534,9 +535,13 @@ class Kubelet:
                     value = value.replace(path, str(next(s for s, p, _ in mounts if p == path)))
                 env[var] = value
         env["MASTER_ADDR"] = "127.0.0.1"
+        if "LAUNCHER_RANK_HOSTS" in env:  # each rank's host name, as MASTER_ADDR is rank 0's
+            env["LAUNCHER_RANK_HOSTS"] = "127.0.0.1"
         job_uid = (pod["metadata"].get("labels") or {}).get(CONTROLLER_UID, pod["metadata"]["uid"])
         if "MASTER_PORT" in env:
             env["MASTER_PORT"] = str(self.ports.setdefault(job_uid, _free_port()))
+        if "LAUNCHER_PROGRESS_PORT" in env:  # the port rank 0's entrypoint listens on for the others
+            env["LAUNCHER_PROGRESS_PORT"] = str(self.ports.setdefault(f"{job_uid}/progress", _free_port()))
         workdir = rt.dir / "work"
         workdir.mkdir(parents=True, exist_ok=True)
         hostname = pod["spec"].get("hostname") or name
