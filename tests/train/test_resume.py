@@ -118,7 +118,7 @@ def test_retry_on_a_fresh_machine_resumes_from_the_volume(
             local=tmp_path / "cache",
             max_duration=duration,
             save_folder=folder,
-            save_interval="10ba",
+            save_interval="20ba",
             autoresume=True,
         )
 
