@@ -139,7 +139,8 @@ def test_item7_half_sent_requests_are_closed_within_the_request_timeout(launcher
         assert all(pending[s] == b"" for s in silent)  # an empty 408 would be noise to a port scan
         for s in (*half_heads, trickle):
             assert pending[s].startswith(b"HTTP/1.1 408 "), pending[s][:200]
-        assert pending[body].startswith(b"HTTP/1.1 200 ") and b"408" not in pending[body]
+        # One response, the 200 (no 408 after it); its body may hold any digits (a view id).
+        assert pending[body].startswith(b"HTTP/1.1 200 ") and pending[body].count(b"HTTP/1.1 ") == 1
         assert ask(port, "/api/runs", token)[0] == 200
 
 
