@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,13 @@ T = TypeVar("T")
 # With torch's default (a thread per core) the processes oversubscribe the cores and
 # OpenMP's spinning threads made a tiny-MPT step 2-3x slower on 2 busy cores.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# The suite starts thousands of Python processes (ranks, supervisors, fake clusters,
+# trainers) that import the launcher's modules. Where the environment says to write no
+# bytecode (PYTHONDONTWRITEBYTECODE, as CI's image does) each one compiled them again from
+# source: about 5 % of the suite's CPU. The caches go to __pycache__/ (git-ignored).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -68,7 +68,7 @@ def test_code_in_the_spec_with_include_and_exclude_outside_git(cli):
         "plain",
         """\
         name: plain
-        command: python -c "import pkg; print(pkg.WORD)" && find . -type f | sort
+        command: find . -type f | sort && python -c "import pkg; print(pkg.WORD)"
         code: {path: plain, include: ["*.py", "*.cfg"], exclude: [notes.txt]}
         """,
     )
