@@ -166,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     elif watch is not None and watch.straggler:  # rank 0 ended the attempt: a node fault (launcher.entrypoint.progress)
         reason = watch.straggler
         code = contract.EXIT_STRAGGLER
+    setup = timing["command_start"] - started if "command_start" in timing else time.monotonic() - started
     if watch is not None or watching.get("verdict"):
-        code = leave_termination_message(code, reason, watch, watching.get("resumed"))
+        code = leave_termination_message(code, reason, watch, watching.get("resumed"), setup)
     if code in contract.SYSTEM_EXIT_CODES and contract.past_free_restarts(os.environ):
         log(
             f"exit code {contract.EXIT_SYSTEM_COUNTED} for {code}: the JobSet has restarted "
@@ -185,12 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         out.set_archive(None)
         if not archive.close():
             log("log archive: the last chunks were not written in time; the pod log has them")
-    setup = timing["command_start"] - started if "command_start" in timing else total
     exit_file.write(code, reason, watch, setup, watching.get("resumed"))
     return code
 
 
-def leave_termination_message(code: int, reason: str | None, watch, resumed: dict | None = None) -> int:
+def leave_termination_message(
+    code: int, reason: str | None, watch, resumed: dict | None = None, setup: float | None = None
+) -> int:
     """In a container, leave as the pod's termination message, which its status carries
     back (4 KiB at most), what the host would otherwise have to read the log for: a failed
     rank's `CLASS: evidence` (launcher.pod.failures), on rank 0 the lines naming the
@@ -226,13 +228,22 @@ def leave_termination_message(code: int, reason: str | None, watch, resumed: dic
         texts.append(out.mask(resumed_line(resumed)))
     if watch is not None and watch.peers is not None:  # rank 0's: the stragglers it named live
         texts += [out.mask(line) for line in watch.peers.lines()]
-    seconds = watch.step_seconds() if watch is not None else None
-    if seconds is not None:
-        progress = {**watch.progress(), "step_seconds": round(seconds, 6)}
-        log(
-            f"progress: {seconds:.3f} s a step (the median of its last {len(watch.step_times)}), left for the "
-            "host to compare with the other ranks' (resilience.straggler_factor)"
-        )
+    # The rank's progress for the host: its step time (stragglers), how long ago its last
+    # progress came and its setup (goodput: what a failure lost, what was not work).
+    progress: dict = {}
+    if watch is not None:
+        age = watch.progress_age()
+        progress = {**watch.progress(), "age": None if age is None else round(age, 3)}
+        seconds = watch.step_seconds()
+        if seconds is not None:
+            progress["step_seconds"] = round(seconds, 6)
+            log(
+                f"progress: {seconds:.3f} s a step (the median of its last {len(watch.step_times)}), left for the "
+                "host to compare with the other ranks' (resilience.straggler_factor)"
+            )
+    if setup is not None:
+        progress["setup"] = round(setup, 3)
+    if progress:
         texts.append(stragglers.termination_line(progress))
     if texts:
         try:

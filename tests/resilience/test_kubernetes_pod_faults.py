@@ -157,6 +157,23 @@ def test_a_collective_failure_is_restarted_by_the_jobset_without_counting(fake_k
     assert "attempt 2 trained" in capsys.readouterr().out
 
 
+@pytest.mark.skipif(runc_check() is not None, reason=f"runc runtime unavailable: {runc_check()}")
+def test_goodput_on_kubernetes_loses_only_what_came_after_the_last_progress(fake_kube_program, tmp_path, capsys):
+    # runc: each rank leaves its progress and setup in /dev/termination-log.
+    fake_kube_program("--runtime", "runc", "--nodes", "1", profile=ZIPAPP)
+    # Progress for a while, then none until the command fails.
+    beats = "for step in $(seq 1 8); do launcher-heartbeat $step; sleep 0.1; done; sleep 1; exit 3"
+    code, name = submit(tmp_path, capsys, "lossy", beats, "--follow")
+    assert code != 0
+    rec = record(capsys, name)
+    parts = rec["goodput"]
+    # Before, a failed attempt's whole running time was lost: its heartbeats made nothing productive.
+    assert parts["productive"] > 0 and parts["lost"] > 0, parts
+    assert sum(parts[p] for p in ("queued", "starting", "productive", "lost", "restarting")) == pytest.approx(
+        parts["wall"], abs=0.01
+    )
+
+
 # Steps of CPU work: a rank whose CPU is throttled takes longer over each (a sleep would not).
 CPU_STEPS = """\
 import json, time

@@ -482,6 +482,12 @@ def attempt_view(
         attempt.resumed_from, attempt.resumed_step = said["path"], said["step"]
     steps = [r.progress["step"] for r in ranks if r.progress and isinstance(r.progress.get("step"), int)]
     attempt.last_step = max(steps) if steps else None
+    # As the local backend reads its ranks' exit files (goodput): the freshest progress of any
+    # rank, and the longest setup (the command starts when the slowest rank is ready).
+    ages = [float(a) for r in ranks if r.progress and isinstance(a := r.progress.get("age"), int | float)]
+    setups = [float(s) for r in ranks if r.progress and isinstance(s := r.progress.get("setup"), int | float)]
+    attempt.progress_age = min(ages) if ages else None
+    attempt.setup_seconds = max(setups) if setups else None
     # Those rank 0 named while the ranks ran, then, for any other rank, the comparison of the
     # step times the ranks left as they ended: each straggler once.
     live = {n[0]: line for r in ranks for line in r.named if (n := stragglers.named_in(line)) is not None}
@@ -599,6 +605,8 @@ def summary_of(attempt: Attempt, failure: str | None, events: list[StatusEvent])
         ],
         "stragglers": list(attempt.stragglers),
         "last_step": attempt.last_step,
+        "progress_age": attempt.progress_age,
+        "setup_seconds": attempt.setup_seconds,
         "resumed_from": attempt.resumed_from,
         "resumed_step": attempt.resumed_step,
         "events": [{"status": e.status.value, "at": iso(e.at), "reason": e.reason} for e in events],
@@ -620,6 +628,8 @@ def attempt_from_summary(s: dict[str, Any]) -> tuple[Attempt, list[StatusEvent]]
         evidence=s.get("evidence"),
         stragglers=list(s.get("stragglers") or []),
         last_step=s.get("last_step"),
+        progress_age=s.get("progress_age"),
+        setup_seconds=s.get("setup_seconds"),
         resumed_from=s.get("resumed_from"),
         resumed_step=s.get("resumed_step"),
     )
