@@ -163,9 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     elif watch is not None and watch.hung:
         reason = f"hang: {watch.hung}"
         code = contract.EXIT_HANG
-    elif watch is not None and watch.straggler:  # rank 0 ended the attempt: a node fault (launcher.entrypoint.progress)
-        reason = watch.straggler
-        code = contract.EXIT_STRAGGLER
+    elif watch is not None and watch.straggler:  # a straggler's node fault (launcher.entrypoint.progress)
+        reason, code = watch.straggler
     if watch is not None or watching.get("verdict"):
         code = leave_termination_message(code, reason, watch, watching.get("resumed"))
     if code in contract.SYSTEM_EXIT_CODES and contract.past_free_restarts(os.environ):
@@ -210,7 +209,7 @@ def leave_termination_message(code: int, reason: str | None, watch, resumed: dic
     texts = []
     failure = classify(code, reason, list(watch.evidence.lines.values()) if watch is not None else [])
     system_code = {HARDWARE: contract.EXIT_HARDWARE, COLLECTIVE: contract.EXIT_COLLECTIVE}.get(failure.kind)
-    if code != 0 and system_code is not None and not contract.EXIT_SPEC <= code <= contract.EXIT_SYSTEM_COUNTED:
+    if code != 0 and system_code is not None and not contract.EXIT_SPEC <= code <= contract.EXIT_STRAGGLER_PEER:
         log(
             f"exit code {system_code} for the command's {code}: a {failure.kind} failure, which the run's "
             "failurePolicy counts as the system's (free with scheduling.retry_on_system_failure)"
