@@ -193,7 +193,8 @@ def leave_termination_message(code: int, reason: str | None, watch, resumed: dic
     """In a container, leave as the pod's termination message, which its status carries
     back (4 KiB at most), what the host would otherwise have to read the log for: a failed
     rank's `CLASS: evidence` (launcher.pod.failures), on rank 0 the lines naming the
-    stragglers it saw while the ranks ran (launcher.entrypoint.progress), the rank's step
+    stragglers it saw while the ranks ran (launcher.entrypoint.progress; on a straggler rank 0
+    told to end, the line naming it: rank 0's pod goes when the Job fails), the rank's step
     time as a last line (launcher.pod.stragglers), which the host compares across ranks, and
     the checkpoint a retried attempt resumed from (launcher.pod.resumed), for describe. The
     exit code to end with: there, a command's failure of a system class ends the rank with
@@ -223,7 +224,7 @@ def leave_termination_message(code: int, reason: str | None, watch, resumed: dic
         texts.append(out.mask(text))
     if resumed is not None:
         texts.append(out.mask(resumed_line(resumed)))
-    if watch is not None and watch.peers is not None:  # rank 0's: the stragglers it named live
+    if watch is not None and watch.peers is not None:  # the stragglers rank 0 named live
         texts += [out.mask(line) for line in watch.peers.lines()]
     seconds = watch.step_seconds() if watch is not None else None
     if seconds is not None:

@@ -12,9 +12,10 @@ after the attempt. With resilience.exclude_faulty_nodes, a rank that stays a str
 the grace period (resilience.straggler_grace; by default the longer of DEFAULT_GRACE and
 this attempt's own setup time: what a restart costs, docs/resilience.md) is a fault of its
 node: rank 0 tells that rank so, on the same connection the other way (one line of JSON,
-{"straggler": "hardware: straggler: rank N on NODE: ..."}), and the straggler's watch ends
-its command as a hang does and its entrypoint exits with contract.EXIT_STRAGGLER, that line
-its reason. Rank 0 keeps running: the Job fails on its first failed pod, which must be the
+{"straggler": "hardware: straggler: rank N on NODE: ...; still one after S s ...", "line":
+the line that named it}), and the straggler's watch ends its command as a hang does and its
+entrypoint exits with contract.EXIT_STRAGGLER, that verdict its reason, the line in its
+termination message (rank 0's pod, whose message has it too, is deleted when the Job fails). Rank 0 keeps running: the Job fails on its first failed pod, which must be the
 straggler's, so that its failure event names the straggler's pod and the backend pins the
 straggler's node even after a JobSet restart has deleted the pods (only their events are
 left). Where the straggler cannot be told (no connection from it) or has not ended within
@@ -118,6 +119,8 @@ class Reporter:
         self.addr, self.port, self.rank, self.node = addr, port, rank, node
         self.told: str | None = None
         """What rank 0 told this rank: that it stayed a straggler past its grace."""
+        self._named: list[str] = []
+        """The line rank 0 named this rank with, once told."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -136,7 +139,8 @@ class Reporter:
         return Verdict(self.told, contract.EXIT_STRAGGLER) if self.told else None
 
     def lines(self) -> list[str]:
-        return []  # rank 0 names them
+        """The line naming this rank, once rank 0 told it (rank 0 names the others)."""
+        return list(self._named)
 
     def _run(self, watch) -> None:
         conn: socket.socket | None = None
@@ -200,10 +204,14 @@ class Reporter:
             said = json.loads(line.decode("utf-8"))
         except ValueError:
             return
-        verdict = said.get("straggler") if isinstance(said, dict) else None
+        if not isinstance(said, dict):
+            return
+        verdict, line = said.get("straggler"), said.get("line")
         named = stragglers.named_in(verdict) if isinstance(verdict, str) else None
         if named is None or named[0] != self.rank or self.told:
             return  # only this rank's own verdict ends it
+        if isinstance(line, str) and line.startswith(stragglers.PREFIX) and stragglers.named_in(line) == named:
+            self._named = [line]
         self.told = verdict
         out.log(f"{verdict}: rank 0 says so; ending this rank, so that its node's pod is the one that fails")
 
@@ -348,14 +356,15 @@ class Collector:
                 del self._conns[rank]
 
     def _tell(self, rank: int, verdict: str) -> bool:
-        """Tell a straggler its verdict on its own connection; False: it cannot be told."""
+        """Tell a straggler its verdict, and the line that named it, on its own connection;
+        False: it cannot be told."""
         with self._lock:
             conn = self._conns.get(rank)
             if conn is None:
                 return False
             try:
                 # A line of a few hundred bytes into an idle socket's buffer: it does not block.
-                conn.sendall((json.dumps({"straggler": verdict}) + "\n").encode())
+                conn.sendall((json.dumps({"straggler": verdict, "line": self.named.get(rank)}) + "\n").encode())
             except OSError:
                 return False
         return True
