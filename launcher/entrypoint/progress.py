@@ -148,7 +148,10 @@ class Reporter:
         buffer = b""
         while not self._wait(conn):
             if self.told:
-                break  # it ends: nothing more to report
+                # Nothing more to report; the connection stays open until this rank ends
+                # (stop): rank 0 takes its close for the straggler's end.
+                self._stop.wait()
+                break
             report = {"rank": self.rank, "node": self.node, **watch.progress()}
             try:
                 if conn is None:
@@ -194,24 +197,24 @@ class Reporter:
             buffer += data
             while b"\n" in buffer:
                 line, _, buffer = buffer.partition(b"\n")
-                self._told(line)
+                self._heard(line)
             if len(buffer) > MAX_LINE:
                 raise ConnectionResetError("rank 0 sent a line too long")
         return buffer
 
-    def _told(self, line: bytes) -> None:
+    def _heard(self, line: bytes) -> None:
         try:
             said = json.loads(line.decode("utf-8"))
         except ValueError:
             return
         if not isinstance(said, dict):
             return
-        verdict, line = said.get("straggler"), said.get("line")
+        verdict, naming = said.get("straggler"), said.get("line")
         named = stragglers.named_in(verdict) if isinstance(verdict, str) else None
         if named is None or named[0] != self.rank or self.told:
             return  # only this rank's own verdict ends it
-        if isinstance(line, str) and line.startswith(stragglers.PREFIX) and stragglers.named_in(line) == named:
-            self._named = [line]
+        if isinstance(naming, str) and naming.startswith(stragglers.PREFIX) and stragglers.named_in(naming) == named:
+            self._named = [naming]
         self.told = verdict
         out.log(f"{verdict}: rank 0 says so; ending this rank, so that its node's pod is the one that fails")
 
