@@ -247,3 +247,31 @@ def test_a_rank_told_it_is_a_straggler_ends_with_its_own_code():
             reporter.stop()
     assert told == (verdict, contract.EXIT_STRAGGLER)
     assert reporter.lines() == [line]  # for its termination message
+
+
+def test_which_node_a_straggler_s_exit_code_pins_once_its_pods_are_gone():
+    """From a child Job's failure event and the failed pod's Scheduled node, as after a JobSet
+    restart: 72 is the straggler's own pod, so its node; 74 is rank 0's, so none (never rank
+    0's own), unless rank 0's evidence, while its pod was there, named the straggler."""
+    from launcher.backends.base import Attempt, RankState, RunStatus
+    from launcher.backends.kubernetes.attempts import fault_node_of
+    from launcher.backends.kubernetes.status import attempt_from_event, child_job_name
+
+    def after_restart(rank: int, code: int) -> Attempt:
+        pod = f"{child_job_name('lags-abc123')}-{rank}-x7k2p"
+        message = f"Container main for pod ns/{pod} failed with exit code {code} matching FailJob rule at index 1"
+        event = {"reason": "PodFailurePolicy", "message": message, "lastTimestamp": "2026-01-01T00:00:00Z"}
+        return attempt_from_event(1, "lags-abc123", 2, event, {pod: f"gpu-{rank}"})
+
+    told = after_restart(1, 72)
+    assert (told.failure_class, fault_node_of(told)) == ("hardware", "gpu-1"), told
+    alone = after_restart(0, 74)
+    assert (alone.failure_class, fault_node_of(alone)) == ("hardware", None), alone
+    named = Attempt(
+        index=1,
+        status=RunStatus.FAILED,
+        ranks=[RankState(0, RunStatus.FAILED, 74, node="gpu-0"), RankState(1, RunStatus.STOPPED, node="gpu-1")],
+        failure_class="hardware",
+        evidence="rank 0: hardware: straggler: rank 1 on gpu-1: 1.000 s a step ...; still one after 2 s",
+    )
+    assert fault_node_of(named) == "gpu-1"
