@@ -11,16 +11,11 @@ on NODE: ...`), and keeps the lines for its termination message, which `describe
 after the attempt. With resilience.exclude_faulty_nodes, a rank that stays a straggler for
 the grace period (resilience.straggler_grace; by default the longer of DEFAULT_GRACE and
 this attempt's own setup time: what a restart costs, docs/resilience.md) is a fault of its
-node: rank 0 tells that rank so, on the same connection the other way (one line of JSON,
-{"straggler": "hardware: straggler: rank N on NODE: ...; still one after S s ...", "line":
-the line that named it}), and the straggler's watch ends its command as a hang does and its
-entrypoint exits with contract.EXIT_STRAGGLER, that verdict its reason, the line in its
-termination message (rank 0's pod, whose message has it too, is deleted when the Job fails). Rank 0 keeps running: the Job fails on its first failed pod, which must be the
-straggler's, so that its failure event names the straggler's pod and the backend pins the
-straggler's node even after a JobSet restart has deleted the pods (only their events are
-left). Where the straggler cannot be told (no connection from it) or has not ended within
-TOLD_SECONDS of being told, rank 0 ends the attempt itself, with
-contract.EXIT_STRAGGLER_PEER and the same reason, which pins only the node it names.
+node: rank 0 tells that rank so on its connection (a JSON line: the verdict and the line that
+named it), and the straggler ends its command as a hang does and exits EXIT_STRAGGLER. Rank 0
+goes on: the Job fails on its first failed pod, whose failure event (and, after a JobSet
+restart, its Scheduled event) then gives the straggler's node. Where the straggler cannot be
+told, or has not ended TOLD_SECONDS after, rank 0 ends the attempt (EXIT_STRAGGLER_PEER).
 
 The port is not MASTER_PORT: that is the command's own while it runs (torch's TCPStore,
 torchrun's static rendezvous), whereas the health gate uses it only before the command.
