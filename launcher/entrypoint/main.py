@@ -163,9 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     elif watch is not None and watch.hung:
         reason = f"hang: {watch.hung}"
         code = contract.EXIT_HANG
-    elif watch is not None and watch.straggler:  # rank 0 ended the attempt: a node fault (launcher.entrypoint.progress)
-        reason = watch.straggler
-        code = contract.EXIT_STRAGGLER
+    elif watch is not None and watch.straggler:  # a straggler's node fault (launcher.entrypoint.progress)
+        reason, code = watch.straggler
     setup = timing["command_start"] - started if "command_start" in timing else time.monotonic() - started
     if watch is not None or watching.get("verdict"):
         code = leave_termination_message(code, reason, watch, watching.get("resumed"), setup)
@@ -196,7 +195,8 @@ def leave_termination_message(
     """In a container, leave as the pod's termination message, which its status carries
     back (4 KiB at most), what the host would otherwise have to read the log for: a failed
     rank's `CLASS: evidence` (launcher.pod.failures), on rank 0 the lines naming the
-    stragglers it saw while the ranks ran (launcher.entrypoint.progress), the rank's step
+    stragglers it saw while the ranks ran (launcher.entrypoint.progress; on a straggler rank 0
+    told to end, the line naming it: rank 0's pod goes when the Job fails), the rank's step
     time as a last line (launcher.pod.stragglers), which the host compares across ranks, and
     the checkpoint a retried attempt resumed from (launcher.pod.resumed), for describe. The
     exit code to end with: there, a command's failure of a system class ends the rank with
@@ -212,7 +212,7 @@ def leave_termination_message(
     texts = []
     failure = classify(code, reason, list(watch.evidence.lines.values()) if watch is not None else [])
     system_code = {HARDWARE: contract.EXIT_HARDWARE, COLLECTIVE: contract.EXIT_COLLECTIVE}.get(failure.kind)
-    if code != 0 and system_code is not None and not contract.EXIT_SPEC <= code <= contract.EXIT_SYSTEM_COUNTED:
+    if code != 0 and system_code is not None and not contract.EXIT_SPEC <= code <= contract.EXIT_STRAGGLER_PEER:
         log(
             f"exit code {system_code} for the command's {code}: a {failure.kind} failure, which the run's "
             "failurePolicy counts as the system's (free with scheduling.retry_on_system_failure)"
@@ -226,7 +226,7 @@ def leave_termination_message(
         texts.append(out.mask(text))
     if resumed is not None:
         texts.append(out.mask(resumed_line(resumed)))
-    if watch is not None and watch.peers is not None:  # rank 0's: the stragglers it named live
+    if watch is not None and watch.peers is not None:  # the stragglers rank 0 named live
         texts += [out.mask(line) for line in watch.peers.lines()]
     # The rank's progress for the host: its step time (stragglers), how long ago its last
     # progress came and its setup (goodput: what a failure lost, what was not work).

@@ -11,9 +11,11 @@ on NODE: ...`), and keeps the lines for its termination message, which `describe
 after the attempt. With resilience.exclude_faulty_nodes, a rank that stays a straggler for
 the grace period (resilience.straggler_grace; by default the longer of DEFAULT_GRACE and
 this attempt's own setup time: what a restart costs, docs/resilience.md) is a fault of its
-node: rank 0's watch ends its command as a hang does and the entrypoint exits with
-contract.EXIT_STRAGGLER, its reason `hardware: straggler: rank N on NODE: ...`, which the
-backend pins to that node.
+node: rank 0 tells that rank so on its connection (a JSON line: the verdict and the line that
+named it), and the straggler ends its command as a hang does and exits EXIT_STRAGGLER. Rank 0
+goes on: the Job fails on its first failed pod, whose failure event (and, after a JobSet
+restart, its Scheduled event) then gives the straggler's node. Where the straggler cannot be
+told, or has not ended TOLD_SECONDS after, rank 0 ends the attempt (EXIT_STRAGGLER_PEER).
 
 The port is not MASTER_PORT: that is the command's own while it runs (torch's TCPStore,
 torchrun's static rendezvous), whereas the health gate uses it only before the command.
@@ -26,10 +28,12 @@ ranks, each a line every few seconds.
 from __future__ import annotations
 
 import json
+import select
 import selectors
 import socket
 import threading
 import time
+from typing import NamedTuple
 
 from launcher.entrypoint import log as out
 from launcher.entrypoint.rendezvous import addresses, plain_address
@@ -46,6 +50,16 @@ not resolve to (a pod's DNS record appears a little after the pod)."""
 MAX_LINE = 4096
 MAX_NAMED_IN_MESSAGE = 8
 """Straggler lines rank 0 leaves in its termination message (4 KiB in all); the log has every one."""
+TOLD_SECONDS = 30.0
+"""How long a straggler that rank 0 told to end may take to end (its command's group gets
+SIGTERM, then SIGKILL 5 s later) before rank 0 ends the attempt itself."""
+
+
+class Verdict(NamedTuple):
+    """Why the watch ends the command for a straggler, and the exit code that says whose."""
+
+    reason: str
+    exit_code: int
 
 
 def open_channel(env: dict[str, str], resilience, setup_seconds: float):
@@ -98,6 +112,10 @@ class Reporter:
 
     def __init__(self, addr: str, port: int, rank: int, node: str | None):
         self.addr, self.port, self.rank, self.node = addr, port, rank, node
+        self.told: str | None = None
+        """What rank 0 told this rank: that it stayed a straggler past its grace."""
+        self._named: list[str] = []
+        """The line rank 0 named this rank with, once told."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -110,21 +128,32 @@ class Reporter:
         if self._thread is not None:
             self._thread.join(timeout=CONNECT_SECONDS + 1)
 
-    def judge(self, watch) -> str | None:
-        return None  # rank 0 judges
+    def judge(self, watch) -> Verdict | None:
+        """Rank 0 judges; this rank ends its command once rank 0 has told it that it is a
+        straggler past its grace, so that its own pod is the one that fails."""
+        return Verdict(self.told, contract.EXIT_STRAGGLER) if self.told else None
 
     def lines(self) -> list[str]:
-        return []  # rank 0 names them
+        """The line naming this rank, once rank 0 told it (rank 0 names the others)."""
+        return list(self._named)
 
     def _run(self, watch) -> None:
         conn: socket.socket | None = None
         said = False
-        while not self._stop.wait(REPORT_SECONDS):
+        buffer = b""
+        while not self._wait(conn):
+            if self.told:
+                # Nothing more to report; the connection stays open until this rank ends
+                # (stop): rank 0 takes its close for the straggler's end.
+                self._stop.wait()
+                break
             report = {"rank": self.rank, "node": self.node, **watch.progress()}
             try:
                 if conn is None:
                     conn = socket.create_connection((self.addr, self.port), timeout=CONNECT_SECONDS)
+                    buffer = b""
                 conn.sendall((json.dumps(report) + "\n").encode())
+                buffer = self._hear(conn, buffer)
             except OSError as e:
                 if conn is not None:
                     conn.close()
@@ -137,6 +166,52 @@ class Reporter:
                     said = True
         if conn is not None:
             conn.close()
+
+    def _wait(self, conn: socket.socket | None) -> bool:
+        """Wait REPORT_SECONDS, or less where rank 0 says something first (read by the next
+        `_hear`); True: stop."""
+        if conn is None:
+            return self._stop.wait(REPORT_SECONDS)
+        deadline = time.monotonic() + REPORT_SECONDS
+        while (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
+            try:
+                readable, _, _ = select.select([conn], [], [], min(left, 0.5))
+            except (OSError, ValueError):
+                break
+            if readable:
+                break
+        return self._stop.is_set()
+
+    def _hear(self, conn: socket.socket, buffer: bytes) -> bytes:
+        """Take what rank 0 sent on this connection, without waiting; the part line left.
+        OSError where the connection is gone."""
+        while select.select([conn], [], [], 0)[0]:
+            data = conn.recv(MAX_LINE)
+            if not data:
+                raise ConnectionResetError("rank 0 closed the connection")
+            buffer += data
+            while b"\n" in buffer:
+                line, _, buffer = buffer.partition(b"\n")
+                self._heard(line)
+            if len(buffer) > MAX_LINE:
+                raise ConnectionResetError("rank 0 sent a line too long")
+        return buffer
+
+    def _heard(self, line: bytes) -> None:
+        try:
+            said = json.loads(line.decode("utf-8"))
+        except ValueError:
+            return
+        if not isinstance(said, dict):
+            return
+        verdict, naming = said.get("straggler"), said.get("line")
+        named = stragglers.named_in(verdict) if isinstance(verdict, str) else None
+        if named is None or named[0] != self.rank or self.told:
+            return  # only this rank's own verdict ends it
+        if isinstance(naming, str) and naming.startswith(stragglers.PREFIX) and stragglers.named_in(naming) == named:
+            self._named = [naming]
+        self.told = verdict
+        out.log(f"{verdict}: rank 0 says so; ending this rank, so that its node's pod is the one that fails")
 
 
 IDENTIFY_SECONDS = 10.0
@@ -164,6 +239,12 @@ class Collector:
         self.named: dict[int, str] = {}
         """The line naming each straggler, by rank, in the order they were named."""
         self._slow_since: dict[int, float] = {}
+        self._told: dict[int, tuple[float, str]] = {}
+        """The stragglers rank 0 told to end: when, and what."""
+        self._conns: dict[int, socket.socket] = {}
+        """Each rank's connection, to tell it (by the server's thread, read by the watch's)."""
+        self._reported: dict[int, float] = {}
+        """When each rank's last report came."""
         self._resolved: dict[int, tuple[float, set[str]]] = {}
         self._refused: set[str] = set()
         self._lock = threading.Lock()
@@ -215,6 +296,7 @@ class Collector:
                         sel.register(conn, selectors.EVENT_READ, _Peer(plain_address(str(addr[0]))))
                     elif not self._read(key.fileobj, key.data):  # type: ignore[arg-type]
                         sel.unregister(key.fileobj)
+                        self._forget(key.fileobj)  # type: ignore[arg-type]
                         key.fileobj.close()  # type: ignore[union-attr]
                 now = time.monotonic()
                 for key in list(sel.get_map().values()):
@@ -222,6 +304,8 @@ class Collector:
                         sel.unregister(key.fileobj)
                         key.fileobj.close()  # type: ignore[union-attr]
         finally:
+            with self._lock:
+                self._conns.clear()
             for key in list(sel.get_map().values()):
                 key.fileobj.close()  # type: ignore[union-attr]
             sel.close()
@@ -239,11 +323,11 @@ class Collector:
         peer.buffer += data
         while b"\n" in peer.buffer:
             line, _, peer.buffer = peer.buffer.partition(b"\n")
-            if not self._take(line, peer):
+            if not self._take(line, peer, conn):
                 return False
         return len(peer.buffer) <= MAX_LINE
 
-    def _take(self, line: bytes, peer: _Peer) -> bool:
+    def _take(self, line: bytes, peer: _Peer, conn: socket.socket) -> bool:
         try:
             report = json.loads(line.decode("utf-8"))
         except ValueError:
@@ -260,6 +344,27 @@ class Collector:
         node = report.get("node")
         with self._lock:
             self.reports[rank] = {**report, "node": node if isinstance(node, str) else None}
+            self._conns[rank] = conn
+            self._reported[rank] = time.monotonic()
+        return True
+
+    def _forget(self, conn: socket.socket) -> None:
+        with self._lock:
+            for rank in [r for r, c in self._conns.items() if c is conn]:
+                del self._conns[rank]
+
+    def _tell(self, rank: int, verdict: str) -> bool:
+        """Tell a straggler its verdict, and the line that named it, on its own connection;
+        False: it cannot be told."""
+        with self._lock:
+            conn = self._conns.get(rank)
+            if conn is None:
+                return False
+            try:
+                # A line of a few hundred bytes into an idle socket's buffer: it does not block.
+                conn.sendall((json.dumps({"straggler": verdict, "line": self.named.get(rank)}) + "\n").encode())
+            except OSError:
+                return False
         return True
 
     def _allowed(self, rank: int, address: str) -> bool:
@@ -290,18 +395,28 @@ class Collector:
 
     # ----------------------------------------------------------- judging, on each tick of rank 0's watch
 
-    def judge(self, watch) -> str | None:
-        """Name each new straggler; the reason to end the attempt, once one has stayed a
-        straggler for the grace period (with exclude_faulty_nodes)."""
+    def judge(self, watch) -> Verdict | None:
+        """Name each new straggler; once one has stayed a straggler for the grace period (with
+        exclude_faulty_nodes), tell it to end, and end the attempt here only where rank 0 is
+        the straggler, or the straggler cannot be told or does not end when told."""
         with self._lock:
             reports = dict(self.reports)
+            connected, reported = set(self._conns), dict(self._reported)
+        now = time.monotonic()
+        for rank, (when, verdict) in self._told.items():
+            # Ended: its connection went and no report came since (a reporter that reconnected has not).
+            ended = rank not in connected and reported.get(rank, 0.0) <= when
+            if not ended and now - when >= TOLD_SECONDS:
+                out.log(
+                    f"straggler: rank {rank} has not ended {now - when:.0f} s after it was told; ending the attempt"
+                )
+                return Verdict(verdict, contract.EXIT_STRAGGLER_PEER)
         reports[0] = {**watch.progress(), "node": self.node}
         times = {}
         for rank, report in reports.items():
             seconds = stragglers.timed(report)
             if seconds is not None:
                 times[rank] = seconds
-        now = time.monotonic()
         slow = stragglers.stragglers(times, self.factor)
         for rank in set(self._slow_since) - {s.rank for s in slow}:
             del self._slow_since[rank]  # it caught up: its grace starts afresh
@@ -311,11 +426,20 @@ class Collector:
             if s.rank not in self.named:
                 self.named[s.rank] = stragglers.line(s, node, self.factor)
                 out.log(self.named[s.rank])
-            if self.grace is not None and now - since >= self.grace:
+            if self.grace is not None and now - since >= self.grace and s.rank not in self._told:
                 verdict = (
                     f"hardware: {stragglers.line(s, node, self.factor)}; still one after {now - since:.0f} s "
                     "(resilience.straggler_grace)"
                 )
                 out.log(verdict)
-                return verdict
+                if s.rank == 0:  # this rank's own node: its own pod fails
+                    return Verdict(verdict, contract.EXIT_STRAGGLER)
+                if not self._tell(s.rank, verdict):
+                    out.log(f"straggler: rank {s.rank} cannot be told (no connection from it); ending the attempt")
+                    return Verdict(verdict, contract.EXIT_STRAGGLER_PEER)
+                self._told[s.rank] = (now, verdict)
+                out.log(
+                    f"straggler: told rank {s.rank} to end, so that its pod is the one that fails; this rank "
+                    f"goes on (it ends the attempt itself if rank {s.rank} has not ended in {TOLD_SECONDS:g} s)"
+                )
         return None

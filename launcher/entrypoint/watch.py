@@ -12,10 +12,11 @@
   Python processes start with PYTHONFAULTHANDLER=1, which dumps every thread's stack on
   SIGABRT). A rank that never shows progress is never called hung: the watch cannot tell
   a quiet program from a stuck one;
-* stragglers, where the ranks are on different nodes: each tick hands the progress channel
-  (`peers`, launcher.entrypoint.progress) this rank's step time; on rank 0 it may answer
-  that a straggler stayed one past its grace, and the watch then ends the command as a
-  hang does (contract.EXIT_STRAGGLER), without the stacks.
+* stragglers, where the ranks are on different nodes: each tick asks the progress channel
+  (`peers`, launcher.entrypoint.progress) for its verdict: on a straggler that rank 0 told
+  it stayed one past its grace (contract.EXIT_STRAGGLER), or on rank 0 where it ends the
+  attempt itself (contract.EXIT_STRAGGLER_PEER), the watch then ends the command as a hang
+  does, without the stacks.
 
 Watching a chunk costs one substring test and one regex search in C over bytes already in
 memory (bench/bench_watch.py measures it).
@@ -81,8 +82,9 @@ class Watch:
         self._progress_written: tuple | None = None
         self.peers = None
         """The progress channel among the node ranks (launcher.entrypoint.progress), where there is one."""
-        self.straggler: str | None = None
-        """Why the watch ended the command for a straggler (the channel's verdict), once it did."""
+        self.straggler: tuple[str, int] | None = None
+        """Why the watch ended the command for a straggler, and the exit code to end with (the
+        channel's verdict, progress.Verdict), once it did."""
 
     # ----------------------------------------------------------- the command's environment
 

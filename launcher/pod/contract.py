@@ -158,11 +158,16 @@ EXIT_HANG = 69  # no progress for resilience.hang_timeout: the entrypoint ended 
 # failurePolicy restarts these as the system's (launcher.backends.kubernetes.render).
 EXIT_HARDWARE = 70  # a GPU Xid, an ECC error, a device that vanished, a failed device check (launcher.pod.failures)
 EXIT_COLLECTIVE = 71  # an NCCL or gloo timeout or abort, ranks that could not meet (launcher.pod.failures)
-# Rank 0 ended the attempt: a rank stayed a straggler for resilience.straggler_grace, with
-# resilience.exclude_faulty_nodes (launcher.entrypoint.progress): a fault of that rank's node
-# (`hardware`), not of rank 0's, whose pod is the one that failed.
+# A rank stayed a straggler for resilience.straggler_grace, with resilience.exclude_faulty_nodes
+# (launcher.entrypoint.progress): rank 0 told it so, and it ended its command: a fault of its
+# own node (`hardware`), whose pod is then the one that failed (the Job's failure event names
+# it, and after a JobSet restart its Scheduled event still gives its node).
 EXIT_STRAGGLER = 72
-SYSTEM_EXIT_CODES = (EXIT_HANG, EXIT_HARDWARE, EXIT_COLLECTIVE, EXIT_STRAGGLER)
+# Rank 0 ended the attempt itself: the straggler could not be told, or did not end within
+# progress.TOLD_SECONDS of being told. `hardware`, but the failed pod is rank 0's: only the
+# straggler its termination message names is pinned, never rank 0's own node.
+EXIT_STRAGGLER_PEER = 74
+SYSTEM_EXIT_CODES = (EXIT_HANG, EXIT_HARDWARE, EXIT_COLLECTIVE, EXIT_STRAGGLER, EXIT_STRAGGLER_PEER)
 """The entrypoint's exit codes for a failure of the system's class (launcher.spec.retry.SYSTEM)."""
 # A failure of a system class once the JobSet has restarted FREE_RESTARTS times: past the
 # most free restarts a run may have had (max_retries counted + launcher.spec.retry's cap on

@@ -13,7 +13,8 @@ The classes, most telling first (a bad GPU makes the other ranks' collectives ti
   hardware    an NVIDIA Xid that means the device or node is bad (48 double-bit ECC, 79 fallen
               off the bus, 94/95 contained/uncontained ECC), an uncorrectable ECC error, a device
               that vanished; on Kubernetes a node condition or taint that says so; a rank that
-              stayed a straggler past its grace (contract.EXIT_STRAGGLER)
+              stayed a straggler past its grace (contract.EXIT_STRAGGLER,
+              EXIT_STRAGGLER_PEER)
   oom         the kernel's OOM killer (exit 137 with its note, a pod's OOMKilled) or
               `torch.OutOfMemoryError: CUDA out of memory`
   collective  an NCCL or gloo timeout or abort (`Watchdog caught collective operation timeout`)
@@ -33,7 +34,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, NamedTuple
 
-from launcher.pod.contract import EXIT_COLLECTIVE, EXIT_HANG, EXIT_HARDWARE, EXIT_STRAGGLER
+from launcher.pod.contract import EXIT_COLLECTIVE, EXIT_HANG, EXIT_HARDWARE, EXIT_STRAGGLER, EXIT_STRAGGLER_PEER
 
 HARDWARE = "hardware"
 OOM = "oom"
@@ -130,7 +131,13 @@ def _device_oom(line: str) -> bool:
     return "CUDA out of memory" in line or "OutOfMemoryError" in line
 
 
-_EXIT_CODE_CLASS = {EXIT_HANG: HANG, EXIT_HARDWARE: HARDWARE, EXIT_COLLECTIVE: COLLECTIVE, EXIT_STRAGGLER: HARDWARE}
+_EXIT_CODE_CLASS = {
+    EXIT_HANG: HANG,
+    EXIT_HARDWARE: HARDWARE,
+    EXIT_COLLECTIVE: COLLECTIVE,
+    EXIT_STRAGGLER: HARDWARE,
+    EXIT_STRAGGLER_PEER: HARDWARE,
+}
 
 
 def classify(exit_code: int | None, reason: str | None, lines: Iterable[str]) -> Failure:

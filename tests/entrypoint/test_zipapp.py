@@ -77,7 +77,9 @@ def test_the_zipapp_holds_no_module_that_needs_more_than_the_standard_library(tm
     done = subprocess.run(["/usr/bin/python3", "-I", "-S", "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
-    assert Path(archive).stat().st_size < 100_000
+    # A budget that makes growth a choice; the limit is the run's ConfigMap, which carries it
+    # base64'd (render.CONFIGMAP_LIMIT). 100 kB until the straggler's own end (issue 38).
+    assert Path(archive).stat().st_size < 105_000
 
 
 def test_the_zipapp_checks_first_the_standard_library_its_modules_import():

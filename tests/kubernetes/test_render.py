@@ -139,8 +139,11 @@ def test_jobset_shape_for_4x8():
     rules = job["podFailurePolicy"]["rules"]
     assert rules == [
         {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-        # The entrypoint's codes for a hang, a hardware fault, a collective's failure.
-        {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [69, 70, 71, 72]}},
+        # The entrypoint's codes for a hang, a hardware fault, a collective's failure, a straggler.
+        {
+            "action": "FailJob",
+            "onExitCodes": {"containerName": "main", "operator": "In", "values": [69, 70, 71, 72, 74]},
+        },
         {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]}},
     ]
 
@@ -159,7 +162,7 @@ def test_jobset_retries_map_onto_its_failure_policy():
             "onJobFailureReasons": ["PodFailurePolicy"],
             "onJobFailureMessagePatterns": [
                 "condition DisruptionTarget",
-                "with exit code (69|70|71|72) matching FailJob rule at index 1",
+                "with exit code (69|70|71|72|74) matching FailJob rule at index 1",
             ],
         }
     ]

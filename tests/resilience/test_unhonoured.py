@@ -40,10 +40,8 @@ def test_kubernetes_names_what_its_jobset_cannot_do():
         PROFILE,
         [],
     ).warnings
-    assert any(
-        w.startswith("resilience.exclude_faulty_nodes: a straggler that ends an attempt (resilience.straggler_grace)")
-        and "`launcher run -r` then cannot keep off the straggler's node" in w
-        for w in retried
-    ), retried
+    # A straggler past its grace ends its own pod, whose node its events still give after a
+    # JobSet restart has deleted it: `run -r` keeps off it, and nothing needs saying.
+    assert not any("straggler" in w for w in retried), retried
     plain = plan_run(spec("plain-abc123", compute={"gpus": 8, "gpu_type": "h100_80gb"}), PROFILE, []).warnings
     assert not [w for w in plain if w.startswith("resilience.")]

@@ -558,8 +558,10 @@ def fault_node_of(attempt: Attempt) -> str | None:
     evidence names (`rank N: ...`, as _failure_class writes it), where the record knows it.
     A collective failure only where that rank alone failed: when a collective times out,
     every rank fails alike, and the one named says nothing of whose node was bad. A
-    straggler's (rank 0 ended the attempt, `rank 0: hardware: straggler: rank N on NODE:
-    ...`): the straggler's node, not rank 0's; none where only the exit code is left."""
+    straggler's: the node of the straggler its evidence names (`rank N: hardware: straggler:
+    rank N on NODE: ...`); where only the exit code is left, a straggler that ended itself when
+    rank 0 told it (contract.EXIT_STRAGGLER) is on its own node, whereas for rank 0's own end
+    (contract.EXIT_STRAGGLER_PEER) the failed pod is rank 0's: none."""
     if attempt.failure_class not in EXCLUDED_CLASSES:
         return None
     failed = [r for r in attempt.ranks if r.status is RunStatus.FAILED]
@@ -571,7 +573,7 @@ def fault_node_of(attempt: Attempt) -> str | None:
     if straggler is not None:
         slow = next((r for r in attempt.ranks if r.rank == straggler[0]), None)
         return (slow.node if slow else None) or straggler[1]
-    if rank is not None and rank.exit_code == contract.EXIT_STRAGGLER:
+    if rank is not None and rank.exit_code == contract.EXIT_STRAGGLER_PEER:
         return None  # the straggler is not named: never rank 0's own node
     return rank.node if rank else None
 

@@ -573,16 +573,6 @@ def plan_warnings(spec: RunSpec, profile: ClusterProfile) -> list[str]:
                 "on a faulty node again unless the cluster taints it NoSchedule (a JobSet's pod template cannot "
                 "change); `launcher run -r` keeps off the nodes a hardware or collective failure was pinned to"
             )
-        if (
-            spec.resilience.exclude_faulty_nodes
-            and (spec.compute.nodes or 1) > 1
-            and (policy.max_retries or policy.retry_on_system_failure)
-        ):
-            out.append(
-                "resilience.exclude_faulty_nodes: a straggler that ends an attempt (resilience.straggler_grace) "
-                "is pinned to its node while rank 0's pod tells it; a restart by the JobSet controller deletes "
-                "that pod, and `launcher run -r` then cannot keep off the straggler's node"
-            )
     return out
 
 

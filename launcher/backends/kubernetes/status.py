@@ -58,7 +58,10 @@ EXIT_CODE_MEANS = {
     contract.EXIT_HANG: "the entrypoint saw no progress for resilience.hang_timeout",
     contract.EXIT_HARDWARE: "the entrypoint found a hardware fault; the log has its evidence",
     contract.EXIT_COLLECTIVE: "the entrypoint found a collective's failure; the log has its evidence",
-    contract.EXIT_STRAGGLER: "rank 0 ended the attempt: a rank stayed a straggler for resilience.straggler_grace",
+    contract.EXIT_STRAGGLER: "the rank stayed a straggler for resilience.straggler_grace, and rank 0 told it to end",
+    contract.EXIT_STRAGGLER_PEER: (
+        "rank 0 ended the attempt: a rank stayed a straggler for resilience.straggler_grace and did not end when told"
+    ),
 }
 """What an exit code of the entrypoint's own says, where the pod that told more is gone."""
 EXIT_MESSAGE = re.compile(r"Container \S+ for pod [^/\s]+/(?P<pod>\S+) failed with exit code (?P<code>-?\d+)")
