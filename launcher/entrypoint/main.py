@@ -202,7 +202,7 @@ def leave_termination_message(
     exit code to end with: there, a command's failure of a system class ends the rank with
     that class's code (contract.SYSTEM_EXIT_CODES), the only thing the Job's podFailurePolicy
     can tell."""
-    from launcher.entrypoint.runtime import TERMINATION_LOG
+    from launcher.entrypoint.runtime import TERMINATION_LOG, TERMINATION_MESSAGE_BYTES
     from launcher.pod import stragglers
     from launcher.pod.failures import COLLECTIVE, HARDWARE, USER, classify
     from launcher.pod.resumed import termination_line as resumed_line
@@ -245,6 +245,14 @@ def leave_termination_message(
         progress["setup"] = round(setup, 3)
     if progress:
         texts.append(stragglers.termination_line(progress))
+    # What the command left there itself (an app's own reason) stays, after ours: the kubelet
+    # keeps the first 4 KiB.
+    try:
+        own = TERMINATION_LOG.read_text(errors="replace")[:TERMINATION_MESSAGE_BYTES].strip("\n")
+    except OSError:
+        own = ""
+    if own:
+        texts.append(out.mask(own))
     if texts:
         try:
             TERMINATION_LOG.write_text("\n".join(texts) + "\n")

@@ -27,6 +27,7 @@ from launcher.pod import contract
 
 # Where the kubelet reads a container's termination message from (the pod spec's default).
 TERMINATION_LOG = Path("/dev/termination-log")
+TERMINATION_MESSAGE_BYTES = 4096  # what the kubelet keeps of it
 PYTHON_NAMES = ("python3", "python")
 
 
