@@ -72,6 +72,8 @@ def test_the_seed_flow_runs_end_to_end_on_databricks(cli, workspace, sentiment):
     # its statuses, and both processes' logs, each a node of its own
     assert re.search(rf"^STARTING +{name}", r.stderr, re.M) and re.search(rf"^RUNNING +{name}", r.stderr, re.M)
     assert f"Run {name} completed" in r.stderr
+    # Each process a node of its own (TorchDistributor's barrier tasks, torchrun per task),
+    # whose DDP all-reduces met: the training finished on both.
     for rank in (0, 1):
         assert f"[rank {rank}] [launcher] node rank {rank} of 2, 1 process(es) per node, WORLD_SIZE 2" in r.stdout
     assert "Finished distributed training with 2 executor processes" in r.stdout
