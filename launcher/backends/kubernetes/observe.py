@@ -71,20 +71,21 @@ SCHEDULED_LOOKUPS = 10
 SCHEDULED_MESSAGE = re.compile(r"^Successfully assigned [^/\s]+/(?P<pod>\S+) to (?P<node>\S+)$")
 
 
-def scheduled_nodes(api: KubeApi, obs: Observed) -> dict[str, str]:
+def scheduled_nodes(api: KubeApi, obs: Observed, known: dict[str, str] | None = None) -> dict[str, str]:
     """The node each failed pod that a JobSet restart deleted ran on (pod -> node), from the
     scheduler's Scheduled event ("Successfully assigned ns/pod to node"), which outlives the
     pod for the cluster's event TTL (an hour by default): so a hardware or collective
     failure is pinned to its node even when the Job's failure event alone tells the attempt
-    (attempts.excluded_nodes). One list call per such attempt, the newest SCHEDULED_LOOKUPS."""
+    (attempts.excluded_nodes). One list call per such attempt, the newest SCHEDULED_LOOKUPS,
+    but for those `known` from an earlier look (a gone pod's node does not change)."""
     present = {p["metadata"]["name"] for p in obs.pods}
     gone = [
         pod
         for e in job_failure_events(obs.name, obs.events)
         if (pod := failed_pod_of_event(e)) is not None and pod not in present
-    ]
-    out: dict[str, str] = {}
-    for pod in gone[-SCHEDULED_LOOKUPS:]:
+    ][-SCHEDULED_LOOKUPS:]
+    out = {pod: (known or {})[pod] for pod in gone if pod in (known or {})}
+    for pod in [p for p in gone if p not in out]:
         items, _ = api.list("Event", fields=f"involvedObject.kind=Pod,involvedObject.name={pod},reason=Scheduled")
         for e in items:
             m = SCHEDULED_MESSAGE.match(e.get("message") or "")
@@ -118,6 +119,15 @@ def failed_pod_nodes(api: KubeApi, pods: list[dict], also: Iterable[str] = ()) -
     return out
 
 
+def read_events(api: KubeApi, obs: Observed, known: dict[str, str] | None = None) -> None:
+    """What `derive` reads beyond the run's own objects: its events, the nodes its failed
+    pods ran on (those a restart deleted from their Scheduled events; `known`: see
+    scheduled_nodes) and those nodes' own word."""
+    obs.events = jobset_events(api, obs)
+    obs.scheduled = scheduled_nodes(api, obs, known)
+    obs.nodes = failed_pod_nodes(api, obs.pods, obs.scheduled.values())
+
+
 def observe(api: KubeApi, name: str) -> Observed:
     record = api.get("ConfigMap", name)
     obs = Observed(name, record=record, cluster=api.profile.name)
@@ -127,9 +137,7 @@ def observe(api: KubeApi, name: str) -> Observed:
     obs.pods, _ = api.list("Pod", labels=keys.run_selector(name))
     obs.kueue = read_view(api, [obs.jobset])
     obs.jobs, _ = api.list("Job", labels=keys.run_selector(name))
-    obs.events = jobset_events(api, obs)
-    obs.scheduled = scheduled_nodes(api, obs)
-    obs.nodes = failed_pod_nodes(api, obs.pods, obs.scheduled.values())
+    read_events(api, obs)
     return obs
 
 

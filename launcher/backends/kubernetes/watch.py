@@ -21,13 +21,7 @@ from launcher.backends.kubernetes.attempts import Action, Observed
 from launcher.backends.kubernetes.informer import Informer
 from launcher.backends.kubernetes.kubeapi import KubeApi, KubeError
 from launcher.backends.kubernetes.lifecycle import finish, record_outcome
-from launcher.backends.kubernetes.observe import (
-    failed_pod_nodes,
-    jobset_events,
-    observe,
-    pods_missing,
-    waiting_pods,
-)
+from launcher.backends.kubernetes.observe import observe, pods_missing, read_events, waiting_pods
 from launcher.backends.kubernetes.status import derive, gone_after_its_ttl
 
 
@@ -42,8 +36,9 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
             inf.wait_synced(f"watch run {name!r}")
         last: tuple | None = None
         seen = False
-        events: list[dict] = []
-        nodes: dict[str, dict] = {}  # the failed pods' nodes, read with the events
+        # The last look at the run's events and its failed pods' nodes (read_events), kept
+        # between looks; a gone pod's node, once known, is not looked up again.
+        looked = Observed(name)
         events_at = 0.0
         while True:
             changed.clear()
@@ -63,15 +58,14 @@ def watch_run(api: KubeApi, name: str, *, poll_seconds: float = 0.5) -> Iterator
             seen = True
             waiting = waiting_pods(obs)
             if time.monotonic() - events_at > 2.0:
-                events, nodes = jobset_events(api, obs), failed_pod_nodes(api, obs.pods)
-                events_at = time.monotonic()
-            obs.events, obs.nodes = events, nodes
+                read_events(api, obs, looked.scheduled)
+                looked, events_at = obs, time.monotonic()
+            obs.events, obs.scheduled, obs.nodes = looked.events, looked.scheduled, looked.nodes
             run, action = derive(obs)
             if last is not None and (run.status.is_terminal or run.current_attempt != last[1]):
                 # An attempt just ended: its story is in events (and its nodes) newer than the last look.
-                obs.events = events = jobset_events(api, obs)
-                obs.nodes = nodes = failed_pod_nodes(api, obs.pods)
-                events_at = time.monotonic()
+                read_events(api, obs, looked.scheduled)
+                looked, events_at = obs, time.monotonic()
                 run, action = derive(obs)
             if action is not None and action.kind == "fail" and obs.jobset is not None:
                 end_unstartable(api, obs, action)
