@@ -17,9 +17,10 @@ checkpoint before a failure are redone by the next attempt but are not counted a
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from launcher.backends.runstatus import RunStatus
 
@@ -82,6 +83,36 @@ class Goodput:
             "tokens_per_sec": self.tokens_per_sec,
             "mfu": self.mfu,
         }
+
+
+def attempt_progress(ranks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The Attempt fields goodput and describe read, from what its ranks report (each
+    {"step", "age", "setup", "resumed": {"path", "step"}}, any of them missing; in rank
+    order): its last step (the highest), how long before its end progress last came (the
+    freshest rank's), its setup (the slowest rank's: the command starts when every rank is
+    ready) and the checkpoint it resumed from (the first rank's that says). One rule for the
+    local backend's exit files and the Kubernetes pods' termination messages."""
+    steps: list[int] = []
+    ages: list[float] = []
+    setups: list[float] = []
+    resumed: Mapping[str, Any] = {}
+    for rank in ranks:
+        if isinstance(rank.get("step"), int):
+            steps.append(rank["step"])
+        if isinstance(rank.get("age"), int | float):
+            ages.append(float(rank["age"]))
+        if isinstance(rank.get("setup"), int | float):
+            setups.append(float(rank["setup"]))
+        said = rank.get("resumed")
+        if not resumed and isinstance(said, Mapping):
+            resumed = said
+    return {
+        "last_step": max(steps) if steps else None,
+        "progress_age": min(ages) if ages else None,
+        "setup_seconds": max(setups) if setups else None,
+        "resumed_from": resumed.get("path") if isinstance(resumed.get("path"), str) else None,
+        "resumed_step": resumed.get("step") if isinstance(resumed.get("step"), int) else None,
+    }
 
 
 def split_by_attempt(run: Run, now: datetime | None = None) -> dict[int, dict[str, float]]:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from launcher.backends.base import Attempt, RankState, RunStatus, StatusEvent
+from launcher.backends.goodput import attempt_progress
 from launcher.backends.kubernetes import keys
 from launcher.pod import contract, failures, resumed, stragglers
 from launcher.spec.retry import DEADLINE, FATAL, SYSTEM, USER
@@ -477,17 +478,8 @@ def attempt_view(
             attempt.failure_class, attempt.evidence = found
     # What the ranks' termination messages say, where their pods are still there to read
     # (a JobSet restart deletes an attempt's pods: then nothing is said rather than guessed).
-    said = next((r.resumed for r in ranks if r.resumed is not None), None)
-    if said is not None:
-        attempt.resumed_from, attempt.resumed_step = said["path"], said["step"]
-    steps = [r.progress["step"] for r in ranks if r.progress and isinstance(r.progress.get("step"), int)]
-    attempt.last_step = max(steps) if steps else None
-    # As the local backend reads its ranks' exit files (goodput): the freshest progress of any
-    # rank, and the longest setup (the command starts when the slowest rank is ready).
-    ages = [float(a) for r in ranks if r.progress and isinstance(a := r.progress.get("age"), int | float)]
-    setups = [float(s) for r in ranks if r.progress and isinstance(s := r.progress.get("setup"), int | float)]
-    attempt.progress_age = min(ages) if ages else None
-    attempt.setup_seconds = max(setups) if setups else None
+    for field_name, value in attempt_progress({**(r.progress or {}), "resumed": r.resumed} for r in ranks).items():
+        setattr(attempt, field_name, value)
     # Those rank 0 named while the ranks ran, then, for any other rank, the comparison of the
     # step times the ranks left as they ended: each straggler once.
     live = {n[0]: line for r in ranks for line in r.named if (n := stragglers.named_in(line)) is not None}

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from launcher.backends.base import RunStatus
+from launcher.backends.goodput import attempt_progress
 from launcher.backends.local.layout import RunLayout
 from launcher.backends.local.mounts import create_mount_points, rank_launch, remove_mount_points
 from launcher.backends.local.procs import free_port, start_time, terminate_groups
@@ -345,30 +346,21 @@ class Supervisor:
                 Failure(f.kind, f"rank {rank}: {f.evidence}" if f.evidence else f"rank {rank}: exit code {code}")
             )
         self.failure = most_telling(found)
-        steps, ages, setups = [], [], []
-        resumed: dict = next(
-            (o["resumed"] for _, o in sorted(outcomes.items()) if isinstance(o.get("resumed"), dict)), {}
-        )
-        for outcome in outcomes.values():
-            if isinstance(outcome.get("setup"), int | float):
-                setups.append(float(outcome["setup"]))
-            progress = outcome.get("progress")
-            if not isinstance(progress, dict):
-                continue
-            if isinstance(progress.get("step"), int):
-                steps.append(progress["step"])
-            if isinstance(progress.get("age"), int | float):
-                ages.append(float(progress["age"]))
+        # Each exit file: {"setup", "progress": {"step", "age"}, "resumed"} (launcher.entrypoint.main).
+        reported = [
+            {
+                **(o["progress"] if isinstance(o.get("progress"), dict) else {}),
+                "setup": o.get("setup"),
+                "resumed": o.get("resumed"),
+            }
+            for _, o in sorted(outcomes.items())
+        ]
         self.state.set_attempt_outcome(
             self.name,
             attempt,
             failure_class=self.failure.kind if self.failure else None,
             evidence=self.failure.evidence if self.failure else None,
-            last_step=max(steps) if steps else None,
-            progress_age=min(ages) if ages else None,
-            setup_seconds=max(setups) if setups else None,
-            resumed_from=resumed.get("path") if isinstance(resumed.get("path"), str) else None,
-            resumed_step=resumed.get("step") if isinstance(resumed.get("step"), int) else None,
+            **attempt_progress(reported),
         )
 
     def _failed_start(
