@@ -234,7 +234,7 @@ def leave_termination_message(
     if watch is not None:
         age = watch.progress_age()
         progress = {**watch.progress(), "age": None if age is None else round(age, 3)}
-        seconds = watch.step_seconds()
+        seconds = progress["step_seconds"]
         if seconds is not None:
             progress["step_seconds"] = round(seconds, 6)
             log(
