@@ -118,15 +118,15 @@ def run_labels(name: str) -> dict[str, str]:
     return {keys.MANAGED_BY: keys.MANAGER, keys.RUN: name}
 
 
-def master_addr(name: str) -> str:
-    """Rank 0's DNS name under the JobSet's headless Service <run>: JobSet names its pods'
-    hostnames <jobset>-<replicatedJob>-<jobIndex>-<podIndex>."""
-    return f"{name}-{REPLICATED_JOB}-0-0.{name}"
-
-
 def rank_hosts(name: str) -> str:
-    """Each node rank's DNS name, `{rank}` for its index (master_addr is rank 0's)."""
+    """Each node rank's DNS name under the JobSet's headless Service <run>, `{rank}` for its
+    index: JobSet names its pods' hostnames <jobset>-<replicatedJob>-<jobIndex>-<podIndex>."""
     return f"{name}-{REPLICATED_JOB}-0-{{rank}}.{name}"
+
+
+def master_addr(name: str) -> str:
+    """Rank 0's DNS name."""
+    return rank_hosts(name).replace("{rank}", "0")
 
 
 PROGRESS_PORT = 29470
