@@ -132,7 +132,9 @@ def split_by_attempt(run: Run, now: datetime | None = None) -> dict[int, dict[st
         of(events[0].attempt)["queued"] += max(0.0, (events[0].at - run.created_at).total_seconds())
     for i, e in enumerate(events):
         upto = events[i + 1].at if i + 1 < len(events) else end
-        seconds = max(0.0, (min(upto, end) - e.at).total_seconds())
+        # Within [created_at, end]: an event's time may have whole seconds (Kubernetes'), so the
+        # first can come before a creation time read to the microsecond.
+        seconds = max(0.0, (min(upto, end) - max(e.at, run.created_at)).total_seconds())
         if e.status in (RunStatus.PENDING, RunStatus.QUEUED):
             # A wait recorded under the attempt that just ended is the next one's restart.
             waiting = e.attempt + 1 if e.attempt in ended else e.attempt

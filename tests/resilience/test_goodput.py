@@ -140,3 +140,29 @@ def test_tokens_per_sec_and_mfu_come_from_the_trainers_speed_records(cli, launch
     with TestClient(create_app(RunsSource())) as client:
         assert client.get(f"/api/runs/{name}").json()["goodput"]["tokens_per_sec"] == 12125.0
         assert "12,125 tokens/s, MFU 41.5%" in client.get(f"/runs/{name}").text
+
+
+def test_parts_add_up_where_an_event_has_whole_seconds_before_a_finer_creation_time():
+    # Kubernetes' statuses have whole seconds; a run's creation time may have microseconds:
+    # the first event can come before it, and no part may count time before the run was.
+    from datetime import UTC, datetime, timedelta
+
+    from launcher.backends.base import Attempt, Run, RunStatus, StatusEvent
+
+    t = datetime(2026, 12, 6, 12, 0, 0, tzinfo=UTC)
+    run = Run(
+        name="r",
+        backend="kubernetes",
+        status=RunStatus.FAILED,
+        created_at=t + timedelta(milliseconds=500),
+        spec={"name": "r"},
+        ended_at=t + timedelta(seconds=2),
+        attempts=[Attempt(index=1, status=RunStatus.FAILED, progress_age=0.2)],
+        events=[
+            StatusEvent(RunStatus.PENDING, t, 1),
+            StatusEvent(RunStatus.RUNNING, t + timedelta(seconds=1), 1),
+            StatusEvent(RunStatus.FAILED, t + timedelta(seconds=2), 1),
+        ],
+    )
+    g = run.goodput()
+    assert (g.wall, g.queued, g.productive, g.lost) == (1.5, 0.5, 0.8, 0.2)
